@@ -1,0 +1,4 @@
+"""The vocabulary of recon: commands, observations, events, envelopes, keys, topics.
+
+Everything in this package is pure: no I/O, no clock, no randomness.
+"""

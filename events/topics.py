@@ -1,0 +1,40 @@
+"""Topic names.
+
+commands, observations and events are co-partitioned (same partition count, same
+key) so that one decider owns partition p of both inputs and of the output together.
+A prefix lets tests run on fresh topics against a shared broker.
+"""
+
+from dataclasses import dataclass
+
+PARTITIONS = 4
+
+
+@dataclass(frozen=True)
+class Topics:
+    prefix: str = ""
+
+    @property
+    def commands(self) -> str:
+        return f"{self.prefix}recon.commands"
+
+    @property
+    def observations(self) -> str:
+        return f"{self.prefix}recon.observations"
+
+    @property
+    def events(self) -> str:
+        return f"{self.prefix}recon.events"
+
+    @property
+    def decider_state(self) -> str:
+        """Compacted changelog of decider state, keyed like the events, so a decider
+        restores a partition from one record per transaction, not from all history."""
+        return f"{self.prefix}recon.decider-state"
+
+    @property
+    def dead_letters(self) -> str:
+        return f"{self.prefix}recon.dead-letters"
+
+    def decider_inputs(self) -> tuple[str, str]:
+        return (self.commands, self.observations)

@@ -1,0 +1,149 @@
+"""Events: the immutable facts on recon.events, past tense, one `type` each.
+
+An event here is the body; events.envelope adds seq, time and the hash chain.
+"""
+
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, TypeAdapter
+
+from events.definition import OperationSpec
+from events.inputs import Outcome, Source
+from events.model import Message
+
+
+class Evidence(Message):
+    """What an observer saw, kept verbatim so a terminal state can be justified."""
+
+    observation_id: str
+    source: Source
+    outcome: Outcome
+    attempt: int
+    status_code: int | None = None
+    remote_id: str | None = None
+    body: Any = None
+    error: str | None = None
+    observed_at: str
+
+
+class TransactionAccepted(Message):
+    type: Literal["TransactionAccepted"] = "TransactionAccepted"
+    schema_version: Literal[1] = 1
+    agent_id: str
+    fingerprint: str
+    operations: tuple[OperationSpec, ...]
+
+
+class OperationDispatched(Message):
+    """Asks the dispatcher to call the provider. `attempt` is the fencing token: only
+    observations carrying it may move the operation."""
+
+    type: Literal["OperationDispatched"] = "OperationDispatched"
+    schema_version: Literal[1] = 1
+    action: str
+    op_key: str
+    attempt: int
+    # True when an earlier attempt may have reached the provider: look up before applying.
+    lookup_first: bool
+
+
+class OperationUnknown(Message):
+    type: Literal["OperationUnknown"] = "OperationUnknown"
+    schema_version: Literal[1] = 1
+    action: str
+    attempt: int
+    evidence: Evidence
+
+
+class OperationConfirmed(Message):
+    type: Literal["OperationConfirmed"] = "OperationConfirmed"
+    schema_version: Literal[1] = 1
+    action: str
+    attempt: int
+    remote_id: str | None
+    evidence: Evidence
+
+
+class OperationFailed(Message):
+    type: Literal["OperationFailed"] = "OperationFailed"
+    schema_version: Literal[1] = 1
+    action: str
+    attempt: int
+    evidence: Evidence
+
+
+class OperationNeedsReview(Message):
+    type: Literal["OperationNeedsReview"] = "OperationNeedsReview"
+    schema_version: Literal[1] = 1
+    action: str
+    attempt: int
+    reason: str
+    evidence: Evidence
+
+
+class EvidenceRecorded(Message):
+    """An observation that proves nothing new (a lookup that could not answer, a second
+    'unknown'): kept for the trail, state unchanged."""
+
+    type: Literal["EvidenceRecorded"] = "EvidenceRecorded"
+    schema_version: Literal[1] = 1
+    action: str
+    attempt: int
+    evidence: Evidence
+
+
+class ObservationIgnored(Message):
+    """An observation from a fenced (older) attempt or about a settled operation."""
+
+    type: Literal["ObservationIgnored"] = "ObservationIgnored"
+    schema_version: Literal[1] = 1
+    action: str
+    attempt: int
+    current_attempt: int
+    reason: str
+    evidence: Evidence
+
+
+class TransactionCommitted(Message):
+    type: Literal["TransactionCommitted"] = "TransactionCommitted"
+    schema_version: Literal[1] = 1
+
+
+class TransactionFailed(Message):
+    type: Literal["TransactionFailed"] = "TransactionFailed"
+    schema_version: Literal[1] = 1
+    action: str
+    reason: str
+
+
+class TransactionNeedsReview(Message):
+    type: Literal["TransactionNeedsReview"] = "TransactionNeedsReview"
+    schema_version: Literal[1] = 1
+    action: str
+    reason: str
+
+
+Event = Annotated[
+    TransactionAccepted
+    | OperationDispatched
+    | OperationUnknown
+    | OperationConfirmed
+    | OperationFailed
+    | OperationNeedsReview
+    | EvidenceRecorded
+    | ObservationIgnored
+    | TransactionCommitted
+    | TransactionFailed
+    | TransactionNeedsReview,
+    Field(discriminator="type"),
+]
+event_adapter: TypeAdapter[Event] = TypeAdapter(Event)
+
+
+def event_from(type_: str, data: dict[str, Any]) -> Event:
+    return event_adapter.validate_python({**data, "type": type_})
+
+
+def event_data(event: Event) -> dict[str, Any]:
+    """The envelope's `data`: the body without its discriminator."""
+    return event.model_dump(mode="json", exclude={"type"})

@@ -1,0 +1,1 @@
+"""The processes of recon."""

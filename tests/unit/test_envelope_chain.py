@@ -1,0 +1,40 @@
+"""The hash chain detects a removed, reordered or altered event."""
+
+from txbuilders import observed, submit
+
+from events.envelope import Envelope, verify_chain
+from events.inputs import Outcome
+from services.decider.transaction import handle, initial_state
+
+
+def chain() -> list[Envelope]:
+    state, log = initial_state("demo", "tx-1"), []
+    for message in (
+        submit(["a", "b"], ("n",)),
+        observed("a", 1, Outcome.SUCCEEDED),
+        observed("b", 1, Outcome.SUCCEEDED, 1),
+    ):
+        state, envelopes = handle(state, message)
+        log += envelopes
+    return log
+
+
+def test_intact_chain_verifies() -> None:
+    log = chain()
+    assert len(log) >= 6 and verify_chain(log) == []
+
+
+def test_removed_event_is_detected() -> None:
+    log = chain()
+    assert verify_chain(log[:2] + log[3:]) != []
+
+
+def test_altered_event_is_detected() -> None:
+    log = chain()
+    tampered = log[1].model_copy(update={"data": {**log[1].data, "attempt": 7}})
+    assert verify_chain([log[0], tampered, *log[2:]]) != []
+
+
+def test_reordered_events_are_detected() -> None:
+    log = chain()
+    assert verify_chain([log[0], log[2], log[1], *log[3:]]) != []
