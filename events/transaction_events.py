@@ -45,6 +45,11 @@ class OperationDispatched(Message):
     attempt: int
     # True when an earlier attempt may have reached the provider: look up before applying.
     lookup_first: bool
+    # What to call, carried on the dispatch itself so that a dispatcher resuming from
+    # its committed offset needs no earlier event to act.
+    provider: str
+    operation: str
+    payload: dict[str, Any]
 
 
 class OperationUnknown(Message):

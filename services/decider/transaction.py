@@ -157,11 +157,7 @@ def _observe(state: TransactionState, obs: OperationObserved) -> list[Event]:
             if op.status is OpStatus.DISPATCHED:
                 pass
             elif attempt < MAX_ATTEMPTS:
-                events.append(
-                    OperationDispatched(
-                        action=action, op_key=op.spec.op_key, attempt=attempt + 1, lookup_first=True
-                    )
-                )
+                events.append(_dispatch(op, attempt=attempt + 1, lookup_first=True))
             else:
                 events += _review(op, attempt, "attempt_budget_exhausted", evidence, is_step)
         case Outcome.KEY_CONFLICT:
@@ -196,20 +192,27 @@ def _advance(state: TransactionState) -> list[Event]:
         if step.status is OpStatus.CONFIRMED:
             continue
         if step.status is OpStatus.PENDING:
-            return [
-                OperationDispatched(
-                    action=step.spec.action, op_key=step.spec.op_key, attempt=1, lookup_first=False
-                )
-            ]
+            return [_dispatch(step, attempt=1, lookup_first=False)]
         return []  # in flight or unknown: everything after it waits
     notifications: list[Event] = [
-        OperationDispatched(
-            action=op.spec.action, op_key=op.spec.op_key, attempt=1, lookup_first=False
-        )
+        _dispatch(op, attempt=1, lookup_first=False)
         for op in state.operations
         if op.spec.kind is OperationKind.ON_COMMIT and op.status is OpStatus.PENDING
     ]
     return [TransactionCommitted(), *notifications]
+
+
+def _dispatch(op: OperationState, *, attempt: int, lookup_first: bool) -> OperationDispatched:
+    spec = op.spec
+    return OperationDispatched(
+        action=spec.action,
+        op_key=spec.op_key,
+        attempt=attempt,
+        lookup_first=lookup_first,
+        provider=spec.provider,
+        operation=spec.operation,
+        payload=spec.payload,
+    )
 
 
 # --- evolve -------------------------------------------------------------------------

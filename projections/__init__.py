@@ -1,0 +1,1 @@
+"""Postgres views built from recon.events: what people and the API query."""

@@ -1,0 +1,69 @@
+-- recon's Postgres schema. Every statement is idempotent: each process applies it at
+-- start-up under an advisory lock, so there is no separate migration step yet.
+
+-- The intake's guard: the first body accepted under (tenant, tx_id). A unique key makes
+-- concurrent identical submissions collapse into one and different ones conflict.
+CREATE TABLE IF NOT EXISTS intents (
+    tenant      text NOT NULL,
+    tx_id       text NOT NULL,
+    fingerprint text NOT NULL,
+    agent_id    text NOT NULL,
+    operations  jsonb NOT NULL,
+    created_at  timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (tenant, tx_id)
+);
+
+-- Append-only copy of recon.events.
+CREATE TABLE IF NOT EXISTS events (
+    tenant         text NOT NULL,
+    tx_id          text NOT NULL,
+    seq            integer NOT NULL,
+    event_id       text NOT NULL UNIQUE,
+    type           text NOT NULL,
+    schema_version integer NOT NULL,
+    causation_id   text NOT NULL,
+    correlation_id text NOT NULL,
+    occurred_at    timestamptz NOT NULL,
+    prev_hash      text NOT NULL,
+    hash           text NOT NULL,
+    data           jsonb NOT NULL,
+    PRIMARY KEY (tenant, tx_id, seq)
+);
+
+CREATE TABLE IF NOT EXISTS transactions (
+    tenant      text NOT NULL,
+    tx_id       text NOT NULL,
+    status      text NOT NULL,
+    agent_id    text NOT NULL,
+    last_seq    integer NOT NULL,
+    created_at  timestamptz NOT NULL,
+    updated_at  timestamptz NOT NULL,
+    PRIMARY KEY (tenant, tx_id)
+);
+
+CREATE TABLE IF NOT EXISTS operations (
+    tenant     text NOT NULL,
+    tx_id      text NOT NULL,
+    action     text NOT NULL,
+    position   integer NOT NULL,
+    kind       text NOT NULL,
+    provider   text NOT NULL,
+    operation  text NOT NULL,
+    op_key     text NOT NULL,
+    state      text NOT NULL,
+    attempts   integer NOT NULL,
+    remote_id  text,
+    evidence   jsonb NOT NULL,
+    updated_at timestamptz NOT NULL,
+    PRIMARY KEY (tenant, tx_id, action)
+);
+CREATE INDEX IF NOT EXISTS operations_state ON operations (state, updated_at);
+
+-- Next offset to read per partition of recon.events, written in the same database
+-- transaction as the rows it produced: the projection is exactly-once.
+CREATE TABLE IF NOT EXISTS projection_offsets (
+    topic       text NOT NULL,
+    partition   integer NOT NULL,
+    next_offset bigint NOT NULL,
+    PRIMARY KEY (topic, partition)
+);

@@ -1,0 +1,33 @@
+"""Running a recon process: logging, settings, and a clean stop on SIGINT/SIGTERM."""
+
+import asyncio
+import logging
+import os
+import signal
+import sys
+from collections.abc import Awaitable, Callable
+
+from services.config import ConfigError, Settings, load_settings
+
+Main = Callable[[Settings, asyncio.Event], Awaitable[None]]
+
+
+def run_process(name: str, main: Main) -> None:
+    logging.basicConfig(
+        level=os.environ.get("RECON_LOG_LEVEL", "INFO"),
+        format=f"%(asctime)s {name} %(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        settings = load_settings()
+    except ConfigError as error:
+        print(f"{name}: configuration error: {error}", file=sys.stderr)
+        raise SystemExit(2) from None
+
+    async def guarded() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        await main(settings, stop)
+
+    asyncio.run(guarded())

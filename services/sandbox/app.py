@@ -1,0 +1,191 @@
+"""HTTP routes of the sandbox provider.
+
+Faults wrap the storage call: `*_before_commit` and `delay` act before it, `*_after_commit`
+after it, so "after commit" really means the effect and its idempotency record are durable
+before the client is let down.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, Response
+from pydantic import ValidationError
+
+from services.sandbox.catalog import Operation
+from services.sandbox.faults import FaultBoard, FaultMode, FaultSpec
+from services.sandbox.outbound import on_effect_recorded
+from services.sandbox.store import Outcome, SandboxStore
+
+IDEMPOTENCY_HEADER = "Idempotency-Key"
+
+# How long a `lose_response_after_commit` request is held open if the client never gives up;
+# far beyond any sane client timeout.
+LOST_RESPONSE_HOLD_S = 3600.0
+_DISCONNECT_POLL_S = 0.05
+
+
+def _error(status_code: int, error: str, message: str, **extra: Any) -> JSONResponse:
+    return JSONResponse({"error": error, "message": message, **extra}, status_code=status_code)
+
+
+async def _read_json_object(request: Request) -> dict[str, Any] | JSONResponse:
+    raw = await request.body()
+    try:
+        body = json.loads(raw)
+    except ValueError:
+        return _error(400, "invalid_json", "The request body must be a JSON object.")
+    if not isinstance(body, dict):
+        return _error(
+            400,
+            "invalid_body",
+            f"The request body must be a JSON object, not {type(body).__name__}.",
+        )
+    return body
+
+
+async def _hold_until_client_gives_up(request: Request) -> None:
+    """Keep the connection open, answering nothing, until the client hangs up.
+
+    Waits on the event loop (never a thread or a lock), so other requests go on normally.
+    """
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + LOST_RESPONSE_HOLD_S
+    while loop.time() < deadline:
+        if await request.is_disconnected():
+            return
+        await asyncio.sleep(_DISCONNECT_POLL_S)
+
+
+def create_app(store: SandboxStore, faults: FaultBoard | None = None) -> FastAPI:
+    board = faults if faults is not None else FaultBoard()
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        yield
+        store.close()
+
+    app = FastAPI(
+        title="recon sandbox provider",
+        description="A stand-in for payment, inventory and email providers. See CONTRACT.md.",
+        lifespan=lifespan,
+    )
+
+    def operation_handler(operation: Operation) -> Callable[[Request], Awaitable[Response]]:
+        async def handle(request: Request) -> Response:
+            key = request.headers.get(IDEMPOTENCY_HEADER, "").strip()
+            if not key:
+                return _error(
+                    400,
+                    "missing_idempotency_key",
+                    f"The {IDEMPOTENCY_HEADER} header is required on {operation.value}; send "
+                    "one stable key per intended effect and reuse it on every retry.",
+                )
+            body = await _read_json_object(request)
+            if isinstance(body, JSONResponse):
+                return body
+            metadata = body.pop("metadata", {})
+            if not isinstance(metadata, dict):
+                return _error(400, "invalid_metadata", "'metadata' must be a JSON object.")
+
+            # Consumed only by well-formed calls: a malformed request would not reach the
+            # provider's effect path either.
+            fault = board.take_call_fault(operation)
+            mode = fault.mode if fault is not None else None
+            if mode is FaultMode.ERROR_500_BEFORE_COMMIT:
+                return _error(
+                    500, "internal_error", "Injected fault: failed before commit; nothing done."
+                )
+            if mode is FaultMode.DELAY and fault is not None:
+                await asyncio.sleep(fault.delay_ms / 1000)
+            pending_ms = fault.delay_ms if mode is FaultMode.PENDING and fault else None
+
+            result = await asyncio.to_thread(
+                store.submit, operation, key, body, metadata, pending_ms=pending_ms
+            )
+            if result.outcome is Outcome.RECORDED and result.effect is not None:
+                on_effect_recorded(result.effect)
+
+            if mode is FaultMode.ERROR_500_AFTER_COMMIT:
+                return _error(
+                    500, "internal_error", "Injected fault: failed after commit; the effect stands."
+                )
+            if mode is FaultMode.LOSE_RESPONSE_AFTER_COMMIT:
+                await _hold_until_client_gives_up(request)
+                # Nobody is listening any more; this goes nowhere.
+                return Response(status_code=504)
+            return JSONResponse(result.body, status_code=result.status_code)
+
+        handle.__name__ = operation.value.replace(".", "_")
+        return handle
+
+    for operation in Operation:
+        app.add_api_route(
+            operation.path,
+            operation_handler(operation),
+            methods=["POST"],
+            summary=f"Perform {operation.value} under an Idempotency-Key",
+        )
+
+    @app.get("/v1/effects")
+    async def effects(idempotency_key: str | None = None, operation: str | None = None) -> Response:
+        op: Operation | None = None
+        if operation is not None:
+            try:
+                op = Operation(operation)
+            except ValueError:
+                known = ", ".join(o.value for o in Operation)
+                return _error(
+                    400,
+                    "unknown_operation",
+                    f"Unknown operation {operation!r}; use one of {known}.",
+                )
+        if idempotency_key is None:
+            listed = await asyncio.to_thread(store.list_effects, op)
+            return JSONResponse({"effects": [e.to_json() for e in listed]})
+
+        found, key_operation = await asyncio.to_thread(store.lookup, idempotency_key)
+        if board.take_lookup_fault(key_operation) is not None:
+            return _error(
+                503,
+                "lookup_unavailable",
+                "Injected fault: lookups are unavailable; absence is not proven, retry later.",
+            )
+        return JSONResponse(
+            {"effects": [e.to_json() for e in found if op is None or e.operation is op]}
+        )
+
+    @app.post("/v1/faults")
+    async def arm_fault(request: Request) -> Response:
+        body = await _read_json_object(request)
+        if isinstance(body, JSONResponse):
+            return body
+        try:
+            spec = FaultSpec.model_validate(body)
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in err['loc']) or 'body'}: {err['msg']}"
+                for err in exc.errors()
+            )
+            return _error(422, "invalid_fault", f"Invalid fault: {problems}.")
+        armed = board.arm(spec)
+        return JSONResponse({"armed": armed.model_dump(mode="json")}, status_code=201)
+
+    @app.get("/v1/faults")
+    async def list_faults() -> Response:
+        return JSONResponse({"faults": [f.model_dump(mode="json") for f in board.armed()]})
+
+    @app.delete("/v1/faults")
+    async def disarm_faults() -> Response:
+        return JSONResponse({"disarmed": board.clear()})
+
+    @app.get("/healthz")
+    async def healthz() -> Response:
+        return JSONResponse({"status": "ok"})
+
+    return app
