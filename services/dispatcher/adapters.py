@@ -1,0 +1,63 @@
+"""Provider adapters: how to apply an operation and how to look it up by key.
+
+Every adapter sends the operation's key as the provider's idempotency key and the op
+key in the provider's metadata, so one id finds the effect from either side.
+"""
+
+from typing import Any, Protocol
+
+import httpx
+
+from events.inputs import Outcome
+from services.dispatcher.classify import Seen, classify_lookup, classify_response, unreachable
+
+
+class ProviderAdapter(Protocol):
+    async def apply(self, operation: str, op_key: str, payload: dict[str, Any]) -> Seen: ...
+
+    async def lookup(self, operation: str, op_key: str) -> Seen: ...
+
+
+class SandboxAdapter:
+    """The sandbox provider's HTTP API (CONTRACT.md, "Sandbox provider")."""
+
+    def __init__(self, client: httpx.AsyncClient, base_url: str) -> None:
+        self.client = client
+        self.base_url = base_url.rstrip("/")
+
+    async def apply(self, operation: str, op_key: str, payload: dict[str, Any]) -> Seen:
+        path = "/v1/" + operation.replace(".", "/")
+        try:
+            response = await self.client.post(
+                self.base_url + path,
+                json={**payload, "metadata": {"op_key": op_key}},
+                headers={"Idempotency-Key": op_key},
+            )
+        except httpx.HTTPError as error:
+            return unreachable(error)
+        return classify_response(response.status_code, _json(response))
+
+    async def lookup(self, operation: str, op_key: str) -> Seen:
+        try:
+            response = await self.client.get(
+                self.base_url + "/v1/effects", params={"idempotency_key": op_key}
+            )
+        except httpx.HTTPError as error:
+            seen = unreachable(error)
+            return Seen(Outcome.UNAVAILABLE, error=seen.error)
+        return classify_lookup(response.status_code, _json(response))
+
+
+def _json(response: httpx.Response) -> Any:
+    try:
+        return response.json()
+    except ValueError:
+        return {"text": response.text[:2000]}
+
+
+def build_adapters(
+    client: httpx.AsyncClient, providers: dict[str, str]
+) -> dict[str, ProviderAdapter]:
+    # Every configured provider speaks the sandbox's API for now; a Stripe adapter
+    # will be chosen here by name.
+    return {name: SandboxAdapter(client, url) for name, url in providers.items()}

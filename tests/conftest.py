@@ -1,0 +1,146 @@
+# asyncpg ships no type information; an inline setting (unlike `type: ignore`) stays valid if
+# pyproject.toml later lists asyncpg among the untyped modules.
+# mypy: disable-error-code="import-untyped"
+"""Shared fixtures. Kafka and Postgres start only when a test asks for `infra` (or a fixture
+built on it), so unit tests run on machines without Java or a database."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import dataclass
+from urllib.parse import urlsplit, urlunsplit
+
+import asyncpg
+import pytest
+
+from services.infra._process import REPO_ROOT
+from services.infra.kafka import KafkaBroker
+from services.infra.postgres import PostgresServer
+
+
+@dataclass
+class Infra:
+    kafka_bootstrap: str
+    database_url: str
+    # None when the environment points the tests at infrastructure they do not control.
+    kafka: KafkaBroker | None
+    postgres: PostgresServer | None
+
+    def require_kafka(self) -> KafkaBroker:
+        if self.kafka is None:
+            pytest.skip("Kafka comes from RECON_KAFKA_BOOTSTRAP; it cannot be restarted here")
+        return self.kafka
+
+    def require_postgres(self) -> PostgresServer:
+        if self.postgres is None:
+            pytest.skip("Postgres comes from RECON_DATABASE_URL; it cannot be restarted here")
+        return self.postgres
+
+    def restart_kafka(self) -> None:
+        self.require_kafka().restart()
+
+    def restart_postgres(self) -> None:
+        self.require_postgres().restart()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    # Lets `pytest -m "not infra"` select exactly the tests that need no broker or database.
+    for item in items:
+        if "infra" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.infra)
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@pytest.fixture(scope="session")
+def infra() -> Iterator[Infra]:
+    bootstrap = os.environ.get("RECON_KAFKA_BOOTSTRAP")
+    database_url = os.environ.get("RECON_DATABASE_URL")
+    if bootstrap and database_url:
+        yield Infra(bootstrap, database_url, kafka=None, postgres=None)
+        return
+
+    root = REPO_ROOT / ".cache" / "test-infra" / str(os.getpid())
+    shutil.rmtree(root, ignore_errors=True)
+    postgres = PostgresServer(root / "postgres", _free_port())
+    kafka = KafkaBroker(root / "kafka", _free_port(), _free_port())
+    try:
+        postgres.start()
+        kafka.start()
+        yield Infra(kafka.bootstrap, postgres.url, kafka=kafka, postgres=postgres)
+    finally:
+        kafka.stop()
+        postgres.stop()
+    shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture
+def kafka_bootstrap(infra: Infra) -> str:
+    return infra.kafka_bootstrap
+
+
+@pytest.fixture
+def database_url(infra: Infra) -> str:
+    return infra.database_url
+
+
+@pytest.fixture
+def kafka_broker(infra: Infra) -> KafkaBroker:
+    """The test session's own broker, for restart and crash tests (skips if external)."""
+    return infra.require_kafka()
+
+
+@pytest.fixture
+def postgres_server(infra: Infra) -> PostgresServer:
+    """The test session's own Postgres, for restart and crash tests (skips if external)."""
+    return infra.require_postgres()
+
+
+def _with_database(url: str, database: str) -> str:
+    return urlunsplit(urlsplit(url)._replace(path=f"/{database}"))
+
+
+@pytest.fixture
+async def fresh_database(infra: Infra) -> AsyncIterator[str]:
+    """URL of a new, empty database that is dropped after the test."""
+    name = f"t_{uuid.uuid4().hex}"
+    admin = await asyncpg.connect(infra.database_url)
+    try:
+        await admin.execute(f'CREATE DATABASE "{name}"')
+    finally:
+        await admin.close()
+    yield _with_database(infra.database_url, name)
+    try:
+        # The test may have restarted Postgres, so reconnect rather than reuse a connection.
+        admin = await asyncpg.connect(infra.database_url)
+        try:
+            await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        finally:
+            await admin.close()
+    except (OSError, asyncpg.PostgresError):
+        pass
+
+
+@pytest.fixture
+def topic_prefix() -> str:
+    """A prefix that keeps each test's topics apart on a shared broker."""
+    return f"t{uuid.uuid4().hex[:8]}."
+
+
+@pytest.fixture
+def free_port() -> Callable[[], int]:
+    """Hands out ports nobody listens on, for the processes a test starts."""
+    return _free_port
+
+
+# The whole recon stack as real processes (stack, recon).
+from stack_fixtures import recon, stack  # noqa: E402, F401

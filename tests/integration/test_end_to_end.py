@@ -1,0 +1,128 @@
+"""One agent transaction, end to end: real Kafka, Postgres, sandbox and recon processes."""
+
+import asyncio
+from datetime import datetime
+
+from recon_client import Recon, effects_for, op, transaction
+
+from events.envelope import Envelope, verify_chain
+from services.stack import Stack
+
+
+async def test_three_steps_commit_with_exactly_one_effect_each(stack: Stack, recon: Recon) -> None:
+    accepted = await recon.submit(transaction("order-1"))
+    assert accepted.status_code == 202, accepted.text
+    assert [o["action"] for o in accepted.json()["operations"]] == ["reserve", "charge", "receipt"]
+    tx = await recon.wait_terminal("order-1")
+    assert tx["status"] == "committed"
+    effects = await recon.effects()
+    for action in ("reserve", "charge", "receipt"):
+        operation = op(tx, action)
+        assert operation["state"] == "confirmed"
+        assert len(effects_for(effects, operation["op_key"])) == 1
+        assert operation["remote_id"] == effects_for(effects, operation["op_key"])[0]["id"]
+    # Notifications only after commit: the email effect is no older than the commit event.
+    events = await recon.events("order-1")
+    committed_at = next(e["occurred_at"] for e in events if e["type"] == "TransactionCommitted")
+    email = effects_for(effects, op(tx, "receipt")["op_key"])[0]
+    assert datetime.fromisoformat(email["created_at"]) >= datetime.fromisoformat(committed_at)
+    assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
+    envelopes = [
+        Envelope.model_validate(
+            {
+                "tenant": "demo",
+                "tx_id": "order-1",
+                "schema_version": 1,
+                "correlation_id": "demo/order-1",
+                **e,
+            }
+        )
+        for e in events
+    ]
+    assert verify_chain(envelopes) == []
+
+
+async def test_lost_response_after_the_effect_is_confirmed_by_lookup(
+    stack: Stack, recon: Recon
+) -> None:
+    await recon.arm("payments.charge", "lose_response_after_commit")
+    assert (await recon.submit(transaction("lost-1"))).status_code == 202
+    tx = await recon.wait_terminal("lost-1")
+    assert tx["status"] == "committed"
+    charge = op(tx, "charge")
+    assert [e["outcome"] for e in charge["evidence"]][:2] == ["unknown", "succeeded"]
+    assert charge["evidence"][1]["source"] == "lookup"
+    assert len(effects_for(await recon.effects(), charge["op_key"])) == 1
+
+
+async def test_500_after_the_effect_is_confirmed_by_lookup(stack: Stack, recon: Recon) -> None:
+    await recon.arm("inventory.reserve", "error_500_after_commit")
+    assert (await recon.submit(transaction("err500-1"))).status_code == 202
+    tx = await recon.wait_terminal("err500-1")
+    assert tx["status"] == "committed"
+    reserve = op(tx, "reserve")
+    assert reserve["evidence"][0]["status_code"] == 500
+    assert len(effects_for(await recon.effects(), reserve["op_key"])) == 1
+
+
+async def test_declined_charge_fails_with_the_providers_answer_and_no_email(
+    stack: Stack, recon: Recon
+) -> None:
+    assert (await recon.submit(transaction("decline-1", customer="cus_decline"))).status_code == 202
+    tx = await recon.wait_terminal("decline-1")
+    assert tx["status"] == "failed"
+    charge = op(tx, "charge")
+    assert charge["state"] == "failed"
+    assert charge["evidence"][-1]["status_code"] == 402
+    assert charge["evidence"][-1]["body"]["error"] == "card_declined"
+    assert op(tx, "receipt")["state"] == "pending"
+    assert effects_for(await recon.effects(), op(tx, "receipt")["op_key"]) == []
+
+
+async def test_concurrent_identical_submissions_make_one_transaction(
+    stack: Stack, recon: Recon
+) -> None:
+    body = transaction("dup-1")
+    answers = await asyncio.gather(*(recon.submit(body) for _ in range(20)))
+    assert {a.status_code for a in answers} <= {200, 202}
+    assert len({str(a.json()["operations"]) for a in answers}) == 1
+    tx = await recon.wait_terminal("dup-1")
+    assert tx["status"] == "committed"
+    effects = await recon.effects()
+    for action in ("reserve", "charge", "receipt"):
+        assert len(effects_for(effects, op(tx, action)["op_key"])) == 1
+    events_before = await recon.events("dup-1")
+    conflict = await recon.submit(transaction("dup-1", customer="cus_other"))
+    assert conflict.status_code == 409 and conflict.json()["error"] == "tx_conflict"
+    assert len(await recon.effects()) == len(effects)
+    assert await recon.events("dup-1") == events_before
+
+
+async def test_conflicting_body_first_dispatches_nothing_for_the_second(
+    stack: Stack, recon: Recon
+) -> None:
+    assert (await recon.submit(transaction("conf-1"))).status_code == 202
+    second = await recon.submit(transaction("conf-1", sku="sku-2"))
+    assert second.status_code == 409
+    tx = await recon.wait_terminal("conf-1")
+    effects = await recon.effects("inventory.reserve")
+    assert [e["payload"]["sku"] for e in effects_for(effects, op(tx, "reserve")["op_key"])] == [
+        "sku-1"
+    ]
+
+
+async def test_bad_input_and_wrong_key_leave_no_trace(stack: Stack, recon: Recon) -> None:
+    bad = transaction("bad-1")
+    bad["steps"][0]["operation"] = "payments.teleport"
+    refused = await recon.submit(bad)
+    assert refused.status_code in (400, 422)
+    assert "payments.teleport" in refused.json()["message"]
+    wrong_key = Recon(stack.intake_url, stack.sandbox_url, api_key="not-a-key")
+    try:
+        unauthorized = await wrong_key.submit(transaction("bad-2"))
+        assert unauthorized.status_code == 401
+    finally:
+        await wrong_key.close()
+    for tx_id in ("bad-1", "bad-2"):
+        assert (await recon.get(tx_id)).status_code == 404
+    assert await recon.effects() == []
