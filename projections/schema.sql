@@ -67,3 +67,7 @@ CREATE TABLE IF NOT EXISTS projection_offsets (
     next_offset bigint NOT NULL,
     PRIMARY KEY (topic, partition)
 );
+
+-- occurred_at exactly as it was hashed: an auditor recomputes the chain from what the API
+-- returns, and a timestamptz round trip may spell the same instant differently.
+ALTER TABLE events ADD COLUMN IF NOT EXISTS occurred_at_text text;

@@ -1,0 +1,180 @@
+"""Benchmark: N transactions through the whole system, accept-to-commit latency.
+
+`python -m services.bench` (what `make bench` runs) starts its own Kafka, Postgres,
+sandbox and recon services in .cache/bench, unless --url points it at a running
+recon (such as `make run`'s). Each transaction is the README's: reserve, charge, and
+an email on commit. Latency is measured from the intake's 202 to the moment the API
+first shows the transaction committed (polled every 20 ms).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import shutil
+import statistics
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from services.infra._process import REPO_ROOT
+from services.stack import Stack
+
+
+def _transaction(tx_id: str) -> dict[str, Any]:
+    return {
+        "tx_id": tx_id,
+        "agent_id": "bench",
+        "steps": [
+            {
+                "action": "reserve",
+                "provider": "sandbox",
+                "operation": "inventory.reserve",
+                "payload": {"sku": "sku-1", "qty": 1},
+                "compensation": {"operation": "inventory.release"},
+            },
+            {
+                "action": "charge",
+                "provider": "sandbox",
+                "operation": "payments.charge",
+                "payload": {"amount": 1299, "currency": "usd", "customer": "cus_1"},
+                "compensation": {"operation": "payments.refund"},
+            },
+        ],
+        "on_commit": [
+            {
+                "action": "receipt",
+                "provider": "sandbox",
+                "operation": "email.send",
+                "payload": {"to": "a@example.com", "template": "receipt"},
+            }
+        ],
+    }
+
+
+async def _one(
+    client: httpx.AsyncClient, url: str, headers: dict[str, str], tx_id: str, timeout_s: float
+) -> float:
+    response = await client.post(
+        f"{url}/v1/transactions", json=_transaction(tx_id), headers=headers
+    )
+    if response.status_code != 202:
+        raise RuntimeError(f"{tx_id}: intake answered {response.status_code}: {response.text}")
+    accepted = time.perf_counter()
+    while time.perf_counter() - accepted < timeout_s:
+        status = (await client.get(f"{url}/v1/transactions/{tx_id}", headers=headers)).json()
+        if status.get("status") == "committed":
+            return time.perf_counter() - accepted
+        if status.get("status") in ("failed", "manual_review"):
+            raise RuntimeError(f"{tx_id} ended {status['status']}")
+        await asyncio.sleep(0.02)
+    raise RuntimeError(f"{tx_id} not committed after {timeout_s}s")
+
+
+async def drive(url: str, api_key: str, count: int, concurrency: int) -> dict[str, float]:
+    headers = {"Authorization": f"Bearer {api_key}"}
+    run = uuid.uuid4().hex[:8]
+    gate = asyncio.Semaphore(concurrency)
+    latencies: list[float] = []
+    limits = httpx.Limits(max_connections=concurrency * 2)
+
+    async with httpx.AsyncClient(timeout=30, limits=limits) as client:
+
+        async def bounded(i: int) -> None:
+            async with gate:
+                latencies.append(await _one(client, url, headers, f"bench-{run}-{i}", 120))
+                if len(latencies) % max(1, count // 10) == 0:
+                    print(f"  {len(latencies)}/{count} committed", flush=True)
+
+        started = time.perf_counter()
+        await asyncio.gather(*(bounded(i) for i in range(count)))
+        elapsed = time.perf_counter() - started
+    ordered = sorted(latencies)
+    return {
+        "transactions": count,
+        "concurrency": concurrency,
+        "seconds": elapsed,
+        "throughput_tx_per_s": count / elapsed,
+        "p50_ms": statistics.median(ordered) * 1000,
+        "p99_ms": ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))] * 1000,
+        "max_ms": ordered[-1] * 1000,
+    }
+
+
+async def _with_own_stack(args: argparse.Namespace) -> dict[str, float]:
+    from services.infra.kafka import KafkaBroker
+    from services.infra.postgres import PostgresServer
+
+    root: Path = REPO_ROOT / ".cache" / "bench"
+    shutil.rmtree(root, ignore_errors=True)
+    kafka = KafkaBroker(root / "kafka", 19092, 19093)
+    postgres = PostgresServer(root / "postgres", 15432)
+    stack = Stack(
+        kafka.bootstrap,
+        postgres.url,
+        root / "logs",
+        intake_port=18080,
+        sandbox_port=18090,
+        extra_env={"RECON_LOG_LEVEL": "WARNING"},
+    )
+    print("starting Postgres, Kafka and recon in .cache/bench ...", flush=True)
+    postgres.start()
+    kafka.start()
+    try:
+        stack.start_all()
+        await stack.wait_ready()
+        return await drive(stack.intake_url, "demo-key", args.count, args.concurrency)
+    finally:
+        stack.stop_all()
+        kafka.stop()
+        postgres.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m services.bench",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "-n", "--count", type=int, default=300, help="transactions to run (default: %(default)s)"
+    )
+    parser.add_argument(
+        "-c",
+        "--concurrency",
+        type=int,
+        default=20,
+        help="transactions in flight at once (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--url",
+        help="a running recon intake API, e.g. http://127.0.0.1:8080;"
+        " without it the benchmark starts its own stack",
+    )
+    parser.add_argument("--api-key", default="demo-key", help="with --url (default: demo-key)")
+    args = parser.parse_args(argv)
+    if args.count < 1 or args.concurrency < 1:
+        parser.error("--count and --concurrency must be at least 1")
+    if args.url:
+        result = asyncio.run(
+            drive(args.url.rstrip("/"), args.api_key, args.count, args.concurrency)
+        )
+    else:
+        result = asyncio.run(_with_own_stack(args))
+    print(
+        f"\n{result['transactions']:.0f} transactions, concurrency "
+        f"{result['concurrency']:.0f}, {result['seconds']:.1f} s\n"
+        f"throughput {result['throughput_tx_per_s']:.1f} tx/s\n"
+        f"accept->commit p50 {result['p50_ms']:.0f} ms, p99 {result['p99_ms']:.0f} ms, "
+        f"max {result['max_ms']:.0f} ms",
+        flush=True,
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

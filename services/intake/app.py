@@ -1,0 +1,278 @@
+# mypy: disable-error-code="import-untyped"
+"""The intake API (CONTRACT.md, "Intake API").
+
+An intent is answered 202 only once the broker has acknowledged its SubmitTransaction
+(promise 7). The `intents` row, written first, is the guard that turns concurrent or
+repeated submissions of one tx_id into one intent and refuses a different body with 409;
+Kafka, not the row, is the record of the intent.
+"""
+
+import asyncio
+import json
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from datetime import UTC, datetime
+from typing import Any
+
+import asyncpg
+from aiokafka import AIOKafkaProducer
+from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka.errors import GroupCoordinatorNotAvailableError, KafkaError
+from fastapi import Depends, FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import ValidationError
+
+from events.keys import partition_key
+from projections.schema import apply_schema
+from services.config import Settings
+from services.intake import auth, queries
+from services.intake.errors import ApiError
+from services.intake.submission import (
+    SubmissionRequest,
+    check,
+    operation_specs,
+    submit_command,
+)
+from services.kafka_setup import ensure_topics
+
+log = logging.getLogger(__name__)
+
+# How long a submission waits for the broker's acknowledgement before answering 503. The
+# intent row stays, so the client's retry produces again under the same message id.
+PRODUCE_TIMEOUT_S = 10.0
+HEALTH_TIMEOUT_S = 3.0
+CONSUMERS = ("recon-decider", "recon-dispatcher", "recon-projector")
+_DATABASE_DOWN = (OSError, asyncpg.PostgresConnectionError, asyncpg.InterfaceError)
+
+
+def create_app(settings: Settings) -> FastAPI:
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        pool = await asyncpg.create_pool(settings.database_url, min_size=1, max_size=10)
+        try:
+            async with pool.acquire() as conn:
+                await apply_schema(conn)
+            # Producing to a missing topic would let the broker create it with its default
+            # partition count, breaking co-partitioning.
+            await ensure_topics(settings.kafka_bootstrap, settings.topics)
+            producer = AIOKafkaProducer(
+                bootstrap_servers=settings.kafka_bootstrap, enable_idempotence=True, acks="all"
+            )
+            admin = AIOKafkaAdminClient(
+                bootstrap_servers=settings.kafka_bootstrap,
+                request_timeout_ms=int(HEALTH_TIMEOUT_S * 1000),
+            )
+            await producer.start()
+            try:
+                await admin.start()
+                try:
+                    app.state.pool, app.state.producer, app.state.admin = pool, producer, admin
+                    yield
+                finally:
+                    await admin.close()
+            finally:
+                await producer.stop()
+        finally:
+            await pool.close()
+
+    app = FastAPI(title="recon intake", version="1", lifespan=lifespan)
+    app.state.settings = settings
+
+    @app.exception_handler(ApiError)
+    async def api_error(request: Request, exc: ApiError) -> JSONResponse:
+        return JSONResponse(exc.body(), status_code=exc.status)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
+        return JSONResponse(
+            {"error": "invalid_request", "message": _summary(exc.errors())}, status_code=422
+        )
+
+    for down in _DATABASE_DOWN:
+
+        @app.exception_handler(down)
+        async def database_down(request: Request, exc: Exception) -> JSONResponse:
+            log.warning("database unavailable: %r", exc)
+            return JSONResponse(
+                {"error": "unavailable", "message": "the database is unavailable; retry later"},
+                status_code=503,
+            )
+
+    @app.post(
+        "/v1/transactions",
+        status_code=202,
+        openapi_extra={
+            "requestBody": {
+                "required": True,
+                "content": {"application/json": {"schema": SubmissionRequest.model_json_schema()}},
+            }
+        },
+    )
+    async def submit(request: Request, tenant: str = Depends(auth.tenant)) -> JSONResponse:
+        return await _submit(request, tenant, settings)
+
+    @app.get("/v1/transactions/{tx_id}")
+    async def get_transaction(
+        tx_id: str, request: Request, tenant: str = Depends(auth.tenant)
+    ) -> dict[str, Any]:
+        async with request.app.state.pool.acquire() as conn:
+            found = await queries.transaction(conn, tenant, tx_id)
+        if found is None:
+            raise _not_found(tx_id)
+        return found
+
+    @app.get("/v1/transactions/{tx_id}/events")
+    async def get_events(
+        tx_id: str, request: Request, tenant: str = Depends(auth.tenant)
+    ) -> dict[str, Any]:
+        async with request.app.state.pool.acquire() as conn:
+            found = await queries.events(conn, tenant, tx_id)
+        if found is None:
+            raise _not_found(tx_id)
+        return {"events": found}
+
+    @app.get("/healthz")
+    async def healthz(request: Request) -> JSONResponse:
+        checks = await _health(request.app, settings)
+        failing = {name: state for name, state in checks.items() if state != "ok"}
+        if failing:
+            reason = "; ".join(f"{name}: {state}" for name, state in failing.items())
+            return JSONResponse(
+                {"status": "unavailable", "reason": reason, "checks": checks}, status_code=503
+            )
+        return JSONResponse({"status": "ok", "checks": checks})
+
+    return app
+
+
+async def _submit(request: Request, tenant: str, settings: Settings) -> JSONResponse:
+    # The body is parsed here rather than by FastAPI so that authentication is checked
+    # before anything about the body is revealed, malformed JSON included.
+    try:
+        submission = SubmissionRequest.model_validate_json(await request.body())
+    except ValidationError as exc:
+        raise ApiError(422, "invalid_request", _summary(exc.errors())) from None
+    check(submission, settings.providers)
+    try:
+        fingerprint = submission.fingerprint()
+    except ValueError:
+        raise ApiError(
+            422, "invalid_request", "payloads must not contain NaN or Infinity"
+        ) from None
+    specs = operation_specs(submission, tenant=tenant, environment=settings.environment)
+    async with request.app.state.pool.acquire() as conn:
+        inserted = await conn.fetchval(
+            "INSERT INTO intents (tenant, tx_id, fingerprint, agent_id, operations)"
+            " VALUES ($1, $2, $3, $4, $5::jsonb)"
+            " ON CONFLICT (tenant, tx_id) DO NOTHING RETURNING fingerprint",
+            tenant,
+            submission.tx_id,
+            fingerprint,
+            submission.agent_id,
+            json.dumps([spec.model_dump(mode="json") for spec in specs]),
+        )
+        if inserted is None:
+            existing = await conn.fetchval(
+                "SELECT fingerprint FROM intents WHERE tenant = $1 AND tx_id = $2",
+                tenant,
+                submission.tx_id,
+            )
+            if existing != fingerprint:
+                raise ApiError(
+                    409,
+                    "tx_conflict",
+                    f"tx_id {submission.tx_id!r} was already submitted with a different body; "
+                    "resubmit the original body to retry, or use a new tx_id for a new intent",
+                )
+    # An identical resubmission produces again: it is harmless (the decider accepts only
+    # the first SubmitTransaction of a tx_id) and it covers a crash between the insert
+    # above and the broker's acknowledgement of an earlier attempt.
+    command = submit_command(
+        submission,
+        tenant=tenant,
+        fingerprint=fingerprint,
+        operations=specs,
+        issued_at=datetime.now(UTC),
+    )
+    producer: AIOKafkaProducer = request.app.state.producer
+    try:
+        await asyncio.wait_for(
+            producer.send_and_wait(
+                settings.topics.commands,
+                value=command.model_dump_json().encode(),
+                key=partition_key(tenant, submission.tx_id),
+            ),
+            PRODUCE_TIMEOUT_S,
+        )
+    except (TimeoutError, KafkaError) as exc:
+        log.warning("SubmitTransaction %s not acknowledged: %r", command.message_id, exc)
+        raise ApiError(
+            503,
+            "unavailable",
+            "the intent could not be made durable in Kafka; retry the same request",
+        ) from None
+    return JSONResponse(
+        {
+            "tx_id": submission.tx_id,
+            "status": "accepted",
+            "operations": [{"action": s.action, "op_key": s.op_key} for s in specs],
+        },
+        status_code=202,
+    )
+
+
+async def _health(app: FastAPI, settings: Settings) -> dict[str, str]:
+    checks: dict[str, str] = {}
+    try:
+        async with asyncio.timeout(HEALTH_TIMEOUT_S):
+            async with app.state.pool.acquire() as conn:
+                await conn.fetchval("SELECT 1")
+        checks["postgres"] = "ok"
+    except (TimeoutError, *_DATABASE_DOWN, asyncpg.PostgresError) as exc:
+        checks["postgres"] = f"not answering ({exc!r})"
+    try:
+        async with asyncio.timeout(HEALTH_TIMEOUT_S):
+            await app.state.producer.client.fetch_all_metadata()
+        checks["kafka"] = "ok"
+    except (TimeoutError, KafkaError) as exc:
+        checks["kafka"] = f"not answering ({exc!r})"
+        return checks
+    for name in CONSUMERS:
+        checks[name] = await _consumer_group(app.state.admin, f"{settings.group_prefix}{name}")
+    return checks
+
+
+async def _consumer_group(admin: AIOKafkaAdminClient, group: str) -> str:
+    try:
+        async with asyncio.timeout(HEALTH_TIMEOUT_S):
+            responses = await admin.describe_consumer_groups([group])
+    except GroupCoordinatorNotAvailableError:
+        # No coordinator yet means the group was never joined on this cluster.
+        return "no consumer running"
+    except (TimeoutError, KafkaError) as exc:
+        return f"cannot describe the consumer group ({exc!r})"
+    members = sum(
+        len(described["members"])
+        for response in responses
+        for described in response.to_object()["groups"]
+        if described["group"] == group
+    )
+    return "ok" if members > 0 else "no consumer running"
+
+
+def _not_found(tx_id: str) -> ApiError:
+    return ApiError(
+        404, "not_found", f"no transaction {tx_id!r} for this API key's tenant; check the tx_id"
+    )
+
+
+def _summary(errors: Any) -> str:
+    """One line per problem, `where: what`, so a person can fix the request."""
+    parts = []
+    for error in errors:
+        where = ".".join(str(part) for part in error.get("loc", ()) if part != "body")
+        message = str(error.get("msg", "invalid"))
+        parts.append(f"{where}: {message}" if where else message)
+    return "; ".join(parts) or "invalid request"

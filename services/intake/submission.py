@@ -1,0 +1,138 @@
+"""A submitted transaction: its request shape, the checks that need the deployment's
+settings, and the SubmitTransaction command it becomes.
+
+Everything here is pure: the clock reading and the tenant arrive as arguments.
+"""
+
+from datetime import datetime
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from events.canonical import fingerprint
+from events.catalog import CATALOG
+from events.definition import (
+    ACTION_PATTERN,
+    TX_ID_PATTERN,
+    Compensation,
+    OperationKind,
+    OperationSpec,
+)
+from events.inputs import SubmitTransaction
+from events.keys import op_key
+from services.intake.errors import ApiError
+
+MAX_OPERATIONS = 20
+
+
+def _known_operation(name: str) -> str:
+    if name not in CATALOG:
+        raise ValueError(f"unknown operation {name!r}; known operations: {', '.join(CATALOG)}")
+    return name
+
+
+class _Request(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class CompensationRequest(_Request):
+    operation: str
+    payload: dict[str, Any] | None = None
+
+    _check_operation = field_validator("operation")(_known_operation)
+
+
+class OperationRequest(_Request):
+    action: Annotated[str, Field(pattern=ACTION_PATTERN)]
+    provider: Annotated[str, Field(min_length=1)]
+    operation: str
+    payload: dict[str, Any]
+    compensation: CompensationRequest | None = None
+
+    _check_operation = field_validator("operation")(_known_operation)
+
+
+class SubmissionRequest(_Request):
+    tx_id: Annotated[str, Field(pattern=TX_ID_PATTERN)]
+    agent_id: Annotated[str, Field(min_length=1, max_length=128)]
+    steps: Annotated[list[OperationRequest], Field(min_length=1, max_length=MAX_OPERATIONS)]
+    on_commit: Annotated[list[OperationRequest], Field(max_length=MAX_OPERATIONS)] = []
+
+    def operations(self) -> list[tuple[OperationKind, OperationRequest]]:
+        return [(OperationKind.STEP, s) for s in self.steps] + [
+            (OperationKind.ON_COMMIT, n) for n in self.on_commit
+        ]
+
+    def fingerprint(self) -> str:
+        # Over the validated model, so key order, whitespace and an omitted optional
+        # field versus an explicit null do not make two identical intents differ.
+        return fingerprint(self.model_dump(mode="json"))
+
+
+def check(submission: SubmissionRequest, providers: dict[str, str]) -> None:
+    """The checks that depend on the deployment; raise a 422 ApiError naming the fix."""
+    seen: set[str] = set()
+    for _, op in submission.operations():
+        if op.action in seen:
+            raise ApiError(
+                422,
+                "duplicate_action",
+                f"action {op.action!r} appears twice; actions must be unique across steps "
+                "and on_commit",
+            )
+        seen.add(op.action)
+        if op.provider not in providers:
+            raise ApiError(
+                422,
+                "unknown_provider",
+                f"action {op.action!r}: unknown provider {op.provider!r}; known providers: "
+                f"{', '.join(sorted(providers))}",
+            )
+
+
+def operation_specs(
+    submission: SubmissionRequest, *, tenant: str, environment: str
+) -> tuple[OperationSpec, ...]:
+    return tuple(
+        OperationSpec(
+            action=op.action,
+            kind=kind,
+            provider=op.provider,
+            operation=op.operation,
+            payload=op.payload,
+            op_key=op_key(
+                tenant=tenant,
+                environment=environment,
+                provider=op.provider,
+                tx_id=submission.tx_id,
+                action=op.action,
+            ),
+            compensation=(
+                Compensation(operation=op.compensation.operation, payload=op.compensation.payload)
+                if op.compensation is not None
+                else None
+            ),
+        )
+        for kind, op in submission.operations()
+    )
+
+
+def submit_command(
+    submission: SubmissionRequest,
+    *,
+    tenant: str,
+    fingerprint: str,
+    operations: tuple[OperationSpec, ...],
+    issued_at: datetime,
+) -> SubmitTransaction:
+    return SubmitTransaction(
+        # Deterministic: every resubmission of the same intent is recognisably the same
+        # command, whatever the clock said.
+        message_id=f"submit:{tenant}:{submission.tx_id}:{fingerprint[:16]}",
+        tenant=tenant,
+        tx_id=submission.tx_id,
+        agent_id=submission.agent_id,
+        fingerprint=fingerprint,
+        operations=operations,
+        issued_at=issued_at,
+    )

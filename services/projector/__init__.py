@@ -1,0 +1,1 @@
+"""The projector process: recon.events -> Postgres views (see projections.projector)."""

@@ -1,0 +1,200 @@
+"""The projection's fold: what the transactions/operations tables show for a log."""
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from txbuilders import observed, submit
+
+from events.definition import OperationKind, OpStatus, TxStatus
+from events.envelope import Envelope
+from events.inputs import DeciderInput, Outcome, Source
+from projections.view import TxView, ViewError, apply
+from services.decider.transaction import handle, initial_state, record
+
+
+def log_of(*inputs: DeciderInput) -> list[Envelope]:
+    state, log = initial_state("demo", "tx-1"), []
+    for message in inputs:
+        state, envelopes = handle(state, message)
+        log += envelopes
+    return log
+
+
+def view_of(log: list[Envelope], start: TxView | None = None) -> TxView:
+    view = start
+    for envelope in log:
+        view = apply(view, envelope)
+    assert view is not None
+    return view
+
+
+def states(view: TxView) -> dict[str, tuple[OpStatus, int]]:
+    return {op.action: (op.state, op.attempts) for op in view.operations}
+
+
+def test_accepted_then_first_dispatch_runs_the_transaction() -> None:
+    log = log_of(submit(["reserve", "charge"], ("receipt",)))
+
+    accepted = apply(None, log[0])
+    running = apply(accepted, log[1])
+
+    assert accepted.status is TxStatus.ACCEPTED
+    assert states(accepted) == {
+        "reserve": (OpStatus.PENDING, 0),
+        "charge": (OpStatus.PENDING, 0),
+        "receipt": (OpStatus.PENDING, 0),
+    }
+    assert [(op.position, op.kind) for op in accepted.operations] == [
+        (0, OperationKind.STEP),
+        (1, OperationKind.STEP),
+        (2, OperationKind.ON_COMMIT),
+    ]
+    assert running.status is TxStatus.RUNNING
+    assert states(running)["reserve"] == (OpStatus.DISPATCHED, 1)
+    assert running.last_seq == 2 and running.agent_id == "agent-1"
+
+
+def test_committed_transaction_with_evidence_in_order() -> None:
+    log = log_of(
+        submit(["charge"], ("receipt",)),
+        observed("charge", 1, Outcome.UNKNOWN, n=0),
+        observed("charge", 1, Outcome.SUCCEEDED, n=1, source=Source.LOOKUP),
+    )
+
+    view = view_of(log)
+
+    assert view.status is TxStatus.COMMITTED
+    assert states(view) == {
+        "charge": (OpStatus.CONFIRMED, 1),
+        "receipt": (OpStatus.DISPATCHED, 1),
+    }
+    charge = view.operations[0]
+    assert charge.remote_id == "ch_charge"
+    assert [(e["event"], e["outcome"], e["source"]) for e in charge.evidence] == [
+        ("OperationUnknown", "unknown", "response"),
+        ("OperationConfirmed", "succeeded", "lookup"),
+    ]
+    assert view.created_at < view.updated_at == charge.updated_at
+
+
+def test_rejected_step_fails_the_transaction() -> None:
+    view = view_of(log_of(submit(["charge"]), observed("charge", 1, Outcome.REJECTED)))
+
+    assert view.status is TxStatus.FAILED
+    assert states(view) == {"charge": (OpStatus.FAILED, 1)}
+    assert view.operations[0].evidence[0]["event"] == "OperationFailed"
+
+
+def test_key_conflict_goes_to_manual_review_with_the_reason() -> None:
+    view = view_of(log_of(submit(["charge"]), observed("charge", 1, Outcome.KEY_CONFLICT)))
+
+    assert view.status is TxStatus.MANUAL_REVIEW
+    assert states(view) == {"charge": (OpStatus.MANUAL_REVIEW, 1)}
+    assert view.operations[0].evidence[0]["reason"] == "idempotency_key_reused"
+
+
+def test_a_retry_after_proven_absence_counts_the_attempt() -> None:
+    view = view_of(
+        log_of(
+            submit(["charge"]),
+            observed("charge", 1, Outcome.UNKNOWN, n=0),
+            observed("charge", 1, Outcome.ABSENT, n=1, source=Source.LOOKUP),
+        )
+    )
+
+    assert states(view) == {"charge": (OpStatus.DISPATCHED, 2)}
+    assert [e["event"] for e in view.operations[0].evidence] == [
+        "OperationUnknown",
+        "EvidenceRecorded",
+    ]
+
+
+def test_stale_observations_are_kept_as_evidence_without_moving_state() -> None:
+    view = view_of(
+        log_of(
+            submit(["charge"]),
+            observed("charge", 1, Outcome.UNKNOWN, n=0),
+            observed("charge", 1, Outcome.ABSENT, n=1, source=Source.LOOKUP),
+            observed("charge", 1, Outcome.SUCCEEDED, n=2),
+        )
+    )
+
+    assert states(view) == {"charge": (OpStatus.DISPATCHED, 2)}
+    assert view.operations[0].evidence[-1]["event"] == "ObservationIgnored"
+
+
+def test_replaying_any_prefix_changes_nothing() -> None:
+    log = log_of(
+        submit(["reserve", "charge"], ("receipt",)),
+        observed("reserve", 1, Outcome.SUCCEEDED, n=0),
+        observed("charge", 1, Outcome.UNKNOWN, n=1),
+        observed("charge", 1, Outcome.SUCCEEDED, n=2, source=Source.WEBHOOK),
+    )
+    full = view_of(log)
+
+    for cut in range(len(log) + 1):
+        assert view_of(log[:cut], start=full) is full
+
+
+def test_an_event_before_acceptance_is_refused() -> None:
+    log = log_of(submit(["charge"]))
+
+    try:
+        apply(None, log[1])
+    except ViewError as exc:
+        assert "before TransactionAccepted" in str(exc)
+    else:
+        raise AssertionError("a view cannot start with a dispatch")
+
+
+@st.composite
+def logs(draw: st.DrawFn) -> list[Envelope]:
+    steps = [f"s{i}" for i in range(draw(st.integers(1, 3)))]
+    notes = tuple(f"n{i}" for i in range(draw(st.integers(0, 2))))
+    inputs: list[DeciderInput] = [submit(steps, notes)]
+    for n in range(draw(st.integers(0, 20))):
+        inputs.append(
+            observed(
+                draw(st.sampled_from(steps + list(notes))),
+                draw(st.integers(1, 3)),
+                draw(st.sampled_from(list(Outcome))),
+                n,
+                draw(st.sampled_from(list(Source))),
+            )
+        )
+    return log_of(*inputs)
+
+
+@settings(max_examples=200, deadline=None)
+@given(logs())
+def test_applying_the_log_twice_equals_applying_it_once(log: list[Envelope]) -> None:
+    once = view_of(log)
+
+    assert view_of(log + log) == once
+    assert view_of(log, start=once) == once
+    assert once.last_seq == len(log)
+
+
+@settings(max_examples=200, deadline=None)
+@given(logs(), st.data())
+def test_redelivering_a_prefix_mid_stream_changes_nothing(
+    log: list[Envelope], data: st.DataObject
+) -> None:
+    cut = data.draw(st.integers(1, len(log)))
+    back = data.draw(st.integers(0, cut))
+
+    assert view_of(log[:cut] + log[back:]) == view_of(log)
+
+
+@settings(max_examples=200, deadline=None)
+@given(logs())
+def test_the_view_agrees_with_the_decider(log: list[Envelope]) -> None:
+    state = initial_state("demo", "tx-1")
+    for envelope in log:
+        state = record(state, envelope)
+
+    view = view_of(log)
+
+    assert view.status is state.status
+    assert [(op.action, op.state, op.attempts, op.remote_id) for op in view.operations] == [
+        (op.spec.action, op.status, op.attempt, op.remote_id) for op in state.operations
+    ]
