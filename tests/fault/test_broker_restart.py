@@ -3,6 +3,7 @@
 import asyncio
 from collections import Counter
 
+from conftest import Infra
 from recon_client import Recon, transaction
 from tests_support_log import read_event_log
 
@@ -11,24 +12,34 @@ from services.stack import Stack
 TRANSACTIONS = 200
 
 
-async def test_broker_restart_mid_run(stack: Stack, recon: Recon, infra: object) -> None:
-    broker = infra.require_kafka()  # type: ignore[attr-defined]
+async def test_broker_restart_mid_run(stack: Stack, recon: Recon, infra: Infra) -> None:
+    broker = infra.require_kafka()
     ids = [f"restart-{i}" for i in range(TRANSACTIONS)]
-    first, second = ids[: TRANSACTIONS // 2], ids[TRANSACTIONS // 2 :]
-    for tx_id in first:
-        assert (await recon.submit(transaction(tx_id), retry_unavailable=True)).status_code in (
-            200,
-            202,
+    gate = asyncio.Semaphore(2)
+
+    async def submit(tx_id: str) -> int:
+        async with gate:
+            response = await recon.submit(transaction(tx_id), retry_unavailable=True)
+            await asyncio.sleep(0.03)  # paced, so the run spans the restart
+            return response.status_code
+
+    submitting = asyncio.gather(*(submit(tx_id) for tx_id in ids))
+    # Restart once the run is well under way: some transactions committed, most not.
+    committed = 0
+    while committed < 10:
+        await asyncio.sleep(0.2)
+        states = await asyncio.gather(*(recon.get(tx_id) for tx_id in ids[:60]))
+        committed = sum(
+            1 for s in states if s.status_code == 200 and s.json()["status"] == "committed"
         )
+    assert not submitting.done(), "the run finished before the broker could be restarted"
     await asyncio.to_thread(broker.restart)
-    for tx_id in second:
-        assert (await recon.submit(transaction(tx_id), retry_unavailable=True)).status_code in (
-            200,
-            202,
-        )
+
+    assert set(await submitting) <= {200, 202}
     for tx_id in ids:
         tx = await recon.wait_terminal(tx_id, timeout=180)
         assert tx["status"] == "committed", tx
+    # One stable key per operation and one effect per key: nothing was sent twice.
     keys = Counter(e["idempotency_key"] for e in await recon.effects())
     assert len(keys) == 3 * TRANSACTIONS
     assert set(keys.values()) == {1}
