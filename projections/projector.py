@@ -1,4 +1,3 @@
-# mypy: disable-error-code="import-untyped"
 """The projector process: recon.events -> Postgres.
 
 The database, not Kafka, owns the position: on every assignment, and after every failed

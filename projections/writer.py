@@ -1,4 +1,3 @@
-# mypy: disable-error-code="import-untyped"
 """Applying a batch of recon.events to Postgres in one database transaction.
 
 The rows and the next offset of every partition in the batch commit together, so a

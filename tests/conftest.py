@@ -1,6 +1,3 @@
-# asyncpg ships no type information; an inline setting (unlike `type: ignore`) stays valid if
-# pyproject.toml later lists asyncpg among the untyped modules.
-# mypy: disable-error-code="import-untyped"
 """Shared fixtures. Kafka and Postgres start only when a test asks for `infra` (or a fixture
 built on it), so unit tests run on machines without Java or a database."""
 

@@ -1,4 +1,3 @@
-# mypy: disable-error-code="import-untyped"
 """The intake API (CONTRACT.md, "Intake API").
 
 An intent is answered 202 only once the broker has acknowledged its SubmitTransaction

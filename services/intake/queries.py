@@ -1,4 +1,3 @@
-# mypy: disable-error-code="import-untyped"
 """What GET /v1/transactions/... reads: the projected views, and the intake's own intent
 row for a transaction the projector has not reached yet.
 

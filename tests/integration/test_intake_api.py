@@ -1,4 +1,3 @@
-# mypy: disable-error-code="import-untyped"
 """The intake API against the real broker and database (CONTRACT.md, "Intake API")."""
 
 from __future__ import annotations

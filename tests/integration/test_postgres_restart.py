@@ -1,4 +1,3 @@
-# mypy: disable-error-code="import-untyped"
 """Committed rows survive a clean restart and a crash of the Postgres server."""
 
 from __future__ import annotations

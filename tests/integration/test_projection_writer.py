@@ -1,4 +1,3 @@
-# mypy: disable-error-code="import-untyped"
 """projections.writer against a real Postgres: a batch is applied exactly once, whole or
 not at all, with its offsets."""
 

@@ -1,4 +1,3 @@
-# mypy: disable-error-code="import-untyped"
 """The projector process end to end: recon.events on the real broker -> Postgres."""
 
 from __future__ import annotations
