@@ -224,9 +224,9 @@ class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
 
     async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
         async with self.decider.lock:
-            for partition in sorted({tp.partition for tp in assigned}):
-                if partition not in self.decider.owned:
-                    await self.decider.retake(partition)
+            # Concurrently: each take waits on a producer's init and a restore read.
+            new = {tp.partition for tp in assigned} - set(self.decider.owned)
+            await asyncio.gather(*(self.decider.retake(partition) for partition in new))
 
 
 async def _stop_quietly(producer: AIOKafkaProducer) -> None:
