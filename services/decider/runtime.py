@@ -208,8 +208,8 @@ class Decider:
             except ProducerFenced:
                 log.warning("fenced on partition %d: another decider owns it now", partition)
                 await self.drop(partition)
-            except KafkaError as error:
-                log.warning("transaction on partition %d failed (%s); restoring", partition, error)
+            except (KafkaError, TimeoutError) as error:
+                log.warning("transaction on partition %d failed (%r); restoring", partition, error)
                 await self.retake(partition)
 
 

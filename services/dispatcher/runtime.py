@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 import httpx
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
 from aiokafka.abc import ConsumerRebalanceListener
+from aiokafka.errors import KafkaError
 from pydantic import ValidationError
 
 from events.envelope import Envelope
@@ -63,19 +64,29 @@ class Dispatcher:
                 batch = await self.consumer.getmany(timeout_ms=500, max_records=200)
                 if not batch:
                     continue
-                await asyncio.gather(
-                    *(
-                        self._handle(tp, record)
-                        for tp, records in batch.items()
-                        for record in records
+                try:
+                    await asyncio.gather(
+                        *(self._handle(tp, rec) for tp, recs in batch.items() for rec in recs)
                     )
-                )
-                await self.consumer.commit(
-                    {tp: records[-1].offset + 1 for tp, records in batch.items() if records}
-                )
+                    await self.consumer.commit(
+                        {tp: records[-1].offset + 1 for tp, records in batch.items() if records}
+                    )
+                except KafkaError as error:
+                    # An observation or the commit did not reach Kafka: read the batch
+                    # again. Every re-read dispatch looks up first, so nothing is applied
+                    # twice.
+                    log.warning("batch failed (%r); re-reading it", error)
+                    await self._rewind(batch)
         finally:
             await self.consumer.stop()
             await self.producer.stop()
+
+    async def _rewind(self, batch: dict[TopicPartition, list[ConsumerRecord]]) -> None:
+        for tp, records in batch.items():
+            if records:
+                self.replay_until[tp] = max(self.replay_until.get(tp, 0), records[-1].offset + 1)
+                self.consumer.seek(tp, records[0].offset)
+        await asyncio.sleep(1.0)
 
     async def _handle(self, tp: TopicPartition, record: ConsumerRecord) -> None:
         try:

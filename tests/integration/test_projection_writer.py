@@ -8,7 +8,7 @@ from typing import Any
 
 import asyncpg
 import pytest
-from eventlogs import log_of, observed, submit
+from txbuilders import log_of, observed, submit
 
 from events.envelope import Envelope
 from events.inputs import Outcome, Source
