@@ -11,7 +11,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, TypeAdapter
 
-from events.definition import OperationSpec
+from events.definition import Leg, OperationSpec, Resolution
 from events.model import Message
 
 
@@ -24,6 +24,73 @@ class SubmitTransaction(Message):
     agent_id: str
     fingerprint: str
     operations: tuple[OperationSpec, ...]
+    issued_at: datetime
+
+
+class AbortTransaction(Message):
+    """From the agent or an operator, before commit: stop, settle, compensate."""
+
+    type: Literal["AbortTransaction"] = "AbortTransaction"
+    schema_version: Literal[1] = 1
+    message_id: str
+    tenant: str
+    tx_id: str
+    actor: str
+    reason: str
+    issued_at: datetime
+
+
+class PlanCompensation(Message):
+    """From the saga orchestrator: undo these confirmed steps, in this order."""
+
+    type: Literal["PlanCompensation"] = "PlanCompensation"
+    schema_version: Literal[1] = 1
+    message_id: str
+    tenant: str
+    tx_id: str
+    plan: tuple[str, ...]
+    issued_at: datetime
+
+
+class CompensateOperation(Message):
+    """From the saga orchestrator: dispatch the undo of one step, the next in the plan."""
+
+    type: Literal["CompensateOperation"] = "CompensateOperation"
+    schema_version: Literal[1] = 1
+    message_id: str
+    tenant: str
+    tx_id: str
+    action: str
+    issued_at: datetime
+
+
+class RequestReview(Message):
+    """From the pull reconciler: its lookup budget for an operation is spent."""
+
+    type: Literal["RequestReview"] = "RequestReview"
+    schema_version: Literal[1] = 1
+    message_id: str
+    tenant: str
+    tx_id: str
+    action: str
+    leg: Leg
+    attempt: int
+    reason: str
+    issued_at: datetime
+
+
+class ResolveReview(Message):
+    """From an operator, through the API."""
+
+    type: Literal["ResolveReview"] = "ResolveReview"
+    schema_version: Literal[1] = 1
+    message_id: str
+    tenant: str
+    tx_id: str
+    review_id: str
+    resolution: Resolution
+    note: str
+    actor: str
     issued_at: datetime
 
 
@@ -43,6 +110,7 @@ class Source(StrEnum):
     RESPONSE = "response"
     LOOKUP = "lookup"
     WEBHOOK = "webhook"
+    REVIEW = "review"  # a person's resolution in the manual-review queue
 
 
 class OperationObserved(Message):
@@ -55,7 +123,9 @@ class OperationObserved(Message):
     tx_id: str
     action: str
     op_key: str
-    attempt: int  # the fencing token of the dispatch this observation belongs to
+    # The fencing token of the dispatch this observation belongs to. 0 for sightings not
+    # tied to a dispatch (webhooks): they can prove an effect exists, nothing else.
+    attempt: int
     source: Source
     outcome: Outcome
     status_code: int | None = None
@@ -65,7 +135,15 @@ class OperationObserved(Message):
     observed_at: datetime
 
 
-DeciderInput = Annotated[SubmitTransaction | OperationObserved, Field(discriminator="type")]
+Command = (
+    SubmitTransaction
+    | AbortTransaction
+    | PlanCompensation
+    | CompensateOperation
+    | RequestReview
+    | ResolveReview
+)
+DeciderInput = Annotated[Command | OperationObserved, Field(discriminator="type")]
 decider_input_adapter: TypeAdapter[DeciderInput] = TypeAdapter(DeciderInput)
 
 

@@ -38,3 +38,9 @@ def partition_key(tenant: str, tx_id: str) -> bytes:
     tx_id is unique per tenant only, so the tenant is part of the key; "/" cannot occur
     in either (see events.definition)."""
     return f"{tenant}/{tx_id}".encode()
+
+
+def review_id(tenant: str, tx_id: str, action: str, leg: str, attempt: int) -> str:
+    """One review per operation leg and attempt: a repeated request finds the same one."""
+    material = canonical_json(["recon.review", tenant, tx_id, action, leg, attempt])
+    return f"rv_{sha256_hex(material)[:24]}"

@@ -33,6 +33,11 @@ class Topics:
         return f"{self.prefix}recon.decider-state"
 
     @property
+    def drift(self) -> str:
+        """DriftDetected reports (events.drift), keyed by drift id."""
+        return f"{self.prefix}recon.drift"
+
+    @property
     def dead_letters(self) -> str:
         return f"{self.prefix}recon.dead-letters"
 

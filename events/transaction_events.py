@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, TypeAdapter
 
-from events.definition import OperationSpec
+from events.definition import Leg, OperationSpec, Resolution
 from events.inputs import Outcome, Source
 from events.model import Message
 
@@ -41,6 +41,7 @@ class OperationDispatched(Message):
     type: Literal["OperationDispatched"] = "OperationDispatched"
     schema_version: Literal[1] = 1
     action: str
+    leg: Leg = Leg.FORWARD
     op_key: str
     attempt: int
     # True when an earlier attempt may have reached the provider: look up before applying.
@@ -56,6 +57,7 @@ class OperationUnknown(Message):
     type: Literal["OperationUnknown"] = "OperationUnknown"
     schema_version: Literal[1] = 1
     action: str
+    leg: Leg = Leg.FORWARD
     attempt: int
     evidence: Evidence
 
@@ -78,12 +80,16 @@ class OperationFailed(Message):
 
 
 class OperationNeedsReview(Message):
+    """Machines cannot settle this operation: a person must (the manual-review queue)."""
+
     type: Literal["OperationNeedsReview"] = "OperationNeedsReview"
     schema_version: Literal[1] = 1
     action: str
+    leg: Leg = Leg.FORWARD
     attempt: int
     reason: str
-    evidence: Evidence
+    review_id: str
+    evidence: Evidence | None = None
 
 
 class EvidenceRecorded(Message):
@@ -93,6 +99,7 @@ class EvidenceRecorded(Message):
     type: Literal["EvidenceRecorded"] = "EvidenceRecorded"
     schema_version: Literal[1] = 1
     action: str
+    leg: Leg = Leg.FORWARD
     attempt: int
     evidence: Evidence
 
@@ -103,6 +110,7 @@ class ObservationIgnored(Message):
     type: Literal["ObservationIgnored"] = "ObservationIgnored"
     schema_version: Literal[1] = 1
     action: str
+    leg: Leg = Leg.FORWARD
     attempt: int
     current_attempt: int
     reason: str
@@ -114,10 +122,67 @@ class TransactionCommitted(Message):
     schema_version: Literal[1] = 1
 
 
+class OperationCompensated(Message):
+    """The undo of a confirmed step is proven done. `remaining` is the rest of the plan,
+    so the saga orchestrator knows the next compensation from this event alone."""
+
+    type: Literal["OperationCompensated"] = "OperationCompensated"
+    schema_version: Literal[1] = 1
+    action: str
+    attempt: int
+    remote_id: str | None
+    evidence: Evidence | None
+    remaining: tuple[str, ...]
+
+
 class TransactionFailed(Message):
+    """No step will run any more. `compensable` lists the confirmed steps that have an
+    undo, in the order they ran; when it is not empty the transaction is compensating."""
+
     type: Literal["TransactionFailed"] = "TransactionFailed"
     schema_version: Literal[1] = 1
     action: str
+    reason: str
+    compensable: tuple[str, ...] = ()
+
+
+class CompensationPlanned(Message):
+    type: Literal["CompensationPlanned"] = "CompensationPlanned"
+    schema_version: Literal[1] = 1
+    plan: tuple[str, ...]
+
+
+class TransactionCompensated(Message):
+    type: Literal["TransactionCompensated"] = "TransactionCompensated"
+    schema_version: Literal[1] = 1
+
+
+class TransactionAbortRequested(Message):
+    """No further step is dispatched; in-flight ones settle, then confirmed ones are undone."""
+
+    type: Literal["TransactionAbortRequested"] = "TransactionAbortRequested"
+    schema_version: Literal[1] = 1
+    actor: str
+    reason: str
+
+
+class ReviewResolved(Message):
+    type: Literal["ReviewResolved"] = "ReviewResolved"
+    schema_version: Literal[1] = 1
+    review_id: str
+    action: str
+    leg: Leg
+    resolution: Resolution
+    note: str
+    actor: str
+
+
+class CommandIgnored(Message):
+    """A command that arrived too late or out of place: kept for the trail, no effect."""
+
+    type: Literal["CommandIgnored"] = "CommandIgnored"
+    schema_version: Literal[1] = 1
+    command: str
     reason: str
 
 
@@ -137,9 +202,15 @@ Event = Annotated[
     | OperationNeedsReview
     | EvidenceRecorded
     | ObservationIgnored
+    | OperationCompensated
     | TransactionCommitted
     | TransactionFailed
-    | TransactionNeedsReview,
+    | CompensationPlanned
+    | TransactionCompensated
+    | TransactionAbortRequested
+    | TransactionNeedsReview
+    | ReviewResolved
+    | CommandIgnored,
     Field(discriminator="type"),
 ]
 event_adapter: TypeAdapter[Event] = TypeAdapter(Event)

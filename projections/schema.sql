@@ -58,6 +58,14 @@ CREATE TABLE IF NOT EXISTS operations (
     PRIMARY KEY (tenant, tx_id, action)
 );
 CREATE INDEX IF NOT EXISTS operations_state ON operations (state, updated_at);
+-- The undo of an operation (saga compensation) and the open review, for the webhook
+-- ingress (which finds an operation by either key) and the pull reconciler.
+ALTER TABLE operations ADD COLUMN IF NOT EXISTS comp_op_key text;
+ALTER TABLE operations ADD COLUMN IF NOT EXISTS comp_state text;  -- NULL until dispatched
+ALTER TABLE operations ADD COLUMN IF NOT EXISTS comp_attempts integer NOT NULL DEFAULT 0;
+ALTER TABLE operations ADD COLUMN IF NOT EXISTS open_review_id text;
+CREATE INDEX IF NOT EXISTS operations_op_key ON operations (op_key);
+CREATE INDEX IF NOT EXISTS operations_comp_op_key ON operations (comp_op_key);
 
 -- Next offset to read per partition of recon.events, written in the same database
 -- transaction as the rows it produced: the projection is exactly-once.

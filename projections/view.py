@@ -9,21 +9,27 @@ that is applied twice (a retry after a database failure, a rebalance) is harmles
 from datetime import datetime
 from typing import Any, assert_never
 
-from events.definition import OperationKind, OpStatus, TxStatus
+from events.definition import Leg, OperationKind, OpStatus, TxStatus
 from events.envelope import Envelope
 from events.model import Message
 from events.transaction_events import (
+    CommandIgnored,
+    CompensationPlanned,
     Event,
     Evidence,
     EvidenceRecorded,
     ObservationIgnored,
+    OperationCompensated,
     OperationConfirmed,
     OperationDispatched,
     OperationFailed,
     OperationNeedsReview,
     OperationUnknown,
+    ReviewResolved,
+    TransactionAbortRequested,
     TransactionAccepted,
     TransactionCommitted,
+    TransactionCompensated,
     TransactionFailed,
     TransactionNeedsReview,
 )
@@ -110,6 +116,8 @@ def _evolve(view: TxView, event: Event, seq: int, at: datetime) -> TxView:
             # intent is the intent.
             return view
         case OperationDispatched():
+            if event.leg is Leg.COMPENSATION:
+                return _set_op(view, event.action, at, state=OpStatus.COMPENSATING)
             view = _set_op(
                 view, event.action, at, state=OpStatus.DISPATCHED, attempts=event.attempt
             )
@@ -117,7 +125,8 @@ def _evolve(view: TxView, event: Event, seq: int, at: datetime) -> TxView:
                 view = view.model_copy(update={"status": TxStatus.RUNNING})
             return view
         case OperationUnknown():
-            view = _set_op(view, event.action, at, state=OpStatus.UNKNOWN)
+            if event.leg is Leg.FORWARD:
+                view = _set_op(view, event.action, at, state=OpStatus.UNKNOWN)
             return _add_evidence(view, event.action, event.evidence, event.type, seq, at)
         case OperationConfirmed():
             view = _set_op(
@@ -132,6 +141,9 @@ def _evolve(view: TxView, event: Event, seq: int, at: datetime) -> TxView:
             return _add_evidence(
                 view, event.action, event.evidence, event.type, seq, at, reason=event.reason
             )
+        case OperationCompensated():
+            view = _set_op(view, event.action, at, state=OpStatus.COMPENSATED)
+            return _add_evidence(view, event.action, event.evidence, event.type, seq, at)
         case EvidenceRecorded():
             return _add_evidence(view, event.action, event.evidence, event.type, seq, at)
         case ObservationIgnored():
@@ -141,9 +153,19 @@ def _evolve(view: TxView, event: Event, seq: int, at: datetime) -> TxView:
         case TransactionCommitted():
             return view.model_copy(update={"status": TxStatus.COMMITTED})
         case TransactionFailed():
-            return view.model_copy(update={"status": TxStatus.FAILED})
+            status = TxStatus.COMPENSATING if event.compensable else TxStatus.FAILED
+            return view.model_copy(update={"status": status})
+        case TransactionCompensated():
+            return view.model_copy(update={"status": TxStatus.COMPENSATED})
         case TransactionNeedsReview():
             return view.model_copy(update={"status": TxStatus.MANUAL_REVIEW})
+        case ReviewResolved():
+            if view.status is not TxStatus.MANUAL_REVIEW:
+                return view
+            resumed = TxStatus.COMPENSATING if event.leg is Leg.COMPENSATION else TxStatus.RUNNING
+            return view.model_copy(update={"status": resumed})
+        case CompensationPlanned() | TransactionAbortRequested() | CommandIgnored():
+            return view
         case _:
             assert_never(event)
 
@@ -167,12 +189,14 @@ def _set_op(view: TxView, action: str, at: datetime, **changes: object) -> TxVie
 def _add_evidence(
     view: TxView,
     action: str,
-    evidence: Evidence,
+    evidence: Evidence | None,
     event_type: str,
     seq: int,
     at: datetime,
     reason: str | None = None,
 ) -> TxView:
+    if evidence is None:
+        return view
     entry: dict[str, Any] = {"event": event_type, "seq": seq, **evidence.model_dump(mode="json")}
     if reason is not None:
         entry["reason"] = reason

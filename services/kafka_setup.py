@@ -20,6 +20,7 @@ def topic_configs(topics: Topics) -> dict[str, dict[str, str]]:
         topics.observations: FOREVER,
         topics.events: FOREVER,
         topics.dead_letters: FOREVER,
+        topics.drift: FOREVER,
         # Only the latest state per transaction matters for a restore.
         topics.decider_state: {
             "cleanup.policy": "compact",

@@ -2,10 +2,21 @@
 
 from datetime import UTC, datetime, timedelta
 
-from events.definition import Compensation, OperationKind, OperationSpec
+from events.definition import Compensation, Leg, OperationKind, OperationSpec, Resolution
 from events.envelope import Envelope
-from events.inputs import DeciderInput, OperationObserved, Outcome, Source, SubmitTransaction
-from events.keys import op_key
+from events.inputs import (
+    AbortTransaction,
+    CompensateOperation,
+    DeciderInput,
+    OperationObserved,
+    Outcome,
+    PlanCompensation,
+    RequestReview,
+    ResolveReview,
+    Source,
+    SubmitTransaction,
+)
+from events.keys import compensation_key, op_key, review_id
 from services.decider.transaction import handle, initial_state
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -17,25 +28,31 @@ def spec(
     operation: str = "payments.charge",
     tx_id: str = "tx-1",
 ) -> OperationSpec:
+    key = op_key(tenant="demo", environment="test", provider="sandbox", tx_id=tx_id, action=action)
+    undo = Compensation(operation="payments.refund") if kind is OperationKind.STEP else None
     return OperationSpec(
         action=action,
         kind=kind,
         provider="sandbox",
         operation=operation,
         payload={"amount": 100},
-        compensation=Compensation(operation="payments.refund"),
-        op_key=op_key(
-            tenant="demo", environment="test", provider="sandbox", tx_id=tx_id, action=action
-        ),
+        op_key=key,
+        compensation=undo,
+        compensation_key=compensation_key(key) if undo else None,
     )
 
 
 def submit(
-    steps: list[str], notifications: tuple[str, ...] = (), tx_id: str = "tx-1"
+    steps: list[str],
+    notifications: tuple[str, ...] = (),
+    tx_id: str = "tx-1",
+    on_compensated: tuple[str, ...] = (),
 ) -> SubmitTransaction:
-    ops = [spec(a, tx_id=tx_id) for a in steps] + [
-        spec(n, OperationKind.ON_COMMIT, "email.send", tx_id) for n in notifications
-    ]
+    ops = (
+        [spec(a, tx_id=tx_id) for a in steps]
+        + [spec(n, OperationKind.ON_COMMIT, "email.send", tx_id) for n in notifications]
+        + [spec(n, OperationKind.ON_COMPENSATED, "email.send", tx_id) for n in on_compensated]
+    )
     return SubmitTransaction(
         message_id=f"cmd-{tx_id}",
         tenant="demo",
@@ -54,18 +71,75 @@ def observed(
     n: int = 0,
     source: Source = Source.RESPONSE,
     tx_id: str = "tx-1",
+    leg: Leg = Leg.FORWARD,
 ) -> OperationObserved:
+    key = spec(action, tx_id=tx_id).op_key
     return OperationObserved(
-        message_id=f"obs-{action}-{attempt}-{source.value}-{outcome.value}-{n}",
+        message_id=f"obs-{action}-{leg.value}-{attempt}-{source.value}-{outcome.value}-{n}",
         tenant="demo",
         tx_id=tx_id,
         action=action,
-        op_key=spec(action, tx_id=tx_id).op_key,
+        op_key=key if leg is Leg.FORWARD else compensation_key(key),
         attempt=attempt,
         source=source,
         outcome=outcome,
         remote_id=f"ch_{action}" if outcome is Outcome.SUCCEEDED else None,
         observed_at=T0 + timedelta(seconds=n + 1),
+    )
+
+
+def abort(n: int = 0) -> AbortTransaction:
+    return AbortTransaction(
+        message_id=f"abort-{n}",
+        tenant="demo",
+        tx_id="tx-1",
+        actor="agent",
+        reason="changed its mind",
+        issued_at=T0 + timedelta(seconds=n),
+    )
+
+
+def plan(*actions: str) -> PlanCompensation:
+    return PlanCompensation(
+        message_id=f"plan-{'-'.join(actions)}",
+        tenant="demo",
+        tx_id="tx-1",
+        plan=actions,
+        issued_at=T0,
+    )
+
+
+def compensate(action: str) -> CompensateOperation:
+    return CompensateOperation(
+        message_id=f"compensate-{action}", tenant="demo", tx_id="tx-1", action=action, issued_at=T0
+    )
+
+
+def request_review(action: str, attempt: int, leg: Leg = Leg.FORWARD) -> RequestReview:
+    return RequestReview(
+        message_id=f"request-review-{action}-{leg.value}-{attempt}",
+        tenant="demo",
+        tx_id="tx-1",
+        action=action,
+        leg=leg,
+        attempt=attempt,
+        reason="lookup_budget_exhausted",
+        issued_at=T0,
+    )
+
+
+def resolve(
+    action: str, attempt: int, resolution: Resolution, leg: Leg = Leg.FORWARD, n: int = 0
+) -> ResolveReview:
+    return ResolveReview(
+        message_id=f"resolve-{action}-{leg.value}-{attempt}-{resolution.value}-{n}",
+        tenant="demo",
+        tx_id="tx-1",
+        review_id=review_id("demo", "tx-1", action, leg.value, attempt),
+        resolution=resolution,
+        note="checked with the provider",
+        actor="ops@example.com",
+        issued_at=T0 + timedelta(seconds=n),
     )
 
 

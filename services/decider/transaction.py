@@ -2,39 +2,61 @@
 
 Pure: no I/O, no clock, no randomness. Time arrives on the input message.
 
-Rules it enforces (DESIGN.md promises 1-4):
+Rules it enforces (DESIGN.md promises 1-5):
 - steps run in order; a step is dispatched only once every step before it is confirmed;
 - an `unknown` step blocks everything after it; only evidence moves it on;
 - the transaction commits only when every step is confirmed, and `on_commit`
-  notifications are dispatched only after TransactionCommitted;
-- an observation must carry the attempt of the current dispatch (the fencing token),
-  otherwise it is recorded and ignored;
-- a duplicated observation (same message id) changes nothing.
+  notifications are dispatched only after TransactionCommitted (`on_compensated` ones
+  only after TransactionCompensated);
+- a definitive failure, a review resolved `not_applied` or an abort fails the
+  transaction; the confirmed steps before it are then undone in reverse order, one at a
+  time, each undo under its own stable key, as the saga orchestrator asks;
+- an observation must carry the attempt of the current dispatch of its leg (the fencing
+  token), otherwise it is recorded and ignored. Sightings not tied to a dispatch
+  (attempt 0: webhooks) can prove an effect exists and nothing else;
+- a duplicated input (same message id) changes nothing.
 """
 
 from datetime import datetime
-from typing import assert_never
+from typing import Any, assert_never
 
-from events.definition import OperationKind, OperationSpec, OpStatus, TxStatus
+from events.definition import Leg, OperationKind, OperationSpec, OpStatus, Resolution, TxStatus
 from events.envelope import GENESIS_HASH, Envelope, seal
-from events.inputs import DeciderInput, OperationObserved, Outcome, SubmitTransaction
+from events.inputs import (
+    AbortTransaction,
+    CompensateOperation,
+    DeciderInput,
+    OperationObserved,
+    Outcome,
+    PlanCompensation,
+    RequestReview,
+    ResolveReview,
+    SubmitTransaction,
+)
+from events.keys import review_id
 from events.model import Message
 from events.transaction_events import (
+    CommandIgnored,
+    CompensationPlanned,
     Event,
     Evidence,
     EvidenceRecorded,
     ObservationIgnored,
+    OperationCompensated,
     OperationConfirmed,
     OperationDispatched,
     OperationFailed,
     OperationNeedsReview,
     OperationUnknown,
+    ReviewResolved,
+    TransactionAbortRequested,
     TransactionAccepted,
     TransactionCommitted,
+    TransactionCompensated,
     TransactionFailed,
     TransactionNeedsReview,
 )
-from services.decider.evidence import evidence_of
+from services.decider.evidence import evidence_of, evidence_of_review
 
 # A `write` is re-sent (under the same key) only after a lookup proved it absent, and
 # at most this many times in all; past that a person decides.
@@ -48,6 +70,29 @@ class OperationState(Message):
     status: OpStatus = OpStatus.PENDING
     attempt: int = 0
     remote_id: str | None = None
+    # The undo: None until it is dispatched, then DISPATCHED/UNKNOWN/CONFIRMED/MANUAL_REVIEW.
+    comp_status: OpStatus | None = None
+    comp_attempt: int = 0
+    open_review: str | None = None
+    review_leg: Leg | None = None
+
+    def leg_of(self, key: str) -> Leg | None:
+        if key == self.spec.op_key:
+            return Leg.FORWARD
+        if key == self.spec.compensation_key:
+            return Leg.COMPENSATION
+        return None
+
+    def attempt_of(self, leg: Leg) -> int:
+        return self.attempt if leg is Leg.FORWARD else self.comp_attempt
+
+    def in_flight(self, leg: Leg) -> bool:
+        if leg is Leg.FORWARD:
+            return self.comp_status is None and self.status in IN_FLIGHT
+        return self.comp_status in IN_FLIGHT
+
+    def leg_status(self, leg: Leg) -> OpStatus | None:
+        return self.status if leg is Leg.FORWARD else self.comp_status
 
 
 class TransactionState(Message):
@@ -57,6 +102,8 @@ class TransactionState(Message):
     agent_id: str = ""
     fingerprint: str = ""
     operations: tuple[OperationState, ...] = ()
+    aborting: bool = False
+    plan: tuple[str, ...] = ()  # compensations, in the order they run
     # Chain bookkeeping, advanced by `record` from the envelopes.
     seq: int = 0
     last_hash: str = GENESIS_HASH
@@ -65,8 +112,11 @@ class TransactionState(Message):
     def operation(self, action: str) -> OperationState | None:
         return next((op for op in self.operations if op.spec.action == action), None)
 
+    def of_kind(self, kind: OperationKind) -> list[OperationState]:
+        return [op for op in self.operations if op.spec.kind is kind]
+
     def steps(self) -> list[OperationState]:
-        return [op for op in self.operations if op.spec.kind is OperationKind.STEP]
+        return self.of_kind(OperationKind.STEP)
 
 
 def initial_state(tenant: str, tx_id: str) -> TransactionState:
@@ -74,8 +124,9 @@ def initial_state(tenant: str, tx_id: str) -> TransactionState:
 
 
 def is_terminal(state: TransactionState) -> bool:
-    return state.status in (TxStatus.COMMITTED, TxStatus.FAILED, TxStatus.MANUAL_REVIEW) and all(
-        op.status not in IN_FLIGHT for op in state.operations
+    settled = (TxStatus.COMMITTED, TxStatus.FAILED, TxStatus.COMPENSATED, TxStatus.MANUAL_REVIEW)
+    return state.status in settled and not any(
+        op.in_flight(leg) for op in state.operations for leg in Leg
     )
 
 
@@ -83,13 +134,28 @@ def is_terminal(state: TransactionState) -> bool:
 
 
 def decide(state: TransactionState, message: DeciderInput) -> list[Event]:
+    if message.message_id in state.seen:
+        return []
+    if state.status is None and not isinstance(message, SubmitTransaction):
+        return []  # not ours to judge: the runtime dead-letters it
     match message:
         case SubmitTransaction():
-            return _submit(state, message)
+            events = _submit(state, message)
         case OperationObserved():
-            return _observe(state, message)
+            events = _observe(state, message)
+        case AbortTransaction():
+            events = _abort(state, message)
+        case PlanCompensation():
+            events = _plan(state, message)
+        case CompensateOperation():
+            events = _compensate(state, message)
+        case RequestReview():
+            events = _request_review(state, message)
+        case ResolveReview():
+            events = _resolve(state, message)
         case _:
             assert_never(message)
+    return events + _advance(_fold(state, events)) if events else []
 
 
 def _submit(state: TransactionState, cmd: SubmitTransaction) -> list[Event]:
@@ -97,122 +163,294 @@ def _submit(state: TransactionState, cmd: SubmitTransaction) -> list[Event]:
         # The first intent under a tx_id is the intent. An identical resubmission is a
         # retry; a different one was already refused with 409 at intake.
         return []
-    accepted = TransactionAccepted(
-        agent_id=cmd.agent_id, fingerprint=cmd.fingerprint, operations=cmd.operations
-    )
-    return [accepted, *_advance(evolve(state, accepted))]
+    return [
+        TransactionAccepted(
+            agent_id=cmd.agent_id, fingerprint=cmd.fingerprint, operations=cmd.operations
+        )
+    ]
 
 
 def _observe(state: TransactionState, obs: OperationObserved) -> list[Event]:
     op = state.operation(obs.action)
-    if state.status is None or op is None or op.spec.op_key != obs.op_key:
-        return []  # not ours to judge: the runtime dead-letters it
-    if obs.message_id in state.seen:
+    leg = op.leg_of(obs.op_key) if op else None
+    if op is None or leg is None:
         return []
     evidence = evidence_of(obs)
-    if obs.attempt != op.attempt:
+    action, attempt = op.spec.action, op.attempt_of(leg)
+
+    def ignored(reason: str) -> list[Event]:
         return [
             ObservationIgnored(
-                action=op.spec.action,
+                action=action,
+                leg=leg,
                 attempt=obs.attempt,
-                current_attempt=op.attempt,
-                reason="stale_attempt",
+                current_attempt=attempt,
+                reason=reason,
                 evidence=evidence,
             )
         ]
-    if op.status not in IN_FLIGHT:
-        return [
-            ObservationIgnored(
-                action=op.spec.action,
-                attempt=obs.attempt,
-                current_attempt=op.attempt,
-                reason=f"operation_already_{op.status.value}",
-                evidence=evidence,
-            )
-        ]
-    action, attempt = op.spec.action, op.attempt
-    is_step = op.spec.kind is OperationKind.STEP
-    events: list[Event]
+
+    if obs.attempt and obs.attempt != attempt:
+        return ignored("stale_attempt")
+    if not op.in_flight(leg):
+        return ignored(f"operation_{op.leg_status(leg) or 'not_dispatched'}")
+    if not obs.attempt and obs.outcome is not Outcome.SUCCEEDED:
+        # A webhook proves that an effect exists; its silence proves nothing.
+        return [EvidenceRecorded(action=action, leg=leg, attempt=attempt, evidence=evidence)]
     match obs.outcome:
         case Outcome.SUCCEEDED:
-            events = [
+            if leg is Leg.COMPENSATION:
+                return [_compensated(state, op, attempt, obs.remote_id, evidence)]
+            return [
                 OperationConfirmed(
                     action=action, attempt=attempt, remote_id=obs.remote_id, evidence=evidence
                 )
             ]
         case Outcome.REJECTED:
-            events = [OperationFailed(action=action, attempt=attempt, evidence=evidence)]
-            if is_step:
-                # Compensation of the confirmed steps before it is the saga's seam.
-                events.append(TransactionFailed(action=action, reason="step_rejected"))
+            if leg is Leg.COMPENSATION:
+                # The undo was refused: the world is now inconsistent; a person decides.
+                return _review(state, op, leg, attempt, "compensation_rejected", evidence)
+            failed = OperationFailed(action=action, attempt=attempt, evidence=evidence)
+            return [failed, *_fail_if_step(_fold(state, [failed]), op, "step_rejected")]
         case Outcome.UNKNOWN | Outcome.UNAVAILABLE:
-            if op.status is OpStatus.DISPATCHED:
-                events = [OperationUnknown(action=action, attempt=attempt, evidence=evidence)]
-            else:
-                events = [EvidenceRecorded(action=action, attempt=attempt, evidence=evidence)]
+            if op.leg_status(leg) is OpStatus.DISPATCHED:
+                return [
+                    OperationUnknown(action=action, leg=leg, attempt=attempt, evidence=evidence)
+                ]
+            return [EvidenceRecorded(action=action, leg=leg, attempt=attempt, evidence=evidence)]
         case Outcome.ABSENT:
             # Proof that the key holds no effect: sending again under the same key is
-            # safe. While the call is still in flight its own answer is awaited instead.
-            events = [EvidenceRecorded(action=action, attempt=attempt, evidence=evidence)]
-            if op.status is OpStatus.DISPATCHED:
-                pass
-            elif attempt < MAX_ATTEMPTS:
-                events.append(_dispatch(op, attempt=attempt + 1, lookup_first=True))
-            else:
-                events += _review(op, attempt, "attempt_budget_exhausted", evidence, is_step)
+            # safe, even if the first call is still travelling (the provider dedupes).
+            events: list[Event] = [
+                EvidenceRecorded(action=action, leg=leg, attempt=attempt, evidence=evidence)
+            ]
+            if attempt < MAX_ATTEMPTS:
+                return [*events, _dispatch(op, leg, attempt + 1, lookup_first=True)]
+            return events + _review(state, op, leg, attempt, "attempt_budget_exhausted", evidence)
         case Outcome.KEY_CONFLICT:
-            events = _review(op, attempt, "idempotency_key_reused", evidence, is_step)
+            return _review(state, op, leg, attempt, "idempotency_key_reused", evidence)
         case _:
             assert_never(obs.outcome)
-    after = state
-    for event in events:
-        after = evolve(after, event)
-    return events + _advance(after)
+
+
+def _abort(state: TransactionState, cmd: AbortTransaction) -> list[Event]:
+    before_commit = state.status in (TxStatus.ACCEPTED, TxStatus.RUNNING) or (
+        state.status is TxStatus.MANUAL_REVIEW and not state.plan
+    )
+    if not before_commit or state.aborting:
+        status = "aborting" if state.aborting else state.status
+        return [CommandIgnored(command=cmd.type, reason=f"transaction_{status}")]
+    return [TransactionAbortRequested(actor=cmd.actor, reason=cmd.reason)]
+
+
+def _plan(state: TransactionState, cmd: PlanCompensation) -> list[Event]:
+    if state.plan == cmd.plan:
+        return []  # the saga asked again after a restart: already planned
+    expected = tuple(reversed(_compensable(state)))
+    if state.status is not TxStatus.COMPENSATING or state.plan or cmd.plan != expected:
+        return [CommandIgnored(command=cmd.type, reason="plan_does_not_match")]
+    return [CompensationPlanned(plan=cmd.plan)]
+
+
+def _compensate(state: TransactionState, cmd: CompensateOperation) -> list[Event]:
+    op = state.operation(cmd.action)
+    if op is not None and op.comp_status is not None:
+        return []  # already dispatched: the saga asked again after a restart
+    if op is None or cmd.action not in state.plan:
+        return [CommandIgnored(command=cmd.type, reason="not_in_plan")]
+    earlier = state.plan[: state.plan.index(cmd.action)]
+    if any(
+        state.operation(a).comp_status is not OpStatus.CONFIRMED  # type: ignore[union-attr]
+        for a in earlier
+    ):
+        return [CommandIgnored(command=cmd.type, reason="earlier_compensation_not_done")]
+    return [_dispatch(op, Leg.COMPENSATION, 1, lookup_first=False)]
+
+
+def _request_review(state: TransactionState, cmd: RequestReview) -> list[Event]:
+    op = state.operation(cmd.action)
+    if op is None or not op.in_flight(cmd.leg) or op.attempt_of(cmd.leg) != cmd.attempt:
+        return [CommandIgnored(command=cmd.type, reason="operation_not_in_flight")]
+    return _review(state, op, cmd.leg, cmd.attempt, cmd.reason, None)
+
+
+def _resolve(state: TransactionState, cmd: ResolveReview) -> list[Event]:
+    op = next((o for o in state.operations if o.open_review == cmd.review_id), None)
+    if op is None or op.review_leg is None:
+        return [CommandIgnored(command=cmd.type, reason="review_not_open")]
+    leg, attempt = op.review_leg, op.attempt_of(op.review_leg)
+    resolved = ReviewResolved(
+        review_id=cmd.review_id,
+        action=op.spec.action,
+        leg=leg,
+        resolution=cmd.resolution,
+        note=cmd.note,
+        actor=cmd.actor,
+    )
+    evidence = evidence_of_review(cmd, attempt)
+    if cmd.resolution is Resolution.RETRY or (
+        leg is Leg.COMPENSATION and cmd.resolution is Resolution.NOT_APPLIED
+    ):
+        # An undo that did not happen must still happen: try it again, like a retry.
+        return [resolved, _dispatch(op, leg, attempt + 1, lookup_first=True)]
+    if leg is Leg.COMPENSATION:
+        return [resolved, _compensated(state, op, attempt, None, evidence)]
+    if cmd.resolution is Resolution.APPLIED:
+        return [
+            resolved,
+            OperationConfirmed(
+                action=op.spec.action, attempt=attempt, remote_id=None, evidence=evidence
+            ),
+        ]
+    failed = OperationFailed(action=op.spec.action, attempt=attempt, evidence=evidence)
+    return [
+        resolved,
+        failed,
+        *_fail_if_step(_fold(state, [resolved, failed]), op, "resolved_not_applied"),
+    ]
 
 
 def _review(
-    op: OperationState, attempt: int, reason: str, evidence: Evidence, is_step: bool
+    state: TransactionState,
+    op: OperationState,
+    leg: Leg,
+    attempt: int,
+    reason: str,
+    evidence: Evidence | None,
 ) -> list[Event]:
+    rid = review_id(state.tenant, state.tx_id, op.spec.action, leg.value, attempt)
     events: list[Event] = [
         OperationNeedsReview(
-            action=op.spec.action, attempt=attempt, reason=reason, evidence=evidence
+            action=op.spec.action,
+            leg=leg,
+            attempt=attempt,
+            reason=reason,
+            review_id=rid,
+            evidence=evidence,
         )
     ]
-    if is_step:
+    # A notification in review does not hold the transaction; a step or an undo does.
+    if op.spec.kind is OperationKind.STEP:
         events.append(TransactionNeedsReview(action=op.spec.action, reason=reason))
     return events
 
 
-def _advance(state: TransactionState) -> list[Event]:
-    """What the transaction does next on its own: dispatch the next step, or commit
-    and release the notifications."""
-    if state.status not in (TxStatus.ACCEPTED, TxStatus.RUNNING):
-        return []
-    for step in state.steps():
-        if step.status is OpStatus.CONFIRMED:
-            continue
-        if step.status is OpStatus.PENDING:
-            return [_dispatch(step, attempt=1, lookup_first=False)]
-        return []  # in flight or unknown: everything after it waits
-    notifications: list[Event] = [
-        _dispatch(op, attempt=1, lookup_first=False)
-        for op in state.operations
-        if op.spec.kind is OperationKind.ON_COMMIT and op.status is OpStatus.PENDING
+def _compensated(
+    state: TransactionState,
+    op: OperationState,
+    attempt: int,
+    remote_id: str | None,
+    evidence: Evidence,
+) -> OperationCompensated:
+    remaining = state.plan[state.plan.index(op.spec.action) + 1 :]
+    return OperationCompensated(
+        action=op.spec.action,
+        attempt=attempt,
+        remote_id=remote_id,
+        evidence=evidence,
+        remaining=remaining,
+    )
+
+
+def _fail_if_step(state: TransactionState, op: OperationState, reason: str) -> list[Event]:
+    if op.spec.kind is not OperationKind.STEP:
+        return []  # a failed notification leaves the transaction as it is
+    return [
+        TransactionFailed(action=op.spec.action, reason=reason, compensable=_compensable(state))
     ]
-    return [TransactionCommitted(), *notifications]
 
 
-def _dispatch(op: OperationState, *, attempt: int, lookup_first: bool) -> OperationDispatched:
+def _compensable(state: TransactionState) -> tuple[str, ...]:
+    return tuple(
+        s.spec.action
+        for s in state.steps()
+        if s.status is OpStatus.CONFIRMED and s.spec.compensation is not None
+    )
+
+
+def _advance(state: TransactionState) -> list[Event]:
+    """What the transaction does next on its own: dispatch the next step, commit and
+    release the notifications, fail an aborted one once nothing is in flight, or close
+    a finished compensation."""
+    match state.status:
+        case TxStatus.ACCEPTED | TxStatus.RUNNING:
+            steps = state.steps()
+            if state.aborting:
+                if any(s.in_flight(Leg.FORWARD) for s in steps):
+                    return []  # in-flight steps settle first
+                return [
+                    TransactionFailed(action="", reason="aborted", compensable=_compensable(state))
+                ]
+            for step in steps:
+                if step.status is OpStatus.CONFIRMED:
+                    continue
+                if step.status is OpStatus.PENDING:
+                    return [_dispatch(step, Leg.FORWARD, 1, lookup_first=False)]
+                return []  # in flight or unknown: everything after it waits
+            return [TransactionCommitted(), *_notify(state, OperationKind.ON_COMMIT)]
+        case TxStatus.COMPENSATING:
+            if state.plan and all(
+                state.operation(a).comp_status  # type: ignore[union-attr]
+                is OpStatus.CONFIRMED
+                for a in state.plan
+            ):
+                return [TransactionCompensated(), *_notify(state, OperationKind.ON_COMPENSATED)]
+            return []
+        case (
+            TxStatus.COMMITTED
+            | TxStatus.COMPENSATED
+            | TxStatus.FAILED
+            | TxStatus.MANUAL_REVIEW
+            | None
+        ):
+            return []
+        case _:
+            assert_never(state.status)
+
+
+def _notify(state: TransactionState, kind: OperationKind) -> list[Event]:
+    return [
+        _dispatch(op, Leg.FORWARD, 1, lookup_first=False)
+        for op in state.of_kind(kind)
+        if op.status is OpStatus.PENDING
+    ]
+
+
+def _dispatch(
+    op: OperationState, leg: Leg, attempt: int, *, lookup_first: bool
+) -> OperationDispatched:
     spec = op.spec
+    if leg is Leg.FORWARD:
+        return OperationDispatched(
+            action=spec.action,
+            leg=leg,
+            op_key=spec.op_key,
+            attempt=attempt,
+            lookup_first=lookup_first,
+            provider=spec.provider,
+            operation=spec.operation,
+            payload=spec.payload,
+        )
+    assert spec.compensation is not None and spec.compensation_key is not None
     return OperationDispatched(
         action=spec.action,
-        op_key=spec.op_key,
+        leg=leg,
+        op_key=spec.compensation_key,
         attempt=attempt,
         lookup_first=lookup_first,
         provider=spec.provider,
-        operation=spec.operation,
-        payload=spec.payload,
+        operation=spec.compensation.operation,
+        payload=_undo_payload(op),
     )
+
+
+def _undo_payload(op: OperationState) -> dict[str, Any]:
+    """What the undo sends: the agent's own payload for it when given, else the original
+    payload with a reference to what it reverses (the provider's id and our key)."""
+    assert op.spec.compensation is not None
+    if op.spec.compensation.payload is not None:
+        return op.spec.compensation.payload
+    return {**op.spec.payload, "reverses": {"op_key": op.spec.op_key, "remote_id": op.remote_id}}
 
 
 # --- evolve -------------------------------------------------------------------------
@@ -230,11 +468,21 @@ def evolve(state: TransactionState, event: Event) -> TransactionState:
                 }
             )
         case OperationDispatched():
+            if event.leg is Leg.COMPENSATION:
+                return _set_op(
+                    state,
+                    event.action,
+                    comp_status=OpStatus.DISPATCHED,
+                    comp_attempt=event.attempt,
+                    status=OpStatus.COMPENSATING,
+                )
             state = _set_op(state, event.action, status=OpStatus.DISPATCHED, attempt=event.attempt)
             if state.status is TxStatus.ACCEPTED:
                 state = state.model_copy(update={"status": TxStatus.RUNNING})
             return state
         case OperationUnknown():
+            if event.leg is Leg.COMPENSATION:
+                return _set_op(state, event.action, comp_status=OpStatus.UNKNOWN)
             return _set_op(state, event.action, status=OpStatus.UNKNOWN)
         case OperationConfirmed():
             return _set_op(
@@ -243,15 +491,39 @@ def evolve(state: TransactionState, event: Event) -> TransactionState:
         case OperationFailed():
             return _set_op(state, event.action, status=OpStatus.FAILED)
         case OperationNeedsReview():
-            return _set_op(state, event.action, status=OpStatus.MANUAL_REVIEW)
-        case EvidenceRecorded() | ObservationIgnored():
+            changes: dict[str, object] = {
+                "status": OpStatus.MANUAL_REVIEW,
+                "open_review": event.review_id,
+                "review_leg": event.leg,
+            }
+            if event.leg is Leg.COMPENSATION:
+                changes["comp_status"] = OpStatus.MANUAL_REVIEW
+            return _set_op(state, event.action, **changes)
+        case OperationCompensated():
+            return _set_op(
+                state, event.action, status=OpStatus.COMPENSATED, comp_status=OpStatus.CONFIRMED
+            )
+        case EvidenceRecorded() | ObservationIgnored() | CommandIgnored():
             return state
         case TransactionCommitted():
             return state.model_copy(update={"status": TxStatus.COMMITTED})
         case TransactionFailed():
-            return state.model_copy(update={"status": TxStatus.FAILED})
+            status = TxStatus.COMPENSATING if event.compensable else TxStatus.FAILED
+            return state.model_copy(update={"status": status})
+        case CompensationPlanned():
+            return state.model_copy(update={"plan": event.plan})
+        case TransactionCompensated():
+            return state.model_copy(update={"status": TxStatus.COMPENSATED})
+        case TransactionAbortRequested():
+            return state.model_copy(update={"aborting": True})
         case TransactionNeedsReview():
             return state.model_copy(update={"status": TxStatus.MANUAL_REVIEW})
+        case ReviewResolved():
+            state = _set_op(state, event.action, open_review=None, review_leg=None)
+            if state.status is not TxStatus.MANUAL_REVIEW:
+                return state  # a notification's review: the transaction never waited
+            resumed = TxStatus.COMPENSATING if state.plan else TxStatus.RUNNING
+            return state.model_copy(update={"status": resumed})
         case _:
             assert_never(event)
 
@@ -261,6 +533,12 @@ def _set_op(state: TransactionState, action: str, **changes: object) -> Transact
         op.model_copy(update=changes) if op.spec.action == action else op for op in state.operations
     )
     return state.model_copy(update={"operations": ops})
+
+
+def _fold(state: TransactionState, events: list[Event]) -> TransactionState:
+    for event in events:
+        state = evolve(state, event)
+    return state
 
 
 # --- the log ------------------------------------------------------------------------
@@ -301,10 +579,6 @@ def handle(
 
 
 def _time_of(message: DeciderInput) -> datetime:
-    match message:
-        case SubmitTransaction():
-            return message.issued_at
-        case OperationObserved():
-            return message.observed_at
-        case _:
-            assert_never(message)
+    if isinstance(message, OperationObserved):
+        return message.observed_at
+    return message.issued_at

@@ -19,8 +19,12 @@ from pydantic import ValidationError
 
 from services.sandbox.catalog import Operation
 from services.sandbox.faults import FaultBoard, FaultMode, FaultSpec
-from services.sandbox.outbound import on_effect_recorded
-from services.sandbox.store import Outcome, SandboxStore
+from services.sandbox.outbound import WebhookSender
+from services.sandbox.responses import describe_validation, error_response
+from services.sandbox.store import Outcome, SandboxStore, Submission
+from services.sandbox.unrecorded import UnrecordedEffect
+from services.sandbox.webhook_outbox import WebhookOutbox
+from services.sandbox.webhook_routes import webhook_routes
 
 IDEMPOTENCY_HEADER = "Idempotency-Key"
 
@@ -30,18 +34,14 @@ LOST_RESPONSE_HOLD_S = 3600.0
 _DISCONNECT_POLL_S = 0.05
 
 
-def _error(status_code: int, error: str, message: str, **extra: Any) -> JSONResponse:
-    return JSONResponse({"error": error, "message": message, **extra}, status_code=status_code)
-
-
 async def _read_json_object(request: Request) -> dict[str, Any] | JSONResponse:
     raw = await request.body()
     try:
         body = json.loads(raw)
     except ValueError:
-        return _error(400, "invalid_json", "The request body must be a JSON object.")
+        return error_response(400, "invalid_json", "The request body must be a JSON object.")
     if not isinstance(body, dict):
-        return _error(
+        return error_response(
             400,
             "invalid_body",
             f"The request body must be a JSON object, not {type(body).__name__}.",
@@ -62,13 +62,30 @@ async def _hold_until_client_gives_up(request: Request) -> None:
         await asyncio.sleep(_DISCONNECT_POLL_S)
 
 
-def create_app(store: SandboxStore, faults: FaultBoard | None = None) -> FastAPI:
+def create_app(
+    store: SandboxStore,
+    faults: FaultBoard | None = None,
+    webhooks: WebhookSender | None = None,
+) -> FastAPI:
+    """The sandbox's routes. `webhooks` is None when no webhook URL is configured; the store
+    must then have been built with the outbox's `on_record` hook for deliveries to exist."""
     board = faults if faults is not None else FaultBoard()
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
-        yield
-        store.close()
+        if webhooks is not None:
+            await webhooks.start()
+        try:
+            yield
+        finally:
+            # Stop sending before the store closes under the sender's feet.
+            if webhooks is not None:
+                await webhooks.stop()
+            store.close()
+
+    def announce(result: Submission) -> None:
+        if webhooks is not None and result.outcome is Outcome.RECORDED and result.effect:
+            webhooks.on_effect_recorded(result.effect)
 
     app = FastAPI(
         title="recon sandbox provider",
@@ -80,7 +97,7 @@ def create_app(store: SandboxStore, faults: FaultBoard | None = None) -> FastAPI
         async def handle(request: Request) -> Response:
             key = request.headers.get(IDEMPOTENCY_HEADER, "").strip()
             if not key:
-                return _error(
+                return error_response(
                     400,
                     "missing_idempotency_key",
                     f"The {IDEMPOTENCY_HEADER} header is required on {operation.value}; send "
@@ -91,14 +108,14 @@ def create_app(store: SandboxStore, faults: FaultBoard | None = None) -> FastAPI
                 return body
             metadata = body.pop("metadata", {})
             if not isinstance(metadata, dict):
-                return _error(400, "invalid_metadata", "'metadata' must be a JSON object.")
+                return error_response(400, "invalid_metadata", "'metadata' must be a JSON object.")
 
             # Consumed only by well-formed calls: a malformed request would not reach the
             # provider's effect path either.
             fault = board.take_call_fault(operation)
             mode = fault.mode if fault is not None else None
             if mode is FaultMode.ERROR_500_BEFORE_COMMIT:
-                return _error(
+                return error_response(
                     500, "internal_error", "Injected fault: failed before commit; nothing done."
                 )
             if mode is FaultMode.DELAY and fault is not None:
@@ -108,11 +125,10 @@ def create_app(store: SandboxStore, faults: FaultBoard | None = None) -> FastAPI
             result = await asyncio.to_thread(
                 store.submit, operation, key, body, metadata, pending_ms=pending_ms
             )
-            if result.outcome is Outcome.RECORDED and result.effect is not None:
-                on_effect_recorded(result.effect)
+            announce(result)
 
             if mode is FaultMode.ERROR_500_AFTER_COMMIT:
-                return _error(
+                return error_response(
                     500, "internal_error", "Injected fault: failed after commit; the effect stands."
                 )
             if mode is FaultMode.LOSE_RESPONSE_AFTER_COMMIT:
@@ -140,7 +156,7 @@ def create_app(store: SandboxStore, faults: FaultBoard | None = None) -> FastAPI
                 op = Operation(operation)
             except ValueError:
                 known = ", ".join(o.value for o in Operation)
-                return _error(
+                return error_response(
                     400,
                     "unknown_operation",
                     f"Unknown operation {operation!r}; use one of {known}.",
@@ -151,7 +167,7 @@ def create_app(store: SandboxStore, faults: FaultBoard | None = None) -> FastAPI
 
         found, key_operation = await asyncio.to_thread(store.lookup, idempotency_key)
         if board.take_lookup_fault(key_operation) is not None:
-            return _error(
+            return error_response(
                 503,
                 "lookup_unavailable",
                 "Injected fault: lookups are unavailable; absence is not proven, retry later.",
@@ -159,6 +175,32 @@ def create_app(store: SandboxStore, faults: FaultBoard | None = None) -> FastAPI
         return JSONResponse(
             {"effects": [e.to_json() for e in found if op is None or e.operation is op]}
         )
+
+    @app.post("/v1/effects/unrecorded")
+    async def record_unrecorded(request: Request) -> Response:
+        """Sandbox-only: record an effect that no recon intent asked for.
+
+        How tests produce "an effect recon never intended" for the drift scan
+        (`effect_without_intent`), as if someone had used the provider's dashboard or another
+        integration. Body: `operation`, `payload`, optional `idempotency_key` (a fresh one by
+        default) and optional `metadata`. Recorded exactly like a call of that operation (the
+        same idempotency and refusal rules, answers and status codes) but never subject to
+        call faults, and its webhook is delivered like any other effect's.
+        """
+        body = await _read_json_object(request)
+        if isinstance(body, JSONResponse):
+            return body
+        try:
+            spec = UnrecordedEffect.model_validate(body)
+        except ValidationError as exc:
+            return error_response(
+                422, "invalid_effect", f"Invalid effect: {describe_validation(exc)}."
+            )
+        result = await asyncio.to_thread(
+            store.submit, spec.operation, spec.key(), spec.payload, spec.metadata
+        )
+        announce(result)
+        return JSONResponse(result.body, status_code=result.status_code)
 
     @app.post("/v1/faults")
     async def arm_fault(request: Request) -> Response:
@@ -168,11 +210,9 @@ def create_app(store: SandboxStore, faults: FaultBoard | None = None) -> FastAPI
         try:
             spec = FaultSpec.model_validate(body)
         except ValidationError as exc:
-            problems = "; ".join(
-                f"{'.'.join(str(p) for p in err['loc']) or 'body'}: {err['msg']}"
-                for err in exc.errors()
+            return error_response(
+                422, "invalid_fault", f"Invalid fault: {describe_validation(exc)}."
             )
-            return _error(422, "invalid_fault", f"Invalid fault: {problems}.")
         armed = board.arm(spec)
         return JSONResponse({"armed": armed.model_dump(mode="json")}, status_code=201)
 
@@ -183,6 +223,8 @@ def create_app(store: SandboxStore, faults: FaultBoard | None = None) -> FastAPI
     @app.delete("/v1/faults")
     async def disarm_faults() -> Response:
         return JSONResponse({"disarmed": board.clear()})
+
+    app.include_router(webhook_routes(WebhookOutbox(store), webhooks))
 
     @app.get("/healthz")
     async def healthz() -> Response:

@@ -1,4 +1,4 @@
-"""Fault injection: which failure the next calls of an operation suffer.
+"""Fault injection: which failure the next calls of an operation, or the next webhooks, suffer.
 
 Faults live in memory on purpose: they are a test's control knob for this process, not
 provider state, so a restart disarms them (like `DELETE /v1/faults`).
@@ -27,6 +27,29 @@ class FaultMode(StrEnum):
     PENDING = "pending"
     # Lookups by key answer 503, so reconcilers must back off instead of reading absence.
     LOOKUP_UNAVAILABLE = "lookup_unavailable"
+    # Webhook faults count deliveries (not calls) and act on a webhook's first delivery only;
+    # `operation`, optional, limits them to the webhooks of that operation's effects.
+    # Deliver twice: same event id, same body (what at-least-once delivery looks like).
+    WEBHOOK_DUPLICATE = "webhook_duplicate"
+    # Hold for `delay_ms`: the webhook arrives after the response, or after the transaction ended.
+    WEBHOOK_DELAY = "webhook_delay"
+    # Never deliver: recon must learn of the effect from its own lookups or the drift scan.
+    WEBHOOK_DROP = "webhook_drop"
+    # Hold, then release the held deliveries in reverse order `delay_ms` after the first.
+    WEBHOOK_REORDER = "webhook_reorder"
+
+
+WEBHOOK_MODES = frozenset(
+    {
+        FaultMode.WEBHOOK_DUPLICATE,
+        FaultMode.WEBHOOK_DELAY,
+        FaultMode.WEBHOOK_DROP,
+        FaultMode.WEBHOOK_REORDER,
+    }
+)
+# The modes that may leave `operation` out: lookups and deliveries can be broken wholesale.
+_OPERATION_OPTIONAL = WEBHOOK_MODES | {FaultMode.LOOKUP_UNAVAILABLE}
+_CALL_MODES = frozenset(FaultMode) - _OPERATION_OPTIONAL
 
 
 class FaultSpec(BaseModel):
@@ -41,8 +64,9 @@ class FaultSpec(BaseModel):
 
     @model_validator(mode="after")
     def _operation_required_for_calls(self) -> Self:
-        # A lookup fault may target every lookup; a call fault must name whose calls it breaks.
-        if self.operation is None and self.mode is not FaultMode.LOOKUP_UNAVAILABLE:
+        # A lookup or webhook fault may target all of them; a call fault must name whose calls
+        # it breaks.
+        if self.operation is None and self.mode not in _OPERATION_OPTIONAL:
             raise ValueError(f"'operation' is required for mode {self.mode.value!r}")
         return self
 
@@ -87,8 +111,12 @@ class FaultBoard:
 
     def take_call_fault(self, operation: Operation) -> ArmedFault | None:
         """Consume one use of the first call fault armed for `operation`, if any."""
+        return self._take(lambda f: f.mode in _CALL_MODES and f.operation is operation)
+
+    def take_delivery_fault(self, operation: Operation) -> ArmedFault | None:
+        """Consume one use of the first webhook fault that applies to a webhook of `operation`."""
         return self._take(
-            lambda f: f.mode is not FaultMode.LOOKUP_UNAVAILABLE and f.operation is operation
+            lambda f: f.mode in WEBHOOK_MODES and (f.operation is None or f.operation is operation)
         )
 
     def take_lookup_fault(self, operation: Operation | None) -> ArmedFault | None:

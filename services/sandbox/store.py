@@ -51,6 +51,25 @@ CREATE TABLE IF NOT EXISTS idempotency_keys (
     effect_id TEXT REFERENCES effects (id),
     created_at TEXT NOT NULL
 );
+-- The webhook outbox: a row is written in the same transaction as its effect, so no crash can
+-- leave an effect that will never be announced. Rows are sent and updated by outbound.py.
+CREATE TABLE IF NOT EXISTS webhook_deliveries (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    event_id TEXT NOT NULL UNIQUE,
+    effect_id TEXT NOT NULL REFERENCES effects (id),
+    operation TEXT NOT NULL,
+    -- the exact bytes sent on every attempt, so redeliveries and replays are identical
+    body TEXT NOT NULL,
+    -- pending | delivered | failed (gave up) | dropped (the webhook_drop fault)
+    status TEXT NOT NULL,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    -- epoch seconds; NULL once nothing more is scheduled
+    next_attempt_at REAL,
+    delivered_at REAL,
+    last_error TEXT,
+    created_at REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS webhook_deliveries_due ON webhook_deliveries (status, next_attempt_at);
 """
 
 
@@ -118,6 +137,10 @@ def pending_body(effect: Effect) -> dict[str, Any]:
     return {**succeeded_body(effect), "status": "pending"}
 
 
+# Called inside the transaction that records an effect (the webhook outbox's enqueue).
+EffectHook = Callable[[sqlite3.Connection, Effect], None]
+
+
 class SandboxStore:
     def __init__(
         self,
@@ -125,11 +148,13 @@ class SandboxStore:
         *,
         clock: Callable[[], float] = time.time,
         new_id: Callable[[Operation], str] = random_effect_id,
+        on_record: EffectHook | None = None,
     ) -> None:
         if str(path) != ":memory:":
             Path(path).parent.mkdir(parents=True, exist_ok=True)
         self._clock = clock
         self._new_id = new_id
+        self._on_record = on_record
         self._lock = threading.Lock()
         # One connection shared by worker threads, guarded by _lock; autocommit mode so that
         # transactions are exactly the explicit BEGIN IMMEDIATE ... COMMIT below.
@@ -145,8 +170,13 @@ class SandboxStore:
         with self._lock:
             self._db.close()
 
+    @property
+    def clock(self) -> Callable[[], float]:
+        return self._clock
+
     @contextmanager
-    def _transaction(self) -> Iterator[sqlite3.Connection]:
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """A write transaction; other modules' tables (the webhook outbox) use it too."""
         with self._lock:
             self._db.execute("BEGIN IMMEDIATE")
             try:
@@ -155,6 +185,12 @@ class SandboxStore:
                 self._db.execute("ROLLBACK")
                 raise
             self._db.execute("COMMIT")
+
+    @contextmanager
+    def reading(self) -> Iterator[sqlite3.Connection]:
+        """The connection for reads, serialised with the writes of this process."""
+        with self._lock:
+            yield self._db
 
     def submit(
         self,
@@ -171,7 +207,7 @@ class SandboxStore:
         listings for that long, and answers 202.
         """
         fingerprint = payload_fingerprint(payload)
-        with self._transaction() as db:
+        with self.transaction() as db:
             now = self._clock()
             row = db.execute("SELECT * FROM idempotency_keys WHERE key = ?", (key,)).fetchone()
             if row is not None:
@@ -219,6 +255,8 @@ class SandboxStore:
             else:
                 status_code, body = 202, pending_body(effect)
             self._remember(db, key, operation, fingerprint, status_code, body, effect.id, now)
+            if self._on_record is not None:
+                self._on_record(db, effect)
             return Submission(Outcome.RECORDED, status_code, body, effect)
 
     def _replay(

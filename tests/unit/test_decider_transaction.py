@@ -1,10 +1,16 @@
 """given(events) / when(input) / then(events) for the transaction state machine."""
 
-from txbuilders import observed, submit
+from txbuilders import abort, compensate, observed, plan, request_review, resolve, submit
 
-from events.definition import OpStatus, TxStatus
+from events.definition import Leg, OpStatus, Resolution, TxStatus
 from events.inputs import DeciderInput, Outcome, Source
-from events.transaction_events import Event
+from events.transaction_events import (
+    CommandIgnored,
+    Event,
+    OperationCompensated,
+    OperationDispatched,
+    TransactionFailed,
+)
 from services.decider.transaction import (
     MAX_ATTEMPTS,
     TransactionState,
@@ -114,13 +120,19 @@ def test_rejected_step_fails_the_transaction_and_sends_no_notification() -> None
     )
     events = decide(state, observed("charge", 1, Outcome.REJECTED))
     assert types(events) == ["OperationFailed", "TransactionFailed"]
+    assert events[1].compensable == ("reserve",)  # type: ignore[union-attr]
     after = given(
         submit(["reserve", "charge"], ("receipt",)),
         observed("reserve", 1, Outcome.SUCCEEDED),
         observed("charge", 1, Outcome.REJECTED),
     )
-    assert after.status is TxStatus.FAILED
+    assert after.status is TxStatus.COMPENSATING
     assert after.operation("receipt").status is OpStatus.PENDING  # type: ignore[union-attr]
+
+
+def test_first_step_rejected_fails_with_nothing_to_compensate() -> None:
+    state = given(submit(["reserve", "charge"]), observed("reserve", 1, Outcome.REJECTED))
+    assert state.status is TxStatus.FAILED
 
 
 def test_key_conflict_goes_to_manual_review() -> None:
@@ -143,3 +155,148 @@ def test_late_answer_for_a_settled_operation_is_ignored() -> None:
 def test_state_round_trips_through_json() -> None:
     state = given(submit(["reserve"], ("receipt",)), observed("reserve", 1, Outcome.SUCCEEDED))
     assert TransactionState.model_validate_json(state.model_dump_json()) == state
+
+
+# --- compensation -----------------------------------------------------------------
+
+
+def compensating() -> TransactionState:
+    """reserve and charge confirmed, then the third step declined."""
+    return given(
+        submit(["reserve", "charge", "ship"], ("receipt",), on_compensated=("sorry",)),
+        observed("reserve", 1, Outcome.SUCCEEDED),
+        observed("charge", 1, Outcome.SUCCEEDED),
+        observed("ship", 1, Outcome.REJECTED),
+    )
+
+
+def test_failure_after_confirmed_steps_lists_them_for_compensation() -> None:
+    state = compensating()
+    assert state.status is TxStatus.COMPENSATING
+    assert decide(state, plan("reserve", "charge")) == [
+        CommandIgnored(command="PlanCompensation", reason="plan_does_not_match")
+    ]
+    assert types(decide(state, plan("charge", "reserve"))) == ["CompensationPlanned"]
+
+
+def test_compensations_run_one_at_a_time_in_reverse_order() -> None:
+    state = compensating()
+    state, _ = handle(state, plan("charge", "reserve"))
+    assert types(decide(state, compensate("reserve"))) == ["CommandIgnored"]
+    events = decide(state, compensate("charge"))
+    assert types(events) == ["OperationDispatched"]
+    undo = events[0]
+    assert isinstance(undo, OperationDispatched) and undo.leg is Leg.COMPENSATION
+    assert undo.operation == "payments.refund"
+    assert undo.op_key == state.operation("charge").spec.compensation_key  # type: ignore[union-attr]
+    assert undo.payload["reverses"]["remote_id"] == "ch_charge"
+
+
+def test_last_compensation_closes_the_transaction_and_releases_its_notifications() -> None:
+    state = compensating()
+    for message in (
+        plan("charge", "reserve"),
+        compensate("charge"),
+        observed("charge", 1, Outcome.SUCCEEDED, 10, leg=Leg.COMPENSATION),
+        compensate("reserve"),
+    ):
+        state, _ = handle(state, message)
+    events = decide(state, observed("reserve", 1, Outcome.SUCCEEDED, 11, leg=Leg.COMPENSATION))
+    assert types(events) == [
+        "OperationCompensated",
+        "TransactionCompensated",
+        "OperationDispatched",
+    ]
+    assert events[2].action == "sorry"  # type: ignore[union-attr]
+
+
+def test_compensated_event_names_what_remains() -> None:
+    state = compensating()
+    for message in (plan("charge", "reserve"), compensate("charge")):
+        state, _ = handle(state, message)
+    events = decide(state, observed("charge", 1, Outcome.SUCCEEDED, 10, leg=Leg.COMPENSATION))
+    assert events[0] == OperationCompensated(
+        action="charge",
+        attempt=1,
+        remote_id="ch_charge",
+        evidence=events[0].evidence,  # type: ignore[union-attr]
+        remaining=("reserve",),
+    )
+
+
+def test_rejected_compensation_goes_to_review_then_applied_resumes() -> None:
+    state = compensating()
+    for message in (plan("charge", "reserve"), compensate("charge")):
+        state, _ = handle(state, message)
+    state, envelopes = handle(
+        state, observed("charge", 1, Outcome.REJECTED, 10, leg=Leg.COMPENSATION)
+    )
+    assert [e.type for e in envelopes] == ["OperationNeedsReview", "TransactionNeedsReview"]
+    assert state.status is TxStatus.MANUAL_REVIEW
+    events = decide(state, resolve("charge", 1, Resolution.APPLIED, Leg.COMPENSATION))
+    assert types(events) == ["ReviewResolved", "OperationCompensated"]
+
+
+# --- abort ------------------------------------------------------------------------
+
+
+def test_abort_waits_for_the_in_flight_step_then_fails_for_compensation() -> None:
+    state = given(submit(["reserve", "charge"]), abort())
+    assert state.aborting and state.status is TxStatus.RUNNING
+    events = decide(state, observed("reserve", 1, Outcome.SUCCEEDED))
+    assert types(events) == ["OperationConfirmed", "TransactionFailed"]
+    assert events[1] == TransactionFailed(action="", reason="aborted", compensable=("reserve",))
+
+
+def test_abort_after_commit_or_during_compensation_changes_nothing() -> None:
+    committed = given(submit(["reserve"]), observed("reserve", 1, Outcome.SUCCEEDED))
+    assert types(decide(committed, abort())) == ["CommandIgnored"]
+    assert types(decide(compensating(), abort())) == ["CommandIgnored"]
+
+
+# --- reviews and webhooks -----------------------------------------------------------
+
+
+def test_requested_review_then_retry_redispatches_under_the_same_key() -> None:
+    state = given(
+        submit(["reserve"]), observed("reserve", 1, Outcome.UNKNOWN), request_review("reserve", 1)
+    )
+    assert state.status is TxStatus.MANUAL_REVIEW
+    events = decide(state, resolve("reserve", 1, Resolution.RETRY))
+    assert types(events) == ["ReviewResolved", "OperationDispatched"]
+    assert events[1].attempt == 2 and events[1].lookup_first  # type: ignore[union-attr]
+
+
+def test_review_resolved_not_applied_fails_the_step_with_the_resolution_as_evidence() -> None:
+    state = given(
+        submit(["reserve", "charge"]),
+        observed("reserve", 1, Outcome.SUCCEEDED),
+        observed("charge", 1, Outcome.UNKNOWN),
+        request_review("charge", 1),
+    )
+    events = decide(state, resolve("charge", 1, Resolution.NOT_APPLIED))
+    assert types(events) == ["ReviewResolved", "OperationFailed", "TransactionFailed"]
+    assert events[1].evidence.source is Source.REVIEW  # type: ignore[union-attr]
+
+
+def test_a_review_resolved_twice_is_ignored_the_second_time() -> None:
+    state = given(
+        submit(["reserve"]),
+        observed("reserve", 1, Outcome.UNKNOWN),
+        request_review("reserve", 1),
+        resolve("reserve", 1, Resolution.APPLIED),
+    )
+    events = decide(state, resolve("reserve", 1, Resolution.NOT_APPLIED, n=1))
+    assert events == [CommandIgnored(command="ResolveReview", reason="review_not_open")]
+
+
+def test_webhook_confirms_an_unknown_whatever_the_attempt() -> None:
+    state = given(submit(["reserve"]), observed("reserve", 1, Outcome.UNKNOWN))
+    events = decide(state, observed("reserve", 0, Outcome.SUCCEEDED, 3, Source.WEBHOOK))
+    assert types(events) == ["OperationConfirmed", "TransactionCommitted"]
+
+
+def test_webhook_cannot_prove_absence() -> None:
+    state = given(submit(["reserve"]), observed("reserve", 1, Outcome.UNKNOWN))
+    events = decide(state, observed("reserve", 0, Outcome.ABSENT, 3, Source.WEBHOOK))
+    assert types(events) == ["EvidenceRecorded"]

@@ -1,0 +1,41 @@
+"""Drift: disagreement between a provider's list of effects and recon's ledger.
+
+Drift is not a transaction's state transition (an effect without an intent has no
+transaction), so it travels on its own topic, recon.drift, keyed by its id. The id is
+derived from what was found, so a drift seen again by the next scan, by a second scanner
+or by a webhook is the same report, and is reported once.
+"""
+
+from enum import StrEnum
+from typing import Any, Literal
+
+from events.canonical import canonical_json, sha256_hex
+from events.model import Message
+
+
+class DriftKind(StrEnum):
+    EFFECT_WITHOUT_INTENT = "effect_without_intent"  # the provider did something nobody asked
+    INTENT_WITHOUT_EFFECT = "intent_without_effect"  # recon holds it confirmed; provider has none
+    MISMATCH = "mismatch"  # both exist, but amount or payload differ
+
+
+class DriftDetected(Message):
+    type: Literal["DriftDetected"] = "DriftDetected"
+    schema_version: Literal[1] = 1
+    drift_id: str
+    kind: DriftKind
+    provider: str
+    # Known when the drift concerns one of recon's operations; None for an effect that
+    # matches no intent at all.
+    tenant: str | None = None
+    tx_id: str | None = None
+    action: str | None = None
+    op_key: str | None = None
+    effect_id: str | None = None
+    detail: dict[str, Any]
+    detected_at: str
+
+
+def drift_id(kind: DriftKind, provider: str, subject: str) -> str:
+    """`subject` is the provider's effect id, or the op key when there is no effect."""
+    return "dr_" + sha256_hex(canonical_json(["recon.drift", kind.value, provider, subject]))[:24]

@@ -1,0 +1,1 @@
+"""Reconcilers: how recon learns what providers really did (webhooks, lookups, drift scans)."""
