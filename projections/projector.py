@@ -1,4 +1,4 @@
-"""The projector process: recon.events -> Postgres.
+"""The projector process: recon.events and recon.drift -> Postgres.
 
 The database, not Kafka, owns the position: on every assignment, and after every failed
 batch, the consumer is sought to the offsets stored with the rows (projections.writer).
@@ -15,9 +15,10 @@ from aiokafka.errors import KafkaError
 from aiokafka.structs import ConsumerRecord, TopicPartition
 from pydantic import ValidationError
 
+from events.drift import DriftDetected
 from events.envelope import Envelope
 from projections.schema import apply_schema
-from projections.writer import Record, load_offsets, project_batch
+from projections.writer import DriftRecord, Record, load_offsets, project_batch, project_drift
 from services.config import Settings
 from services.kafka_setup import ensure_topics
 
@@ -43,6 +44,7 @@ class Projector:
     def __init__(self, settings: Settings, stop: asyncio.Event) -> None:
         self.settings = settings
         self.topic = settings.topics.events
+        self.drift_topic = settings.topics.drift
         self.stop = stop
         self.pool: asyncpg.Pool | None = None
         self.consumer = AIOKafkaConsumer(
@@ -63,7 +65,9 @@ class Projector:
                 await apply_schema(conn)
             await ensure_topics(self.settings.kafka_bootstrap, self.settings.topics)
             await self.dead_letters.start()
-            self.consumer.subscribe([self.topic], listener=_SeekToStoredOffsets(self.seek))
+            self.consumer.subscribe(
+                [self.topic, self.drift_topic], listener=_SeekToStoredOffsets(self.seek)
+            )
             await self.consumer.start()
             try:
                 await self._loop()
@@ -102,14 +106,26 @@ class Projector:
         assert self.pool is not None
         records: list[Record] = []
         poison: list[tuple[int, int]] = []
+        drift: list[DriftRecord] = []
+        drift_poison: list[tuple[int, int]] = []
         for record in raw:
+            if record.topic == self.drift_topic:
+                report = await self._parse_drift(record)
+                if report is None:
+                    drift_poison.append((record.partition, record.offset))
+                else:
+                    drift.append((record.partition, record.offset, report))
+                continue
             envelope = await self._parse(record)
             if envelope is None:
                 poison.append((record.partition, record.offset))
             else:
                 records.append((record.partition, record.offset, envelope))
+        # One database transaction per topic, each with its own offsets: the two topics
+        # are independent, so each is exactly-once on its own.
         async with self.pool.acquire() as conn:
             await project_batch(conn, self.topic, records, skipped=poison)
+            await project_drift(conn, self.drift_topic, drift, skipped=drift_poison)
         log.debug(
             "projected %d events (%d dead-lettered) up to %s",
             len(records),
@@ -124,6 +140,18 @@ class Projector:
             return envelope
         except ValidationError as exc:
             reason = f"not an event envelope: {exc.errors()[0]['msg']}"
+        await self._dead_letter(record, reason)
+        return None
+
+    async def _parse_drift(self, record: ConsumerRecord[bytes, bytes]) -> DriftDetected | None:
+        try:
+            return DriftDetected.model_validate_json(record.value or b"")
+        except ValidationError as exc:
+            reason = f"not a DriftDetected report: {exc.errors()[0]['msg']}"
+        await self._dead_letter(record, reason)
+        return None
+
+    async def _dead_letter(self, record: ConsumerRecord[bytes, bytes], reason: str) -> None:
         log.error(
             "dead-lettering %s[%d]@%d: %s", record.topic, record.partition, record.offset, reason
         )
@@ -137,7 +165,6 @@ class Projector:
                 ("consumer", b"recon-projector"),
             ],
         )
-        return None
 
     async def seek(self, partitions: set[TopicPartition]) -> None:
         """Seek to the stored offsets, waiting for the database as long as it takes."""
@@ -146,7 +173,10 @@ class Projector:
             assert self.pool is not None
             try:
                 async with self.pool.acquire() as conn:
-                    stored = await load_offsets(conn, self.topic)
+                    stored = {
+                        topic: await load_offsets(conn, topic)
+                        for topic in {tp.topic for tp in partitions}
+                    }
                 break
             except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError):
                 log.exception("cannot read stored offsets; retrying in %.1fs", backoff)
@@ -156,7 +186,7 @@ class Projector:
         else:
             return
         for tp in partitions:
-            self.consumer.seek(tp, stored.get(tp.partition, 0))
+            self.consumer.seek(tp, stored[tp.topic].get(tp.partition, 0))
 
     def pool_expire(self) -> None:
         # Connections that saw the server go away are replaced on their next acquire.

@@ -79,3 +79,69 @@ CREATE TABLE IF NOT EXISTS projection_offsets (
 -- occurred_at exactly as it was hashed: an auditor recomputes the chain from what the API
 -- returns, and a timestamptz round trip may spell the same instant differently.
 ALTER TABLE events ADD COLUMN IF NOT EXISTS occurred_at_text text;
+
+-- The manual-review queue, projected from OperationNeedsReview / ReviewResolved in the same
+-- database transaction as the operation they concern.
+CREATE TABLE IF NOT EXISTS reviews (
+    id          text PRIMARY KEY,  -- the review id (events.keys.review_id)
+    tenant      text NOT NULL,
+    tx_id       text NOT NULL,
+    action      text NOT NULL,
+    leg         text NOT NULL,
+    op_key      text NOT NULL,     -- the key of the leg under review
+    attempt     integer NOT NULL,
+    reason      text NOT NULL,
+    state       text NOT NULL,     -- open | resolved
+    created_at  timestamptz NOT NULL,
+    resolved_at timestamptz,
+    resolution  text,
+    note        text,
+    actor       text
+);
+CREATE INDEX IF NOT EXISTS reviews_tenant_state ON reviews (tenant, state, created_at);
+CREATE INDEX IF NOT EXISTS reviews_tx ON reviews (tenant, tx_id);
+
+-- The intake's guard for POST /v1/reviews/{id}/resolve: the first resolution claims the
+-- review; `produced` turns true once ResolveReview is acknowledged by Kafka, so a client
+-- retrying after a 503 (same body) produces again instead of being refused.
+CREATE TABLE IF NOT EXISTS review_resolutions (
+    review_id  text PRIMARY KEY,
+    tenant     text NOT NULL,
+    resolution text NOT NULL,
+    note       text NOT NULL,
+    actor      text NOT NULL,
+    produced   boolean NOT NULL DEFAULT false,
+    created_at timestamptz NOT NULL DEFAULT now()
+);
+
+-- DriftDetected reports from recon.drift. The id is derived from what was found, so a
+-- drift found again is the same row (ON CONFLICT DO NOTHING): each is reported once.
+-- tenant is NULL for an effect that matches no intent (see README, "Drift").
+CREATE TABLE IF NOT EXISTS drift (
+    drift_id    text PRIMARY KEY,
+    tenant      text,
+    kind        text NOT NULL,
+    provider    text NOT NULL,
+    tx_id       text,
+    action      text,
+    op_key      text,
+    effect_id   text,
+    detail      jsonb NOT NULL,
+    detected_at timestamptz NOT NULL
+);
+CREATE INDEX IF NOT EXISTS drift_tenant ON drift (tenant, detected_at);
+
+-- Webhook deliveries already turned into an observation or a drift report, per provider,
+-- kept for the dedupe horizon (RECON_WEBHOOK_DEDUPE_HORIZON_S, at least 3 days) and in
+-- Postgres, so a restart of the intake does not reopen the window.
+CREATE TABLE IF NOT EXISTS webhook_deliveries (
+    provider    text NOT NULL,
+    delivery_id text NOT NULL,
+    received_at timestamptz NOT NULL,
+    PRIMARY KEY (provider, delivery_id)
+);
+CREATE INDEX IF NOT EXISTS webhook_deliveries_received ON webhook_deliveries (received_at);
+
+-- The webhook ingress finds an intent not projected yet by either key in the intake's own
+-- rows (a provider may call back before the projector has caught up).
+CREATE INDEX IF NOT EXISTS intents_operations ON intents USING gin (operations jsonb_path_ops);

@@ -1,5 +1,5 @@
-"""What the `transactions` and `operations` tables hold, as a fold over one transaction's
-events.
+"""What the `transactions`, `operations` and `reviews` tables hold, as a fold over one
+transaction's events.
 
 Pure: no I/O, no clock. Times come from the envelopes, so replaying the log rebuilds the
 same rows, and an envelope at or below the view's last seq changes nothing, so a batch
@@ -9,7 +9,7 @@ that is applied twice (a retry after a database failure, a rebalance) is harmles
 from datetime import datetime
 from typing import Any, assert_never
 
-from events.definition import Leg, OperationKind, OpStatus, TxStatus
+from events.definition import Leg, OperationKind, OpStatus, Resolution, TxStatus
 from events.envelope import Envelope
 from events.model import Message
 from events.transaction_events import (
@@ -52,6 +52,30 @@ class OpView(Message):
     remote_id: str | None = None
     evidence: tuple[dict[str, Any], ...] = ()
     updated_at: datetime
+    # The undo: its key (None when the operation has none), and once dispatched its
+    # state (dispatched/unknown/confirmed/manual_review) and attempt. The webhook ingress
+    # finds an operation by either key; the pull reconciler looks up either leg.
+    comp_op_key: str | None = None
+    comp_state: OpStatus | None = None
+    comp_attempts: int = 0
+    open_review_id: str | None = None
+
+
+class ReviewView(Message):
+    """One entry of the manual-review queue: an operation leg at one attempt."""
+
+    review_id: str
+    action: str
+    leg: Leg
+    op_key: str  # the key of the leg under review
+    attempt: int
+    reason: str
+    state: str = "open"  # "open" until ReviewResolved, then "resolved"
+    created_at: datetime
+    resolved_at: datetime | None = None
+    resolution: Resolution | None = None
+    note: str | None = None
+    actor: str | None = None
 
 
 class TxView(Message):
@@ -63,6 +87,7 @@ class TxView(Message):
     created_at: datetime
     updated_at: datetime
     operations: tuple[OpView, ...]
+    reviews: tuple[ReviewView, ...] = ()
 
 
 def apply(view: TxView | None, envelope: Envelope) -> TxView:
@@ -102,6 +127,7 @@ def _accepted(envelope: Envelope, event: TransactionAccepted, at: datetime) -> T
                 provider=spec.provider,
                 operation=spec.operation,
                 op_key=spec.op_key,
+                comp_op_key=spec.compensation_key,
                 updated_at=at,
             )
             for position, spec in enumerate(event.operations)
@@ -117,7 +143,14 @@ def _evolve(view: TxView, event: Event, seq: int, at: datetime) -> TxView:
             return view
         case OperationDispatched():
             if event.leg is Leg.COMPENSATION:
-                return _set_op(view, event.action, at, state=OpStatus.COMPENSATING)
+                return _set_op(
+                    view,
+                    event.action,
+                    at,
+                    state=OpStatus.COMPENSATING,
+                    comp_state=OpStatus.DISPATCHED,
+                    comp_attempts=event.attempt,
+                )
             view = _set_op(
                 view, event.action, at, state=OpStatus.DISPATCHED, attempts=event.attempt
             )
@@ -127,6 +160,8 @@ def _evolve(view: TxView, event: Event, seq: int, at: datetime) -> TxView:
         case OperationUnknown():
             if event.leg is Leg.FORWARD:
                 view = _set_op(view, event.action, at, state=OpStatus.UNKNOWN)
+            else:
+                view = _set_op(view, event.action, at, comp_state=OpStatus.UNKNOWN)
             return _add_evidence(view, event.action, event.evidence, event.type, seq, at)
         case OperationConfirmed():
             view = _set_op(
@@ -137,12 +172,25 @@ def _evolve(view: TxView, event: Event, seq: int, at: datetime) -> TxView:
             view = _set_op(view, event.action, at, state=OpStatus.FAILED)
             return _add_evidence(view, event.action, event.evidence, event.type, seq, at)
         case OperationNeedsReview():
-            view = _set_op(view, event.action, at, state=OpStatus.MANUAL_REVIEW)
+            changes: dict[str, object] = {
+                "state": OpStatus.MANUAL_REVIEW,
+                "open_review_id": event.review_id,
+            }
+            if event.leg is Leg.COMPENSATION:
+                changes["comp_state"] = OpStatus.MANUAL_REVIEW
+            view = _set_op(view, event.action, at, **changes)
+            view = _open_review(view, event, at)
             return _add_evidence(
                 view, event.action, event.evidence, event.type, seq, at, reason=event.reason
             )
         case OperationCompensated():
-            view = _set_op(view, event.action, at, state=OpStatus.COMPENSATED)
+            view = _set_op(
+                view,
+                event.action,
+                at,
+                state=OpStatus.COMPENSATED,
+                comp_state=OpStatus.CONFIRMED,
+            )
             return _add_evidence(view, event.action, event.evidence, event.type, seq, at)
         case EvidenceRecorded():
             return _add_evidence(view, event.action, event.evidence, event.type, seq, at)
@@ -160,6 +208,8 @@ def _evolve(view: TxView, event: Event, seq: int, at: datetime) -> TxView:
         case TransactionNeedsReview():
             return view.model_copy(update={"status": TxStatus.MANUAL_REVIEW})
         case ReviewResolved():
+            view = _set_op(view, event.action, at, open_review_id=None)
+            view = _resolve_review(view, event, at)
             if view.status is not TxStatus.MANUAL_REVIEW:
                 return view
             resumed = TxStatus.COMPENSATING if event.leg is Leg.COMPENSATION else TxStatus.RUNNING
@@ -168,6 +218,46 @@ def _evolve(view: TxView, event: Event, seq: int, at: datetime) -> TxView:
             return view
         case _:
             assert_never(event)
+
+
+def _open_review(view: TxView, event: OperationNeedsReview, at: datetime) -> TxView:
+    if any(r.review_id == event.review_id for r in view.reviews):
+        return view  # one review per leg and attempt: the decider opens it once
+    op = _op(view, event.action)
+    key = op.op_key if event.leg is Leg.FORWARD else op.comp_op_key
+    if key is None:
+        raise ViewError(
+            f"{view.tenant}/{view.tx_id}: review of the undo of {event.action!r}, "
+            "which has no compensation key"
+        )
+    review = ReviewView(
+        review_id=event.review_id,
+        action=event.action,
+        leg=event.leg,
+        op_key=key,
+        attempt=event.attempt,
+        reason=event.reason,
+        created_at=at,
+    )
+    return view.model_copy(update={"reviews": (*view.reviews, review)})
+
+
+def _resolve_review(view: TxView, event: ReviewResolved, at: datetime) -> TxView:
+    reviews = tuple(
+        r.model_copy(
+            update={
+                "state": "resolved",
+                "resolved_at": at,
+                "resolution": event.resolution,
+                "note": event.note,
+                "actor": event.actor,
+            }
+        )
+        if r.review_id == event.review_id
+        else r
+        for r in view.reviews
+    )
+    return view.model_copy(update={"reviews": reviews})
 
 
 def _op(view: TxView, action: str) -> OpView:

@@ -1,4 +1,5 @@
-"""Applying a batch of recon.events to Postgres in one database transaction.
+"""Applying a batch of recon.events (or of recon.drift) to Postgres in one database
+transaction.
 
 The rows and the next offset of every partition in the batch commit together, so a
 projection is exactly-once whatever happens between Kafka and Postgres. The partition's
@@ -13,12 +14,14 @@ from typing import Any
 
 import asyncpg
 
-from events.definition import OperationKind, OpStatus, TxStatus
+from events.definition import Leg, OperationKind, OpStatus, Resolution, TxStatus
+from events.drift import DriftDetected
 from events.envelope import Envelope
-from projections.view import OpView, TxView, apply
+from projections.view import OpView, ReviewView, TxView, apply
 
 TxKey = tuple[str, str]
 Record = tuple[int, int, Envelope]  # partition, offset, envelope
+DriftRecord = tuple[int, int, DriftDetected]  # partition, offset, report
 
 
 async def load_offsets(conn: asyncpg.Connection, topic: str) -> dict[int, int]:
@@ -37,9 +40,7 @@ async def project_batch(
     """Apply `records` (in the order consumed) and advance the stored offsets past them
     and past `skipped` (partition, offset) pairs, e.g. poison records already
     dead-lettered."""
-    advanced: dict[int, int] = {}
-    for partition, offset in [*((p, o) for p, o, _ in records), *skipped]:
-        advanced[partition] = max(advanced.get(partition, 0), offset + 1)
+    advanced = _advanced([(p, o) for p, o, _ in records], skipped)
     if not advanced:
         return
     async with conn.transaction():
@@ -56,11 +57,63 @@ async def project_batch(
                 changed.add(key)
         await _insert_events(conn, [env for _, _, env in fresh])
         await _upsert_views(conn, [views[key] for key in sorted(changed)])
+        await _store_offsets(conn, topic, advanced)
+
+
+async def project_drift(
+    conn: asyncpg.Connection,
+    topic: str,
+    records: Sequence[DriftRecord],
+    skipped: Iterable[tuple[int, int]] = (),
+) -> None:
+    """Insert the drift reports of a batch of recon.drift and advance its offsets, in one
+    database transaction. A report whose id is already stored (found again by another
+    scan, scanner or webhook) is the same drift and adds nothing."""
+    advanced = _advanced([(p, o) for p, o, _ in records], skipped)
+    if not advanced:
+        return
+    async with conn.transaction():
+        stored = await _lock_offsets(conn, topic, sorted(advanced))
         await conn.executemany(
-            "UPDATE projection_offsets SET next_offset = $3"
-            " WHERE topic = $1 AND partition = $2 AND next_offset < $3",
-            [(topic, p, next_offset) for p, next_offset in sorted(advanced.items())],
+            "INSERT INTO drift (drift_id, tenant, kind, provider, tx_id, action, op_key,"
+            " effect_id, detail, detected_at)"
+            " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9::jsonb, $10)"
+            " ON CONFLICT (drift_id) DO NOTHING",
+            [
+                (
+                    d.drift_id,
+                    d.tenant,
+                    d.kind.value,
+                    d.provider,
+                    d.tx_id,
+                    d.action,
+                    d.op_key,
+                    d.effect_id,
+                    json.dumps(d.detail),
+                    datetime.fromisoformat(d.detected_at),
+                )
+                for p, o, d in records
+                if o >= stored[p]
+            ],
         )
+        await _store_offsets(conn, topic, advanced)
+
+
+def _advanced(
+    consumed: Iterable[tuple[int, int]], skipped: Iterable[tuple[int, int]]
+) -> dict[int, int]:
+    advanced: dict[int, int] = {}
+    for partition, offset in [*consumed, *skipped]:
+        advanced[partition] = max(advanced.get(partition, 0), offset + 1)
+    return advanced
+
+
+async def _store_offsets(conn: asyncpg.Connection, topic: str, advanced: dict[int, int]) -> None:
+    await conn.executemany(
+        "UPDATE projection_offsets SET next_offset = $3"
+        " WHERE topic = $1 AND partition = $2 AND next_offset < $3",
+        [(topic, p, next_offset) for p, next_offset in sorted(advanced.items())],
+    )
 
 
 async def _lock_offsets(
@@ -90,9 +143,15 @@ async def _load_views(conn: asyncpg.Connection, keys: set[TxKey]) -> dict[TxKey,
     op_rows = await conn.fetch(
         f"SELECT * FROM operations WHERE {wanted} ORDER BY position", tenants, tx_ids
     )
+    review_rows = await conn.fetch(
+        f"SELECT * FROM reviews WHERE {wanted} ORDER BY created_at, id", tenants, tx_ids
+    )
     ops: dict[TxKey, list[OpView]] = {}
     for row in op_rows:
         ops.setdefault((row["tenant"], row["tx_id"]), []).append(_op_view(row))
+    reviews: dict[TxKey, list[ReviewView]] = {}
+    for row in review_rows:
+        reviews.setdefault((row["tenant"], row["tx_id"]), []).append(_review_view(row))
     return {
         (row["tenant"], row["tx_id"]): TxView(
             tenant=row["tenant"],
@@ -103,6 +162,7 @@ async def _load_views(conn: asyncpg.Connection, keys: set[TxKey]) -> dict[TxKey,
             created_at=row["created_at"],
             updated_at=row["updated_at"],
             operations=tuple(ops.get((row["tenant"], row["tx_id"]), ())),
+            reviews=tuple(reviews.get((row["tenant"], row["tx_id"]), ())),
         )
         for row in tx_rows
     }
@@ -121,6 +181,27 @@ def _op_view(row: asyncpg.Record) -> OpView:
         remote_id=row["remote_id"],
         evidence=tuple(json.loads(row["evidence"])),
         updated_at=row["updated_at"],
+        comp_op_key=row["comp_op_key"],
+        comp_state=OpStatus(row["comp_state"]) if row["comp_state"] else None,
+        comp_attempts=row["comp_attempts"],
+        open_review_id=row["open_review_id"],
+    )
+
+
+def _review_view(row: asyncpg.Record) -> ReviewView:
+    return ReviewView(
+        review_id=row["id"],
+        action=row["action"],
+        leg=Leg(row["leg"]),
+        op_key=row["op_key"],
+        attempt=row["attempt"],
+        reason=row["reason"],
+        state=row["state"],
+        created_at=row["created_at"],
+        resolved_at=row["resolved_at"],
+        resolution=Resolution(row["resolution"]) if row["resolution"] else None,
+        note=row["note"],
+        actor=row["actor"],
     )
 
 
@@ -166,12 +247,44 @@ async def _upsert_views(conn: asyncpg.Connection, views: list[TxView]) -> None:
     )
     await conn.executemany(
         "INSERT INTO operations (tenant, tx_id, action, position, kind, provider, operation,"
-        " op_key, state, attempts, remote_id, evidence, updated_at)"
-        " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12::jsonb, $13)"
+        " op_key, state, attempts, remote_id, evidence, updated_at, comp_op_key, comp_state,"
+        " comp_attempts, open_review_id)"
+        " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12::jsonb, $13, $14, $15,"
+        " $16, $17)"
         " ON CONFLICT (tenant, tx_id, action) DO UPDATE SET state = EXCLUDED.state,"
         " attempts = EXCLUDED.attempts, remote_id = EXCLUDED.remote_id,"
-        " evidence = EXCLUDED.evidence, updated_at = EXCLUDED.updated_at",
+        " evidence = EXCLUDED.evidence, updated_at = EXCLUDED.updated_at,"
+        " comp_op_key = EXCLUDED.comp_op_key, comp_state = EXCLUDED.comp_state,"
+        " comp_attempts = EXCLUDED.comp_attempts, open_review_id = EXCLUDED.open_review_id",
         [_op_row(v, op) for v in views for op in v.operations],
+    )
+    await conn.executemany(
+        "INSERT INTO reviews (id, tenant, tx_id, action, leg, op_key, attempt, reason, state,"
+        " created_at, resolved_at, resolution, note, actor)"
+        " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)"
+        " ON CONFLICT (id) DO UPDATE SET state = EXCLUDED.state,"
+        " resolved_at = EXCLUDED.resolved_at, resolution = EXCLUDED.resolution,"
+        " note = EXCLUDED.note, actor = EXCLUDED.actor",
+        [
+            (
+                r.review_id,
+                v.tenant,
+                v.tx_id,
+                r.action,
+                r.leg.value,
+                r.op_key,
+                r.attempt,
+                r.reason,
+                r.state,
+                r.created_at,
+                r.resolved_at,
+                r.resolution.value if r.resolution else None,
+                r.note,
+                r.actor,
+            )
+            for v in views
+            for r in v.reviews
+        ],
     )
 
 
@@ -190,4 +303,8 @@ def _op_row(view: TxView, op: OpView) -> tuple[Any, ...]:
         op.remote_id,
         json.dumps(list(op.evidence)),
         op.updated_at,
+        op.comp_op_key,
+        op.comp_state.value if op.comp_state else None,
+        op.comp_attempts,
+        op.open_review_id,
     )

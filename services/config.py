@@ -8,6 +8,13 @@ import os
 from dataclasses import dataclass, field
 
 from events.topics import Topics
+from reconcilers.signatures import InvalidSecretError, Scheme, key_for
+
+# CONTRACT.md: the secret the `sandbox` provider signs with out of the box.
+DEFAULT_WEBHOOK_SECRET = "whsec_c2FuZGJveC1kZXYtc2VjcmV0"
+# Providers retry deliveries for days (Stripe: 3 days); a shorter dedupe window would let
+# a late redelivery count as new.
+MIN_DEDUPE_HORIZON_S = 3 * 24 * 3600
 
 
 class ConfigError(ValueError):
@@ -36,6 +43,42 @@ def _float(name: str, default: str) -> float:
     return value
 
 
+def _int(name: str, default: str, minimum: int = 1) -> int:
+    raw = os.environ.get(name, default)
+    if not raw.strip().isdigit() or int(raw) < minimum:
+        raise ConfigError(f"{name}: expected a whole number >= {minimum}, got {raw!r}")
+    return int(raw)
+
+
+@dataclass(frozen=True)
+class ReconcilerSettings:
+    """The pull reconciler and the drift scan (services.reconciler)."""
+
+    interval_s: float = 2.0  # how often the pull tick runs
+    after_s: float = 10.0  # how long a leg stays dispatched/unknown before it counts as stuck
+    budget: int = 6  # lookups per (operation leg, attempt) before manual review
+    backoff_s: float = 1.0  # delay after the first lookup, doubling after each one ...
+    backoff_max_s: float = 30.0  # ... up to this
+    drift_interval_s: float = 60.0
+    drift_window_s: float = 86400.0  # how far back the drift scan compares
+    # A confirmed intent younger than this is not yet "without effect": the provider's list
+    # may lag its answers.
+    drift_grace_s: float = 60.0
+
+
+def _reconciler() -> ReconcilerSettings:
+    return ReconcilerSettings(
+        interval_s=_float("RECON_RECONCILE_INTERVAL_S", "2"),
+        after_s=_float("RECON_RECONCILE_AFTER_S", "10"),
+        budget=_int("RECON_RECONCILE_BUDGET", "6"),
+        backoff_s=_float("RECON_RECONCILE_BACKOFF_S", "1"),
+        backoff_max_s=_float("RECON_RECONCILE_BACKOFF_MAX_S", "30"),
+        drift_interval_s=_float("RECON_DRIFT_INTERVAL_S", "60"),
+        drift_window_s=_float("RECON_DRIFT_WINDOW_S", "86400"),
+        drift_grace_s=_float("RECON_DRIFT_GRACE_S", "60"),
+    )
+
+
 @dataclass(frozen=True)
 class Settings:
     kafka_bootstrap: str
@@ -49,10 +92,65 @@ class Settings:
     intake_host: str = "127.0.0.1"
     intake_port: int = 8080
     provider_timeout_s: float = 5.0
+    # Webhook ingress: provider -> accepted secrets (several during a rotation), provider ->
+    # signature scheme (standard unless named), timestamp tolerance, dedupe horizon.
+    webhook_secrets: dict[str, tuple[str, ...]] = field(
+        default_factory=lambda: {"sandbox": (DEFAULT_WEBHOOK_SECRET,)}
+    )
+    webhook_schemes: dict[str, Scheme] = field(default_factory=dict)
+    webhook_tolerance_s: int = 300
+    webhook_dedupe_horizon_s: int = MIN_DEDUPE_HORIZON_S
+    reconciler: ReconcilerSettings = field(default_factory=ReconcilerSettings)
 
     @property
     def group_prefix(self) -> str:
         return self.topics.prefix
+
+
+def webhook_settings(
+    secrets_raw: str, schemes_raw: str
+) -> tuple[dict[str, tuple[str, ...]], dict[str, Scheme]]:
+    """RECON_WEBHOOK_SECRETS ("sandbox=whsec_a|whsec_b,...") and RECON_WEBHOOK_SCHEMES
+    ("sandbox=standard,..."), each secret checked against its provider's scheme."""
+    schemes: dict[str, Scheme] = {}
+    for provider, raw in _pairs("RECON_WEBHOOK_SCHEMES", schemes_raw).items():
+        try:
+            schemes[provider] = Scheme(raw)
+        except ValueError:
+            raise ConfigError(
+                f"RECON_WEBHOOK_SCHEMES: provider {provider!r} has scheme {raw!r}; "
+                f"use {' or '.join(s.value for s in Scheme)}"
+            ) from None
+    secrets: dict[str, tuple[str, ...]] = {}
+    for provider, raw in _pairs("RECON_WEBHOOK_SECRETS", secrets_raw).items():
+        listed = tuple(filter(None, (part.strip() for part in raw.split("|"))))
+        scheme = schemes.get(provider, Scheme.STANDARD)
+        for secret in listed:
+            try:
+                key_for(scheme, secret)
+            except InvalidSecretError as exc:
+                raise ConfigError(
+                    f"RECON_WEBHOOK_SECRETS: a secret of provider {provider!r} is unusable "
+                    f"for the {scheme.value} scheme: {exc}"
+                ) from None
+        secrets[provider] = listed
+    unsigned = sorted(set(schemes) - set(secrets))
+    if unsigned:
+        raise ConfigError(
+            f"RECON_WEBHOOK_SCHEMES names {', '.join(unsigned)} without a secret in "
+            "RECON_WEBHOOK_SECRETS; add one, or drop the scheme"
+        )
+    return secrets, schemes
+
+
+def _dedupe_horizon() -> int:
+    horizon = _int("RECON_WEBHOOK_DEDUPE_HORIZON_S", str(MIN_DEDUPE_HORIZON_S))
+    if horizon < MIN_DEDUPE_HORIZON_S:
+        raise ConfigError(
+            f"RECON_WEBHOOK_DEDUPE_HORIZON_S: {horizon} s is shorter than providers retry "
+            f"deliveries; use at least {MIN_DEDUPE_HORIZON_S} (3 days)"
+        )
+    return horizon
 
 
 def load_settings() -> Settings:
@@ -61,6 +159,10 @@ def load_settings() -> Settings:
     for tenant in api_keys.values():
         if not tenant.replace("-", "").replace("_", "").isalnum():
             raise ConfigError(f"RECON_API_KEYS: tenant {tenant!r} may hold only [A-Za-z0-9_-]")
+    webhook_secrets, webhook_schemes = webhook_settings(
+        env.get("RECON_WEBHOOK_SECRETS", f"sandbox={DEFAULT_WEBHOOK_SECRET}"),
+        env.get("RECON_WEBHOOK_SCHEMES", "sandbox=standard"),
+    )
     port = env.get("RECON_INTAKE_PORT", "8080")
     if not port.isdigit():
         raise ConfigError(f"RECON_INTAKE_PORT: expected a port number, got {port!r}")
@@ -76,4 +178,9 @@ def load_settings() -> Settings:
         intake_host=env.get("RECON_INTAKE_HOST", "127.0.0.1"),
         intake_port=int(port),
         provider_timeout_s=_float("RECON_PROVIDER_TIMEOUT_S", "5"),
+        webhook_secrets=webhook_secrets,
+        webhook_schemes=webhook_schemes,
+        webhook_tolerance_s=_int("RECON_WEBHOOK_TOLERANCE_S", "300"),
+        webhook_dedupe_horizon_s=_dedupe_horizon(),
+        reconciler=_reconciler(),
     )

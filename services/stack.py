@@ -23,7 +23,7 @@ import httpx
 from services.infra._process import REPO_ROOT
 
 # Start order: the provider first, the intake last (its /healthz waits for the others).
-SERVICES = ("sandbox", "decider", "dispatcher", "projector", "intake")
+SERVICES = ("sandbox", "decider", "dispatcher", "projector", "saga", "reconciler", "intake")
 
 
 @dataclass
@@ -65,6 +65,8 @@ class Stack:
         args = [sys.executable, "-m", f"services.{service}"]
         if service == "sandbox":
             args += ["--port", str(self.sandbox_port), "--db", str(self.log_dir / "sandbox.db")]
+            # The provider confirms effects by signed webhook to the intake, as real ones do.
+            args += ["--webhook-url", f"{self.intake_url}/v1/webhooks/sandbox"]
         self.log_dir.mkdir(parents=True, exist_ok=True)
         with open(self.log_dir / f"{name}.log", "ab") as log:
             process = subprocess.Popen(

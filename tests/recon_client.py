@@ -79,6 +79,13 @@ class Recon:
             f"{self.intake_url}/v1/transactions/{tx_id}", headers=self.headers
         )
 
+    async def abort(self, tx_id: str, body: dict[str, Any] | None = None) -> httpx.Response:
+        return await self.http.post(
+            f"{self.intake_url}/v1/transactions/{tx_id}/abort",
+            headers=self.headers,
+            json=body,
+        )
+
     async def events(self, tx_id: str) -> list[dict[str, Any]]:
         response = await self.http.get(
             f"{self.intake_url}/v1/transactions/{tx_id}/events", headers=self.headers

@@ -17,6 +17,15 @@ class ProviderAdapter(Protocol):
 
     async def lookup(self, operation: str, op_key: str) -> Seen: ...
 
+    async def list_effects(self) -> list[Any]:
+        """Every effect the provider lists (raw JSON objects), for the drift scan; raises
+        ListingUnavailable when the provider cannot answer."""
+        ...
+
+
+class ListingUnavailable(RuntimeError):
+    """The provider's list of effects could not be read; the drift scan tries next time."""
+
 
 class SandboxAdapter:
     """The sandbox provider's HTTP API (CONTRACT.md, "Sandbox provider")."""
@@ -46,6 +55,19 @@ class SandboxAdapter:
             seen = unreachable(error)
             return Seen(Outcome.UNAVAILABLE, error=seen.error)
         return classify_lookup(response.status_code, _json(response))
+
+    async def list_effects(self) -> list[Any]:
+        try:
+            response = await self.client.get(self.base_url + "/v1/effects")
+        except httpx.HTTPError as error:
+            raise ListingUnavailable(f"{type(error).__name__}: {error}") from error
+        body = _json(response)
+        if response.status_code != 200 or not isinstance(body, dict):
+            raise ListingUnavailable(f"GET /v1/effects answered {response.status_code}: {body}")
+        effects = body.get("effects")
+        if not isinstance(effects, list):
+            raise ListingUnavailable(f"GET /v1/effects without an 'effects' list: {body}")
+        return effects
 
 
 def _json(response: httpx.Response) -> Any:

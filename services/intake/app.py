@@ -26,7 +26,7 @@ from pydantic import ValidationError
 from events.keys import partition_key
 from projections.schema import apply_schema
 from services.config import Settings
-from services.intake import auth, queries
+from services.intake import abort, auth, drift, queries, reviews, webhooks
 from services.intake.errors import ApiError
 from services.intake.submission import (
     SubmissionRequest,
@@ -42,7 +42,7 @@ log = logging.getLogger(__name__)
 # intent row stays, so the client's retry produces again under the same message id.
 PRODUCE_TIMEOUT_S = 10.0
 HEALTH_TIMEOUT_S = 3.0
-CONSUMERS = ("recon-decider", "recon-dispatcher", "recon-projector")
+CONSUMERS = ("recon-decider", "recon-dispatcher", "recon-projector", "recon-saga")
 _DATABASE_DOWN = (OSError, asyncpg.PostgresConnectionError, asyncpg.InterfaceError)
 
 
@@ -78,6 +78,10 @@ def create_app(settings: Settings) -> FastAPI:
 
     app = FastAPI(title="recon intake", version="1", lifespan=lifespan)
     app.state.settings = settings
+    # Reviews, drift and provider webhooks (issue 3); webhooks are signed, not keyed.
+    for router in (reviews.router, drift.router, webhooks.router):
+        app.include_router(router)
+    app.include_router(abort.router)
 
     @app.exception_handler(ApiError)
     async def api_error(request: Request, exc: ApiError) -> JSONResponse:

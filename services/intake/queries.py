@@ -27,11 +27,20 @@ async def transaction(conn: asyncpg.Connection, tenant: str, tx_id: str) -> dict
         tenant,
         tx_id,
     )
+    # The saga's plan (the undos, in the order they run), from its event: the plan is
+    # written once and never changes, so the event is the view.
+    plan = await conn.fetchval(
+        "SELECT data FROM events WHERE tenant = $1 AND tx_id = $2"
+        " AND type = 'CompensationPlanned' ORDER BY seq LIMIT 1",
+        tenant,
+        tx_id,
+    )
     return {
         "tx_id": tx_id,
         "status": tx["status"],
         "agent_id": tx["agent_id"],
         "operations": [{**dict(op), "evidence": json.loads(op["evidence"])} for op in ops],
+        "compensation_plan": json.loads(plan)["plan"] if plan is not None else [],
     }
 
 
@@ -65,6 +74,7 @@ async def _accepted_intent(
             }
             for op in json.loads(intent["operations"])
         ],
+        "compensation_plan": [],
     }
 
 

@@ -19,7 +19,7 @@ from events.definition import (
     OperationSpec,
 )
 from events.inputs import SubmitTransaction
-from events.keys import op_key
+from events.keys import compensation_key, op_key
 from services.intake.errors import ApiError
 
 MAX_OPERATIONS = 20
@@ -57,16 +57,24 @@ class SubmissionRequest(_Request):
     agent_id: Annotated[str, Field(min_length=1, max_length=128)]
     steps: Annotated[list[OperationRequest], Field(min_length=1, max_length=MAX_OPERATIONS)]
     on_commit: Annotated[list[OperationRequest], Field(max_length=MAX_OPERATIONS)] = []
+    on_compensated: Annotated[list[OperationRequest], Field(max_length=MAX_OPERATIONS)] = []
 
     def operations(self) -> list[tuple[OperationKind, OperationRequest]]:
-        return [(OperationKind.STEP, s) for s in self.steps] + [
-            (OperationKind.ON_COMMIT, n) for n in self.on_commit
-        ]
+        return (
+            [(OperationKind.STEP, s) for s in self.steps]
+            + [(OperationKind.ON_COMMIT, n) for n in self.on_commit]
+            + [(OperationKind.ON_COMPENSATED, n) for n in self.on_compensated]
+        )
 
     def fingerprint(self) -> str:
         # Over the validated model, so key order, whitespace and an omitted optional
         # field versus an explicit null do not make two identical intents differ.
-        return fingerprint(self.model_dump(mode="json"))
+        body = self.model_dump(mode="json")
+        if not body["on_compensated"]:
+            # Left out when empty, so an intent submitted before on_compensated existed
+            # keeps its fingerprint: its retry is still recognised, not refused with 409.
+            del body["on_compensated"]
+        return fingerprint(body)
 
 
 def check(submission: SubmissionRequest, providers: dict[str, str]) -> None:
@@ -77,8 +85,8 @@ def check(submission: SubmissionRequest, providers: dict[str, str]) -> None:
             raise ApiError(
                 422,
                 "duplicate_action",
-                f"action {op.action!r} appears twice; actions must be unique across steps "
-                "and on_commit",
+                f"action {op.action!r} appears twice; actions must be unique across steps, "
+                "on_commit and on_compensated",
             )
         seen.add(op.action)
         if op.provider not in providers:
@@ -88,32 +96,58 @@ def check(submission: SubmissionRequest, providers: dict[str, str]) -> None:
                 f"action {op.action!r}: unknown provider {op.provider!r}; known providers: "
                 f"{', '.join(sorted(providers))}",
             )
+    _check_irreversible_steps(submission)
+
+
+def _check_irreversible_steps(submission: SubmissionRequest) -> None:
+    """A step without a compensation cannot be undone, so it may only be the last step:
+    any step after it can still fail, and the transaction would then be left half done
+    with no way back (DESIGN.md, promise 5)."""
+    for position, step in enumerate(submission.steps[:-1]):
+        if step.compensation is None:
+            later = ", ".join(repr(s.action) for s in submission.steps[position + 1 :])
+            raise ApiError(
+                422,
+                "irreversible_step_not_last",
+                f"step {step.action!r} ({step.operation}) has no compensation, so it cannot be "
+                f"undone if a later step ({later}) fails; move it to on_commit, or after the "
+                "last step that can fail, or give it a compensation",
+            )
 
 
 def operation_specs(
     submission: SubmissionRequest, *, tenant: str, environment: str
 ) -> tuple[OperationSpec, ...]:
     return tuple(
-        OperationSpec(
-            action=op.action,
-            kind=kind,
-            provider=op.provider,
-            operation=op.operation,
-            payload=op.payload,
-            op_key=op_key(
+        _spec(
+            kind,
+            op,
+            op_key(
                 tenant=tenant,
                 environment=environment,
                 provider=op.provider,
                 tx_id=submission.tx_id,
                 action=op.action,
             ),
-            compensation=(
-                Compensation(operation=op.compensation.operation, payload=op.compensation.payload)
-                if op.compensation is not None
-                else None
-            ),
         )
         for kind, op in submission.operations()
+    )
+
+
+def _spec(kind: OperationKind, op: OperationRequest, key: str) -> OperationSpec:
+    undo = op.compensation
+    return OperationSpec(
+        action=op.action,
+        kind=kind,
+        provider=op.provider,
+        operation=op.operation,
+        payload=op.payload,
+        op_key=key,
+        compensation=(
+            Compensation(operation=undo.operation, payload=undo.payload) if undo else None
+        ),
+        # The undo's key is derived from the step's key alone: as stable as the effect.
+        compensation_key=compensation_key(key) if undo else None,
     )
 
 

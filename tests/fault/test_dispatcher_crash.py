@@ -14,6 +14,8 @@ async def test_dispatcher_killed_after_the_effect_then_restarted(
     # The effect is recorded and the answer held back: the dispatcher is left waiting
     # exactly in the window between the effect and its report.
     await recon.arm("payments.charge", "lose_response_after_commit")
+    # No webhook: the restarted dispatcher's lookup is what must settle the charge.
+    await recon.arm("payments.charge", "webhook_drop")
     assert (await recon.submit(transaction("crash-1"))).status_code == 202
     deadline = time.monotonic() + 30
     while not await recon.effects("payments.charge"):

@@ -6,6 +6,7 @@ from datetime import datetime
 from recon_client import Recon, effects_for, op, transaction
 
 from events.envelope import Envelope, verify_chain
+from events.keys import compensation_key
 from services.stack import Stack
 
 
@@ -46,6 +47,9 @@ async def test_lost_response_after_the_effect_is_confirmed_by_lookup(
     stack: Stack, recon: Recon
 ) -> None:
     await recon.arm("payments.charge", "lose_response_after_commit")
+    # The sandbox's webhook would otherwise confirm the charge first (see
+    # test_reviews_and_webhooks_e2e); this test is about the dispatcher's own lookup.
+    await recon.arm("payments.charge", "webhook_drop")
     assert (await recon.submit(transaction("lost-1"))).status_code == 202
     tx = await recon.wait_terminal("lost-1")
     assert tx["status"] == "committed"
@@ -57,6 +61,7 @@ async def test_lost_response_after_the_effect_is_confirmed_by_lookup(
 
 async def test_500_after_the_effect_is_confirmed_by_lookup(stack: Stack, recon: Recon) -> None:
     await recon.arm("inventory.reserve", "error_500_after_commit")
+    await recon.arm("inventory.reserve", "webhook_drop")  # the lookup, not a webhook, settles it
     assert (await recon.submit(transaction("err500-1"))).status_code == 202
     tx = await recon.wait_terminal("err500-1")
     assert tx["status"] == "committed"
@@ -65,18 +70,24 @@ async def test_500_after_the_effect_is_confirmed_by_lookup(stack: Stack, recon: 
     assert len(effects_for(await recon.effects(), reserve["op_key"])) == 1
 
 
-async def test_declined_charge_fails_with_the_providers_answer_and_no_email(
+async def test_declined_charge_fails_with_the_providers_answer_releases_and_no_email(
     stack: Stack, recon: Recon
 ) -> None:
     assert (await recon.submit(transaction("decline-1", customer="cus_decline"))).status_code == 202
     tx = await recon.wait_terminal("decline-1")
-    assert tx["status"] == "failed"
+    # The reserve was confirmed before the charge was declined: it is released.
+    assert tx["status"] == "compensated"
     charge = op(tx, "charge")
     assert charge["state"] == "failed"
     assert charge["evidence"][-1]["status_code"] == 402
     assert charge["evidence"][-1]["body"]["error"] == "card_declined"
+    assert op(tx, "reserve")["state"] == "compensated"
     assert op(tx, "receipt")["state"] == "pending"
-    assert effects_for(await recon.effects(), op(tx, "receipt")["op_key"]) == []
+    effects = await recon.effects()
+    assert effects_for(effects, op(tx, "receipt")["op_key"]) == []
+    releases = effects_for(effects, compensation_key(op(tx, "reserve")["op_key"]))
+    assert [e["operation"] for e in releases] == ["inventory.release"]
+    assert await recon.effects("payments.refund") == []
 
 
 async def test_concurrent_identical_submissions_make_one_transaction(

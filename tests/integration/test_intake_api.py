@@ -16,7 +16,7 @@ from events.inputs import SubmitTransaction, parse_input
 from events.keys import op_key, partition_key
 from events.topics import PARTITIONS, Topics
 from services.config import Settings
-from services.intake.app import create_app
+from services.intake.app import CONSUMERS, create_app
 from services.kafka_setup import ensure_topics
 
 ACME = {"Authorization": "Bearer key-acme"}
@@ -346,7 +346,7 @@ async def test_healthz_is_ok_when_every_consumer_runs(
             bootstrap_servers=settings.kafka_bootstrap,
             group_id=f"{settings.group_prefix}{name}",
         )
-        for name in ("recon-decider", "recon-dispatcher", "recon-projector")
+        for name in CONSUMERS
     ]
     for consumer in consumers:
         await consumer.start()

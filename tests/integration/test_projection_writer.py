@@ -8,12 +8,15 @@ from typing import Any
 
 import asyncpg
 import pytest
-from txbuilders import log_of, observed, submit
+from txbuilders import log_of, observed, request_review, resolve, submit
 
+from events.definition import Resolution
+from events.drift import DriftDetected, DriftKind, drift_id
 from events.envelope import Envelope
 from events.inputs import Outcome, Source
+from events.keys import review_id
 from projections.schema import apply_schema
-from projections.writer import Record, load_offsets, project_batch
+from projections.writer import Record, load_offsets, project_batch, project_drift
 
 TOPIC = "recon.events"
 
@@ -124,3 +127,67 @@ async def test_skipped_records_advance_the_offset(conn: asyncpg.Connection) -> N
     await project_batch(conn, TOPIC, as_records(log), skipped=[(0, 5), (3, 10)])
 
     assert await load_offsets(conn, TOPIC) == {0: 6, 3: 11}
+
+
+async def test_reviews_and_undo_columns_commit_with_the_operation(
+    conn: asyncpg.Connection,
+) -> None:
+    log = log_of(
+        submit(["charge"]),
+        observed("charge", 1, Outcome.UNKNOWN, n=0),
+        request_review("charge", 1),
+    )
+    await project_batch(conn, TOPIC, as_records(log))
+    rid = review_id("demo", "tx-1", "charge", "forward", 1)
+    [op] = await conn.fetch("SELECT * FROM operations")
+    [review] = await conn.fetch("SELECT * FROM reviews")
+    assert (op["state"], op["open_review_id"]) == ("manual_review", rid)
+    assert op["comp_op_key"] == submit(["charge"]).operations[0].compensation_key
+    assert (review["id"], review["state"], review["op_key"], review["tenant"]) == (
+        rid,
+        "open",
+        op["op_key"],
+        "demo",
+    )
+
+    # Resolved in a later batch: the review row is updated, not duplicated.
+    resolved = log_of(
+        submit(["charge"]),
+        observed("charge", 1, Outcome.UNKNOWN, n=0),
+        request_review("charge", 1),
+        resolve("charge", 1, Resolution.NOT_APPLIED),
+    )
+    await project_batch(conn, TOPIC, as_records(resolved)[len(log) :], skipped=())
+    [op] = await conn.fetch("SELECT * FROM operations")
+    [review] = await conn.fetch("SELECT * FROM reviews")
+    assert (op["state"], op["open_review_id"]) == ("failed", None)
+    assert (review["state"], review["resolution"], review["actor"]) == (
+        "resolved",
+        "not_applied",
+        "ops@example.com",
+    )
+
+
+async def test_a_drift_found_twice_is_stored_once_with_its_offsets(
+    conn: asyncpg.Connection,
+) -> None:
+    kind = DriftKind.EFFECT_WITHOUT_INTENT
+    report = DriftDetected(
+        drift_id=drift_id(kind, "sandbox", "ch_1"),
+        kind=kind,
+        provider="sandbox",
+        effect_id="ch_1",
+        detail={"effect": {"id": "ch_1"}},
+        detected_at="2026-01-01T00:00:00+00:00",
+    )
+    again = report.model_copy(update={"detected_at": "2026-01-02T00:00:00+00:00"})
+
+    await project_drift(conn, "recon.drift", [(1, 0, report), (1, 1, again)])
+    await project_drift(conn, "recon.drift", [(1, 1, again)])
+
+    rows = await conn.fetch("SELECT * FROM drift")
+    assert [(r["drift_id"], r["tenant"], r["detected_at"].day) for r in rows] == [
+        (report.drift_id, None, 1)
+    ]
+    assert await load_offsets(conn, "recon.drift") == {1: 2}
+    assert await load_offsets(conn, TOPIC) == {}

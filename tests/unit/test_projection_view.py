@@ -2,11 +2,12 @@
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from txbuilders import observed, submit
+from txbuilders import compensate, observed, plan, request_review, resolve, submit
 
-from events.definition import OperationKind, OpStatus, TxStatus
+from events.definition import Leg, OperationKind, OpStatus, Resolution, TxStatus
 from events.envelope import Envelope
 from events.inputs import DeciderInput, Outcome, Source
+from events.keys import review_id
 from projections.view import TxView, ViewError, apply
 from services.decider.transaction import handle, initial_state, record
 
@@ -198,3 +199,130 @@ def test_the_view_agrees_with_the_decider(log: list[Envelope]) -> None:
     assert [(op.action, op.state, op.attempts, op.remote_id) for op in view.operations] == [
         (op.spec.action, op.status, op.attempt, op.remote_id) for op in state.operations
     ]
+
+
+def test_the_undo_and_its_key_are_projected_leg_by_leg() -> None:
+    log = log_of(
+        submit(["reserve", "charge"]),
+        observed("reserve", 1, Outcome.SUCCEEDED, n=0),
+        observed("charge", 1, Outcome.REJECTED, n=1),
+        plan("reserve"),
+        compensate("reserve"),
+    )
+    dispatched = view_of(log)
+    reserve = dispatched.operations[0]
+    assert reserve.comp_op_key == submit(["reserve"]).operations[0].compensation_key
+    assert (reserve.state, reserve.comp_state, reserve.comp_attempts) == (
+        OpStatus.COMPENSATING,
+        OpStatus.DISPATCHED,
+        1,
+    )
+
+    unknown = view_of(
+        log_of(
+            submit(["reserve", "charge"]),
+            observed("reserve", 1, Outcome.SUCCEEDED, n=0),
+            observed("charge", 1, Outcome.REJECTED, n=1),
+            plan("reserve"),
+            compensate("reserve"),
+            observed("reserve", 1, Outcome.UNKNOWN, n=2, leg=Leg.COMPENSATION),
+        )
+    )
+    assert unknown.operations[0].comp_state is OpStatus.UNKNOWN
+    assert unknown.operations[0].state is OpStatus.COMPENSATING
+
+    done = view_of(
+        log_of(
+            submit(["reserve", "charge"]),
+            observed("reserve", 1, Outcome.SUCCEEDED, n=0),
+            observed("charge", 1, Outcome.REJECTED, n=1),
+            plan("reserve"),
+            compensate("reserve"),
+            observed("reserve", 1, Outcome.SUCCEEDED, n=2, leg=Leg.COMPENSATION),
+        )
+    )
+    assert (done.operations[0].state, done.operations[0].comp_state) == (
+        OpStatus.COMPENSATED,
+        OpStatus.CONFIRMED,
+    )
+    assert done.status is TxStatus.COMPENSATED
+
+
+def test_a_review_is_opened_then_resolved_with_who_and_why() -> None:
+    inputs: list[DeciderInput] = [
+        submit(["charge"]),
+        observed("charge", 1, Outcome.UNKNOWN, n=0),
+        request_review("charge", 1),
+    ]
+    opened = view_of(log_of(*inputs))
+    [review] = opened.reviews
+    rid = review_id("demo", "tx-1", "charge", "forward", 1)
+    assert (review.review_id, review.state, review.leg, review.attempt) == (
+        rid,
+        "open",
+        Leg.FORWARD,
+        1,
+    )
+    assert review.op_key == opened.operations[0].op_key
+    assert review.reason == "lookup_budget_exhausted" and review.resolved_at is None
+    assert opened.operations[0].open_review_id == rid
+    assert opened.status is TxStatus.MANUAL_REVIEW
+
+    resolved = view_of(log_of(*inputs, resolve("charge", 1, Resolution.APPLIED, n=5)))
+    [closed] = resolved.reviews
+    assert (closed.state, closed.resolution, closed.actor) == (
+        "resolved",
+        Resolution.APPLIED,
+        "ops@example.com",
+    )
+    assert closed.note == "checked with the provider" and closed.resolved_at is not None
+    assert closed.created_at == review.created_at
+    assert resolved.operations[0].open_review_id is None
+    assert resolved.operations[0].state is OpStatus.CONFIRMED
+    assert resolved.status is TxStatus.COMMITTED
+
+
+def test_a_review_of_the_undo_names_the_undo_key() -> None:
+    view = view_of(
+        log_of(
+            submit(["reserve", "charge"]),
+            observed("reserve", 1, Outcome.SUCCEEDED, n=0),
+            observed("charge", 1, Outcome.REJECTED, n=1),
+            plan("reserve"),
+            compensate("reserve"),
+            observed("reserve", 1, Outcome.REJECTED, n=2, leg=Leg.COMPENSATION),
+        )
+    )
+
+    [review] = view.reviews
+    reserve = view.operations[0]
+    assert (review.leg, review.op_key, review.reason) == (
+        Leg.COMPENSATION,
+        reserve.comp_op_key,
+        "compensation_rejected",
+    )
+    assert (reserve.comp_state, reserve.open_review_id) == (
+        OpStatus.MANUAL_REVIEW,
+        review.review_id,
+    )
+
+
+@settings(max_examples=200, deadline=None)
+@given(logs())
+def test_the_undo_and_review_columns_agree_with_the_decider(log: list[Envelope]) -> None:
+    state = initial_state("demo", "tx-1")
+    for envelope in log:
+        state = record(state, envelope)
+
+    view = view_of(log)
+
+    assert [
+        (op.comp_op_key, op.comp_state, op.comp_attempts, op.open_review_id)
+        for op in view.operations
+    ] == [
+        (op.spec.compensation_key, op.comp_status, op.comp_attempt, op.open_review)
+        for op in state.operations
+    ]
+    assert {r.review_id for r in view.reviews if r.state == "open"} == {
+        op.open_review for op in state.operations if op.open_review
+    }

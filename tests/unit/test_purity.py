@@ -10,6 +10,13 @@ PURE = [
     *sorted((ROOT / "events").glob("*.py")),
     ROOT / "services/decider/transaction.py",
     ROOT / "services/decider/evidence.py",
+    ROOT / "services/saga/reactor.py",
+    ROOT / "projections/view.py",
+    ROOT / "reconcilers/signatures.py",
+    ROOT / "reconcilers/webhook_intake.py",
+    ROOT / "reconcilers/pull.py",
+    ROOT / "reconcilers/drift.py",
+    ROOT / "services/dispatcher/classify.py",
 ]
 FORBIDDEN_MODULES = {
     "aiokafka",

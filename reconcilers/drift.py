@@ -1,0 +1,188 @@
+"""The drift scan's comparison: a provider's effects against recon's ledger.
+
+Pure: no I/O, no clock (`now` comes in). The runtime lists the provider's effects and
+loads the ledger (reconcilers.store), and reports what `compare` returns as
+DriftDetected on recon.drift. Each finding's id is derived from what was found
+(events.drift.drift_id), so the next scan, a second scanner or a replay finds the same
+id and the drift is reported once.
+"""
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from events.definition import Leg
+from events.drift import DriftDetected, DriftKind, drift_id
+
+
+@dataclass(frozen=True)
+class Effect:
+    """One effect as the provider lists it (CONTRACT.md, `GET /v1/effects`)."""
+
+    id: str
+    operation: str
+    idempotency_key: str
+    payload: dict[str, Any]
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class LedgerEntry:
+    """One leg recon dispatched: the key and payload it sent, and whether it holds the
+    leg confirmed (a forward leg that was compensated since still left its effect)."""
+
+    tenant: str
+    tx_id: str
+    action: str
+    leg: Leg
+    op_key: str
+    provider: str
+    operation: str
+    payload: dict[str, Any]
+    dispatched_at: datetime
+    confirmed: bool
+
+
+class UnreadableEffect(ValueError):
+    """The provider listed something that is not an effect; the scan stops rather than
+    guess (a missing key would otherwise look like an effect without intent)."""
+
+
+def effect_from_json(raw: Any) -> Effect:
+    if not isinstance(raw, dict):
+        raise UnreadableEffect(f"expected an object, got {type(raw).__name__}")
+    try:
+        payload = raw.get("payload") or {}
+        if not isinstance(payload, dict):
+            raise UnreadableEffect(f"effect {raw.get('id')!r}: payload is not an object")
+        return Effect(
+            id=str(raw["id"]),
+            operation=str(raw["operation"]),
+            idempotency_key=str(raw["idempotency_key"]),
+            payload=payload,
+            created_at=datetime.fromisoformat(str(raw["created_at"])),
+        )
+    except (KeyError, ValueError) as error:
+        raise UnreadableEffect(f"effect {raw.get('id')!r}: {error}") from None
+
+
+def compare(
+    *,
+    provider: str,
+    effects: list[Effect],
+    ledger: list[LedgerEntry],
+    known_keys: set[str],
+    now: datetime,
+    window_start: datetime,
+    grace: timedelta,
+) -> list[DriftDetected]:
+    """`effects`: the provider's list (any age). `ledger`: recon's legs dispatched since
+    `window_start`. `known_keys`: which of the effects' keys recon ever issued, whatever
+    their age, so an old intent is never mistaken for someone else's effect."""
+    detected_at = now.isoformat()
+    by_key: dict[str, list[Effect]] = {}
+    for effect in effects:
+        by_key.setdefault(effect.idempotency_key, []).append(effect)
+    entries = {e.op_key: e for e in ledger if e.provider == provider}
+    found: list[DriftDetected] = []
+
+    for effect in effects:
+        if effect.created_at < window_start:
+            continue
+        if effect.idempotency_key in entries or effect.idempotency_key in known_keys:
+            continue
+        found.append(
+            DriftDetected(
+                drift_id=drift_id(DriftKind.EFFECT_WITHOUT_INTENT, provider, effect.id),
+                kind=DriftKind.EFFECT_WITHOUT_INTENT,
+                provider=provider,
+                effect_id=effect.id,
+                detail={
+                    "message": f"{provider} holds {effect.operation} {effect.id} under key "
+                    f"{effect.idempotency_key!r}, which no recon intent issued",
+                    "operation": effect.operation,
+                    "idempotency_key": effect.idempotency_key,
+                    "payload": effect.payload,
+                    "created_at": effect.created_at.isoformat(),
+                },
+                detected_at=detected_at,
+            )
+        )
+
+    for entry in sorted(entries.values(), key=lambda e: (e.dispatched_at, e.op_key)):
+        matching = by_key.get(entry.op_key, [])
+        if not matching:
+            if entry.confirmed and now - entry.dispatched_at >= grace:
+                found.append(_without_effect(entry, detected_at))
+            continue
+        for effect in matching:
+            differences = _differences(entry, effect)
+            if differences:
+                found.append(_mismatch(entry, effect, differences, detected_at))
+    return found
+
+
+def _owner(entry: LedgerEntry) -> dict[str, Any]:
+    return {
+        "tenant": entry.tenant,
+        "tx_id": entry.tx_id,
+        "action": entry.action,
+        "op_key": entry.op_key,
+    }
+
+
+def _without_effect(entry: LedgerEntry, detected_at: str) -> DriftDetected:
+    return DriftDetected(
+        drift_id=drift_id(DriftKind.INTENT_WITHOUT_EFFECT, entry.provider, entry.op_key),
+        kind=DriftKind.INTENT_WITHOUT_EFFECT,
+        provider=entry.provider,
+        **_owner(entry),
+        detail={
+            "message": f"recon holds {entry.operation} ({entry.leg.value} leg of "
+            f"{entry.tx_id}/{entry.action}) confirmed, but {entry.provider} lists no effect "
+            f"under key {entry.op_key!r}",
+            "operation": entry.operation,
+            "leg": entry.leg.value,
+            "payload": entry.payload,
+            "dispatched_at": entry.dispatched_at.isoformat(),
+        },
+        detected_at=detected_at,
+    )
+
+
+def _differences(entry: LedgerEntry, effect: Effect) -> list[str]:
+    fields = sorted(
+        key
+        for key in entry.payload.keys() | effect.payload.keys()
+        if entry.payload.get(key) != effect.payload.get(key)
+        or (key in entry.payload) != (key in effect.payload)
+    )
+    if entry.operation != effect.operation:
+        fields.insert(0, "operation")
+    return fields
+
+
+def _mismatch(
+    entry: LedgerEntry, effect: Effect, differences: list[str], detected_at: str
+) -> DriftDetected:
+    detail: dict[str, Any] = {
+        "message": f"{effect.id} under key {entry.op_key!r} differs from what recon sent "
+        f"in {', '.join(differences)}",
+        "fields": differences,
+        "recon": {"operation": entry.operation, "payload": entry.payload},
+        "provider": {"operation": effect.operation, "payload": effect.payload},
+    }
+    if "amount" in differences:
+        detail["amount"] = {
+            "recon": entry.payload.get("amount"),
+            "provider": effect.payload.get("amount"),
+        }
+    return DriftDetected(
+        drift_id=drift_id(DriftKind.MISMATCH, entry.provider, effect.id),
+        kind=DriftKind.MISMATCH,
+        provider=entry.provider,
+        **_owner(entry),
+        effect_id=effect.id,
+        detail=detail,
+        detected_at=detected_at,
+    )

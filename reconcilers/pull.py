@@ -1,0 +1,110 @@
+"""Planning the pull reconciler's lookups: which stuck operation legs to look up now,
+and which have spent their budget and go to a person.
+
+Pure: no I/O, no clock (`now` comes in), no randomness. The runtime (services.reconciler)
+loads the candidates and the bookkeeping, calls `plan`, and then claims each step in
+Postgres with a compare-and-set on `lookups` (reconcilers.store), so that two ticks or two
+processes that planned from the same snapshot cannot both do lookup n of one leg.
+
+Bookkeeping is per (op_key, attempt): a re-dispatch (attempt + 1) is a new call with a
+fresh budget, exactly as the decider fences observations by attempt.
+"""
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from events.definition import Leg
+
+REVIEW_REASON = "lookup_budget_exhausted"
+
+
+@dataclass(frozen=True)
+class Policy:
+    after: timedelta  # a leg dispatched/unknown for longer than this is stuck
+    budget: int  # lookups per (op_key, attempt)
+    backoff: timedelta  # the wait after lookup 1; doubles after each lookup ...
+    backoff_max: timedelta  # ... up to this
+
+    def delay_after(self, n: int) -> timedelta:
+        """How long to wait after lookup n before lookup n + 1 (or, after the last one,
+        before asking for review, so the last answer can still settle the leg)."""
+        return min(self.backoff * (1 << (n - 1)), self.backoff_max)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """An operation leg in flight (`dispatched` or `unknown`), as the projection sees it."""
+
+    tenant: str
+    tx_id: str
+    action: str
+    leg: Leg
+    op_key: str
+    attempt: int
+    provider: str
+    operation: str
+    since: datetime  # when the projection last saw the leg change
+
+
+@dataclass(frozen=True)
+class Lease:
+    """What the reconciler has done for one (op_key, attempt)."""
+
+    op_key: str
+    attempt: int
+    lookups: int
+    next_at: datetime
+    review_requested: bool = False
+
+
+@dataclass(frozen=True)
+class Lookup:
+    """Do lookup number `n` of this leg now; the next one is due at `next_at`."""
+
+    leg: Candidate
+    n: int
+    next_at: datetime
+
+
+@dataclass(frozen=True)
+class Escalate:
+    """The budget is spent and the leg is still in flight: ask for manual review."""
+
+    leg: Candidate
+    lookups: int
+
+
+Step = Lookup | Escalate
+LeaseKey = tuple[str, int]
+
+
+def plan(
+    candidates: list[Candidate],
+    leases: dict[LeaseKey, Lease],
+    now: datetime,
+    policy: Policy,
+) -> list[Step]:
+    steps: list[Step] = []
+    for leg in candidates:
+        lease = leases.get((leg.op_key, leg.attempt))
+        if lease is None:
+            if now - leg.since >= policy.after:
+                steps.append(Lookup(leg, 1, now + policy.delay_after(1)))
+            continue
+        if now < lease.next_at or lease.review_requested:
+            continue  # backing off, or already handed to a person
+        if lease.lookups < policy.budget:
+            n = lease.lookups + 1
+            steps.append(Lookup(leg, n, now + policy.delay_after(n)))
+        else:
+            steps.append(Escalate(leg, lease.lookups))
+    return steps
+
+
+def observation_id(op_key: str, attempt: int, n: int) -> str:
+    """Lookup n of one dispatch is one observation, whoever reports it and how often."""
+    return f"reconcile:{op_key}:{attempt}:{n}"
+
+
+def review_request_id(op_key: str, attempt: int) -> str:
+    return f"reconcile:{op_key}:{attempt}:review"

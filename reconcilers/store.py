@@ -1,0 +1,242 @@
+"""The reconcilers' Postgres side: stuck legs and recon's ledger from the projections
+(read only), and the reconciler's own bookkeeping.
+
+Claims are compare-and-set updates on `reconciler_leases`: lookup n of (op_key, attempt)
+is claimed by inserting the row (n = 1) or by moving `lookups` from n - 1 to n, and only
+one transaction can do either. Two reconciler processes, or a tick that fires twice,
+planned from the same snapshot, so they propose the same n; one claim wins and the
+other finds nothing to update. A claim is taken before the lookup: a crash after it
+costs one lookup of the budget, never a second report of lookup n (and a repeated
+report would carry the same message id, which the decider drops).
+"""
+
+import json
+from datetime import datetime
+
+import asyncpg
+
+from events.definition import Leg
+from projections.schema import apply_schema
+from reconcilers.drift import LedgerEntry
+from reconcilers.pull import Candidate, Lease, LeaseKey
+
+_LOCK_ID = 0x7265636F6E02  # serializes concurrent start-ups of reconcilers
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS reconciler_leases (
+    op_key              text NOT NULL,
+    attempt             integer NOT NULL,
+    lookups             integer NOT NULL,
+    next_at             timestamptz NOT NULL,
+    last_outcome        text,
+    review_requested_at timestamptz,
+    updated_at          timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (op_key, attempt)
+);
+-- Drift ids already produced to recon.drift, so the next scan does not report them again.
+CREATE TABLE IF NOT EXISTS reconciler_drift_reported (
+    drift_id    text PRIMARY KEY,
+    kind        text NOT NULL,
+    reported_at timestamptz NOT NULL
+);
+"""
+
+IN_FLIGHT = ("dispatched", "unknown")
+
+# The undo's operation name is not a column of `operations`; its dispatch event holds it.
+_CANDIDATES = """
+SELECT tenant, tx_id, action, 'forward' AS leg, op_key, attempts AS attempt, provider,
+       operation, updated_at
+  FROM operations WHERE state = ANY($1::text[])
+UNION ALL
+SELECT o.tenant, o.tx_id, o.action, 'compensation', o.comp_op_key, o.comp_attempts, o.provider,
+       coalesce((SELECT e.data->>'operation' FROM events e
+                  WHERE e.tenant = o.tenant AND e.tx_id = o.tx_id
+                    AND e.type = 'OperationDispatched' AND e.data->>'op_key' = o.comp_op_key
+                  ORDER BY e.seq DESC LIMIT 1), o.operation),
+       o.updated_at
+  FROM operations o WHERE o.comp_state = ANY($1::text[]) AND o.comp_op_key IS NOT NULL
+"""
+
+
+async def apply_reconciler_schema(conn: asyncpg.Connection) -> None:
+    await apply_schema(conn)  # the projections this reads, in case the projector is not up yet
+    async with conn.transaction():
+        await conn.execute("SELECT pg_advisory_xact_lock($1)", _LOCK_ID)
+        await conn.execute(SCHEMA)
+
+
+async def in_flight_legs(conn: asyncpg.Connection) -> list[Candidate]:
+    rows = await conn.fetch(_CANDIDATES, list(IN_FLIGHT))
+    return [
+        Candidate(
+            tenant=row["tenant"],
+            tx_id=row["tx_id"],
+            action=row["action"],
+            leg=Leg(row["leg"]),
+            op_key=row["op_key"],
+            attempt=row["attempt"],
+            provider=row["provider"],
+            operation=row["operation"],
+            since=row["updated_at"],
+        )
+        for row in rows
+    ]
+
+
+async def leases_for(conn: asyncpg.Connection, keys: list[LeaseKey]) -> dict[LeaseKey, Lease]:
+    if not keys:
+        return {}
+    rows = await conn.fetch(
+        "SELECT op_key, attempt, lookups, next_at, review_requested_at FROM reconciler_leases"
+        " WHERE (op_key, attempt) IN (SELECT * FROM unnest($1::text[], $2::int[]))",
+        [k for k, _ in keys],
+        [a for _, a in keys],
+    )
+    return {
+        (row["op_key"], row["attempt"]): Lease(
+            op_key=row["op_key"],
+            attempt=row["attempt"],
+            lookups=row["lookups"],
+            next_at=row["next_at"],
+            review_requested=row["review_requested_at"] is not None,
+        )
+        for row in rows
+    }
+
+
+async def claim_lookup(
+    conn: asyncpg.Connection, op_key: str, attempt: int, n: int, next_at: datetime, now: datetime
+) -> bool:
+    """Take lookup n of (op_key, attempt); False if someone else already took it."""
+    if n == 1:
+        row = await conn.fetchrow(
+            "INSERT INTO reconciler_leases (op_key, attempt, lookups, next_at, updated_at)"
+            " VALUES ($1, $2, 1, $3, $4) ON CONFLICT (op_key, attempt) DO NOTHING RETURNING 1",
+            op_key,
+            attempt,
+            next_at,
+            now,
+        )
+    else:
+        row = await conn.fetchrow(
+            "UPDATE reconciler_leases SET lookups = $3, next_at = $4, updated_at = $5"
+            " WHERE op_key = $1 AND attempt = $2 AND lookups = $3 - 1 AND next_at <= $5"
+            " AND review_requested_at IS NULL RETURNING 1",
+            op_key,
+            attempt,
+            n,
+            next_at,
+            now,
+        )
+    return row is not None
+
+
+async def claim_review(
+    conn: asyncpg.Connection, op_key: str, attempt: int, lookups: int, now: datetime
+) -> bool:
+    row = await conn.fetchrow(
+        "UPDATE reconciler_leases SET review_requested_at = $4, updated_at = $4"
+        " WHERE op_key = $1 AND attempt = $2 AND lookups = $3 AND review_requested_at IS NULL"
+        " RETURNING 1",
+        op_key,
+        attempt,
+        lookups,
+        now,
+    )
+    return row is not None
+
+
+async def release_review(conn: asyncpg.Connection, op_key: str, attempt: int) -> None:
+    """The review request did not reach Kafka: let the next tick ask again."""
+    await conn.execute(
+        "UPDATE reconciler_leases SET review_requested_at = NULL"
+        " WHERE op_key = $1 AND attempt = $2",
+        op_key,
+        attempt,
+    )
+
+
+async def record_outcome(conn: asyncpg.Connection, op_key: str, attempt: int, outcome: str) -> None:
+    await conn.execute(
+        "UPDATE reconciler_leases SET last_outcome = $3 WHERE op_key = $1 AND attempt = $2",
+        op_key,
+        attempt,
+        outcome,
+    )
+
+
+# --- drift ---------------------------------------------------------------------------
+
+# Every leg recon dispatched in the window, with what it sent and whether it is confirmed.
+# A forward leg that was later compensated still left its effect at the provider.
+_LEDGER = """
+SELECT DISTINCT ON (e.data->>'op_key')
+       e.tenant, e.tx_id, e.data->>'action' AS action, e.data->>'leg' AS leg,
+       e.data->>'op_key' AS op_key, e.data->>'provider' AS provider,
+       e.data->>'operation' AS operation, e.data->'payload' AS payload,
+       e.occurred_at AS dispatched_at, o.state, o.comp_state, o.remote_id
+  FROM events e
+  JOIN operations o ON o.tenant = e.tenant AND o.tx_id = e.tx_id
+                   AND o.action = e.data->>'action'
+ WHERE e.type = 'OperationDispatched' AND e.occurred_at >= $1
+ ORDER BY e.data->>'op_key', e.seq DESC
+"""
+
+
+async def ledger(conn: asyncpg.Connection, since: datetime) -> list[LedgerEntry]:
+    rows = await conn.fetch(_LEDGER, since)
+    entries = []
+    for row in rows:
+        leg = Leg(row["leg"])
+        if leg is Leg.FORWARD:
+            confirmed = row["state"] in ("confirmed", "compensating", "compensated")
+        else:
+            confirmed = row["comp_state"] == "confirmed" or row["state"] == "compensated"
+        entries.append(
+            LedgerEntry(
+                tenant=row["tenant"],
+                tx_id=row["tx_id"],
+                action=row["action"],
+                leg=leg,
+                op_key=row["op_key"],
+                provider=row["provider"],
+                operation=row["operation"],
+                payload=json.loads(row["payload"]),
+                dispatched_at=row["dispatched_at"],
+                confirmed=confirmed,
+            )
+        )
+    return entries
+
+
+async def known_keys(conn: asyncpg.Connection, keys: list[str]) -> set[str]:
+    """Which of these idempotency keys recon ever sent (or will send) under any leg."""
+    if not keys:
+        return set()
+    rows = await conn.fetch(
+        "SELECT op_key AS key FROM operations WHERE op_key = ANY($1::text[])"
+        " UNION SELECT comp_op_key FROM operations WHERE comp_op_key = ANY($1::text[])"
+        " UNION SELECT data->>'op_key' FROM events"
+        "  WHERE type = 'OperationDispatched' AND data->>'op_key' = ANY($1::text[])",
+        keys,
+    )
+    return {row["key"] for row in rows}
+
+
+async def unreported(conn: asyncpg.Connection, drift_ids: list[str]) -> set[str]:
+    rows = await conn.fetch(
+        "SELECT drift_id FROM reconciler_drift_reported WHERE drift_id = ANY($1::text[])",
+        drift_ids,
+    )
+    return set(drift_ids) - {row["drift_id"] for row in rows}
+
+
+async def mark_reported(
+    conn: asyncpg.Connection, reported: list[tuple[str, str, datetime]]
+) -> None:
+    await conn.executemany(
+        "INSERT INTO reconciler_drift_reported (drift_id, kind, reported_at)"
+        " VALUES ($1, $2, $3) ON CONFLICT (drift_id) DO NOTHING",
+        reported,
+    )

@@ -1,0 +1,102 @@
+"""What a verified provider webhook means for recon: an observation of one of its
+operations, or drift (an effect nobody intended).
+
+Pure: the clock reading, the delivery id and the matched operation arrive as arguments.
+Only bodies whose signature was already verified reach this module.
+"""
+
+import json
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from events.drift import DriftDetected, DriftKind, drift_id
+from events.inputs import OperationObserved, Outcome, Source
+
+EFFECT_SUCCEEDED = "effect.succeeded"
+
+
+class WebhookBodyError(ValueError):
+    """A signed body that is not a webhook recon understands (a 400: nothing changes)."""
+
+
+@dataclass(frozen=True)
+class EffectNotice:
+    """The part of a webhook body recon acts on."""
+
+    type: str
+    effect: dict[str, Any]
+    effect_id: str
+    # The keys under which recon may know the effect: the idempotency key it sent, and
+    # the op key it put in the provider's metadata (the same key when recon sent it).
+    keys: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class MatchedOperation:
+    tenant: str
+    tx_id: str
+    action: str
+    op_key: str  # the leg's key the effect was made under (forward or compensation)
+
+
+def parse_notice(body: bytes) -> EffectNotice:
+    try:
+        event = json.loads(body)
+    except ValueError:
+        raise WebhookBodyError("the body is not JSON") from None
+    if not isinstance(event, dict) or not isinstance(event.get("type"), str):
+        raise WebhookBodyError('the body must be a JSON object with a string "type"')
+    data = event.get("data")
+    effect = data.get("effect") if isinstance(data, dict) else None
+    if not isinstance(effect, dict):
+        raise WebhookBodyError('the body must carry the effect as "data": {"effect": {...}}')
+    effect_id = effect.get("id")
+    if not isinstance(effect_id, str) or not effect_id:
+        raise WebhookBodyError('data.effect must have a string "id"')
+    keys: list[str] = []
+    idempotency_key = effect.get("idempotency_key")
+    if isinstance(idempotency_key, str) and idempotency_key:
+        keys.append(idempotency_key)
+    metadata = effect.get("metadata")
+    meta_key = metadata.get("op_key") if isinstance(metadata, dict) else None
+    if isinstance(meta_key, str) and meta_key and meta_key not in keys:
+        keys.append(meta_key)
+    return EffectNotice(type=event["type"], effect=effect, effect_id=effect_id, keys=tuple(keys))
+
+
+def observation(
+    provider: str,
+    delivery_id: str,
+    notice: EffectNotice,
+    op: MatchedOperation,
+    now: datetime,
+) -> OperationObserved:
+    """A sighting not tied to any dispatch (attempt 0): it can prove the effect exists and
+    nothing else (services.decider.transaction). The message id is the delivery's, so a
+    redelivery the dedupe table missed is still recognised by the decider."""
+    return OperationObserved(
+        message_id=f"webhook:{provider}:{delivery_id}",
+        tenant=op.tenant,
+        tx_id=op.tx_id,
+        action=op.action,
+        op_key=op.op_key,
+        attempt=0,
+        source=Source.WEBHOOK,
+        outcome=Outcome.SUCCEEDED,
+        remote_id=notice.effect_id,
+        body=notice.effect,
+        observed_at=now,
+    )
+
+
+def effect_without_intent(provider: str, notice: EffectNotice, now: datetime) -> DriftDetected:
+    kind = DriftKind.EFFECT_WITHOUT_INTENT
+    return DriftDetected(
+        drift_id=drift_id(kind, provider, notice.effect_id),
+        kind=kind,
+        provider=provider,
+        effect_id=notice.effect_id,
+        detail={"effect": notice.effect, "source": "webhook"},
+        detected_at=now.isoformat(),
+    )

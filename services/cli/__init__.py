@@ -1,0 +1,1 @@
+"""Operator commands (`python -m services.cli --help`)."""

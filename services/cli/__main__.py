@@ -1,0 +1,88 @@
+"""`python -m services.cli`: operator commands.
+
+    python -m services.cli drift           # the drift recon has reported (the drift table)
+    python -m services.cli drift --scan    # run one drift scan now and print what it found
+
+Reads the same RECON_* environment as every process (see README, "Configuration").
+"""
+
+import argparse
+import asyncio
+import json
+import sys
+
+import asyncpg
+
+from services.config import ConfigError, Settings, load_settings
+from services.reconciler.runtime import open_reconciler
+
+
+async def _scan(settings: Settings) -> int:
+    async with open_reconciler(settings) as reconciler:
+        found = await reconciler.drift_scan()
+    if not found:
+        print("drift scan: no drift found")
+        return 0
+    print(f"drift scan: {len(found)} finding(s)")
+    for drift in found:
+        kind, provider = drift.kind.value, drift.provider
+        print(f"{drift.drift_id}  {kind:<22} {provider:<10} {_describe(drift.detail)}")
+    return 0
+
+
+async def _show(settings: Settings) -> int:
+    conn = await asyncpg.connect(settings.database_url)
+    try:
+        rows = await conn.fetch(
+            "SELECT drift_id, kind, provider, detail, detected_at FROM drift"
+            " ORDER BY detected_at, drift_id"
+        )
+    except asyncpg.UndefinedTableError:
+        print(
+            "the drift table does not exist yet in this database: start the projector (or "
+            "`python -m services.stack`) so it creates the schema, or run "
+            "`python -m services.cli drift --scan` to scan now",
+            file=sys.stderr,
+        )
+        return 1
+    finally:
+        await conn.close()
+    if not rows:
+        print("no drift reported")
+        return 0
+    for row in rows:
+        detail = json.loads(row["detail"]) if isinstance(row["detail"], str) else row["detail"]
+        print(
+            f"{row['detected_at'].isoformat()}  {row['drift_id']}  {row['kind']:<22} "
+            f"{row['provider']:<10} {_describe(detail)}"
+        )
+    return 0
+
+
+def _describe(detail: object) -> str:
+    if isinstance(detail, dict) and isinstance(detail.get("message"), str):
+        return str(detail["message"])
+    return json.dumps(detail, sort_keys=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m services.cli", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+    drift = commands.add_parser("drift", help="show reported drift, or scan for drift now")
+    drift.add_argument(
+        "--scan", action="store_true", help="run one drift scan now and print what it found"
+    )
+    args = parser.parse_args(argv)
+    try:
+        settings = load_settings()
+    except ConfigError as error:
+        print(f"configuration error: {error}", file=sys.stderr)
+        return 2
+    if args.command == "drift":
+        return asyncio.run(_scan(settings) if args.scan else _show(settings))
+    parser.error(f"unknown command {args.command!r}")
+    return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,93 @@
+"""`POST /v1/transactions/{tx_id}/abort` (CONTRACT.md).
+
+The intake only turns the request into an AbortTransaction command; the decider judges it
+against the transaction as it is in the log: before commit it stops further dispatch, lets
+in-flight steps settle and fails the transaction, and the saga orchestrator then undoes the
+confirmed steps; once compensation has started, or after commit, it records CommandIgnored.
+
+The 409 for a committed transaction is answered from the projection, which may lag the log
+by a moment: an abort that races the commit is answered 202 and ignored by the decider, so
+the answer can be optimistic but the outcome is always the log's.
+"""
+
+from datetime import UTC, datetime
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from events.definition import TxStatus
+from events.inputs import AbortTransaction
+from events.keys import partition_key
+from services.config import Settings
+from services.intake import auth, queries
+from services.intake.errors import ApiError
+from services.intake.produce import produce_acked
+
+router = APIRouter()
+
+
+class AbortRequest(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    reason: Annotated[str, Field(min_length=1, max_length=1000)] = "aborted by request"
+    actor: Annotated[str, Field(min_length=1, max_length=128)] = "agent"
+
+
+@router.post("/v1/transactions/{tx_id}/abort", status_code=202)
+async def abort(tx_id: str, request: Request, tenant: str = Depends(auth.tenant)) -> JSONResponse:
+    # Parsed here, after authentication, so nothing about the body is revealed to a
+    # caller without a key (the same order as submissions).
+    body = _parse(await request.body())
+    async with request.app.state.pool.acquire() as conn:
+        found = await queries.transaction(conn, tenant, tx_id)
+    if found is None:
+        raise ApiError(
+            404, "not_found", f"no transaction {tx_id!r} for this API key's tenant; check the tx_id"
+        )
+    if found["status"] == TxStatus.COMMITTED.value:
+        raise ApiError(
+            409,
+            "already_committed",
+            f"transaction {tx_id!r} is committed; an abort is only possible before commit. "
+            "Undo its effects with a new transaction (a refund, a release) instead",
+        )
+    settings: Settings = request.app.state.settings
+    command = AbortTransaction(
+        # Deterministic, like every command: a retried request is the same command. An
+        # abort is a one-way switch, so a second abort (whoever asks) adds nothing.
+        message_id=f"abort:{tenant}:{tx_id}",
+        tenant=tenant,
+        tx_id=tx_id,
+        actor=body.actor,
+        reason=body.reason,
+        issued_at=datetime.now(UTC),
+    )
+    await produce_acked(
+        request.app.state.producer,
+        settings.topics.commands,
+        partition_key(tenant, tx_id),
+        command.model_dump_json().encode(),
+        "the abort",
+    )
+    return JSONResponse({"tx_id": tx_id, "status": "abort_requested"}, status_code=202)
+
+
+def _parse(raw: bytes) -> AbortRequest:
+    if not raw.strip():
+        return AbortRequest()
+    try:
+        return AbortRequest.model_validate_json(raw)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in error['loc'])}: {error['msg']}"
+            if error["loc"]
+            else error["msg"]
+            for error in exc.errors()
+        )
+        raise ApiError(
+            422,
+            "invalid_request",
+            f'{problems}; the body is optional, else {{"reason": "...", "actor": "..."}}',
+        ) from None

@@ -1,0 +1,186 @@
+"""Webhook ingress: `POST /v1/webhooks/{provider}` (CONTRACT.md, "Webhooks").
+
+No API key: the provider signs each delivery instead. The order of the steps is the point:
+
+1. verify the signature on the raw body, before anything in it is believed;
+2. drop a delivery id already handled within the dedupe horizon (`webhook_deliveries`,
+   in Postgres, so a restart does not reopen the window);
+3. turn the effect into an observation of the operation it belongs to, or into drift
+   when it belongs to none, and wait for Kafka's acknowledgement;
+4. only then record the delivery id and answer 2xx (promise 7). A crash between 3 and 4
+   makes the provider deliver again; the second observation carries the same message id
+   (and a drift report the same drift id), so the decider and the projector see it once.
+"""
+
+import logging
+import time
+from datetime import UTC, datetime, timedelta
+
+import asyncpg
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse
+
+from events.keys import partition_key
+from reconcilers.signatures import Scheme, SignatureError, SignatureErrorCode, verify
+from reconcilers.webhook_intake import (
+    EFFECT_SUCCEEDED,
+    MatchedOperation,
+    WebhookBodyError,
+    effect_without_intent,
+    observation,
+    parse_notice,
+)
+from services.config import Settings
+from services.intake.errors import ApiError
+from services.intake.produce import produce_acked
+
+log = logging.getLogger(__name__)
+
+router = APIRouter()
+
+# Old delivery ids are deleted at most this often per intake process: cheap, and the
+# table never holds much more than one horizon of deliveries.
+PURGE_EVERY_S = 60.0
+
+
+@router.post("/v1/webhooks/{provider}")
+async def receive(provider: str, request: Request) -> JSONResponse:
+    settings: Settings = request.app.state.settings
+    secrets = settings.webhook_secrets.get(provider)
+    if not secrets:
+        raise ApiError(
+            404,
+            "unknown_provider",
+            f"no webhook secret is configured for provider {provider!r}; "
+            "set it in RECON_WEBHOOK_SECRETS",
+        )
+    body = await request.body()
+    scheme = settings.webhook_schemes.get(provider, Scheme.STANDARD)
+    now = datetime.now(UTC)
+    try:
+        verified = verify(
+            scheme,
+            request.headers,
+            body,
+            secrets,
+            now=int(now.timestamp()),
+            tolerance_s=settings.webhook_tolerance_s,
+        )
+    except SignatureError as exc:
+        # 401 when the signature itself is wrong; 400 when the delivery is malformed or
+        # stale. Either way nothing was recorded.
+        status = 401 if exc.code is SignatureErrorCode.BAD_SIGNATURE else 400
+        raise ApiError(status, exc.code.value, exc.message) from None
+    delivery_id = verified.delivery_id
+    horizon = timedelta(seconds=settings.webhook_dedupe_horizon_s)
+    pool: asyncpg.Pool = request.app.state.pool
+    async with pool.acquire() as conn:
+        if await _seen(conn, provider, delivery_id, now - horizon):
+            return JSONResponse({"status": "duplicate"})
+        try:
+            notice = parse_notice(body)
+        except WebhookBodyError as exc:
+            raise ApiError(400, "invalid_webhook", f"{exc}; nothing was recorded") from None
+        if notice.type != EFFECT_SUCCEEDED:
+            # Acknowledged so the provider stops retrying; recon acts on effects only.
+            return JSONResponse({"status": "ignored", "type": notice.type})
+        matched = await find_operation(conn, notice.keys)
+    producer = request.app.state.producer
+    if matched is not None:
+        obs = observation(provider, delivery_id, notice, matched, now)
+        await produce_acked(
+            producer,
+            settings.topics.observations,
+            partition_key(matched.tenant, matched.tx_id),
+            obs.model_dump_json().encode(),
+            f"the webhook observation {obs.message_id}",
+        )
+    else:
+        drift = effect_without_intent(provider, notice, now)
+        log.warning(
+            "webhook %s/%s: effect %s matches no intent; reporting drift %s",
+            provider,
+            delivery_id,
+            notice.effect_id,
+            drift.drift_id,
+        )
+        await produce_acked(
+            producer,
+            settings.topics.drift,
+            drift.drift_id.encode(),
+            drift.model_dump_json().encode(),
+            f"the drift report {drift.drift_id}",
+        )
+    async with pool.acquire() as conn:
+        await _remember(conn, provider, delivery_id, now)
+        await _purge(request, conn, now - horizon)
+    return JSONResponse({"status": "accepted"})
+
+
+async def _seen(conn: asyncpg.Connection, provider: str, delivery_id: str, since: datetime) -> bool:
+    found = await conn.fetchval(
+        "SELECT 1 FROM webhook_deliveries"
+        " WHERE provider = $1 AND delivery_id = $2 AND received_at > $3",
+        provider,
+        delivery_id,
+        since,
+    )
+    return found is not None
+
+
+async def _remember(
+    conn: asyncpg.Connection, provider: str, delivery_id: str, at: datetime
+) -> None:
+    # A row older than the horizon (not purged yet) starts a new window.
+    await conn.execute(
+        "INSERT INTO webhook_deliveries (provider, delivery_id, received_at)"
+        " VALUES ($1, $2, $3) ON CONFLICT (provider, delivery_id)"
+        " DO UPDATE SET received_at = EXCLUDED.received_at",
+        provider,
+        delivery_id,
+        at,
+    )
+
+
+async def _purge(request: Request, conn: asyncpg.Connection, before: datetime) -> None:
+    last: float = getattr(request.app.state, "webhook_purged_at", 0.0)
+    if time.monotonic() - last < PURGE_EVERY_S:
+        return
+    request.app.state.webhook_purged_at = time.monotonic()
+    deleted = await conn.execute("DELETE FROM webhook_deliveries WHERE received_at < $1", before)
+    log.debug("purged webhook deliveries older than %s: %s", before.isoformat(), deleted)
+
+
+async def find_operation(
+    conn: asyncpg.Connection, keys: tuple[str, ...]
+) -> MatchedOperation | None:
+    """The operation leg recon made the effect under, by either of its keys. The projected
+    operations come first; the intake's own intent rows cover a provider that calls back
+    before the projector has caught up with the dispatch."""
+    if not keys:
+        return None
+    row = await conn.fetchrow(
+        "SELECT tenant, tx_id, action, op_key, comp_op_key FROM operations"
+        " WHERE op_key = ANY($1::text[]) OR comp_op_key = ANY($1::text[]) LIMIT 1",
+        list(keys),
+    )
+    if row is None:
+        for key in keys:
+            row = await conn.fetchrow(
+                "SELECT i.tenant, i.tx_id, op->>'action' AS action, op->>'op_key' AS op_key,"
+                " op->>'compensation_key' AS comp_op_key"
+                " FROM intents i, jsonb_array_elements(i.operations) op"
+                " WHERE (i.operations @> jsonb_build_array(jsonb_build_object('op_key', $1::text))"
+                " OR i.operations @> jsonb_build_array("
+                "jsonb_build_object('compensation_key', $1::text)))"
+                " AND (op->>'op_key' = $1 OR op->>'compensation_key' = $1) LIMIT 1",
+                key,
+            )
+            if row is not None:
+                break
+    if row is None:
+        return None
+    key = row["op_key"] if row["op_key"] in keys else row["comp_op_key"]
+    return MatchedOperation(
+        tenant=row["tenant"], tx_id=row["tx_id"], action=row["action"], op_key=key
+    )

@@ -1,0 +1,1 @@
+"""The pull reconciler and the drift scan, on a schedule (APScheduler)."""

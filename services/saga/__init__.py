@@ -1,0 +1,1 @@
+"""The saga orchestrator: turns failure events into ordered compensation commands."""

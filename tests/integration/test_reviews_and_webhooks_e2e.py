@@ -1,0 +1,330 @@
+"""Webhooks, drift and the manual-review queue through the real processes: the sandbox
+delivers signed webhooks to the intake, the decider settles what they prove, people
+resolve what nothing else can.
+
+Two stack starts in all: one for webhooks and drift, one (two tenants) for reviews.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TypeVar
+
+import httpx
+import pytest
+from aiokafka import AIOKafkaProducer
+from conftest import Infra
+from recon_client import Recon, effects_for, op, transaction
+
+from events.definition import Leg
+from events.inputs import RequestReview
+from events.keys import partition_key
+from events.topics import Topics
+from services.stack import Stack
+
+T = TypeVar("T")
+OTHER = {"Authorization": "Bearer other-key"}
+
+
+async def eventually(probe: Callable[[], Awaitable[T | None]], what: str, timeout: float = 45) -> T:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = await probe()
+        if found is not None and found is not False:
+            return found
+        await asyncio.sleep(0.2)
+    raise AssertionError(f"not within {timeout}s: {what}")
+
+
+def evidence_sources(events: list[dict[str, Any]], action: str) -> list[tuple[str, str]]:
+    return [
+        (e["type"], e["data"]["evidence"]["source"])
+        for e in events
+        if e["data"].get("action") == action and e["data"].get("evidence")
+    ]
+
+
+async def settled(recon: Recon, tx_id: str, *statuses: str) -> dict[str, Any]:
+    """The transaction once it reached one of `statuses` with nothing in flight (a review
+    in progress is `manual_review`, which wait_terminal would take for an end)."""
+
+    async def probe() -> dict[str, Any] | None:
+        tx: dict[str, Any] = (await recon.get(tx_id)).json()
+        in_flight = any(o["state"] in ("dispatched", "unknown") for o in tx["operations"])
+        return tx if tx["status"] in statuses and not in_flight else None
+
+    return await eventually(probe, f"{tx_id} reaches {statuses}")
+
+
+def count(events: list[dict[str, Any]], type_: str, action: str) -> int:
+    return sum(1 for e in events if e["type"] == type_ and e["data"].get("action") == action)
+
+
+async def test_webhooks_confirm_lost_responses_once_and_report_unintended_effects(
+    stack: Stack, recon: Recon
+) -> None:
+    # A lost response whose lookups all fail: only the provider's webhook can tell.
+    await recon.arm("payments.charge", "lookup_unavailable", times=1000)
+    await recon.arm("payments.charge", "lose_response_after_commit")
+    assert (await recon.submit(transaction("lost-1"))).status_code == 202
+
+    tx = await recon.wait_terminal("lost-1")
+
+    charge = op(tx, "charge")
+    assert tx["status"] == "committed"
+    assert (charge["state"], charge["attempts"]) == ("confirmed", 1)
+    assert len(effects_for(await recon.effects(), charge["op_key"])) == 1
+    events = await recon.events("lost-1")
+    assert count(events, "OperationDispatched", "charge") == 1  # no second dispatch
+    assert ("OperationConfirmed", "webhook") in evidence_sources(events, "charge")
+    await recon.http.delete(f"{recon.sandbox_url}/v1/faults")
+
+    # Deliveries duplicated, then held and released in reverse order: every operation's
+    # webhook arrives (twice, or late) and none moves a state twice or backwards.
+    await recon.arm("payments.charge", "webhook_duplicate", times=5)
+    await recon.arm("inventory.reserve", "webhook_duplicate", times=5)
+    assert (await recon.submit(transaction("dup-1"))).status_code == 202
+    await recon.arm("payments.charge", "webhook_reorder", times=1, delay_ms=1500)
+    await recon.arm("inventory.reserve", "webhook_reorder", times=1, delay_ms=1500)
+    assert (await recon.submit(transaction("reorder-1"))).status_code == 202
+
+    for tx_id in ("dup-1", "reorder-1"):
+        done = await recon.wait_terminal(tx_id)
+        assert done["status"] == "committed", done
+
+        async def every_webhook_seen(tx_id: str = tx_id) -> list[dict[str, Any]] | None:
+            events = await recon.events(tx_id)
+            seen = all(
+                any(source == "webhook" for _, source in evidence_sources(events, action))
+                for action in ("reserve", "charge", "receipt")
+            )
+            return events if seen else None
+
+        events = await eventually(every_webhook_seen, f"{tx_id}: a webhook for every operation")
+        for action in ("reserve", "charge", "receipt"):
+            assert count(events, "OperationConfirmed", action) == 1, (tx_id, action)
+            webhooks = [s for _, s in evidence_sources(events, action) if s == "webhook"]
+            assert len(webhooks) == 1, (tx_id, action)  # the duplicate was not observed
+        final = await recon.get(tx_id)
+        assert {o["state"] for o in final.json()["operations"]} == {"confirmed"}
+    duplicated = await recon.http.get(f"{recon.sandbox_url}/v1/webhooks/deliveries")
+    assert all(d["status"] == "delivered" for d in duplicated.json()["deliveries"])
+
+    # An effect nobody asked recon for: reported as drift, once, to every tenant.
+    stray = await recon.http.post(
+        f"{recon.sandbox_url}/v1/effects/unrecorded",
+        json={"operation": "payments.refund", "payload": {"amount": 500, "currency": "usd"}},
+    )
+    assert stray.status_code == 200
+    effect_id = stray.json()["id"]
+    replay = await recon.http.get(
+        f"{recon.sandbox_url}/v1/webhooks/deliveries", params={"effect_id": effect_id}
+    )
+    [delivery] = replay.json()["deliveries"]
+
+    async def drift_listed() -> list[dict[str, Any]] | None:
+        response = await recon.http.get(f"{recon.intake_url}/v1/drift", headers=recon.headers)
+        found = [d for d in response.json()["drift"] if d["detail"]["effect"]["id"] == effect_id]
+        return found or None
+
+    reported = await eventually(drift_listed, "the unintended effect listed as drift")
+    # The provider sends the same event again: still one report.
+    await recon.http.post(f"{recon.sandbox_url}/v1/webhooks/replay/{delivery['event_id']}")
+    await asyncio.sleep(1)
+    assert await drift_listed() == reported
+    [drift] = reported
+    assert (drift["kind"], drift["provider"], drift["tx_id"]) == (
+        "effect_without_intent",
+        "sandbox",
+        None,
+    )
+
+
+@pytest.fixture
+async def two_tenant_stack(
+    infra: Infra,
+    fresh_database: str,
+    topic_prefix: str,
+    tmp_path: Path,
+    free_port: Callable[[], int],
+) -> AsyncIterator[tuple[Stack, Recon]]:
+    stack = Stack(
+        kafka_bootstrap=infra.kafka_bootstrap,
+        database_url=fresh_database,
+        log_dir=tmp_path / "logs",
+        topic_prefix=topic_prefix,
+        intake_port=free_port(),
+        sandbox_port=free_port(),
+        extra_env={
+            "RECON_PROVIDER_TIMEOUT_S": "2",
+            "RECON_API_KEYS": "demo-key=demo,other-key=other",
+            # The pull reconciler stays out of the way: the test requests the reviews.
+            "RECON_RECONCILE_AFTER_S": "600",
+        },
+    )
+    stack.start_all()
+    recon = Recon(stack.intake_url, stack.sandbox_url)
+    try:
+        await stack.wait_ready()
+        yield stack, recon
+    finally:
+        await recon.close()
+        stack.stop_all()
+        for name in stack.processes:
+            print(f"--- {name} ---\n{stack.log_tail(name, 15)}")
+
+
+async def request_review(stack: Stack, tx_id: str, action: str = "charge") -> None:
+    producer = AIOKafkaProducer(bootstrap_servers=stack.kafka_bootstrap, acks="all")
+    await producer.start()
+    try:
+        command = RequestReview(
+            message_id=f"test-review:{tx_id}:{action}",
+            tenant="demo",
+            tx_id=tx_id,
+            action=action,
+            leg=Leg.FORWARD,
+            attempt=1,
+            reason="lookup_budget_exhausted",
+            issued_at=datetime.now(UTC),
+        )
+        await producer.send_and_wait(
+            Topics(stack.topic_prefix).commands,
+            value=command.model_dump_json().encode(),
+            key=partition_key("demo", tx_id),
+        )
+    finally:
+        await producer.stop()
+
+
+async def test_review_resolutions_move_transactions_on_for_their_tenant_only(
+    two_tenant_stack: tuple[Stack, Recon],
+) -> None:
+    stack, recon = two_tenant_stack
+    # Three charges whose outcome nothing can learn: the response is lost, lookups fail
+    # and the provider's webhook never comes.
+    await recon.arm("payments.charge", "lookup_unavailable", times=1000)
+    await recon.arm("payments.charge", "lose_response_after_commit", times=3)
+    await recon.arm("payments.charge", "webhook_drop", times=3)
+    txs = {"applied": "rv-applied", "not_applied": "rv-not-applied", "retry": "rv-retry"}
+    for tx_id in txs.values():
+        assert (await recon.submit(transaction(tx_id))).status_code == 202
+
+    review_ids: dict[str, str] = {}
+    for resolution, tx_id in txs.items():
+
+        async def charge_unknown(tx_id: str = tx_id) -> bool:
+            # Unknown, and the dispatcher's lookups have reported that they could not answer.
+            response = await recon.get(tx_id)
+            if response.status_code != 200:
+                return False
+            charge = op(response.json(), "charge")
+            lookups = [e for e in charge["evidence"] if e["source"] == "lookup"]
+            return charge["state"] == "unknown" and bool(lookups)
+
+        await eventually(charge_unknown, f"{tx_id}: charge unknown, lookups failed")
+        await request_review(stack, tx_id)
+
+        async def review_open(tx_id: str = tx_id) -> str | None:
+            response = await recon.http.get(
+                f"{recon.intake_url}/v1/reviews", params={"state": "open"}, headers=recon.headers
+            )
+            found = [r for r in response.json()["reviews"] if r["tx_id"] == tx_id]
+            return found[0]["id"] if found else None
+
+        review_ids[resolution] = await eventually(review_open, f"{tx_id}: review open")
+
+    detail = await recon.http.get(
+        f"{recon.intake_url}/v1/reviews/{review_ids['applied']}", headers=recon.headers
+    )
+    assert detail.status_code == 200
+    body = detail.json()
+    assert (body["tx_id"], body["action"], body["state"], body["leg"], body["attempt"]) == (
+        "rv-applied",
+        "charge",
+        "open",
+        "forward",
+        1,
+    )
+    assert body["reason"] == "lookup_budget_exhausted"
+    sources = [(e["event"], e["source"]) for e in body["evidence"]]
+    assert sources[:2] == [("OperationUnknown", "response"), ("EvidenceRecorded", "lookup")]
+    assert body["evidence"][1]["outcome"] == "unavailable"
+    tx = (await recon.get("rv-applied")).json()
+    assert tx["status"] == "manual_review"
+
+    # Another tenant neither sees nor resolves it.
+    async with httpx.AsyncClient(base_url=stack.intake_url, headers=OTHER, timeout=30) as other:
+        assert (await other.get("/v1/reviews")).json() == {"reviews": []}
+        assert (await other.get(f"/v1/reviews/{review_ids['applied']}")).status_code == 404
+        refused = await other.post(
+            f"/v1/reviews/{review_ids['applied']}/resolve",
+            json={"resolution": "not_applied", "note": "not mine", "actor": "mallory"},
+        )
+        assert refused.status_code == 404
+
+    bad = await recon.http.post(
+        f"{recon.intake_url}/v1/reviews/{review_ids['applied']}/resolve",
+        json={"resolution": "maybe", "note": "", "actor": "ops"},
+        headers=recon.headers,
+    )
+    assert bad.status_code == 422 and "resolution" in bad.json()["message"]
+
+    async def resolve(resolution: str) -> httpx.Response:
+        return await recon.http.post(
+            f"{recon.intake_url}/v1/reviews/{review_ids[resolution]}/resolve",
+            json={"resolution": resolution, "note": "checked the dashboard", "actor": "ops@x"},
+            headers=recon.headers,
+        )
+
+    for resolution in ("applied", "not_applied"):
+        response = await resolve(resolution)
+        assert response.status_code == 200, response.text
+        assert response.json() == {
+            "id": review_ids[resolution],
+            "state": "resolving",
+            "resolution": resolution,
+        }
+    again = await resolve("applied")
+    assert again.status_code == 409 and again.json()["error"] == "review_already_resolved"
+
+    # applied: the charge is confirmed and the transaction commits.
+    applied = await settled(recon, "rv-applied", "committed")
+    assert applied["status"] == "committed"
+    assert op(applied, "charge")["state"] == "confirmed"
+    # not_applied: the charge failed; the reserve is undone.
+    not_applied = await settled(recon, "rv-not-applied", "compensating", "compensated")
+    assert op(not_applied, "charge")["state"] == "failed"
+    assert not_applied["status"] in ("compensating", "compensated")
+    # retry: lookups work again, so the retry finds the lost charge and sends nothing new.
+    await recon.http.delete(f"{recon.sandbox_url}/v1/faults")
+    assert (await resolve("retry")).status_code == 200
+    retried = await settled(recon, "rv-retry", "committed")
+    assert retried["status"] == "committed"
+    assert (op(retried, "charge")["state"], op(retried, "charge")["attempts"]) == ("confirmed", 2)
+    assert len(effects_for(await recon.effects(), op(retried, "charge")["op_key"])) == 1
+
+    async def all_resolved() -> list[dict[str, Any]] | None:
+        response = await recon.http.get(
+            f"{recon.intake_url}/v1/reviews",
+            params={"state": "resolved"},
+            headers=recon.headers,
+        )
+        found: list[dict[str, Any]] = response.json()["reviews"]
+        return found if len(found) == 3 else None
+
+    resolved = await eventually(all_resolved, "three reviews resolved")
+    assert {r["id"] for r in resolved} == set(review_ids.values())
+    closed = await recon.http.get(
+        f"{recon.intake_url}/v1/reviews/{review_ids['not_applied']}", headers=recon.headers
+    )
+    assert (closed.json()["resolution"], closed.json()["actor"]) == ("not_applied", "ops@x")
+    assert (await resolve("retry")).status_code == 409
+    open_now = await recon.http.get(
+        f"{recon.intake_url}/v1/reviews", params={"state": "open"}, headers=recon.headers
+    )
+    assert open_now.json() == {"reviews": []}

@@ -1,0 +1,352 @@
+"""Webhook ingress against the real broker and database (CONTRACT.md, "Webhooks").
+
+The intake app runs in-process (httpx ASGITransport); what it produced is read back from
+Kafka, what it remembered from Postgres. Only verified deliveries may produce anything.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from datetime import UTC, datetime
+from typing import Any
+
+import asyncpg
+import httpx
+import pytest
+from aiokafka import AIOKafkaConsumer, TopicPartition
+
+from events.drift import DriftDetected, DriftKind, drift_id
+from events.inputs import OperationObserved, Outcome, Source, parse_input
+from events.keys import partition_key
+from events.topics import PARTITIONS, Topics
+from reconcilers.signatures import Scheme, sign_standard, sign_stripe
+from services.config import Settings
+from services.intake.app import create_app
+from services.kafka_setup import ensure_topics
+
+OLD_SECRET = "whsec_b2xkLXNhbmRib3gtc2VjcmV0"  # still accepted during the rotation
+NEW_SECRET = "whsec_bmV3LXNhbmRib3gtc2VjcmV0"
+STRIPE_SECRET = "whsec_stripe-test-secret"
+WRONG_SECRET = "whsec_d3Jvbmctc2VjcmV0"
+OP_KEY = "rk1_" + "a" * 40
+COMP_KEY = "rc1_" + "b" * 40
+PROVIDERS = {Scheme.STANDARD: "sandbox", Scheme.STRIPE: "stripey"}
+
+
+@pytest.fixture
+async def settings(infra: Any, fresh_database: str, topic_prefix: str) -> Settings:
+    settings = Settings(
+        kafka_bootstrap=infra.kafka_bootstrap,
+        database_url=fresh_database,
+        topics=Topics(topic_prefix),
+        environment="test",
+        api_keys={"key-acme": "acme"},
+        providers={"sandbox": "http://127.0.0.1:9"},
+        webhook_secrets={"sandbox": (NEW_SECRET, OLD_SECRET), "stripey": (STRIPE_SECRET,)},
+        webhook_schemes={"stripey": Scheme.STRIPE},
+    )
+    await ensure_topics(settings.kafka_bootstrap, settings.topics)
+    return settings
+
+
+@asynccontextmanager
+async def intake(settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
+    app = create_app(settings)
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://intake") as http:
+            yield http
+
+
+@pytest.fixture
+async def client(settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
+    async with intake(settings) as http:
+        # An operation as the projector would have written it (the app applied the schema).
+        conn = await asyncpg.connect(settings.database_url)
+        try:
+            await conn.execute(
+                "INSERT INTO operations (tenant, tx_id, action, position, kind, provider,"
+                " operation, op_key, state, attempts, evidence, updated_at, comp_op_key)"
+                " VALUES ('acme', 'order-1', 'charge', 0, 'step', 'sandbox',"
+                " 'payments.charge', $1, 'unknown', 1, '[]', now(), $2)",
+                OP_KEY,
+                COMP_KEY,
+            )
+        finally:
+            await conn.close()
+        yield http
+
+
+async def records(settings: Settings, topic: str) -> list[tuple[bytes, bytes]]:
+    """Everything on `topic`: the ingress answers only after the ack, so it is all there."""
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=settings.kafka_bootstrap,
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+    )
+    await consumer.start()
+    try:
+        partitions = [TopicPartition(topic, p) for p in range(PARTITIONS)]
+        consumer.assign(partitions)
+        ends = await consumer.end_offsets(partitions)
+        found: list[tuple[bytes, bytes]] = []
+        deadline = time.monotonic() + 30
+        while len(found) < sum(ends.values()):
+            assert time.monotonic() < deadline, f"could not read {topic} to its end: {ends} {found}"
+            for batch in (await consumer.getmany(timeout_ms=500)).values():
+                found += [(r.key or b"", r.value or b"") for r in batch]
+        return found
+    finally:
+        await consumer.stop()
+
+
+async def observations(settings: Settings) -> list[tuple[bytes, OperationObserved]]:
+    found = []
+    for key, value in await records(settings, settings.topics.observations):
+        observed = parse_input(value)
+        assert isinstance(observed, OperationObserved)
+        found.append((key, observed))
+    return found
+
+
+def event_body(event_id: str, effect_id: str, key: str) -> bytes:
+    effect = {
+        "id": effect_id,
+        "operation": "payments.charge",
+        "idempotency_key": key,
+        "payload": {"amount": 1299, "currency": "usd", "customer": "cus_1"},
+        "metadata": {"op_key": key},
+        "status": "succeeded",
+        "created_at": "2026-01-01T00:00:00Z",
+    }
+    return json.dumps(
+        {"id": event_id, "type": "effect.succeeded", "data": {"effect": effect}}
+    ).encode()
+
+
+def signed(
+    scheme: Scheme, event_id: str, body: bytes, secret: str | None = None, at: int | None = None
+) -> dict[str, str]:
+    timestamp = int(time.time()) if at is None else at
+    if scheme is Scheme.STANDARD:
+        return sign_standard(secret or NEW_SECRET, event_id, timestamp, body)
+    return sign_stripe(secret or STRIPE_SECRET, timestamp, body)
+
+
+def with_decoy(scheme: Scheme, headers: dict[str, str]) -> dict[str, str]:
+    """Several signatures, only the last of which is valid."""
+    if scheme is Scheme.STANDARD:
+        decoy = "v1," + "A" * 43 + "="
+        return {**headers, "webhook-signature": f"{decoy} {headers['webhook-signature']}"}
+    t, valid = headers["Stripe-Signature"].split(",")
+    return {"Stripe-Signature": f"{t},v1={'0' * 64},{valid}"}
+
+
+Case = Callable[[Scheme, str], tuple[dict[str, str], bytes]]
+
+
+def _valid(scheme: Scheme, eid: str) -> tuple[dict[str, str], bytes]:
+    body = event_body(eid, f"ch_{eid}", OP_KEY)
+    return signed(scheme, eid, body), body
+
+
+def _several_one_valid(scheme: Scheme, eid: str) -> tuple[dict[str, str], bytes]:
+    body = event_body(eid, f"ch_{eid}", OP_KEY)
+    # Standard: signed with the older of two rotated secrets.
+    secret = OLD_SECRET if scheme is Scheme.STANDARD else None
+    return with_decoy(scheme, signed(scheme, eid, body, secret)), body
+
+
+def _tampered(scheme: Scheme, eid: str) -> tuple[dict[str, str], bytes]:
+    body = event_body(eid, f"ch_{eid}", OP_KEY)
+    return signed(scheme, eid, body), body.replace(b"1299", b"9999")
+
+
+def _wrong_secret(scheme: Scheme, eid: str) -> tuple[dict[str, str], bytes]:
+    body = event_body(eid, f"ch_{eid}", OP_KEY)
+    return signed(scheme, eid, body, WRONG_SECRET), body
+
+
+def _stale(scheme: Scheme, eid: str) -> tuple[dict[str, str], bytes]:
+    body = event_body(eid, f"ch_{eid}", OP_KEY)
+    return signed(scheme, eid, body, at=int(time.time()) - 301), body
+
+
+def _missing_headers(scheme: Scheme, eid: str) -> tuple[dict[str, str], bytes]:
+    body = event_body(eid, f"ch_{eid}", OP_KEY)
+    headers = signed(scheme, eid, body)
+    headers.pop("webhook-signature" if scheme is Scheme.STANDARD else "Stripe-Signature")
+    return headers, body
+
+
+CASES: list[tuple[str, Case, int, str | None]] = [
+    ("valid", _valid, 200, None),
+    ("several-one-valid", _several_one_valid, 200, None),
+    ("tampered-body", _tampered, 401, "bad_signature"),
+    ("wrong-secret", _wrong_secret, 401, "bad_signature"),
+    ("stale-timestamp", _stale, 400, "timestamp_out_of_tolerance"),
+    ("missing-headers", _missing_headers, 400, "missing_headers"),
+]
+
+
+@pytest.mark.parametrize("scheme", list(Scheme))
+async def test_only_verified_deliveries_produce_an_observation(
+    client: httpx.AsyncClient, settings: Settings, scheme: Scheme
+) -> None:
+    provider = PROVIDERS[scheme]
+    for name, case, status, error in CASES:
+        headers, body = case(scheme, f"evt_{name}")
+        response = await client.post(
+            f"/v1/webhooks/{provider}",
+            content=body,
+            headers={**headers, "content-type": "application/json"},
+        )
+        assert response.status_code == status, (name, response.text)
+        if error is not None:
+            assert response.json()["error"] == error, name
+            assert response.json()["message"], name
+        else:
+            assert response.json() == {"status": "accepted"}, name
+
+    produced = await observations(settings)
+
+    assert sorted(o.message_id for _, o in produced) == [
+        f"webhook:{provider}:evt_several-one-valid",
+        f"webhook:{provider}:evt_valid",
+    ]
+    key, first = next((k, o) for k, o in produced if o.message_id.endswith("evt_valid"))
+    assert key == partition_key("acme", "order-1")
+    assert (first.tenant, first.tx_id, first.action, first.op_key) == (
+        "acme",
+        "order-1",
+        "charge",
+        OP_KEY,
+    )
+    assert (first.attempt, first.source, first.outcome) == (0, Source.WEBHOOK, Outcome.SUCCEEDED)
+    assert first.remote_id == "ch_evt_valid" and first.body["idempotency_key"] == OP_KEY
+    assert await records(settings, settings.topics.drift) == []
+    conn = await asyncpg.connect(settings.database_url)
+    try:
+        remembered = await conn.fetch("SELECT delivery_id FROM webhook_deliveries ORDER BY 1")
+    finally:
+        await conn.close()
+    assert [r["delivery_id"] for r in remembered] == ["evt_several-one-valid", "evt_valid"]
+
+
+async def test_a_delivery_sent_three_times_and_after_a_restart_is_observed_once(
+    client: httpx.AsyncClient, settings: Settings
+) -> None:
+    body = event_body("evt_1", "ch_1", OP_KEY)
+    answers = []
+    for _ in range(3):
+        # Re-signed each time, as a provider's redelivery is: same id, fresh timestamp.
+        response = await client.post(
+            "/v1/webhooks/sandbox", content=body, headers=signed(Scheme.STANDARD, "evt_1", body)
+        )
+        answers.append((response.status_code, response.json()["status"]))
+
+    async with intake(settings) as restarted:
+        again = await restarted.post(
+            "/v1/webhooks/sandbox", content=body, headers=signed(Scheme.STANDARD, "evt_1", body)
+        )
+
+    assert answers == [(200, "accepted"), (200, "duplicate"), (200, "duplicate")]
+    assert (again.status_code, again.json()["status"]) == (200, "duplicate")
+    assert [o.message_id for _, o in await observations(settings)] == ["webhook:sandbox:evt_1"]
+
+
+async def test_an_effect_of_the_undo_is_observed_on_the_compensation_leg(
+    client: httpx.AsyncClient, settings: Settings
+) -> None:
+    body = event_body("evt_refund", "re_1", COMP_KEY)
+    response = await client.post(
+        "/v1/webhooks/sandbox", content=body, headers=signed(Scheme.STANDARD, "evt_refund", body)
+    )
+
+    assert response.status_code == 200
+    [(_, observed)] = await observations(settings)
+    assert (observed.action, observed.op_key, observed.remote_id) == ("charge", COMP_KEY, "re_1")
+
+
+async def test_an_intent_not_projected_yet_is_found_in_the_intake_rows(
+    client: httpx.AsyncClient, settings: Settings
+) -> None:
+    submitted = await client.post(
+        "/v1/transactions",
+        headers={"Authorization": "Bearer key-acme"},
+        json={
+            "tx_id": "order-2",
+            "agent_id": "agent-7",
+            "steps": [
+                {
+                    "action": "charge",
+                    "provider": "sandbox",
+                    "operation": "payments.charge",
+                    "payload": {"amount": 1, "currency": "usd", "customer": "cus_1"},
+                }
+            ],
+        },
+    )
+    key = submitted.json()["operations"][0]["op_key"]
+    body = event_body("evt_early", "ch_early", key)
+
+    response = await client.post(
+        "/v1/webhooks/sandbox", content=body, headers=signed(Scheme.STANDARD, "evt_early", body)
+    )
+
+    assert response.status_code == 200
+    [(_, observed)] = await observations(settings)
+    assert (observed.tx_id, observed.action, observed.op_key) == ("order-2", "charge", key)
+
+
+async def test_an_effect_nobody_intended_is_reported_as_drift_once(
+    client: httpx.AsyncClient, settings: Settings
+) -> None:
+    stranger = "rk1_" + "f" * 40
+    for event_id in ("evt_x1", "evt_x1", "evt_x2"):  # a duplicate, then a second event
+        body = event_body(event_id, "ch_stranger", stranger)
+        response = await client.post(
+            "/v1/webhooks/sandbox", content=body, headers=signed(Scheme.STANDARD, event_id, body)
+        )
+        assert response.status_code == 200
+
+    reports = [
+        (key, DriftDetected.model_validate_json(value))
+        for key, value in await records(settings, settings.topics.drift)
+    ]
+
+    expected = drift_id(DriftKind.EFFECT_WITHOUT_INTENT, "sandbox", "ch_stranger")
+    assert [(key, r.drift_id) for key, r in reports] == [(expected.encode(), expected)] * 2
+    report = reports[0][1]
+    assert (report.kind, report.provider, report.effect_id, report.tenant) == (
+        DriftKind.EFFECT_WITHOUT_INTENT,
+        "sandbox",
+        "ch_stranger",
+        None,
+    )
+    assert report.detail["effect"]["idempotency_key"] == stranger
+    assert datetime.fromisoformat(report.detected_at) <= datetime.now(UTC)
+    assert await observations(settings) == []
+
+
+async def test_unknown_provider_and_unsigned_garbage_change_nothing(
+    client: httpx.AsyncClient, settings: Settings
+) -> None:
+    body = event_body("evt_1", "ch_1", OP_KEY)
+    unknown = await client.post(
+        "/v1/webhooks/nobody", content=body, headers=signed(Scheme.STANDARD, "evt_1", body)
+    )
+    garbage = b"not json"
+    unparsable = await client.post(
+        "/v1/webhooks/sandbox",
+        content=garbage,
+        headers=signed(Scheme.STANDARD, "evt_garbage", garbage),
+    )
+
+    assert unknown.status_code == 404 and unknown.json()["error"] == "unknown_provider"
+    assert unparsable.status_code == 400 and unparsable.json()["error"] == "invalid_webhook"
+    assert await observations(settings) == []
+    assert await records(settings, settings.topics.drift) == []

@@ -1,0 +1,140 @@
+"""The drift scan's comparison, one kind at a time."""
+
+from datetime import UTC, datetime, timedelta
+
+from events.definition import Leg
+from events.drift import DriftDetected, DriftKind, drift_id
+from reconcilers.drift import Effect, LedgerEntry, compare, effect_from_json
+
+NOW = datetime(2025, 1, 2, tzinfo=UTC)
+WINDOW = NOW - timedelta(days=1)
+GRACE = timedelta(seconds=60)
+CHARGE = {"amount": 1299, "currency": "usd", "customer": "cus_1"}
+
+
+def entry(op_key: str = "rk1_a", *, confirmed: bool = True, age_s: float = 600) -> LedgerEntry:
+    return LedgerEntry(
+        tenant="demo",
+        tx_id="tx-1",
+        action="charge",
+        leg=Leg.FORWARD,
+        op_key=op_key,
+        provider="sandbox",
+        operation="payments.charge",
+        payload=CHARGE,
+        dispatched_at=NOW - timedelta(seconds=age_s),
+        confirmed=confirmed,
+    )
+
+
+def effect(
+    key: str = "rk1_a", payload: dict[str, object] | None = None, age_s: float = 590
+) -> Effect:
+    return Effect(
+        id=f"ch_{key}",
+        operation="payments.charge",
+        idempotency_key=key,
+        payload=dict(CHARGE) if payload is None else payload,
+        created_at=NOW - timedelta(seconds=age_s),
+    )
+
+
+def scan(
+    effects: list[Effect], ledger: list[LedgerEntry], known: set[str] | None = None
+) -> list[DriftDetected]:
+    return compare(
+        provider="sandbox",
+        effects=effects,
+        ledger=ledger,
+        known_keys=known or set(),
+        now=NOW,
+        window_start=WINDOW,
+        grace=GRACE,
+    )
+
+
+def test_matching_effect_and_intent_is_no_drift() -> None:
+    assert scan([effect()], [entry()]) == []
+
+
+def test_effect_without_intent() -> None:
+    [found] = scan([effect("someone-else")], [])
+    assert found.kind is DriftKind.EFFECT_WITHOUT_INTENT
+    assert found.drift_id == drift_id(DriftKind.EFFECT_WITHOUT_INTENT, "sandbox", "ch_someone-else")
+    assert found.effect_id == "ch_someone-else" and found.tenant is None
+    assert found.detail["idempotency_key"] == "someone-else"
+
+
+def test_an_effect_under_an_old_intent_key_is_not_drift() -> None:
+    # Dispatched before the window, so not in the ledger, but the key is recon's.
+    assert scan([effect("rk1_old")], [], known={"rk1_old"}) == []
+
+
+def test_an_effect_older_than_the_window_is_not_scanned() -> None:
+    assert scan([effect("someone-else", age_s=2 * 86400)], []) == []
+
+
+def test_intent_without_effect() -> None:
+    [found] = scan([], [entry()])
+    assert found.kind is DriftKind.INTENT_WITHOUT_EFFECT
+    assert found.drift_id == drift_id(DriftKind.INTENT_WITHOUT_EFFECT, "sandbox", "rk1_a")
+    assert (found.tenant, found.tx_id, found.action, found.op_key) == (
+        "demo",
+        "tx-1",
+        "charge",
+        "rk1_a",
+    )
+
+
+def test_no_intent_without_effect_within_grace_or_unconfirmed() -> None:
+    assert scan([], [entry(age_s=30)]) == []
+    assert scan([], [entry(confirmed=False)]) == []
+
+
+def test_amount_mismatch_is_named() -> None:
+    [found] = scan([effect(payload={**CHARGE, "amount": 1300})], [entry()])
+    assert found.kind is DriftKind.MISMATCH
+    assert found.drift_id == drift_id(DriftKind.MISMATCH, "sandbox", "ch_rk1_a")
+    assert found.detail["fields"] == ["amount"]
+    assert found.detail["amount"] == {"recon": 1299, "provider": 1300}
+
+
+def test_payload_mismatch_without_amount() -> None:
+    [found] = scan([effect(payload={**CHARGE, "customer": "cus_2", "extra": 1})], [entry()])
+    assert found.kind is DriftKind.MISMATCH
+    assert found.detail["fields"] == ["customer", "extra"]
+    assert "amount" not in found.detail
+
+
+def test_the_same_drift_has_the_same_id_on_every_scan() -> None:
+    effects, ledger = [effect("x"), effect(payload={"amount": 1})], [entry(), entry("rk1_b")]
+    first = scan(effects, ledger)
+    later = compare(
+        provider="sandbox",
+        effects=effects,
+        ledger=ledger,
+        known_keys=set(),
+        now=NOW + timedelta(minutes=5),
+        window_start=WINDOW,
+        grace=GRACE,
+    )
+    assert [d.drift_id for d in first] == [d.drift_id for d in later]
+    assert sorted(d.kind.value for d in first) == [
+        "effect_without_intent",
+        "intent_without_effect",
+        "mismatch",
+    ]
+
+
+def test_effect_from_the_providers_json() -> None:
+    parsed = effect_from_json(
+        {
+            "id": "ch_1",
+            "operation": "payments.charge",
+            "idempotency_key": "k",
+            "payload": CHARGE,
+            "status": "succeeded",
+            "created_at": "2025-01-01T00:00:00.000000Z",
+        }
+    )
+    assert parsed.created_at == datetime(2025, 1, 1, tzinfo=UTC)

@@ -1,0 +1,53 @@
+"""The webhook ingress settings: parsed once, refused at start-up when unusable."""
+
+import pytest
+
+from reconcilers.signatures import Scheme
+from services.config import ConfigError, load_settings
+
+
+def test_defaults_accept_the_sandbox_development_secret(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("SECRETS", "SCHEMES", "TOLERANCE_S", "DEDUPE_HORIZON_S"):
+        monkeypatch.delenv(f"RECON_WEBHOOK_{name}", raising=False)
+
+    settings = load_settings()
+
+    assert settings.webhook_secrets == {"sandbox": ("whsec_c2FuZGJveC1kZXYtc2VjcmV0",)}
+    assert settings.webhook_schemes == {"sandbox": Scheme.STANDARD}
+    assert (settings.webhook_tolerance_s, settings.webhook_dedupe_horizon_s) == (300, 259200)
+
+
+def test_rotated_secrets_and_a_stripe_provider(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(
+        "RECON_WEBHOOK_SECRETS", "sandbox=whsec_bmV3|whsec_b2xk, stripe=whsec_live-secret"
+    )
+    monkeypatch.setenv("RECON_WEBHOOK_SCHEMES", "stripe=stripe")
+    monkeypatch.setenv("RECON_WEBHOOK_DEDUPE_HORIZON_S", "604800")
+
+    settings = load_settings()
+
+    assert settings.webhook_secrets == {
+        "sandbox": ("whsec_bmV3", "whsec_b2xk"),
+        "stripe": ("whsec_live-secret",),
+    }
+    assert settings.webhook_schemes == {"stripe": Scheme.STRIPE}
+    assert settings.webhook_dedupe_horizon_s == 604800
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "names"),
+    [
+        ("RECON_WEBHOOK_DEDUPE_HORIZON_S", "3600", "at least 259200"),
+        ("RECON_WEBHOOK_DEDUPE_HORIZON_S", "three days", "RECON_WEBHOOK_DEDUPE_HORIZON_S"),
+        ("RECON_WEBHOOK_TOLERANCE_S", "0", "RECON_WEBHOOK_TOLERANCE_S"),
+        ("RECON_WEBHOOK_SCHEMES", "sandbox=hmac", "RECON_WEBHOOK_SCHEMES"),
+        ("RECON_WEBHOOK_SECRETS", "sandbox=whsec_not*base64", "RECON_WEBHOOK_SECRETS"),
+    ],
+)
+def test_an_unusable_value_stops_the_process_naming_it(
+    monkeypatch: pytest.MonkeyPatch, name: str, value: str, names: str
+) -> None:
+    monkeypatch.setenv(name, value)
+
+    with pytest.raises(ConfigError, match=names):
+        load_settings()
