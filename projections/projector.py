@@ -10,7 +10,7 @@ import logging
 from collections.abc import Awaitable, Callable
 
 import asyncpg
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener
+from aiokafka import ConsumerRebalanceListener
 from aiokafka.errors import KafkaError
 from aiokafka.structs import ConsumerRecord, TopicPartition
 from pydantic import ValidationError
@@ -20,6 +20,7 @@ from events.envelope import Envelope
 from projections.schema import apply_schema
 from projections.writer import DriftRecord, Record, load_offsets, project_batch, project_drift
 from services.config import Settings
+from services.kafka_clients import acked_producer, group_consumer
 from services.kafka_setup import ensure_topics
 
 log = logging.getLogger(__name__)
@@ -47,16 +48,8 @@ class Projector:
         self.drift_topic = settings.topics.drift
         self.stop = stop
         self.pool: asyncpg.Pool | None = None
-        self.consumer = AIOKafkaConsumer(
-            bootstrap_servers=settings.kafka_bootstrap,
-            group_id=f"{settings.group_prefix}recon-projector",
-            isolation_level="read_committed",
-            enable_auto_commit=False,
-            auto_offset_reset="earliest",
-        )
-        self.dead_letters = AIOKafkaProducer(
-            bootstrap_servers=settings.kafka_bootstrap, enable_idempotence=True, acks="all"
-        )
+        self.consumer = group_consumer(settings, "recon-projector")
+        self.dead_letters = acked_producer(settings)
 
     async def run(self) -> None:
         self.pool = await _connect(self.settings.database_url)

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import httpx
 
-from services.infra._process import REPO_ROOT
+from services.infra._process import REPO_ROOT, signal_group, terminate
 
 # Start order: the provider first, the intake last (its /healthz waits for the others).
 SERVICES = ("sandbox", "decider", "dispatcher", "projector", "saga", "reconciler", "intake")
@@ -87,18 +87,11 @@ class Stack:
     def kill(self, name: str) -> None:
         """kill -9: no cleanup, no goodbye, exactly like a crash."""
         process = self.processes[name]
-        os.killpg(process.pid, signal.SIGKILL)
+        signal_group(process, signal.SIGKILL)
         process.wait()
 
     def stop(self, name: str, timeout: float = 10) -> None:
-        process = self.processes.pop(name)
-        if process.poll() is None:
-            os.killpg(process.pid, signal.SIGTERM)
-            try:
-                process.wait(timeout)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait()
+        terminate(self.processes.pop(name), signal.SIGTERM, timeout)
 
     def stop_all(self) -> None:
         for name in reversed(list(self.processes)):

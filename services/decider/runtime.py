@@ -18,7 +18,7 @@ import logging
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
+from aiokafka import AIOKafkaProducer, ConsumerRecord, TopicPartition
 from aiokafka.abc import ConsumerRebalanceListener
 from aiokafka.coordinator.assignors.range import RangePartitionAssignor
 from aiokafka.errors import KafkaError, ProducerFenced
@@ -29,6 +29,7 @@ from events.keys import partition_key
 from services.config import Settings
 from services.decider.restore import StateKey, restore_partition
 from services.decider.transaction import TransactionState, handle, initial_state
+from services.kafka_clients import acked_producer, group_consumer
 from services.kafka_setup import ensure_topics
 
 log = logging.getLogger(__name__)
@@ -49,25 +50,15 @@ class Decider:
         # Held while a batch is processed and while partitions change hands, so a
         # revoked partition is never written after its revocation returns.
         self.lock = asyncio.Lock()
-        self.consumer = AIOKafkaConsumer(
-            bootstrap_servers=settings.kafka_bootstrap,
-            group_id=self.group_id,
-            isolation_level="read_committed",
-            enable_auto_commit=False,
-            auto_offset_reset="earliest",
-            partition_assignment_strategy=(RangePartitionAssignor,),
-            session_timeout_ms=10000,
-            heartbeat_interval_ms=2000,
+        self.consumer = group_consumer(
+            settings, "recon-decider", partition_assignment_strategy=(RangePartitionAssignor,)
         )
 
     # --- ownership -----------------------------------------------------------------
 
     async def take(self, partition: int) -> None:
-        producer = AIOKafkaProducer(
-            bootstrap_servers=self.settings.kafka_bootstrap,
-            transactional_id=f"{self.topics.prefix}recon-decider-{partition}",
-            enable_idempotence=True,
-            acks="all",
+        producer = acked_producer(
+            self.settings, transactional_id=f"{self.topics.prefix}recon-decider-{partition}"
         )
         await producer.start()  # init_transactions: fences the previous owner
         try:

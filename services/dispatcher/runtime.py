@@ -11,7 +11,7 @@ import logging
 from datetime import UTC, datetime
 
 import httpx
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
+from aiokafka import ConsumerRecord, TopicPartition
 from aiokafka.abc import ConsumerRebalanceListener
 from aiokafka.errors import KafkaError
 from pydantic import ValidationError
@@ -23,6 +23,7 @@ from events.transaction_events import OperationDispatched
 from services.config import Settings
 from services.dispatcher.adapters import ProviderAdapter, build_adapters
 from services.dispatcher.classify import Seen
+from services.kafka_clients import acked_producer, group_consumer
 from services.kafka_setup import ensure_topics
 
 log = logging.getLogger(__name__)
@@ -42,18 +43,8 @@ class Dispatcher:
         self.calls = asyncio.Semaphore(MAX_CONCURRENT_CALLS)
         # Offsets below these were possibly handled by a previous owner.
         self.replay_until: dict[TopicPartition, int] = {}
-        self.consumer = AIOKafkaConsumer(
-            bootstrap_servers=settings.kafka_bootstrap,
-            group_id=f"{settings.group_prefix}recon-dispatcher",
-            isolation_level="read_committed",
-            enable_auto_commit=False,
-            auto_offset_reset="earliest",
-            session_timeout_ms=10000,
-            heartbeat_interval_ms=2000,
-        )
-        self.producer = AIOKafkaProducer(
-            bootstrap_servers=settings.kafka_bootstrap, enable_idempotence=True, acks="all"
-        )
+        self.consumer = group_consumer(settings, "recon-dispatcher")
+        self.producer = acked_producer(settings)
 
     async def run(self, stop: asyncio.Event) -> None:
         await self.producer.start()

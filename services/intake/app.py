@@ -34,6 +34,7 @@ from services.intake.submission import (
     operation_specs,
     submit_command,
 )
+from services.kafka_clients import acked_producer
 from services.kafka_setup import ensure_topics
 
 log = logging.getLogger(__name__)
@@ -56,9 +57,7 @@ def create_app(settings: Settings) -> FastAPI:
             # Producing to a missing topic would let the broker create it with its default
             # partition count, breaking co-partitioning.
             await ensure_topics(settings.kafka_bootstrap, settings.topics)
-            producer = AIOKafkaProducer(
-                bootstrap_servers=settings.kafka_bootstrap, enable_idempotence=True, acks="all"
-            )
+            producer = acked_producer(settings)
             admin = AIOKafkaAdminClient(
                 bootstrap_servers=settings.kafka_bootstrap,
                 request_timeout_ms=int(HEALTH_TIMEOUT_S * 1000),

@@ -43,6 +43,7 @@ from reconcilers.pull import (
 from services.config import Settings
 from services.dispatcher.adapters import ListingUnavailable, ProviderAdapter, build_adapters
 from services.dispatcher.classify import Seen
+from services.kafka_clients import acked_producer
 from services.kafka_setup import ensure_topics
 
 log = logging.getLogger(__name__)
@@ -274,9 +275,7 @@ async def open_reconciler(settings: Settings) -> AsyncIterator[Reconciler]:
     try:
         async with pool.acquire() as conn:
             await store.apply_reconciler_schema(conn)
-        producer = AIOKafkaProducer(
-            bootstrap_servers=settings.kafka_bootstrap, enable_idempotence=True, acks="all"
-        )
+        producer = acked_producer(settings)
         await producer.start()
         try:
             timeout = httpx.Timeout(

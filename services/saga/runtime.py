@@ -12,7 +12,7 @@ co-partitioned with recon.events, so this is the partition the transaction's dec
 import asyncio
 import logging
 
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
+from aiokafka import ConsumerRecord, TopicPartition
 from aiokafka.errors import KafkaError
 from pydantic import ValidationError
 
@@ -20,6 +20,7 @@ from events.envelope import Envelope
 from events.inputs import Command
 from events.keys import partition_key
 from services.config import Settings
+from services.kafka_clients import acked_producer, group_consumer
 from services.kafka_setup import ensure_topics
 from services.saga.reactor import react
 
@@ -31,20 +32,9 @@ Batch = dict[TopicPartition, list[ConsumerRecord]]
 class Orchestrator:
     def __init__(self, settings: Settings) -> None:
         self.topics = settings.topics
-        self.consumer = AIOKafkaConsumer(
-            bootstrap_servers=settings.kafka_bootstrap,
-            group_id=f"{settings.group_prefix}recon-saga",
-            # Only events of committed decider transactions: an aborted decision never
-            # starts a compensation.
-            isolation_level="read_committed",
-            enable_auto_commit=False,
-            auto_offset_reset="earliest",
-            session_timeout_ms=10000,
-            heartbeat_interval_ms=2000,
-        )
-        self.producer = AIOKafkaProducer(
-            bootstrap_servers=settings.kafka_bootstrap, enable_idempotence=True, acks="all"
-        )
+        # read_committed: an aborted decision never starts a compensation.
+        self.consumer = group_consumer(settings, "recon-saga")
+        self.producer = acked_producer(settings)
 
     async def run(self, stop: asyncio.Event) -> None:
         await self.producer.start()
