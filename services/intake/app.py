@@ -15,7 +15,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 import asyncpg
-from aiokafka import AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import GroupCoordinatorNotAvailableError, KafkaError
 from fastapi import Depends, FastAPI, Request
@@ -28,6 +27,7 @@ from projections.schema import apply_schema
 from services.config import Settings
 from services.intake import abort, auth, drift, queries, reviews, webhooks
 from services.intake.errors import ApiError
+from services.intake.produce import produce_acked
 from services.intake.submission import (
     SubmissionRequest,
     check,
@@ -39,9 +39,6 @@ from services.kafka_setup import ensure_topics
 
 log = logging.getLogger(__name__)
 
-# How long a submission waits for the broker's acknowledgement before answering 503. The
-# intent row stays, so the client's retry produces again under the same message id.
-PRODUCE_TIMEOUT_S = 10.0
 HEALTH_TIMEOUT_S = 3.0
 CONSUMERS = ("recon-decider", "recon-dispatcher", "recon-projector", "recon-saga")
 _DATABASE_DOWN = (OSError, asyncpg.PostgresConnectionError, asyncpg.InterfaceError)
@@ -198,23 +195,13 @@ async def _submit(request: Request, tenant: str, settings: Settings) -> JSONResp
         operations=specs,
         issued_at=datetime.now(UTC),
     )
-    producer: AIOKafkaProducer = request.app.state.producer
-    try:
-        await asyncio.wait_for(
-            producer.send_and_wait(
-                settings.topics.commands,
-                value=command.model_dump_json().encode(),
-                key=partition_key(tenant, submission.tx_id),
-            ),
-            PRODUCE_TIMEOUT_S,
-        )
-    except (TimeoutError, KafkaError) as exc:
-        log.warning("SubmitTransaction %s not acknowledged: %r", command.message_id, exc)
-        raise ApiError(
-            503,
-            "unavailable",
-            "the intent could not be made durable in Kafka; retry the same request",
-        ) from None
+    await produce_acked(
+        request.app.state.producer,
+        settings.topics.commands,
+        key=partition_key(tenant, submission.tx_id),
+        value=command.model_dump_json().encode(),
+        what="the intent",
+    )
     return JSONResponse(
         {
             "tx_id": submission.tx_id,
