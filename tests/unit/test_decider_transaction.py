@@ -17,6 +17,7 @@ from services.decider.transaction import (
     decide,
     handle,
     initial_state,
+    is_terminal,
 )
 
 
@@ -300,3 +301,12 @@ def test_webhook_cannot_prove_absence() -> None:
     state = given(submit(["reserve"]), observed("reserve", 1, Outcome.UNKNOWN))
     events = decide(state, observed("reserve", 0, Outcome.ABSENT, 3, Source.WEBHOOK))
     assert types(events) == ["EvidenceRecorded"]
+
+
+def test_terminal_only_once_nothing_is_in_flight() -> None:
+    committed = given(submit(["reserve"], ("receipt",)), observed("reserve", 1, Outcome.SUCCEEDED))
+    assert committed.status is TxStatus.COMMITTED
+    assert not is_terminal(committed)  # the receipt is still being sent
+    done, _ = handle(committed, observed("receipt", 1, Outcome.SUCCEEDED, 1))
+    assert is_terminal(done)
+    assert not is_terminal(given(submit(["reserve"])))
