@@ -28,6 +28,26 @@ log = logging.getLogger(__name__)
 MAX_BACKOFF_S = 5.0
 
 
+def decode_envelope(value: bytes | None) -> Envelope | str:
+    """The envelope of a recon.events record, or why it is not one (a poison record). The
+    live projector and `audit rebuild` decide this the same way, so they skip the same
+    records."""
+    try:
+        envelope = Envelope.model_validate_json(value or b"")
+        envelope.event()
+        return envelope
+    except ValidationError as exc:
+        return f"not an event envelope: {exc.errors()[0]['msg']}"
+
+
+def decode_drift(value: bytes | None) -> DriftDetected | str:
+    """The report of a recon.drift record, or why it is not one."""
+    try:
+        return DriftDetected.model_validate_json(value or b"")
+    except ValidationError as exc:
+        return f"not a DriftDetected report: {exc.errors()[0]['msg']}"
+
+
 class _SeekToStoredOffsets(ConsumerRebalanceListener):  # type: ignore[misc]
     def __init__(self, seek: Callable[[set[TopicPartition]], Awaitable[None]]) -> None:
         self._seek = seek
@@ -127,22 +147,18 @@ class Projector:
         )
 
     async def _parse(self, record: ConsumerRecord[bytes, bytes]) -> Envelope | None:
-        try:
-            envelope = Envelope.model_validate_json(record.value or b"")
-            envelope.event()
-            return envelope
-        except ValidationError as exc:
-            reason = f"not an event envelope: {exc.errors()[0]['msg']}"
-        await self._dead_letter(record, reason)
-        return None
+        decoded = decode_envelope(record.value)
+        if isinstance(decoded, str):
+            await self._dead_letter(record, decoded)
+            return None
+        return decoded
 
     async def _parse_drift(self, record: ConsumerRecord[bytes, bytes]) -> DriftDetected | None:
-        try:
-            return DriftDetected.model_validate_json(record.value or b"")
-        except ValidationError as exc:
-            reason = f"not a DriftDetected report: {exc.errors()[0]['msg']}"
-        await self._dead_letter(record, reason)
-        return None
+        decoded = decode_drift(record.value)
+        if isinstance(decoded, str):
+            await self._dead_letter(record, decoded)
+            return None
+        return decoded
 
     async def _dead_letter(self, record: ConsumerRecord[bytes, bytes], reason: str) -> None:
         log.error(

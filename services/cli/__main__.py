@@ -2,6 +2,8 @@
 
     python -m services.cli drift           # the drift recon has reported (the drift table)
     python -m services.cli drift --scan    # run one drift scan now and print what it found
+    python -m services.cli audit verify    # check every transaction's hash chain on the log
+    python -m services.cli audit rebuild --into URL [--compare]  # replay the log, diff
 
 Reads the same RECON_* environment as every process (see README, "Configuration").
 """
@@ -13,6 +15,7 @@ import sys
 
 import asyncpg
 
+from services.cli.audit import add_audit_parser, run_audit
 from services.config import ConfigError, Settings, load_settings
 from services.reconciler.runtime import open_reconciler
 
@@ -72,6 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     drift.add_argument(
         "--scan", action="store_true", help="run one drift scan now and print what it found"
     )
+    add_audit_parser(commands)
     args = parser.parse_args(argv)
     try:
         settings = load_settings()
@@ -80,6 +84,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.command == "drift":
         return asyncio.run(_scan(settings) if args.scan else _show(settings))
+    if args.command == "audit":
+        return run_audit(args, settings)
     parser.error(f"unknown command {args.command!r}")
     return 2
 

@@ -1,0 +1,241 @@
+"""The auditor's command line (promise 6): `audit verify` finds a removed or altered event
+on recon.events, and `audit rebuild --compare` rebuilds from offset 0 projections identical
+to the live ones. Both run as the operator runs them: `python -m services.cli` in a
+subprocess."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import time
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import asyncpg
+import pytest
+from aiokafka import AIOKafkaProducer
+from compensation_support import failing_third_step
+from conftest import Infra, _with_database
+from recon_client import Recon, transaction
+from txbuilders import log_of, observed, submit
+
+from events.envelope import Envelope
+from events.inputs import Outcome
+from events.keys import partition_key
+from events.topics import Topics
+from services.cli.audit_compare import compare
+from services.config import Settings
+from services.infra._process import REPO_ROOT
+from services.kafka_setup import ensure_topics
+from services.stack import Stack
+
+# Every projected table, ordered by its key.
+TABLES = {
+    "transactions": "tenant, tx_id",
+    "operations": "tenant, tx_id, action",
+    "reviews": "id",
+    "events": "tenant, tx_id, seq",
+    "drift": "drift_id",
+}
+
+
+async def cli(env: dict[str, str], *args: str) -> tuple[int, str, str]:
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "services.cli",
+        *args,
+        cwd=REPO_ROOT,
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(process.communicate(), timeout=120)
+    assert process.returncode is not None
+    return process.returncode, out.decode(), err.decode()
+
+
+@pytest.fixture
+async def rebuild_database(infra: Infra) -> AsyncIterator[str]:
+    """A second fresh database, for the rebuild (the stack has the first one)."""
+    name = f"t_rebuild_{uuid.uuid4().hex}"
+    admin = await asyncpg.connect(infra.database_url)
+    try:
+        await admin.execute(f'CREATE DATABASE "{name}"')
+    finally:
+        await admin.close()
+    yield _with_database(infra.database_url, name)
+    admin = await asyncpg.connect(infra.database_url)
+    try:
+        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    finally:
+        await admin.close()
+
+
+async def tables(url: str) -> dict[str, list[dict[str, Any]]]:
+    conn = await asyncpg.connect(url)
+    try:
+        return {
+            table: [dict(r) for r in await conn.fetch(f"SELECT * FROM {table} ORDER BY {key}")]
+            for table, key in TABLES.items()
+        }
+    finally:
+        await conn.close()
+
+
+async def wait_quiet(url: str, quiet_s: float = 3, timeout: float = 60) -> None:
+    """Until the live projection stops changing: late webhooks and lookups may still add
+    evidence after a transaction looks terminal."""
+    conn = await asyncpg.connect(url)
+    try:
+        deadline = time.monotonic() + timeout
+        last, since = None, time.monotonic()
+        while time.monotonic() < deadline:
+            now = await conn.fetchval(
+                "SELECT (SELECT count(*) FROM events)::text || '/' ||"
+                " (SELECT coalesce(sum(next_offset), 0) FROM projection_offsets)::text"
+            )
+            if now != last:
+                last, since = now, time.monotonic()
+            elif time.monotonic() - since >= quiet_s:
+                return
+            await asyncio.sleep(0.25)
+    finally:
+        await conn.close()
+    raise AssertionError(f"the live projection kept changing for {timeout}s")
+
+
+async def test_verify_and_rebuild_match_the_live_projection(
+    stack: Stack, recon: Recon, rebuild_database: str
+) -> None:
+    # One committed, one declined and compensated, one whose charge response was lost
+    # (settled by a lookup or the provider's webhook; the other one adds late evidence).
+    await recon.arm("payments.charge", "lose_response_after_commit")
+    for body in (
+        transaction("audit-lost"),
+        transaction("audit-ok"),
+        failing_third_step("audit-undo"),
+    ):
+        assert (await recon.submit(body)).status_code == 202
+    assert (await recon.wait_terminal("audit-lost"))["status"] == "committed"
+    assert (await recon.wait_terminal("audit-ok"))["status"] == "committed"
+    assert (await recon.wait_terminal("audit-undo"))["status"] == "compensated"
+    env = stack.env()
+    # And one drift report on recon.drift: an effect no intent asked for, found by a scan.
+    stray = await recon.http.post(
+        f"{stack.sandbox_url}/v1/effects/unrecorded",
+        json={"operation": "payments.charge", "payload": {"amount": 5, "currency": "usd"}},
+    )
+    assert stray.status_code == 200, stray.text
+    code, out, err = await cli(env, "drift", "--scan")
+    assert code == 0 and "effect_without_intent" in out, (out, err)
+    await wait_quiet(stack.database_url)
+
+    started = time.monotonic()
+    code, out, err = await cli(env, "audit", "verify")
+    assert code == 0, (out, err)
+    assert "PROBLEM" not in out
+    assert out.strip().endswith("problems") and ": 3 transactions," in out and " 0 problems" in out
+    code, out, err = await cli(env, "audit", "verify", "--tenant", "demo", "--tx", "audit-undo")
+    assert code == 0 and ": 1 transactions," in out, (out, err)
+
+    code, out, err = await cli(env, "audit", "rebuild", "--into", rebuild_database, "--compare")
+    assert code == 0, (out, err)
+    assert "DIFF" not in out and "0 differences" in out
+    print(f"audit verify x2 + rebuild --compare: {time.monotonic() - started:.1f}s")
+
+    live, rebuilt = await tables(stack.database_url), await tables(rebuild_database)
+    counts = {t: len(rows) for t, rows in rebuilt.items()}
+    assert counts["transactions"] == 3 and counts["drift"] == 1, counts
+    assert rebuilt == live
+
+    # The comparison is not vacuous: rows altered or removed on one side are named.
+    conn = await asyncpg.connect(rebuild_database)
+    try:
+        await conn.execute("UPDATE transactions SET status = 'failed' WHERE tx_id = 'audit-ok'")
+        await conn.execute("DELETE FROM events WHERE tx_id = 'audit-lost' AND seq = 2")
+        await conn.execute("UPDATE drift SET detail = '{}'")
+        settings = Settings(
+            kafka_bootstrap=stack.kafka_bootstrap,
+            database_url=stack.database_url,
+            topics=Topics(stack.topic_prefix),
+            environment="dev",
+        )
+        differences = await compare(settings, conn, wait_s=1)
+    finally:
+        await conn.close()
+    assert len(differences) == 3, differences
+    assert "transactions demo/audit-ok: status: live 'committed', rebuilt 'failed'" in differences
+    assert "events demo/audit-lost/2: in the live database, missing from the rebuild" in differences
+    assert any(d.startswith("drift dr_") and ": detail: live {" in d for d in differences)
+
+    # A rebuild never goes into a database that already holds a projection.
+    code, out, err = await cli(env, "audit", "rebuild", "--into", rebuild_database)
+    assert code == 2 and "fresh, empty database" in err, (out, err)
+
+
+async def test_rebuild_refuses_the_live_database(database_url: str, topic_prefix: str) -> None:
+    env = {**os.environ, "RECON_DATABASE_URL": database_url, "RECON_TOPIC_PREFIX": topic_prefix}
+    code, out, err = await cli(env, "audit", "rebuild", "--into", database_url, "--compare")
+    assert code == 2, (out, err)
+    assert "refusing to rebuild into the live database" in err
+
+
+async def test_verify_names_removed_and_altered_events(
+    kafka_bootstrap: str, topic_prefix: str
+) -> None:
+    topics = Topics(topic_prefix)
+    await ensure_topics(kafka_bootstrap, topics)
+
+    def chain(tx_id: str) -> list[Envelope]:
+        return log_of(
+            submit(["a", "b"], tx_id=tx_id),
+            observed("a", 1, Outcome.SUCCEEDED, tx_id=tx_id),
+            observed("b", 1, Outcome.SUCCEEDED, 1, tx_id=tx_id),
+            tx_id=tx_id,
+        )
+
+    clean, gap, altered = chain("clean"), chain("gap"), chain("altered")
+    assert len(gap) >= 4
+    del gap[1]  # seq 2 removed: seq 3 follows seq 1
+    # A valid envelope whose content no longer matches its hash.
+    altered[1] = altered[1].model_copy(update={"data": {**altered[1].data, "attempt": 7}})
+    producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap, acks="all")
+    await producer.start()
+    try:
+        for envelope in (*clean, *gap, *altered):
+            await producer.send_and_wait(
+                topics.events,
+                key=partition_key(envelope.tenant, envelope.tx_id),
+                value=envelope.model_dump_json().encode(),
+            )
+        await producer.send_and_wait(topics.events, key=b"demo/junk", value=b"{not json")
+    finally:
+        await producer.stop()
+
+    env = {
+        **os.environ,
+        "RECON_KAFKA_BOOTSTRAP": kafka_bootstrap,
+        "RECON_TOPIC_PREFIX": topic_prefix,
+    }
+    code, out, err = await cli(env, "audit", "verify", "--progress-every", "5")
+    assert code == 1, (out, err)
+    problems = [line for line in out.splitlines() if line.startswith("PROBLEM")]
+    assert any("tenant=demo tx=gap seq=3:" in p and "where 2 was expected" in p for p in problems)
+    assert any("tx=gap seq=3: prev_hash" in p for p in problems), problems
+    altered_problems = [p for p in problems if "tx=altered" in p]
+    assert len(altered_problems) == 1, altered_problems
+    assert altered_problems[0].startswith(
+        f"PROBLEM tenant=demo tx=altered seq=2: hash does not match its content ({topics.events}["
+    )
+    assert any("not an event envelope" in p for p in problems)
+    assert not any("tx=clean" in p for p in problems)
+    assert ": 3 transactions," in out
+    assert "records read" in err  # progress lines
+
+    code, out, err = await cli(env, "audit", "verify", "--tx", "clean")
+    # The unreadable record belongs to no transaction, so it is reported whatever the filter.
+    assert code == 1 and ": 1 transactions," in out, (out, err)
+    assert not any(line.startswith("PROBLEM tenant=") for line in out.splitlines()), out
