@@ -81,10 +81,12 @@ def seal(
 def verify_chain(envelopes: list[Envelope]) -> list[str]:
     """Problems found in one transaction's events, in seq order; empty when intact."""
     problems: list[str] = []
-    prev = GENESIS_HASH
-    for expected_seq, env in enumerate(envelopes, start=1):
+    prev, expected_seq = GENESIS_HASH, 1
+    for env in envelopes:
         if env.seq != expected_seq:
             problems.append(f"seq {env.seq} where {expected_seq} was expected")
+        # Carry on from what is there, so one gap is reported once, not at every later event.
+        expected_seq = env.seq + 1
         if env.prev_hash != prev:
             problems.append(f"seq {env.seq}: prev_hash does not match the previous event")
         if env.expected_hash() != env.hash:

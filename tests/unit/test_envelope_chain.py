@@ -38,3 +38,12 @@ def test_altered_event_is_detected() -> None:
 def test_reordered_events_are_detected() -> None:
     log = chain()
     assert verify_chain([log[0], log[2], log[1], *log[3:]]) != []
+
+
+def test_one_removed_event_is_reported_once() -> None:
+    log = chain()
+    problems = verify_chain(log[:2] + log[3:])
+    assert problems == [
+        f"seq {log[3].seq} where 3 was expected",
+        f"seq {log[3].seq}: prev_hash does not match the previous event",
+    ]
