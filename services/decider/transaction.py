@@ -118,6 +118,14 @@ class TransactionState(Message):
     def steps(self) -> list[OperationState]:
         return self.of_kind(OperationKind.STEP)
 
+    def undone(self, actions: tuple[str, ...]) -> bool:
+        """Whether the undo of every one of these operations is proven done."""
+        return all(
+            op.comp_status is OpStatus.CONFIRMED
+            for op in self.operations
+            if op.spec.action in actions
+        )
+
 
 def initial_state(tenant: str, tx_id: str) -> TransactionState:
     return TransactionState(tenant=tenant, tx_id=tx_id)
@@ -259,10 +267,7 @@ def _compensate(state: TransactionState, cmd: CompensateOperation) -> list[Event
     if op is None or cmd.action not in state.plan:
         return [CommandIgnored(command=cmd.type, reason="not_in_plan")]
     earlier = state.plan[: state.plan.index(cmd.action)]
-    if any(
-        state.operation(a).comp_status is not OpStatus.CONFIRMED  # type: ignore[union-attr]
-        for a in earlier
-    ):
+    if not state.undone(earlier):
         return [CommandIgnored(command=cmd.type, reason="earlier_compensation_not_done")]
     return [_dispatch(op, Leg.COMPENSATION, 1, lookup_first=False)]
 
@@ -389,11 +394,7 @@ def _advance(state: TransactionState) -> list[Event]:
                 return []  # in flight or unknown: everything after it waits
             return [TransactionCommitted(), *_notify(state, OperationKind.ON_COMMIT)]
         case TxStatus.COMPENSATING:
-            if state.plan and all(
-                state.operation(a).comp_status  # type: ignore[union-attr]
-                is OpStatus.CONFIRMED
-                for a in state.plan
-            ):
+            if state.plan and state.undone(state.plan):
                 return [TransactionCompensated(), *_notify(state, OperationKind.ON_COMPENSATED)]
             return []
         case (
