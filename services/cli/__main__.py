@@ -4,6 +4,7 @@
     python -m services.cli drift --scan    # run one drift scan now and print what it found
     python -m services.cli audit verify    # check every transaction's hash chain on the log
     python -m services.cli audit rebuild --into URL [--compare]  # replay the log, diff
+    python -m services.cli audit timeline --tx TX_ID    # one transaction, in time order
 
 Reads the same RECON_* environment as every process (see README, "Configuration").
 """

@@ -2,6 +2,7 @@
 
     audit verify [--tenant T] [--tx TX_ID]      # every hash chain on recon.events
     audit rebuild --into DATABASE_URL [--compare]  # replay the log into a fresh database
+    audit timeline --tx TX_ID [--tenant T]      # one transaction's records, in time order
 
 Both read the topics from offset 0 up to the end offsets taken when they start, with no
 consumer group, and write nothing to Kafka.
@@ -12,6 +13,7 @@ import asyncio
 import sys
 
 from services.cli.audit_rebuild import run_rebuild
+from services.cli.audit_timeline import run_timeline
 from services.cli.audit_verify import run_verify
 from services.cli.log_snapshot import AuditError
 from services.config import Settings
@@ -46,7 +48,13 @@ def add_audit_parser(commands: "argparse._SubParsersAction[argparse.ArgumentPars
         metavar="SECONDS",
         help="with --compare: how long to wait for the live projector to catch up (30)",
     )
-    for parser in (verify, rebuild):
+    timeline = sub.add_parser(
+        "timeline",
+        help="one transaction's commands, observations and events in the order Kafka got them",
+    )
+    timeline.add_argument("--tx", dest="tx_id", metavar="TX_ID", required=True)
+    timeline.add_argument("--tenant", help="when several tenants use the same tx_id")
+    for parser in (verify, rebuild, timeline):
         parser.add_argument(
             "--progress-every",
             type=int,
@@ -60,6 +68,8 @@ def run_audit(args: argparse.Namespace, settings: Settings) -> int:
     try:
         if args.audit_command == "verify":
             return asyncio.run(run_verify(settings, args.tenant, args.tx_id, args.progress_every))
+        if args.audit_command == "timeline":
+            return asyncio.run(run_timeline(settings, args.tenant, args.tx_id, args.progress_every))
         return asyncio.run(
             run_rebuild(settings, args.into, args.compare, args.progress_every, args.wait)
         )

@@ -141,6 +141,17 @@ async def test_verify_and_rebuild_match_the_live_projection(
     code, out, err = await cli(env, "audit", "verify", "--tenant", "demo", "--tx", "audit-undo")
     assert code == 0 and ": 1 transactions," in out, (out, err)
 
+    # The timeline of the compensated one: the command, every answer, every event, in order.
+    code, out, err = await cli(env, "audit", "timeline", "--tx", "audit-undo")
+    assert code == 0, (out, err)
+    kinds = [line.split()[3] for line in out.splitlines()]
+    assert kinds[0] == "SubmitTransaction"
+    assert kinds.index("TransactionFailed") < kinds.index("PlanCompensation")
+    assert kinds.index("CompensationPlanned") < kinds.index("TransactionCompensated")
+    assert kinds.count("TransactionAccepted") == 1
+    code, out, err = await cli(env, "audit", "timeline", "--tx", "no-such-tx")
+    assert code == 1 and "nothing on the log" in out
+
     code, out, err = await cli(env, "audit", "rebuild", "--into", rebuild_database, "--compare")
     assert code == 0, (out, err)
     assert "DIFF" not in out and "0 differences" in out
