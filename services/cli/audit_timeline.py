@@ -27,9 +27,11 @@ def describe(record: dict[str, Any]) -> tuple[str, str]:
     """(type, detail) of a command, observation or event envelope, for one line."""
     data = record.get("data") if isinstance(record.get("data"), dict) else record
     assert isinstance(data, dict)
-    parts = [str(data[name]) for name in ("action", "leg") if data.get(name)]
+    parts = [
+        str(data[name]) for name in ("action", "leg") if data.get(name) not in (None, "", "forward")
+    ]
     for name in ("attempt", "source", "outcome", "status_code", "reason", "resolution"):
-        if data.get(name) not in (None, "", "forward"):
+        if data.get(name) not in (None, ""):
             parts.append(f"{name}={data[name]}")
     if "seq" in record:
         parts.insert(0, f"seq={record['seq']}")
