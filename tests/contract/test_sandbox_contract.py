@@ -7,85 +7,23 @@ tests share one process without seeing each other.
 
 from __future__ import annotations
 
-import os
-import socket
-import subprocess
-import sys
 import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
-STARTUP_TIMEOUT_S = 20.0
-
-
-@dataclass(frozen=True)
-class Sandbox:
-    url: str
-    db: Path
-    process: subprocess.Popen[bytes]
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
-def _start_sandbox(db: Path) -> Sandbox:
-    port = _free_port()
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "services.sandbox",
-            "--port",
-            str(port),
-            "--db",
-            str(db),
-            "--log-level",
-            "warning",
-        ],
-        cwd=REPO_ROOT,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + STARTUP_TIMEOUT_S
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"sandbox exited early with code {process.returncode}")
-        try:
-            if httpx.get(f"{url}/healthz", timeout=0.5).status_code == 200:
-                return Sandbox(url=url, db=db, process=process)
-        except httpx.TransportError:
-            pass
-        time.sleep(0.05)
-    _stop(process)
-    raise RuntimeError(f"sandbox did not answer /healthz within {STARTUP_TIMEOUT_S}s")
-
-
-def _stop(process: subprocess.Popen[bytes]) -> None:
-    process.terminate()
-    try:
-        process.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
+from sandbox_process import Sandbox, start_sandbox, stop
 
 
 @pytest.fixture(scope="module")
 def sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox]:
-    running = _start_sandbox(tmp_path_factory.mktemp("sandbox") / "sandbox.sqlite3")
+    running = start_sandbox(tmp_path_factory.mktemp("sandbox") / "sandbox.sqlite3")
     yield running
-    _stop(running.process)
+    stop(running.process)
 
 
 @pytest.fixture
@@ -470,14 +408,14 @@ def test_invalid_faults_are_rejected_with_a_message(
 def test_effects_and_keys_survive_a_restart(tmp_path: Path) -> None:
     db = tmp_path / "restart.sqlite3"
     key = new_key()
-    first = _start_sandbox(db)
+    first = start_sandbox(db)
     try:
         with httpx.Client(base_url=first.url, timeout=5.0) as c:
             original = post(c, "payments.charge", key, charge_payload()).json()
     finally:
-        _stop(first.process)
+        stop(first.process)
 
-    second = _start_sandbox(db)
+    second = start_sandbox(db)
     try:
         with httpx.Client(base_url=second.url, timeout=5.0) as c:
             replay = post(c, "payments.charge", key, charge_payload())
@@ -485,4 +423,4 @@ def test_effects_and_keys_survive_a_restart(tmp_path: Path) -> None:
             assert post(c, "payments.charge", key, charge_payload(amount=1)).status_code == 409
             assert [e["id"] for e in lookup(c, key)] == [original["id"]]
     finally:
-        _stop(second.process)
+        stop(second.process)

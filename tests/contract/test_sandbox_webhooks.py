@@ -9,10 +9,7 @@ every signature is checked with recon's own verifier (reconcilers.signatures).
 from __future__ import annotations
 
 import json
-import os
-import socket
 import subprocess
-import sys
 import threading
 import time
 import uuid
@@ -24,13 +21,12 @@ from typing import Any
 
 import httpx
 import pytest
+from sandbox_process import REPO_ROOT, Sandbox, command, free_port, start_sandbox, stop
 
 from reconcilers.signatures import Scheme, verify
 from services.sandbox.webhook_config import RedeliveryPolicy
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 SECRET = "whsec_c2FuZGJveC1kZXYtc2VjcmV0"
-STARTUP_TIMEOUT_S = 20.0
 
 
 # --- the receiver ----------------------------------------------------------------------------
@@ -102,65 +98,6 @@ class Receiver:
 
 
 # --- the sandbox -----------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Sandbox:
-    url: str
-    process: subprocess.Popen[bytes]
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
-def _command(db: Path, port: int, *extra: str) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "services.sandbox",
-        "--port",
-        str(port),
-        "--db",
-        str(db),
-        "--log-level",
-        "warning",
-        *extra,
-    ]
-
-
-def start_sandbox(db: Path, *extra: str) -> Sandbox:
-    port = _free_port()
-    # Flags only: webhook settings inherited from the developer's shell would skew the tests.
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RECON_SANDBOX_WEBHOOK_")}
-    process = subprocess.Popen(
-        _command(db, port, *extra), cwd=REPO_ROOT, env={**env, "PYTHONUNBUFFERED": "1"}
-    )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + STARTUP_TIMEOUT_S
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"sandbox exited early with code {process.returncode}")
-        try:
-            if httpx.get(f"{url}/healthz", timeout=0.5).status_code == 200:
-                return Sandbox(url=url, process=process)
-        except httpx.TransportError:
-            pass
-        time.sleep(0.05)
-    stop(process)
-    raise RuntimeError(f"sandbox did not answer /healthz within {STARTUP_TIMEOUT_S}s")
-
-
-def stop(process: subprocess.Popen[bytes]) -> None:
-    process.terminate()
-    try:
-        process.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
 
 
 @pytest.fixture(scope="module")
@@ -339,7 +276,7 @@ def test_a_failed_delivery_is_redelivered_with_the_same_id_and_body(
 def test_pending_deliveries_survive_a_restart(tmp_path: Path, receiver: Receiver) -> None:
     db = tmp_path / "restart.sqlite3"
     key = new_key()
-    nobody = f"http://127.0.0.1:{_free_port()}/hooks"  # connection refused
+    nobody = f"http://127.0.0.1:{free_port()}/hooks"  # connection refused
     first = start_sandbox(db, "--webhook-url", nobody)
     try:
         with httpx.Client(base_url=first.url, timeout=10.0) as c:
@@ -543,7 +480,7 @@ def test_bad_webhook_configuration_stops_the_process_at_start_up(
     tmp_path: Path, flags: list[str], complaint: str
 ) -> None:
     finished = subprocess.run(
-        _command(tmp_path / "bad.sqlite3", _free_port(), *flags),
+        command(tmp_path / "bad.sqlite3", free_port(), *flags),
         cwd=REPO_ROOT,
         capture_output=True,
         timeout=30,

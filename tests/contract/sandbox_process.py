@@ -1,0 +1,75 @@
+"""The sandbox provider as a real subprocess, started exactly as `make run` starts it."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+STARTUP_TIMEOUT_S = 20.0
+
+
+@dataclass(frozen=True)
+class Sandbox:
+    url: str
+    process: subprocess.Popen[bytes]
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def command(db: Path, port: int, *extra: str) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "services.sandbox",
+        "--port",
+        str(port),
+        "--db",
+        str(db),
+        "--log-level",
+        "warning",
+        *extra,
+    ]
+
+
+def start_sandbox(db: Path, *extra: str) -> Sandbox:
+    port = free_port()
+    # Flags only: webhook settings inherited from the developer's shell would skew the tests.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RECON_SANDBOX_WEBHOOK_")}
+    process = subprocess.Popen(
+        command(db, port, *extra), cwd=REPO_ROOT, env={**env, "PYTHONUNBUFFERED": "1"}
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + STARTUP_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"sandbox exited early with code {process.returncode}")
+        try:
+            if httpx.get(f"{url}/healthz", timeout=0.5).status_code == 200:
+                return Sandbox(url=url, process=process)
+        except httpx.TransportError:
+            pass
+        time.sleep(0.05)
+    stop(process)
+    raise RuntimeError(f"sandbox did not answer /healthz within {STARTUP_TIMEOUT_S}s")
+
+
+def stop(process: subprocess.Popen[bytes]) -> None:
+    process.terminate()
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
