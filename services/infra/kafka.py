@@ -16,10 +16,9 @@ from pathlib import Path
 from services.infra._process import (
     REPO_ROOT,
     InfraError,
+    ServerProcess,
     ensure_port_free,
-    signal_group,
     tail,
-    terminate,
 )
 
 KAFKA_VERSION = "3.9.1"
@@ -30,7 +29,6 @@ LIBS_DIR = CACHE_DIR / "libs"
 LIBS_MARKER = CACHE_DIR / "libs.complete"
 
 START_TIMEOUT_S = 60.0
-STOP_TIMEOUT_S = 30.0
 
 
 def ensure_kafka_jars(*, quiet: bool = True) -> Path:
@@ -116,14 +114,16 @@ def _recv_exact(sock: socket.socket, size: int) -> bytes:
     return b"".join(chunks)
 
 
-class KafkaBroker:
+class KafkaBroker(ServerProcess):
     """One KRaft node acting as both broker and controller, with its state in `data_dir`."""
 
+    stop_signal = signal.SIGTERM  # controlled shutdown: leadership moved, logs flushed
+
     def __init__(self, data_dir: Path, port: int, controller_port: int) -> None:
+        super().__init__()
         self.data_dir = data_dir.resolve()
         self.port = port
         self.controller_port = controller_port
-        self._proc: subprocess.Popen[bytes] | None = None
 
     @property
     def bootstrap(self) -> str:
@@ -144,9 +144,6 @@ class KafkaBroker:
     def ensure_jars(self) -> Path:
         return ensure_kafka_jars()
 
-    def is_running(self) -> bool:
-        return self._proc is not None and self._proc.poll() is None
-
     def start(self) -> None:
         if self.is_running():
             return
@@ -163,35 +160,8 @@ class KafkaBroker:
         cmd = ["java", "-Xms256m", "-Xmx768m", "-Djava.awt.headless=true"]
         cmd += [f"-Dlog4j.configuration=file:{log4j}", "-cp", classpath]
         cmd += ["kafka.Kafka", str(properties)]
-        with self.stdout_log.open("ab") as out:
-            # A new session makes the JVM a process-group leader, so stop()/kill() reach it
-            # and a Ctrl-C in the terminal of `python -m services.infra up` is handled by us.
-            self._proc = subprocess.Popen(
-                cmd,
-                cwd=self.data_dir,
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
+        self._spawn(cmd, self.stdout_log, self.data_dir)
         self._wait_ready()
-
-    def stop(self) -> None:
-        """Controlled shutdown (SIGTERM); SIGKILL if the broker is still up after 30 s."""
-        if self._proc is not None:
-            terminate(self._proc, signal.SIGTERM, STOP_TIMEOUT_S)
-            self._proc = None
-
-    def kill(self) -> None:
-        """Crash the broker (SIGKILL): no controlled shutdown, no flush."""
-        if self._proc is not None:
-            signal_group(self._proc, signal.SIGKILL)
-            self._proc.wait()
-            self._proc = None
-
-    def restart(self) -> None:
-        self.stop()
-        self.start()
 
     def _write_config(self) -> Path:
         properties = self.data_dir / "server.properties"

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from services.infra._process import InfraError, ensure_port_free, signal_group, tail, terminate
+from services.infra._process import InfraError, ServerProcess, ensure_port_free, tail
 
 
 def _pginstall() -> Path:
@@ -32,7 +32,6 @@ POSTGRES_BIN_PATH = PGINSTALL / "bin"
 SYSTEM_USER = "recon-pg"
 
 START_TIMEOUT_S = 60.0
-STOP_TIMEOUT_S = 30.0
 
 # Sized for the 2-core / 24 GiB test machines. fsync and synchronous_commit stay on: the
 # restart and crash tests are only meaningful when a commit really reached the disk.
@@ -47,16 +46,23 @@ DEFAULT_SETTINGS: Mapping[str, str] = {
 _MAX_SOCKET_PATH = 100
 
 
-class PostgresServer:
-    """A postgres cluster in `data_dir/pgdata`, listening on 127.0.0.1:`port`."""
+class PostgresServer(ServerProcess):
+    """A postgres cluster in `data_dir/pgdata`, listening on 127.0.0.1:`port`.
+
+    kill() takes the backends with the postmaster (the whole process group): orphaned
+    backends still attached to the old shared memory make the next postmaster refuse to
+    start.
+    """
+
+    stop_signal = signal.SIGINT  # fast shutdown: roll back sessions, checkpoint
 
     def __init__(
         self, data_dir: Path, port: int, settings: Mapping[str, str] | None = None
     ) -> None:
+        super().__init__()
         self.data_dir = data_dir.resolve()
         self.port = port
         self.settings = {**DEFAULT_SETTINGS, **(settings or {})}
-        self._proc: subprocess.Popen[bytes] | None = None
 
     @property
     def url(self) -> str:
@@ -77,9 +83,6 @@ class PostgresServer:
             return candidate
         return Path("/tmp") / f"recon-pg-{self.port}"
 
-    def is_running(self) -> bool:
-        return self._proc is not None and self._proc.poll() is None
-
     def start(self) -> None:
         if self.is_running():
             return
@@ -92,40 +95,8 @@ class PostgresServer:
         cmd += ["-k", str(self.socket_dir), "-c", "listen_addresses=127.0.0.1"]
         for key, value in self.settings.items():
             cmd += ["-c", f"{key}={value}"]
-        with self.log_file.open("ab") as out:
-            # Own session: stop()/kill() signal the whole group, and a terminal Ctrl-C meant
-            # for `python -m services.infra up` does not reach postgres behind our back.
-            self._proc = subprocess.Popen(
-                cmd,
-                cwd=self.data_dir,
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-                **run_as,
-            )
+        self._spawn(cmd, self.log_file, self.data_dir, **run_as)
         self._wait_ready()
-
-    def stop(self) -> None:
-        """Fast shutdown (SIGINT: roll back sessions, checkpoint); SIGKILL after 30 s."""
-        if self._proc is not None:
-            terminate(self._proc, signal.SIGINT, STOP_TIMEOUT_S)
-            self._proc = None
-
-    def kill(self) -> None:
-        """Crash the server: SIGKILL the postmaster and its backends, no checkpoint.
-
-        The backends are killed too because orphaned backends still attached to the old
-        shared memory make the next postmaster refuse to start.
-        """
-        if self._proc is not None:
-            signal_group(self._proc, signal.SIGKILL)
-            self._proc.wait()
-            self._proc = None
-
-    def restart(self) -> None:
-        self.stop()
-        self.start()
 
     def _prepare_dirs(self) -> dict[str, Any]:
         """Create the directories and return the Popen arguments that drop root, if needed."""
