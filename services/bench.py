@@ -21,45 +21,14 @@ import sys
 import time
 import uuid
 from pathlib import Path
-from typing import Any
 
 import httpx
 from aiokafka import AIOKafkaConsumer
 
 from events.topics import Topics
+from services.example_intent import example_transaction
 from services.infra._process import REPO_ROOT
 from services.stack import Stack
-
-
-def _transaction(tx_id: str) -> dict[str, Any]:
-    return {
-        "tx_id": tx_id,
-        "agent_id": "bench",
-        "steps": [
-            {
-                "action": "reserve",
-                "provider": "sandbox",
-                "operation": "inventory.reserve",
-                "payload": {"sku": "sku-1", "qty": 1},
-                "compensation": {"operation": "inventory.release"},
-            },
-            {
-                "action": "charge",
-                "provider": "sandbox",
-                "operation": "payments.charge",
-                "payload": {"amount": 1299, "currency": "usd", "customer": "cus_1"},
-                "compensation": {"operation": "payments.refund"},
-            },
-        ],
-        "on_commit": [
-            {
-                "action": "receipt",
-                "provider": "sandbox",
-                "operation": "email.send",
-                "payload": {"to": "a@example.com", "template": "receipt"},
-            }
-        ],
-    }
 
 
 class CommitWatcher:
@@ -121,7 +90,7 @@ async def drive(
             async with gate:
                 committed = watcher.expect(tx_id)
                 response = await client.post(
-                    f"{url}/v1/transactions", json=_transaction(tx_id), headers=headers
+                    f"{url}/v1/transactions", json=example_transaction(tx_id), headers=headers
                 )
                 if response.status_code != 202:
                     raise RuntimeError(

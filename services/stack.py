@@ -20,6 +20,7 @@ from pathlib import Path
 
 import httpx
 
+from services.example_intent import example_curl
 from services.infra._process import REPO_ROOT, signal_group, terminate
 
 # Start order: the provider first, the intake last (its /healthz waits for the others).
@@ -127,19 +128,6 @@ class Stack:
         raise TimeoutError(f"stack not ready after {timeout:.0f}s: {last}")
 
 
-EXAMPLE = """curl -s -X POST {url}/v1/transactions -H 'Authorization: Bearer demo-key' \\
-  -H 'Content-Type: application/json' -d '{{"tx_id": "order-42", "agent_id": "agent-7",
-  "steps": [{{"action": "reserve", "provider": "sandbox", "operation": "inventory.reserve",
-             "payload": {{"sku": "sku-1", "qty": 1}},
-             "compensation": {{"operation": "inventory.release"}}}},
-            {{"action": "charge", "provider": "sandbox", "operation": "payments.charge",
-             "payload": {{"amount": 1299, "currency": "usd", "customer": "cus_1"}},
-             "compensation": {{"operation": "payments.refund"}}}}],
-  "on_commit": [{{"action": "receipt", "provider": "sandbox", "operation": "email.send",
-                 "payload": {{"to": "a@example.com", "template": "receipt"}}}}]}}'
-curl -s {url}/v1/transactions/order-42 -H 'Authorization: Bearer demo-key'"""
-
-
 def main(argv: list[str] | None = None) -> int:
     from services.infra.kafka import KafkaBroker
     from services.infra.postgres import PostgresServer
@@ -189,7 +177,7 @@ def main(argv: list[str] | None = None) -> int:
             f"\nrecon is up.\n  intake API  {stack.intake_url}  (API key: demo-key)\n"
             f"  sandbox     {stack.sandbox_url}\n  Kafka       {kafka.bootstrap}\n"
             f"  Postgres    {postgres.url}\n  logs        {stack.log_dir}\n\n"
-            f"Try:\n{EXAMPLE.format(url=stack.intake_url)}\n\nCtrl-C stops everything.",
+            f"Try:\n{example_curl(stack.intake_url)}\n\nCtrl-C stops everything.",
             flush=True,
         )
         while not stopping:

@@ -8,42 +8,13 @@ from typing import Any
 
 import httpx
 
+from services.example_intent import example_transaction
+
 TERMINAL = {"committed", "failed", "manual_review", "compensated"}
 
 
-def transaction(
-    tx_id: str, *, customer: str = "cus_1", sku: str = "sku-1", receipt: bool = True
-) -> dict[str, Any]:
-    body: dict[str, Any] = {
-        "tx_id": tx_id,
-        "agent_id": "agent-7",
-        "steps": [
-            {
-                "action": "reserve",
-                "provider": "sandbox",
-                "operation": "inventory.reserve",
-                "payload": {"sku": sku, "qty": 1},
-                "compensation": {"operation": "inventory.release"},
-            },
-            {
-                "action": "charge",
-                "provider": "sandbox",
-                "operation": "payments.charge",
-                "payload": {"amount": 1299, "currency": "usd", "customer": customer},
-                "compensation": {"operation": "payments.refund"},
-            },
-        ],
-    }
-    if receipt:
-        body["on_commit"] = [
-            {
-                "action": "receipt",
-                "provider": "sandbox",
-                "operation": "email.send",
-                "payload": {"to": "a@example.com", "template": "receipt"},
-            }
-        ]
-    return body
+# The example intent of CONTRACT.md, as the tests submit it.
+transaction = example_transaction
 
 
 class Recon:

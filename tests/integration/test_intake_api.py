@@ -16,6 +16,7 @@ from events.inputs import SubmitTransaction, parse_input
 from events.keys import op_key, partition_key
 from events.topics import PARTITIONS, Topics
 from services.config import Settings
+from services.example_intent import example_transaction
 from services.intake.app import CONSUMERS, create_app
 from services.kafka_setup import ensure_topics
 
@@ -23,34 +24,7 @@ ACME = {"Authorization": "Bearer key-acme"}
 GLOBEX = {"Authorization": "Bearer key-globex"}
 TIMEOUT_S = 30.0
 
-BODY: dict[str, Any] = {
-    "tx_id": "order-42",
-    "agent_id": "agent-7",
-    "steps": [
-        {
-            "action": "reserve",
-            "provider": "sandbox",
-            "operation": "inventory.reserve",
-            "payload": {"sku": "sku-1", "qty": 1},
-            "compensation": {"operation": "inventory.release"},
-        },
-        {
-            "action": "charge",
-            "provider": "sandbox",
-            "operation": "payments.charge",
-            "payload": {"amount": 1299, "currency": "usd", "customer": "cus_1"},
-            "compensation": {"operation": "payments.refund"},
-        },
-    ],
-    "on_commit": [
-        {
-            "action": "receipt",
-            "provider": "sandbox",
-            "operation": "email.send",
-            "payload": {"to": "a@example.com", "template": "receipt"},
-        }
-    ],
-}
+BODY: dict[str, Any] = example_transaction("order-42")
 
 
 def body(**changes: Any) -> dict[str, Any]:
