@@ -1,20 +1,54 @@
 """Restoring the decider's state for one partition from the compacted changelog.
 
-The changelog holds one record per transaction once compacted, so a restore reads
-as many records as there are transactions on the partition, not as many as events
+The changelog holds one record per transaction once compacted: the full state of a
+live transaction, a small marker (services.decider.finished) for a finished one. So a
+restore reads as many full states as there are transactions in progress, not as many as
 were ever written (DESIGN: restore time bounded as history grows).
+
+A record that cannot be read is not skipped: forgetting a transaction would let a
+duplicate of its SubmitTransaction run it again. The restore fails, naming the record.
 """
 
-from aiokafka import AIOKafkaConsumer, TopicPartition
+import json
+from dataclasses import dataclass, field
 
+from aiokafka import AIOKafkaConsumer, TopicPartition
+from pydantic import ValidationError
+
+from services.decider.finished import FinishedTransaction, finish, is_finished
 from services.decider.transaction import TransactionState
 
 StateKey = tuple[str, str]
+Stored = TransactionState | FinishedTransaction
 
 
-async def restore_partition(
-    bootstrap: str, topic: str, partition: int
-) -> dict[StateKey, TransactionState]:
+class CorruptChangelog(Exception):
+    """A changelog record the decider cannot read; the partition cannot be owned safely."""
+
+
+@dataclass
+class Restored:
+    states: dict[StateKey, Stored] = field(default_factory=dict)
+
+    @property
+    def live(self) -> int:
+        return sum(isinstance(s, TransactionState) for s in self.states.values())
+
+    @property
+    def finished(self) -> int:
+        return len(self.states) - self.live
+
+
+def parse_stored(raw: bytes) -> Stored:
+    data = json.loads(raw)
+    if isinstance(data, dict) and data.get("kind") == "finished":
+        return FinishedTransaction.model_validate(data)
+    state = TransactionState.model_validate(data)
+    # Written before markers existed: keep only the marker in memory.
+    return finish(state) if is_finished(state) else state
+
+
+async def restore_partition(bootstrap: str, topic: str, partition: int) -> Restored:
     tp = TopicPartition(topic, partition)
     consumer = AIOKafkaConsumer(
         bootstrap_servers=bootstrap,
@@ -28,14 +62,24 @@ async def restore_partition(
         await consumer.seek_to_beginning(tp)
         # Under read_committed this is the last stable offset: everything committed.
         end = (await consumer.end_offsets([tp]))[tp]
-        states: dict[StateKey, TransactionState] = {}
+        restored = Restored()
         while await consumer.position(tp) < end:
             batch = await consumer.getmany(tp, timeout_ms=1000, max_records=5000)
             for record in batch.get(tp, []):
                 if record.value is None:
+                    # A tombstone (a retention horizon's removal): the key is gone.
+                    if record.key is not None:
+                        tenant, _, tx_id = record.key.decode().partition("/")
+                        restored.states.pop((tenant, tx_id), None)
                     continue
-                state = TransactionState.model_validate_json(record.value)
-                states[(state.tenant, state.tx_id)] = state
-        return states
+                try:
+                    stored = parse_stored(record.value)
+                except (ValueError, ValidationError) as error:
+                    raise CorruptChangelog(
+                        f"{topic}:{partition}@{record.offset} (key {record.key!r}) cannot be "
+                        f"read: {error}"
+                    ) from error
+                restored.states[(stored.tenant, stored.tx_id)] = stored
+        return restored
     finally:
         await consumer.stop()
