@@ -74,6 +74,10 @@ class OwnedPartition:
     producer: AIOKafkaProducer
     # A live transaction's full state; a finished one's compact marker.
     states: dict[StateKey, Stored] = field(default_factory=dict)
+    # Per input partition, the offset of the next input to decide. A batch fetched while
+    # the partition was being (re)taken can be handed out before the seek to the
+    # committed offsets and again after it: what is below this was decided already.
+    next_offsets: dict[TopicPartition, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -182,6 +186,7 @@ class Decider:
                         await self.consumer.seek_to_beginning(tp)
                     else:
                         self.consumer.seek(tp, committed)
+                    self.owned[partition].next_offsets[tp] = await self.consumer.position(tp)
                 return
             except KafkaError as error:
                 log.warning("retaking partition %d failed (%s); retrying", partition, error)
@@ -210,6 +215,13 @@ class Decider:
         self, partition: int, batches: list[tuple[TopicPartition, list[ConsumerRecord]]]
     ) -> None:
         owned = self.owned[partition]
+        batches = [
+            (tp, fresh)
+            for tp, records in batches
+            if (fresh := [r for r in records if r.offset >= owned.next_offsets.get(tp, 0)])
+        ]
+        if not batches:
+            return
         staged = _Staged(owned.producer, partition)
         offsets: dict[TopicPartition, int] = {}
         async with owned.producer.transaction():
@@ -222,6 +234,7 @@ class Decider:
             # commit the rest: wait for every send so that a refusal aborts it all.
             await asyncio.gather(*staged.sends)
         owned.states.update(staged.changes)
+        owned.next_offsets.update(offsets)
 
     async def _decide_one(
         self, owned: OwnedPartition, staged: _Staged, tp: TopicPartition, record: ConsumerRecord
