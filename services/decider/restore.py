@@ -29,6 +29,9 @@ class CorruptChangelog(Exception):
 @dataclass
 class Restored:
     states: dict[StateKey, Stored] = field(default_factory=dict)
+    # Finished transactions whose latest record is still a full state (written before
+    # markers existed): the decider rewrites them as markers so compaction can shrink them.
+    legacy: set[StateKey] = field(default_factory=set)
 
     @property
     def live(self) -> int:
@@ -39,13 +42,15 @@ class Restored:
         return len(self.states) - self.live
 
 
-def parse_stored(raw: bytes) -> Stored:
+def parse_stored(raw: bytes) -> tuple[Stored, bool]:
+    """The stored state, and whether it is a finished transaction's full state."""
     data = json.loads(raw)
     if isinstance(data, dict) and data.get("kind") == "finished":
-        return FinishedTransaction.model_validate(data)
+        return FinishedTransaction.model_validate(data), False
     state = TransactionState.model_validate(data)
-    # Written before markers existed: keep only the marker in memory.
-    return finish(state) if is_finished(state) else state
+    if is_finished(state):
+        return finish(state), True  # keep only the marker in memory
+    return state, False
 
 
 async def restore_partition(bootstrap: str, topic: str, partition: int) -> Restored:
@@ -71,15 +76,21 @@ async def restore_partition(bootstrap: str, topic: str, partition: int) -> Resto
                     if record.key is not None:
                         tenant, _, tx_id = record.key.decode().partition("/")
                         restored.states.pop((tenant, tx_id), None)
+                        restored.legacy.discard((tenant, tx_id))
                     continue
                 try:
-                    stored = parse_stored(record.value)
+                    stored, legacy = parse_stored(record.value)
                 except (ValueError, ValidationError) as error:
                     raise CorruptChangelog(
                         f"{topic}:{partition}@{record.offset} (key {record.key!r}) cannot be "
                         f"read: {error}"
                     ) from error
-                restored.states[(stored.tenant, stored.tx_id)] = stored
+                key = (stored.tenant, stored.tx_id)
+                restored.states[key] = stored
+                if legacy:
+                    restored.legacy.add(key)
+                else:
+                    restored.legacy.discard(key)
         return restored
     finally:
         await consumer.stop()

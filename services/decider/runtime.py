@@ -153,6 +153,21 @@ class Decider:
             restored = await restore_partition(
                 self.settings.kafka_bootstrap, self.topics.decider_state, partition
             )
+            if restored.legacy:
+                async with producer.transaction():
+                    for key in sorted(restored.legacy):
+                        marker = restored.states[key].model_dump_json().encode()
+                        await producer.send(
+                            self.topics.decider_state,
+                            value=marker,
+                            key=partition_key(*key),
+                            partition=partition,
+                        )
+                log.info(
+                    "partition %d: %d finished states rewritten as markers",
+                    partition,
+                    len(restored.legacy),
+                )
         except BaseException:
             await _stop_quietly(producer)
             raise

@@ -5,6 +5,7 @@ by a decider that restored from that changelog, starts nothing (promise 1)."""
 import json
 from pathlib import Path
 
+from aiokafka import AIOKafkaProducer
 from decider_support import event_types, eventually, lone_decider, produce, read_records
 from txbuilders import observed, submit
 
@@ -13,7 +14,7 @@ from events.keys import partition_key
 from events.topics import Topics
 from services.decider.finished import FinishedTransaction
 from services.decider.restore import restore_partition
-from services.decider.transaction import TransactionState
+from services.decider.transaction import TransactionState, handle, initial_state
 from services.kafka_setup import ensure_topics
 
 PARTITION = 0
@@ -91,3 +92,44 @@ async def test_restore_reads_only_live_state_and_a_finished_transaction_never_st
         *DONE_TYPES,
         "TransactionCommitted",
     ]
+
+
+async def test_a_finished_full_state_from_before_markers_is_rewritten_as_a_marker(
+    kafka_bootstrap: str, topic_prefix: str, tmp_path: Path
+) -> None:
+    topics = Topics(topic_prefix)
+    await ensure_topics(kafka_bootstrap, topics)
+    done = initial_state("demo", "old-1")
+    for message in (
+        submit(["a"], tx_id="old-1"),
+        observed("a", 1, Outcome.SUCCEEDED, tx_id="old-1"),
+    ):
+        done, _ = handle(done, message)
+    assert done.status == "committed"
+    producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap, acks="all")
+    await producer.start()
+    try:
+        await producer.send_and_wait(
+            topics.decider_state,
+            key=partition_key("demo", "old-1"),
+            value=done.model_dump_json().encode(),
+            partition=PARTITION,
+        )
+    finally:
+        await producer.stop()
+
+    restored = await restore_partition(kafka_bootstrap, topics.decider_state, PARTITION)
+    assert restored.legacy == {("demo", "old-1")} and restored.finished == 1
+
+    async with lone_decider(kafka_bootstrap, topic_prefix, tmp_path) as stack:
+
+        async def rewritten() -> bool | None:
+            log = stack.log_tail("decider", 400)
+            return True if f"partition {PARTITION}: 1 finished states rewritten" in log else None
+
+        await eventually(rewritten, "the decider rewrites the old full state as a marker")
+    changelog = await read_records(kafka_bootstrap, topics.decider_state)
+    [*_, latest] = [r for r in changelog if r.key == partition_key("demo", "old-1")]
+    assert latest.value is not None and json.loads(latest.value)["kind"] == "finished"
+    again = await restore_partition(kafka_bootstrap, topics.decider_state, PARTITION)
+    assert again.legacy == set() and again.finished == 1
