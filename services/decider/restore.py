@@ -1,20 +1,59 @@
 """Restoring the decider's state for one partition from the compacted changelog.
 
-The changelog holds one record per transaction once compacted, so a restore reads
-as many records as there are transactions on the partition, not as many as events
+The changelog holds one record per transaction once compacted: the full state of a
+live transaction, a small marker (services.decider.finished) for a finished one. So a
+restore reads as many full states as there are transactions in progress, not as many as
 were ever written (DESIGN: restore time bounded as history grows).
+
+A record that cannot be read is not skipped: forgetting a transaction would let a
+duplicate of its SubmitTransaction run it again. The restore fails, naming the record.
 """
 
-from aiokafka import AIOKafkaConsumer, TopicPartition
+import json
+from dataclasses import dataclass, field
 
+from aiokafka import AIOKafkaConsumer, TopicPartition
+from pydantic import ValidationError
+
+from services.decider.finished import FinishedTransaction, finish, is_finished
 from services.decider.transaction import TransactionState
 
 StateKey = tuple[str, str]
+Stored = TransactionState | FinishedTransaction
 
 
-async def restore_partition(
-    bootstrap: str, topic: str, partition: int
-) -> dict[StateKey, TransactionState]:
+class CorruptChangelog(Exception):
+    """A changelog record the decider cannot read; the partition cannot be owned safely."""
+
+
+@dataclass
+class Restored:
+    states: dict[StateKey, Stored] = field(default_factory=dict)
+    # Finished transactions whose latest record is still a full state (written before
+    # markers existed): the decider rewrites them as markers so compaction can shrink them.
+    legacy: set[StateKey] = field(default_factory=set)
+
+    @property
+    def live(self) -> int:
+        return sum(isinstance(s, TransactionState) for s in self.states.values())
+
+    @property
+    def finished(self) -> int:
+        return len(self.states) - self.live
+
+
+def parse_stored(raw: bytes) -> tuple[Stored, bool]:
+    """The stored state, and whether it is a finished transaction's full state."""
+    data = json.loads(raw)
+    if isinstance(data, dict) and data.get("kind") == "finished":
+        return FinishedTransaction.model_validate(data), False
+    state = TransactionState.model_validate(data)
+    if is_finished(state):
+        return finish(state), True  # keep only the marker in memory
+    return state, False
+
+
+async def restore_partition(bootstrap: str, topic: str, partition: int) -> Restored:
     tp = TopicPartition(topic, partition)
     consumer = AIOKafkaConsumer(
         bootstrap_servers=bootstrap,
@@ -28,14 +67,30 @@ async def restore_partition(
         await consumer.seek_to_beginning(tp)
         # Under read_committed this is the last stable offset: everything committed.
         end = (await consumer.end_offsets([tp]))[tp]
-        states: dict[StateKey, TransactionState] = {}
+        restored = Restored()
         while await consumer.position(tp) < end:
             batch = await consumer.getmany(tp, timeout_ms=1000, max_records=5000)
             for record in batch.get(tp, []):
                 if record.value is None:
+                    # A tombstone (a retention horizon's removal): the key is gone.
+                    if record.key is not None:
+                        tenant, _, tx_id = record.key.decode().partition("/")
+                        restored.states.pop((tenant, tx_id), None)
+                        restored.legacy.discard((tenant, tx_id))
                     continue
-                state = TransactionState.model_validate_json(record.value)
-                states[(state.tenant, state.tx_id)] = state
-        return states
+                try:
+                    stored, legacy = parse_stored(record.value)
+                except (ValueError, ValidationError) as error:
+                    raise CorruptChangelog(
+                        f"{topic}:{partition}@{record.offset} (key {record.key!r}) cannot be "
+                        f"read: {error}"
+                    ) from error
+                key = (stored.tenant, stored.tx_id)
+                restored.states[key] = stored
+                if legacy:
+                    restored.legacy.add(key)
+                else:
+                    restored.legacy.discard(key)
+        return restored
     finally:
         await consumer.stop()

@@ -10,10 +10,21 @@ has its own transactional producer, `recon-decider-<p>`: whoever takes partition
 initialises that transactional id, which fences the previous owner's epoch and aborts
 its open transaction. The range assignor gives one decider partition p of both input
 topics together, so no two deciders ever write one transaction.
+
+One input must never stall its partition (and every tenant on it). An input that can
+never be decided (unreadable, a decision that raises, records over MAX_RECORD_BYTES) is
+dead-lettered with its reason in the same transaction as the other inputs' decisions. If
+Kafka still refuses a record for its size, the batch is replayed one input per
+transaction to find the input that cannot be written, and that input is dead-lettered.
+Only transient errors restore and retry. A partition the decider cannot restore (a
+changelog record it cannot read) stops the process: a member that keeps a partition it
+does not serve would stall it silently.
 """
 
 import asyncio
 import contextlib
+import hashlib
+import json
 import logging
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -21,24 +32,92 @@ from dataclasses import dataclass, field
 from aiokafka import AIOKafkaProducer, ConsumerRecord, TopicPartition
 from aiokafka.abc import ConsumerRebalanceListener
 from aiokafka.coordinator.assignors.range import RangePartitionAssignor
-from aiokafka.errors import KafkaError, ProducerFenced
+from aiokafka.errors import (
+    KafkaError,
+    MessageSizeTooLargeError,
+    ProducerFenced,
+    RecordListTooLargeError,
+    RecordTooLargeError,
+)
 from pydantic import ValidationError
 
 from events.inputs import OperationObserved, parse_input
 from events.keys import partition_key
 from services.config import Settings
-from services.decider.restore import StateKey, restore_partition
-from services.decider.transaction import TransactionState, handle, initial_state
+from services.decider.finished import FinishedTransaction, finish, is_finished, revive
+from services.decider.restore import StateKey, Stored, restore_partition
+from services.decider.transaction import handle, initial_state
 from services.kafka_clients import acked_producer, group_consumer
 from services.kafka_setup import ensure_topics
 
 log = logging.getLogger(__name__)
 
+# Kafka refuses a record over ~1 MiB (message.max.bytes, the producer's max_request_size).
+# Every record the decider writes (key and value) stays under half of that, so that
+# headers, batch overhead or a broker configured somewhat lower never make a decision
+# unwritable. An input whose decision would exceed it is dead-lettered, never retried.
+MAX_RECORD_BYTES = 512 * 1024
+
+# Refusals that a retry of the same input cannot cure: the same decision yields the same
+# record. Errors that may pass (a broker away, a timeout) are not listed: they retry.
+RECORD_REFUSED: tuple[type[KafkaError], ...] = (
+    MessageSizeTooLargeError,
+    RecordListTooLargeError,
+    RecordTooLargeError,
+)
+
+Origin = tuple[str, int, int]  # topic, partition, offset of an input
+
 
 @dataclass
 class OwnedPartition:
     producer: AIOKafkaProducer
-    states: dict[StateKey, TransactionState] = field(default_factory=dict)
+    # A live transaction's full state; a finished one's compact marker.
+    states: dict[StateKey, Stored] = field(default_factory=dict)
+    # Per input partition, the offset of the next input to decide. A batch fetched while
+    # the partition was being (re)taken can be handed out before the seek to the
+    # committed offsets and again after it: what is below this was decided already.
+    next_offsets: dict[TopicPartition, int] = field(default_factory=dict)
+
+
+@dataclass
+class _Staged:
+    """One Kafka transaction in the making: what it changes, and the sends to wait for."""
+
+    producer: AIOKafkaProducer
+    partition: int
+    # Only the transactions this batch changed, over the owned states: memory follows the
+    # log once the transaction commits, without copying the partition's state each batch.
+    changes: dict[StateKey, Stored] = field(default_factory=dict)
+    sends: list[asyncio.Future[object]] = field(default_factory=list)
+
+    async def send(
+        self,
+        topic: str,
+        value: bytes,
+        key: bytes | None,
+        *,
+        partition: int | None = None,
+        headers: list[tuple[str, bytes]] | None = None,
+    ) -> None:
+        self.sends.append(
+            await self.producer.send(
+                topic, value=value, key=key, partition=partition, headers=headers
+            )
+        )
+
+
+class PoisonInput(Exception):
+    """The one input of a single-input transaction that Kafka refused to write."""
+
+    def __init__(self, origin: Origin, reason: str) -> None:
+        super().__init__(f"{origin}: {reason}")
+        self.origin = origin
+        self.reason = reason
+
+
+class DeciderHalted(Exception):
+    """The decider cannot serve a partition it was given; the process must stop."""
 
 
 class Decider:
@@ -53,6 +132,15 @@ class Decider:
         self.consumer = group_consumer(
             settings, "recon-decider", partition_assignment_strategy=(RangePartitionAssignor,)
         )
+        # Partitions whose last transaction Kafka refused for a record's size: their next
+        # batch runs one input per transaction, to find the input that cannot be written.
+        self.isolating: set[int] = set()
+        # Inputs found that way, and why: dead-lettered when read again. Kept across a
+        # retake (which re-reads them), forgotten when the partition is revoked.
+        self.poison: dict[Origin, str] = {}
+        # Set when a partition could not be taken; the run loop stops on it (aiokafka
+        # only logs an exception raised in a rebalance listener).
+        self.failure: BaseException | None = None
 
     # --- ownership -----------------------------------------------------------------
 
@@ -62,14 +150,35 @@ class Decider:
         )
         await producer.start()  # init_transactions: fences the previous owner
         try:
-            states = await restore_partition(
+            restored = await restore_partition(
                 self.settings.kafka_bootstrap, self.topics.decider_state, partition
             )
+            if restored.legacy:
+                async with producer.transaction():
+                    for key in sorted(restored.legacy):
+                        marker = restored.states[key].model_dump_json().encode()
+                        await producer.send(
+                            self.topics.decider_state,
+                            value=marker,
+                            key=partition_key(*key),
+                            partition=partition,
+                        )
+                log.info(
+                    "partition %d: %d finished states rewritten as markers",
+                    partition,
+                    len(restored.legacy),
+                )
         except BaseException:
             await _stop_quietly(producer)
             raise
-        self.owned[partition] = OwnedPartition(producer, states)
-        log.info("took partition %d with %d transactions", partition, len(states))
+        self.owned[partition] = OwnedPartition(producer, restored.states)
+        log.info(
+            "took partition %d with %d transactions (%d live, %d finished)",
+            partition,
+            len(restored.states),
+            restored.live,
+            restored.finished,
+        )
 
     async def drop(self, partition: int) -> None:
         owned = self.owned.pop(partition, None)
@@ -92,6 +201,7 @@ class Decider:
                         await self.consumer.seek_to_beginning(tp)
                     else:
                         self.consumer.seek(tp, committed)
+                    self.owned[partition].next_offsets[tp] = await self.consumer.position(tp)
                 return
             except KafkaError as error:
                 log.warning("retaking partition %d failed (%s); retrying", partition, error)
@@ -104,69 +214,115 @@ class Decider:
     async def process(
         self, partition: int, batches: list[tuple[TopicPartition, list[ConsumerRecord]]]
     ) -> None:
+        if partition not in self.isolating:
+            await self._transact(partition, batches)
+            return
+        for tp, records in batches:
+            for record in records:
+                try:
+                    await self._transact(partition, [(tp, [record])])
+                except RECORD_REFUSED as error:
+                    origin = (tp.topic, tp.partition, record.offset)
+                    raise PoisonInput(origin, f"record_refused_by_kafka: {error!r}") from error
+        self.isolating.discard(partition)
+
+    async def _transact(
+        self, partition: int, batches: list[tuple[TopicPartition, list[ConsumerRecord]]]
+    ) -> None:
         owned = self.owned[partition]
-        producer = owned.producer
-        # Copy-on-write: memory follows the log only once the transaction commits.
-        staged = dict(owned.states)
+        batches = [
+            (tp, fresh)
+            for tp, records in batches
+            if (fresh := [r for r in records if r.offset >= owned.next_offsets.get(tp, 0)])
+        ]
+        if not batches:
+            return
+        staged = _Staged(owned.producer, partition)
         offsets: dict[TopicPartition, int] = {}
-        async with producer.transaction():
+        async with owned.producer.transaction():
             for tp, records in batches:
                 for record in records:
-                    await self._decide_one(producer, partition, staged, tp, record)
+                    await self._decide_one(owned, staged, tp, record)
                 offsets[tp] = records[-1].offset + 1
-            await producer.send_offsets_to_transaction(offsets, self.group_id)
-        owned.states = staged
+            await owned.producer.send_offsets_to_transaction(offsets, self.group_id)
+            # A record the broker refuses fails its own send, and aiokafka may still
+            # commit the rest: wait for every send so that a refusal aborts it all.
+            await asyncio.gather(*staged.sends)
+        owned.states.update(staged.changes)
+        owned.next_offsets.update(offsets)
 
     async def _decide_one(
-        self,
-        producer: AIOKafkaProducer,
-        partition: int,
-        staged: dict[StateKey, TransactionState],
-        tp: TopicPartition,
-        record: ConsumerRecord,
+        self, owned: OwnedPartition, staged: _Staged, tp: TopicPartition, record: ConsumerRecord
     ) -> None:
+        poisoned = self.poison.get((tp.topic, tp.partition, record.offset))
+        if poisoned is not None:
+            await self._dead_letter(staged, tp, record, poisoned)
+            return
         try:
             message = parse_input(record.value)
         except ValidationError as error:
-            await self._dead_letter(producer, tp, record, f"unreadable input: {error}")
+            await self._dead_letter(staged, tp, record, f"unreadable input: {error}")
             return
         key = (message.tenant, message.tx_id)
-        state = staged.get(key) or initial_state(*key)
+        stored = staged.changes[key] if key in staged.changes else owned.states.get(key)
+        if isinstance(stored, FinishedTransaction):
+            state = revive(stored)
+        else:
+            state = stored or initial_state(*key)
         if isinstance(message, OperationObserved) and state.status is None:
-            await self._dead_letter(producer, tp, record, "observation for an unknown transaction")
+            await self._dead_letter(staged, tp, record, "observation for an unknown transaction")
             return
-        state, envelopes = handle(state, message)
+        try:
+            state, envelopes = handle(state, message)
+            kept: Stored = finish(state) if is_finished(state) else state
+            events = [envelope.model_dump_json().encode() for envelope in envelopes]
+            changelog = kept.model_dump_json().encode()
+        except Exception as error:
+            # The decision is pure: this input would fail the same way on every retry
+            # and hold up every transaction behind it on the partition.
+            log.exception("deciding %s:%d@%d failed", tp.topic, tp.partition, record.offset)
+            await self._dead_letter(staged, tp, record, f"decision_failed: {error!r}")
+            return
         if not envelopes:
             return
-        staged[key] = state
         kafka_key = partition_key(*key)
-        for envelope in envelopes:
-            await producer.send(
-                self.topics.events,
-                value=envelope.model_dump_json().encode(),
-                key=kafka_key,
-                partition=partition,
+        largest = max(len(value) for value in [*events, changelog]) + len(kafka_key)
+        if largest > MAX_RECORD_BYTES:
+            await self._dead_letter(
+                staged,
+                tp,
+                record,
+                f"record_too_large: deciding this input would write a {largest}-byte record, "
+                f"over the decider's bound of {MAX_RECORD_BYTES} bytes; nothing was decided",
             )
-        await producer.send(
-            self.topics.decider_state,
-            value=state.model_dump_json().encode(),
-            key=kafka_key,
-            partition=partition,
+            return
+        staged.changes[key] = kept
+        for value in events:
+            await staged.send(self.topics.events, value, kafka_key, partition=staged.partition)
+        # A finished transaction's full state is replaced by its marker under the same
+        # key: compaction drops the full state, and a late duplicate still finds the
+        # transaction finished instead of starting it again.
+        await staged.send(
+            self.topics.decider_state, changelog, kafka_key, partition=staged.partition
         )
 
     async def _dead_letter(
-        self, producer: AIOKafkaProducer, tp: TopicPartition, record: ConsumerRecord, reason: str
+        self, staged: _Staged, tp: TopicPartition, record: ConsumerRecord, reason: str
     ) -> None:
         log.error("dead-lettering %s:%d@%d: %s", tp.topic, tp.partition, record.offset, reason)
-        await producer.send(
-            self.topics.dead_letters,
-            value=record.value,
-            key=record.key,
-            headers=[
-                ("reason", reason[:2000].encode()),
-                ("origin", f"{tp.topic}:{tp.partition}:{record.offset}".encode()),
-            ],
-        )
+        origin = f"{tp.topic}:{tp.partition}:{record.offset}"
+        value: bytes = record.value or b""
+        key: bytes | None = record.key
+        headers = [("reason", reason[:2000].encode()), ("origin", origin.encode())]
+        if len(value) + len(key or b"") > MAX_RECORD_BYTES:
+            # Too large to copy (copying it could be refused in turn): the dead letter
+            # points at the input, which its topic keeps forever.
+            value = json.dumps(
+                {"omitted_bytes": len(value), "sha256": hashlib.sha256(value).hexdigest()}
+            ).encode()
+            key = key if key is not None and len(key) <= 1024 else None
+            headers.append(("value-omitted", b"true"))
+        await staged.send(self.topics.dead_letters, value, key, headers=headers)
 
     async def run(self, stop: asyncio.Event) -> None:
         self.consumer.subscribe(list(self.topics.decider_inputs()), listener=_Listener(self))
@@ -174,6 +330,8 @@ class Decider:
         try:
             while not stop.is_set():
                 batch = await self.consumer.getmany(timeout_ms=500, max_records=500)
+                if self.failure is not None:
+                    raise DeciderHalted("a partition could not be taken") from self.failure
                 async with self.lock:
                     await self._process_batch(batch)
         finally:
@@ -199,6 +357,23 @@ class Decider:
             except ProducerFenced:
                 log.warning("fenced on partition %d: another decider owns it now", partition)
                 await self.drop(partition)
+            except PoisonInput as poison:
+                if poison.origin in self.poison:
+                    # Even its small dead letter was refused: nothing left to try here.
+                    raise DeciderHalted(f"cannot dead-letter {poison}") from poison
+                log.error("input %s cannot be written; dead-lettering it", poison)
+                self.poison[poison.origin] = poison.reason
+                self.isolating.discard(partition)
+                await self.retake(partition)
+            except RECORD_REFUSED as error:
+                log.error(
+                    "Kafka refused a record on partition %d (%r); replaying the batch one "
+                    "input per transaction to find the input that causes it",
+                    partition,
+                    error,
+                )
+                self.isolating.add(partition)
+                await self.retake(partition)
             except (KafkaError, TimeoutError) as error:
                 log.warning("transaction on partition %d failed (%r); restoring", partition, error)
                 await self.retake(partition)
@@ -212,12 +387,25 @@ class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
         async with self.decider.lock:
             for partition in {tp.partition for tp in revoked}:
                 await self.decider.drop(partition)
+                self.decider.isolating.discard(partition)
+            gone = {(tp.topic, tp.partition) for tp in revoked}
+            for origin in [o for o in self.decider.poison if o[:2] in gone]:
+                del self.decider.poison[origin]
 
     async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
         async with self.decider.lock:
             # Concurrently: each take waits on a producer's init and a restore read.
-            new = {tp.partition for tp in assigned} - set(self.decider.owned)
-            await asyncio.gather(*(self.decider.retake(partition) for partition in new))
+            new = sorted({tp.partition for tp in assigned} - set(self.decider.owned))
+            results = await asyncio.gather(
+                *(self.decider.retake(partition) for partition in new), return_exceptions=True
+            )
+            for partition, result in zip(new, results, strict=True):
+                if isinstance(result, BaseException):
+                    # retake retries what may pass; this will not. Keeping the partition
+                    # assigned but unserved would stall it silently: stop the process,
+                    # so the group loses this member and the failure is seen.
+                    log.error("cannot take partition %d: %r", partition, result)
+                    self.decider.failure = self.decider.failure or result
 
 
 async def _stop_quietly(producer: AIOKafkaProducer) -> None:

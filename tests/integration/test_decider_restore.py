@@ -47,6 +47,6 @@ async def test_restore_keeps_the_latest_committed_state_per_transaction(
         await producer.stop()
 
     restored = await restore_partition(kafka_bootstrap, topics.decider_state, 2)
-    assert restored == {("demo", "tx-1"): second, ("demo", "tx-2"): other}
-    assert isinstance(restored[("demo", "tx-1")], TransactionState)
-    assert await restore_partition(kafka_bootstrap, topics.decider_state, 1) == {}
+    assert restored.states == {("demo", "tx-1"): second, ("demo", "tx-2"): other}
+    assert isinstance(restored.states[("demo", "tx-1")], TransactionState)
+    assert (await restore_partition(kafka_bootstrap, topics.decider_state, 1)).states == {}

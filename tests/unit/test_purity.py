@@ -10,6 +10,7 @@ PURE = [
     *sorted((ROOT / "events").glob("*.py")),
     ROOT / "services/decider/transaction.py",
     ROOT / "services/decider/evidence.py",
+    ROOT / "services/decider/finished.py",
     ROOT / "services/saga/reactor.py",
     ROOT / "projections/view.py",
     ROOT / "reconcilers/signatures.py",

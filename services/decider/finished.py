@@ -1,0 +1,133 @@
+"""What the decider keeps of a transaction that has finished: a compact marker.
+
+Pure: no I/O, no clock.
+
+A finished transaction (committed, failed or compensated, nothing in flight, no review
+open) can never dispatch again, whatever arrives. Its full state (payloads, every input
+id seen) is only weight: it made the changelog, the restore time and the memory grow with
+history. The decider therefore replaces it, under the same changelog key, by this marker.
+Compaction then drops the full state, so a restore reads one small record per finished
+transaction and a full one per live transaction.
+
+The marker is not a tombstone on purpose: without it, a duplicate SubmitTransaction of a
+finished transaction (a direct duplicate on recon.commands, a replay) would look new and
+run the transaction, and its effects, a second time (promise 1). Provider idempotency
+under the same op key is not a guard to rely on: provider keys expire.
+
+It keeps just enough to answer every late input exactly as the full state did, through
+the same `handle`: the status, plan and abort flag (commands), each operation's keys,
+status and attempts (late observations are recorded as ObservationIgnored on the chain),
+and the chain's seq and last hash. What it drops, and what that changes:
+- payloads: a finished transaction never dispatches, so they are never read again;
+- `seen` (input ids): a re-delivered input is judged again instead of being recognised;
+  on a finished transaction that can only record one more CommandIgnored or
+  ObservationIgnored, never an effect.
+"""
+
+from typing import Literal
+
+from events.definition import Compensation, OperationKind, OperationSpec, OpStatus, TxStatus
+from events.model import Message
+from services.decider.transaction import IN_FLIGHT, OperationState, TransactionState
+
+FINISHED = (TxStatus.COMMITTED, TxStatus.FAILED, TxStatus.COMPENSATED)
+
+
+class FinishedOperation(Message):
+    action: str
+    kind: OperationKind
+    op_key: str
+    compensation_key: str | None = None
+    status: OpStatus
+    attempt: int
+    comp_status: OpStatus | None = None
+    comp_attempt: int = 0
+
+
+class FinishedTransaction(Message):
+    # Tells a marker from a full TransactionState on the changelog.
+    kind: Literal["finished"] = "finished"
+    tenant: str
+    tx_id: str
+    status: TxStatus
+    fingerprint: str
+    aborting: bool = False
+    plan: tuple[str, ...] = ()
+    seq: int
+    last_hash: str
+    operations: tuple[FinishedOperation, ...] = ()
+
+
+def is_finished(state: TransactionState) -> bool:
+    """Nothing can move this transaction any more. Stricter than `is_terminal`: a
+    transaction in manual review, or with a review open on a notification, still waits
+    for a person's ResolveReview, which needs the full state."""
+    return (
+        state.status in FINISHED
+        and not any(
+            op.status in IN_FLIGHT or op.comp_status in IN_FLIGHT for op in state.operations
+        )
+        and not any(op.open_review is not None for op in state.operations)
+    )
+
+
+def finish(state: TransactionState) -> FinishedTransaction:
+    assert state.status is not None and is_finished(state), state.status
+    return FinishedTransaction(
+        tenant=state.tenant,
+        tx_id=state.tx_id,
+        status=state.status,
+        fingerprint=state.fingerprint,
+        aborting=state.aborting,
+        plan=state.plan,
+        seq=state.seq,
+        last_hash=state.last_hash,
+        operations=tuple(
+            FinishedOperation(
+                action=op.spec.action,
+                kind=op.spec.kind,
+                op_key=op.spec.op_key,
+                compensation_key=op.spec.compensation_key,
+                status=op.status,
+                attempt=op.attempt,
+                comp_status=op.comp_status,
+                comp_attempt=op.comp_attempt,
+            )
+            for op in state.operations
+        ),
+    )
+
+
+def revive(marker: FinishedTransaction) -> TransactionState:
+    """A state `handle` judges late inputs against as it judged them before the
+    transaction finished. The specs lose their payloads and provider details: nothing on
+    a finished transaction dispatches, so nothing reads them."""
+    return TransactionState(
+        tenant=marker.tenant,
+        tx_id=marker.tx_id,
+        status=marker.status,
+        fingerprint=marker.fingerprint,
+        aborting=marker.aborting,
+        plan=marker.plan,
+        seq=marker.seq,
+        last_hash=marker.last_hash,
+        operations=tuple(
+            OperationState(
+                spec=OperationSpec(
+                    action=op.action,
+                    kind=op.kind,
+                    provider="",
+                    operation="",
+                    payload={},
+                    op_key=op.op_key,
+                    compensation=Compensation(operation="") if op.compensation_key else None,
+                    compensation_key=op.compensation_key,
+                ),
+                status=op.status,
+                attempt=op.attempt,
+                comp_status=op.comp_status,
+                comp_attempt=op.comp_attempt,
+            )
+            for op in marker.operations
+        ),
+    )

@@ -1,0 +1,135 @@
+"""Finished transactions shrink to a marker on the changelog: a restore reads full state
+only for the live ones, and a duplicate SubmitTransaction of a finished transaction, read
+by a decider that restored from that changelog, starts nothing (promise 1)."""
+
+import json
+from pathlib import Path
+
+from aiokafka import AIOKafkaProducer
+from decider_support import event_types, eventually, lone_decider, produce, read_records
+from txbuilders import observed, submit
+
+from events.inputs import Outcome
+from events.keys import partition_key
+from events.topics import Topics
+from services.decider.finished import FinishedTransaction
+from services.decider.restore import restore_partition
+from services.decider.transaction import TransactionState, handle, initial_state
+from services.kafka_setup import ensure_topics
+
+PARTITION = 0
+FINISHED = [f"done-{i}" for i in range(6)]
+DONE_TYPES = ["TransactionAccepted", "OperationDispatched", "OperationConfirmed"]
+
+
+async def test_restore_reads_only_live_state_and_a_finished_transaction_never_starts_again(
+    kafka_bootstrap: str, topic_prefix: str, tmp_path: Path
+) -> None:
+    topics = Topics(topic_prefix)
+    await ensure_topics(kafka_bootstrap, topics)
+    commands = [submit(["a"], tx_id=tx_id) for tx_id in FINISHED]
+    await produce(
+        kafka_bootstrap, topics.commands, [*commands, submit(["a"], tx_id="live-1")], PARTITION
+    )
+
+    async with lone_decider(kafka_bootstrap, topic_prefix, tmp_path) as stack:
+
+        async def all_dispatched() -> bool | None:
+            found = await read_records(kafka_bootstrap, topics.events)
+            dispatched = [r for r in found if b'"OperationDispatched"' in (r.value or b"")]
+            return True if len(dispatched) == len(FINISHED) + 1 else None
+
+        await eventually(all_dispatched, "every transaction's step dispatched")
+        # The dispatcher's part: the provider confirmed the step of every done-* one.
+        await produce(
+            kafka_bootstrap,
+            topics.observations,
+            [observed("a", 1, Outcome.SUCCEEDED, tx_id=tx_id) for tx_id in FINISHED],
+            PARTITION,
+        )
+
+        async def all_committed() -> bool | None:
+            types = [await event_types(kafka_bootstrap, topics, tx_id) for tx_id in FINISHED]
+            return True if all("TransactionCommitted" in t for t in types) else None
+
+        await eventually(all_committed, "every done-* transaction commits")
+        stack.kill("decider")
+
+        restored = await restore_partition(kafka_bootstrap, topics.decider_state, PARTITION)
+        assert restored.live == 1 and restored.finished == len(FINISHED)
+        assert isinstance(restored.states[("demo", "live-1")], TransactionState)
+        for tx_id in FINISHED:
+            marker = restored.states[("demo", tx_id)]
+            assert isinstance(marker, FinishedTransaction) and marker.status == "committed"
+        # What compaction keeps of a finished transaction is its small marker.
+        changelog = await read_records(kafka_bootstrap, topics.decider_state)
+        last = {r.key: r.value for r in changelog}
+        for tx_id in FINISHED:
+            value = last[partition_key("demo", tx_id)]
+            assert value is not None and json.loads(value)["kind"] == "finished"
+            assert len(value) < 600, value
+
+        # A new decider restores from the markers, then reads the same intent again,
+        # once as the very same command and once as a new one (a replay, a duplicate).
+        stack.start("decider")
+        again = commands[0].model_copy(update={"message_id": "cmd-done-0-again"})
+        await produce(
+            kafka_bootstrap,
+            topics.commands,
+            [commands[0], again, submit(["a"], tx_id="after-1")],
+            PARTITION,
+        )
+
+        async def after_dispatched() -> bool | None:
+            types = await event_types(kafka_bootstrap, topics, "after-1")
+            return True if "OperationDispatched" in types else None
+
+        # Same partition, in order: once after-1 is decided, so are both duplicates.
+        await eventually(after_dispatched, "the transaction behind the duplicates is decided")
+        log = stack.log_tail("decider", 400)
+    assert f"took partition {PARTITION} with 7 transactions (1 live, 6 finished)" in log, log
+    assert await event_types(kafka_bootstrap, topics, "done-0") == [
+        *DONE_TYPES,
+        "TransactionCommitted",
+    ]
+
+
+async def test_a_finished_full_state_from_before_markers_is_rewritten_as_a_marker(
+    kafka_bootstrap: str, topic_prefix: str, tmp_path: Path
+) -> None:
+    topics = Topics(topic_prefix)
+    await ensure_topics(kafka_bootstrap, topics)
+    done = initial_state("demo", "old-1")
+    for message in (
+        submit(["a"], tx_id="old-1"),
+        observed("a", 1, Outcome.SUCCEEDED, tx_id="old-1"),
+    ):
+        done, _ = handle(done, message)
+    assert done.status == "committed"
+    producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap, acks="all")
+    await producer.start()
+    try:
+        await producer.send_and_wait(
+            topics.decider_state,
+            key=partition_key("demo", "old-1"),
+            value=done.model_dump_json().encode(),
+            partition=PARTITION,
+        )
+    finally:
+        await producer.stop()
+
+    restored = await restore_partition(kafka_bootstrap, topics.decider_state, PARTITION)
+    assert restored.legacy == {("demo", "old-1")} and restored.finished == 1
+
+    async with lone_decider(kafka_bootstrap, topic_prefix, tmp_path) as stack:
+
+        async def rewritten() -> bool | None:
+            log = stack.log_tail("decider", 400)
+            return True if f"partition {PARTITION}: 1 finished states rewritten" in log else None
+
+        await eventually(rewritten, "the decider rewrites the old full state as a marker")
+    changelog = await read_records(kafka_bootstrap, topics.decider_state)
+    [*_, latest] = [r for r in changelog if r.key == partition_key("demo", "old-1")]
+    assert latest.value is not None and json.loads(latest.value)["kind"] == "finished"
+    again = await restore_partition(kafka_bootstrap, topics.decider_state, PARTITION)
+    assert again.legacy == set() and again.finished == 1

@@ -1,0 +1,150 @@
+"""A finished transaction is kept as a compact marker; every late input is judged against
+it exactly as against the full state, and nothing can start it again."""
+
+from typing import Any
+
+from hypothesis import given as for_all
+from hypothesis import strategies as st
+from txbuilders import abort, compensate, observed, plan, request_review, resolve, submit
+
+from events.definition import Leg, OpStatus, Resolution, TxStatus
+from events.envelope import Envelope
+from events.inputs import DeciderInput, Outcome, Source
+from services.decider.finished import finish, is_finished, revive
+from services.decider.transaction import TransactionState, handle, initial_state
+
+COMMITTED: list[DeciderInput] = [
+    submit(["reserve", "charge"], ("receipt",)),
+    observed("reserve", 1, Outcome.SUCCEEDED),
+    observed("charge", 1, Outcome.SUCCEEDED),
+    observed("receipt", 1, Outcome.SUCCEEDED),
+]
+FAILED: list[DeciderInput] = [submit(["reserve"]), observed("reserve", 1, Outcome.REJECTED)]
+COMPENSATED: list[DeciderInput] = [
+    submit(["reserve", "charge"], on_compensated=("sorry",)),
+    observed("reserve", 1, Outcome.SUCCEEDED),
+    observed("charge", 1, Outcome.REJECTED),
+    plan("reserve"),
+    compensate("reserve"),
+    observed("reserve", 1, Outcome.SUCCEEDED, leg=Leg.COMPENSATION),
+    observed("sorry", 1, Outcome.SUCCEEDED),
+]
+ABORTED: list[DeciderInput] = [
+    submit(["reserve", "charge"]),
+    abort(),
+    observed("reserve", 1, Outcome.SUCCEEDED),
+    plan("reserve"),
+    compensate("reserve"),
+    observed("reserve", 1, Outcome.SUCCEEDED, leg=Leg.COMPENSATION),
+]
+REVIEWED: list[DeciderInput] = [
+    submit(["reserve"]),
+    request_review("reserve", 1),
+    resolve("reserve", 1, Resolution.APPLIED),
+]
+HISTORIES = {
+    "committed": COMMITTED,
+    "failed": FAILED,
+    "compensated": COMPENSATED,
+    "aborted": ABORTED,
+    "reviewed": REVIEWED,
+}
+
+# What can still arrive once a transaction has finished: retries, replays, late or
+# stale observations, a saga that asks again after a restart, a late abort or review.
+LATE: list[DeciderInput] = [
+    submit(["reserve", "charge"], ("receipt",)).model_copy(update={"message_id": "cmd-again"}),
+    abort(7),
+    plan("reserve"),
+    plan("charge"),
+    compensate("reserve"),
+    compensate("charge"),
+    request_review("reserve", 1),
+    resolve("reserve", 1, Resolution.APPLIED, n=5),
+    resolve("reserve", 1, Resolution.RETRY, n=6),
+    observed("reserve", 1, Outcome.SUCCEEDED, n=9),
+    observed("reserve", 0, Outcome.SUCCEEDED, n=9, source=Source.WEBHOOK),
+    observed("reserve", 2, Outcome.ABSENT, n=9, source=Source.LOOKUP),
+    observed("charge", 1, Outcome.REJECTED, n=9),
+    observed("charge", 1, Outcome.UNKNOWN, n=9),
+    observed("reserve", 1, Outcome.SUCCEEDED, n=9, leg=Leg.COMPENSATION),
+    observed("receipt", 1, Outcome.KEY_CONFLICT, n=9),
+    observed("sorry", 1, Outcome.SUCCEEDED, n=9),
+    observed("elsewhere", 1, Outcome.SUCCEEDED, n=9),
+]
+
+
+def run(inputs: list[DeciderInput]) -> TransactionState:
+    state = initial_state("demo", "tx-1")
+    for message in inputs:
+        state, _ = handle(state, message)
+    return state
+
+
+def bodies(envelopes: list[Envelope]) -> list[tuple[str, dict[str, Any]]]:
+    return [(e.type, e.data) for e in envelopes]
+
+
+def test_every_history_here_ends_finished() -> None:
+    for name, inputs in HISTORIES.items():
+        assert is_finished(run(inputs)), name
+
+
+@for_all(
+    st.sampled_from(sorted(HISTORIES)),
+    st.lists(st.sampled_from(LATE), max_size=5, unique_by=lambda m: m.message_id),
+)
+def test_late_inputs_are_judged_on_the_marker_as_on_the_full_state(
+    history: str, late: list[DeciderInput]
+) -> None:
+    full = run(HISTORIES[history])
+    marker = finish(full)
+    for message in late:
+        seen_before = message.message_id in full.seen
+        full, expected = handle(full, message)
+        revived, got = handle(revive(marker), message)
+        if seen_before:
+            # The marker forgets input ids: an input decided before the transaction
+            # finished is judged again, and can only be recorded as ignored.
+            assert {e.type for e in got} <= {"CommandIgnored", "ObservationIgnored"}, got
+        else:
+            # The same events (the chain itself may be one event further on, after a
+            # re-judged input above).
+            assert bodies(got) == bodies(expected), (history, message)
+        assert not any(e.type == "OperationDispatched" for e in got)
+        assert is_finished(revived)
+        marker = finish(revived)
+    if not any(m.message_id in run(HISTORIES[history]).seen for m in late):
+        assert (marker.seq, marker.last_hash) == (full.seq, full.last_hash)
+        assert marker == finish(full)
+
+
+def test_a_duplicate_submission_of_a_finished_transaction_starts_nothing() -> None:
+    marker = finish(run(COMMITTED))
+    for duplicate in (COMMITTED[0], LATE[0]):  # the same command, and a new one
+        state, envelopes = handle(revive(marker), duplicate)
+        assert envelopes == [] and finish(state) == marker
+
+
+def test_the_marker_keeps_no_payload_and_no_input_ids() -> None:
+    big = submit(["reserve", "charge"], ("receipt",))
+    ops = tuple(op.model_copy(update={"payload": {"blob": "x" * 20_000}}) for op in big.operations)
+    inputs: list[DeciderInput] = [big.model_copy(update={"operations": ops}), *COMMITTED[1:]]
+    full = run(inputs)
+    marker = finish(full).model_dump_json()
+    assert len(full.model_dump_json()) > 60_000
+    assert len(marker) < 1_200, marker
+    assert "blob" not in marker and "cmd-tx-1" not in marker
+
+
+def test_a_transaction_waiting_for_a_person_or_a_provider_is_not_finished() -> None:
+    in_review = run([submit(["reserve"]), request_review("reserve", 1)])
+    assert in_review.status is TxStatus.MANUAL_REVIEW and not is_finished(in_review)
+    notifying = run(COMMITTED[:3])  # committed, the receipt still in flight
+    assert notifying.status is TxStatus.COMMITTED and not is_finished(notifying)
+    receipt_review = run([*COMMITTED[:3], request_review("receipt", 1)])
+    assert receipt_review.status is TxStatus.COMMITTED
+    assert receipt_review.operation("receipt").status is OpStatus.MANUAL_REVIEW  # type: ignore[union-attr]
+    assert not is_finished(receipt_review)
+    compensating = run(COMPENSATED[:5])
+    assert compensating.status is TxStatus.COMPENSATING and not is_finished(compensating)
