@@ -66,6 +66,23 @@ class ReconcilerSettings:
     drift_grace_s: float = 60.0
 
 
+@dataclass(frozen=True)
+class Durability:
+    """RECON_KAFKA_REPLICATION_FACTOR and RECON_KAFKA_MIN_INSYNC_REPLICAS."""
+
+    replication_factor: int = 1
+    min_insync_replicas: int = 1
+
+    def __post_init__(self) -> None:
+        # Checked here too (_durability checks the environment): with more in-sync
+        # replicas required than copies exist, every acks=all write would be refused.
+        if not 1 <= self.min_insync_replicas <= self.replication_factor:
+            raise ValueError(
+                f"min.insync.replicas {self.min_insync_replicas} must be between 1 and the "
+                f"replication factor {self.replication_factor}"
+            )
+
+
 def _reconciler() -> ReconcilerSettings:
     return ReconcilerSettings(
         interval_s=_float("RECON_RECONCILE_INTERVAL_S", "2"),
@@ -101,6 +118,8 @@ class Settings:
     webhook_tolerance_s: int = 300
     webhook_dedupe_horizon_s: int = MIN_DEDUPE_HORIZON_S
     reconciler: ReconcilerSettings = field(default_factory=ReconcilerSettings)
+    # Topic replication and min.insync.replicas for the topics recon creates.
+    kafka_durability: Durability = field(default_factory=Durability)
 
     @property
     def group_prefix(self) -> str:
@@ -153,6 +172,18 @@ def _dedupe_horizon() -> int:
     return horizon
 
 
+def _durability() -> Durability:
+    replication = _int("RECON_KAFKA_REPLICATION_FACTOR", "1")
+    min_insync = _int("RECON_KAFKA_MIN_INSYNC_REPLICAS", "1")
+    if min_insync > replication:
+        raise ConfigError(
+            f"RECON_KAFKA_MIN_INSYNC_REPLICAS: {min_insync} is more than "
+            f"RECON_KAFKA_REPLICATION_FACTOR ({replication}); acks=all writes would all be "
+            "refused. For a cluster use 3 and 2"
+        )
+    return Durability(replication_factor=replication, min_insync_replicas=min_insync)
+
+
 def load_settings() -> Settings:
     env = os.environ
     api_keys = _pairs("RECON_API_KEYS", env.get("RECON_API_KEYS", "demo-key=demo"))
@@ -183,4 +214,5 @@ def load_settings() -> Settings:
         webhook_tolerance_s=_int("RECON_WEBHOOK_TOLERANCE_S", "300"),
         webhook_dedupe_horizon_s=_dedupe_horizon(),
         reconciler=_reconciler(),
+        kafka_durability=_durability(),
     )

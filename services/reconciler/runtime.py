@@ -270,7 +270,9 @@ class Reconciler:
 async def open_reconciler(settings: Settings) -> AsyncIterator[Reconciler]:
     """Topics, schema, a Postgres pool, a producer and the providers' adapters: what the
     process and the CLI's one-off scan both need."""
-    await ensure_topics(settings.kafka_bootstrap, settings.topics)
+    await ensure_topics(
+        settings.kafka_bootstrap, settings.topics, durability=settings.kafka_durability
+    )
     pool = await asyncpg.create_pool(settings.database_url, min_size=1, max_size=8)
     try:
         async with pool.acquire() as conn:
