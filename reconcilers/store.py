@@ -100,6 +100,7 @@ async def leases_for(conn: asyncpg.Connection, keys: list[LeaseKey]) -> dict[Lea
             lookups=row["lookups"],
             next_at=row["next_at"],
             review_requested=row["review_requested_at"] is not None,
+            review_requested_at=row["review_requested_at"],
         )
         for row in rows
     }
@@ -133,16 +134,26 @@ async def claim_lookup(
 
 
 async def claim_review(
-    conn: asyncpg.Connection, op_key: str, attempt: int, lookups: int, now: datetime
+    conn: asyncpg.Connection,
+    op_key: str,
+    attempt: int,
+    lookups: int,
+    now: datetime,
+    stale_before: datetime,
 ) -> bool:
+    """Take the review request of (op_key, attempt): the first time, or again once an
+    earlier claim is older than `stale_before` (its holder may have died before sending;
+    the claim expires instead of blocking the leg from review forever)."""
     row = await conn.fetchrow(
         "UPDATE reconciler_leases SET review_requested_at = $4, updated_at = $4"
-        " WHERE op_key = $1 AND attempt = $2 AND lookups = $3 AND review_requested_at IS NULL"
+        " WHERE op_key = $1 AND attempt = $2 AND lookups = $3"
+        " AND (review_requested_at IS NULL OR review_requested_at <= $5)"
         " RETURNING 1",
         op_key,
         attempt,
         lookups,
         now,
+        stale_before,
     )
     return row is not None
 

@@ -59,6 +59,9 @@ class ReconcilerSettings:
     budget: int = 6  # lookups per (operation leg, attempt) before manual review
     backoff_s: float = 1.0  # delay after the first lookup, doubling after each one ...
     backoff_max_s: float = 30.0  # ... up to this
+    # A review request claimed but not followed by the leg leaving dispatched/unknown is
+    # sent again after this long (a crash between the claim and the send).
+    review_retry_s: float = 60.0
     drift_interval_s: float = 60.0
     drift_window_s: float = 86400.0  # how far back the drift scan compares
     # A confirmed intent younger than this is not yet "without effect": the provider's list
@@ -90,6 +93,7 @@ def _reconciler() -> ReconcilerSettings:
         budget=_int("RECON_RECONCILE_BUDGET", "6"),
         backoff_s=_float("RECON_RECONCILE_BACKOFF_S", "1"),
         backoff_max_s=_float("RECON_RECONCILE_BACKOFF_MAX_S", "30"),
+        review_retry_s=_float("RECON_RECONCILE_REVIEW_RETRY_S", "60"),
         drift_interval_s=_float("RECON_DRIFT_INTERVAL_S", "60"),
         drift_window_s=_float("RECON_DRIFT_WINDOW_S", "86400"),
         drift_grace_s=_float("RECON_DRIFT_GRACE_S", "60"),

@@ -41,6 +41,7 @@ from reconcilers.pull import (
     review_request_id,
 )
 from services.config import Settings
+from services.crash_points import crash_point
 from services.dispatcher.adapters import ListingUnavailable, ProviderAdapter, build_adapters
 from services.dispatcher.classify import Seen
 from services.kafka_clients import acked_producer
@@ -83,6 +84,7 @@ class Reconciler:
             budget=config.budget,
             backoff=timedelta(seconds=config.backoff_s),
             backoff_max=timedelta(seconds=config.backoff_max_s),
+            review_retry=timedelta(seconds=config.review_retry_s),
         )
         self.lookups = asyncio.Semaphore(MAX_CONCURRENT_LOOKUPS)
 
@@ -161,8 +163,11 @@ class Reconciler:
     async def _escalate(self, step: Escalate, now: datetime, report: TickReport) -> None:
         leg = step.leg
         async with self.pool.acquire() as conn:
-            if not await store.claim_review(conn, leg.op_key, leg.attempt, step.lookups, now):
+            if not await store.claim_review(
+                conn, leg.op_key, leg.attempt, step.lookups, now, now - self.policy.review_retry
+            ):
                 return
+        crash_point("reconciler.after_review_mark")
         command = RequestReview(
             message_id=review_request_id(leg.op_key, leg.attempt),
             tenant=leg.tenant,

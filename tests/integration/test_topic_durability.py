@@ -10,7 +10,6 @@ from events.topics import Topics
 from services.config import ConfigError, Durability, load_settings
 from services.kafka_setup import TopicSetupError, ensure_topics, topic_configs
 
-
 _TOPIC_CONFIG = 1
 
 
