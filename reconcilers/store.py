@@ -200,8 +200,11 @@ async def ledger(conn: asyncpg.Connection, since: datetime) -> list[LedgerEntry]
     entries = []
     for row in rows:
         leg = Leg(row["leg"])
+        failed = False
         if leg is Leg.FORWARD:
             confirmed = row["state"] in ("confirmed", "compensating", "compensated")
+            # Refused for good, or resolved not_applied: recon holds that it left no effect.
+            failed = row["state"] == "failed"
         else:
             confirmed = row["comp_state"] == "confirmed" or row["state"] == "compensated"
         entries.append(
@@ -216,22 +219,32 @@ async def ledger(conn: asyncpg.Connection, since: datetime) -> list[LedgerEntry]
                 payload=json.loads(row["payload"]),
                 dispatched_at=row["dispatched_at"],
                 confirmed=confirmed,
+                failed=failed,
             )
         )
     return entries
+
+
+# The projections, and the intake's own intent rows: the intake writes an intent (with every
+# key it will use, compensation keys included) before the transaction reaches Kafka, so a
+# key is known here even while the projector is slow or stopped.
+_KNOWN_KEYS = """
+SELECT op_key AS key FROM operations WHERE op_key = ANY($1::text[])
+UNION SELECT comp_op_key FROM operations WHERE comp_op_key = ANY($1::text[])
+UNION SELECT data->>'op_key' FROM events
+ WHERE type = 'OperationDispatched' AND data->>'op_key' = ANY($1::text[])
+UNION SELECT k FROM unnest($1::text[]) AS k
+ WHERE EXISTS (SELECT 1 FROM intents i
+                WHERE i.operations @> jsonb_build_array(jsonb_build_object('op_key', k))
+                   OR i.operations @> jsonb_build_array(jsonb_build_object('compensation_key', k)))
+"""
 
 
 async def known_keys(conn: asyncpg.Connection, keys: list[str]) -> set[str]:
     """Which of these idempotency keys recon ever sent (or will send) under any leg."""
     if not keys:
         return set()
-    rows = await conn.fetch(
-        "SELECT op_key AS key FROM operations WHERE op_key = ANY($1::text[])"
-        " UNION SELECT comp_op_key FROM operations WHERE comp_op_key = ANY($1::text[])"
-        " UNION SELECT data->>'op_key' FROM events"
-        "  WHERE type = 'OperationDispatched' AND data->>'op_key' = ANY($1::text[])",
-        keys,
-    )
+    rows = await conn.fetch(_KNOWN_KEYS, keys)
     return {row["key"] for row in rows}
 
 

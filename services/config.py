@@ -51,6 +51,14 @@ def _int(name: str, default: str, minimum: int = 1) -> int:
 
 
 @dataclass(frozen=True)
+class Operator:
+    """What an operator key (RECON_OPERATOR_KEYS, key=tenant:person) names."""
+
+    tenant: str
+    person: str
+
+
+@dataclass(frozen=True)
 class ReconcilerSettings:
     """The pull reconciler and the drift scan (services.reconciler)."""
 
@@ -108,6 +116,10 @@ class Settings:
     environment: str
     # API key -> tenant. The key names the tenant; request bodies never do.
     api_keys: dict[str, str] = field(default_factory=dict)
+    # Operator key -> (tenant, person); authenticates as the tenant, and as an operator.
+    operator_keys: dict[str, Operator] = field(
+        default_factory=lambda: {"ops-key": Operator("demo", "operator")}
+    )
     # provider name -> base URL of its API
     providers: dict[str, str] = field(default_factory=dict)
     intake_host: str = "127.0.0.1"
@@ -188,12 +200,35 @@ def _durability() -> Durability:
     return Durability(replication_factor=replication, min_insync_replicas=min_insync)
 
 
+def _valid_tenant(name: str, tenant: str) -> str:
+    if not tenant.replace("-", "").replace("_", "").isalnum():
+        raise ConfigError(f"{name}: tenant {tenant!r} may hold only [A-Za-z0-9_-]")
+    return tenant
+
+
+def operator_keys(raw: str, api_keys: dict[str, str]) -> dict[str, Operator]:
+    """RECON_OPERATOR_KEYS: "key=tenant:person,..."."""
+    operators: dict[str, Operator] = {}
+    for key, owner in _pairs("RECON_OPERATOR_KEYS", raw).items():
+        tenant, colon, person = owner.partition(":")
+        if not colon or not person.strip():
+            raise ConfigError(
+                f"RECON_OPERATOR_KEYS: expected key=tenant:person, got {key}={owner!r}"
+            )
+        if key in api_keys:
+            # One key, two meanings: whichever won would silently grant or withhold.
+            raise ConfigError("RECON_OPERATOR_KEYS: a key is also listed in RECON_API_KEYS")
+        operators[key] = Operator(
+            _valid_tenant("RECON_OPERATOR_KEYS", tenant.strip()), person.strip()
+        )
+    return operators
+
+
 def load_settings() -> Settings:
     env = os.environ
     api_keys = _pairs("RECON_API_KEYS", env.get("RECON_API_KEYS", "demo-key=demo"))
     for tenant in api_keys.values():
-        if not tenant.replace("-", "").replace("_", "").isalnum():
-            raise ConfigError(f"RECON_API_KEYS: tenant {tenant!r} may hold only [A-Za-z0-9_-]")
+        _valid_tenant("RECON_API_KEYS", tenant)
     webhook_secrets, webhook_schemes = webhook_settings(
         env.get("RECON_WEBHOOK_SECRETS", f"sandbox={DEFAULT_WEBHOOK_SECRET}"),
         env.get("RECON_WEBHOOK_SCHEMES", "sandbox=standard"),
@@ -207,6 +242,9 @@ def load_settings() -> Settings:
         topics=Topics(env.get("RECON_TOPIC_PREFIX", "")),
         environment=env.get("RECON_ENVIRONMENT", "dev"),
         api_keys=api_keys,
+        operator_keys=operator_keys(
+            env.get("RECON_OPERATOR_KEYS", "ops-key=demo:operator"), api_keys
+        ),
         providers=_pairs(
             "RECON_PROVIDERS", env.get("RECON_PROVIDERS", "sandbox=http://127.0.0.1:8090")
         ),
