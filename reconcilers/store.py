@@ -11,7 +11,7 @@ report would carry the same message id, which the decider drops).
 """
 
 import json
-from datetime import datetime
+from datetime import datetime, timedelta
 
 import asyncpg
 
@@ -264,3 +264,67 @@ async def mark_reported(
         " VALUES ($1, $2, $3) ON CONFLICT (drift_id) DO NOTHING",
         reported,
     )
+
+
+# --- retention -------------------------------------------------------------------------
+
+PURGE_BATCH = 5000  # rows per DELETE, so a large backlog never holds long locks
+
+# A lease is needed while its leg is in flight (it counts the lookups against the budget
+# and holds the review claim); once the leg has settled, only for a look at what happened.
+_PURGE_LEASES = """
+DELETE FROM reconciler_leases WHERE ctid IN (
+  SELECT l.ctid FROM reconciler_leases l
+   WHERE l.updated_at < $1
+     AND NOT EXISTS (SELECT 1 FROM operations o
+                      WHERE o.op_key = l.op_key AND o.state = ANY($2::text[]))
+     AND NOT EXISTS (SELECT 1 FROM operations o
+                      WHERE o.comp_op_key = l.op_key AND o.comp_state = ANY($2::text[]))
+   LIMIT $3)
+"""
+# A drift id is found again only while its subject (the effect, or the dispatch) is inside
+# the scan's window; `before` is older than that, plus the retention margin.
+_PURGE_DRIFT_REPORTED = """
+DELETE FROM reconciler_drift_reported WHERE ctid IN (
+  SELECT ctid FROM reconciler_drift_reported WHERE reported_at < $1 LIMIT $2)
+"""
+# The intake's guard for one resolution per review is needed while the review is open; once
+# the projection shows it resolved, the intake answers 409 from `reviews` itself, and the
+# resolution (who, what, note) stays in `reviews` and on recon.events.
+_PURGE_REVIEW_RESOLUTIONS = """
+DELETE FROM review_resolutions WHERE ctid IN (
+  SELECT rr.ctid FROM review_resolutions rr
+   WHERE rr.created_at < $1
+     AND EXISTS (SELECT 1 FROM reviews r WHERE r.id = rr.review_id AND r.state = 'resolved')
+   LIMIT $2)
+"""
+
+
+async def _delete_in_batches(conn: asyncpg.Connection, sql: str, *args: object) -> int:
+    total = 0
+    while True:
+        status = await conn.execute(sql, *args, PURGE_BATCH)
+        deleted = int(status.split()[-1])
+        total += deleted
+        if deleted < PURGE_BATCH:
+            return total
+
+
+async def purge(
+    conn: asyncpg.Connection, now: datetime, retention: timedelta, drift_window: timedelta
+) -> dict[str, int]:
+    """Delete the reconciler's bookkeeping nobody needs any more; returns rows per table.
+    Never touched: `events` (the audit log), `intents` (the intake's 409 for a resubmitted
+    tx_id with another body rests on it) and `webhook_deliveries` (the intake purges it
+    past its dedupe horizon)."""
+    return {
+        "reconciler_leases": await _delete_in_batches(
+            conn, _PURGE_LEASES, now - retention, list(IN_FLIGHT)
+        ),
+        "reconciler_drift_reported": await _delete_in_batches(
+            conn, _PURGE_DRIFT_REPORTED, now - drift_window - retention
+        ),
+        "review_resolutions": await _delete_in_batches(
+            conn, _PURGE_REVIEW_RESOLUTIONS, now - retention
+        ),
+    }

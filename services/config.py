@@ -75,6 +75,11 @@ class ReconcilerSettings:
     # A confirmed intent younger than this is not yet "without effect": the provider's list
     # may lag its answers.
     drift_grace_s: float = 60.0
+    # How long settled bookkeeping is kept (reconciler_leases of settled legs, review
+    # resolutions of resolved reviews; drift ids for the drift window plus this), and how
+    # often the reconciler deletes what is older.
+    retention_s: float = 7 * 86400.0
+    purge_interval_s: float = 3600.0
 
 
 @dataclass(frozen=True)
@@ -105,6 +110,8 @@ def _reconciler() -> ReconcilerSettings:
         drift_interval_s=_float("RECON_DRIFT_INTERVAL_S", "60"),
         drift_window_s=_float("RECON_DRIFT_WINDOW_S", "86400"),
         drift_grace_s=_float("RECON_DRIFT_GRACE_S", "60"),
+        retention_s=_float("RECON_RECONCILER_RETENTION_S", "604800"),
+        purge_interval_s=_float("RECON_PURGE_INTERVAL_S", "3600"),
     )
 
 

@@ -256,6 +256,21 @@ class Reconciler:
             log.warning("drift %s %s: %s", d.drift_id, d.kind.value, d.detail.get("message"))
         return found
 
+    # --- retention -----------------------------------------------------------------
+
+    async def purge(self) -> dict[str, int]:
+        config = self.settings.reconciler
+        async with self.pool.acquire() as conn:
+            deleted = await store.purge(
+                conn,
+                self.clock(),
+                retention=timedelta(seconds=config.retention_s),
+                drift_window=timedelta(seconds=config.drift_window_s),
+            )
+        if any(deleted.values()):
+            log.info("purged %s", ", ".join(f"{n} from {t}" for t, n in deleted.items()))
+        return deleted
+
     # --- scheduled entry points ----------------------------------------------------
 
     async def scheduled_tick(self) -> None:
@@ -269,6 +284,12 @@ class Reconciler:
             await self.drift_scan()
         except Exception:
             log.exception("drift scan failed; the next one retries")
+
+    async def scheduled_purge(self) -> None:
+        try:
+            await self.purge()
+        except Exception:
+            log.exception("purge failed; the next one retries")
 
 
 @asynccontextmanager
@@ -325,6 +346,17 @@ async def run_reconciler(settings: Settings, stop: asyncio.Event) -> None:
             max_instances=1,
             misfire_grace_time=max(1, int(config.drift_interval_s)),
             next_run_time=datetime.now(UTC) + timedelta(seconds=min(5.0, config.drift_interval_s)),
+        )
+        # Several reconcilers may purge at once: each DELETE is idempotent.
+        scheduler.add_job(
+            reconciler.scheduled_purge,
+            "interval",
+            id="purge",
+            seconds=config.purge_interval_s,
+            coalesce=True,
+            max_instances=1,
+            misfire_grace_time=max(1, int(config.purge_interval_s)),
+            next_run_time=datetime.now(UTC) + timedelta(seconds=min(30.0, config.purge_interval_s)),
         )
         scheduler.start()
         log.info(
