@@ -24,8 +24,14 @@ router = APIRouter()
 def redacted(detail: dict[str, Any]) -> dict[str, Any]:
     """What a tenant may see of a drift that belongs to no tenant: an allow-list, so a
     field added to the detail later stays hidden until someone decides otherwise."""
+    # The scan puts the operation at the top of the detail; the webhook ingress inside the
+    # provider's effect.
+    effect = detail.get("effect")
+    operation = detail.get("operation") or (
+        effect.get("operation") if isinstance(effect, dict) else None
+    )
     return {
-        "operation": detail.get("operation"),
+        "operation": operation,
         "redacted": True,
         "message": "an effect that matches no intent of this deployment; its detail is "
         "shown to operator keys only",
