@@ -8,6 +8,10 @@ planned from the same snapshot, so they propose the same n; one claim wins and t
 other finds nothing to update. A claim is taken before the lookup: a crash after it
 costs one lookup of the budget, never a second report of lookup n (and a repeated
 report would carry the same message id, which the decider drops).
+
+The review request is claimed the same way, but its claim expires (the planner's
+`review_retry`): a crash between the claim and the send would otherwise leave the leg
+`unknown` forever, never looked up again and never reviewed.
 """
 
 import json

@@ -7,6 +7,7 @@
   fencing token). Past the budget it sends RequestReview. The decider decides.
 - The drift scan compares each provider's list of effects with recon's ledger
   (reconcilers.drift) and produces DriftDetected to recon.drift.
+- The purge deletes settled bookkeeping past RECON_RECONCILER_RETENTION_S (store.purge).
 
 Both jobs run with coalesce=True and max_instances=1: a late or piled-up schedule runs
 once, and never overlaps itself in this process. Across processes (and for a tick run by
