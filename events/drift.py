@@ -17,6 +17,10 @@ class DriftKind(StrEnum):
     EFFECT_WITHOUT_INTENT = "effect_without_intent"  # the provider did something nobody asked
     INTENT_WITHOUT_EFFECT = "intent_without_effect"  # recon holds it confirmed; provider has none
     MISMATCH = "mismatch"  # both exist, but amount or payload differ
+    # The provider holds an effect under the key of an operation recon ended `failed`
+    # (refused, or resolved `not_applied`): a charge the customer paid that recon calls
+    # failed. Extends CONTRACT.md's three kinds compatibly.
+    EFFECT_AFTER_FAILURE = "effect_after_failure"
 
 
 class DriftDetected(Message):

@@ -76,7 +76,11 @@ class Projector:
         try:
             async with self.pool.acquire() as conn:
                 await apply_schema(conn)
-            await ensure_topics(self.settings.kafka_bootstrap, self.settings.topics)
+            await ensure_topics(
+                self.settings.kafka_bootstrap,
+                self.settings.topics,
+                durability=self.settings.kafka_durability,
+            )
             await self.dead_letters.start()
             self.consumer.subscribe(
                 [self.topic, self.drift_topic], listener=_SeekToStoredOffsets(self.seek)

@@ -145,3 +145,11 @@ CREATE INDEX IF NOT EXISTS webhook_deliveries_received ON webhook_deliveries (re
 -- The webhook ingress finds an intent not projected yet by either key in the intake's own
 -- rows (a provider may call back before the projector has caught up).
 CREATE INDEX IF NOT EXISTS intents_operations ON intents USING gin (operations jsonb_path_ops);
+
+-- The reconciler's reads of `events`: its drift scan finds the legs dispatched in its
+-- window (by occurred_at) and whether recon ever issued an effect's key (by op_key), both
+-- on OperationDispatched only. Without these each scan reads the whole audit log.
+CREATE INDEX IF NOT EXISTS events_dispatched_op_key ON events ((data->>'op_key'))
+    WHERE type = 'OperationDispatched';
+CREATE INDEX IF NOT EXISTS events_dispatched_at ON events (occurred_at)
+    WHERE type = 'OperationDispatched';

@@ -29,7 +29,13 @@ class Effect:
 @dataclass(frozen=True)
 class LedgerEntry:
     """One leg recon dispatched: the key and payload it sent, and whether it holds the
-    leg confirmed (a forward leg that was compensated since still left its effect)."""
+    leg confirmed (a forward leg that was compensated since still left its effect) or
+    failed for good (a forward leg ended `failed`: refused, or resolved `not_applied`).
+
+    An undo is never `failed` here: recon never settles on "the undo did not happen" (a
+    review resolved `not_applied` sends it again under the same key, lookup first), so an
+    undo's effect recon has not confirmed is in flight or under review, not drift. And a
+    compensated step legitimately has both effects, its own and its undo's."""
 
     tenant: str
     tx_id: str
@@ -41,6 +47,7 @@ class LedgerEntry:
     payload: dict[str, Any]
     dispatched_at: datetime
     confirmed: bool
+    failed: bool = False
 
 
 class UnreadableEffect(ValueError):
@@ -78,7 +85,11 @@ def compare(
 ) -> list[DriftDetected]:
     """`effects`: the provider's list (any age). `ledger`: recon's legs dispatched since
     `window_start`. `known_keys`: which of the effects' keys recon ever issued, whatever
-    their age, so an old intent is never mistaken for someone else's effect."""
+    their age, so an old intent is never mistaken for someone else's effect.
+
+    An effect younger than `grace` is not yet "without intent": the ledger is read from
+    projections that may lag the provider (a slow projector), and the intake's intent rows
+    are only one of the places known_keys looks."""
     detected_at = now.isoformat()
     by_key: dict[str, list[Effect]] = {}
     for effect in effects:
@@ -87,7 +98,7 @@ def compare(
     found: list[DriftDetected] = []
 
     for effect in effects:
-        if effect.created_at < window_start:
+        if effect.created_at < window_start or now - effect.created_at < grace:
             continue
         if effect.idempotency_key in entries or effect.idempotency_key in known_keys:
             continue
@@ -117,7 +128,10 @@ def compare(
             continue
         for effect in matching:
             differences = _differences(entry, effect)
-            if differences:
+            if entry.failed:
+                # Reported whatever the payload: that the effect exists at all is the news.
+                found.append(_after_failure(entry, effect, differences, detected_at))
+            elif differences:
                 found.append(_mismatch(entry, effect, differences, detected_at))
     return found
 
@@ -145,6 +159,30 @@ def _without_effect(entry: LedgerEntry, detected_at: str) -> DriftDetected:
             "leg": entry.leg.value,
             "payload": entry.payload,
             "dispatched_at": entry.dispatched_at.isoformat(),
+        },
+        detected_at=detected_at,
+    )
+
+
+def _after_failure(
+    entry: LedgerEntry, effect: Effect, differences: list[str], detected_at: str
+) -> DriftDetected:
+    return DriftDetected(
+        drift_id=drift_id(DriftKind.EFFECT_AFTER_FAILURE, entry.provider, effect.id),
+        kind=DriftKind.EFFECT_AFTER_FAILURE,
+        provider=entry.provider,
+        **_owner(entry),
+        effect_id=effect.id,
+        detail={
+            "message": f"recon holds {entry.operation} ({entry.leg.value} leg of "
+            f"{entry.tx_id}/{entry.action}) failed, but {entry.provider} holds {effect.id} "
+            f"under its key {entry.op_key!r}",
+            "operation": entry.operation,
+            "leg": entry.leg.value,
+            "recon": {"state": "failed", "payload": entry.payload},
+            "provider": {"operation": effect.operation, "payload": effect.payload},
+            "fields": differences,
+            "created_at": effect.created_at.isoformat(),
         },
         detected_at=detected_at,
     )

@@ -24,6 +24,10 @@ class Policy:
     budget: int  # lookups per (op_key, attempt)
     backoff: timedelta  # the wait after lookup 1; doubles after each lookup ...
     backoff_max: timedelta  # ... up to this
+    # A review request claimed this long ago whose leg is still in flight is asked again:
+    # the process may have died between the claim and the send (the request carries the
+    # same message id, so a repeat that did arrive is dropped by the decider).
+    review_retry: timedelta = timedelta(seconds=60)
 
     def delay_after(self, n: int) -> timedelta:
         """How long to wait after lookup n before lookup n + 1 (or, after the last one,
@@ -55,6 +59,7 @@ class Lease:
     lookups: int
     next_at: datetime
     review_requested: bool = False
+    review_requested_at: datetime | None = None  # when it was claimed (if known)
 
 
 @dataclass(frozen=True)
@@ -91,8 +96,15 @@ def plan(
             if now - leg.since >= policy.after:
                 steps.append(Lookup(leg, 1, now + policy.delay_after(1)))
             continue
-        if now < lease.next_at or lease.review_requested:
-            continue  # backing off, or already handed to a person
+        if lease.review_requested:
+            # Already asked. Normally the leg then leaves `dispatched`/`unknown` and is no
+            # candidate at all; still in flight past review_retry, the request was lost.
+            claimed = lease.review_requested_at
+            if claimed is not None and now - claimed >= policy.review_retry:
+                steps.append(Escalate(leg, lease.lookups))
+            continue
+        if now < lease.next_at:
+            continue  # backing off
         if lease.lookups < policy.budget:
             n = lease.lookups + 1
             steps.append(Lookup(leg, n, now + policy.delay_after(n)))

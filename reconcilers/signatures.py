@@ -76,6 +76,11 @@ class Verified:
 def standard_key(secret: str) -> bytes:
     """The HMAC key a Standard Webhooks secret stands for (`whsec_` prefix optional)."""
     encoded = secret.removeprefix(STANDARD_SECRET_PREFIX)
+    # Secrets are often handed out without their base64 padding, and the Standard Webhooks
+    # reference library accepts them: pad to a multiple of 4 before the strict decode, which
+    # still refuses anything that is not base64 (wrong alphabet, a stray length of 4n + 1).
+    if not encoded.endswith("="):
+        encoded += "=" * (-len(encoded) % 4)
     try:
         key = base64.b64decode(encoded, validate=True)
     except (binascii.Error, ValueError) as exc:

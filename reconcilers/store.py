@@ -8,10 +8,14 @@ planned from the same snapshot, so they propose the same n; one claim wins and t
 other finds nothing to update. A claim is taken before the lookup: a crash after it
 costs one lookup of the budget, never a second report of lookup n (and a repeated
 report would carry the same message id, which the decider drops).
+
+The review request is claimed the same way, but its claim expires (the planner's
+`review_retry`): a crash between the claim and the send would otherwise leave the leg
+`unknown` forever, never looked up again and never reviewed.
 """
 
 import json
-from datetime import datetime
+from datetime import datetime, timedelta
 
 import asyncpg
 
@@ -100,6 +104,7 @@ async def leases_for(conn: asyncpg.Connection, keys: list[LeaseKey]) -> dict[Lea
             lookups=row["lookups"],
             next_at=row["next_at"],
             review_requested=row["review_requested_at"] is not None,
+            review_requested_at=row["review_requested_at"],
         )
         for row in rows
     }
@@ -133,16 +138,26 @@ async def claim_lookup(
 
 
 async def claim_review(
-    conn: asyncpg.Connection, op_key: str, attempt: int, lookups: int, now: datetime
+    conn: asyncpg.Connection,
+    op_key: str,
+    attempt: int,
+    lookups: int,
+    now: datetime,
+    stale_before: datetime,
 ) -> bool:
+    """Take the review request of (op_key, attempt): the first time, or again once an
+    earlier claim is older than `stale_before` (its holder may have died before sending;
+    the claim expires instead of blocking the leg from review forever)."""
     row = await conn.fetchrow(
         "UPDATE reconciler_leases SET review_requested_at = $4, updated_at = $4"
-        " WHERE op_key = $1 AND attempt = $2 AND lookups = $3 AND review_requested_at IS NULL"
+        " WHERE op_key = $1 AND attempt = $2 AND lookups = $3"
+        " AND (review_requested_at IS NULL OR review_requested_at <= $5)"
         " RETURNING 1",
         op_key,
         attempt,
         lookups,
         now,
+        stale_before,
     )
     return row is not None
 
@@ -189,8 +204,11 @@ async def ledger(conn: asyncpg.Connection, since: datetime) -> list[LedgerEntry]
     entries = []
     for row in rows:
         leg = Leg(row["leg"])
+        failed = False
         if leg is Leg.FORWARD:
             confirmed = row["state"] in ("confirmed", "compensating", "compensated")
+            # Refused for good, or resolved not_applied: recon holds that it left no effect.
+            failed = row["state"] == "failed"
         else:
             confirmed = row["comp_state"] == "confirmed" or row["state"] == "compensated"
         entries.append(
@@ -205,22 +223,32 @@ async def ledger(conn: asyncpg.Connection, since: datetime) -> list[LedgerEntry]
                 payload=json.loads(row["payload"]),
                 dispatched_at=row["dispatched_at"],
                 confirmed=confirmed,
+                failed=failed,
             )
         )
     return entries
+
+
+# The projections, and the intake's own intent rows: the intake writes an intent (with every
+# key it will use, compensation keys included) before the transaction reaches Kafka, so a
+# key is known here even while the projector is slow or stopped.
+_KNOWN_KEYS = """
+SELECT op_key AS key FROM operations WHERE op_key = ANY($1::text[])
+UNION SELECT comp_op_key FROM operations WHERE comp_op_key = ANY($1::text[])
+UNION SELECT data->>'op_key' FROM events
+ WHERE type = 'OperationDispatched' AND data->>'op_key' = ANY($1::text[])
+UNION SELECT k FROM unnest($1::text[]) AS k
+ WHERE EXISTS (SELECT 1 FROM intents i
+                WHERE i.operations @> jsonb_build_array(jsonb_build_object('op_key', k))
+                   OR i.operations @> jsonb_build_array(jsonb_build_object('compensation_key', k)))
+"""
 
 
 async def known_keys(conn: asyncpg.Connection, keys: list[str]) -> set[str]:
     """Which of these idempotency keys recon ever sent (or will send) under any leg."""
     if not keys:
         return set()
-    rows = await conn.fetch(
-        "SELECT op_key AS key FROM operations WHERE op_key = ANY($1::text[])"
-        " UNION SELECT comp_op_key FROM operations WHERE comp_op_key = ANY($1::text[])"
-        " UNION SELECT data->>'op_key' FROM events"
-        "  WHERE type = 'OperationDispatched' AND data->>'op_key' = ANY($1::text[])",
-        keys,
-    )
+    rows = await conn.fetch(_KNOWN_KEYS, keys)
     return {row["key"] for row in rows}
 
 
@@ -240,3 +268,67 @@ async def mark_reported(
         " VALUES ($1, $2, $3) ON CONFLICT (drift_id) DO NOTHING",
         reported,
     )
+
+
+# --- retention -------------------------------------------------------------------------
+
+PURGE_BATCH = 5000  # rows per DELETE, so a large backlog never holds long locks
+
+# A lease is needed while its leg is in flight (it counts the lookups against the budget
+# and holds the review claim); once the leg has settled, only for a look at what happened.
+_PURGE_LEASES = """
+DELETE FROM reconciler_leases WHERE ctid IN (
+  SELECT l.ctid FROM reconciler_leases l
+   WHERE l.updated_at < $1
+     AND NOT EXISTS (SELECT 1 FROM operations o
+                      WHERE o.op_key = l.op_key AND o.state = ANY($2::text[]))
+     AND NOT EXISTS (SELECT 1 FROM operations o
+                      WHERE o.comp_op_key = l.op_key AND o.comp_state = ANY($2::text[]))
+   LIMIT $3)
+"""
+# A drift id is found again only while its subject (the effect, or the dispatch) is inside
+# the scan's window; `before` is older than that, plus the retention margin.
+_PURGE_DRIFT_REPORTED = """
+DELETE FROM reconciler_drift_reported WHERE ctid IN (
+  SELECT ctid FROM reconciler_drift_reported WHERE reported_at < $1 LIMIT $2)
+"""
+# The intake's guard for one resolution per review is needed while the review is open; once
+# the projection shows it resolved, the intake answers 409 from `reviews` itself, and the
+# resolution (who, what, note) stays in `reviews` and on recon.events.
+_PURGE_REVIEW_RESOLUTIONS = """
+DELETE FROM review_resolutions WHERE ctid IN (
+  SELECT rr.ctid FROM review_resolutions rr
+   WHERE rr.created_at < $1
+     AND EXISTS (SELECT 1 FROM reviews r WHERE r.id = rr.review_id AND r.state = 'resolved')
+   LIMIT $2)
+"""
+
+
+async def _delete_in_batches(conn: asyncpg.Connection, sql: str, *args: object) -> int:
+    total = 0
+    while True:
+        status = await conn.execute(sql, *args, PURGE_BATCH)
+        deleted = int(status.split()[-1])
+        total += deleted
+        if deleted < PURGE_BATCH:
+            return total
+
+
+async def purge(
+    conn: asyncpg.Connection, now: datetime, retention: timedelta, drift_window: timedelta
+) -> dict[str, int]:
+    """Delete the reconciler's bookkeeping nobody needs any more; returns rows per table.
+    Never touched: `events` (the audit log), `intents` (the intake's 409 for a resubmitted
+    tx_id with another body rests on it) and `webhook_deliveries` (the intake purges it
+    past its dedupe horizon)."""
+    return {
+        "reconciler_leases": await _delete_in_batches(
+            conn, _PURGE_LEASES, now - retention, list(IN_FLIGHT)
+        ),
+        "reconciler_drift_reported": await _delete_in_batches(
+            conn, _PURGE_DRIFT_REPORTED, now - drift_window - retention
+        ),
+        "review_resolutions": await _delete_in_batches(
+            conn, _PURGE_REVIEW_RESOLUTIONS, now - retention
+        ),
+    }

@@ -51,6 +51,14 @@ def _int(name: str, default: str, minimum: int = 1) -> int:
 
 
 @dataclass(frozen=True)
+class Operator:
+    """What an operator key (RECON_OPERATOR_KEYS, key=tenant:person) names."""
+
+    tenant: str
+    person: str
+
+
+@dataclass(frozen=True)
 class ReconcilerSettings:
     """The pull reconciler and the drift scan (services.reconciler)."""
 
@@ -59,11 +67,36 @@ class ReconcilerSettings:
     budget: int = 6  # lookups per (operation leg, attempt) before manual review
     backoff_s: float = 1.0  # delay after the first lookup, doubling after each one ...
     backoff_max_s: float = 30.0  # ... up to this
+    # A review request claimed but not followed by the leg leaving dispatched/unknown is
+    # sent again after this long (a crash between the claim and the send).
+    review_retry_s: float = 60.0
     drift_interval_s: float = 60.0
     drift_window_s: float = 86400.0  # how far back the drift scan compares
     # A confirmed intent younger than this is not yet "without effect": the provider's list
     # may lag its answers.
     drift_grace_s: float = 60.0
+    # How long settled bookkeeping is kept (reconciler_leases of settled legs, review
+    # resolutions of resolved reviews; drift ids for the drift window plus this), and how
+    # often the reconciler deletes what is older.
+    retention_s: float = 7 * 86400.0
+    purge_interval_s: float = 3600.0
+
+
+@dataclass(frozen=True)
+class Durability:
+    """RECON_KAFKA_REPLICATION_FACTOR and RECON_KAFKA_MIN_INSYNC_REPLICAS."""
+
+    replication_factor: int = 1
+    min_insync_replicas: int = 1
+
+    def __post_init__(self) -> None:
+        # Checked here too (_durability checks the environment): with more in-sync
+        # replicas required than copies exist, every acks=all write would be refused.
+        if not 1 <= self.min_insync_replicas <= self.replication_factor:
+            raise ValueError(
+                f"min.insync.replicas {self.min_insync_replicas} must be between 1 and the "
+                f"replication factor {self.replication_factor}"
+            )
 
 
 def _reconciler() -> ReconcilerSettings:
@@ -73,9 +106,12 @@ def _reconciler() -> ReconcilerSettings:
         budget=_int("RECON_RECONCILE_BUDGET", "6"),
         backoff_s=_float("RECON_RECONCILE_BACKOFF_S", "1"),
         backoff_max_s=_float("RECON_RECONCILE_BACKOFF_MAX_S", "30"),
+        review_retry_s=_float("RECON_RECONCILE_REVIEW_RETRY_S", "60"),
         drift_interval_s=_float("RECON_DRIFT_INTERVAL_S", "60"),
         drift_window_s=_float("RECON_DRIFT_WINDOW_S", "86400"),
         drift_grace_s=_float("RECON_DRIFT_GRACE_S", "60"),
+        retention_s=_float("RECON_RECONCILER_RETENTION_S", "604800"),
+        purge_interval_s=_float("RECON_PURGE_INTERVAL_S", "3600"),
     )
 
 
@@ -87,6 +123,10 @@ class Settings:
     environment: str
     # API key -> tenant. The key names the tenant; request bodies never do.
     api_keys: dict[str, str] = field(default_factory=dict)
+    # Operator key -> (tenant, person); authenticates as the tenant, and as an operator.
+    operator_keys: dict[str, Operator] = field(
+        default_factory=lambda: {"ops-key": Operator("demo", "operator")}
+    )
     # provider name -> base URL of its API
     providers: dict[str, str] = field(default_factory=dict)
     intake_host: str = "127.0.0.1"
@@ -101,6 +141,8 @@ class Settings:
     webhook_tolerance_s: int = 300
     webhook_dedupe_horizon_s: int = MIN_DEDUPE_HORIZON_S
     reconciler: ReconcilerSettings = field(default_factory=ReconcilerSettings)
+    # Topic replication and min.insync.replicas for the topics recon creates.
+    kafka_durability: Durability = field(default_factory=Durability)
 
     @property
     def group_prefix(self) -> str:
@@ -153,12 +195,47 @@ def _dedupe_horizon() -> int:
     return horizon
 
 
+def _durability() -> Durability:
+    replication = _int("RECON_KAFKA_REPLICATION_FACTOR", "1")
+    min_insync = _int("RECON_KAFKA_MIN_INSYNC_REPLICAS", "1")
+    if min_insync > replication:
+        raise ConfigError(
+            f"RECON_KAFKA_MIN_INSYNC_REPLICAS: {min_insync} is more than "
+            f"RECON_KAFKA_REPLICATION_FACTOR ({replication}); acks=all writes would all be "
+            "refused. For a cluster use 3 and 2"
+        )
+    return Durability(replication_factor=replication, min_insync_replicas=min_insync)
+
+
+def _valid_tenant(name: str, tenant: str) -> str:
+    if not tenant.replace("-", "").replace("_", "").isalnum():
+        raise ConfigError(f"{name}: tenant {tenant!r} may hold only [A-Za-z0-9_-]")
+    return tenant
+
+
+def operator_keys(raw: str, api_keys: dict[str, str]) -> dict[str, Operator]:
+    """RECON_OPERATOR_KEYS: "key=tenant:person,..."."""
+    operators: dict[str, Operator] = {}
+    for key, owner in _pairs("RECON_OPERATOR_KEYS", raw).items():
+        tenant, colon, person = owner.partition(":")
+        if not colon or not person.strip():
+            raise ConfigError(
+                f"RECON_OPERATOR_KEYS: expected key=tenant:person, got {key}={owner!r}"
+            )
+        if key in api_keys:
+            # One key, two meanings: whichever won would silently grant or withhold.
+            raise ConfigError("RECON_OPERATOR_KEYS: a key is also listed in RECON_API_KEYS")
+        operators[key] = Operator(
+            _valid_tenant("RECON_OPERATOR_KEYS", tenant.strip()), person.strip()
+        )
+    return operators
+
+
 def load_settings() -> Settings:
     env = os.environ
     api_keys = _pairs("RECON_API_KEYS", env.get("RECON_API_KEYS", "demo-key=demo"))
     for tenant in api_keys.values():
-        if not tenant.replace("-", "").replace("_", "").isalnum():
-            raise ConfigError(f"RECON_API_KEYS: tenant {tenant!r} may hold only [A-Za-z0-9_-]")
+        _valid_tenant("RECON_API_KEYS", tenant)
     webhook_secrets, webhook_schemes = webhook_settings(
         env.get("RECON_WEBHOOK_SECRETS", f"sandbox={DEFAULT_WEBHOOK_SECRET}"),
         env.get("RECON_WEBHOOK_SCHEMES", "sandbox=standard"),
@@ -172,6 +249,9 @@ def load_settings() -> Settings:
         topics=Topics(env.get("RECON_TOPIC_PREFIX", "")),
         environment=env.get("RECON_ENVIRONMENT", "dev"),
         api_keys=api_keys,
+        operator_keys=operator_keys(
+            env.get("RECON_OPERATOR_KEYS", "ops-key=demo:operator"), api_keys
+        ),
         providers=_pairs(
             "RECON_PROVIDERS", env.get("RECON_PROVIDERS", "sandbox=http://127.0.0.1:8090")
         ),
@@ -183,4 +263,5 @@ def load_settings() -> Settings:
         webhook_tolerance_s=_int("RECON_WEBHOOK_TOLERANCE_S", "300"),
         webhook_dedupe_horizon_s=_dedupe_horizon(),
         reconciler=_reconciler(),
+        kafka_durability=_durability(),
     )

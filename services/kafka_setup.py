@@ -1,4 +1,12 @@
-"""Creating recon's topics with the settings the design relies on."""
+"""Creating recon's topics with the settings the design relies on.
+
+Durability: every topic is created with `Durability.replication_factor` copies and
+`min.insync.replicas`, and every producer writes with acks=all (services.kafka_clients), so
+an acknowledged record is on at least min.insync.replicas brokers. The defaults (1 and 1)
+suit a single local broker; a cluster should run 3 and 2, so that one broker may be down
+without refusing writes and an acknowledged record survives the loss of any one broker.
+Only topics that do not exist yet are created: an existing topic keeps its configuration.
+"""
 
 import asyncio
 import logging
@@ -7,10 +15,16 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import KafkaConnectionError, TopicAlreadyExistsError
 
 from events.topics import PARTITIONS, Topics
+from services.config import Durability
 
 log = logging.getLogger(__name__)
 
 FOREVER = {"retention.ms": "-1", "retention.bytes": "-1"}
+_TOPIC_ALREADY_EXISTS = 36  # Kafka error code: another process created it first
+
+
+class TopicSetupError(RuntimeError):
+    """The broker refused to create a topic (e.g. more replicas than brokers)."""
 
 
 def topic_configs(topics: Topics) -> dict[str, dict[str, str]]:
@@ -30,8 +44,16 @@ def topic_configs(topics: Topics) -> dict[str, dict[str, str]]:
     }
 
 
-async def ensure_topics(bootstrap: str, topics: Topics, timeout_s: float = 60) -> None:
+async def ensure_topics(
+    bootstrap: str,
+    topics: Topics,
+    timeout_s: float = 60,
+    *,
+    durability: Durability | None = None,
+) -> None:
     """Create every topic that does not exist yet; waits for the broker to answer."""
+    durability = durability or Durability()
+    replicated = {"min.insync.replicas": str(durability.min_insync_replicas)}
     deadline = asyncio.get_running_loop().time() + timeout_s
     while True:
         admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=10000)
@@ -46,15 +68,37 @@ async def ensure_topics(bootstrap: str, topics: Topics, timeout_s: float = 60) -
     try:
         existing = set(await admin.list_topics())
         wanted = [
-            NewTopic(name, PARTITIONS, 1, topic_configs=config)
+            NewTopic(
+                name,
+                PARTITIONS,
+                durability.replication_factor,
+                topic_configs=config | replicated,
+            )
             for name, config in topic_configs(topics).items()
             if name not in existing
         ]
         if wanted:
             try:
-                await admin.create_topics(wanted)
+                response = await admin.create_topics(wanted)
             except TopicAlreadyExistsError:
                 pass  # another process created them first; same configuration
+            else:
+                # The broker answers per topic; a refusal (a replication factor larger
+                # than the cluster, say) does not raise, and would otherwise leave every
+                # process waiting on a topic that never appears.
+                refused = [
+                    f"{topic}: error {code} {message or ''}".strip()
+                    for topic, code, *rest in response.topic_errors
+                    for message in [rest[0] if rest else None]
+                    if code not in (0, _TOPIC_ALREADY_EXISTS)
+                ]
+                if refused:
+                    raise TopicSetupError(
+                        f"Kafka refused to create topics with replication factor "
+                        f"{durability.replication_factor} and min.insync.replicas "
+                        f"{durability.min_insync_replicas} (RECON_KAFKA_REPLICATION_FACTOR, "
+                        f"RECON_KAFKA_MIN_INSYNC_REPLICAS): {'; '.join(refused)}"
+                    )
             log.info("created topics %s", [t.name for t in wanted])
     finally:
         await admin.close()

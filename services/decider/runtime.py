@@ -414,5 +414,7 @@ async def _stop_quietly(producer: AIOKafkaProducer) -> None:
 
 
 async def run_decider(settings: Settings, stop: asyncio.Event) -> None:
-    await ensure_topics(settings.kafka_bootstrap, settings.topics)
+    await ensure_topics(
+        settings.kafka_bootstrap, settings.topics, durability=settings.kafka_durability
+    )
     await Decider(settings).run(stop)

@@ -200,7 +200,9 @@ class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
 
 
 async def run_dispatcher(settings: Settings, stop: asyncio.Event) -> None:
-    await ensure_topics(settings.kafka_bootstrap, settings.topics)
+    await ensure_topics(
+        settings.kafka_bootstrap, settings.topics, durability=settings.kafka_durability
+    )
     timeout = httpx.Timeout(
         settings.provider_timeout_s, connect=min(2.0, settings.provider_timeout_s)
     )

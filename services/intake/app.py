@@ -53,7 +53,9 @@ def create_app(settings: Settings) -> FastAPI:
                 await apply_schema(conn)
             # Producing to a missing topic would let the broker create it with its default
             # partition count, breaking co-partitioning.
-            await ensure_topics(settings.kafka_bootstrap, settings.topics)
+            await ensure_topics(
+                settings.kafka_bootstrap, settings.topics, durability=settings.kafka_durability
+            )
             producer = acked_producer(settings)
             admin = AIOKafkaAdminClient(
                 bootstrap_servers=settings.kafka_bootstrap,

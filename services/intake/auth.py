@@ -1,31 +1,72 @@
 """Bearer API keys. The key names the tenant; a request body never does, so an agent
-cannot act for another tenant by writing its name."""
+cannot act for another tenant by writing its name.
+
+Two kinds of key (CONTRACT.md, "v1 additions"): agent keys (RECON_API_KEYS, key=tenant)
+and operator keys (RECON_OPERATOR_KEYS, key=tenant:person). An operator key authenticates
+as its tenant too, and also names the person; it sees what only operators may see (the full
+detail of drift that belongs to no tenant), never another tenant's own data.
+"""
 
 import hmac
+from dataclasses import dataclass
 
 from fastapi import Request
 
+from services.config import Operator
 from services.intake.errors import ApiError
 
 _UNAUTHORIZED = "send `Authorization: Bearer <api key>` with a key issued for your tenant"
 
 
-def tenant_for(authorization: str | None, api_keys: dict[str, str]) -> str:
+@dataclass(frozen=True)
+class Principal:
+    tenant: str
+    operator: str | None = None  # the person, when the key is an operator key
+
+    @property
+    def is_operator(self) -> bool:
+        return self.operator is not None
+
+
+def principal_for(
+    authorization: str | None,
+    api_keys: dict[str, str],
+    operator_keys: dict[str, Operator] | None = None,
+) -> Principal:
     scheme, _, key = (authorization or "").partition(" ")
     if scheme.lower() != "bearer" or not key.strip():
         raise ApiError(401, "unauthorized", f"missing API key: {_UNAUTHORIZED}")
-    tenant = None
+    presented = key.strip().encode()
+    found = None
     # Compare against every key in constant time so response timing does not leak
-    # how much of a guessed key was right.
+    # how much of a guessed key was right, nor which kind of key it was.
     for known, owner in api_keys.items():
-        if hmac.compare_digest(known.encode(), key.strip().encode()):
-            tenant = owner
-    if tenant is None:
+        if hmac.compare_digest(known.encode(), presented):
+            found = Principal(owner)
+    for known, operator in (operator_keys or {}).items():
+        if hmac.compare_digest(known.encode(), presented):
+            found = Principal(operator.tenant, operator.person)
+    if found is None:
         raise ApiError(401, "unauthorized", f"unknown API key: {_UNAUTHORIZED}")
-    return tenant
+    return found
+
+
+def tenant_for(
+    authorization: str | None,
+    api_keys: dict[str, str],
+    operator_keys: dict[str, Operator] | None = None,
+) -> str:
+    return principal_for(authorization, api_keys, operator_keys).tenant
+
+
+def principal(request: Request) -> Principal:
+    """FastAPI dependency: who the request's API key names."""
+    settings = request.app.state.settings
+    return principal_for(
+        request.headers.get("authorization"), settings.api_keys, settings.operator_keys
+    )
 
 
 def tenant(request: Request) -> str:
-    """FastAPI dependency: the tenant of the request's API key."""
-    api_keys: dict[str, str] = request.app.state.settings.api_keys
-    return tenant_for(request.headers.get("authorization"), api_keys)
+    """FastAPI dependency: the tenant of the request's API key (agent or operator)."""
+    return principal(request).tenant

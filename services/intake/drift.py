@@ -1,13 +1,18 @@
 """`GET /v1/drift` (CONTRACT.md, "Reviews and drift"): what the provider and recon's ledger
 disagree about, as projected from recon.drift.
 
-A drift about one of recon's operations carries its tenant and is shown to that tenant
-only. An effect that matches no intent has no tenant: in v1 the deployment's tenants
-share the provider accounts recon is configured with, so every tenant sees it.
+Who sees what:
+- A drift about one of recon's operations carries its tenant and is shown to that tenant
+  only (agent and operator keys alike).
+- An effect that matches no intent has no tenant. Its payload may hold another tenant's
+  customer, email or amount (an intent not yet known to the scan, a stray charge on the
+  shared provider account), so a tenant's agent key sees it redacted: kind, provider,
+  effect id, operation and when it was found, nothing of the payload. Operator keys
+  (RECON_OPERATOR_KEYS) see its full detail.
 """
 
 import json
-from typing import Any
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Request
 
@@ -16,17 +21,40 @@ from services.intake import auth
 router = APIRouter()
 
 
+def redacted(detail: dict[str, Any]) -> dict[str, Any]:
+    """What a tenant may see of a drift that belongs to no tenant: an allow-list, so a
+    field added to the detail later stays hidden until someone decides otherwise."""
+    # The scan puts the operation at the top of the detail; the webhook ingress inside the
+    # provider's effect.
+    effect = detail.get("effect")
+    operation = detail.get("operation") or (
+        effect.get("operation") if isinstance(effect, dict) else None
+    )
+    return {
+        "operation": operation,
+        "redacted": True,
+        "message": "an effect that matches no intent of this deployment; its detail is "
+        "shown to operator keys only",
+    }
+
+
 @router.get("/v1/drift")
-async def list_drift(request: Request, tenant: str = Depends(auth.tenant)) -> dict[str, Any]:
+async def list_drift(
+    request: Request, who: Annotated[auth.Principal, Depends(auth.principal)]
+) -> dict[str, Any]:
     async with request.app.state.pool.acquire() as conn:
         rows = await conn.fetch(
-            "SELECT drift_id, kind, provider, tx_id, action, op_key, effect_id, detail,"
+            "SELECT drift_id, tenant, kind, provider, tx_id, action, op_key, effect_id, detail,"
             " detected_at FROM drift WHERE tenant = $1 OR tenant IS NULL"
             " ORDER BY detected_at, drift_id",
-            tenant,
+            who.tenant,
         )
-    return {
-        "drift": [
+    drift = []
+    for row in rows:
+        detail = json.loads(row["detail"])
+        if row["tenant"] is None and not who.is_operator:
+            detail = redacted(detail)
+        drift.append(
             {
                 "id": row["drift_id"],
                 "kind": row["kind"],
@@ -35,9 +63,8 @@ async def list_drift(request: Request, tenant: str = Depends(auth.tenant)) -> di
                 "action": row["action"],
                 "op_key": row["op_key"],
                 "effect_id": row["effect_id"],
-                "detail": json.loads(row["detail"]),
+                "detail": detail,
                 "detected_at": row["detected_at"].isoformat(),
             }
-            for row in rows
-        ]
-    }
+        )
+    return {"drift": drift}

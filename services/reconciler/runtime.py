@@ -7,6 +7,7 @@
   fencing token). Past the budget it sends RequestReview. The decider decides.
 - The drift scan compares each provider's list of effects with recon's ledger
   (reconcilers.drift) and produces DriftDetected to recon.drift.
+- The purge deletes settled bookkeeping past RECON_RECONCILER_RETENTION_S (store.purge).
 
 Both jobs run with coalesce=True and max_instances=1: a late or piled-up schedule runs
 once, and never overlaps itself in this process. Across processes (and for a tick run by
@@ -41,6 +42,7 @@ from reconcilers.pull import (
     review_request_id,
 )
 from services.config import Settings
+from services.crash_points import crash_point
 from services.dispatcher.adapters import ListingUnavailable, ProviderAdapter, build_adapters
 from services.dispatcher.classify import Seen
 from services.kafka_clients import acked_producer
@@ -83,6 +85,7 @@ class Reconciler:
             budget=config.budget,
             backoff=timedelta(seconds=config.backoff_s),
             backoff_max=timedelta(seconds=config.backoff_max_s),
+            review_retry=timedelta(seconds=config.review_retry_s),
         )
         self.lookups = asyncio.Semaphore(MAX_CONCURRENT_LOOKUPS)
 
@@ -161,8 +164,11 @@ class Reconciler:
     async def _escalate(self, step: Escalate, now: datetime, report: TickReport) -> None:
         leg = step.leg
         async with self.pool.acquire() as conn:
-            if not await store.claim_review(conn, leg.op_key, leg.attempt, step.lookups, now):
+            if not await store.claim_review(
+                conn, leg.op_key, leg.attempt, step.lookups, now, now - self.policy.review_retry
+            ):
                 return
+        crash_point("reconciler.after_review_mark")
         command = RequestReview(
             message_id=review_request_id(leg.op_key, leg.attempt),
             tenant=leg.tenant,
@@ -251,6 +257,21 @@ class Reconciler:
             log.warning("drift %s %s: %s", d.drift_id, d.kind.value, d.detail.get("message"))
         return found
 
+    # --- retention -----------------------------------------------------------------
+
+    async def purge(self) -> dict[str, int]:
+        config = self.settings.reconciler
+        async with self.pool.acquire() as conn:
+            deleted = await store.purge(
+                conn,
+                self.clock(),
+                retention=timedelta(seconds=config.retention_s),
+                drift_window=timedelta(seconds=config.drift_window_s),
+            )
+        if any(deleted.values()):
+            log.info("purged %s", ", ".join(f"{n} from {t}" for t, n in deleted.items()))
+        return deleted
+
     # --- scheduled entry points ----------------------------------------------------
 
     async def scheduled_tick(self) -> None:
@@ -265,12 +286,20 @@ class Reconciler:
         except Exception:
             log.exception("drift scan failed; the next one retries")
 
+    async def scheduled_purge(self) -> None:
+        try:
+            await self.purge()
+        except Exception:
+            log.exception("purge failed; the next one retries")
+
 
 @asynccontextmanager
 async def open_reconciler(settings: Settings) -> AsyncIterator[Reconciler]:
     """Topics, schema, a Postgres pool, a producer and the providers' adapters: what the
     process and the CLI's one-off scan both need."""
-    await ensure_topics(settings.kafka_bootstrap, settings.topics)
+    await ensure_topics(
+        settings.kafka_bootstrap, settings.topics, durability=settings.kafka_durability
+    )
     pool = await asyncpg.create_pool(settings.database_url, min_size=1, max_size=8)
     try:
         async with pool.acquire() as conn:
@@ -318,6 +347,17 @@ async def run_reconciler(settings: Settings, stop: asyncio.Event) -> None:
             max_instances=1,
             misfire_grace_time=max(1, int(config.drift_interval_s)),
             next_run_time=datetime.now(UTC) + timedelta(seconds=min(5.0, config.drift_interval_s)),
+        )
+        # Several reconcilers may purge at once: each DELETE is idempotent.
+        scheduler.add_job(
+            reconciler.scheduled_purge,
+            "interval",
+            id="purge",
+            seconds=config.purge_interval_s,
+            coalesce=True,
+            max_instances=1,
+            misfire_grace_time=max(1, int(config.purge_interval_s)),
+            next_run_time=datetime.now(UTC) + timedelta(seconds=min(30.0, config.purge_interval_s)),
         )
         scheduler.start()
         log.info(

@@ -96,5 +96,7 @@ class Orchestrator:
 
 
 async def run_saga(settings: Settings, stop: asyncio.Event) -> None:
-    await ensure_topics(settings.kafka_bootstrap, settings.topics)
+    await ensure_topics(
+        settings.kafka_bootstrap, settings.topics, durability=settings.kafka_durability
+    )
     await Orchestrator(settings).run(stop)

@@ -122,3 +122,84 @@ async def test_each_drift_kind_is_reported_once(stack: Stack, recon: Recon) -> N
     )
     # The drift table is the projector's; whether it has caught up yet is its business.
     assert shown.returncode == 0, shown.stderr
+
+
+def scanner_settings(stack: Stack, grace_s: float) -> Settings:
+    return Settings(
+        kafka_bootstrap=stack.kafka_bootstrap,
+        database_url=stack.database_url,
+        topics=Topics(stack.topic_prefix),
+        environment="dev",
+        providers={"sandbox": stack.sandbox_url},
+        reconciler=ReconcilerSettings(drift_grace_s=grace_s),
+    )
+
+
+async def test_an_effect_whose_intent_is_not_projected_yet_is_not_reported_as_drift(
+    stack: Stack, recon: Recon
+) -> None:
+    # A stopped projector is the slowest projector: the provider holds the effects, the
+    # intake holds the intents, and the projections know nothing of either.
+    stack.stop("reconciler")
+    stack.stop("projector")
+    assert (await recon.submit(transaction("slow-1", receipt=False))).status_code == 202
+    deadline = time.monotonic() + 30
+    while len(effects := await recon.effects()) < 2:
+        assert time.monotonic() < deadline, effects
+        await asyncio.sleep(0.2)
+    conn = await asyncpg.connect(stack.database_url)
+    try:
+        assert await conn.fetchval("SELECT count(*) FROM operations") == 0
+        assert await conn.fetchval("SELECT count(*) FROM events") == 0
+    finally:
+        await conn.close()
+
+    async with open_reconciler(scanner_settings(stack, grace_s=0.001)) as reconciler:
+        assert await reconciler.drift_scan() == []
+
+        # An effect no intent asked for, seconds old: within the grace period it is not
+        # reported yet; past it, it is.
+        stray = await recon.http.post(
+            f"{stack.sandbox_url}/v1/effects/unrecorded",
+            json={"operation": "payments.charge", "payload": {"amount": 5, "currency": "usd"}},
+        )
+        assert stray.status_code == 200, stray.text
+        reconciler.settings = scanner_settings(stack, grace_s=3600)
+        assert await reconciler.drift_scan() == []
+        reconciler.settings = scanner_settings(stack, grace_s=0.001)
+        found = await reconciler.drift_scan()
+        assert [(d.kind.value, d.effect_id) for d in found] == [
+            ("effect_without_intent", stray.json()["id"])
+        ]
+
+
+async def test_an_effect_under_a_failed_charge_is_reported_as_effect_after_failure(
+    stack: Stack, recon: Recon
+) -> None:
+    stack.stop("reconciler")
+    body = transaction("paid-1", customer="cus_decline", receipt=False)
+    assert (await recon.submit(body)).status_code == 202
+    tx = await recon.wait_terminal("paid-1")
+    assert tx["status"] == "compensated"
+    charge = op(tx, "charge")
+    assert charge["state"] == "failed"
+    effects: list[Any] = await recon.effects()
+    assert effects_for(effects, charge["op_key"]) == []
+
+    # What a provider that answered 402 and charged anyway would list.
+    [reserve_effect] = effects_for(effects, op(tx, "reserve")["op_key"])
+    paid = {
+        **reserve_effect,
+        "id": "ch_paid_after_all",
+        "operation": "payments.charge",
+        "idempotency_key": charge["op_key"],
+        "payload": {"amount": 1299, "currency": "usd", "customer": "cus_decline"},
+    }
+    async with open_reconciler(scanner_settings(stack, grace_s=0.001)) as reconciler:
+        found = await reconciler.drift_scan({"sandbox": [*effects, paid]})
+    # The reserve and its release both have their effects: a compensated step is no drift.
+    assert [(d.kind.value, d.effect_id, d.tx_id, d.action, d.op_key) for d in found] == [
+        ("effect_after_failure", "ch_paid_after_all", "paid-1", "charge", charge["op_key"])
+    ]
+    assert found[0].tenant == "demo"
+    assert found[0].detail["provider"]["payload"]["amount"] == 1299

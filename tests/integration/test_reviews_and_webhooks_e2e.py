@@ -114,7 +114,8 @@ async def test_webhooks_confirm_lost_responses_once_and_report_unintended_effect
     duplicated = await recon.http.get(f"{recon.sandbox_url}/v1/webhooks/deliveries")
     assert all(d["status"] == "delivered" for d in duplicated.json()["deliveries"])
 
-    # An effect nobody asked recon for: reported as drift, once, to every tenant.
+    # An effect nobody asked recon for: reported as drift, once, to every tenant (redacted;
+    # in full to operator keys, README "Drift").
     stray = await recon.http.post(
         f"{recon.sandbox_url}/v1/effects/unrecorded",
         json={"operation": "payments.refund", "payload": {"amount": 500, "currency": "usd"}},
@@ -128,7 +129,7 @@ async def test_webhooks_confirm_lost_responses_once_and_report_unintended_effect
 
     async def drift_listed() -> list[dict[str, Any]] | None:
         response = await recon.http.get(f"{recon.intake_url}/v1/drift", headers=recon.headers)
-        found = [d for d in response.json()["drift"] if d["detail"]["effect"]["id"] == effect_id]
+        found = [d for d in response.json()["drift"] if d["effect_id"] == effect_id]
         return found or None
 
     reported = await eventually(drift_listed, "the unintended effect listed as drift")
@@ -142,6 +143,13 @@ async def test_webhooks_confirm_lost_responses_once_and_report_unintended_effect
         "sandbox",
         None,
     )
+    assert drift["detail"]["redacted"] is True
+    assert drift["detail"]["operation"] == "payments.refund"
+    operator = await recon.http.get(
+        f"{recon.intake_url}/v1/drift", headers={"Authorization": "Bearer ops-key"}
+    )
+    [full] = [d for d in operator.json()["drift"] if d["effect_id"] == effect_id]
+    assert full["detail"]["effect"]["id"] == effect_id
 
 
 @pytest.fixture

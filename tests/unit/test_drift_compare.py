@@ -12,18 +12,26 @@ GRACE = timedelta(seconds=60)
 CHARGE = {"amount": 1299, "currency": "usd", "customer": "cus_1"}
 
 
-def entry(op_key: str = "rk1_a", *, confirmed: bool = True, age_s: float = 600) -> LedgerEntry:
+def entry(
+    op_key: str = "rk1_a",
+    *,
+    confirmed: bool = True,
+    age_s: float = 600,
+    failed: bool = False,
+    leg: Leg = Leg.FORWARD,
+) -> LedgerEntry:
     return LedgerEntry(
         tenant="demo",
         tx_id="tx-1",
         action="charge",
-        leg=Leg.FORWARD,
+        leg=leg,
         op_key=op_key,
         provider="sandbox",
         operation="payments.charge",
         payload=CHARGE,
         dispatched_at=NOW - timedelta(seconds=age_s),
         confirmed=confirmed,
+        failed=failed,
     )
 
 
@@ -63,6 +71,14 @@ def test_effect_without_intent() -> None:
     assert found.drift_id == drift_id(DriftKind.EFFECT_WITHOUT_INTENT, "sandbox", "ch_someone-else")
     assert found.effect_id == "ch_someone-else" and found.tenant is None
     assert found.detail["idempotency_key"] == "someone-else"
+
+
+def test_an_effect_within_the_grace_period_is_not_yet_without_intent() -> None:
+    # The ledger comes from projections that may lag the provider: a fresh effect may be
+    # one whose dispatch the projector has not written yet.
+    assert scan([effect("someone-else", age_s=59)], []) == []
+    [found] = scan([effect("someone-else", age_s=60)], [])
+    assert found.kind is DriftKind.EFFECT_WITHOUT_INTENT
 
 
 def test_an_effect_under_an_old_intent_key_is_not_drift() -> None:
@@ -138,3 +154,40 @@ def test_effect_from_the_providers_json() -> None:
         }
     )
     assert parsed.created_at == datetime(2025, 1, 1, tzinfo=UTC)
+
+
+def test_an_effect_under_a_failed_operations_key_is_effect_after_failure() -> None:
+    # Recon holds the charge failed (refused, or resolved not_applied), the provider holds
+    # the charge: the customer paid for something recon calls failed.
+    [found] = scan([effect()], [entry(confirmed=False, failed=True)])
+    assert found.kind is DriftKind.EFFECT_AFTER_FAILURE
+    assert found.drift_id == drift_id(DriftKind.EFFECT_AFTER_FAILURE, "sandbox", "ch_rk1_a")
+    assert (found.tenant, found.tx_id, found.action, found.op_key, found.effect_id) == (
+        "demo",
+        "tx-1",
+        "charge",
+        "rk1_a",
+        "ch_rk1_a",
+    )
+    assert found.detail["operation"] == "payments.charge"
+    assert found.detail["provider"]["payload"] == CHARGE
+    assert found.detail["fields"] == []
+
+
+def test_an_effect_after_failure_with_another_payload_is_reported_once() -> None:
+    found = scan([effect(payload={**CHARGE, "amount": 1})], [entry(confirmed=False, failed=True)])
+    assert [(d.kind, d.detail["fields"]) for d in found] == [
+        (DriftKind.EFFECT_AFTER_FAILURE, ["amount"])
+    ]
+
+
+def test_a_compensated_step_has_its_effect_and_its_undo_and_is_no_drift() -> None:
+    ledger = [entry("rk1_a"), entry("rk1_undo", leg=Leg.COMPENSATION)]
+    undo = Effect(
+        id="re_1",
+        operation="payments.charge",
+        idempotency_key="rk1_undo",
+        payload=dict(CHARGE),
+        created_at=NOW - timedelta(seconds=500),
+    )
+    assert scan([effect(), undo], ledger) == []

@@ -76,6 +76,17 @@ def test_past_the_budget_the_leg_goes_to_review_once_the_last_answer_had_time() 
     assert plan([LEG], {("rk1_a", 1): asked}, at(600), POLICY) == []
 
 
+def test_a_review_claim_whose_leg_is_still_in_flight_expires_and_is_asked_again() -> None:
+    # The claim was taken at 60 and the leg is still `unknown`: the process that claimed
+    # it may have died before sending RequestReview, so it must not block review forever.
+    claimed = Lease(
+        "rk1_a", 1, lookups=6, next_at=at(60), review_requested=True, review_requested_at=at(60)
+    )
+    retry = POLICY.review_retry.total_seconds()
+    assert plan([LEG], {("rk1_a", 1): claimed}, at(60 + retry - 0.1), POLICY) == []
+    assert plan([LEG], {("rk1_a", 1): claimed}, at(60 + retry), POLICY) == [Escalate(LEG, 6)]
+
+
 def test_a_new_attempt_has_a_fresh_budget() -> None:
     spent = Lease("rk1_a", 1, lookups=6, next_at=at(0))
     second = replace(LEG, attempt=2, since=at(100))

@@ -17,6 +17,16 @@ def test_defaults_accept_the_sandbox_development_secret(monkeypatch: pytest.Monk
     assert (settings.webhook_tolerance_s, settings.webhook_dedupe_horizon_s) == (300, 259200)
 
 
+def test_a_standard_secret_without_base64_padding_is_accepted_at_start_up(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # OTHER: "b3RoZXItc2VjcmV0LWtleQ==" without its padding, as providers often issue it.
+    monkeypatch.setenv("RECON_WEBHOOK_SECRETS", "sandbox=whsec_b3RoZXItc2VjcmV0LWtleQ")
+    monkeypatch.delenv("RECON_WEBHOOK_SCHEMES", raising=False)
+
+    assert load_settings().webhook_secrets == {"sandbox": ("whsec_b3RoZXItc2VjcmV0LWtleQ",)}
+
+
 def test_rotated_secrets_and_a_stripe_provider(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(
         "RECON_WEBHOOK_SECRETS", "sandbox=whsec_bmV3|whsec_b2xk, stripe=whsec_live-secret"

@@ -223,3 +223,21 @@ def test_pinned_vectors_for_the_sandbox_secret() -> None:
         "Stripe-Signature": "t=1700000000,"
         "v1=8f7025557437642f4b571db7309fc267285eb4126ab95c81d278a2af625a5bae"
     }
+
+
+@pytest.mark.parametrize(
+    "secret", ["whsec_c2FuZGJveC1kZXYtc2VjcmV0", "whsec_b3RoZXItc2VjcmV0LWtleQ"]
+)
+def test_a_standard_secret_without_base64_padding_signs_like_the_padded_one(secret: str) -> None:
+    # "b3RoZXItc2VjcmV0LWtleQ" is OTHER_SECRET with its "==" dropped, as secrets are often
+    # issued; the reference library accepts it, and so must we, with the same key.
+    padded = secret + "=" * (-len(secret.removeprefix("whsec_")) % 4)
+    headers = sign_standard(secret, EVENT_ID, NOW, BODY)
+    assert headers == sign_standard(padded, EVENT_ID, NOW, BODY)
+    assert verify(Scheme.STANDARD, headers, BODY, [padded], now=NOW).delivery_id == EVENT_ID
+
+
+@pytest.mark.parametrize("secret", ["whsec_not base64!", "whsec_abcde", "whsec_ab=c", "whsec_"])
+def test_a_standard_secret_that_is_not_base64_is_still_refused(secret: str) -> None:
+    with pytest.raises(InvalidSecretError):
+        sign_standard(secret, EVENT_ID, NOW, BODY)

@@ -1,0 +1,77 @@
+"""Topic durability: recon's topics are created with the configured replication factor and
+min.insync.replicas, read back from the broker, and a setting the cluster cannot honour
+stops the process instead of leaving topics missing."""
+
+import pytest
+from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
+
+from events.topics import Topics
+from services.config import ConfigError, Durability, load_settings
+from services.kafka_setup import TopicSetupError, ensure_topics, topic_configs
+
+_TOPIC_CONFIG = 1
+
+
+async def _described(bootstrap: str, names: list[str]) -> dict[str, tuple[int, dict[str, str]]]:
+    """name -> (replicas of partition 0, the topic's own (non-default) configs)."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        topics = {t["topic"]: t for t in await admin.describe_topics(names)}
+        responses = await admin.describe_configs(
+            [ConfigResource(ConfigResourceType.TOPIC, name) for name in names]
+        )
+    finally:
+        await admin.close()
+    own: dict[str, dict[str, str]] = {}
+    for response in responses:
+        for _code, _msg, _type, name, entries in response.resources:
+            # (name, value, read_only, config_source, ...): source 1 is DYNAMIC_TOPIC_CONFIG,
+            # a value set on the topic itself rather than inherited from the broker.
+            own[name] = {e[0]: e[1] for e in entries if e[3] == _TOPIC_CONFIG}
+    return {name: (len(topics[name]["partitions"][0]["replicas"]), own[name]) for name in names}
+
+
+async def test_topics_are_created_with_the_configured_min_insync_replicas(
+    kafka_bootstrap: str, topic_prefix: str
+) -> None:
+    topics = Topics(topic_prefix)
+    durability = Durability(replication_factor=1, min_insync_replicas=1)
+    await ensure_topics(kafka_bootstrap, topics, durability=durability)
+
+    names = sorted(topic_configs(topics))
+    described = await _described(kafka_bootstrap, names)
+    for name in names:
+        replicas, own = described[name]
+        assert replicas == 1, name
+        # Set on the topic itself, not inherited from whatever the broker's default is.
+        assert own.get("min.insync.replicas") == "1", (name, own)
+
+
+async def test_a_replication_factor_the_cluster_cannot_honour_stops_start_up(
+    kafka_bootstrap: str, topic_prefix: str
+) -> None:
+    # The test broker is a single node: 3 copies cannot be placed. Creating nothing and
+    # carrying on would leave every process waiting on topics that never appear.
+    with pytest.raises(TopicSetupError, match="replication"):
+        await ensure_topics(
+            kafka_bootstrap,
+            Topics(topic_prefix),
+            timeout_s=10,
+            durability=Durability(replication_factor=3, min_insync_replicas=2),
+        )
+
+
+def test_cluster_durability_settings_are_read_and_checked(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RECON_KAFKA_REPLICATION_FACTOR", "3")
+    monkeypatch.setenv("RECON_KAFKA_MIN_INSYNC_REPLICAS", "2")
+    assert load_settings().kafka_durability == Durability(3, 2)
+
+    monkeypatch.setenv("RECON_KAFKA_MIN_INSYNC_REPLICAS", "4")
+    with pytest.raises(ConfigError, match="RECON_KAFKA_MIN_INSYNC_REPLICAS"):
+        load_settings()
+
+    monkeypatch.delenv("RECON_KAFKA_REPLICATION_FACTOR")
+    monkeypatch.delenv("RECON_KAFKA_MIN_INSYNC_REPLICAS")
+    assert load_settings().kafka_durability == Durability(1, 1)
