@@ -26,6 +26,7 @@ from events.keys import partition_key
 from projections.schema import apply_schema
 from services.config import Settings
 from services.intake import abort, auth, drift, queries, reviews, webhooks
+from services.intake.body_limit import BodyLimit
 from services.intake.errors import ApiError
 from services.intake.produce import produce_acked
 from services.intake.submission import (
@@ -74,6 +75,11 @@ def create_app(settings: Settings) -> FastAPI:
 
     app = FastAPI(title="recon intake", version="1", lifespan=lifespan)
     app.state.settings = settings
+    app.add_middleware(
+        BodyLimit,
+        max_body_bytes=settings.max_body_bytes,
+        webhook_max_body_bytes=settings.webhook_max_body_bytes,
+    )
     # Reviews, drift and provider webhooks (issue 3); webhooks are signed, not keyed.
     for router in (reviews.router, drift.router, webhooks.router):
         app.include_router(router)
