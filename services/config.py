@@ -22,9 +22,10 @@ MAX_BODY_BYTES_CEILING = 512 * 1024
 WEBHOOK_MAX_BODY_BYTES = 64 * 1024
 # How long an intent (or a review resolution) whose command Kafka never acknowledged
 # blocks a different body (services.intake.intents); it must outlast the intake
-# producer's delivery bound (services.intake.produce.DELIVERY_BOUND_S, 20 s).
+# producer's delivery bound (services.intake.produce.DELIVERY_BOUND_S, 30 s), with room
+# for the decider and the projector to show a command that did land.
 PENDING_HORIZON_S = 120.0
-MIN_PENDING_HORIZON_S = 30.0
+MIN_PENDING_HORIZON_S = 60.0
 
 
 class ConfigError(ValueError):
