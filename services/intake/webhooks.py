@@ -153,14 +153,14 @@ async def _purge(request: Request, conn: asyncpg.Connection, before: datetime) -
 
 # Both lookups are by indexed equality, so they stay index scans whatever plan Postgres
 # picks, the generic plan asyncpg's prepared statements end up with included (issue 7,
-# item 17; tests/integration/test_webhook_lookup_plans.py).
+# item 17; tests/integration/test_webhook_lookup_plans.py). No LIMIT: a key names one leg,
+# so at most a row or two match, and with a LIMIT the generic plan bets on a sequential
+# scan finding a match early, which for an effect recon does not know reads the table.
 OPERATION_BY_KEY = (
     "SELECT tenant, tx_id, action, op_key, comp_op_key FROM operations"
-    " WHERE op_key = ANY($1::text[]) OR comp_op_key = ANY($1::text[]) LIMIT 1"
+    " WHERE op_key = ANY($1::text[]) OR comp_op_key = ANY($1::text[])"
 )
-INTENT_BY_KEY = (
-    "SELECT tenant, tx_id, action, key FROM intent_keys WHERE key = ANY($1::text[]) LIMIT 1"
-)
+INTENT_BY_KEY = "SELECT tenant, tx_id, action, key FROM intent_keys WHERE key = ANY($1::text[])"
 
 
 async def find_operation(
