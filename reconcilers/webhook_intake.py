@@ -12,6 +12,7 @@ from typing import Any
 
 from events.drift import DriftDetected, DriftKind, drift_id
 from events.inputs import OperationObserved, Outcome, Source
+from events.safe_json import escape_unencodable
 
 EFFECT_SUCCEEDED = "effect.succeeded"
 
@@ -42,7 +43,9 @@ class MatchedOperation:
 
 def parse_notice(body: bytes) -> EffectNotice:
     try:
-        event = json.loads(body)
+        # Escaped at once: a lone surrogate or a NUL would make the observation (or the
+        # drift report) fail to encode or to store, on every retry of the delivery.
+        event = escape_unencodable(json.loads(body))
     except ValueError:
         raise WebhookBodyError("the body is not JSON") from None
     if not isinstance(event, dict) or not isinstance(event.get("type"), str):
