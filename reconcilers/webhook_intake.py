@@ -48,6 +48,9 @@ def parse_notice(body: bytes) -> EffectNotice:
         event = escape_unencodable(json.loads(body))
     except ValueError:
         raise WebhookBodyError("the body is not JSON") from None
+    except RecursionError:
+        # A signed body nested thousands deep fits the size cap; it is refused, not a 500.
+        raise WebhookBodyError("the body is nested too deeply") from None
     if not isinstance(event, dict) or not isinstance(event.get("type"), str):
         raise WebhookBodyError('the body must be a JSON object with a string "type"')
     data = event.get("data")
