@@ -142,9 +142,44 @@ CREATE TABLE IF NOT EXISTS webhook_deliveries (
 );
 CREATE INDEX IF NOT EXISTS webhook_deliveries_received ON webhook_deliveries (received_at);
 
--- The webhook ingress finds an intent not projected yet by either key in the intake's own
--- rows (a provider may call back before the projector has caught up).
-CREATE INDEX IF NOT EXISTS intents_operations ON intents USING gin (operations jsonb_path_ops);
+-- Replaced by intent_keys below (the containment lookup it served ran as a sequential scan
+-- under a generic plan); dropped so that intents do not pay for it on every insert.
+DROP INDEX IF EXISTS intents_operations;
+
+-- Whether Kafka acknowledged the intent's SubmitTransaction (issue 7, item 4). Until it
+-- has, the row is no promise: GET answers 404 and, once `attempted_at` (the last produce
+-- attempt) is older than RECON_PENDING_HORIZON_S and no transaction was projected, a
+-- different body may take the tx_id over (services.intake.intents). Rows written before
+-- the column existed were answered 202, hence true for them and false for new rows.
+ALTER TABLE intents ADD COLUMN IF NOT EXISTS produced boolean NOT NULL DEFAULT true;
+ALTER TABLE intents ALTER COLUMN produced SET DEFAULT false;
+ALTER TABLE intents ADD COLUMN IF NOT EXISTS attempted_at timestamptz NOT NULL DEFAULT now();
+-- The same for a review's resolution claim (`produced` above): a different resolution may
+-- take over an unacknowledged claim once its last attempt is older than the horizon.
+ALTER TABLE review_resolutions
+    ADD COLUMN IF NOT EXISTS attempted_at timestamptz NOT NULL DEFAULT now();
+
+-- Every idempotency key of an intent (each leg's op_key and compensation key), written
+-- with the intent row: the webhook ingress finds the operation an effect belongs to by
+-- primary key whatever plan Postgres picks (issue 7, item 17), where the jsonb
+-- containment lookup on intents ran as a sequential scan under a generic plan.
+CREATE TABLE IF NOT EXISTS intent_keys (
+    key    text PRIMARY KEY,
+    tenant text NOT NULL,
+    tx_id  text NOT NULL,
+    action text NOT NULL,
+    leg    text NOT NULL,  -- forward | compensation
+    FOREIGN KEY (tenant, tx_id) REFERENCES intents (tenant, tx_id) ON DELETE CASCADE
+);
+CREATE INDEX IF NOT EXISTS intent_keys_tx ON intent_keys (tenant, tx_id);
+-- Once, for intents written before the table existed.
+INSERT INTO intent_keys (key, tenant, tx_id, action, leg)
+SELECT k.key, i.tenant, i.tx_id, op->>'action', k.leg
+FROM intents i, jsonb_array_elements(i.operations) op,
+     LATERAL (VALUES (op->>'op_key', 'forward'),
+                     (op->>'compensation_key', 'compensation')) AS k(key, leg)
+WHERE k.key IS NOT NULL AND NOT EXISTS (SELECT 1 FROM intent_keys LIMIT 1)
+ON CONFLICT (key) DO NOTHING;
 
 -- The reconciler's reads of `events`: its drift scan finds the legs dispatched in its
 -- window (by occurred_at) and whether recon ever issued an effect's key (by op_key), both

@@ -229,18 +229,15 @@ async def ledger(conn: asyncpg.Connection, since: datetime) -> list[LedgerEntry]
     return entries
 
 
-# The projections, and the intake's own intent rows: the intake writes an intent (with every
-# key it will use, compensation keys included) before the transaction reaches Kafka, so a
-# key is known here even while the projector is slow or stopped.
+# The projections, and the intake's own intent keys: the intake writes every key an intent
+# will use (compensation keys included, `intent_keys`) before the transaction reaches Kafka,
+# so a key is known here even while the projector is slow or stopped.
 _KNOWN_KEYS = """
 SELECT op_key AS key FROM operations WHERE op_key = ANY($1::text[])
 UNION SELECT comp_op_key FROM operations WHERE comp_op_key = ANY($1::text[])
 UNION SELECT data->>'op_key' FROM events
  WHERE type = 'OperationDispatched' AND data->>'op_key' = ANY($1::text[])
-UNION SELECT k FROM unnest($1::text[]) AS k
- WHERE EXISTS (SELECT 1 FROM intents i
-                WHERE i.operations @> jsonb_build_array(jsonb_build_object('op_key', k))
-                   OR i.operations @> jsonb_build_array(jsonb_build_object('compensation_key', k)))
+UNION SELECT key FROM intent_keys WHERE key = ANY($1::text[])
 """
 
 

@@ -12,6 +12,7 @@ from typing import Any
 
 from events.drift import DriftDetected, DriftKind, drift_id
 from events.inputs import OperationObserved, Outcome, Source
+from events.safe_json import escape_unencodable
 
 EFFECT_SUCCEEDED = "effect.succeeded"
 
@@ -42,9 +43,14 @@ class MatchedOperation:
 
 def parse_notice(body: bytes) -> EffectNotice:
     try:
-        event = json.loads(body)
+        # Escaped at once: a lone surrogate or a NUL would make the observation (or the
+        # drift report) fail to encode or to store, on every retry of the delivery.
+        event = escape_unencodable(json.loads(body))
     except ValueError:
         raise WebhookBodyError("the body is not JSON") from None
+    except RecursionError:
+        # A signed body nested thousands deep fits the size cap; it is refused, not a 500.
+        raise WebhookBodyError("the body is nested too deeply") from None
     if not isinstance(event, dict) or not isinstance(event.get("type"), str):
         raise WebhookBodyError('the body must be a JSON object with a string "type"')
     data = event.get("data")

@@ -15,6 +15,17 @@ DEFAULT_WEBHOOK_SECRET = "whsec_c2FuZGJveC1kZXYtc2VjcmV0"
 # Providers retry deliveries for days (Stripe: 3 days); a shorter dedupe window would let
 # a late redelivery count as new.
 MIN_DEDUPE_HORIZON_S = 3 * 24 * 3600
+# Request body caps (services.intake.body_limit). A submission becomes one Kafka record,
+# which the broker takes up to 1 MiB: the cap keeps every accepted body producible.
+MAX_BODY_BYTES = 256 * 1024
+MAX_BODY_BYTES_CEILING = 512 * 1024
+WEBHOOK_MAX_BODY_BYTES = 64 * 1024
+# How long an intent (or a review resolution) whose command Kafka never acknowledged
+# blocks a different body (services.intake.intents); it must outlast the intake
+# producer's delivery bound (services.intake.produce.DELIVERY_BOUND_S, 30 s), with room
+# for the decider and the projector to show a command that did land.
+PENDING_HORIZON_S = 120.0
+MIN_PENDING_HORIZON_S = 60.0
 
 
 class ConfigError(ValueError):
@@ -143,6 +154,9 @@ class Settings:
     reconciler: ReconcilerSettings = field(default_factory=ReconcilerSettings)
     # Topic replication and min.insync.replicas for the topics recon creates.
     kafka_durability: Durability = field(default_factory=Durability)
+    max_body_bytes: int = MAX_BODY_BYTES
+    webhook_max_body_bytes: int = WEBHOOK_MAX_BODY_BYTES
+    pending_horizon_s: float = PENDING_HORIZON_S
 
     @property
     def group_prefix(self) -> str:
@@ -229,6 +243,24 @@ def operator_keys(raw: str, api_keys: dict[str, str]) -> dict[str, Operator]:
             _valid_tenant("RECON_OPERATOR_KEYS", tenant.strip()), person.strip()
         )
     return operators
+def _body_limit(name: str, default: int) -> int:
+    limit = _int(name, str(default), minimum=1024)
+    if limit > MAX_BODY_BYTES_CEILING:
+        raise ConfigError(
+            f"{name}: {limit} bytes would not fit one Kafka record with its envelope; "
+            f"use at most {MAX_BODY_BYTES_CEILING}"
+        )
+    return limit
+
+
+def _pending_horizon() -> float:
+    horizon = _float("RECON_PENDING_HORIZON_S", str(PENDING_HORIZON_S))
+    if horizon < MIN_PENDING_HORIZON_S:
+        raise ConfigError(
+            f"RECON_PENDING_HORIZON_S: {horizon} s is shorter than an unacknowledged command "
+            f"may still reach Kafka; use at least {MIN_PENDING_HORIZON_S:.0f}"
+        )
+    return horizon
 
 
 def load_settings() -> Settings:
@@ -264,4 +296,7 @@ def load_settings() -> Settings:
         webhook_dedupe_horizon_s=_dedupe_horizon(),
         reconciler=_reconciler(),
         kafka_durability=_durability(),
+        max_body_bytes=_body_limit("RECON_MAX_BODY_BYTES", MAX_BODY_BYTES),
+        webhook_max_body_bytes=_body_limit("RECON_WEBHOOK_MAX_BODY_BYTES", WEBHOOK_MAX_BODY_BYTES),
+        pending_horizon_s=_pending_horizon(),
     )

@@ -3,11 +3,11 @@
 An intent is answered 202 only once the broker has acknowledged its SubmitTransaction
 (promise 7). The `intents` row, written first, is the guard that turns concurrent or
 repeated submissions of one tx_id into one intent and refuses a different body with 409;
-Kafka, not the row, is the record of the intent.
+Kafka, not the row, is the record of the intent; the row is shown as accepted only once
+Kafka has acknowledged it (services.intake.intents).
 """
 
 import asyncio
-import json
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -25,16 +25,16 @@ from pydantic import ValidationError
 from events.keys import partition_key
 from projections.schema import apply_schema
 from services.config import Settings
-from services.intake import abort, auth, drift, queries, reviews, webhooks
+from services.intake import abort, auth, drift, intents, queries, reviews, webhooks
+from services.intake.body_limit import BodyLimit
 from services.intake.errors import ApiError
-from services.intake.produce import produce_acked
+from services.intake.produce import intake_producer, produce_acked
 from services.intake.submission import (
     SubmissionRequest,
     check,
     operation_specs,
     submit_command,
 )
-from services.kafka_clients import acked_producer
 from services.kafka_setup import ensure_topics
 
 log = logging.getLogger(__name__)
@@ -56,7 +56,7 @@ def create_app(settings: Settings) -> FastAPI:
             await ensure_topics(
                 settings.kafka_bootstrap, settings.topics, durability=settings.kafka_durability
             )
-            producer = acked_producer(settings)
+            producer = intake_producer(settings)
             admin = AIOKafkaAdminClient(
                 bootstrap_servers=settings.kafka_bootstrap,
                 request_timeout_ms=int(HEALTH_TIMEOUT_S * 1000),
@@ -76,6 +76,11 @@ def create_app(settings: Settings) -> FastAPI:
 
     app = FastAPI(title="recon intake", version="1", lifespan=lifespan)
     app.state.settings = settings
+    app.add_middleware(
+        BodyLimit,
+        max_body_bytes=settings.max_body_bytes,
+        webhook_max_body_bytes=settings.webhook_max_body_bytes,
+    )
     # Reviews, drift and provider webhooks (issue 3); webhooks are signed, not keyed.
     for router in (reviews.router, drift.router, webhooks.router):
         app.include_router(router)
@@ -163,30 +168,9 @@ async def _submit(request: Request, tenant: str, settings: Settings) -> JSONResp
             422, "invalid_request", "payloads must not contain NaN or Infinity"
         ) from None
     specs = operation_specs(submission, tenant=tenant, environment=settings.environment)
+    intent = intents.Intent(tenant, submission.tx_id, fingerprint, submission.agent_id, specs)
     async with request.app.state.pool.acquire() as conn:
-        inserted = await conn.fetchval(
-            "INSERT INTO intents (tenant, tx_id, fingerprint, agent_id, operations)"
-            " VALUES ($1, $2, $3, $4, $5::jsonb)"
-            " ON CONFLICT (tenant, tx_id) DO NOTHING RETURNING fingerprint",
-            tenant,
-            submission.tx_id,
-            fingerprint,
-            submission.agent_id,
-            json.dumps([spec.model_dump(mode="json") for spec in specs]),
-        )
-        if inserted is None:
-            existing = await conn.fetchval(
-                "SELECT fingerprint FROM intents WHERE tenant = $1 AND tx_id = $2",
-                tenant,
-                submission.tx_id,
-            )
-            if existing != fingerprint:
-                raise ApiError(
-                    409,
-                    "tx_conflict",
-                    f"tx_id {submission.tx_id!r} was already submitted with a different body; "
-                    "resubmit the original body to retry, or use a new tx_id for a new intent",
-                )
+        await intents.claim(conn, intent, settings.pending_horizon_s)
     # An identical resubmission produces again: it is harmless (the decider accepts only
     # the first SubmitTransaction of a tx_id) and it covers a crash between the insert
     # above and the broker's acknowledgement of an earlier attempt.
@@ -204,6 +188,8 @@ async def _submit(request: Request, tenant: str, settings: Settings) -> JSONResp
         value=command.model_dump_json().encode(),
         what="the intent",
     )
+    async with request.app.state.pool.acquire() as conn:
+        await intents.mark_produced(conn, intent)
     return JSONResponse(
         {
             "tx_id": submission.tx_id,

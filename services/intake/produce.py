@@ -1,5 +1,18 @@
 """Producing one record and waiting for the broker's acknowledgement, for the endpoints
-that answer 2xx only once what they accepted is durable in Kafka (promise 7)."""
+that answer 2xx only once what they accepted is durable in Kafka (promise 7).
+
+The intake's producer has a bounded delivery time. A send that was not acknowledged is
+retried by the producer in the background, and with idempotence on it would be retried for
+as long as the process lives: the intake could then never tell that an unacknowledged
+submission will not land any more, and a tx_id whose produce failed would stay blocked
+(issue 7, item 4). Without idempotence a batch gives up `REQUEST_TIMEOUT_S` after it was
+created and an in-flight request `REQUEST_TIMEOUT_S` after it was sent, so a record the
+intake tried to produce is in the log `DELIVERY_BOUND_S` after the attempt began, or never
+will be. What idempotence would add, no duplicate on a retried send, recon already has:
+every command and observation produced here carries a deterministic message id, and every
+consumer recognises a repeat (the decider by message id, drift by drift id). One request
+per partition is in flight at a time, so a retry does not reorder a partition either.
+"""
 
 import asyncio
 import logging
@@ -7,13 +20,26 @@ import logging
 from aiokafka import AIOKafkaProducer
 from aiokafka.errors import KafkaError
 
+from services.config import Settings
 from services.intake.errors import ApiError
+from services.kafka_clients import acked_producer
 
 log = logging.getLogger(__name__)
 
 # Long enough to ride out a leader election; short enough that the caller's retry, not
 # this request, is what waits for a broker that is down.
 PRODUCE_TIMEOUT_S = 10.0
+REQUEST_TIMEOUT_S = 10.0
+# An attempt enqueues within PRODUCE_TIMEOUT_S (else it is cancelled, unsent); its batch
+# expires REQUEST_TIMEOUT_S later; a request in flight then times out REQUEST_TIMEOUT_S
+# after that. Past this, an unacknowledged record is in the log or never will be.
+DELIVERY_BOUND_S = PRODUCE_TIMEOUT_S + 2 * REQUEST_TIMEOUT_S
+
+
+def intake_producer(settings: Settings) -> AIOKafkaProducer:
+    return acked_producer(
+        settings, enable_idempotence=False, request_timeout_ms=int(REQUEST_TIMEOUT_S * 1000)
+    )
 
 
 async def produce_acked(

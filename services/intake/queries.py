@@ -47,10 +47,11 @@ async def transaction(conn: asyncpg.Connection, tenant: str, tx_id: str) -> dict
 async def _accepted_intent(
     conn: asyncpg.Connection, tenant: str, tx_id: str
 ) -> dict[str, Any] | None:
-    # The intent is durable in Kafka (or about to be) but not projected yet: it is
-    # accepted, and nothing of it has been dispatched.
+    # The intent is durable in Kafka but not projected yet: it is accepted, and nothing of
+    # it has been dispatched. A row whose command Kafka never acknowledged is no promise
+    # (services.intake.intents): such a tx_id is answered as unknown.
     intent = await conn.fetchrow(
-        "SELECT agent_id, operations FROM intents WHERE tenant = $1 AND tx_id = $2",
+        "SELECT agent_id, operations FROM intents WHERE tenant = $1 AND tx_id = $2 AND produced",
         tenant,
         tx_id,
     )
@@ -88,7 +89,9 @@ async def events(conn: asyncpg.Connection, tenant: str, tx_id: str) -> list[dict
     )
     if not rows:
         known = await conn.fetchval(
-            "SELECT 1 FROM intents WHERE tenant = $1 AND tx_id = $2", tenant, tx_id
+            "SELECT 1 FROM intents WHERE tenant = $1 AND tx_id = $2 AND produced",
+            tenant,
+            tx_id,
         )
         return [] if known else None
     # Every field of the envelope is returned, so the hash chain can be checked from

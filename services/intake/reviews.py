@@ -111,7 +111,7 @@ async def resolve_review(
             raise _not_found(review_id)
         if review["state"] != "open":
             raise _already_resolved(review_id)
-        await _claim(conn, tenant, review_id, body)
+        await _claim(conn, tenant, review_id, body, settings.pending_horizon_s)
     command = ResolveReview(
         # One resolution per review: a client's retry produces the same command again,
         # which the decider recognises by its id.
@@ -133,39 +133,63 @@ async def resolve_review(
     )
     async with request.app.state.pool.acquire() as conn:
         await conn.execute(
-            "UPDATE review_resolutions SET produced = true WHERE review_id = $1", review_id
+            "UPDATE review_resolutions SET produced = true"
+            " WHERE review_id = $1 AND resolution = $2 AND note = $3 AND actor = $4",
+            review_id,
+            body.resolution.value,
+            body.note,
+            body.actor,
         )
     return {"id": review_id, "state": "resolving", "resolution": body.resolution.value}
 
 
 async def _claim(
-    conn: asyncpg.Connection, tenant: str, review_id: str, body: ResolveRequest
+    conn: asyncpg.Connection, tenant: str, review_id: str, body: ResolveRequest, horizon_s: float
 ) -> None:
-    """The first resolution claims the review. A second one is refused with 409, except
-    the same resolution again while its command is not known to be in Kafka yet (the
-    client retrying after a 503 or a crash), which must be let through to produce."""
-    inserted = await conn.fetchval(
-        "INSERT INTO review_resolutions (review_id, tenant, resolution, note, actor)"
-        " VALUES ($1, $2, $3, $4, $5) ON CONFLICT (review_id) DO NOTHING RETURNING 1",
-        review_id,
-        tenant,
-        body.resolution.value,
-        body.note,
-        body.actor,
-    )
-    if inserted:
-        return
-    claim = await conn.fetchrow(
-        "SELECT resolution, note, actor, produced FROM review_resolutions WHERE review_id = $1",
-        review_id,
-    )
-    same = claim is not None and (claim["resolution"], claim["note"], claim["actor"]) == (
-        body.resolution.value,
-        body.note,
-        body.actor,
-    )
-    if not same or claim is None or claim["produced"]:
-        raise _already_resolved(review_id)
+    """The first resolution claims the review. The same resolution again is let through to
+    produce while its command is not known to be in Kafka (the client retrying after a 503
+    or a crash). A different one is refused with 409 once the claim's command was
+    acknowledged; before that, it takes the claim over only when the last attempt is older
+    than RECON_PENDING_HORIZON_S (past the intake producer's delivery bound, so the first
+    command is in the log or never will be) and the review is still open in the projection
+    (the caller checked): the reasoning of services.intake.intents, applied to reviews."""
+    async with conn.transaction():
+        inserted = await conn.fetchval(
+            "INSERT INTO review_resolutions (review_id, tenant, resolution, note, actor)"
+            " VALUES ($1, $2, $3, $4, $5) ON CONFLICT (review_id) DO NOTHING RETURNING 1",
+            review_id,
+            tenant,
+            body.resolution.value,
+            body.note,
+            body.actor,
+        )
+        if inserted:
+            return
+        claim = await conn.fetchrow(
+            "SELECT resolution, note, actor, produced,"
+            " extract(epoch FROM now() - attempted_at)::float8 AS age_s"
+            " FROM review_resolutions WHERE review_id = $1 FOR UPDATE",
+            review_id,
+        )
+        if claim["produced"]:
+            raise _already_resolved(review_id)
+        same = (claim["resolution"], claim["note"], claim["actor"]) == (
+            body.resolution.value,
+            body.note,
+            body.actor,
+        )
+        if not same and claim["age_s"] <= horizon_s:
+            raise _pending(review_id, horizon_s - claim["age_s"])
+        # A new attempt (the same resolution again, or a different one over a claim whose
+        # command can no longer land): the horizon counts from it.
+        await conn.execute(
+            "UPDATE review_resolutions SET resolution = $2, note = $3, actor = $4,"
+            " attempted_at = now() WHERE review_id = $1",
+            review_id,
+            body.resolution.value,
+            body.note,
+            body.actor,
+        )
 
 
 def _summary(row: asyncpg.Record) -> dict[str, Any]:
@@ -191,4 +215,15 @@ def _already_resolved(review_id: str) -> ApiError:
         409,
         "review_already_resolved",
         f"review {review_id!r} already has a resolution; see GET /v1/reviews/{review_id}",
+    )
+
+
+def _pending(review_id: str, remaining_s: float) -> ApiError:
+    return ApiError(
+        409,
+        "resolution_pending",
+        f"review {review_id!r} has a different resolution that Kafka has not acknowledged, "
+        "and whether it was recorded is still being determined; retry in "
+        f"{max(1, round(remaining_s))} s (if it was recorded, this one will be refused with "
+        "review_already_resolved)",
     )

@@ -151,36 +151,35 @@ async def _purge(request: Request, conn: asyncpg.Connection, before: datetime) -
     log.debug("purged webhook deliveries older than %s: %s", before.isoformat(), deleted)
 
 
+# Both lookups are by indexed equality, so they stay index scans whatever plan Postgres
+# picks, the generic plan asyncpg's prepared statements end up with included (issue 7,
+# item 17; tests/integration/test_webhook_lookup_plans.py). No LIMIT: a key names one leg,
+# so at most a row or two match, and with a LIMIT the generic plan bets on a sequential
+# scan finding a match early, which for an effect recon does not know reads the table.
+OPERATION_BY_KEY = (
+    "SELECT tenant, tx_id, action, op_key, comp_op_key FROM operations"
+    " WHERE op_key = ANY($1::text[]) OR comp_op_key = ANY($1::text[])"
+)
+INTENT_BY_KEY = "SELECT tenant, tx_id, action, key FROM intent_keys WHERE key = ANY($1::text[])"
+
+
 async def find_operation(
     conn: asyncpg.Connection, keys: tuple[str, ...]
 ) -> MatchedOperation | None:
     """The operation leg recon made the effect under, by either of its keys. The projected
-    operations come first; the intake's own intent rows cover a provider that calls back
+    operations come first; the intake's own intent keys cover a provider that calls back
     before the projector has caught up with the dispatch."""
     if not keys:
         return None
-    row = await conn.fetchrow(
-        "SELECT tenant, tx_id, action, op_key, comp_op_key FROM operations"
-        " WHERE op_key = ANY($1::text[]) OR comp_op_key = ANY($1::text[]) LIMIT 1",
-        list(keys),
-    )
-    if row is None:
-        for key in keys:
-            row = await conn.fetchrow(
-                "SELECT i.tenant, i.tx_id, op->>'action' AS action, op->>'op_key' AS op_key,"
-                " op->>'compensation_key' AS comp_op_key"
-                " FROM intents i, jsonb_array_elements(i.operations) op"
-                " WHERE (i.operations @> jsonb_build_array(jsonb_build_object('op_key', $1::text))"
-                " OR i.operations @> jsonb_build_array("
-                "jsonb_build_object('compensation_key', $1::text)))"
-                " AND (op->>'op_key' = $1 OR op->>'compensation_key' = $1) LIMIT 1",
-                key,
-            )
-            if row is not None:
-                break
+    row = await conn.fetchrow(OPERATION_BY_KEY, list(keys))
+    if row is not None:
+        key = row["op_key"] if row["op_key"] in keys else row["comp_op_key"]
+        return MatchedOperation(
+            tenant=row["tenant"], tx_id=row["tx_id"], action=row["action"], op_key=key
+        )
+    row = await conn.fetchrow(INTENT_BY_KEY, list(keys))
     if row is None:
         return None
-    key = row["op_key"] if row["op_key"] in keys else row["comp_op_key"]
     return MatchedOperation(
-        tenant=row["tenant"], tx_id=row["tx_id"], action=row["action"], op_key=key
+        tenant=row["tenant"], tx_id=row["tx_id"], action=row["action"], op_key=row["key"]
     )

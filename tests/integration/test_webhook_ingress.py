@@ -350,3 +350,28 @@ async def test_unknown_provider_and_unsigned_garbage_change_nothing(
     assert unparsable.status_code == 400 and unparsable.json()["error"] == "invalid_webhook"
     assert await observations(settings) == []
     assert await records(settings, settings.topics.drift) == []
+
+
+async def test_a_webhook_with_a_lone_surrogate_or_nul_is_recorded_escaped_not_refused(
+    client: httpx.AsyncClient, settings: Settings
+) -> None:
+    # Valid JSON that json.loads takes, but whose text cannot be encoded again (a lone
+    # surrogate) or stored in Postgres (NUL): once as a matched effect, once as drift.
+    matched = event_body("evt_odd", "ch_odd", OP_KEY).replace(
+        b'"customer": "cus_1"', b'"customer": "cus_\\ud800\\u0000"'
+    )
+    unmatched = event_body("evt_odd_drift", "ch_odd\\ud800", "rk1_nobody")
+    for event_id, body in (("evt_odd", matched), ("evt_odd_drift", unmatched)):
+        response = await client.post(
+            "/v1/webhooks/sandbox",
+            content=body,
+            headers={**signed(Scheme.STANDARD, event_id, body), "content-type": "application/json"},
+        )
+        assert response.status_code == 200, response.text
+        assert response.json() == {"status": "accepted"}
+
+    [(_, observed)] = await observations(settings)
+    assert observed.body["payload"]["customer"] == "cus_\\ud800\\u0000"
+    [(_, raw)] = await records(settings, settings.topics.drift)
+    drift = DriftDetected.model_validate_json(raw)
+    assert drift.effect_id == "ch_odd\\ud800"

@@ -1,0 +1,45 @@
+"""JSON from outside recon, made safe to encode again and to store (issue 7, item 13).
+
+`json.loads` accepts two things recon cannot pass on: a lone surrogate (`"\\ud800"`), which
+is no character, so encoding the text as UTF-8 (pydantic's JSON, Kafka, Postgres) fails;
+and NUL (`"\\u0000"`), which Postgres refuses in `jsonb` and `text`. A provider's answer or
+webhook is evidence and must be recorded, not refused, so each of them is replaced by the
+literal text of its JSON escape (the six characters `\\ud800`): nothing is lost, and the
+value encodes everywhere. Everything else is returned unchanged (the same objects when
+nothing needed escaping, so the common case costs one scan of the strings).
+
+Pure: no I/O.
+"""
+
+from typing import Any
+
+
+def escape_unencodable(value: Any) -> Any:
+    """`value` (as json.loads returns it) with every lone surrogate and NUL in its strings,
+    object keys included, replaced by the text of its `\\uXXXX` escape."""
+    if isinstance(value, str):
+        return escape_text(value)
+    if isinstance(value, list):
+        return [escape_unencodable(item) for item in value]
+    if isinstance(value, dict):
+        return {
+            escape_text(k) if isinstance(k, str) else k: escape_unencodable(v)
+            for k, v in value.items()
+        }
+    return value
+
+
+def escape_text(text: str) -> str:
+    if "\x00" not in text and _encodable(text):
+        return text
+    return "".join(
+        f"\\u{ord(ch):04x}" if ch == "\x00" or "\ud800" <= ch <= "\udfff" else ch for ch in text
+    )
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True

@@ -1,0 +1,156 @@
+"""The intake's guard on a tx_id: the `intents` row, and what it means while Kafka has not
+acknowledged its SubmitTransaction (issue 7, item 4).
+
+The row is written before the command is produced, so that concurrent or repeated
+submissions of one tx_id become one intent and a different body is refused. It is a
+promise only once `produced` is true (the broker acknowledged the command): before that,
+GET answers 404, and the row must not block the tx_id forever when the produce failed.
+
+What an unacknowledged row allows, and why:
+
+- The same body again: produced again (a retry after a 503 or a crash); harmless, the
+  decider accepts only the first SubmitTransaction of a tx_id.
+- A different body: the danger is that the first command did reach Kafka and only its
+  acknowledgement was lost; the decider would then run the first body (first wins) while
+  the intake answered 202 to the second. So the second body takes the tx_id over only when
+  the last produce attempt is older than RECON_PENDING_HORIZON_S, which is longer than the
+  intake producer's delivery bound (services.intake.produce: past it the first command is
+  in the log or never will be), and the projection holds no transaction for the tx_id
+  (a first command that did land has been accepted by the decider by then). Before that,
+  `409 tx_pending`, retry later; if the first command did land, `409 tx_conflict`.
+
+The one case this cannot see: a first command that landed while the decider or the
+projector lags by more than the horizon. The decider then runs the first body and ignores
+the second; the GET shows the first body's transaction.
+
+Every timestamp is Postgres's `now()`, so the intake's clock plays no part.
+"""
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import asyncpg
+
+from events.definition import OperationSpec
+from services.intake.errors import ApiError
+
+
+@dataclass(frozen=True)
+class Intent:
+    tenant: str
+    tx_id: str
+    fingerprint: str
+    agent_id: str
+    operations: tuple[OperationSpec, ...]
+
+    def operations_json(self) -> str:
+        return json.dumps([spec.model_dump(mode="json") for spec in self.operations])
+
+
+async def claim(conn: asyncpg.Connection, intent: Intent, horizon_s: float) -> None:
+    """Take the tx_id for this intent before its command is produced, or raise the 409."""
+    async with conn.transaction():
+        inserted = await conn.fetchval(
+            "INSERT INTO intents (tenant, tx_id, fingerprint, agent_id, operations, produced)"
+            " VALUES ($1, $2, $3, $4, $5::jsonb, false)"
+            " ON CONFLICT (tenant, tx_id) DO NOTHING RETURNING 1",
+            intent.tenant,
+            intent.tx_id,
+            intent.fingerprint,
+            intent.agent_id,
+            intent.operations_json(),
+        )
+        if inserted:
+            await _write_keys(conn, intent)
+            return
+        row = await conn.fetchrow(
+            "SELECT fingerprint, produced,"
+            " extract(epoch FROM now() - attempted_at)::float8 AS age_s"
+            " FROM intents WHERE tenant = $1 AND tx_id = $2 FOR UPDATE",
+            intent.tenant,
+            intent.tx_id,
+        )
+        if row["fingerprint"] == intent.fingerprint:
+            if not row["produced"]:
+                # A new attempt: the horizon counts from the latest one.
+                await conn.execute(
+                    "UPDATE intents SET attempted_at = now() WHERE tenant = $1 AND tx_id = $2",
+                    intent.tenant,
+                    intent.tx_id,
+                )
+            return
+        if row["produced"] or await _projected(conn, intent):
+            raise _conflict(intent.tx_id)
+        if row["age_s"] <= horizon_s:
+            raise _pending(intent.tx_id, horizon_s - row["age_s"])
+        await conn.execute(
+            "UPDATE intents SET fingerprint = $3, agent_id = $4, operations = $5::jsonb,"
+            " created_at = now(), attempted_at = now() WHERE tenant = $1 AND tx_id = $2",
+            intent.tenant,
+            intent.tx_id,
+            intent.fingerprint,
+            intent.agent_id,
+            intent.operations_json(),
+        )
+        await conn.execute(
+            "DELETE FROM intent_keys WHERE tenant = $1 AND tx_id = $2",
+            intent.tenant,
+            intent.tx_id,
+        )
+        await _write_keys(conn, intent)
+
+
+async def mark_produced(conn: asyncpg.Connection, intent: Intent) -> None:
+    await conn.execute(
+        "UPDATE intents SET produced = true"
+        " WHERE tenant = $1 AND tx_id = $2 AND fingerprint = $3 AND NOT produced",
+        intent.tenant,
+        intent.tx_id,
+        intent.fingerprint,
+    )
+
+
+async def _projected(conn: asyncpg.Connection, intent: Intent) -> bool:
+    found = await conn.fetchval(
+        "SELECT 1 FROM transactions WHERE tenant = $1 AND tx_id = $2",
+        intent.tenant,
+        intent.tx_id,
+    )
+    return found is not None
+
+
+async def _write_keys(conn: asyncpg.Connection, intent: Intent) -> None:
+    """Each leg's keys, for the webhook ingress's lookup by primary key (issue 7, item 17)."""
+    rows: list[tuple[Any, ...]] = []
+    for spec in intent.operations:
+        rows.append((spec.op_key, intent.tenant, intent.tx_id, spec.action, "forward"))
+        if spec.compensation_key is not None:
+            rows.append(
+                (spec.compensation_key, intent.tenant, intent.tx_id, spec.action, "compensation")
+            )
+    await conn.executemany(
+        "INSERT INTO intent_keys (key, tenant, tx_id, action, leg) VALUES ($1, $2, $3, $4, $5)"
+        " ON CONFLICT (key) DO NOTHING",
+        rows,
+    )
+
+
+def _conflict(tx_id: str) -> ApiError:
+    return ApiError(
+        409,
+        "tx_conflict",
+        f"tx_id {tx_id!r} was already submitted with a different body; "
+        "resubmit the original body to retry, or use a new tx_id for a new intent",
+    )
+
+
+def _pending(tx_id: str, remaining_s: float) -> ApiError:
+    return ApiError(
+        409,
+        "tx_pending",
+        f"tx_id {tx_id!r} was submitted with a different body that Kafka has not "
+        "acknowledged, and whether it was recorded is still being determined; retry in "
+        f"{max(1, round(remaining_s))} s (if it was recorded, this body will be refused "
+        "with tx_conflict), or use a new tx_id",
+    )

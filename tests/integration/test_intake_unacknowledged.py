@@ -1,0 +1,197 @@
+"""A command Kafka never acknowledged is no promise and burns nothing (issue 7, items 4 and
+12), against the real broker and database: the broker is killed so that the intake's
+produce fails, as it does in production.
+
+The intake runs in-process; no decider runs, so the projection only holds what a test
+writes into it (the state the decider would have left).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import asyncpg
+import httpx
+import pytest
+from aiokafka import AIOKafkaConsumer, TopicPartition
+
+from events.inputs import ResolveReview, SubmitTransaction, parse_input
+from events.topics import PARTITIONS, Topics
+from services.config import Settings
+from services.example_intent import example_transaction
+from services.infra.kafka import KafkaBroker
+from services.intake.app import create_app
+from services.kafka_setup import ensure_topics
+
+ACME = {"Authorization": "Bearer key-acme"}
+# Short for the test, but longer than the delivery of the failed attempt can take here:
+# the broker stays down until the producer has given that record up.
+HORIZON_S = 20.0
+FIRST: dict[str, Any] = example_transaction("order-7")
+
+
+def corrected() -> dict[str, Any]:
+    body = copy.deepcopy(FIRST)
+    body["steps"][1]["payload"]["amount"] = 4200
+    return body
+
+
+@pytest.fixture
+async def settings(infra: Any, fresh_database: str, topic_prefix: str) -> Settings:
+    settings = Settings(
+        kafka_bootstrap=infra.kafka_bootstrap,
+        database_url=fresh_database,
+        topics=Topics(topic_prefix),
+        environment="test",
+        api_keys={"key-acme": "acme"},
+        providers={"sandbox": "http://127.0.0.1:9"},
+        pending_horizon_s=HORIZON_S,
+    )
+    await ensure_topics(settings.kafka_bootstrap, settings.topics)
+    return settings
+
+
+@pytest.fixture
+async def client(settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
+    app = create_app(settings)
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(
+            transport=transport, base_url="http://intake", headers=ACME
+        ) as http:
+            yield http
+
+
+async def sql(settings: Settings, query: str, *args: Any) -> Any:
+    conn = await asyncpg.connect(settings.database_url)
+    try:
+        return await conn.fetch(query, *args)
+    finally:
+        await conn.close()
+
+
+async def commands(settings: Settings) -> list[Any]:
+    """Every command on the topic (the intake answers after the ack: it is all there)."""
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=settings.kafka_bootstrap,
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+    )
+    await consumer.start()
+    try:
+        partitions = [TopicPartition(settings.topics.commands, p) for p in range(PARTITIONS)]
+        consumer.assign(partitions)
+        ends = await consumer.end_offsets(partitions)
+        found: list[Any] = []
+        async with asyncio.timeout(30):
+            while len(found) < sum(ends.values()):
+                for batch in (await consumer.getmany(timeout_ms=500)).values():
+                    found += [parse_input(r.value or b"") for r in batch]
+        return found
+    finally:
+        await consumer.stop()
+
+
+async def until(request: Callable[[], Awaitable[httpx.Response]], status: int) -> httpx.Response:
+    """Repeat the request until it answers `status` (a client retrying after a 409/503)."""
+    deadline = time.monotonic() + HORIZON_S + 60
+    while True:
+        response = await request()
+        if response.status_code == status or time.monotonic() > deadline:
+            return response
+        await asyncio.sleep(1)
+
+
+async def test_a_submission_kafka_never_acknowledged_is_not_accepted_and_frees_its_tx_id(
+    client: httpx.AsyncClient, settings: Settings, kafka_broker: KafkaBroker
+) -> None:
+    kafka_broker.kill()
+    try:
+        failed = await client.post("/v1/transactions", json=FIRST)
+        assert failed.status_code == 503, failed.text
+
+        # Nothing was promised: the tx_id is unknown, not `accepted`, and an abort of it
+        # is refused rather than answered 202 and dropped.
+        assert (await client.get("/v1/transactions/order-7")).status_code == 404
+        assert (await client.get("/v1/transactions/order-7/events")).status_code == 404
+        abort = await client.post("/v1/transactions/order-7/abort")
+        assert abort.status_code == 404, abort.text
+        # The first command may still be on its way: a different body must wait.
+        early = await client.post("/v1/transactions", json=corrected())
+        assert early.status_code == 409, early.text
+        assert early.json()["error"] == "tx_pending"
+        assert "retry in" in early.json()["message"]
+    finally:
+        kafka_broker.start()
+
+    # Once the first command can no longer land and nothing was projected for the tx_id,
+    # the corrected body takes it.
+    taken = await until(lambda: client.post("/v1/transactions", json=corrected()), 202)
+    assert taken.status_code == 202, taken.text
+    view = (await client.get("/v1/transactions/order-7")).json()
+    assert view["status"] == "accepted"
+    submitted = [c for c in await commands(settings) if isinstance(c, SubmitTransaction)]
+    assert [c.operations[1].payload["amount"] for c in submitted] == [4200]
+    # The first body is now the one that conflicts.
+    assert (await client.post("/v1/transactions", json=FIRST)).status_code == 409
+
+
+async def test_a_different_body_never_takes_a_tx_id_the_decider_has_accepted(
+    client: httpx.AsyncClient, settings: Settings
+) -> None:
+    # The state a lost acknowledgement leaves behind: the row says unacknowledged (and is
+    # long past the horizon), but the command did land and the decider accepted it.
+    await sql(
+        settings,
+        "INSERT INTO intents (tenant, tx_id, fingerprint, agent_id, operations, produced,"
+        " attempted_at) VALUES ('acme', 'order-7', 'f-first', 'agent-7', '[]', false,"
+        " now() - interval '1 hour')",
+    )
+    await sql(
+        settings,
+        "INSERT INTO transactions (tenant, tx_id, status, agent_id, last_seq, created_at,"
+        " updated_at) VALUES ('acme', 'order-7', 'running', 'agent-7', 1, now(), now())",
+    )
+
+    response = await client.post("/v1/transactions", json=corrected())
+
+    assert response.status_code == 409, response.text
+    assert response.json()["error"] == "tx_conflict"
+    assert await commands(settings) == []
+
+
+async def test_a_review_resolution_kafka_never_acknowledged_does_not_wedge_the_review(
+    client: httpx.AsyncClient, settings: Settings, kafka_broker: KafkaBroker
+) -> None:
+    # An open review, as the projector writes it from OperationNeedsReview.
+    await sql(
+        settings,
+        "INSERT INTO reviews (id, tenant, tx_id, action, leg, op_key, attempt, reason, state,"
+        " created_at) VALUES ('rv_1', 'acme', 'order-7', 'charge', 'forward', 'rk1_x', 1,"
+        " 'lookup_budget_exhausted', 'open', now())",
+    )
+    wrong = {"resolution": "applied", "note": "looked at the wrong charge", "actor": "ops"}
+    right = {"resolution": "not_applied", "note": "no such charge", "actor": "ops"}
+
+    kafka_broker.kill()
+    try:
+        failed = await client.post("/v1/reviews/rv_1/resolve", json=wrong)
+        assert failed.status_code == 503, failed.text
+        early = await client.post("/v1/reviews/rv_1/resolve", json=right)
+        assert early.status_code == 409, early.text
+        assert early.json()["error"] == "resolution_pending"
+    finally:
+        kafka_broker.start()
+
+    taken = await until(lambda: client.post("/v1/reviews/rv_1/resolve", json=right), 200)
+    assert taken.status_code == 200, taken.text
+    assert taken.json()["resolution"] == "not_applied"
+    resolutions = [c for c in await commands(settings) if isinstance(c, ResolveReview)]
+    assert [c.resolution.value for c in resolutions] == ["not_applied"]
+    # Acknowledged now: any other resolution is refused.
+    again = await client.post("/v1/reviews/rv_1/resolve", json=wrong)
+    assert again.status_code == 409 and again.json()["error"] == "review_already_resolved"

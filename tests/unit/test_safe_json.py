@@ -1,0 +1,57 @@
+"""events.safe_json: whatever json.loads returns, the escaped value encodes as UTF-8 JSON
+and holds no NUL (what Kafka, pydantic and Postgres need), and a value that needed no
+escape is returned unchanged."""
+
+import json
+from typing import Any
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from events.safe_json import escape_unencodable
+
+# Every code point, lone surrogates (category Cs) and NUL included.
+ANY_TEXT = st.text(st.characters(codec=None, categories=None, exclude_categories=()))
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | ANY_TEXT,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(ANY_TEXT, inner, max_size=4),
+    max_leaves=20,
+)
+
+
+@given(JSON)
+def test_every_parsed_value_encodes_and_stores_after_escaping(value: Any) -> None:
+    # What a provider can send: anything json.loads accepts.
+    parsed = json.loads(json.dumps(value))
+
+    escaped = escape_unencodable(parsed)
+
+    json.dumps(escaped, ensure_ascii=False).encode("utf-8")  # raises if a surrogate is left
+    assert not any("\x00" in text for text in strings(escaped))
+
+
+def strings(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, list):
+        return [text for item in value for text in strings(item)]
+    if isinstance(value, dict):
+        return [text for k, v in value.items() for text in [k, *strings(v)]]
+    return []
+
+
+@given(JSON)
+def test_a_value_that_needs_no_escape_is_unchanged(value: Any) -> None:
+    text = json.dumps(value)
+    if "\\ud" in text.lower() or "\\u0000" in text:
+        return
+    assert escape_unencodable(json.loads(text)) == json.loads(text)
+
+
+def test_the_escape_is_the_text_of_the_json_escape() -> None:
+    parsed = json.loads('{"k\\u0000": ["a\\ud800b", "\\udfff"], "ok": "\\ud83d\\ude00"}')
+
+    assert escape_unencodable(parsed) == {
+        "k\\u0000": ["a\\ud800b", "\\udfff"],
+        "ok": "\U0001f600",  # a valid pair is one character, kept as it is
+    }
