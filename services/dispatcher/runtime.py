@@ -176,6 +176,11 @@ class Call:
             key=partition_key(env.tenant, env.tx_id),
             partition=self.partition,
         )
+        if seen.alarm is not None:
+            # Unknown, so the transaction waits; a person must fix the configuration.
+            log.error(
+                "%s %s attempt %d: %s", env.tx_id, dispatch.action, dispatch.attempt, seen.alarm
+            )
         log.info(
             "%s %s attempt %d: %s via %s",
             env.tx_id,
