@@ -36,7 +36,10 @@ class Seen:
 
 
 def classify_response(status: int, body: Any) -> Seen:
-    remote_id = body.get("id") if isinstance(body, dict) else None
+    # The provider's id as text whatever its JSON type: a numeric id is evidence too, and
+    # must not fail the observation's validation.
+    raw_id = body.get("id") if isinstance(body, dict) else None
+    remote_id = None if raw_id is None else str(raw_id)
     if 200 <= status < 300:
         succeeded = status != 202 and isinstance(body, dict) and body.get("status") == "succeeded"
         outcome = Outcome.SUCCEEDED if succeeded else Outcome.UNKNOWN
