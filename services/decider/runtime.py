@@ -24,6 +24,7 @@ from aiokafka.coordinator.assignors.range import RangePartitionAssignor
 from aiokafka.errors import KafkaError, ProducerFenced
 from pydantic import ValidationError
 
+from events.dead_letters import dead_letter_headers
 from events.inputs import OperationObserved, parse_input
 from events.keys import partition_key
 from services.config import Settings
@@ -162,10 +163,9 @@ class Decider:
             self.topics.dead_letters,
             value=record.value,
             key=record.key,
-            headers=[
-                ("reason", reason[:2000].encode()),
-                ("origin", f"{tp.topic}:{tp.partition}:{record.offset}".encode()),
-            ],
+            headers=dead_letter_headers(
+                reason, tp.topic, tp.partition, record.offset, self.group_id
+            ),
         )
 
     async def run(self, stop: asyncio.Event) -> None:
