@@ -2,6 +2,7 @@
 recorded escaped: the dispatcher neither crashes nor crash-loops on redelivery."""
 
 import asyncio
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -45,17 +46,22 @@ async def odd_url(free_port: Callable[[], int]) -> AsyncIterator[str]:
 async def test_a_lone_surrogate_from_a_provider_is_recorded_escaped(
     stack: Stack, recon: Recon, odd_url: str
 ) -> None:
-    # The intake accepts only configured providers; the dispatcher calls them.
-    for name in ("intake", "dispatcher"):
+    # The intake accepts only configured providers; the dispatcher and reconciler call them.
+    for name in ("intake", "reconciler", "dispatcher"):
         stack.stop(name)
     stack.extra_env["RECON_PROVIDERS"] = f"sandbox={stack.sandbox_url},odd={odd_url}"
-    for name in ("dispatcher", "intake"):
+    for name in ("dispatcher", "reconciler", "intake"):
         stack.start(name)
     await stack.wait_ready()
 
     body = transaction("odd-1")
     body["steps"][0]["provider"] = "odd"
     assert (await recon.submit(body)).status_code == 202
+    deadline = time.monotonic() + 60
+    while (await recon.get("odd-1")).json().get("status") != "committed":
+        assert stack.processes["dispatcher"].poll() is None, stack.log_tail("dispatcher")
+        assert time.monotonic() < deadline, (await recon.get("odd-1")).text
+        await asyncio.sleep(0.2)
     tx = await recon.wait_terminal("odd-1")
     assert tx["status"] == "committed", tx
     assert op(tx, "reserve")["remote_id"] == "res_\\ud800"
