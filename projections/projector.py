@@ -15,6 +15,7 @@ from aiokafka.errors import KafkaError
 from aiokafka.structs import ConsumerRecord, TopicPartition
 from pydantic import ValidationError
 
+from events.dead_letters import dead_letter_headers
 from events.drift import DriftDetected
 from events.envelope import Envelope
 from projections.schema import apply_schema
@@ -172,11 +173,13 @@ class Projector:
             self.settings.topics.dead_letters,
             value=record.value,
             key=record.key,
-            headers=[
-                ("reason", reason.encode()),
-                ("source", f"{record.topic}[{record.partition}]@{record.offset}".encode()),
-                ("consumer", b"recon-projector"),
-            ],
+            headers=dead_letter_headers(
+                reason,
+                record.topic,
+                record.partition,
+                record.offset,
+                f"{self.settings.group_prefix}recon-projector",
+            ),
         )
 
     async def seek(self, partitions: set[TopicPartition]) -> None:

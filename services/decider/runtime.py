@@ -41,6 +41,7 @@ from aiokafka.errors import (
 )
 from pydantic import ValidationError
 
+from events.dead_letters import dead_letter_headers
 from events.inputs import OperationObserved, parse_input
 from events.keys import partition_key
 from services.config import Settings
@@ -310,10 +311,9 @@ class Decider:
         self, staged: _Staged, tp: TopicPartition, record: ConsumerRecord, reason: str
     ) -> None:
         log.error("dead-lettering %s:%d@%d: %s", tp.topic, tp.partition, record.offset, reason)
-        origin = f"{tp.topic}:{tp.partition}:{record.offset}"
         value: bytes = record.value or b""
         key: bytes | None = record.key
-        headers = [("reason", reason[:2000].encode()), ("origin", origin.encode())]
+        headers = dead_letter_headers(reason, tp.topic, tp.partition, record.offset, self.group_id)
         if len(value) + len(key or b"") > MAX_RECORD_BYTES:
             # Too large to copy (copying it could be refused in turn): the dead letter
             # points at the input, which its topic keeps forever.

@@ -9,6 +9,7 @@ from typing import Any, Protocol
 import httpx
 
 from events.inputs import Outcome
+from events.safe_json import escape_unencodable
 from services.dispatcher.classify import Seen, classify_lookup, classify_response, unreachable
 
 
@@ -71,9 +72,13 @@ class SandboxAdapter:
 
 
 def _json(response: httpx.Response) -> Any:
+    # Escaped, not trusted: a provider's lone surrogate must become evidence in the
+    # observation, not an observation that cannot be encoded (a crash, then a crash loop
+    # on redelivery).
     try:
-        return response.json()
+        return escape_unencodable(response.json())
     except ValueError:
+        # .text decodes with replacement characters: always encodable.
         return {"text": response.text[:2000]}
 
 

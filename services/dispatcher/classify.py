@@ -2,6 +2,12 @@
 
 The rule that matters: only a definitive refusal is `rejected`. A timeout, a reset, a
 5xx, a 408/429 or a 202 says nothing about whether the effect exists: `unknown`.
+
+A 4xx is a rejection only when it is the provider refusing *this payload* (the decline, the
+out-of-stock, the invalid request). A 401/403 is about our credentials, a 404/405 about our
+route, a 409 other than a reused key a concurrent request under the same key: none of them
+says the effect cannot exist or will not follow, so they are `unknown` (a lookup settles
+them) and carry an `alarm` an operator must see, never a silent `failed`.
 """
 
 from dataclasses import dataclass
@@ -9,8 +15,12 @@ from typing import Any
 
 from events.inputs import Outcome
 
-# 4xx answers that are about the request's timing, not its content: no proof of absence.
-NOT_DEFINITIVE_4XX = {408, 425, 429}
+# The provider's definitive refusals of a payload (the sandbox's decline is 402, its
+# out-of-stock 422; Stripe's card errors are 402, its invalid requests 400). Whitelisted:
+# a 4xx nobody listed here is not evidence of absence.
+DEFINITIVE_4XX = frozenset({400, 402, 422})
+# 4xx answers about the request's timing, not its content: a retry may well succeed.
+TIMING_4XX = frozenset({408, 425, 429})
 
 
 @dataclass(frozen=True)
@@ -20,22 +30,47 @@ class Seen:
     remote_id: str | None = None
     body: Any = None
     error: str | None = None
+    # Why a person must look (our credentials, route or configuration are wrong): the
+    # runtime logs it at ERROR. None for an answer that is the provider's business.
+    alarm: str | None = None
 
 
 def classify_response(status: int, body: Any) -> Seen:
-    remote_id = body.get("id") if isinstance(body, dict) else None
+    # The provider's id as text whatever its JSON type: a numeric id is evidence too, and
+    # must not fail the observation's validation.
+    raw_id = body.get("id") if isinstance(body, dict) else None
+    remote_id = None if raw_id is None else str(raw_id)
     if 200 <= status < 300:
         succeeded = status != 202 and isinstance(body, dict) and body.get("status") == "succeeded"
         outcome = Outcome.SUCCEEDED if succeeded else Outcome.UNKNOWN
         return Seen(outcome, status, remote_id, body)
     if status == 409 and isinstance(body, dict) and body.get("error") == "idempotency_key_reused":
         return Seen(Outcome.KEY_CONFLICT, status, None, body)
-    if 400 <= status < 500 and status not in NOT_DEFINITIVE_4XX:
+    if status in DEFINITIVE_4XX:
         return Seen(Outcome.REJECTED, status, None, body)
+    if 400 <= status < 500 and status not in TIMING_4XX:
+        alarm = (
+            f"provider answered {status} ({_error_code(body)}), not a refusal of the payload; "
+            "check the provider's credentials, URL and configuration"
+        )
+        # The alarm is also the observation's error: the evidence trail says why.
+        return Seen(Outcome.UNKNOWN, status, None, body, error=alarm, alarm=alarm)
     return Seen(Outcome.UNKNOWN, status, None, body)
 
 
+def _error_code(body: Any) -> str:
+    if isinstance(body, dict) and isinstance(body.get("error"), str):
+        return str(body["error"])[:200]
+    return "no error code"
+
+
 def classify_lookup(status: int, body: Any) -> Seen:
+    if 400 <= status < 500 and status not in TIMING_4XX:
+        alarm = (
+            f"lookup answered {status} ({_error_code(body)}); "
+            "check the provider's credentials, URL and configuration"
+        )
+        return Seen(Outcome.UNAVAILABLE, status, None, body, error=alarm, alarm=alarm)
     if status != 200 or not isinstance(body, dict) or not isinstance(body.get("effects"), list):
         return Seen(Outcome.UNAVAILABLE, status, None, body)
     effects = [e for e in body["effects"] if isinstance(e, dict)]

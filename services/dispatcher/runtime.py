@@ -1,9 +1,11 @@
 """The dispatcher's Kafka runtime.
 
-At-least-once by design, made safe by keys and lookups: offsets are committed only
-after every observation of the batch is acknowledged by Kafka, so a crash re-delivers
-the dispatch. A re-delivered dispatch (anything below the partition's end offset when
-this process took the partition) and any later attempt look up before they apply.
+At-least-once by design, made safe by keys and lookups (the shared policy,
+services.at_least_once): offsets are committed only after every observation of the batch is
+acknowledged by Kafka, so a crash re-delivers the dispatch. A re-delivered dispatch
+(anything below the partition's end offset when this process took the partition, or a
+batch read again after a failure) and any later attempt look up before they apply; a
+dispatch whose attempt the projection proves over is not acted on at all.
 """
 
 import asyncio
@@ -12,18 +14,18 @@ from datetime import UTC, datetime
 
 import httpx
 from aiokafka import ConsumerRecord, TopicPartition
-from aiokafka.abc import ConsumerRebalanceListener
-from aiokafka.errors import KafkaError
 from pydantic import ValidationError
 
 from events.envelope import Envelope
 from events.inputs import OperationObserved, Outcome, Source
 from events.keys import partition_key
 from events.transaction_events import OperationDispatched
+from services.at_least_once import AtLeastOnceConsumer, Batch, RetryBatch
 from services.config import Settings
 from services.dispatcher.adapters import ProviderAdapter, build_adapters
 from services.dispatcher.classify import Seen
-from services.kafka_clients import acked_producer, group_consumer
+from services.dispatcher.in_flight import Projection, ProjectionUnavailable, over_because
+from services.kafka_clients import acked_producer
 from services.kafka_setup import ensure_topics
 
 log = logging.getLogger(__name__)
@@ -34,63 +36,99 @@ log = logging.getLogger(__name__)
 LOOKUP_BACKOFF_S = (0.1, 0.3, 0.6, 1.2, 2.4)
 MAX_CONCURRENT_CALLS = 64
 
+Dispatch = tuple[TopicPartition, ConsumerRecord, Envelope, OperationDispatched]
+
 
 class Dispatcher:
-    def __init__(self, settings: Settings, adapters: dict[str, ProviderAdapter]) -> None:
+    def __init__(
+        self, settings: Settings, adapters: dict[str, ProviderAdapter], projection: Projection
+    ) -> None:
         self.settings = settings
         self.topics = settings.topics
         self.adapters = adapters
+        self.projection = projection
         self.calls = asyncio.Semaphore(MAX_CONCURRENT_CALLS)
         # Offsets below these were possibly handled by a previous owner.
         self.replay_until: dict[TopicPartition, int] = {}
-        self.consumer = group_consumer(settings, "recon-dispatcher")
+        # Dispatches not acted on because their attempt was over (a reset group re-reading).
+        self.skipped = 0
         self.producer = acked_producer(settings)
+        self.inputs = AtLeastOnceConsumer(
+            settings,
+            "recon-dispatcher",
+            [self.topics.events],
+            self.producer,
+            max_records=200,
+            on_assigned=self._assigned,
+            on_rewind=self._rewound,
+        )
 
     async def run(self, stop: asyncio.Event) -> None:
         await self.producer.start()
-        self.consumer.subscribe([self.topics.events], listener=_Listener(self))
-        await self.consumer.start()
         try:
-            while not stop.is_set():
-                batch = await self.consumer.getmany(timeout_ms=500, max_records=200)
-                if not batch:
-                    continue
-                try:
-                    await asyncio.gather(
-                        *(self._handle(tp, rec) for tp, recs in batch.items() for rec in recs)
-                    )
-                    await self.consumer.commit(
-                        {tp: records[-1].offset + 1 for tp, records in batch.items() if records}
-                    )
-                except KafkaError as error:
-                    # An observation or the commit did not reach Kafka: read the batch
-                    # again. Every re-read dispatch looks up first, so nothing is applied
-                    # twice.
-                    log.warning("batch failed (%r); re-reading it", error)
-                    await self._rewind(batch)
+            await self.inputs.run(stop, self._handle_batch)
         finally:
-            await self.consumer.stop()
             await self.producer.stop()
 
-    async def _rewind(self, batch: dict[TopicPartition, list[ConsumerRecord]]) -> None:
-        for tp, records in batch.items():
-            if records:
-                self.replay_until[tp] = max(self.replay_until.get(tp, 0), records[-1].offset + 1)
-                self.consumer.seek(tp, records[0].offset)
-        await asyncio.sleep(1.0)
+    async def _assigned(self, assigned: set[TopicPartition]) -> None:
+        ends = await self.inputs.consumer.end_offsets(list(assigned))
+        self.replay_until.update(ends)
 
-    async def _handle(self, tp: TopicPartition, record: ConsumerRecord) -> None:
+    def _rewound(self, batch: Batch) -> None:
+        for tp, records in batch.items():
+            self.replay_until[tp] = max(self.replay_until.get(tp, 0), records[-1].offset + 1)
+
+    async def _handle_batch(self, batch: Batch) -> None:
+        dispatches: list[Dispatch] = []
+        for tp, records in batch.items():
+            for record in records:
+                try:
+                    envelope = Envelope.model_validate_json(record.value)
+                    if envelope.type != "OperationDispatched":
+                        continue
+                    dispatch = envelope.event()
+                except ValidationError as error:
+                    await self.inputs.dead_letter(tp, record, f"unreadable event: {error}")
+                    continue
+                assert isinstance(dispatch, OperationDispatched)
+                dispatches.append((tp, record, envelope, dispatch))
+        if not dispatches:
+            return
         try:
-            envelope = Envelope.model_validate_json(record.value)
-        except ValidationError:
-            log.error(
-                "unreadable event at %s:%d@%d, skipped", tp.topic, tp.partition, record.offset
+            projected = await self.projection.operations(
+                (env.tenant, env.tx_id, d.action) for _, _, env, d in dispatches
             )
-            return
-        if envelope.type != "OperationDispatched":
-            return
-        dispatch = envelope.event()
-        assert isinstance(dispatch, OperationDispatched)
+        except ProjectionUnavailable as error:
+            # Never act unchecked: a dispatch may be years old. Wait for Postgres.
+            raise RetryBatch(f"projection unavailable: {error}") from error
+        live: list[Dispatch] = []
+        for item in dispatches:
+            _, _, env, d = item
+            reason = over_because(d, projected.get((env.tenant, env.tx_id, d.action)))
+            if reason is None:
+                live.append(item)
+                continue
+            self.skipped += 1
+            log.info(
+                "%s %s attempt %d (%s) not dispatched: %s (%d skipped so far)",
+                env.tx_id,
+                d.action,
+                d.attempt,
+                d.leg.value,
+                reason,
+                self.skipped,
+            )
+        await asyncio.gather(*(self._handle(*item) for item in live))
+
+    async def _handle(
+        self,
+        tp: TopicPartition,
+        record: ConsumerRecord,
+        envelope: Envelope,
+        dispatch: OperationDispatched,
+    ) -> None:
+        if not self.inputs.owns(tp):
+            return  # revoked meanwhile: the new owner reads it again
         redelivered = record.offset < self.replay_until.get(tp, 0)
         async with self.calls:
             await Call(self, envelope, dispatch, tp.partition).run(
@@ -176,6 +214,11 @@ class Call:
             key=partition_key(env.tenant, env.tx_id),
             partition=self.partition,
         )
+        if seen.alarm is not None:
+            # Unknown, so the transaction waits; a person must fix the configuration.
+            log.error(
+                "%s %s attempt %d: %s", env.tx_id, dispatch.action, dispatch.attempt, seen.alarm
+            )
         log.info(
             "%s %s attempt %d: %s via %s",
             env.tx_id,
@@ -186,19 +229,6 @@ class Call:
         )
 
 
-class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
-    def __init__(self, dispatcher: Dispatcher) -> None:
-        self.dispatcher = dispatcher
-
-    async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
-        pass
-
-    async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
-        if assigned:
-            ends = await self.dispatcher.consumer.end_offsets(list(assigned))
-            self.dispatcher.replay_until.update(ends)
-
-
 async def run_dispatcher(settings: Settings, stop: asyncio.Event) -> None:
     await ensure_topics(
         settings.kafka_bootstrap, settings.topics, durability=settings.kafka_durability
@@ -206,5 +236,10 @@ async def run_dispatcher(settings: Settings, stop: asyncio.Event) -> None:
     timeout = httpx.Timeout(
         settings.provider_timeout_s, connect=min(2.0, settings.provider_timeout_s)
     )
-    async with httpx.AsyncClient(timeout=timeout) as client:
-        await Dispatcher(settings, build_adapters(client, settings.providers)).run(stop)
+    projection = Projection(settings.database_url)
+    try:
+        async with httpx.AsyncClient(timeout=timeout) as client:
+            adapters = build_adapters(client, settings.providers)
+            await Dispatcher(settings, adapters, projection).run(stop)
+    finally:
+        await projection.close()

@@ -1,9 +1,10 @@
 """The saga orchestrator's Kafka runtime.
 
-At-least-once, made harmless by the reactor's deterministic commands: offsets are
-committed only after every command of the batch is acknowledged by Kafka, so a crash or a
-failed send re-delivers the events and the same commands are issued again, which the
-decider recognises (same message id; a plan or an undo already under way).
+At-least-once (the shared policy, services.at_least_once), made harmless by the reactor's
+deterministic commands: offsets are committed only after every command of the batch is
+acknowledged by Kafka, so a crash or a failed send re-delivers the events and the same
+commands are issued again, which the decider recognises (same message id; a plan or an
+undo already under way).
 
 Each command goes to the partition of the event it answers: recon.commands is
 co-partitioned with recon.events, so this is the partition the transaction's decider owns.
@@ -13,61 +14,40 @@ import asyncio
 import logging
 
 from aiokafka import ConsumerRecord, TopicPartition
-from aiokafka.errors import KafkaError
 from pydantic import ValidationError
 
 from events.envelope import Envelope
 from events.inputs import Command
 from events.keys import partition_key
+from services.at_least_once import AtLeastOnceConsumer, Batch
 from services.config import Settings
-from services.kafka_clients import acked_producer, group_consumer
+from services.kafka_clients import acked_producer
 from services.kafka_setup import ensure_topics
 from services.saga.reactor import react
 
 log = logging.getLogger(__name__)
 
-Batch = dict[TopicPartition, list[ConsumerRecord]]
-
 
 class Orchestrator:
     def __init__(self, settings: Settings) -> None:
         self.topics = settings.topics
-        # read_committed: an aborted decision never starts a compensation.
-        self.consumer = group_consumer(settings, "recon-saga")
         self.producer = acked_producer(settings)
+        self.inputs = AtLeastOnceConsumer(
+            settings, "recon-saga", [self.topics.events], self.producer, max_records=500
+        )
 
     async def run(self, stop: asyncio.Event) -> None:
         await self.producer.start()
-        self.consumer.subscribe([self.topics.events])
-        await self.consumer.start()
         try:
-            while not stop.is_set():
-                batch = await self.consumer.getmany(timeout_ms=500, max_records=500)
-                if not batch:
-                    continue
-                try:
-                    await self._issue(batch)
-                    await self.consumer.commit(
-                        {tp: records[-1].offset + 1 for tp, records in batch.items() if records}
-                    )
-                except KafkaError as error:
-                    # A command or the offset commit did not reach Kafka. Offsets are
-                    # committed batch by batch, so the batch's first offsets are the
-                    # committed ones: read it again and issue the same commands again.
-                    log.warning("batch failed (%r); re-reading it", error)
-                    for tp, records in batch.items():
-                        if records:
-                            self.consumer.seek(tp, records[0].offset)
-                    await asyncio.sleep(1.0)
+            await self.inputs.run(stop, self._issue)
         finally:
-            await self.consumer.stop()
             await self.producer.stop()
 
     async def _issue(self, batch: Batch) -> None:
         sends: list[asyncio.Future[object]] = []
         for tp, records in batch.items():
             for record in records:
-                for command in self._react(tp, record):
+                for command in await self._react(tp, record):
                     # send() queues in order (the producer is idempotent, so the order
                     # holds across its retries); the acks are awaited together below.
                     sends.append(
@@ -81,17 +61,15 @@ class Orchestrator:
                     log.info("%s %s: %s", command.tx_id, command.type, command.message_id)
         await asyncio.gather(*sends)
 
-    def _react(self, tp: TopicPartition, record: ConsumerRecord) -> list[Command]:
+    async def _react(self, tp: TopicPartition, record: ConsumerRecord) -> list[Command]:
         try:
             envelope = Envelope.model_validate_json(record.value)
             return react(envelope)
-        except ValidationError:
+        except ValidationError as error:
             # The decider is the only writer of recon.events, so this is a bug upstream;
-            # the event stays in the log for the auditor, and the dispatcher and
-            # projector judge it the same way.
-            log.error(
-                "unreadable event at %s:%d@%d, skipped", tp.topic, tp.partition, record.offset
-            )
+            # the event stays in the log for the auditor and is set aside with the same
+            # headers by every consumer that cannot read it.
+            await self.inputs.dead_letter(tp, record, f"unreadable event: {error}")
             return []
 
 

@@ -1,0 +1,68 @@
+"""A provider answer that json.loads accepts but UTF-8 cannot encode (a lone surrogate) is
+recorded escaped: the dispatcher neither crashes nor crash-loops on redelivery."""
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import pytest
+import uvicorn
+from recon_client import Recon, op, transaction
+
+from services.stack import Stack
+
+# Valid JSON, escapes included: decoded, "\ud800" is a str no encoder accepts.
+ANSWER = b'{"id": "res_\\ud800", "status": "succeeded", "note": "x\\udfff"}'
+
+Receive = Callable[[], Awaitable[dict[str, Any]]]
+Send = Callable[[dict[str, Any]], Awaitable[None]]
+
+
+async def odd_provider(scope: dict[str, Any], receive: Receive, send: Send) -> None:
+    """Answers every call with ANSWER; lookups and listings find nothing."""
+    assert scope["type"] == "http"
+    body = ANSWER if scope["method"] == "POST" else b'{"effects": []}'
+    headers = [(b"content-type", b"application/json")]
+    await send({"type": "http.response.start", "status": 200, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+@pytest.fixture
+async def odd_url(free_port: Callable[[], int]) -> AsyncIterator[str]:
+    port = free_port()
+    server = uvicorn.Server(
+        uvicorn.Config(odd_provider, host="127.0.0.1", port=port, lifespan="off", log_level="error")
+    )
+    task = asyncio.create_task(server.serve())
+    while not server.started:
+        assert not task.done(), "the odd provider did not start"
+        await asyncio.sleep(0.05)
+    yield f"http://127.0.0.1:{port}"
+    server.should_exit = True
+    await task
+
+
+async def test_a_lone_surrogate_from_a_provider_is_recorded_escaped(
+    stack: Stack, recon: Recon, odd_url: str
+) -> None:
+    # The intake accepts only configured providers; the dispatcher and reconciler call them.
+    for name in ("intake", "reconciler", "dispatcher"):
+        stack.stop(name)
+    stack.extra_env["RECON_PROVIDERS"] = f"sandbox={stack.sandbox_url},odd={odd_url}"
+    for name in ("dispatcher", "reconciler", "intake"):
+        stack.start(name)
+    await stack.wait_ready()
+
+    body = transaction("odd-1")
+    body["steps"][0]["provider"] = "odd"
+    assert (await recon.submit(body)).status_code == 202
+    deadline = time.monotonic() + 60
+    while (await recon.get("odd-1")).json().get("status") != "committed":
+        assert stack.processes["dispatcher"].poll() is None, stack.log_tail("dispatcher")
+        assert time.monotonic() < deadline, (await recon.get("odd-1")).text
+        await asyncio.sleep(0.2)
+    tx = await recon.wait_terminal("odd-1")
+    assert tx["status"] == "committed", tx
+    assert op(tx, "reserve")["remote_id"] == "res_\\ud800"
+    assert stack.processes["dispatcher"].poll() is None, stack.log_tail("dispatcher")

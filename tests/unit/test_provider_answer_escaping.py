@@ -1,0 +1,49 @@
+"""A provider's answer is evidence: one holding a lone surrogate or a numeric id becomes an
+observation that can be written to Kafka, never a crash (issue 7, item 13)."""
+
+import json
+from datetime import UTC, datetime
+
+import httpx
+
+from events.inputs import OperationObserved, Outcome, Source
+from services.dispatcher.adapters import SandboxAdapter
+
+
+async def test_a_provider_answer_with_a_lone_surrogate_becomes_a_writable_observation() -> None:
+    raw = b'{"id": "ch_\\ud800", "status": "succeeded", "note": "x\\udfff"}'
+
+    def provider(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, content=raw, headers={"content-type": "application/json"})
+
+    async with httpx.AsyncClient(transport=httpx.MockTransport(provider)) as client:
+        seen = await SandboxAdapter(client, "http://provider").apply(
+            "payments.charge", "key-1", {"amount": 1}
+        )
+    assert seen.outcome is Outcome.SUCCEEDED
+    observation = OperationObserved(
+        message_id="m",
+        tenant="demo",
+        tx_id="tx",
+        action="charge",
+        op_key="key-1",
+        attempt=1,
+        source=Source.RESPONSE,
+        outcome=seen.outcome,
+        status_code=seen.status_code,
+        remote_id=seen.remote_id,
+        body=seen.body,
+        observed_at=datetime(2026, 1, 1, tzinfo=UTC),
+    )
+    written = json.loads(observation.model_dump_json())
+    assert written["remote_id"] == "ch_\\ud800"
+    assert written["body"]["note"] == "x\\udfff"
+
+
+async def test_a_numeric_provider_id_is_kept_as_text() -> None:
+    def provider(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, json={"id": 12345, "status": "succeeded"})
+
+    async with httpx.AsyncClient(transport=httpx.MockTransport(provider)) as client:
+        seen = await SandboxAdapter(client, "http://provider").apply("payments.charge", "k", {})
+    assert seen.remote_id == "12345"
