@@ -27,6 +27,7 @@ from pydantic import ValidationError
 from events.inputs import OperationObserved, parse_input
 from events.keys import partition_key
 from services.config import Settings
+from services.crash_points import DECIDER_IN_OPEN_TRANSACTION, pause_point
 from services.decider.restore import StateKey, restore_partition
 from services.decider.transaction import TransactionState, handle, initial_state
 from services.kafka_clients import acked_producer, group_consumer
@@ -115,6 +116,7 @@ class Decider:
                     await self._decide_one(producer, partition, staged, tp, record)
                 offsets[tp] = records[-1].offset + 1
             await producer.send_offsets_to_transaction(offsets, self.group_id)
+            await pause_point(DECIDER_IN_OPEN_TRANSACTION, flush=producer.flush)
         owned.states = staged
 
     async def _decide_one(

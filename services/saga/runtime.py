@@ -20,6 +20,7 @@ from events.envelope import Envelope
 from events.inputs import Command
 from events.keys import partition_key
 from services.config import Settings
+from services.crash_points import SAGA_AFTER_COMMANDS_ACKED, pause_point
 from services.kafka_clients import acked_producer, group_consumer
 from services.kafka_setup import ensure_topics
 from services.saga.reactor import react
@@ -80,6 +81,7 @@ class Orchestrator:
                     )
                     log.info("%s %s: %s", command.tx_id, command.type, command.message_id)
         await asyncio.gather(*sends)
+        await pause_point(SAGA_AFTER_COMMANDS_ACKED, when=bool(sends))
 
     def _react(self, tp: TopicPartition, record: ConsumerRecord) -> list[Command]:
         try:
