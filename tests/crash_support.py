@@ -1,12 +1,19 @@
 """Starting one recon process armed to pause at a crash point (services/crash_points.py),
-and waiting until it is held there."""
+waiting until it is held there, and reading what Kafka holds meanwhile (open transactions
+included)."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+from aiokafka import AIOKafkaConsumer, TopicPartition
+
+from events.topics import PARTITIONS
 from services.crash_points import PAUSE_AT_ENV, PAUSE_FILE_ENV
 from services.stack import Stack
 
@@ -39,3 +46,52 @@ async def wait_for_log(stack: Stack, name: str, text: str, timeout: float = 60) 
     while text not in stack.log_tail(name, 100_000):
         assert time.monotonic() < deadline, f"{name} never logged {text!r}"
         await asyncio.sleep(0.1)
+
+
+@dataclass(frozen=True)
+class Record:
+    partition: int
+    offset: int
+    value: dict[str, Any]
+
+
+async def read_records(
+    bootstrap: str, topic: str, isolation: str = "read_committed"
+) -> list[Record]:
+    """Every record of `topic` up to its end offsets at the time of the call, with its
+    position. read_uncommitted also shows the records of open and aborted Kafka
+    transactions (and stops at the high watermark); read_committed stops at the last stable
+    offset, before the first open transaction."""
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap, enable_auto_commit=False, isolation_level=isolation
+    )
+    await consumer.start()
+    try:
+        partitions = [TopicPartition(topic, p) for p in range(PARTITIONS)]
+        consumer.assign(partitions)
+        await consumer.seek_to_beginning(*partitions)
+        ends = await consumer.end_offsets(partitions)
+        records: list[Record] = []
+        for tp in partitions:
+            while await consumer.position(tp) < ends[tp]:
+                batch = await consumer.getmany(tp, timeout_ms=1000)
+                records += [
+                    Record(tp.partition, r.offset, json.loads(r.value))
+                    for r in batch.get(tp, [])
+                    if r.offset < ends[tp]
+                ]
+        return records
+    finally:
+        await consumer.stop()
+
+
+async def last_stable_offset(bootstrap: str, topic: str, partition: int) -> int:
+    """Where read_committed readers stop: before the first record of an open transaction."""
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, isolation_level="read_committed")
+    await consumer.start()
+    try:
+        tp = TopicPartition(topic, partition)
+        offset: int = (await consumer.end_offsets([tp]))[tp]
+        return offset
+    finally:
+        await consumer.stop()
