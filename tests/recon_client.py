@@ -28,9 +28,11 @@ class Recon:
         await self.http.aclose()
 
     async def submit(
-        self, body: dict[str, Any], *, retry_unavailable: bool = False
+        self, body: dict[str, Any], *, retry_unavailable: bool = False, timeout: float = 120
     ) -> httpx.Response:
+        deadline = time.monotonic() + timeout
         while True:
+            assert time.monotonic() < deadline, f"intake unavailable for {timeout}s"
             try:
                 response = await self.http.post(
                     f"{self.intake_url}/v1/transactions", json=body, headers=self.headers
@@ -86,11 +88,10 @@ class Recon:
         effects: list[dict[str, Any]] = response.json()["effects"]
         return effects
 
-    async def calls(self, key: str) -> list[dict[str, Any]]:
-        """Every apply and lookup the sandbox answered under `key`, in arrival order."""
-        response = await self.http.get(
-            f"{self.sandbox_url}/v1/calls", params={"idempotency_key": key}
-        )
+    async def calls(self, key: str | None = None) -> list[dict[str, Any]]:
+        """Every apply and lookup the sandbox answered (under `key`), in arrival order."""
+        params = {} if key is None else {"idempotency_key": key}
+        response = await self.http.get(f"{self.sandbox_url}/v1/calls", params=params)
         response.raise_for_status()
         calls: list[dict[str, Any]] = response.json()["calls"]
         return calls
