@@ -30,11 +30,12 @@ SAGA_AFTER_COMMANDS_ACKED = "saga.after_commands_acked"
 DECIDER_IN_OPEN_TRANSACTION = "decider.in_open_transaction"
 
 
+# Set once the test let the process go on: it pauses at most once.
+_released = False
+
+
 def armed(name: str) -> bool:
     return os.environ.get(PAUSE_AT_ENV) == name and not _released
-
-
-_released = False
 
 
 async def pause_point(
