@@ -72,8 +72,10 @@ async def read_records(
         await consumer.seek_to_beginning(*partitions)
         ends = await consumer.end_offsets(partitions)
         records: list[Record] = []
+        deadline = time.monotonic() + 60
         for tp in partitions:
             while await consumer.position(tp) < ends[tp]:
+                assert time.monotonic() < deadline, f"{topic} not read to {ends}"
                 batch = await consumer.getmany(tp, timeout_ms=1000)
                 records += [
                     Record(tp.partition, r.offset, json.loads(r.value))

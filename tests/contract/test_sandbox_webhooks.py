@@ -175,7 +175,7 @@ def settled(client: httpx.Client, effect_id: str, attempts: int) -> None:
 
     def done() -> bool:
         [delivery] = deliveries(client, effect_id)
-        return delivery["status"] != "pending" and delivery["attempts"] == attempts
+        return bool(delivery["status"] != "pending" and delivery["attempts"] == attempts)
 
     wait_for(done)
 
