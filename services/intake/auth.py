@@ -2,10 +2,21 @@
 cannot act for another tenant by writing its name."""
 
 import hmac
+from typing import Annotated
 
-from fastapi import Request
+from fastapi import Depends, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from services.intake.errors import ApiError
+
+# Only declares the Bearer scheme in the OpenAPI document, for every route that depends on
+# `tenant`; it refuses nothing (auto_error=False), so `tenant_for` stays the one check and
+# every 401 keeps the API's `{"error", "message"}` shape.
+_declare_bearer = HTTPBearer(
+    auto_error=False,
+    scheme_name="apiKey",
+    description="an API key from RECON_API_KEYS; the key names the tenant",
+)
 
 _UNAUTHORIZED = "send `Authorization: Bearer <api key>` with a key issued for your tenant"
 
@@ -25,7 +36,10 @@ def tenant_for(authorization: str | None, api_keys: dict[str, str]) -> str:
     return tenant
 
 
-def tenant(request: Request) -> str:
+def tenant(
+    request: Request,
+    _declared: Annotated[HTTPAuthorizationCredentials | None, Depends(_declare_bearer)],
+) -> str:
     """FastAPI dependency: the tenant of the request's API key."""
     api_keys: dict[str, str] = request.app.state.settings.api_keys
     return tenant_for(request.headers.get("authorization"), api_keys)

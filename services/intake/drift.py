@@ -12,11 +12,12 @@ from typing import Any
 from fastapi import APIRouter, Depends, Request
 
 from services.intake import auth
+from services.intake.openapi import errors
 
 router = APIRouter()
 
 
-@router.get("/v1/drift")
+@router.get("/v1/drift", responses=errors(401, 503))
 async def list_drift(request: Request, tenant: str = Depends(auth.tenant)) -> dict[str, Any]:
     async with request.app.state.pool.acquire() as conn:
         rows = await conn.fetch(
