@@ -23,8 +23,9 @@ from events.keys import partition_key
 from services.config import Settings
 from services.intake import auth, queries
 from services.intake.errors import ApiError
-from services.intake.openapi import TxId, errors, json_body
+from services.intake.openapi import TxId, errors, json_body, ok
 from services.intake.produce import produce_acked
+from services.intake.response_models import AbortRequested
 
 router = APIRouter()
 
@@ -39,7 +40,7 @@ class AbortRequest(BaseModel):
 @router.post(
     "/v1/transactions/{tx_id}/abort",
     status_code=202,
-    responses=errors(401, 404, 409, 413, 422, 503),
+    responses={**ok(AbortRequested, 202), **errors(401, 404, 409, 413, 422, 503)},
     # Optional: an empty body is the default reason and actor.
     openapi_extra=json_body(AbortRequest, required=False),
 )

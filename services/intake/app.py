@@ -28,8 +28,9 @@ from services.config import Settings
 from services.example_intent import example_transaction
 from services.intake import abort, auth, drift, openapi, queries, reviews, webhooks
 from services.intake.errors import ApiError
-from services.intake.openapi import HealthBody, TxId, errors, json_body
+from services.intake.openapi import HealthBody, TxId, errors, json_body, ok
 from services.intake.produce import produce_acked
+from services.intake.response_models import EventList, SubmissionAccepted, TransactionView
 from services.intake.submission import (
     SubmissionRequest,
     check,
@@ -126,13 +127,17 @@ def create_app(settings: Settings) -> FastAPI:
     @app.post(
         "/v1/transactions",
         status_code=202,
-        responses=errors(401, 409, 413, 422, 503),
+        responses={**ok(SubmissionAccepted, 202), **errors(401, 409, 413, 422, 503)},
         openapi_extra=json_body(SubmissionRequest, example=example_transaction()),
     )
     async def submit(request: Request, tenant: str = Depends(auth.tenant)) -> JSONResponse:
         return await _submit(request, tenant, settings)
 
-    @app.get("/v1/transactions/{tx_id}", responses=errors(401, 404, 422, 503))
+    @app.get(
+        "/v1/transactions/{tx_id}",
+        responses={**ok(TransactionView), **errors(401, 404, 422, 503)},
+        response_model=None,
+    )
     async def get_transaction(
         tx_id: TxId, request: Request, tenant: str = Depends(auth.tenant)
     ) -> dict[str, Any]:
@@ -142,7 +147,11 @@ def create_app(settings: Settings) -> FastAPI:
             raise _not_found(tx_id)
         return found
 
-    @app.get("/v1/transactions/{tx_id}/events", responses=errors(401, 404, 422, 503))
+    @app.get(
+        "/v1/transactions/{tx_id}/events",
+        responses={**ok(EventList), **errors(401, 404, 422, 503)},
+        response_model=None,
+    )
     async def get_events(
         tx_id: TxId, request: Request, tenant: str = Depends(auth.tenant)
     ) -> dict[str, Any]:

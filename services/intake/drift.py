@@ -12,12 +12,13 @@ from typing import Any
 from fastapi import APIRouter, Depends, Request
 
 from services.intake import auth
-from services.intake.openapi import errors
+from services.intake.openapi import errors, ok
+from services.intake.response_models import DriftList
 
 router = APIRouter()
 
 
-@router.get("/v1/drift", responses=errors(401, 503))
+@router.get("/v1/drift", responses={**ok(DriftList), **errors(401, 503)}, response_model=None)
 async def list_drift(request: Request, tenant: str = Depends(auth.tenant)) -> dict[str, Any]:
     async with request.app.state.pool.acquire() as conn:
         rows = await conn.fetch(

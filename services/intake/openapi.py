@@ -9,6 +9,7 @@ Clients generate SDKs from `/openapi.json`, so it must be complete and resolvabl
   puts the models (and the models they use) under `components/schemas`, where those
   references resolve. Pydantic's own schema points at `#/$defs/...`, which means nothing
   inside an OpenAPI document;
+- `ok(...)` declares the shape of a success answer (`response_models`);
 - the Bearer scheme of the keyed routes is declared by `auth.tenant` itself.
 """
 
@@ -84,6 +85,11 @@ _MEANING = {
 def errors(*codes: int) -> dict[int | str, dict[str, Any]]:
     """The `responses=` of a route for the refusals it can answer."""
     return {code: {"model": ErrorBody, "description": _MEANING[code]} for code in codes}
+
+
+def ok(model: type[BaseModel], status: int = 200) -> dict[int | str, dict[str, Any]]:
+    """The `responses=` entry of a route's success answer (documentation only)."""
+    return {status: {"model": model, "description": "success"}}
 
 
 def json_body(

@@ -21,8 +21,9 @@ from events.keys import partition_key
 from services.config import Settings
 from services.intake import auth
 from services.intake.errors import ApiError
-from services.intake.openapi import errors, json_body
+from services.intake.openapi import errors, json_body, ok
 from services.intake.produce import produce_acked
+from services.intake.response_models import ReviewList, ReviewResolving, ReviewView
 
 router = APIRouter()
 
@@ -41,7 +42,9 @@ class ResolveRequest(BaseModel):
     actor: Annotated[str, Field(min_length=1, max_length=256)]
 
 
-@router.get("/v1/reviews", responses=errors(401, 422, 503))
+@router.get(
+    "/v1/reviews", responses={**ok(ReviewList), **errors(401, 422, 503)}, response_model=None
+)
 async def list_reviews(
     request: Request,
     tenant: str = Depends(auth.tenant),
@@ -65,7 +68,11 @@ async def list_reviews(
     return {"reviews": [_summary(row) for row in rows]}
 
 
-@router.get("/v1/reviews/{review_id}", responses=errors(401, 404, 422, 503))
+@router.get(
+    "/v1/reviews/{review_id}",
+    responses={**ok(ReviewView), **errors(401, 404, 422, 503)},
+    response_model=None,
+)
 async def get_review(
     review_id: str, request: Request, tenant: str = Depends(auth.tenant)
 ) -> dict[str, Any]:
@@ -98,7 +105,8 @@ async def get_review(
 
 @router.post(
     "/v1/reviews/{review_id}/resolve",
-    responses=errors(401, 404, 409, 413, 422, 503),
+    responses={**ok(ReviewResolving), **errors(401, 404, 409, 413, 422, 503)},
+    response_model=None,
     openapi_extra=json_body(ResolveRequest),
 )
 async def resolve_review(

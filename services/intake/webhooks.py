@@ -32,8 +32,9 @@ from reconcilers.webhook_intake import (
 )
 from services.config import Settings
 from services.intake.errors import ApiError
-from services.intake.openapi import WEBHOOK_EXTRA, ProviderName, errors
+from services.intake.openapi import WEBHOOK_EXTRA, ProviderName, errors, ok
 from services.intake.produce import produce_acked
+from services.intake.response_models import WebhookAcknowledged
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +47,7 @@ PURGE_EVERY_S = 60.0
 
 @router.post(
     "/v1/webhooks/{provider}",
-    responses=errors(400, 401, 404, 413, 422, 503),
+    responses={**ok(WebhookAcknowledged), **errors(400, 401, 404, 413, 422, 503)},
     openapi_extra=WEBHOOK_EXTRA,
 )
 async def receive(provider: ProviderName, request: Request) -> JSONResponse:

@@ -113,3 +113,12 @@ def test_older_than_s_is_bounded(document: dict[str, Any]) -> None:
     assert bounds["minimum"] == 0
     # Past a date Python can represent, the subtraction raised (a 500); now a 422.
     assert bounds["maximum"] <= 10**10
+
+
+def test_every_success_answer_has_a_named_shape(document: dict[str, Any]) -> None:
+    for method, path, operation in _operations(document):
+        successes = {s: r for s, r in operation["responses"].items() if s.startswith("2")}
+        assert successes, f"{method} {path} declares no success answer"
+        for status, response in successes.items():
+            schema = response["content"]["application/json"]["schema"]
+            assert set(schema) == {"$ref"}, f"{method} {path} {status}: {schema}"
