@@ -109,6 +109,15 @@ class SteadyLoad:
         return [tx_id for tx_id, code in self.answers.items() if 200 <= code < 300]
 
 
+async def _active_controller(cluster: KafkaCluster, timeout: float = 30) -> int:
+    """The KRaft quorum leader, once the nodes agree there is one (not mid-election)."""
+    deadline = time.monotonic() + timeout
+    while (leader := await asyncio.to_thread(cluster.active_controller)) is None:
+        assert time.monotonic() < deadline, "no active KRaft controller"
+        await asyncio.sleep(0.3)
+    return leader
+
+
 async def _effects_grow(recon: Recon, by: int, timeout: float = 90) -> None:
     """Until the provider applied `by` more effects: recon makes progress right now."""
     start = len(await recon.effects())
@@ -144,9 +153,7 @@ async def test_brokers_killed_one_at_a_time_lose_and_duplicate_nothing(
             if how == "partition":
                 victim = await partition_leader(cluster.bootstrap, commands, WATCHED_PARTITION)
             elif how == "controller":
-                found = cluster.active_controller()
-                assert found is not None, "no active controller"
-                victim = found
+                victim = await _active_controller(cluster)
             else:
                 victim = min({1, 2, 3} - set(victims_so_far))
             victims_so_far.append(victim)
