@@ -27,8 +27,11 @@ lint: setup
 test: fetch lint
 	$(UV) run pytest -q
 
+# `make run BROKERS=3`: a three-node Kafka cluster instead of one broker (README "Kafka cluster").
+BROKERS ?= 1
+
 run: fetch
-	$(UV) run python -m services.stack
+	$(UV) run python -m services.stack --brokers $(BROKERS)
 
 bench: setup
 	$(UV) run python -m services.bench

@@ -129,7 +129,7 @@ class Stack:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from services.infra.kafka import KafkaBroker
+    from services.infra.local_kafka import BROKER_CHOICES, kafka_env, local_kafka
     from services.infra.postgres import PostgresServer
 
     parser = argparse.ArgumentParser(
@@ -147,9 +147,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sandbox-port", type=int, default=8090)
     parser.add_argument("--kafka-port", type=int, default=9092)
     parser.add_argument("--pg-port", type=int, default=5432)
+    parser.add_argument(
+        "--brokers",
+        type=int,
+        choices=BROKER_CHOICES,
+        default=1,
+        help="Kafka nodes: 1, or a 3-node KRaft cluster with replication 3 and "
+        "min.insync 2 on ports --kafka-port+2i/+2i+1 (default: %(default)s)",
+    )
     args = parser.parse_args(argv)
 
-    kafka = KafkaBroker(args.dir / "kafka", args.kafka_port, args.kafka_port + 1)
+    kafka = local_kafka(args.dir, args.brokers, args.kafka_port)
     postgres = PostgresServer(args.dir / "postgres", args.pg_port)
     stack = Stack(
         kafka.bootstrap,
@@ -157,6 +165,8 @@ def main(argv: list[str] | None = None) -> int:
         args.dir / "logs",
         intake_port=args.intake_port,
         sandbox_port=args.sandbox_port,
+        # The topics recon creates get the cluster's durability (3 copies, 2 in sync).
+        extra_env={k: v for k, v in kafka_env(kafka).items() if k != "RECON_KAFKA_BOOTSTRAP"},
     )
     stopping = False
 

@@ -1,7 +1,8 @@
 """Run the local Kafka broker and Postgres server in the foreground, without Docker.
 
-python -m services.infra fetch      # download the Kafka jars (Maven Central) once
-python -m services.infra up         # start both, print their addresses, stop on Ctrl-C
+python -m services.infra fetch               # download the Kafka jars (Maven Central) once
+python -m services.infra up                  # start both, print their addresses, stop on Ctrl-C
+python -m services.infra up --brokers 3      # a three-node Kafka cluster instead of one broker
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from types import FrameType
 
 from services.infra._process import InfraError
 from services.infra.kafka import KafkaBroker, ensure_kafka_jars
+from services.infra.kafka_cluster import KafkaCluster
+from services.infra.local_kafka import BROKER_CHOICES, kafka_env, local_kafka
 from services.infra.postgres import PostgresServer
 
 
@@ -46,7 +49,15 @@ def main(argv: list[str] | None = None) -> int:
         "--kafka-controller-port",
         type=int,
         default=9093,
-        help="KRaft controller port (default: %(default)s)",
+        help="KRaft controller port of the single broker (default: %(default)s)",
+    )
+    up.add_argument(
+        "--brokers",
+        type=int,
+        choices=BROKER_CHOICES,
+        default=1,
+        help="Kafka nodes: 1, or a 3-node KRaft cluster (replication 3, min.insync 2) "
+        "whose node i uses ports --kafka-port+2i and +2i+1 (default: %(default)s)",
     )
     up.add_argument(
         "--pg-port", type=int, default=5432, help="Postgres port (default: %(default)s)"
@@ -57,13 +68,18 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "fetch":
             print(f"Kafka jars ready in {ensure_kafka_jars(quiet=False)}", flush=True)
             return 0
-        return _up(args.dir, args.kafka_port, args.kafka_controller_port, args.pg_port)
+        kafka: KafkaBroker | KafkaCluster
+        if args.brokers == 1:
+            kafka = KafkaBroker(args.dir / "kafka", args.kafka_port, args.kafka_controller_port)
+        else:
+            kafka = local_kafka(args.dir, args.brokers, args.kafka_port)
+        return _up(args.dir, kafka, args.pg_port)
     except InfraError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
 
 
-def _up(data_dir: Path, kafka_port: int, controller_port: int, pg_port: int) -> int:
+def _up(data_dir: Path, kafka: KafkaBroker | KafkaCluster, pg_port: int) -> int:
     stopping = threading.Event()
 
     def request_stop(signum: int, frame: FrameType | None) -> None:
@@ -75,11 +91,11 @@ def _up(data_dir: Path, kafka_port: int, controller_port: int, pg_port: int) -> 
 
     ensure_kafka_jars(quiet=False)
     postgres = PostgresServer(data_dir / "postgres", pg_port)
-    kafka = KafkaBroker(data_dir / "kafka", kafka_port, controller_port)
     try:
         postgres.start()
         kafka.start()
-        print(f"RECON_KAFKA_BOOTSTRAP={kafka.bootstrap}")
+        for name, value in kafka_env(kafka).items():
+            print(f"{name}={value}")
         print(f"RECON_DATABASE_URL={postgres.url}", flush=True)
         while not stopping.wait(1.0):
             for name, alive in (("kafka", kafka.is_running()), ("postgres", postgres.is_running())):

@@ -1,4 +1,5 @@
-"""A single-node KRaft Kafka broker run from the Maven Central jars, no Docker needed."""
+"""KRaft Kafka nodes run from the Maven Central jars, no Docker needed: one node alone
+(the default), or one of several in a KafkaCluster (services.infra.kafka_cluster)."""
 
 from __future__ import annotations
 
@@ -71,12 +72,13 @@ def _kafka_uuid() -> str:
             return value
 
 
-def _metadata_ready(port: int) -> bool:
+def _metadata_ready(port: int, node_id: int) -> bool:
     """True once the broker answers a Metadata request listing itself and a controller.
 
     A bare TCP connect is not enough: the socket server accepts connections before the
     broker has registered with the KRaft controller and been unfenced, and clients that
-    connect in that window see an empty cluster.
+    connect in that window see an empty cluster. In a cluster the other brokers are listed
+    before this one has caught up, so it must find its own id among them.
     """
     request = struct.pack(">hhih", 3, 1, 1, len(b"recon-infra")) + b"recon-infra"
     request += struct.pack(">i", 0)  # Metadata v1: an empty topic list means "no topics"
@@ -92,14 +94,17 @@ def _metadata_ready(port: int) -> bool:
     pos = 4
     (broker_count,) = struct.unpack_from(">i", body, pos)
     pos += 4
+    listed: set[int] = set()
     for _ in range(broker_count):
-        pos += 4  # node_id
+        (listed_id,) = struct.unpack_from(">i", body, pos)
+        listed.add(int(listed_id))
+        pos += 4
         (host_len,) = struct.unpack_from(">h", body, pos)
         pos += 2 + host_len + 4  # host, port
         (rack_len,) = struct.unpack_from(">h", body, pos)
         pos += 2 + max(rack_len, 0)
     (controller_id,) = struct.unpack_from(">i", body, pos)
-    return int(broker_count) > 0 and int(controller_id) >= 0
+    return node_id in listed and int(controller_id) >= 0
 
 
 def _recv_exact(sock: socket.socket, size: int) -> bytes:
@@ -115,15 +120,37 @@ def _recv_exact(sock: socket.socket, size: int) -> bytes:
 
 
 class KafkaBroker(ServerProcess):
-    """One KRaft node acting as both broker and controller, with its state in `data_dir`."""
+    """One KRaft node acting as both broker and controller, with its state in `data_dir`.
+
+    Alone by default. In a cluster, every node gets the same `voters` (the controller
+    quorum) and `cluster_id`, and `replication`/`min_insync` for Kafka's internal topics.
+    """
 
     stop_signal = signal.SIGTERM  # controlled shutdown: leadership moved, logs flushed
 
-    def __init__(self, data_dir: Path, port: int, controller_port: int) -> None:
+    def __init__(
+        self,
+        data_dir: Path,
+        port: int,
+        controller_port: int,
+        *,
+        node_id: int = 1,
+        voters: str | None = None,
+        cluster_id: str | None = None,
+        replication: int = 1,
+        min_insync: int = 1,
+        heap: str = "768m",
+    ) -> None:
         super().__init__()
         self.data_dir = data_dir.resolve()
         self.port = port
         self.controller_port = controller_port
+        self.node_id = node_id
+        self.voters = voters or f"{node_id}@127.0.0.1:{controller_port}"
+        self.cluster_id = cluster_id
+        self.replication = replication
+        self.min_insync = min_insync
+        self.heap = heap
 
     @property
     def bootstrap(self) -> str:
@@ -147,6 +174,14 @@ class KafkaBroker(ServerProcess):
     def start(self) -> None:
         if self.is_running():
             return
+        self.launch()
+        self.wait_ready()
+
+    def launch(self) -> None:
+        """Start the JVM without waiting: a cluster node only becomes ready once a
+        majority of the controller quorum runs, so a cluster launches every node first."""
+        if self.is_running():
+            return
         libs = self.ensure_jars()
         ensure_port_free(self.port, "kafka")
         ensure_port_free(self.controller_port, "kafka controller")
@@ -157,18 +192,17 @@ class KafkaBroker(ServerProcess):
             self._format_storage(classpath, properties)
 
         log4j = self.data_dir / "log4j.properties"
-        cmd = ["java", "-Xms256m", "-Xmx768m", "-Djava.awt.headless=true"]
+        cmd = ["java", "-Xms256m", f"-Xmx{self.heap}", "-Djava.awt.headless=true"]
         cmd += [f"-Dlog4j.configuration=file:{log4j}", "-cp", classpath]
         cmd += ["kafka.Kafka", str(properties)]
         self._spawn(cmd, self.stdout_log, self.data_dir)
-        self._wait_ready()
 
     def _write_config(self) -> Path:
         properties = self.data_dir / "server.properties"
         settings = {
             "process.roles": "broker,controller",
-            "node.id": "1",
-            "controller.quorum.voters": f"1@127.0.0.1:{self.controller_port}",
+            "node.id": str(self.node_id),
+            "controller.quorum.voters": self.voters,
             "listeners": (
                 f"PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.controller_port}"
             ),
@@ -178,10 +212,15 @@ class KafkaBroker(ServerProcess):
             "inter.broker.listener.name": "PLAINTEXT",
             "log.dirs": str(self.log_dirs),
             "num.partitions": "4",
-            "offsets.topic.replication.factor": "1",
+            # Kafka's own topics (consumer offsets, transaction state) need the same
+            # durability as recon's, or losing one broker would lose committed offsets or
+            # the decider's transaction state.
+            "offsets.topic.replication.factor": str(self.replication),
             "offsets.topic.num.partitions": "4",
-            "transaction.state.log.replication.factor": "1",
-            "transaction.state.log.min.isr": "1",
+            "transaction.state.log.replication.factor": str(self.replication),
+            "transaction.state.log.min.isr": str(self.min_insync),
+            "default.replication.factor": str(self.replication),
+            "min.insync.replicas": str(self.min_insync),
             "transaction.state.log.num.partitions": "4",
             # A lone test consumer would otherwise wait 3 s for peers before every assignment.
             "group.initial.rebalance.delay.ms": "0",
@@ -207,7 +246,7 @@ class KafkaBroker(ServerProcess):
 
     def _format_storage(self, classpath: str, properties: Path) -> None:
         cmd = ["java", "-Xmx256m", "-cp", classpath, "kafka.tools.StorageTool", "format"]
-        cmd += ["-t", _kafka_uuid(), "-c", str(properties)]
+        cmd += ["-t", self.cluster_id or _kafka_uuid(), "-c", str(properties)]
         result = subprocess.run(cmd, cwd=self.data_dir, check=False, capture_output=True, text=True)
         if result.returncode != 0:
             raise InfraError(
@@ -215,7 +254,7 @@ class KafkaBroker(ServerProcess):
                 f"{result.stdout}{result.stderr}"
             )
 
-    def _wait_ready(self) -> None:
+    def wait_ready(self) -> None:
         assert self._proc is not None
         deadline = time.monotonic() + START_TIMEOUT_S
         while time.monotonic() < deadline:
@@ -223,7 +262,7 @@ class KafkaBroker(ServerProcess):
                 code = self._proc.returncode
                 self._proc = None
                 raise InfraError(f"kafka exited with code {code} while starting\n{self._logs()}")
-            if _metadata_ready(self.port):
+            if _metadata_ready(self.port, self.node_id):
                 return
             time.sleep(0.25)
         self.kill()
