@@ -1,0 +1,197 @@
+"""Generated decider inputs for the property tests of the decider and of the projection.
+
+Mostly plausible inputs (answers for what is in flight, the saga's next command, a
+resolution of the open review), mixed with noise: stale, duplicated, out of place, sent
+under another operation's key, or reusing a message id for other content. Transactions
+mix steps with and without an undo and notifications of both kinds, so aborts,
+compensations and reviews of either leg all happen (see `label`).
+"""
+
+from hypothesis import event
+from hypothesis import strategies as st
+from txbuilders import abort, compensate, observed, plan, request_review, resolve, submit
+
+from events.definition import Leg, OpStatus, Resolution, TxStatus
+from events.envelope import Envelope
+from events.inputs import (
+    AbortTransaction,
+    CompensateOperation,
+    DeciderInput,
+    OperationObserved,
+    Outcome,
+    PlanCompensation,
+    RequestReview,
+    ResolveReview,
+    Source,
+    SubmitTransaction,
+)
+from events.transaction_events import OperationDispatched, ReviewResolved
+from services.decider.transaction import TransactionState, handle, initial_state
+
+OUTCOMES = list(Outcome)
+SOURCES = [Source.RESPONSE, Source.LOOKUP, Source.WEBHOOK]
+FOREIGN_KEY = "rk1_" + "0" * 40  # a key no operation of the transaction holds
+
+
+@st.composite
+def scenarios(draw: st.DrawFn) -> list[DeciderInput]:
+    steps = [f"s{i}" for i in range(draw(st.integers(1, 4)))]
+    # About one step in four has no undo: a failure after it must skip it in the plan.
+    uncompensated = tuple(s for s in steps if draw(st.integers(0, 3)) == 0)
+    notes = tuple(f"n{i}" for i in range(draw(st.integers(0, 2))))
+    undo_notes = tuple(f"u{i}" for i in range(draw(st.integers(0, 1))))
+    actions = steps + list(notes) + list(undo_notes)
+    first = submit(steps, notes, on_compensated=undo_notes, uncompensated=uncompensated)
+    keys = [k for op in first.operations for k in (op.op_key, op.compensation_key) if k]
+    inputs: list[DeciderInput] = [first]
+    state, _ = handle(initial_state("demo", "tx-1"), first)
+    for n in range(draw(st.integers(0, 40))):
+        if draw(st.integers(0, 3)) == 0:
+            message = draw(noise(inputs, steps, actions, keys, n))
+        else:
+            message = draw(plausible(state, n)) or draw(noise(inputs, steps, actions, keys, n))
+        inputs.append(message)
+        state, _ = handle(state, message)
+    return inputs
+
+
+def plausible(state: TransactionState, n: int) -> st.SearchStrategy[DeciderInput | None]:
+    options: list[DeciderInput] = []
+    for op in state.operations:
+        for leg in Leg:
+            if op.in_flight(leg):
+                options += [
+                    observed(op.spec.action, op.attempt_of(leg), outcome, n, source, leg=leg)
+                    for outcome in Outcome
+                    for source in (Source.RESPONSE, Source.LOOKUP)
+                ]
+                options.append(observed(op.spec.action, 0, Outcome.SUCCEEDED, n, Source.WEBHOOK))
+                options.append(request_review(op.spec.action, op.attempt_of(leg), leg))
+        if op.open_review and op.review_leg:
+            options += [
+                resolve(op.spec.action, op.attempt_of(op.review_leg), r, op.review_leg, n)
+                for r in Resolution
+            ]
+    if state.status is TxStatus.COMPENSATING and not state.plan:
+        options.append(plan(*reversed(confirmed_with_undo(state))))
+    for action in state.plan:
+        options.append(compensate(action))
+    options.append(abort(n))
+    return st.sampled_from(options) if options else st.none()
+
+
+def confirmed_with_undo(state: TransactionState) -> list[str]:
+    return [
+        s.spec.action
+        for s in state.steps()
+        if s.status is OpStatus.CONFIRMED and s.spec.compensation is not None
+    ]
+
+
+def noise(
+    inputs: list[DeciderInput], steps: list[str], actions: list[str], keys: list[str], n: int
+) -> st.SearchStrategy[DeciderInput]:
+    source = st.sampled_from(SOURCES)
+    return st.one_of(
+        st.sampled_from(inputs),  # an exact redelivery
+        st.sampled_from(inputs).map(lambda m: same_id_other_content(m, n)),
+        st.just(abort(n)),
+        st.permutations(steps).map(lambda p: plan(*p)),
+        st.sampled_from(steps).map(compensate),
+        st.builds(
+            request_review, st.sampled_from(actions), st.integers(1, 3), st.sampled_from(list(Leg))
+        ),
+        st.builds(
+            resolve,
+            st.sampled_from(actions),
+            st.integers(1, 3),
+            st.sampled_from(list(Resolution)),
+            st.sampled_from(list(Leg)),
+            st.just(n),
+        ),
+        st.builds(
+            observed,
+            st.sampled_from(steps),
+            st.integers(0, 4),
+            st.sampled_from(OUTCOMES),
+            st.just(n),
+            source,
+            leg=st.sampled_from(list(Leg)),
+        ),
+        st.builds(
+            observed,
+            st.sampled_from(actions),
+            st.integers(0, 4),
+            st.sampled_from(OUTCOMES),
+            st.just(n),
+            source,
+        ),
+        st.builds(
+            under_key,
+            st.builds(
+                observed,
+                st.sampled_from(actions),
+                st.integers(0, 3),
+                st.sampled_from(OUTCOMES),
+                st.just(n),
+                source,
+                leg=st.sampled_from(list(Leg)),
+            ),
+            st.sampled_from([*keys, FOREIGN_KEY]),
+        ),
+    )
+
+
+def under_key(obs: OperationObserved, key: str) -> OperationObserved:
+    """The observation as if it had been filed under `key`: another operation's key (a
+    misrouted webhook, a bug at the edge) or none of ours."""
+    return obs.model_copy(update={"op_key": key, "message_id": f"{obs.message_id}-{key}"})
+
+
+def same_id_other_content(message: DeciderInput, n: int) -> DeciderInput:
+    """Another message under the same id: a producer bug or a replay of a rewritten
+    record. A message id the decider has acted on is never acted on again."""
+    match message:
+        case OperationObserved():
+            outcome = OUTCOMES[(OUTCOMES.index(message.outcome) + 1 + n % 5) % len(OUTCOMES)]
+            return message.model_copy(update={"outcome": outcome, "attempt": message.attempt + 1})
+        case ResolveReview():
+            others = [r for r in Resolution if r is not message.resolution]
+            return message.model_copy(update={"resolution": others[n % len(others)]})
+        case AbortTransaction():
+            return message.model_copy(update={"reason": "another reason", "actor": "operator"})
+        case PlanCompensation():
+            return message.model_copy(update={"plan": (*reversed(message.plan), "s0")})
+        case CompensateOperation():
+            return message.model_copy(update={"action": "s1" if message.action == "s0" else "s0"})
+        case RequestReview():
+            return message.model_copy(update={"attempt": message.attempt + 1})
+        case SubmitTransaction():
+            return message.model_copy(update={"operations": message.operations[:1]})
+    raise AssertionError(f"no variant for {message.type}")
+
+
+def run(
+    inputs: list[DeciderInput], start: TransactionState | None = None
+) -> tuple[TransactionState, list[Envelope]]:
+    state, log = start or initial_state("demo", "tx-1"), []
+    for message in inputs:
+        state, envelopes = handle(state, message)
+        log += envelopes
+    return state, log
+
+
+def label(state: TransactionState, log: list[Envelope]) -> None:
+    """Tell hypothesis' statistics (--hypothesis-show-statistics) which shapes a scenario
+    reached, so a generator that stops producing compensations or reviews shows."""
+    event(f"final status: {state.status}")
+    events = [e.event() for e in log]
+    undo = [e for e in events if isinstance(e, OperationDispatched) and e.leg is Leg.COMPENSATION]
+    resolved = [e for e in events if isinstance(e, ReviewResolved)]
+    event(f"compensation dispatched: {bool(undo)}")
+    event(f"undo confirmed: {any(e.type == 'OperationCompensated' for e in events)}")
+    event(f"review opened: {any(e.type == 'OperationNeedsReview' for e in events)}")
+    event(f"review resolved: {sorted({e.leg.value for e in resolved}) or 'none'}")
+    event(f"abort requested: {any(e.type == 'TransactionAbortRequested' for e in events)}")
+    uncompensated = any(op.spec.compensation is None for op in state.steps())
+    event(f"a step without undo: {uncompensated}")
