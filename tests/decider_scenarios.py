@@ -7,6 +7,10 @@ mix steps with and without an undo and notifications of both kinds, so aborts,
 compensations and reviews of either leg all happen (see `label`).
 """
 
+from collections.abc import Callable
+from functools import partial
+from typing import TypeVar
+
 from hypothesis import event
 from hypothesis import strategies as st
 from txbuilders import abort, compensate, observed, plan, request_review, resolve, submit
@@ -33,6 +37,7 @@ SOURCES = [Source.RESPONSE, Source.LOOKUP, Source.WEBHOOK]
 # Providers mostly succeed: weighted so that steps get confirmed often enough for a later
 # failure to have something to undo.
 ANSWERS = [Outcome.SUCCEEDED] * 5 + [o for o in Outcome if o is not Outcome.SUCCEEDED]
+T = TypeVar("T")
 FOREIGN_KEY = "rk1_" + "0" * 40  # a key no operation of the transaction holds
 
 
@@ -40,7 +45,7 @@ FOREIGN_KEY = "rk1_" + "0" * 40  # a key no operation of the transaction holds
 def scenarios(draw: st.DrawFn) -> list[DeciderInput]:
     # Mostly several steps: a failure after a confirmed step is what needs an undo. The
     # rare branches below test for a value inside the range, not 0, which hypothesis favours.
-    steps = [f"s{i}" for i in range(draw(st.sampled_from([3, 2, 4, 1])))]
+    steps = [f"s{i}" for i in range(pick(draw, [3, 2, 4, 1]))]
     # About one step in six has no undo: a failure after it must skip it in the plan.
     uncompensated = tuple(s for s in steps if draw(st.integers(0, 5)) == 3)
     notes = tuple(f"n{i}" for i in range(draw(st.integers(0, 2))))
@@ -50,56 +55,66 @@ def scenarios(draw: st.DrawFn) -> list[DeciderInput]:
     keys = [k for op in first.operations for k in (op.op_key, op.compensation_key) if k]
     # Many scenarios have a step after the first that the provider never applies (it
     # answers anything but success): they fail after earlier steps are confirmed.
-    doomed = draw(st.sampled_from([None, *steps[1:]]))
+    doomed = pick(draw, [None, *steps[1:]])
     inputs: list[DeciderInput] = [first]
     state, _ = handle(initial_state("demo", "tx-1"), first)
     for n in range(draw(st.integers(4, 40))):
         if draw(st.integers(0, 29)) == 17:
-            message = abort(n)  # the agent or an operator changes its mind, at any point
+            message: DeciderInput = abort(n)  # someone changes their mind, at any point
         elif draw(st.integers(0, 3)) == 2:
-            message = draw(noise(inputs, steps, actions, keys, n))
+            message = noise(draw, inputs, steps, actions, keys, n)
         else:
-            message = draw(plausible(state, n, doomed)) or draw(
-                noise(inputs, steps, actions, keys, n)
+            message = plausible(draw, state, n, doomed) or noise(
+                draw, inputs, steps, actions, keys, n
             )
         inputs.append(message)
         state, _ = handle(state, message)
     return inputs
 
 
+def pick(draw: st.DrawFn, options: list[T]) -> T:
+    """One of `options`, shrinking towards the first. Drawing an index instead of building
+    st.sampled_from(options) at every step keeps generation cheap (strategy construction
+    dominated the run time)."""
+    return options[draw(st.integers(0, len(options) - 1))]
+
+
 def plausible(
-    state: TransactionState, n: int, doomed: str | None = None
-) -> st.SearchStrategy[DeciderInput | None]:
+    draw: st.DrawFn, state: TransactionState, n: int, doomed: str | None = None
+) -> DeciderInput | None:
     """What the system would plausibly send next. Answers, saga commands and resolutions
     are drawn as groups of equal weight, so a scenario that fails reaches its undo and
     its reviews are resolved, instead of drowning them among the many possible answers."""
-    answers: list[DeciderInput] = []
-    resolutions: list[DeciderInput] = []
+    # Thunks: only the message drawn is built.
+    answers: list[Callable[[], DeciderInput]] = []
+    resolutions: list[Callable[[], DeciderInput]] = []
     for op in state.operations:
+        action = op.spec.action
         for leg in Leg:
             if op.in_flight(leg):
+                attempt = op.attempt_of(leg)
                 answers += [
-                    observed(op.spec.action, op.attempt_of(leg), outcome, n, source, leg=leg)
+                    partial(observed, action, attempt, outcome, n, source, leg=leg)
                     for outcome in ANSWERS
                     for source in (Source.RESPONSE, Source.LOOKUP)
-                    if not (op.spec.action == doomed and leg is Leg.FORWARD)
+                    if not (action == doomed and leg is Leg.FORWARD)
                     or outcome is not Outcome.SUCCEEDED
                 ]
-                if op.spec.action != doomed or leg is Leg.COMPENSATION:
+                if action != doomed or leg is Leg.COMPENSATION:
                     answers.append(
-                        observed(op.spec.action, 0, Outcome.SUCCEEDED, n, Source.WEBHOOK, leg=leg)
+                        partial(observed, action, 0, Outcome.SUCCEEDED, n, Source.WEBHOOK, leg=leg)
                     )
-                answers.append(request_review(op.spec.action, op.attempt_of(leg), leg))
+                answers.append(partial(request_review, action, attempt, leg))
         if op.open_review and op.review_leg:
+            attempt = op.attempt_of(op.review_leg)
             resolutions += [
-                resolve(op.spec.action, op.attempt_of(op.review_leg), r, op.review_leg, n)
-                for r in Resolution
+                partial(resolve, action, attempt, r, op.review_leg, n) for r in Resolution
             ]
-    saga: list[DeciderInput] = [compensate(action) for action in state.plan]
+    saga: list[Callable[[], DeciderInput]] = [partial(compensate, a) for a in state.plan]
     if state.status is TxStatus.COMPENSATING and not state.plan:
-        saga.append(plan(*reversed(confirmed_with_undo(state))))
-    groups = [st.sampled_from(g) for g in (answers, resolutions, saga) if g]
-    return st.one_of(groups) if groups else st.none()
+        saga.append(partial(plan, *reversed(confirmed_with_undo(state))))
+    groups = [g for g in (answers, resolutions, saga) if g]
+    return pick(draw, pick(draw, groups))() if groups else None
 
 
 def confirmed_with_undo(state: TransactionState) -> list[str]:
@@ -111,57 +126,46 @@ def confirmed_with_undo(state: TransactionState) -> list[str]:
 
 
 def noise(
-    inputs: list[DeciderInput], steps: list[str], actions: list[str], keys: list[str], n: int
-) -> st.SearchStrategy[DeciderInput]:
-    source = st.sampled_from(SOURCES)
-    return st.one_of(
-        st.sampled_from(inputs),  # an exact redelivery
-        st.sampled_from(inputs).map(lambda m: same_id_other_content(m, n)),
-        st.just(abort(n)),
-        st.permutations(steps).map(lambda p: plan(*p)),
-        st.sampled_from(steps).map(compensate),
-        st.builds(
-            request_review, st.sampled_from(actions), st.integers(1, 3), st.sampled_from(list(Leg))
-        ),
-        st.builds(
-            resolve,
-            st.sampled_from(actions),
-            st.integers(1, 3),
-            st.sampled_from(list(Resolution)),
-            st.sampled_from(list(Leg)),
-            st.just(n),
-        ),
-        st.builds(
-            observed,
-            st.sampled_from(steps),
-            st.integers(0, 4),
-            st.sampled_from(OUTCOMES),
-            st.just(n),
-            source,
-            leg=st.sampled_from(list(Leg)),
-        ),
-        st.builds(
-            observed,
-            st.sampled_from(actions),
-            st.integers(0, 4),
-            st.sampled_from(OUTCOMES),
-            st.just(n),
-            source,
-        ),
-        st.builds(
-            under_key,
-            st.builds(
-                observed,
-                st.sampled_from(actions),
-                st.integers(0, 3),
-                st.sampled_from(OUTCOMES),
-                st.just(n),
-                source,
-                leg=st.sampled_from(list(Leg)),
-            ),
-            st.sampled_from([*keys, FOREIGN_KEY]),
-        ),
-    )
+    draw: st.DrawFn,
+    inputs: list[DeciderInput],
+    steps: list[str],
+    actions: list[str],
+    keys: list[str],
+    n: int,
+) -> DeciderInput:
+    legs = list(Leg)
+    match draw(st.integers(0, 9)):
+        case 0:
+            return pick(draw, inputs)  # an exact redelivery
+        case 1:
+            return same_id_other_content(pick(draw, inputs), n)
+        case 2:
+            return abort(n)
+        case 3:
+            return plan(*draw(st.permutations(steps)))
+        case 4:
+            return compensate(pick(draw, steps))
+        case 5:
+            return request_review(pick(draw, actions), draw(st.integers(1, 3)), pick(draw, legs))
+        case 6:
+            resolution = pick(draw, list(Resolution))
+            attempt = draw(st.integers(1, 3))
+            return resolve(pick(draw, actions), attempt, resolution, pick(draw, legs), n)
+        case 7 | 8:
+            action = pick(draw, steps if draw(st.booleans()) else actions)
+            attempt, outcome = draw(st.integers(0, 4)), pick(draw, OUTCOMES)
+            leg = pick(draw, legs) if action in steps else Leg.FORWARD
+            return observed(action, attempt, outcome, n, pick(draw, SOURCES), leg=leg)
+        case _:
+            obs = observed(
+                pick(draw, actions),
+                draw(st.integers(0, 3)),
+                pick(draw, OUTCOMES),
+                n,
+                pick(draw, SOURCES),
+                leg=pick(draw, legs),
+            )
+            return under_key(obs, pick(draw, [*keys, FOREIGN_KEY]))
 
 
 def under_key(obs: OperationObserved, key: str) -> OperationObserved:

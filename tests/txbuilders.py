@@ -1,6 +1,7 @@
 """Builders for decider inputs and event logs in tests (no I/O)."""
 
 from datetime import UTC, datetime, timedelta
+from functools import cache
 
 from events.definition import Compensation, Leg, OperationKind, OperationSpec, Resolution
 from events.envelope import Envelope
@@ -22,6 +23,7 @@ from services.decider.transaction import handle, initial_state
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 
+@cache  # specs are frozen; observed() asks for the same few thousands of times per run
 def spec(
     action: str,
     kind: OperationKind = OperationKind.STEP,
