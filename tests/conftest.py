@@ -48,6 +48,25 @@ settings.register_profile(
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
+def _profile_line() -> str:
+    name = settings.get_current_profile_name()
+    current = settings.get_profile(name)
+    changed = current.show_changed()  # lists max_examples only when it is not the default
+    if "max_examples" not in changed:
+        changed = f"max_examples={current.max_examples}, {changed}"
+    return f"hypothesis profile {name!r}: {changed}"
+
+
+def pytest_report_header() -> str:
+    return _profile_line()
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    # Under -q (make test) there is no header: say which examples ran at the end instead.
+    if terminalreporter.verbosity < 0:
+        terminalreporter.write_line(_profile_line())
+
+
 @dataclass
 class Infra:
     kafka_bootstrap: str
