@@ -56,6 +56,10 @@ def test_invariants_hold_at_every_event(inputs: list[DeciderInput]) -> None:
         before = state
         state, envelopes = handle(state, message)
         log += envelopes
+        if envelopes and isinstance(message, OperationObserved):
+            # an observation counts only for the operation whose key it carries
+            spec = before.operation(message.action).spec  # type: ignore[union-attr]
+            assert message.op_key in (spec.op_key, spec.compensation_key)
         current = before
         for envelope in envelopes:
             event = envelope.event()
