@@ -19,6 +19,7 @@ from events.transaction_events import (
     OperationDispatched,
     OperationFailed,
     TransactionCommitted,
+    TransactionFailed,
 )
 from services.decider.transaction import TransactionState, handle, initial_state, record
 
@@ -70,6 +71,11 @@ def test_invariants_hold_at_every_event(inputs: list[DeciderInput]) -> None:
                 # ... and nothing is confirmed without evidence that the effect exists
                 assert event.evidence is not None
                 assert event.evidence.outcome is Outcome.SUCCEEDED
+            if isinstance(event, TransactionFailed):
+                # the plan to come undoes only confirmed steps that have an undo
+                undoable = [current.operation(a) for a in event.compensable]
+                assert all(o and o.status is OpStatus.CONFIRMED for o in undoable)
+                assert all(o and o.spec.compensation for o in undoable)
             if isinstance(event, TransactionCommitted):
                 assert all(s.status is OpStatus.CONFIRMED for s in current.steps())
                 assert not current.aborting

@@ -342,3 +342,19 @@ def test_an_answer_carrying_attempt_0_is_not_taken_for_a_webhook() -> None:
     # then the fencing token does not match: recorded and ignored
     assert types(events) == ["ObservationIgnored"]
     assert events[0].reason == "stale_attempt"  # type: ignore[union-attr]
+
+
+def test_a_step_without_undo_is_left_out_of_what_a_failure_compensates() -> None:
+    # given two confirmed steps, the first of which has no undo, and a third in flight
+    state = given(
+        submit(["notify", "reserve", "charge"], uncompensated=("notify",)),
+        observed("notify", 1, Outcome.SUCCEEDED, 0),
+        observed("reserve", 1, Outcome.SUCCEEDED, 1),
+    )
+    # when the third is refused
+    events = decide(state, observed("charge", 1, Outcome.REJECTED, 2))
+    # then only the step that can be undone is offered for compensation
+    assert types(events) == ["OperationFailed", "TransactionFailed"]
+    assert events[1] == TransactionFailed(
+        action="charge", reason="step_rejected", compensable=("reserve",)
+    )
