@@ -7,7 +7,7 @@ UV := $(shell command -v uv 2>/dev/null || echo python3 -m uv)
 # Never re-resolve: CI and developers run exactly what uv.lock pins.
 export UV_FROZEN := 1
 
-.PHONY: setup test lint fetch run bench
+.PHONY: setup test lint fetch run bench properties
 
 .venv: pyproject.toml uv.lock
 	@command -v uv >/dev/null 2>&1 || python3 -m pip install --quiet uv==0.13.9
@@ -24,8 +24,15 @@ lint: setup
 	$(UV) run ruff check .
 	$(UV) run mypy .
 
+# Hypothesis runs its "ci" profile (tests/conftest.py): the same examples every run, so a
+# red run reproduces and a green one is not luck.
 test: fetch lint
-	$(UV) run pytest -q
+	HYPOTHESIS_PROFILE=ci $(UV) run pytest -q
+
+# The unit properties on fresh random seeds with 20x the examples: the search for what the
+# fixed examples of `make test` do not cover. A failure prints its seed and a reproduce blob.
+properties: setup
+	HYPOTHESIS_PROFILE=deep $(UV) run pytest -q -p no:cacheprovider --hypothesis-show-statistics tests/unit
 
 # `make run BROKERS=3`: a three-node Kafka cluster instead of one broker (README "Kafka cluster").
 BROKERS ?= 1

@@ -124,7 +124,8 @@ class OperationObserved(Message):
     action: str
     op_key: str
     # The fencing token of the dispatch this observation belongs to. 0 for sightings not
-    # tied to a dispatch (webhooks): they can prove an effect exists, nothing else.
+    # tied to a dispatch (webhooks): they can prove an effect exists, nothing else. The
+    # decider tells a webhook by its source, never by this number.
     attempt: int
     source: Source
     outcome: Outcome

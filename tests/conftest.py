@@ -14,10 +14,58 @@ from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 import pytest
+from hypothesis import HealthCheck, settings
 
 from services.infra._process import REPO_ROOT
 from services.infra.kafka import KafkaBroker
 from services.infra.postgres import PostgresServer
+
+# Hypothesis profiles. `ci` (the default, so `make test` and CI run it) is derandomized:
+# every run draws the same examples, the seed derived from each test's source, so a red run
+# is reproducible and a green one is not luck; the profile is printed in pytest's header.
+# `random` draws new examples each run (--hypothesis-seed=N replays one); `deep` is
+# `make properties`: many more examples on random seeds. No example database in ci or
+# random, so a run does not depend on what an earlier one found.
+_ANY_MACHINE = [HealthCheck.too_slow]  # generation time depends on the machine's load
+settings.register_profile(
+    "ci",
+    max_examples=100,
+    derandomize=True,
+    database=None,
+    deadline=None,
+    print_blob=True,
+    suppress_health_check=_ANY_MACHINE,
+)
+settings.register_profile(
+    "random",
+    settings.get_profile("ci"),
+    derandomize=False,
+)
+settings.register_profile(
+    "deep",
+    settings.get_profile("random"),
+    max_examples=2000,
+)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+def _profile_line() -> str:
+    name = settings.get_current_profile_name()
+    current = settings.get_profile(name)
+    changed = current.show_changed()  # lists max_examples only when it is not the default
+    if "max_examples" not in changed:
+        changed = f"max_examples={current.max_examples}, {changed}"
+    return f"hypothesis profile {name!r}: {changed}"
+
+
+def pytest_report_header() -> str:
+    return _profile_line()
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    # Under -q (make test) there is no header: say which examples ran at the end instead.
+    if terminalreporter.verbosity < 0:
+        terminalreporter.write_line(_profile_line())
 
 
 @dataclass

@@ -1,6 +1,7 @@
 """Builders for decider inputs and event logs in tests (no I/O)."""
 
 from datetime import UTC, datetime, timedelta
+from functools import cache
 
 from events.definition import Compensation, Leg, OperationKind, OperationSpec, Resolution
 from events.envelope import Envelope
@@ -22,14 +23,17 @@ from services.decider.transaction import handle, initial_state
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 
+@cache  # specs are frozen; observed() asks for the same few thousands of times per run
 def spec(
     action: str,
     kind: OperationKind = OperationKind.STEP,
     operation: str = "payments.charge",
     tx_id: str = "tx-1",
+    compensable: bool = True,
 ) -> OperationSpec:
     key = op_key(tenant="demo", environment="test", provider="sandbox", tx_id=tx_id, action=action)
-    undo = Compensation(operation="payments.refund") if kind is OperationKind.STEP else None
+    has_undo = kind is OperationKind.STEP and compensable
+    undo = Compensation(operation="payments.refund") if has_undo else None
     return OperationSpec(
         action=action,
         kind=kind,
@@ -47,9 +51,11 @@ def submit(
     notifications: tuple[str, ...] = (),
     tx_id: str = "tx-1",
     on_compensated: tuple[str, ...] = (),
+    uncompensated: tuple[str, ...] = (),
 ) -> SubmitTransaction:
+    """`uncompensated`: the steps (among `steps`) that have no undo."""
     ops = (
-        [spec(a, tx_id=tx_id) for a in steps]
+        [spec(a, tx_id=tx_id, compensable=a not in uncompensated) for a in steps]
         + [spec(n, OperationKind.ON_COMMIT, "email.send", tx_id) for n in notifications]
         + [spec(n, OperationKind.ON_COMPENSATED, "email.send", tx_id) for n in on_compensated]
     )

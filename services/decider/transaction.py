@@ -12,8 +12,9 @@ Rules it enforces (DESIGN.md promises 1-5):
   transaction; the confirmed steps before it are then undone in reverse order, one at a
   time, each undo under its own stable key, as the saga orchestrator asks;
 - an observation must carry the attempt of the current dispatch of its leg (the fencing
-  token), otherwise it is recorded and ignored. Sightings not tied to a dispatch
-  (attempt 0: webhooks) can prove an effect exists and nothing else;
+  token), otherwise it is recorded and ignored. Webhooks (told apart by their source,
+  not their attempt number) are sightings not tied to a dispatch: they can prove an
+  effect exists and nothing else;
 - a duplicated input (same message id) changes nothing.
 """
 
@@ -31,6 +32,7 @@ from events.inputs import (
     PlanCompensation,
     RequestReview,
     ResolveReview,
+    Source,
     SubmitTransaction,
 )
 from events.keys import review_id
@@ -198,11 +200,15 @@ def _observe(state: TransactionState, obs: OperationObserved) -> list[Event]:
             )
         ]
 
-    if obs.attempt and obs.attempt != attempt:
+    # The source, not the attempt number, says whether this is a webhook: a webhook that
+    # carried attempt 1 must not pass for the answer of dispatch 1 (its "absent" would
+    # re-send), and an answer that carried attempt 0 must not pass for a webhook.
+    webhook = obs.source is Source.WEBHOOK
+    if not webhook and obs.attempt != attempt:
         return ignored("stale_attempt")
     if not op.in_flight(leg):
         return ignored(f"operation_{op.leg_status(leg) or 'not_dispatched'}")
-    if not obs.attempt and obs.outcome is not Outcome.SUCCEEDED:
+    if webhook and obs.outcome is not Outcome.SUCCEEDED:
         # A webhook proves that an effect exists; its silence proves nothing.
         return [EvidenceRecorded(action=action, leg=leg, attempt=attempt, evidence=evidence)]
     match obs.outcome:

@@ -1,13 +1,17 @@
 """Properties of the decider over arbitrary interleavings of observations and commands:
 answers from providers, webhooks, aborts, saga commands and review resolutions, in any
-order, duplicated or stale."""
+order, duplicated, stale, misaddressed or reusing a message id (tests/decider_scenarios.py).
 
-from hypothesis import given, settings
+Example counts come from the hypothesis profile (tests/conftest.py): `ci` by default,
+`deep` under `make properties`."""
+
+from decider_scenarios import label, run, same_id_other_content, scenarios
+from hypothesis import example, given
 from hypothesis import strategies as st
-from txbuilders import abort, compensate, observed, plan, request_review, resolve, submit
+from txbuilders import observed, submit
 
-from events.definition import Leg, OperationKind, OpStatus, Resolution, TxStatus
-from events.envelope import Envelope, verify_chain
+from events.definition import Leg, OperationKind, OpStatus, TxStatus
+from events.envelope import verify_chain
 from events.inputs import DeciderInput, OperationObserved, Outcome, Source
 from events.transaction_events import (
     OperationCompensated,
@@ -15,131 +19,48 @@ from events.transaction_events import (
     OperationDispatched,
     OperationFailed,
     TransactionCommitted,
+    TransactionFailed,
 )
 from services.decider.transaction import TransactionState, handle, initial_state, record
 
-OUTCOMES = list(Outcome)
-SOURCES = [Source.RESPONSE, Source.LOOKUP, Source.WEBHOOK]
 
-
-@st.composite
-def scenarios(draw: st.DrawFn) -> list[DeciderInput]:
-    """Mostly plausible inputs (answers for what is in flight, the saga's next command, a
-    resolution of the open review), mixed with noise: stale, duplicated, out of place."""
-    steps = [f"s{i}" for i in range(draw(st.integers(1, 4)))]
-    notes = tuple(f"n{i}" for i in range(draw(st.integers(0, 2))))
-    undo_notes = tuple(f"u{i}" for i in range(draw(st.integers(0, 1))))
-    actions = steps + list(notes) + list(undo_notes)
-    inputs: list[DeciderInput] = [submit(steps, notes, on_compensated=undo_notes)]
-    state, _ = handle(initial_state("demo", "tx-1"), inputs[0])
-    for n in range(draw(st.integers(0, 40))):
-        if draw(st.integers(0, 3)) == 0:
-            message = draw(noise(inputs, steps, actions, n))
-        else:
-            message = draw(plausible(state, steps, n)) or draw(noise(inputs, steps, actions, n))
-        inputs.append(message)
-        state, _ = handle(state, message)
-    return inputs
-
-
-def plausible(
-    state: TransactionState, steps: list[str], n: int
-) -> st.SearchStrategy[DeciderInput | None]:
-    options: list[DeciderInput] = []
-    for op in state.operations:
-        for leg in Leg:
-            if op.in_flight(leg):
-                options += [
-                    observed(op.spec.action, op.attempt_of(leg), outcome, n, source, leg=leg)
-                    for outcome in Outcome
-                    for source in (Source.RESPONSE, Source.LOOKUP)
-                ]
-                options.append(request_review(op.spec.action, op.attempt_of(leg), leg))
-        if op.open_review and op.review_leg:
-            options += [
-                resolve(op.spec.action, op.attempt_of(op.review_leg), r, op.review_leg, n)
-                for r in Resolution
-            ]
-    if state.status is TxStatus.COMPENSATING and not state.plan:
-        forward = [s for s in steps if state.operation(s).status is OpStatus.CONFIRMED]  # type: ignore[union-attr]
-        options.append(plan(*reversed(forward)))
-    for action in state.plan:
-        options.append(compensate(action))
-    options.append(abort(n))
-    return st.sampled_from(options) if options else st.none()
-
-
-def noise(
-    inputs: list[DeciderInput], steps: list[str], actions: list[str], n: int
-) -> st.SearchStrategy[DeciderInput]:
-    source = st.sampled_from(SOURCES)
-    return st.one_of(
-        st.sampled_from(inputs),  # an exact redelivery
-        st.just(abort(n)),
-        st.permutations(steps).map(lambda p: plan(*p)),
-        st.sampled_from(steps).map(compensate),
-        st.builds(
-            request_review, st.sampled_from(actions), st.integers(1, 3), st.sampled_from(list(Leg))
-        ),
-        st.builds(
-            resolve,
-            st.sampled_from(actions),
-            st.integers(1, 3),
-            st.sampled_from(list(Resolution)),
-            st.sampled_from(list(Leg)),
-            st.just(n),
-        ),
-        st.builds(
-            observed,
-            st.sampled_from(steps),
-            st.integers(0, 4),
-            st.sampled_from(OUTCOMES),
-            st.just(n),
-            source,
-            leg=st.sampled_from(list(Leg)),
-        ),
-        st.builds(
-            observed,
-            st.sampled_from(actions),
-            st.integers(0, 4),
-            st.sampled_from(OUTCOMES),
-            st.just(n),
-            source,
-        ),
-    )
-
-
-def run(inputs: list[DeciderInput]) -> tuple[TransactionState, list[Envelope]]:
-    state, log = initial_state("demo", "tx-1"), []
-    for message in inputs:
-        state, envelopes = handle(state, message)
-        log += envelopes
-    return state, log
-
-
-@settings(max_examples=100, deadline=None)
 @given(scenarios())
 def test_decider_is_deterministic(inputs: list[DeciderInput]) -> None:
     assert run(inputs) == run(inputs)
 
 
-@settings(max_examples=150, deadline=None)
 @given(scenarios())
 def test_a_duplicated_input_changes_nothing(inputs: list[DeciderInput]) -> None:
     state = initial_state("demo", "tx-1")
-    for message in inputs:
+    for n, message in enumerate(inputs):
         state, _ = handle(state, message)
         again, envelopes = handle(state, message)
         assert envelopes == [] and again == state
+        if message.message_id in state.seen:
+            # A message id acted on is never acted on again, whatever content it carries.
+            again, envelopes = handle(state, same_id_other_content(message, n))
+            assert envelopes == [] and again == state
 
 
-@settings(max_examples=300, deadline=None)
 @given(scenarios())
+# Found on random seeds: a webhook that carried attempt 1 and said "absent" re-sent the step.
+@example(
+    [
+        submit(["s0", "s1"]),
+        observed("s0", 1, Outcome.SUCCEEDED, 0),
+        observed("s1", 1, Outcome.ABSENT, 1, Source.WEBHOOK),
+    ]
+)
 def test_invariants_hold_at_every_event(inputs: list[DeciderInput]) -> None:
-    state = initial_state("demo", "tx-1")
+    state, log = initial_state("demo", "tx-1"), []
     for message in inputs:
         before = state
         state, envelopes = handle(state, message)
+        log += envelopes
+        if envelopes and isinstance(message, OperationObserved):
+            # an observation counts only for the operation whose key it carries
+            spec = before.operation(message.action).spec  # type: ignore[union-attr]
+            assert message.op_key in (spec.op_key, spec.compensation_key)
         current = before
         for envelope in envelopes:
             event = envelope.event()
@@ -150,6 +71,11 @@ def test_invariants_hold_at_every_event(inputs: list[DeciderInput]) -> None:
                 # ... and nothing is confirmed without evidence that the effect exists
                 assert event.evidence is not None
                 assert event.evidence.outcome is Outcome.SUCCEEDED
+            if isinstance(event, TransactionFailed):
+                # the plan to come undoes only confirmed steps that have an undo
+                undoable = [current.operation(a) for a in event.compensable]
+                assert all(o and o.status is OpStatus.CONFIRMED for o in undoable)
+                assert all(o and o.spec.compensation for o in undoable)
             if isinstance(event, TransactionCommitted):
                 assert all(s.status is OpStatus.CONFIRMED for s in current.steps())
                 assert not current.aborting
@@ -157,6 +83,7 @@ def test_invariants_hold_at_every_event(inputs: list[DeciderInput]) -> None:
                 check_dispatch(current, event, message)
             current = record(current, envelope)
         assert current == state
+    label(state, log)
 
 
 def check_dispatch(
@@ -193,7 +120,6 @@ def check_dispatch(
             assert message.type == "ResolveReview"
 
 
-@settings(max_examples=100, deadline=None)
 @given(scenarios())
 def test_seq_is_contiguous_and_the_chain_verifies(inputs: list[DeciderInput]) -> None:
     _, log = run(inputs)
@@ -201,7 +127,6 @@ def test_seq_is_contiguous_and_the_chain_verifies(inputs: list[DeciderInput]) ->
     assert verify_chain(log) == []
 
 
-@settings(max_examples=100, deadline=None)
 @given(scenarios())
 def test_replaying_the_log_rebuilds_the_state(inputs: list[DeciderInput]) -> None:
     state, log = run(inputs)
@@ -209,3 +134,19 @@ def test_replaying_the_log_rebuilds_the_state(inputs: list[DeciderInput]) -> Non
     for envelope in log:
         rebuilt = record(rebuilt, envelope)
     assert rebuilt == state
+
+
+@given(scenarios(), st.data())
+def test_a_restore_from_the_snapshot_mid_stream_changes_nothing(
+    inputs: list[DeciderInput], data: st.DataObject
+) -> None:
+    # The runtime writes the state to the changelog as JSON and a restarted decider reads
+    # it back (services/decider/restore.py): carrying on from it must be carrying on.
+    cut = data.draw(st.integers(0, len(inputs)), label="restore after input")
+    state, log = run(inputs)
+    before, first = run(inputs[:cut])
+    restored = TransactionState.model_validate_json(before.model_dump_json().encode())
+    assert restored == before
+    after, rest = run(inputs[cut:], start=restored)
+    assert first + rest == log
+    assert after == state

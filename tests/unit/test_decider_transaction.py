@@ -310,3 +310,51 @@ def test_terminal_only_once_nothing_is_in_flight() -> None:
     done, _ = handle(committed, observed("receipt", 1, Outcome.SUCCEEDED, 1))
     assert is_terminal(done)
     assert not is_terminal(given(submit(["reserve"])))
+
+
+def test_a_webhook_saying_absent_never_resends_whatever_attempt_it_carries() -> None:
+    # given a step in flight at attempt 1
+    state = given(submit(["reserve"]))
+    # when a webhook that happens to carry attempt 1 says the effect is absent
+    events = decide(state, observed("reserve", 1, Outcome.ABSENT, 3, Source.WEBHOOK))
+    # then it is kept as evidence only: a webhook's silence proves nothing, so no re-send
+    assert types(events) == ["EvidenceRecorded"]
+
+
+def test_a_webhook_confirms_even_when_it_carries_an_old_attempt() -> None:
+    # given a step re-sent (attempt 2) after a lookup proved attempt 1 absent
+    state = given(
+        submit(["reserve"]),
+        observed("reserve", 1, Outcome.UNKNOWN),
+        observed("reserve", 1, Outcome.ABSENT, 1, Source.LOOKUP),
+    )
+    # when a webhook carrying attempt 1 reports the effect under the (same) key
+    events = decide(state, observed("reserve", 1, Outcome.SUCCEEDED, 2, Source.WEBHOOK))
+    # then it proves the effect exists: the key is the same for every attempt
+    assert types(events) == ["OperationConfirmed", "TransactionCommitted"]
+
+
+def test_an_answer_carrying_attempt_0_is_not_taken_for_a_webhook() -> None:
+    # given a step in flight at attempt 1
+    state = given(submit(["reserve"]))
+    # when a lookup answer arrives with attempt 0 (tied to no dispatch we made)
+    events = decide(state, observed("reserve", 0, Outcome.SUCCEEDED, 3, Source.LOOKUP))
+    # then the fencing token does not match: recorded and ignored
+    assert types(events) == ["ObservationIgnored"]
+    assert events[0].reason == "stale_attempt"  # type: ignore[union-attr]
+
+
+def test_a_step_without_undo_is_left_out_of_what_a_failure_compensates() -> None:
+    # given two confirmed steps, the first of which has no undo, and a third in flight
+    state = given(
+        submit(["notify", "reserve", "charge"], uncompensated=("notify",)),
+        observed("notify", 1, Outcome.SUCCEEDED, 0),
+        observed("reserve", 1, Outcome.SUCCEEDED, 1),
+    )
+    # when the third is refused
+    events = decide(state, observed("charge", 1, Outcome.REJECTED, 2))
+    # then only the step that can be undone is offered for compensation
+    assert types(events) == ["OperationFailed", "TransactionFailed"]
+    assert events[1] == TransactionFailed(
+        action="charge", reason="step_rejected", compensable=("reserve",)
+    )
