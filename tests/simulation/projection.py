@@ -19,11 +19,14 @@ class SimProjection:
     views: dict[tuple[str, str], TxView] = field(default_factory=dict)
     # The undo's operation is on its dispatch event, not in the operations table.
     undo_operation: dict[str, str] = field(default_factory=dict)
+    reviewed: bool = False  # whether any review was ever opened (saves the operator a scan)
 
     def consume(self) -> None:
         _, envelope = self.events.take()
         key = (envelope.tenant, envelope.tx_id)
         self.views[key] = apply(self.views.get(key), envelope)
+        if envelope.type == "OperationNeedsReview":
+            self.reviewed = True
         if envelope.type == "OperationDispatched" and envelope.data.get("leg") == "compensation":
             self.undo_operation[envelope.data["op_key"]] = envelope.data["operation"]
 

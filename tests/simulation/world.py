@@ -126,6 +126,8 @@ class World:
                     )
         self.webhooks = SimWebhooks(self.provider, self.clock, rng, matched, self.send_input)
         self.aborted: set[str] = set()
+        self._decide_command = partial(self.decider.consume, True)
+        self._decide_observation = partial(self.decider.consume, False)
         self.applied_seen = 0
 
     # --- wiring ---------------------------------------------------------------------
@@ -191,9 +193,9 @@ class World:
         d, rng = self.decider, self.rng
         options: list[tuple[str, float, Callable[[], None]]] = []
         if d.commands.pending():
-            options.append(("decide_command", 3, partial(d.consume, True)))
+            options.append(("decide_command", 3, self._decide_command))
         if d.observations.pending():
-            options.append(("decide_observation", 3, partial(d.consume, False)))
+            options.append(("decide_observation", 3, self._decide_observation))
         if d.staged_inputs:
             options.append(("decider_commit", 2, d.commit))
         for name, consumer, handler in (
@@ -213,7 +215,7 @@ class World:
             options.append((f"webhook{i}", 2, partial(self.webhooks.deliver, i)))
         if self.reconciler.due():
             options.append(("reconcile", 1, self.reconciler.tick))
-        for view in self.projection.views.values():
+        for view in self.projection.views.values() if self.projection.reviewed else ():
             for review_id, leg_key in self.operator.open_reviews(view):
                 if review_id not in self.resolved and not self._in_dispatch():
                     options.append(("resolve", 1, self._resolver(view, review_id, leg_key)))
