@@ -42,6 +42,9 @@ class SimReconciler:
     send: Callable[[DeciderInput], None]
     leases: dict[LeaseKey, Lease] = field(default_factory=dict)
     last_tick: int = -TICK_MS
+    # While faults last: the chance that the process dies between claiming a step in its
+    # lease (Postgres) and sending its message, so the send is lost.
+    lose_rate: float = 0.0
 
     def due(self) -> bool:
         return self.clock.now - self.last_tick >= TICK_MS
@@ -55,6 +58,8 @@ class SimReconciler:
             if isinstance(step, Lookup):
                 seen = classify_lookup(*self.provider.lookup(self.clock.now, leg.op_key))
                 self.leases[lease_key] = Lease(leg.op_key, leg.attempt, step.n, step.next_at)
+                if self._lost():
+                    continue
                 self.send(
                     OperationObserved(
                         message_id=observation_id(leg.op_key, leg.attempt, step.n),
@@ -76,6 +81,8 @@ class SimReconciler:
                 self.leases[lease_key] = Lease(
                     leg.op_key, leg.attempt, step.lookups, now, True, now
                 )
+                if self._lost():
+                    continue
                 self.send(
                     RequestReview(
                         message_id=review_request_id(leg.op_key, leg.attempt),
@@ -88,3 +95,6 @@ class SimReconciler:
                         issued_at=now,
                     )
                 )
+
+    def _lost(self) -> bool:
+        return self.provider.faulty and self.provider.rng.random() < self.lose_rate

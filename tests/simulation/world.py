@@ -111,6 +111,7 @@ class World:
             self.observations.append,
         )
         self.reconciler = SimReconciler(self.projection, self.provider, self.clock, self.send_input)
+        self.reconciler.lose_rate = rng.choice([0.0, 0.2])
         self.operator = Operator(self.provider, self.clock, rng)
         self.resolved: set[str] = set()
         self.submits = [transaction(rng, f"tx-{n}") for n in range(rng.choice([1, 1, 2]))]
@@ -225,6 +226,9 @@ class World:
             for tx in self.submits:
                 if tx.tx_id not in self.aborted and self.abort_rate:
                     options.append(("abort", self.abort_rate * 10, partial(self._abort, tx)))
+                if self.abort_rate:
+                    # The intake retrying a submit it was not sure Kafka acknowledged.
+                    options.append(("resubmit", self.abort_rate * 5, partial(self._resubmit, tx)))
             if self.crash_rate:
                 w = self.crash_rate * 10
                 options.append(("crash_decider", w, d.abort))
@@ -242,6 +246,9 @@ class World:
         future = [t for t in timers if t > self.clock.now]
         step = self.rng.randint(1, 1500)
         self.clock.now = min([*future, self.clock.now + step]) if future else self.clock.now + step
+
+    def _resubmit(self, tx: SubmitTransaction) -> None:
+        self.commands.append(tx)
 
     def _abort(self, tx: SubmitTransaction) -> None:
         self.aborted.add(tx.tx_id)
