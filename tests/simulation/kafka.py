@@ -35,7 +35,7 @@ class Consumer(Generic[T]):
     committed: int = 0
 
     def pending(self) -> bool:
-        return self.position < self.log.end
+        return self.position < len(self.log.records)
 
     def take(self) -> tuple[int, T]:
         offset = self.position
