@@ -66,3 +66,14 @@ def test_an_injected_bug_is_caught_within_the_default_seeds(bug: str) -> None:
     )
     assert replay.returncode == 1
     assert result.failure.problem in replay.stdout
+
+
+def test_production_code_never_imports_the_simulator() -> None:
+    production = ["services", "events", "projections", "reconcilers"]
+    offenders = [
+        str(path.relative_to(ROOT))
+        for folder in production
+        for path in (ROOT / folder).rglob("*.py")
+        if "simulation" in path.read_text(encoding="utf-8")
+    ]
+    assert offenders == []
