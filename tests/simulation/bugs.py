@@ -1,0 +1,87 @@
+"""Deliberate bugs, injected only inside a simulation run (monkeypatching a pure function
+for the duration of a `with`), to prove the simulator catches them. Production code is
+never changed.
+"""
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+from events.definition import Leg, OpStatus, TxStatus
+from events.envelope import Envelope
+from events.inputs import OperationObserved, Outcome, PlanCompensation
+from events.transaction_events import Event
+from services.decider import transaction
+from services.decider.transaction import OperationState, TransactionState
+from services.dispatcher.classify import Seen, classify_response
+from services.saga import reactor
+
+from . import dispatcher
+
+_advance = transaction._advance
+_observe = transaction._observe
+_plan = reactor._plan
+
+
+def _dispatch_on_unknown(state: TransactionState) -> list[Event]:
+    """Treats an `unknown` step as done and dispatches the next one."""
+    if state.status in (TxStatus.ACCEPTED, TxStatus.RUNNING) and not state.aborting:
+        for step in state.steps():
+            if step.status in (OpStatus.CONFIRMED, OpStatus.UNKNOWN):
+                continue
+            if step.status is OpStatus.PENDING:
+                return [transaction._dispatch(step, Leg.FORWARD, 1, lookup_first=False)]
+            return []
+    return _advance(state)
+
+
+def _no_attempt_check(state: TransactionState, obs: OperationObserved) -> list[Event]:
+    """Takes every observation as one of the current attempt (forgets the fencing)."""
+    op: OperationState | None = state.operation(obs.action)
+    leg = op.leg_of(obs.op_key) if op else None
+    if op is not None and leg is not None and obs.attempt:
+        obs = obs.model_copy(update={"attempt": op.attempt_of(leg)})
+    return _observe(state, obs)
+
+
+def _unknown_as_rejected(status: int, body: object) -> Seen:
+    """Reads a 5xx as a refusal: the classic 'an error means it did not happen'."""
+    seen = classify_response(status, body)
+    if status >= 500:
+        return Seen(Outcome.REJECTED, status, None, body)
+    return seen
+
+
+def _plan_in_step_order(envelope: Envelope, plan: tuple[str, ...]) -> PlanCompensation:
+    """Asks to undo the steps in the order they ran (the decider refuses the plan)."""
+    return _plan(envelope, tuple(reversed(plan)))
+
+
+def _no_projection_check(*_: object) -> str | None:
+    """Acts on every dispatch it reads, however old."""
+    return None
+
+
+Patch = tuple[object, str, Callable[..., object]]
+BUGS: dict[str, Patch] = {
+    "dispatch_on_unknown": (transaction, "_advance", _dispatch_on_unknown),
+    "no_attempt_check": (transaction, "_observe", _no_attempt_check),
+    "unknown_as_rejected": (dispatcher, "classify_response", _unknown_as_rejected),
+    "no_projection_check": (dispatcher, "over_because", _no_projection_check),
+    "plan_in_step_order": (reactor, "_plan", _plan_in_step_order),
+}
+# Forgetting the attempt check is not observable by these invariants: the in-flight check
+# and a provider that deduplicates by key make every stale observation still true (see the
+# README, "Simulator"). It stays here to be run by hand, not among the bugs a test expects
+# to be caught.
+UNOBSERVABLE = frozenset({"no_attempt_check"})
+
+
+@contextmanager
+def inject(name: str) -> Iterator[None]:
+    target, attribute, variant = BUGS[name]
+    original = getattr(target, attribute)
+    setattr(target, attribute, variant)
+    try:
+        yield
+    finally:
+        setattr(target, attribute, original)

@@ -1,0 +1,76 @@
+"""The projector: the real projection fold (projections.view.apply) over recon.events,
+lagging behind the log by however many steps the schedule leaves it. The dispatcher's
+projection check and the pull reconciler's candidates read it, as they read Postgres."""
+
+from dataclasses import dataclass, field
+
+from events.definition import Leg
+from events.envelope import Envelope
+from projections.view import TxView, apply
+from reconcilers.pull import Candidate
+from services.dispatcher.in_flight import OPEN, ProjectedLeg, ProjectedOp
+
+from .kafka import Consumer
+
+
+@dataclass
+class SimProjection:
+    events: Consumer[Envelope]
+    views: dict[tuple[str, str], TxView] = field(default_factory=dict)
+    # The undo's operation is on its dispatch event, not in the operations table.
+    undo_operation: dict[str, str] = field(default_factory=dict)
+    reviewed: bool = False  # whether any review was ever opened (saves the operator a scan)
+
+    def consume(self) -> None:
+        _, envelope = self.events.take()
+        key = (envelope.tenant, envelope.tx_id)
+        self.views[key] = apply(self.views.get(key), envelope)
+        if envelope.type == "OperationNeedsReview":
+            self.reviewed = True
+        if envelope.type == "OperationDispatched" and envelope.data.get("leg") == "compensation":
+            self.undo_operation[envelope.data["op_key"]] = envelope.data["operation"]
+
+    def operation(self, tenant: str, tx_id: str, action: str) -> ProjectedOp | None:
+        view = self.views.get((tenant, tx_id))
+        op = next((o for o in view.operations if o.action == action), None) if view else None
+        if op is None:
+            return None
+        return ProjectedOp(
+            forward=ProjectedLeg(op.state, op.attempts),
+            undo=ProjectedLeg(op.comp_state, op.comp_attempts),
+        )
+
+    def in_flight(self) -> list[Candidate]:
+        """What reconcilers.store.in_flight_legs selects."""
+        legs: list[Candidate] = []
+        for view in self.views.values():
+            for op in view.operations:
+                if op.state in OPEN:
+                    legs.append(
+                        Candidate(
+                            view.tenant,
+                            view.tx_id,
+                            op.action,
+                            Leg.FORWARD,
+                            op.op_key,
+                            op.attempts,
+                            op.provider,
+                            op.operation,
+                            op.updated_at,
+                        )
+                    )
+                if op.comp_state in OPEN and op.comp_op_key is not None:
+                    legs.append(
+                        Candidate(
+                            view.tenant,
+                            view.tx_id,
+                            op.action,
+                            Leg.COMPENSATION,
+                            op.comp_op_key,
+                            op.comp_attempts,
+                            op.provider,
+                            self.undo_operation.get(op.comp_op_key, op.operation),
+                            op.updated_at,
+                        )
+                    )
+        return legs

@@ -1,0 +1,34 @@
+"""The webhook ingress: the provider's deliveries through the real intake
+(reconcilers.webhook_intake), matched to an operation by either of its keys, with a
+dedupe table that may miss (the decider's message-id dedupe then catches the repeat)."""
+
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from events.inputs import DeciderInput
+from reconcilers.webhook_intake import MatchedOperation, observation, parse_notice
+
+from .clock import Clock
+from .provider import Provider
+
+
+@dataclass
+class SimWebhooks:
+    provider: Provider
+    clock: Clock
+    rng: random.Random
+    operations: dict[str, MatchedOperation]  # by key (forward or compensation)
+    send: Callable[[DeciderInput], None]
+    seen: set[str] = field(default_factory=set)
+
+    def deliver(self, index: int) -> None:
+        delivery = self.provider.outbox.pop(index)
+        if delivery.delivery_id in self.seen and self.rng.random() < 0.8:
+            return  # the dedupe table caught it
+        self.seen.add(delivery.delivery_id)
+        notice = parse_notice(delivery.body)
+        op = next((self.operations[k] for k in notice.keys if k in self.operations), None)
+        if op is None:
+            return  # drift: an effect without an intent (none in these schedules)
+        self.send(observation("sandbox", delivery.delivery_id, notice, op, self.clock.at()))

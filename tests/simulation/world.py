@@ -1,0 +1,291 @@
+"""One schedule: the processes wired together, a seeded scheduler that picks what
+happens next, faults and crashes until they heal, and the invariants after every step.
+
+Everything random comes from one `random.Random(seed)`, and nothing reads a real clock or
+iterates a set or dict whose order could vary, so a seed replays the same schedule: the
+same steps and the same events, byte for byte.
+"""
+
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import partial
+
+from events.definition import Compensation, OperationKind, OperationSpec
+from events.envelope import Envelope
+from events.inputs import DeciderInput, SubmitTransaction
+from events.keys import compensation_key, op_key
+from projections.view import TxView
+from reconcilers.webhook_intake import MatchedOperation
+
+from .clock import Clock
+from .decider import SimDecider
+from .dispatcher import SimDispatcher
+from .invariants import Monitor, Violation
+from .kafka import Consumer, Log
+from .people import Operator, abort
+from .projection import SimProjection
+from .provider import KEY_TTL_MS, Provider
+from .reconciler import TICK_MS, SimReconciler
+from .saga import SimSaga
+from .webhooks import SimWebhooks
+
+TENANT = "demo"
+# Once faults heal, every transaction must settle within this many steps.
+LIVENESS_STEPS = 4000
+
+
+def transaction(rng: random.Random, tx_id: str) -> SubmitTransaction:
+    specs: list[OperationSpec] = []
+
+    def add(action: str, kind: OperationKind, operation: str, decline: bool) -> None:
+        key = op_key(
+            tenant=TENANT, environment="sim", provider="sandbox", tx_id=tx_id, action=action
+        )
+        undo = Compensation(operation="payments.refund") if kind is OperationKind.STEP else None
+        payload: dict[str, object] = {"amount": 100 + len(specs)}
+        if decline:
+            payload["decline"] = True
+        specs.append(
+            OperationSpec(
+                action=action,
+                kind=kind,
+                provider="sandbox",
+                operation=operation,
+                payload=payload,
+                op_key=key,
+                compensation=undo,
+                compensation_key=compensation_key(key) if undo else None,
+            )
+        )
+
+    for i in range(rng.randint(1, 3)):
+        add(f"s{i}", OperationKind.STEP, "payments.charge", rng.random() < 0.15)
+    if rng.random() < 0.5:
+        add("notify", OperationKind.ON_COMMIT, "email.send", False)
+    if rng.random() < 0.3:
+        add("sorry", OperationKind.ON_COMPENSATED, "email.send", False)
+    return SubmitTransaction(
+        message_id=f"submit:{tx_id}",
+        tenant=TENANT,
+        tx_id=tx_id,
+        agent_id="agent",
+        fingerprint="f" * 64,
+        operations=tuple(specs),
+        issued_at=Clock().at(),
+    )
+
+
+@dataclass
+class World:
+    seed: int
+    rng: random.Random = field(init=False)
+    clock: Clock = field(default_factory=Clock)
+    trace: list[str] = field(default_factory=list)
+    monitor: Monitor = field(default_factory=Monitor)
+
+    def __post_init__(self) -> None:
+        rng = self.rng = random.Random(self.seed)
+        self.commands: Log[DeciderInput] = Log()
+        self.observations: Log[DeciderInput] = Log()
+        self.events: Log[Envelope] = Log()
+        self.provider = Provider(
+            rng=rng,
+            call_fault_rate=rng.choice([0.0, 0.2, 0.5]),
+            lookup_fault_rate=rng.choice([0.0, 0.3, 0.7]),
+            hook_fault_rate=rng.choice([0.0, 0.5]),
+        )
+        self.crash_rate = rng.choice([0.0, 0.01, 0.04])
+        self.abort_rate = rng.choice([0.0, 0.01])
+        self.heal_at = rng.randint(5, 120)
+        self.decider = SimDecider(
+            Consumer(self.commands), Consumer(self.observations), self.events, self.on_event
+        )
+        self.projection = SimProjection(Consumer(self.events))
+        self.saga = SimSaga(Consumer(self.events), self.commands.append)
+        self.dispatcher = SimDispatcher(
+            Consumer(self.events),
+            self.provider,
+            self.clock,
+            self.projection.operation,
+            self.observations.append,
+        )
+        self.reconciler = SimReconciler(self.projection, self.provider, self.clock, self.send_input)
+        self.reconciler.lose_rate = rng.choice([0.0, 0.2])
+        self.operator = Operator(self.provider, self.clock, rng)
+        self.resolved: set[str] = set()
+        self.submits = [transaction(rng, f"tx-{n}") for n in range(rng.choice([1, 1, 2]))]
+        matched: dict[str, MatchedOperation] = {}
+        for tx in self.submits:
+            self.monitor.expect(tx.tx_id, tx.operations)
+            self.commands.append(tx)
+            for s in tx.operations:
+                matched[s.op_key] = MatchedOperation(TENANT, tx.tx_id, s.action, s.op_key)
+                if s.compensation_key:
+                    matched[s.compensation_key] = MatchedOperation(
+                        TENANT, tx.tx_id, s.action, s.compensation_key
+                    )
+        self.webhooks = SimWebhooks(self.provider, self.clock, rng, matched, self.send_input)
+        self.aborted: set[str] = set()
+        self._decide_command = partial(self.decider.consume, True)
+        self._decide_observation = partial(self.decider.consume, False)
+        self.applied_seen = 0
+
+    # --- wiring ---------------------------------------------------------------------
+
+    def on_event(self, envelope: Envelope) -> None:
+        self.monitor.on_event(envelope)
+
+    def send_input(self, message: DeciderInput) -> None:
+        if message.type == "OperationObserved":
+            self.observations.append(message)
+        else:
+            self.commands.append(message)
+
+    # --- the schedule -----------------------------------------------------------------
+
+    def run(self) -> None:
+        self._until_quiet(first_step=0)
+        if self.rng.random() < 0.5:
+            self._much_later()
+            self._until_quiet(first_step=len(self.trace))
+        for tx in self.submits:
+            state = self.decider.state_of((TENANT, tx.tx_id))
+            assert state is not None
+            self.monitor.final(tx.tx_id, state, self.provider.applies)
+
+    def _much_later(self) -> None:
+        """A day later (every provider key expired): the dispatcher's group lost its
+        offsets and reads every dispatch again, the decider restarts from its changelog
+        (finished markers), and the agent submits again."""
+        self.trace.append("much_later")
+        self.clock.now += KEY_TTL_MS + 1
+        self.dispatcher.events.position = self.dispatcher.events.committed = 0
+        self.dispatcher.crash()
+        self.decider.abort()
+        for tx in self.submits:
+            self.commands.append(tx)
+
+    def _until_quiet(self, first_step: int) -> None:
+        step = first_step
+        while True:
+            step += 1
+            healed = step > self.heal_at
+            if healed and self.provider.faulty:
+                self.provider.faulty = False
+                self.trace.append("heal")
+            if healed and self._quiet():
+                return
+            if healed and step - max(self.heal_at, first_step) > LIVENESS_STEPS:
+                raise Violation(f"stuck {LIVENESS_STEPS} steps after faults healed: {self._why()}")
+            name, action = self._pick(faulty=not healed)
+            self.trace.append(name)
+            action()
+            self._check_provider()
+
+    def _check_provider(self) -> None:
+        applied = self.provider.applied
+        while self.applied_seen < len(applied):
+            _, key = applied[self.applied_seen]
+            self.applied_seen += 1
+            self.monitor.on_apply(key, self.provider.applies[key], self.provider.applies)
+
+    def _pick(self, *, faulty: bool) -> tuple[str, Callable[[], None]]:
+        d, rng = self.decider, self.rng
+        options: list[tuple[str, float, Callable[[], None]]] = []
+        if d.commands.pending():
+            options.append(("decide_command", 3, self._decide_command))
+        if d.observations.pending():
+            options.append(("decide_observation", 3, self._decide_observation))
+        if d.staged_inputs:
+            options.append(("decider_commit", 2, d.commit))
+        for name, consumer, handler in (
+            ("saga", self.saga.events, self.saga.consume),
+            ("dispatcher", self.dispatcher.events, self.dispatcher.consume),
+            ("projector", self.projection.events, self.projection.consume),
+        ):
+            if consumer.pending():
+                options.append((name, 3, handler))
+        if self.saga.events.committed < self.saga.events.position:
+            options.append(("saga_commit", 1, self.saga.events.commit))
+        if self.dispatcher.events.committed < self.dispatcher.committable():
+            options.append(("dispatcher_commit", 1, self.dispatcher.commit))
+        for i in self.dispatcher.due():
+            options.append((f"call{i}", 3, partial(self.dispatcher.resume, i)))
+        for i in self.provider.due_deliveries(self.clock.now):
+            options.append((f"webhook{i}", 2, partial(self.webhooks.deliver, i)))
+        if self.reconciler.due():
+            options.append(("reconcile", 1, self.reconciler.tick))
+        for view in self.projection.views.values() if self.projection.reviewed else ():
+            for review_id, leg_key in self.operator.open_reviews(view):
+                if review_id not in self.resolved and not self._in_dispatch():
+                    options.append(("resolve", 1, self._resolver(view, review_id, leg_key)))
+        if faulty:
+            if d.staged_inputs:
+                options.append(("decider_abort", 0.3, d.abort))
+            for tx in self.submits:
+                if tx.tx_id not in self.aborted and self.abort_rate:
+                    options.append(("abort", self.abort_rate * 10, partial(self._abort, tx)))
+                if self.abort_rate:
+                    # The intake retrying a submit it was not sure Kafka acknowledged.
+                    options.append(("resubmit", self.abort_rate * 5, partial(self._resubmit, tx)))
+            if self.crash_rate:
+                w = self.crash_rate * 10
+                options.append(("crash_decider", w, d.abort))
+                options.append(("crash_saga", w, self.saga.events.crash))
+                options.append(("crash_dispatcher", w, self.dispatcher.crash))
+        options.append(("tick", 1, self._advance))
+        # A weighted draw, by hand: cheaper than random.choices for a few options.
+        point = rng.random() * sum(w for _, w, _ in options)
+        for name, weight, action in options:
+            point -= weight
+            if point < 0:
+                return name, action
+        return options[-1][0], options[-1][2]
+
+    def _advance(self) -> None:
+        timers = [c.due for c in self.dispatcher.calls]
+        timers += [w.due for w in self.provider.outbox]
+        timers.append(self.reconciler.last_tick + TICK_MS)
+        future = [t for t in timers if t > self.clock.now]
+        step = self.rng.randint(1, 1500)
+        self.clock.now = min([*future, self.clock.now + step]) if future else self.clock.now + step
+
+    def _resubmit(self, tx: SubmitTransaction) -> None:
+        self.commands.append(tx)
+
+    def _abort(self, tx: SubmitTransaction) -> None:
+        self.aborted.add(tx.tx_id)
+        self.commands.append(abort(tx, self.clock))
+
+    def _resolver(self, view: TxView, review_id: str, key: str) -> Callable[[], None]:
+        def resolve() -> None:
+            self.resolved.add(review_id)
+            self.commands.append(self.operator.resolve(view, review_id, key))
+
+        return resolve
+
+    def _in_dispatch(self) -> bool:
+        """Whether a call may still reach the provider: a person checking the provider
+        now could judge too early (the operator's race, not recon's)."""
+        return self.dispatcher.events.pending() or bool(self.dispatcher.calls)
+
+    def _quiet(self) -> bool:
+        d = self.decider
+        if d.pending() or d.staged_inputs or self.dispatcher.calls or self.provider.outbox:
+            return False
+        for consumer in (self.saga.events, self.dispatcher.events, self.projection.events):
+            if consumer.pending():
+                return False
+        return self._why() == ""
+
+    def _why(self) -> str:
+        reasons = []
+        for tx in self.submits:
+            why = self.monitor.settled(tx.tx_id, self.decider.state_of((TENANT, tx.tx_id)))
+            if why:
+                reasons.append(why)
+        return "; ".join(reasons)
+
+    def event_bytes(self) -> bytes:
+        return b"\n".join(e.model_dump_json().encode() for e in self.events.records)
