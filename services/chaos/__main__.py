@@ -67,13 +67,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, help="replay a run (default: a random seed)")
     parser.add_argument("--concurrency", type=int, default=8, help="default: %(default)s")
     parser.add_argument(
+        "--rate", type=float, default=8.0, help="submissions per second (%(default)s)"
+    )
+    parser.add_argument(
         "--settle-timeout", type=float, default=240.0, help="seconds to quiescence (240)"
     )
     args = parser.parse_args(argv)
-    if args.transactions < 1 or args.faults < 0 or args.concurrency < 1:
-        parser.error("--transactions and --concurrency must be >= 1, --faults >= 0")
+    if args.transactions < 1 or args.faults < 0 or args.concurrency < 1 or args.rate <= 0:
+        parser.error("--transactions, --concurrency >= 1, --faults >= 0, --rate > 0")
     config = ChaosConfig(
-        args.transactions, args.faults, args.seed, args.concurrency, args.settle_timeout
+        args.transactions, args.faults, args.seed, args.concurrency, args.rate, args.settle_timeout
     )
     return asyncio.run(_main(config))
 

@@ -45,6 +45,7 @@ class TxView:
     commit_time: datetime | None = None
     compensated_time: datetime | None = None
     planned: bool = False
+    reviews: list[str] = field(default_factory=list)
 
     def of_kind(self, kind: str) -> list[str]:
         return [a for a, s in self.specs.items() if s.get("kind") == kind]
@@ -78,6 +79,7 @@ def fold(tx_id: str, envelopes: tuple[dict[str, Any], ...]) -> TxView:
                 view.legs[(action, FORWARD)] = "failed"
             case "OperationNeedsReview":
                 view.legs[(action, leg)] = "review"
+                view.reviews.append(f"{action} {leg}: {data.get('reason')}")
             case "OperationCompensated":
                 view.legs[(action, COMPENSATION)] = "confirmed"
                 view.compensated_at.setdefault(action, index)
@@ -274,6 +276,8 @@ class Verdict:
     effects: int
     drift: int
     problems: dict[str, list[str]]
+    # Not failures: operations the run sent to a person, and why (for the reader to judge).
+    reviews: list[str]
     chains_valid: bool
     projections_equal: bool
 
@@ -303,6 +307,7 @@ def judge(history: History) -> Verdict:
         effects=len(history.effects),
         drift=len(history.drift),
         problems=problems,
+        reviews=[f"{v.tx_id}: {r}" for v in all_views.values() for r in v.reviews],
         chains_valid=history.audit_verify_ok and not problems["broken chains (collected log)"],
         projections_equal=history.rebuild_compare_ok,
     )
@@ -318,6 +323,7 @@ def table(verdict: Verdict, examples: int = 3) -> str:
             True,
         ),
         ("effects at the provider / drift reports", f"{verdict.effects} / {verdict.drift}", True),
+        ("operations sent to review (not a failure)", str(len(verdict.reviews)), True),
     ]
     rows += [(name, str(len(found)), not found) for name, found in verdict.problems.items()]
     rows += [
@@ -339,5 +345,6 @@ def table(verdict: Verdict, examples: int = 3) -> str:
     for name, found in verdict.problems.items():
         for problem in found[:examples]:
             lines.append(f"  {name}: {problem}")
+    lines += [f"  review: {review}" for review in verdict.reviews[:examples]]
     lines.append(f"VERDICT: {'PASS' if verdict.ok else 'FAIL'}")
     return "\n".join(lines)

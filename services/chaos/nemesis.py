@@ -117,10 +117,21 @@ class Nemesis:
         self.done: list[str] = []
 
     async def run(self, started: Callable[[], int]) -> None:
+        """Fire each action when its moment comes, without waiting for the previous one to
+        finish (a broker restart takes seconds; the kills planned meanwhile still happen);
+        actions on the same target wait for each other."""
+        locks: dict[str, asyncio.Lock] = {}
+        tasks = []
         for number, action in enumerate(self.actions, 1):
             while started() < action.at_submission:
                 await asyncio.sleep(0.05)
             self.log(f"  nemesis {number}/{len(self.actions)} @{started()}: {action.describe()}")
+            lock = locks.setdefault(action.target or action.kind, asyncio.Lock())
+            tasks.append(asyncio.create_task(self._locked(lock, action)))
+        await asyncio.gather(*tasks)
+
+    async def _locked(self, lock: asyncio.Lock, action: Action) -> None:
+        async with lock:
             await self._do(action)
             self.done.append(action.describe())
 

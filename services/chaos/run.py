@@ -36,6 +36,7 @@ class ChaosConfig:
     faults: int = 12
     seed: int | None = None
     concurrency: int = 8
+    rate: float = 8.0
     settle_timeout_s: float = 240.0
 
     def resolved_seed(self) -> int:

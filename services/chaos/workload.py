@@ -99,12 +99,16 @@ class Workload:
         sandbox_url: str,
         planned: list[Planned],
         concurrency: int,
+        rate: float = 8.0,
         answer_within_s: float = 90,
         api_key: str = "demo-key",
     ) -> None:
         self.intake_url, self.sandbox_url = intake_url, sandbox_url
         self.planned = planned
         self.concurrency = concurrency
+        # Submissions per second: spreads the run (and the nemesis, which fires after given
+        # numbers of submissions) over time instead of queueing everything at once.
+        self.rate = rate
         self.answer_within_s = answer_within_s
         self.headers = {"Authorization": f"Bearer {api_key}"}
         self.started = 0  # how many submissions have begun: the nemesis's clock
@@ -113,14 +117,17 @@ class Workload:
 
     async def run(self) -> list[Submitted]:
         gate = asyncio.Semaphore(self.concurrency)
+        loop = asyncio.get_running_loop()
+        begin = loop.time()
         async with httpx.AsyncClient(timeout=10) as client:
 
-            async def one(item: Planned) -> None:
+            async def one(number: int, item: Planned) -> None:
+                await asyncio.sleep(max(0.0, begin + number / self.rate - loop.time()))
                 async with gate:
                     self.started += 1
                     await self._one(client, item)
 
-            await asyncio.gather(*(one(item) for item in self.planned))
+            await asyncio.gather(*(one(n, item) for n, item in enumerate(self.planned)))
         return self.submitted
 
     async def _one(self, client: httpx.AsyncClient, item: Planned) -> None:
