@@ -46,6 +46,8 @@ class TxView:
     compensated_time: datetime | None = None
     planned: bool = False
     reviews: list[str] = field(default_factory=list)
+    # (action, leg) -> provider effect ids seen in that leg's evidence, whatever became of it.
+    seen_ids: dict[tuple[str, str], set[str]] = field(default_factory=dict)
 
     def of_kind(self, kind: str) -> list[str]:
         return [a for a, s in self.specs.items() if s.get("kind") == kind]
@@ -60,6 +62,11 @@ def fold(tx_id: str, envelopes: tuple[dict[str, Any], ...]) -> TxView:
         kind, data = envelope["type"], envelope.get("data", {})
         action = data.get("action", "")
         leg = data.get("leg", FORWARD)
+        if kind == "OperationCompensated":
+            leg = COMPENSATION
+        evidence = data.get("evidence")
+        if isinstance(evidence, dict) and evidence.get("remote_id"):
+            view.seen_ids.setdefault((action, leg), set()).add(evidence["remote_id"])
         match kind:
             case "TransactionAccepted":
                 view.accepted, view.status = True, "accepted"
@@ -168,8 +175,12 @@ def unaccounted_effects(history: History, all_views: dict[str, TxView]) -> list[
             problems.append(f"{effect.effect_id} ({effect.operation}): no operation has its key")
             continue
         tx_id, action, leg = owner
-        state = all_views[tx_id].legs.get((action, leg))
-        if state != "confirmed":
+        view = all_views[tx_id]
+        state = view.legs.get((action, leg))
+        # A leg in review whose evidence shows this very effect is accounted for: the person
+        # deciding has it in front of them (the review itself is listed in the table).
+        in_review = state == "review" and effect.effect_id in view.seen_ids.get((action, leg), ())
+        if state != "confirmed" and not in_review:
             problems.append(f"{effect.effect_id}: {tx_id}/{action} {leg} is {state}, not applied")
     return problems
 

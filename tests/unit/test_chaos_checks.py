@@ -318,3 +318,52 @@ def test_a_tampered_chain_and_unequal_projections_fail() -> None:
     assert failures(bad) == {"broken chains (collected log)": 1, "chains": 1}
     assert failures(dataclasses.replace(history, audit_verify_ok=False)) == {"chains": 1}
     assert failures(dataclasses.replace(history, rebuild_compare_ok=False)) == {"projections": 1}
+
+
+def test_an_effect_under_review_is_accounted_only_by_evidence_of_it() -> None:
+    from events.transaction_events import (
+        ObservationIgnored,
+        OperationNeedsReview,
+        TransactionNeedsReview,
+    )
+
+    tx_id = "tx-r"
+    reserve, charge, receipt = steps(tx_id)
+    charged = ProviderEffect("ch_late", "payments.charge", charge.op_key, T0 + timedelta(seconds=9))
+
+    def history(seen: str | None) -> History:
+        events: list[Event] = [
+            TransactionAccepted(
+                agent_id="a", fingerprint="f", operations=(reserve, charge, receipt)
+            ),
+            dispatched(reserve),
+            confirmed(reserve),
+            dispatched(charge),
+            OperationNeedsReview(
+                action="charge", attempt=1, reason="attempt_budget_exhausted", review_id="rv"
+            ),
+            TransactionNeedsReview(action="charge", reason="attempt_budget_exhausted"),
+        ]
+        if seen is not None:
+            late = evidence().model_copy(update={"remote_id": seen})
+            events.append(
+                ObservationIgnored(
+                    action="charge",
+                    attempt=1,
+                    current_attempt=1,
+                    reason="operation_manual_review",
+                    evidence=late,
+                )
+            )
+        return History(
+            submitted=(Submitted(tx_id, "happy", True),),
+            events={tx_id: sealed(tx_id, events)},
+            effects=(effect(reserve.op_key, "inventory.reserve", 1), charged),
+        )
+
+    assert failures(history("ch_late")) == {}
+    assert judge(history("ch_late")).reviews == [
+        f"{tx_id}: charge forward: attempt_budget_exhausted"
+    ]
+    assert failures(history(None)) == {"unaccounted effects": 1}
+    assert failures(history("ch_other")) == {"unaccounted effects": 1}
