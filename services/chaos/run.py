@@ -57,7 +57,8 @@ async def run_chaos(
     log(
         f"chaos: seed {seed}, {config.transactions} transactions, {len(actions)} faults "
         f"(rerun: python -m services.chaos --transactions {config.transactions} "
-        f"--faults {config.faults} --seed {seed})"
+        f"--faults {config.faults} --seed {seed} --rate {config.rate:g} "
+        f"--concurrency {config.concurrency})"
     )
     stack.extra_env = {**CHAOS_ENV, **stack.extra_env}
     started = time.monotonic()
@@ -85,6 +86,11 @@ async def run_chaos(
         history = await gather_history(stack, submitted, breaker, driver)
     finally:
         stack.stop_all()
+        # Whatever went wrong, leave the broker and the database up for whoever shares them
+        # (the test session's other tests).
+        for server in (postgres, kafka):
+            if server is not None and not server.is_running():
+                await asyncio.to_thread(server.start)
     log(f"  done in {time.monotonic() - started:.0f}s")
     return judge(history), history
 
