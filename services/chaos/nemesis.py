@@ -72,11 +72,11 @@ class Action:
 
 def plan(seed: int, transactions: int, faults: int) -> list[Action]:
     rng = random.Random(f"nemesis-{seed}")
-    kinds: list[str] = []
-    if faults >= 3:
-        kinds += ["kafka", "postgres"]
+    # At least one broker and one database restart in any run of 3 faults or more; beyond
+    # that, mostly process kills and sandbox faults, with more restarts in longer runs.
+    kinds: list[str] = ["kafka", "postgres"] if faults >= 3 else []
     while len(kinds) < faults:
-        kinds.append("kill" if rng.random() < 0.6 else "fault")
+        kinds += rng.choices(["kill", "fault", "kafka", "postgres"], [0.5, 0.34, 0.08, 0.08])
     rng.shuffle(kinds)
     targets = list(RECON_PROCESSES)
     rng.shuffle(targets)
