@@ -71,6 +71,37 @@ class CommitWatcher:
                 future.set_exception(RuntimeError(f"{envelope['tx_id']}: {envelope['type']}"))
 
 
+KEEPALIVE_EXPIRY_S = 5.0
+SUBMIT_ATTEMPTS = 5
+
+
+async def submit(
+    client: httpx.AsyncClient, url: str, tx_id: str, headers: dict[str, str], retries: list[str]
+) -> None:
+    """POST the intent until it is accepted. Resending is safe: the same tx_id with the
+    same body is the same intent (202 again, nothing new). A 503 asks for exactly that; a
+    dropped connection leaves the outcome unknown, which a resend settles. Every retry is
+    counted and reported, so a benchmark that needed them says so."""
+    body = example_transaction(tx_id)
+    for attempt in range(1, SUBMIT_ATTEMPTS + 1):
+        try:
+            response = await client.post(url, json=body, headers=headers)
+        except httpx.TransportError as error:
+            if attempt == SUBMIT_ATTEMPTS:
+                raise
+            retries.append(f"{tx_id}: {error!r}")
+        else:
+            if response.status_code == 202:
+                return
+            if response.status_code != 503 or attempt == SUBMIT_ATTEMPTS:
+                raise RuntimeError(
+                    f"{tx_id}: intake answered {response.status_code}: {response.text}"
+                )
+            retries.append(f"{tx_id}: 503 {response.text}")
+        await asyncio.sleep(0.2 * attempt)
+    raise AssertionError("unreachable")
+
+
 async def drive(
     url: str, api_key: str, bootstrap: str, topics: Topics, count: int, concurrency: int
 ) -> dict[str, float]:
@@ -78,7 +109,10 @@ async def drive(
     run = uuid.uuid4().hex[:8]
     gate = asyncio.Semaphore(concurrency)
     latencies: list[float] = []
-    limits = httpx.Limits(max_connections=concurrency * 2)
+    retries: list[str] = []
+    # Idle connections are dropped by the client before the intake's keep-alive timeout
+    # (services.intake.__main__.KEEP_ALIVE_S) can close them under a request.
+    limits = httpx.Limits(max_connections=concurrency * 2, keepalive_expiry=KEEPALIVE_EXPIRY_S)
 
     async with (
         httpx.AsyncClient(timeout=30, limits=limits) as client,
@@ -89,13 +123,7 @@ async def drive(
             tx_id = f"bench-{run}-{i}"
             async with gate:
                 committed = watcher.expect(tx_id)
-                response = await client.post(
-                    f"{url}/v1/transactions", json=example_transaction(tx_id), headers=headers
-                )
-                if response.status_code != 202:
-                    raise RuntimeError(
-                        f"{tx_id}: intake answered {response.status_code}: {response.text}"
-                    )
+                await submit(client, f"{url}/v1/transactions", tx_id, headers, retries)
                 accepted = time.perf_counter()
                 latencies.append(await asyncio.wait_for(committed, 120) - accepted)
                 if len(latencies) % max(1, count // 10) == 0:
@@ -107,6 +135,7 @@ async def drive(
     ordered = sorted(latencies)
     return {
         "transactions": count,
+        "retries": len(retries),
         "concurrency": concurrency,
         "seconds": elapsed,
         "throughput_tx_per_s": count / elapsed,
@@ -198,7 +227,8 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"\n{result['transactions']:.0f} transactions, concurrency "
         f"{result['concurrency']:.0f}, {result['seconds']:.1f} s\n"
-        f"throughput {result['throughput_tx_per_s']:.1f} tx/s\n"
+        f"throughput {result['throughput_tx_per_s']:.1f} tx/s, "
+        f"{result['retries']:.0f} submissions retried\n"
         f"accept->commit p50 {result['p50_ms']:.0f} ms, p99 {result['p99_ms']:.0f} ms, "
         f"max {result['max_ms']:.0f} ms",
         flush=True,

@@ -1,14 +1,76 @@
-"""Deterministic crash points for fault tests. TEST-ONLY: never set RECON_TEST_CRASH_AT in a
-deployment.
+"""Test-only pause and crash points: hold a process at the exact moment a crash test must
+kill it, or end it there. Never armed in a deployment.
 
-A fault test that must kill a process between two exact statements (say, after a claim in
-Postgres and before the Kafka send it guards) sets RECON_TEST_CRASH_AT to the point's name;
-the process then ends itself there like kill -9 would: no cleanup, no finally blocks, no
-flush. Unset (always, outside tests) the call is one dictionary look-up.
+A crash test claims something about one narrow window (the provider's effect is done but the
+dispatcher has not reported it; the saga's commands are acknowledged but its offset is not
+committed; the decider's records are in an open Kafka transaction). Killing "at about the
+right time" lets a late or early kill pass for the wrong reason, so the runtimes name these
+windows and a test arms one:
+
+    RECON_PAUSE_AT=<point name>      the point to stop at (unset in production: a no-op)
+    RECON_PAUSE_FILE=<path>          written when the process reaches the point
+
+On reaching the armed point the process writes the file and then blocks its whole event loop
+(no heartbeat, no timer, no other task runs), so it stays exactly there until the test kills
+it, or deletes the file to let it go on (once; it never pauses again).
 """
 
-import os
+from __future__ import annotations
 
+import os
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+PAUSE_AT_ENV = "RECON_PAUSE_AT"
+PAUSE_FILE_ENV = "RECON_PAUSE_FILE"
+
+# The windows the runtimes name.
+DISPATCHER_AFTER_PROVIDER_ANSWERED = "dispatcher.after_provider_answered"
+SAGA_AFTER_COMMANDS_ACKED = "saga.after_commands_acked"
+DECIDER_IN_OPEN_TRANSACTION = "decider.in_open_transaction"
+
+
+# Set once the test let the process go on: it pauses at most once.
+_released = False
+
+
+def armed(name: str) -> bool:
+    return os.environ.get(PAUSE_AT_ENV) == name and not _released
+
+
+async def pause_point(
+    name: str, *, when: bool = True, flush: Callable[[], Awaitable[object]] | None = None
+) -> None:
+    """Hold here if `name` is the armed point (and `when` holds); otherwise return at once.
+
+    `flush` runs first, so what the process has queued so far (e.g. records of an open Kafka
+    transaction) has reached the broker when the test sees the marker. The process holds
+    until the test deletes the marker file (or kills it), then goes on and never pauses
+    again: a zombie that wakes up after a successor took over.
+    """
+    if not when or not armed(name):
+        return
+    if flush is not None:
+        await flush()
+    _hold(name)
+
+
+def _hold(name: str) -> None:
+    global _released
+    marker = Path(os.environ.get(PAUSE_FILE_ENV) or f"/tmp/recon-pause-{os.getpid()}")
+    marker.write_text(f"{name} {os.getpid()}\n")
+    # Blocking on purpose: the event loop (heartbeats, timers, other tasks) must not move on
+    # while the test acts.
+    while marker.exists():
+        time.sleep(0.05)
+    _released = True
+
+
+# Crash points: where a pause point holds a process for the test to kill, a crash point
+# ends it on its own, like kill -9 (no cleanup, no finally blocks, no flush), for windows a
+# test cannot reach from outside (say, after a claim in Postgres and before the Kafka send
+# it guards). Armed with RECON_TEST_CRASH_AT=<name>; unset, the call is one look-up.
 CRASH_ENV = "RECON_TEST_CRASH_AT"
 CRASH_EXIT_CODE = 137  # what a shell reports for a process killed by SIGKILL
 

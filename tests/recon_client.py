@@ -28,9 +28,11 @@ class Recon:
         await self.http.aclose()
 
     async def submit(
-        self, body: dict[str, Any], *, retry_unavailable: bool = False
+        self, body: dict[str, Any], *, retry_unavailable: bool = False, timeout: float = 120
     ) -> httpx.Response:
+        deadline = time.monotonic() + timeout
         while True:
+            assert time.monotonic() < deadline, f"intake unavailable for {timeout}s"
             try:
                 response = await self.http.post(
                     f"{self.intake_url}/v1/transactions", json=body, headers=self.headers
@@ -85,6 +87,36 @@ class Recon:
         response.raise_for_status()
         effects: list[dict[str, Any]] = response.json()["effects"]
         return effects
+
+    async def calls(self, key: str | None = None) -> list[dict[str, Any]]:
+        """Every apply and lookup the sandbox answered (under `key`), in arrival order."""
+        params = {} if key is None else {"idempotency_key": key}
+        response = await self.http.get(f"{self.sandbox_url}/v1/calls", params=params)
+        response.raise_for_status()
+        calls: list[dict[str, Any]] = response.json()["calls"]
+        return calls
+
+    async def assert_applied_once(self, key: str) -> list[dict[str, Any]]:
+        """Nothing sent twice under `key`: exactly one apply reached the provider, and it
+        recorded the effect. Returns the calls for further checks."""
+        calls = await self.calls(key)
+        applies = [c["outcome"] for c in calls if c["kind"] == "apply"]
+        assert applies == ["applied"], (key, calls)
+        return calls
+
+    async def assert_looked_up_before_reapplying(self, key: str) -> list[dict[str, Any]]:
+        """Every apply after the first was preceded by a lookup of the key that found
+        nothing: a second call happened only once absence was proven."""
+        calls = await self.calls(key)
+        applied_before = False
+        absent_since_last_apply = False
+        for call in calls:
+            if call["kind"] == "lookup":
+                absent_since_last_apply = absent_since_last_apply or call["outcome"] == "absent"
+                continue
+            assert not applied_before or absent_since_last_apply, (key, calls)
+            applied_before, absent_since_last_apply = True, False
+        return calls
 
     async def arm(self, operation: str, mode: str, times: int = 1, delay_ms: int = 0) -> None:
         response = await self.http.post(

@@ -1,5 +1,6 @@
 """Reading recon.events straight from Kafka, as an auditor would."""
 
+import time
 from collections import defaultdict
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
@@ -7,6 +8,10 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from events.envelope import Envelope, verify_chain
 from events.topics import Topics
 from services.stack import Stack
+
+# Reading to known end offsets is quick; a broker that stops answering must fail the test,
+# not spin until the suite's timeout.
+READ_TIMEOUT_S = 60
 
 
 async def read_event_log(stack: Stack) -> dict[tuple[str, str], list[Envelope]]:
@@ -27,7 +32,9 @@ async def read_event_log(stack: Stack) -> dict[tuple[str, str], list[Envelope]]:
         await consumer.seek_to_beginning(*partitions)
         ends = await consumer.end_offsets(partitions)
         log: dict[tuple[str, str], list[Envelope]] = defaultdict(list)
+        deadline = time.monotonic() + READ_TIMEOUT_S
         while [tp for tp in partitions if await consumer.position(tp) < ends[tp]]:
+            assert time.monotonic() < deadline, f"{topic} not read to its end offsets {ends}"
             for records in (await consumer.getmany(timeout_ms=1000)).values():
                 for record in records:
                     envelope = Envelope.model_validate_json(record.value)

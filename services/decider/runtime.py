@@ -45,6 +45,7 @@ from events.dead_letters import dead_letter_headers
 from events.inputs import OperationObserved, parse_input
 from events.keys import partition_key
 from services.config import Settings
+from services.crash_points import DECIDER_IN_OPEN_TRANSACTION, pause_point
 from services.decider.finished import FinishedTransaction, finish, is_finished, revive
 from services.decider.restore import StateKey, Stored, restore_partition
 from services.decider.transaction import handle, initial_state
@@ -249,6 +250,7 @@ class Decider:
             # A record the broker refuses fails its own send, and aiokafka may still
             # commit the rest: wait for every send so that a refusal aborts it all.
             await asyncio.gather(*staged.sends)
+            await pause_point(DECIDER_IN_OPEN_TRANSACTION, flush=owned.producer.flush)
         owned.states.update(staged.changes)
         owned.next_offsets.update(offsets)
 

@@ -22,6 +22,7 @@ from events.keys import partition_key
 from events.transaction_events import OperationDispatched
 from services.at_least_once import AtLeastOnceConsumer, Batch, RetryBatch
 from services.config import Settings
+from services.crash_points import DISPATCHER_AFTER_PROVIDER_ANSWERED, pause_point
 from services.dispatcher.adapters import ProviderAdapter, build_adapters
 from services.dispatcher.classify import Seen
 from services.dispatcher.in_flight import Projection, ProjectionUnavailable, over_because
@@ -171,6 +172,7 @@ class Call:
                     await self.resolve(adapter)
                 return
         seen = await adapter.apply(op, key, self.dispatch.payload)
+        await pause_point(DISPATCHER_AFTER_PROVIDER_ANSWERED)
         await self.report(Source.RESPONSE, seen)
         if seen.outcome is Outcome.UNKNOWN:
             await self.resolve(adapter)

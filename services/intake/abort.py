@@ -23,7 +23,9 @@ from events.keys import partition_key
 from services.config import Settings
 from services.intake import auth, queries
 from services.intake.errors import ApiError
+from services.intake.openapi import TxId, errors, json_body, ok
 from services.intake.produce import produce_acked
+from services.intake.response_models import AbortRequested
 
 router = APIRouter()
 
@@ -35,8 +37,14 @@ class AbortRequest(BaseModel):
     actor: Annotated[str, Field(min_length=1, max_length=128)] = "agent"
 
 
-@router.post("/v1/transactions/{tx_id}/abort", status_code=202)
-async def abort(tx_id: str, request: Request, tenant: str = Depends(auth.tenant)) -> JSONResponse:
+@router.post(
+    "/v1/transactions/{tx_id}/abort",
+    status_code=202,
+    responses={**ok(AbortRequested, 202), **errors(401, 404, 409, 413, 422, 503)},
+    # Optional: an empty body is the default reason and actor.
+    openapi_extra=json_body(AbortRequest, required=False),
+)
+async def abort(tx_id: TxId, request: Request, tenant: str = Depends(auth.tenant)) -> JSONResponse:
     # Parsed here, after authentication, so nothing about the body is revealed to a
     # caller without a key (the same order as submissions).
     body = _parse(await request.body())

@@ -25,10 +25,13 @@ from pydantic import ValidationError
 from events.keys import partition_key
 from projections.schema import apply_schema
 from services.config import Settings
-from services.intake import abort, auth, drift, intents, queries, reviews, webhooks
+from services.example_intent import example_transaction
+from services.intake import abort, auth, drift, intents, openapi, queries, reviews, webhooks
 from services.intake.body_limit import BodyLimit
 from services.intake.errors import ApiError
+from services.intake.openapi import HealthBody, TxId, errors, json_body, ok
 from services.intake.produce import intake_producer, produce_acked
+from services.intake.response_models import EventList, SubmissionAccepted, TransactionView
 from services.intake.submission import (
     SubmissionRequest,
     check,
@@ -85,6 +88,10 @@ def create_app(settings: Settings) -> FastAPI:
     for router in (reviews.router, drift.router, webhooks.router):
         app.include_router(router)
     app.include_router(abort.router)
+    openapi.install(
+        app,
+        [SubmissionRequest, reviews.ResolveRequest, abort.AbortRequest, openapi.WebhookNotice],
+    )
 
     @app.exception_handler(ApiError)
     async def api_error(request: Request, exc: ApiError) -> JSONResponse:
@@ -106,22 +113,40 @@ def create_app(settings: Settings) -> FastAPI:
                 status_code=503,
             )
 
+    # Postgres text and jsonb cannot hold a NUL character, so a request carrying one (in a
+    # path, a query or a body) fails at its first statement, before anything is written.
+    # That is the client's mistake, not the server's: a 422, not a 500.
+    for unstorable in (
+        asyncpg.CharacterNotInRepertoireError,
+        asyncpg.UntranslatableCharacterError,
+    ):
+
+        @app.exception_handler(unstorable)
+        async def unstorable_text(request: Request, exc: Exception) -> JSONResponse:
+            return JSONResponse(
+                {
+                    "error": "invalid_request",
+                    "message": "text must not contain NUL (\\u0000) characters",
+                },
+                status_code=422,
+            )
+
     @app.post(
         "/v1/transactions",
         status_code=202,
-        openapi_extra={
-            "requestBody": {
-                "required": True,
-                "content": {"application/json": {"schema": SubmissionRequest.model_json_schema()}},
-            }
-        },
+        responses={**ok(SubmissionAccepted, 202), **errors(401, 409, 413, 422, 503)},
+        openapi_extra=json_body(SubmissionRequest, example=example_transaction()),
     )
     async def submit(request: Request, tenant: str = Depends(auth.tenant)) -> JSONResponse:
         return await _submit(request, tenant, settings)
 
-    @app.get("/v1/transactions/{tx_id}")
+    @app.get(
+        "/v1/transactions/{tx_id}",
+        responses={**ok(TransactionView), **errors(401, 404, 422, 503)},
+        response_model=None,
+    )
     async def get_transaction(
-        tx_id: str, request: Request, tenant: str = Depends(auth.tenant)
+        tx_id: TxId, request: Request, tenant: str = Depends(auth.tenant)
     ) -> dict[str, Any]:
         async with request.app.state.pool.acquire() as conn:
             found = await queries.transaction(conn, tenant, tx_id)
@@ -129,9 +154,13 @@ def create_app(settings: Settings) -> FastAPI:
             raise _not_found(tx_id)
         return found
 
-    @app.get("/v1/transactions/{tx_id}/events")
+    @app.get(
+        "/v1/transactions/{tx_id}/events",
+        responses={**ok(EventList), **errors(401, 404, 422, 503)},
+        response_model=None,
+    )
     async def get_events(
-        tx_id: str, request: Request, tenant: str = Depends(auth.tenant)
+        tx_id: TxId, request: Request, tenant: str = Depends(auth.tenant)
     ) -> dict[str, Any]:
         async with request.app.state.pool.acquire() as conn:
             found = await queries.events(conn, tenant, tx_id)
@@ -139,7 +168,13 @@ def create_app(settings: Settings) -> FastAPI:
             raise _not_found(tx_id)
         return {"events": found}
 
-    @app.get("/healthz")
+    @app.get(
+        "/healthz",
+        responses={
+            200: {"model": HealthBody, "description": "every dependency answers"},
+            503: {"model": HealthBody, "description": "`reason` names what does not answer"},
+        },
+    )
     async def healthz(request: Request) -> JSONResponse:
         checks = await _health(request.app, settings)
         failing = {name: state for name, state in checks.items() if state != "ok"}

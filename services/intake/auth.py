@@ -9,11 +9,22 @@ detail of drift that belongs to no tenant), never another tenant's own data.
 
 import hmac
 from dataclasses import dataclass
+from typing import Annotated
 
-from fastapi import Request
+from fastapi import Depends, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from services.config import Operator
 from services.intake.errors import ApiError
+
+# Only declares the Bearer scheme in the OpenAPI document, for every route that depends on
+# `tenant`; it refuses nothing (auto_error=False), so `tenant_for` stays the one check and
+# every 401 keeps the API's `{"error", "message"}` shape.
+_declare_bearer = HTTPBearer(
+    auto_error=False,
+    scheme_name="apiKey",
+    description="an API key from RECON_API_KEYS; the key names the tenant",
+)
 
 _UNAUTHORIZED = "send `Authorization: Bearer <api key>` with a key issued for your tenant"
 
@@ -59,7 +70,10 @@ def tenant_for(
     return principal_for(authorization, api_keys, operator_keys).tenant
 
 
-def principal(request: Request) -> Principal:
+def principal(
+    request: Request,
+    _declared: Annotated[HTTPAuthorizationCredentials | None, Depends(_declare_bearer)],
+) -> Principal:
     """FastAPI dependency: who the request's API key names."""
     settings = request.app.state.settings
     return principal_for(
@@ -67,6 +81,6 @@ def principal(request: Request) -> Principal:
     )
 
 
-def tenant(request: Request) -> str:
+def tenant(who: Annotated[Principal, Depends(principal)]) -> str:
     """FastAPI dependency: the tenant of the request's API key (agent or operator)."""
-    return principal(request).tenant
+    return who.tenant

@@ -17,6 +17,8 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Request
 
 from services.intake import auth
+from services.intake.openapi import errors, ok
+from services.intake.response_models import DriftList
 
 router = APIRouter()
 
@@ -38,7 +40,7 @@ def redacted(detail: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-@router.get("/v1/drift")
+@router.get("/v1/drift", responses={**ok(DriftList), **errors(401, 503)}, response_model=None)
 async def list_drift(
     request: Request, who: Annotated[auth.Principal, Depends(auth.principal)]
 ) -> dict[str, Any]:

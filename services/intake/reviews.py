@@ -21,9 +21,15 @@ from events.keys import partition_key
 from services.config import Settings
 from services.intake import auth
 from services.intake.errors import ApiError
+from services.intake.openapi import errors, json_body, ok
 from services.intake.produce import produce_acked
+from services.intake.response_models import ReviewList, ReviewResolving, ReviewView
 
 router = APIRouter()
+
+# Older than this is every review there is; a larger value would overflow the date
+# arithmetic (a 500), so it is refused with 422 instead.
+MAX_OLDER_THAN_S = 100 * 365 * 86400
 
 _SUMMARY = "r.id, r.tx_id, r.action, r.op_key, r.reason, r.state, r.created_at"
 
@@ -36,12 +42,14 @@ class ResolveRequest(BaseModel):
     actor: Annotated[str, Field(min_length=1, max_length=256)]
 
 
-@router.get("/v1/reviews")
+@router.get(
+    "/v1/reviews", responses={**ok(ReviewList), **errors(401, 422, 503)}, response_model=None
+)
 async def list_reviews(
     request: Request,
     tenant: str = Depends(auth.tenant),
     state: Literal["open", "resolved"] | None = None,
-    older_than_s: Annotated[int | None, Query(ge=0)] = None,
+    older_than_s: Annotated[int | None, Query(ge=0, le=MAX_OLDER_THAN_S)] = None,
 ) -> dict[str, Any]:
     conditions: list[str] = ["r.tenant = $1"]
     args: list[object] = [tenant]
@@ -60,7 +68,11 @@ async def list_reviews(
     return {"reviews": [_summary(row) for row in rows]}
 
 
-@router.get("/v1/reviews/{review_id}")
+@router.get(
+    "/v1/reviews/{review_id}",
+    responses={**ok(ReviewView), **errors(401, 404, 422, 503)},
+    response_model=None,
+)
 async def get_review(
     review_id: str, request: Request, tenant: str = Depends(auth.tenant)
 ) -> dict[str, Any]:
@@ -91,7 +103,12 @@ async def get_review(
     }
 
 
-@router.post("/v1/reviews/{review_id}/resolve")
+@router.post(
+    "/v1/reviews/{review_id}/resolve",
+    responses={**ok(ReviewResolving), **errors(401, 404, 409, 413, 422, 503)},
+    response_model=None,
+    openapi_extra=json_body(ResolveRequest),
+)
 async def resolve_review(
     review_id: str, request: Request, tenant: str = Depends(auth.tenant)
 ) -> dict[str, Any]:

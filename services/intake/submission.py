@@ -31,12 +31,17 @@ def _known_operation(name: str) -> str:
     return name
 
 
+# The catalog's names, also listed in the OpenAPI document so a client sees (and a generated
+# SDK types) which operations exist; the validator keeps the error message that lists them.
+OperationName = Annotated[str, Field(json_schema_extra={"enum": list(CATALOG)})]
+
+
 class _Request(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
 class CompensationRequest(_Request):
-    operation: str
+    operation: OperationName
     payload: dict[str, Any] | None = None
 
     _check_operation = field_validator("operation")(_known_operation)
@@ -45,7 +50,7 @@ class CompensationRequest(_Request):
 class OperationRequest(_Request):
     action: Annotated[str, Field(pattern=ACTION_PATTERN)]
     provider: Annotated[str, Field(min_length=1)]
-    operation: str
+    operation: OperationName
     payload: dict[str, Any]
     compensation: CompensationRequest | None = None
 

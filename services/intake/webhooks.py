@@ -32,7 +32,9 @@ from reconcilers.webhook_intake import (
 )
 from services.config import Settings
 from services.intake.errors import ApiError
+from services.intake.openapi import WEBHOOK_EXTRA, ProviderName, errors, ok
 from services.intake.produce import produce_acked
+from services.intake.response_models import WebhookAcknowledged
 
 log = logging.getLogger(__name__)
 
@@ -43,8 +45,12 @@ router = APIRouter()
 PURGE_EVERY_S = 60.0
 
 
-@router.post("/v1/webhooks/{provider}")
-async def receive(provider: str, request: Request) -> JSONResponse:
+@router.post(
+    "/v1/webhooks/{provider}",
+    responses={**ok(WebhookAcknowledged), **errors(400, 401, 404, 413, 422, 503)},
+    openapi_extra=WEBHOOK_EXTRA,
+)
+async def receive(provider: ProviderName, request: Request) -> JSONResponse:
     settings: Settings = request.app.state.settings
     secrets = settings.webhook_secrets.get(provider)
     if not secrets:

@@ -21,6 +21,7 @@ from events.inputs import Command
 from events.keys import partition_key
 from services.at_least_once import AtLeastOnceConsumer, Batch
 from services.config import Settings
+from services.crash_points import SAGA_AFTER_COMMANDS_ACKED, pause_point
 from services.kafka_clients import acked_producer
 from services.kafka_setup import ensure_topics
 from services.saga.reactor import react
@@ -60,6 +61,7 @@ class Orchestrator:
                     )
                     log.info("%s %s: %s", command.tx_id, command.type, command.message_id)
         await asyncio.gather(*sends)
+        await pause_point(SAGA_AFTER_COMMANDS_ACKED, when=bool(sends))
 
     async def _react(self, tp: TopicPartition, record: ConsumerRecord) -> list[Command]:
         try:

@@ -17,6 +17,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import ValidationError
 
+from services.sandbox.call_log import APPLY_OUTCOMES, CallKind, CallLog, CallOutcome
 from services.sandbox.catalog import Operation
 from services.sandbox.faults import FaultBoard, FaultMode, FaultSpec
 from services.sandbox.outbound import WebhookSender
@@ -70,6 +71,13 @@ def create_app(
     """The sandbox's routes. `webhooks` is None when no webhook URL is configured; the store
     must then have been built with the outbox's `on_record` hook for deliveries to exist."""
     board = faults if faults is not None else FaultBoard()
+    calls = CallLog(store)
+
+    async def log_call(
+        kind: CallKind, operation: Operation | None, key: str, outcome: CallOutcome
+    ) -> None:
+        name = None if operation is None else operation.value
+        await asyncio.to_thread(calls.record, kind, name, key, outcome)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -115,6 +123,7 @@ def create_app(
             fault = board.take_call_fault(operation)
             mode = fault.mode if fault is not None else None
             if mode is FaultMode.ERROR_500_BEFORE_COMMIT:
+                await log_call(CallKind.APPLY, operation, key, CallOutcome.FAILED)
                 return error_response(
                     500, "internal_error", "Injected fault: failed before commit; nothing done."
                 )
@@ -126,6 +135,7 @@ def create_app(
                 store.submit, operation, key, body, metadata, pending_ms=pending_ms
             )
             announce(result)
+            await log_call(CallKind.APPLY, operation, key, APPLY_OUTCOMES[result.outcome])
 
             if mode is FaultMode.ERROR_500_AFTER_COMMIT:
                 return error_response(
@@ -167,14 +177,25 @@ def create_app(
 
         found, key_operation = await asyncio.to_thread(store.lookup, idempotency_key)
         if board.take_lookup_fault(key_operation) is not None:
+            await log_call(CallKind.LOOKUP, key_operation, idempotency_key, CallOutcome.UNAVAILABLE)
             return error_response(
                 503,
                 "lookup_unavailable",
                 "Injected fault: lookups are unavailable; absence is not proven, retry later.",
             )
-        return JSONResponse(
-            {"effects": [e.to_json() for e in found if op is None or e.operation is op]}
-        )
+        shown = [e.to_json() for e in found if op is None or e.operation is op]
+        seen = CallOutcome.FOUND if shown else CallOutcome.ABSENT
+        await log_call(CallKind.LOOKUP, key_operation, idempotency_key, seen)
+        return JSONResponse({"effects": shown})
+
+    @app.get("/v1/calls")
+    async def list_calls(
+        idempotency_key: str | None = None, operation: str | None = None
+    ) -> Response:
+        """Sandbox-only: every apply and lookup the provider answered, in arrival order
+        (see call_log.py): what proves a key was applied once, or looked up before a retry."""
+        listed = await asyncio.to_thread(calls.find, idempotency_key, operation)
+        return JSONResponse({"calls": [c.to_json() for c in listed]})
 
     @app.post("/v1/effects/unrecorded")
     async def record_unrecorded(request: Request) -> Response:

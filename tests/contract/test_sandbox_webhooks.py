@@ -168,9 +168,16 @@ def wait_for_count(
     return receiver.for_key(key)
 
 
-def settle() -> None:
-    """Give a delivery that should not happen the time it would have taken, and more."""
-    time.sleep(0.6)
+def settled(client: httpx.Client, effect_id: str, attempts: int) -> None:
+    """Barrier for "nothing more is sent": the outbox is the only source of webhooks, and it
+    sends only pending rows. Once the effect's row is no longer pending and has made
+    `attempts` attempts (the provider-side counter), no further delivery can come."""
+
+    def done() -> bool:
+        [delivery] = deliveries(client, effect_id)
+        return bool(delivery["status"] != "pending" and delivery["attempts"] == attempts)
+
+    wait_for(done)
 
 
 def verified_id(scheme: Scheme, received: Received) -> str:
@@ -201,7 +208,7 @@ def test_a_charge_is_announced_by_one_signed_standard_webhook(
     wait_for(lambda: deliveries(client, created["id"])[0]["status"] == "delivered")
     [delivery] = deliveries(client, created["id"])
     assert (delivery["event_id"], delivery["attempts"]) == (event["id"], 1)
-    settle()
+    settled(client, created["id"], attempts=1)
     assert len(receiver.for_key(key)) == 1
 
 
@@ -231,7 +238,10 @@ def test_a_refused_call_announces_nothing(client: httpx.Client, receiver: Receiv
     )
     assert response.status_code == 402
 
-    settle()
+    # A delivery row is written in the same transaction as its effect: no effect, no row,
+    # so nothing can ever be sent for this key.
+    listed = client.get("/v1/webhooks/deliveries").json()["deliveries"]
+    assert [d for d in listed if d["event"]["data"]["effect"]["idempotency_key"] == key] == []
     assert receiver.for_key(key) == []
 
 
@@ -312,13 +322,13 @@ def test_webhook_duplicate_delivers_the_same_webhook_twice(
     key = new_key()
     arm(client, operation="payments.charge", mode="webhook_duplicate")
 
-    charge(client, key)
+    created = charge(client, key)
     first, second = wait_for_count(receiver, key, 2)
 
     assert first.body == second.body
     assert first.headers["webhook-id"] == second.headers["webhook-id"]
     assert verified_id(Scheme.STANDARD, second) == first.event["id"]
-    settle()
+    settled(client, created["id"], attempts=2)
     assert len(receiver.for_key(key)) == 2
 
 
@@ -333,7 +343,7 @@ def test_webhook_drop_delivers_nothing_and_only_times_webhooks(
     charge(client, next_key)
 
     wait_for_count(receiver, next_key, 1)
-    settle()
+    # A dropped row is never sent (barrier: its status, awaited above).
     assert receiver.for_key(dropped_key) == []
     assert deliveries(client, dropped["id"])[0]["attempts"] == 0
     # The effect itself stands: only its announcement was lost.

@@ -1,7 +1,7 @@
 """The Kafka broker restarted in the middle of a run of 200 transactions."""
 
 import asyncio
-from collections import Counter
+from collections import Counter, defaultdict
 
 from conftest import Infra
 from recon_client import Recon, transaction
@@ -39,9 +39,17 @@ async def test_broker_restart_mid_run(stack: Stack, recon: Recon, infra: Infra) 
     for tx_id in ids:
         tx = await recon.wait_terminal(tx_id, timeout=180)
         assert tx["status"] == "committed", tx
-    # One stable key per operation and one effect per key: nothing was sent twice.
+    # One stable key per operation and one effect per key...
     keys = Counter(e["idempotency_key"] for e in await recon.effects())
     assert len(keys) == 3 * TRANSACTIONS
     assert set(keys.values()) == {1}
+    # ...and nothing sent twice: one apply per key reached the provider (a dispatch re-read
+    # after the restart looked its key up instead).
+    applies: dict[str, list[str]] = defaultdict(list)
+    for call in await recon.calls():
+        if call["kind"] == "apply":
+            applies[call["idempotency_key"]].append(call["outcome"])
+    assert set(applies) == set(keys)
+    assert {key: outcomes for key, outcomes in applies.items() if outcomes != ["applied"]} == {}
     log = await read_event_log(stack)
     assert len(log) == TRANSACTIONS

@@ -1,32 +1,42 @@
 """kill -9 of the dispatcher between the provider's effect and its report."""
 
-import asyncio
-import time
+from pathlib import Path
+from typing import Any
 
-from recon_client import Recon, effects_for, op, transaction
+from crash_support import start_paused_at, wait_paused
+from recon_client import Recon, op, transaction
 
+from services.crash_points import DISPATCHER_AFTER_PROVIDER_ANSWERED
 from services.stack import Stack
 
 
 async def test_dispatcher_killed_after_the_effect_then_restarted(
-    stack: Stack, recon: Recon
+    stack: Stack, recon: Recon, tmp_path: Path
 ) -> None:
-    # The effect is recorded and the answer held back: the dispatcher is left waiting
-    # exactly in the window between the effect and its report.
-    await recon.arm("payments.charge", "lose_response_after_commit")
-    # No webhook: the restarted dispatcher's lookup is what must settle the charge.
-    await recon.arm("payments.charge", "webhook_drop")
+    # Held exactly in the window: the provider applied the reserve and answered, and the
+    # dispatcher has neither reported it nor committed the dispatch's offset.
+    marker = tmp_path / "paused"
+    start_paused_at(stack, "dispatcher", DISPATCHER_AFTER_PROVIDER_ANSWERED, marker)
+    # No webhook: only the restarted dispatcher can settle the reserve.
+    await recon.arm("inventory.reserve", "webhook_drop")
     assert (await recon.submit(transaction("crash-1"))).status_code == 202
-    deadline = time.monotonic() + 30
-    while not await recon.effects("payments.charge"):
-        assert time.monotonic() < deadline, "the charge never reached the provider"
-        await asyncio.sleep(0.05)
+    await wait_paused(stack, "dispatcher", marker)
     stack.kill("dispatcher")
     stack.start("dispatcher")
+
     tx = await recon.wait_terminal("crash-1", timeout=90)
     assert tx["status"] == "committed"
-    effects = await recon.effects()
-    for action in ("reserve", "charge", "receipt"):
-        assert len(effects_for(effects, op(tx, action)["op_key"])) == 1
-    # The restarted dispatcher looked up before applying: it never sent the charge again.
-    assert op(tx, "charge")["evidence"][-1]["source"] == "lookup"
+    # The re-delivered dispatch looked the key up and found the effect: one apply reached
+    # the provider, and what came after it were lookups, never a second apply.
+    reserve = op(tx, "reserve")["op_key"]
+    calls = await recon.assert_applied_once(reserve)
+    after = [(c["kind"], c["outcome"]) for c in calls if c["seq"] > _applied(calls)["seq"]]
+    assert ("lookup", "found") in after, calls
+    assert op(tx, "reserve")["evidence"][-1]["source"] == "lookup"
+    for action in ("charge", "receipt"):
+        await recon.assert_applied_once(op(tx, action)["op_key"])
+
+
+def _applied(calls: list[dict[str, Any]]) -> dict[str, Any]:
+    found: dict[str, Any] = next(c for c in calls if c["outcome"] == "applied")
+    return found

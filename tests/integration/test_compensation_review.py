@@ -63,3 +63,6 @@ async def test_unprovable_refund_goes_to_review_and_applied_completes_it(
     assert len(effects_for(effects, undo_key(tx, "charge"))) == 1
     assert len(effects_for(effects, undo_key(tx, "reserve"))) == 1
     assert effects_for(effects, op(tx, "receipt")["op_key"]) == []
+    # `applied` settled the refund without sending it again.
+    for action in ("charge", "reserve"):
+        await recon.assert_applied_once(undo_key(tx, action))

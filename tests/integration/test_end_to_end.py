@@ -21,6 +21,7 @@ async def test_three_steps_commit_with_exactly_one_effect_each(stack: Stack, rec
         operation = op(tx, action)
         assert operation["state"] == "confirmed"
         assert len(effects_for(effects, operation["op_key"])) == 1
+        await recon.assert_applied_once(operation["op_key"])
         assert operation["remote_id"] == effects_for(effects, operation["op_key"])[0]["id"]
     # Notifications only after commit: the email effect is no older than the commit event.
     events = await recon.events("order-1")
@@ -57,6 +58,9 @@ async def test_lost_response_after_the_effect_is_confirmed_by_lookup(
     assert [e["outcome"] for e in charge["evidence"]][:2] == ["unknown", "succeeded"]
     assert charge["evidence"][1]["source"] == "lookup"
     assert len(effects_for(await recon.effects(), charge["op_key"])) == 1
+    # The unknown was settled by looking up, never by sending the charge again.
+    calls = await recon.assert_applied_once(charge["op_key"])
+    assert ("lookup", "found") in [(c["kind"], c["outcome"]) for c in calls]
 
 
 async def test_500_after_the_effect_is_confirmed_by_lookup(stack: Stack, recon: Recon) -> None:
@@ -68,6 +72,8 @@ async def test_500_after_the_effect_is_confirmed_by_lookup(stack: Stack, recon: 
     reserve = op(tx, "reserve")
     assert reserve["evidence"][0]["status_code"] == 500
     assert len(effects_for(await recon.effects(), reserve["op_key"])) == 1
+    calls = await recon.assert_applied_once(reserve["op_key"])
+    assert ("lookup", "found") in [(c["kind"], c["outcome"]) for c in calls]
 
 
 async def test_declined_charge_fails_with_the_providers_answer_releases_and_no_email(
@@ -87,6 +93,10 @@ async def test_declined_charge_fails_with_the_providers_answer_releases_and_no_e
     assert effects_for(effects, op(tx, "receipt")["op_key"]) == []
     releases = effects_for(effects, compensation_key(op(tx, "reserve")["op_key"]))
     assert [e["operation"] for e in releases] == ["inventory.release"]
+    # The refusal is final: the charge was sent once and never again.
+    charge_calls = await recon.calls(charge["op_key"])
+    assert [c["outcome"] for c in charge_calls if c["kind"] == "apply"] == ["refused"]
+    await recon.assert_applied_once(compensation_key(op(tx, "reserve")["op_key"]))
     assert await recon.effects("payments.refund") == []
 
 
@@ -102,6 +112,7 @@ async def test_concurrent_identical_submissions_make_one_transaction(
     effects = await recon.effects()
     for action in ("reserve", "charge", "receipt"):
         assert len(effects_for(effects, op(tx, action)["op_key"])) == 1
+        await recon.assert_applied_once(op(tx, action)["op_key"])
     events_before = await recon.events("dup-1")
     conflict = await recon.submit(transaction("dup-1", customer="cus_other"))
     assert conflict.status_code == 409 and conflict.json()["error"] == "tx_conflict"

@@ -8,6 +8,7 @@ Two stack starts in all: one for webhooks and drift, one (two tenants) for revie
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime
@@ -19,6 +20,7 @@ import pytest
 from aiokafka import AIOKafkaProducer
 from conftest import Infra
 from recon_client import Recon, effects_for, op, transaction
+from topic_records import read_topic
 
 from events.definition import Leg
 from events.inputs import RequestReview
@@ -78,6 +80,7 @@ async def test_webhooks_confirm_lost_responses_once_and_report_unintended_effect
     assert tx["status"] == "committed"
     assert (charge["state"], charge["attempts"]) == ("confirmed", 1)
     assert len(effects_for(await recon.effects(), charge["op_key"])) == 1
+    await recon.assert_applied_once(charge["op_key"])
     events = await recon.events("lost-1")
     assert count(events, "OperationDispatched", "charge") == 1  # no second dispatch
     assert ("OperationConfirmed", "webhook") in evidence_sources(events, "charge")
@@ -133,9 +136,21 @@ async def test_webhooks_confirm_lost_responses_once_and_report_unintended_effect
         return found or None
 
     reported = await eventually(drift_listed, "the unintended effect listed as drift")
-    # The provider sends the same event again: still one report.
-    await recon.http.post(f"{recon.sandbox_url}/v1/webhooks/replay/{delivery['event_id']}")
-    await asyncio.sleep(1)
+    # The provider sends the same event again: still one report. The intake answers a
+    # webhook only once what it produced is in Kafka, so once the replay was answered the
+    # drift topic holds everything the replay caused: nothing.
+    drift_topic = Topics(stack.topic_prefix).drift
+
+    async def reports_of_the_effect() -> list[dict[str, Any]]:
+        reports = await read_topic(stack.kafka_bootstrap, drift_topic)
+        return [r for r in reports if effect_id in json.dumps(r)]
+
+    before = await reports_of_the_effect()
+    replayed = await recon.http.post(
+        f"{recon.sandbox_url}/v1/webhooks/replay/{delivery['event_id']}"
+    )
+    assert replayed.json()["attempt"]["ok"], replayed.text
+    assert await reports_of_the_effect() == before
     assert await drift_listed() == reported
     [drift] = reported
     assert (drift["kind"], drift["provider"], drift["tx_id"]) == (
@@ -315,6 +330,9 @@ async def test_review_resolutions_move_transactions_on_for_their_tenant_only(
     assert retried["status"] == "committed"
     assert (op(retried, "charge")["state"], op(retried, "charge")["attempts"]) == ("confirmed", 2)
     assert len(effects_for(await recon.effects(), op(retried, "charge")["op_key"])) == 1
+    # The retry's second attempt looked the key up first and found the effect: one apply.
+    calls = await recon.assert_applied_once(op(retried, "charge")["op_key"])
+    assert calls[-1]["kind"] == "lookup" and calls[-1]["outcome"] == "found", calls
 
     async def all_resolved() -> list[dict[str, Any]] | None:
         response = await recon.http.get(

@@ -1,0 +1,122 @@
+"""The shapes of the intake's 2xx answers (CONTRACT.md), for the OpenAPI document only.
+
+The routes build their answers as dicts; these models are declared with `responses=` (never
+`response_model=`, which would filter what a route returns), so a generated client gets
+types and the fuzz test checks every answer against them. Fields may be added to an answer
+(the contract allows it); the models do not forbid extra ones.
+"""
+
+from typing import Any
+
+from pydantic import BaseModel
+
+
+class OperationKey(BaseModel):
+    action: str
+    op_key: str
+
+
+class SubmissionAccepted(BaseModel):
+    tx_id: str
+    status: str
+    operations: list[OperationKey]
+
+
+class OperationView(BaseModel):
+    action: str
+    kind: str
+    op_key: str
+    operation: str
+    provider: str
+    state: str
+    attempts: int
+    remote_id: str | None
+    evidence: list[Any]
+
+
+class TransactionView(BaseModel):
+    tx_id: str
+    status: str
+    agent_id: str
+    operations: list[OperationView]
+    compensation_plan: list[str]
+
+
+class EventView(BaseModel):
+    """One event with every field of its envelope, so the hash chain can be checked from
+    the answer alone."""
+
+    seq: int
+    type: str
+    occurred_at: str
+    prev_hash: str
+    hash: str
+    data: dict[str, Any]
+    event_id: str
+    causation_id: str
+    correlation_id: str
+    tenant: str
+    tx_id: str
+    schema_version: int
+
+
+class EventList(BaseModel):
+    events: list[EventView]
+
+
+class AbortRequested(BaseModel):
+    tx_id: str
+    status: str
+
+
+class ReviewSummary(BaseModel):
+    id: str
+    tx_id: str
+    action: str
+    op_key: str
+    reason: str
+    state: str
+    created_at: str
+
+
+class ReviewList(BaseModel):
+    reviews: list[ReviewSummary]
+
+
+class ReviewView(ReviewSummary):
+    leg: str
+    attempt: int
+    operation: str | None
+    provider: str | None
+    resolved_at: str | None
+    resolution: str | None
+    note: str | None
+    actor: str | None
+    evidence: list[Any]
+
+
+class ReviewResolving(BaseModel):
+    id: str
+    state: str
+    resolution: str
+
+
+class DriftView(BaseModel):
+    id: str
+    kind: str
+    provider: str
+    tx_id: str | None
+    action: str | None
+    op_key: str | None
+    effect_id: str | None
+    detail: dict[str, Any]
+    detected_at: str
+
+
+class DriftList(BaseModel):
+    drift: list[DriftView]
+
+
+class WebhookAcknowledged(BaseModel):
+    status: str
+    type: str | None = None
