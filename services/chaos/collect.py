@@ -7,7 +7,7 @@ import asyncio
 import json
 import sys
 import uuid
-from collections import defaultdict
+from collections import Counter, defaultdict
 from datetime import datetime
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -51,21 +51,30 @@ async def read_drift(stack: Stack) -> tuple[DriftReport, ...]:
 
 
 async def read_effects(stack: Stack) -> tuple[ProviderEffect, ...]:
-    # TODO(chaos): count applied calls from the sandbox's per-key call log (GET /v1/calls)
-    # once it is merged. Until then one effect is one applied call: the sandbox's store
-    # holds at most one effect per key (UNIQUE), so a duplicate apply under the same key
-    # cannot show here; a duplicate under another key shows as an unaccounted effect.
-    async with httpx.AsyncClient(timeout=30) as client:
-        response = await client.get(f"{stack.sandbox_url}/v1/effects")
-        response.raise_for_status()
+    """Every effect the provider lists, with the number of calls that applied it, counted
+    from the sandbox's call log (GET /v1/calls): the effects table holds one row per key
+    whatever happens, so only the call log can show a key applied twice."""
+    async with httpx.AsyncClient(timeout=60) as client:
+        effects = await client.get(f"{stack.sandbox_url}/v1/effects")
+        effects.raise_for_status()
+        calls = await client.get(f"{stack.sandbox_url}/v1/calls")
+        calls.raise_for_status()
+    applied = Counter(
+        c["idempotency_key"]
+        for c in calls.json()["calls"]
+        if c["kind"] == "apply" and c["outcome"] == "applied"
+    )
     return tuple(
         ProviderEffect(
             effect_id=e["id"],
             operation=e["operation"],
             idempotency_key=e["idempotency_key"],
             created_at=datetime.fromisoformat(e["created_at"]),
+            # An effect is at least one apply, even if its log entry was lost (the log is
+            # written after the effect, in its own transaction).
+            applied_calls=max(1, applied[e["idempotency_key"]]),
         )
-        for e in response.json()["effects"]
+        for e in effects.json()["effects"]
     )
 
 
