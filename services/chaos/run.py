@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import random
 import time
 from collections.abc import Callable
@@ -60,7 +61,9 @@ async def run_chaos(
         f"--faults {config.faults} --seed {seed} --rate {config.rate:g} "
         f"--concurrency {config.concurrency})"
     )
-    stack.extra_env = {**CHAOS_ENV, **stack.extra_env}
+    # The caller's environment wins, so a run can try recon's own defaults or other values.
+    chaos_env = {name: os.environ.get(name, value) for name, value in CHAOS_ENV.items()}
+    stack.extra_env = {**chaos_env, **stack.extra_env}
     started = time.monotonic()
     try:
         stack.start_all()
