@@ -71,7 +71,9 @@ async def run_chaos(
         stack.start("dispatcher", "-2")
         await stack.wait_ready()
         log(f"  stack up in {time.monotonic() - started:.0f}s; driving the workload")
-        driver = workload.Workload(stack.intake_url, stack.sandbox_url, planned, config.concurrency)
+        driver = workload.Workload(
+            stack.intake_url, stack.sandbox_url, planned, config.concurrency, config.rate
+        )
         breaker = nemesis.Nemesis(stack, kafka, postgres, actions, log)
         supervisor = asyncio.create_task(breaker.supervise())
         try:
