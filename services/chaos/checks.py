@@ -93,6 +93,10 @@ def fold(tx_id: str, envelopes: tuple[dict[str, Any], ...]) -> TxView:
             case "ReviewResolved":
                 resolved = "confirmed" if data.get("resolution") == "applied" else "resolved"
                 view.legs[(action, leg)] = resolved
+                if resolved == "confirmed":
+                    # A person's `applied` confirms the leg as a provider's answer would.
+                    done = view.confirmed_at if leg == FORWARD else view.compensated_at
+                    done.setdefault(action, index)
                 if view.status == "manual_review":
                     view.status = "compensating" if view.planned else "running"
             case "TransactionCommitted":
