@@ -7,7 +7,7 @@ UV := $(shell command -v uv 2>/dev/null || echo python3 -m uv)
 # Never re-resolve: CI and developers run exactly what uv.lock pins.
 export UV_FROZEN := 1
 
-.PHONY: setup test lint fetch run bench properties simulate
+.PHONY: setup test lint fetch run bench properties simulate chaos
 
 .venv: pyproject.toml uv.lock
 	@command -v uv >/dev/null 2>&1 || python3 -m pip install --quiet uv==0.13.9
@@ -48,3 +48,9 @@ SEEDS ?= 200000
 FIRST ?= 10000
 simulate: setup
 	$(UV) run python -m tests.simulation --seeds $(SEEDS) --first $(FIRST)
+
+# A seeded chaos run on its own Kafka/Postgres in .cache/chaos, then the verdict table; e.g.
+# make chaos CHAOS_ARGS="--transactions 2000 --faults 40 --seed 123". make test runs a
+# smaller one (tests/fault/test_chaos.py).
+chaos: fetch
+	$(UV) run python -m services.chaos $(CHAOS_ARGS)

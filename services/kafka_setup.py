@@ -12,7 +12,7 @@ import asyncio
 import logging
 
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-from aiokafka.errors import KafkaConnectionError, TopicAlreadyExistsError
+from aiokafka.errors import KafkaError, TopicAlreadyExistsError
 
 from events.topics import PARTITIONS, Topics
 from services.config import Durability
@@ -51,54 +51,65 @@ async def ensure_topics(
     *,
     durability: Durability | None = None,
 ) -> None:
-    """Create every topic that does not exist yet; waits for the broker to answer."""
+    """Create every topic that does not exist yet; waits for the broker to answer.
+
+    Any retriable Kafka error is waited out until `timeout_s`, not only a broker that is not
+    up yet: a broker that restarts between the connection and the request (NodeNotReady, a
+    closed connection) must not stop the process at start-up (found by `make chaos`: a
+    decider restarted during a broker restart exited with NodeNotReadyError)."""
     durability = durability or Durability()
-    replicated = {"min.insync.replicas": str(durability.min_insync_replicas)}
-    deadline = asyncio.get_running_loop().time() + timeout_s
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
     while True:
         admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=10000)
         try:
             await admin.start()
-            break
-        except KafkaConnectionError:
-            await admin.close()
-            if asyncio.get_running_loop().time() > deadline:
+            await _create_missing(admin, topics, durability)
+            return
+        except KafkaError as error:
+            if not error.retriable or loop.time() > deadline:
                 raise
-            await asyncio.sleep(0.5)
+            log.warning("Kafka not ready for topic set-up (%r); retrying", error)
+        finally:
+            await admin.close()
+        await asyncio.sleep(0.5)
+
+
+async def _create_missing(
+    admin: AIOKafkaAdminClient, topics: Topics, durability: Durability
+) -> None:
+    replicated = {"min.insync.replicas": str(durability.min_insync_replicas)}
+    existing = set(await admin.list_topics())
+    wanted = [
+        NewTopic(
+            name,
+            PARTITIONS,
+            durability.replication_factor,
+            topic_configs=config | replicated,
+        )
+        for name, config in topic_configs(topics).items()
+        if name not in existing
+    ]
+    if not wanted:
+        return
     try:
-        existing = set(await admin.list_topics())
-        wanted = [
-            NewTopic(
-                name,
-                PARTITIONS,
-                durability.replication_factor,
-                topic_configs=config | replicated,
-            )
-            for name, config in topic_configs(topics).items()
-            if name not in existing
-        ]
-        if wanted:
-            try:
-                response = await admin.create_topics(wanted)
-            except TopicAlreadyExistsError:
-                pass  # another process created them first; same configuration
-            else:
-                # The broker answers per topic; a refusal (a replication factor larger
-                # than the cluster, say) does not raise, and would otherwise leave every
-                # process waiting on a topic that never appears.
-                refused = [
-                    f"{topic}: error {code} {message or ''}".strip()
-                    for topic, code, *rest in response.topic_errors
-                    for message in [rest[0] if rest else None]
-                    if code not in (0, _TOPIC_ALREADY_EXISTS)
-                ]
-                if refused:
-                    raise TopicSetupError(
-                        f"Kafka refused to create topics with replication factor "
-                        f"{durability.replication_factor} and min.insync.replicas "
-                        f"{durability.min_insync_replicas} (RECON_KAFKA_REPLICATION_FACTOR, "
-                        f"RECON_KAFKA_MIN_INSYNC_REPLICAS): {'; '.join(refused)}"
-                    )
-            log.info("created topics %s", [t.name for t in wanted])
-    finally:
-        await admin.close()
+        response = await admin.create_topics(wanted)
+    except TopicAlreadyExistsError:
+        return  # another process created them first; same configuration
+    # The broker answers per topic; a refusal (a replication factor larger than the cluster,
+    # say) does not raise, and would otherwise leave every process waiting on a topic that
+    # never appears.
+    refused = [
+        f"{topic}: error {code} {message or ''}".strip()
+        for topic, code, *rest in response.topic_errors
+        for message in [rest[0] if rest else None]
+        if code not in (0, _TOPIC_ALREADY_EXISTS)
+    ]
+    if refused:
+        raise TopicSetupError(
+            f"Kafka refused to create topics with replication factor "
+            f"{durability.replication_factor} and min.insync.replicas "
+            f"{durability.min_insync_replicas} (RECON_KAFKA_REPLICATION_FACTOR, "
+            f"RECON_KAFKA_MIN_INSYNC_REPLICAS): {'; '.join(refused)}"
+        )
+    log.info("created topics %s", [t.name for t in wanted])

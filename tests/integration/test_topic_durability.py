@@ -5,6 +5,7 @@ stops the process instead of leaving topics missing."""
 import pytest
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
+from aiokafka.errors import NodeNotReadyError
 
 from events.topics import Topics
 from services.config import ConfigError, Durability, load_settings
@@ -75,3 +76,27 @@ def test_cluster_durability_settings_are_read_and_checked(monkeypatch: pytest.Mo
     monkeypatch.delenv("RECON_KAFKA_REPLICATION_FACTOR")
     monkeypatch.delenv("RECON_KAFKA_MIN_INSYNC_REPLICAS")
     assert load_settings().kafka_durability == Durability(1, 1)
+
+
+async def test_a_broker_lost_between_connecting_and_asking_is_waited_for(
+    kafka_bootstrap: str, topic_prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # What a broker restart looks like to a process starting at that moment (found by `make
+    # chaos`: a decider restarted then exited with this very error). The broker is real; only
+    # its first answer is replaced by the error it gave, since the instant cannot be timed.
+    real_list_topics = AIOKafkaAdminClient.list_topics
+    failures = [NodeNotReadyError("Attempt to send a request to node which is not ready")]
+
+    async def flaky_list_topics(self: AIOKafkaAdminClient) -> list[str]:
+        if failures:
+            raise failures.pop()
+        topics: list[str] = await real_list_topics(self)
+        return topics
+
+    monkeypatch.setattr(AIOKafkaAdminClient, "list_topics", flaky_list_topics)
+    topics = Topics(topic_prefix)
+    await ensure_topics(kafka_bootstrap, topics, timeout_s=30)
+    assert failures == []
+    monkeypatch.undo()
+    described = await _described(kafka_bootstrap, sorted(topic_configs(topics)))
+    assert set(described) == set(topic_configs(topics))

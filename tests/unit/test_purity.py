@@ -18,6 +18,8 @@ PURE = [
     ROOT / "reconcilers/pull.py",
     ROOT / "reconcilers/drift.py",
     ROOT / "services/dispatcher/classify.py",
+    ROOT / "services/chaos/checks.py",
+    ROOT / "services/chaos/history.py",
 ]
 FORBIDDEN_MODULES = {
     "aiokafka",
