@@ -7,14 +7,14 @@ import signal
 import sys
 from collections.abc import Awaitable, Callable
 
-from services.config import ConfigError, Settings, load_settings
+from services.config import DEFAULTS, ConfigError, Settings, load_settings
 
 Main = Callable[[Settings, asyncio.Event], Awaitable[None]]
 
 
 def run_process(name: str, main: Main) -> None:
     logging.basicConfig(
-        level=os.environ.get("RECON_LOG_LEVEL", "INFO"),
+        level=os.environ.get("RECON_LOG_LEVEL", DEFAULTS["RECON_LOG_LEVEL"]),
         format=f"%(asctime)s {name} %(levelname)s %(name)s: %(message)s",
     )
     try:

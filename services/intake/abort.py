@@ -22,7 +22,7 @@ from events.inputs import AbortTransaction
 from events.keys import partition_key
 from services.config import Settings
 from services.intake import auth, queries
-from services.intake.errors import ApiError
+from services.intake.errors import ApiError, unknown_transaction
 from services.intake.produce import produce_acked
 
 router = APIRouter()
@@ -43,9 +43,7 @@ async def abort(tx_id: str, request: Request, tenant: str = Depends(auth.tenant)
     async with request.app.state.pool.acquire() as conn:
         found = await queries.transaction(conn, tenant, tx_id)
     if found is None:
-        raise ApiError(
-            404, "not_found", f"no transaction {tx_id!r} for this API key's tenant; check the tx_id"
-        )
+        raise unknown_transaction(tx_id)
     if found["status"] == TxStatus.COMMITTED.value:
         raise ApiError(
             409,

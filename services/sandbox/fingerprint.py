@@ -2,6 +2,8 @@
 
 The fingerprint covers the operation's payload only. `metadata` (recon's op_key and the like)
 is correlation data: a retry that carries different metadata is still the same request.
+
+Pure: no I/O, no clock, no randomness.
 """
 
 from __future__ import annotations

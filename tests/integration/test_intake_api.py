@@ -17,7 +17,8 @@ from events.keys import op_key, partition_key
 from events.topics import PARTITIONS, Topics
 from services.config import Settings
 from services.example_intent import example_transaction
-from services.intake.app import CONSUMERS, create_app
+from services.intake.app import create_app
+from services.intake.health import CONSUMERS
 from services.kafka_setup import ensure_topics
 
 ACME = {"Authorization": "Bearer key-acme"}

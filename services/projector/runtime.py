@@ -1,4 +1,4 @@
-"""The projector process: recon.events and recon.drift -> Postgres.
+"""The projector's runtime: recon.events and recon.drift -> Postgres.
 
 The database, not Kafka, owns the position: on every assignment, and after every failed
 batch, the consumer is sought to the offsets stored with the rows (projections.writer).
@@ -13,11 +13,11 @@ import asyncpg
 from aiokafka import ConsumerRebalanceListener
 from aiokafka.errors import KafkaError
 from aiokafka.structs import ConsumerRecord, TopicPartition
-from pydantic import ValidationError
 
 from events.dead_letters import dead_letter_headers
 from events.drift import DriftDetected
 from events.envelope import Envelope
+from projections.decode import decode_drift, decode_envelope
 from projections.schema import apply_schema
 from projections.writer import DriftRecord, Record, load_offsets, project_batch, project_drift
 from services.config import Settings
@@ -27,26 +27,6 @@ from services.kafka_setup import ensure_topics
 log = logging.getLogger(__name__)
 
 MAX_BACKOFF_S = 5.0
-
-
-def decode_envelope(value: bytes | None) -> Envelope | str:
-    """The envelope of a recon.events record, or why it is not one (a poison record). The
-    live projector and `audit rebuild` decide this the same way, so they skip the same
-    records."""
-    try:
-        envelope = Envelope.model_validate_json(value or b"")
-        envelope.event()
-        return envelope
-    except ValidationError as exc:
-        return f"not an event envelope: {exc.errors()[0]['msg']}"
-
-
-def decode_drift(value: bytes | None) -> DriftDetected | str:
-    """The report of a recon.drift record, or why it is not one."""
-    try:
-        return DriftDetected.model_validate_json(value or b"")
-    except ValidationError as exc:
-        return f"not a DriftDetected report: {exc.errors()[0]['msg']}"
 
 
 class _SeekToStoredOffsets(ConsumerRebalanceListener):  # type: ignore[misc]

@@ -1,0 +1,114 @@
+"""`/v1/transactions` (CONTRACT.md, "Intake API"): submit a transaction, read it and its
+events. (Its abort is services.intake.abort.)
+
+An intent is answered 202 only once the broker has acknowledged its SubmitTransaction
+(promise 7). The `intents` row, written first, is the guard that turns concurrent or
+repeated submissions of one tx_id into one intent and refuses a different body with 409;
+Kafka, not the row, is the record of the intent; the row is shown as accepted only once
+Kafka has acknowledged it (services.intake.intents).
+"""
+
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import JSONResponse
+from pydantic import ValidationError
+
+from events.keys import partition_key
+from services.config import Settings
+from services.intake import auth, intents, queries
+from services.intake.errors import ApiError, invalid_request, unknown_transaction
+from services.intake.produce import produce_acked
+from services.intake.submission import (
+    SubmissionRequest,
+    check,
+    operation_specs,
+    submit_command,
+)
+
+router = APIRouter()
+
+T = TypeVar("T")
+
+
+@router.post(
+    "/v1/transactions",
+    status_code=202,
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {"application/json": {"schema": SubmissionRequest.model_json_schema()}},
+        }
+    },
+)
+async def submit(request: Request, tenant: str = Depends(auth.tenant)) -> JSONResponse:
+    settings: Settings = request.app.state.settings
+    # The body is parsed here rather than by FastAPI so that authentication is checked
+    # before anything about the body is revealed, malformed JSON included.
+    try:
+        submission = SubmissionRequest.model_validate_json(await request.body())
+    except ValidationError as exc:
+        raise invalid_request(exc.errors()) from None
+    check(submission, settings.providers)
+    try:
+        fingerprint = submission.fingerprint()
+    except ValueError:
+        raise ApiError(
+            422, "invalid_request", "payloads must not contain NaN or Infinity"
+        ) from None
+    specs = operation_specs(submission, tenant=tenant, environment=settings.environment)
+    intent = intents.Intent(tenant, submission.tx_id, fingerprint, submission.agent_id, specs)
+    async with request.app.state.pool.acquire() as conn:
+        await intents.claim(conn, intent, settings.pending_horizon_s)
+    # An identical resubmission produces again: it is harmless (the decider accepts only
+    # the first SubmitTransaction of a tx_id) and it covers a crash between the insert
+    # above and the broker's acknowledgement of an earlier attempt.
+    command = submit_command(
+        submission,
+        tenant=tenant,
+        fingerprint=fingerprint,
+        operations=specs,
+        issued_at=datetime.now(UTC),
+    )
+    await produce_acked(
+        request.app.state.producer,
+        settings.topics.commands,
+        key=partition_key(tenant, submission.tx_id),
+        value=command.model_dump_json().encode(),
+        what="the intent",
+    )
+    async with request.app.state.pool.acquire() as conn:
+        await intents.mark_produced(conn, intent)
+    return JSONResponse(
+        {
+            "tx_id": submission.tx_id,
+            "status": "accepted",
+            "operations": [{"action": s.action, "op_key": s.op_key} for s in specs],
+        },
+        status_code=202,
+    )
+
+
+@router.get("/v1/transactions/{tx_id}")
+async def get_transaction(
+    tx_id: str, request: Request, tenant: str = Depends(auth.tenant)
+) -> dict[str, Any]:
+    async with request.app.state.pool.acquire() as conn:
+        found = await queries.transaction(conn, tenant, tx_id)
+    return _found(found, tx_id)
+
+
+@router.get("/v1/transactions/{tx_id}/events")
+async def get_events(
+    tx_id: str, request: Request, tenant: str = Depends(auth.tenant)
+) -> dict[str, Any]:
+    async with request.app.state.pool.acquire() as conn:
+        found = await queries.events(conn, tenant, tx_id)
+    return {"events": _found(found, tx_id)}
+
+
+def _found(found: T | None, tx_id: str) -> T:
+    if found is None:
+        raise unknown_transaction(tx_id)
+    return found
