@@ -1,5 +1,5 @@
 # Entry points for people and CI. Everything runs from the checkout through uv; Kafka and
-# Postgres are started by services.infra as local processes (no Docker needed).
+# Postgres are started by services.devtools.infra as local processes (no Docker needed).
 
 # uv is used from PATH when present; otherwise it is installed with pip and run as a module,
 # which works whether or not pip's script directory is on PATH.
@@ -18,7 +18,7 @@ setup: .venv
 
 # The jar download happens here rather than inside pytest so its progress is visible.
 fetch: setup
-	$(UV) run python -m services.infra fetch
+	$(UV) run python -m services.devtools.infra fetch
 
 lint: setup
 	$(UV) run ruff check .
@@ -28,7 +28,7 @@ test: fetch lint
 	$(UV) run pytest -q
 
 run: fetch
-	$(UV) run python -m services.stack
+	$(UV) run python -m services.devtools.stack
 
 bench: setup
-	$(UV) run python -m services.bench
+	$(UV) run python -m services.devtools.bench

@@ -117,7 +117,7 @@ class Operator:
 
 @dataclass(frozen=True)
 class ReconcilerSettings:
-    """The pull reconciler and the drift scan (services.reconciler)."""
+    """The pull reconciler and the drift scan (services.pull_reconciler)."""
 
     # How often the pull tick runs; how long a leg stays dispatched/unknown before it
     # counts as stuck; lookups per (operation leg, attempt) before manual review; the delay

@@ -15,9 +15,9 @@ from urllib.parse import urlsplit, urlunsplit
 import asyncpg
 import pytest
 
-from services.infra._process import REPO_ROOT
-from services.infra.kafka import KafkaBroker
-from services.infra.postgres import PostgresServer
+from services.devtools.infra._process import REPO_ROOT
+from services.devtools.infra.kafka import KafkaBroker
+from services.devtools.infra.postgres import PostgresServer
 
 
 @dataclass
@@ -149,4 +149,4 @@ def free_port() -> Callable[[], int]:
 
 
 # The whole recon stack as real processes (stack, recon).
-from stack_fixtures import recon, stack  # noqa: E402, F401
+from support.stack_fixtures import recon, stack  # noqa: E402, F401

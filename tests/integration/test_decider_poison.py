@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-from decider_support import (
+from support.decider_support import (
     Record,
     event_types,
     eventually,
@@ -14,7 +14,7 @@ from decider_support import (
     produce,
     read_records,
 )
-from txbuilders import T0, observed, spec, submit
+from support.txbuilders import T0, observed, spec, submit
 
 from events.inputs import Outcome, SubmitTransaction
 from events.topics import PARTITIONS, Topics

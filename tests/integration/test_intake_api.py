@@ -16,7 +16,7 @@ from events.inputs import SubmitTransaction, parse_input
 from events.keys import op_key, partition_key
 from events.topics import PARTITIONS, Topics
 from services.config import Settings
-from services.example_intent import example_transaction
+from services.devtools.example_intent import example_transaction
 from services.intake.app import create_app
 from services.intake.health import CONSUMERS
 from services.kafka_setup import ensure_topics

@@ -15,7 +15,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from events.topics import PARTITIONS, Topics
 from services.config import Settings
-from services.example_intent import example_transaction
+from services.devtools.example_intent import example_transaction
 from services.intake.app import create_app
 from services.kafka_setup import ensure_topics
 

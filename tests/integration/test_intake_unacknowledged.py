@@ -22,8 +22,8 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from events.inputs import ResolveReview, SubmitTransaction, parse_input
 from events.topics import PARTITIONS, Topics
 from services.config import Settings
-from services.example_intent import example_transaction
-from services.infra.kafka import KafkaBroker
+from services.devtools.example_intent import example_transaction
+from services.devtools.infra.kafka import KafkaBroker
 from services.intake.app import create_app
 from services.kafka_setup import ensure_topics
 

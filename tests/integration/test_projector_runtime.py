@@ -7,7 +7,7 @@ from typing import Any
 
 import asyncpg
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
-from txbuilders import log_of, observed, submit
+from support.txbuilders import log_of, observed, submit
 
 from events.inputs import Outcome
 from events.keys import partition_key

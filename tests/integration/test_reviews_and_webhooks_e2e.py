@@ -19,14 +19,14 @@ import httpx
 import pytest
 from aiokafka import AIOKafkaProducer
 from conftest import Infra
-from recon_client import Recon, effects_for, op, transaction
-from topic_records import read_topic
+from support.recon_client import Recon, effects_for, op, transaction
+from support.topic_records import read_topic
 
 from events.definition import Leg
 from events.inputs import RequestReview
 from events.keys import partition_key
 from events.topics import Topics
-from services.stack import Stack
+from services.devtools.stack import Stack
 
 T = TypeVar("T")
 OTHER = {"Authorization": "Bearer other-key"}

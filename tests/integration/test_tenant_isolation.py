@@ -18,14 +18,14 @@ import httpx
 import pytest
 from aiokafka import AIOKafkaProducer
 from conftest import Infra
-from recon_client import Recon, op, transaction
+from support.recon_client import Recon, op, transaction
 
 from events.definition import Leg
 from events.drift import DriftDetected, DriftKind, drift_id
 from events.inputs import RequestReview
 from events.keys import partition_key
 from events.topics import Topics
-from services.stack import Stack
+from services.devtools.stack import Stack
 
 T = TypeVar("T")
 OWNER = {"Authorization": "Bearer demo-key"}

@@ -4,7 +4,7 @@ order, duplicated or stale."""
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from txbuilders import abort, compensate, observed, plan, request_review, resolve, submit
+from support.txbuilders import abort, compensate, observed, plan, request_review, resolve, submit
 
 from events.definition import Leg, OperationKind, OpStatus, Resolution, TxStatus
 from events.envelope import Envelope, verify_chain

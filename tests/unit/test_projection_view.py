@@ -2,7 +2,7 @@
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from txbuilders import compensate, observed, plan, request_review, resolve, submit
+from support.txbuilders import compensate, observed, plan, request_review, resolve, submit
 
 from events.definition import Leg, OperationKind, OpStatus, Resolution, TxStatus
 from events.envelope import Envelope

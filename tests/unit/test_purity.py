@@ -18,10 +18,10 @@ PURE = [
     ROOT / "reconcilers/webhook_intake.py",
     ROOT / "reconcilers/pull.py",
     ROOT / "reconcilers/drift.py",
-    ROOT / "services/dispatcher/classify.py",
+    ROOT / "services/providers/classify.py",
     ROOT / "services/intake/submission.py",
-    ROOT / "services/sandbox/catalog.py",
-    ROOT / "services/sandbox/fingerprint.py",
+    ROOT / "services/devtools/sandbox/catalog.py",
+    ROOT / "services/devtools/sandbox/fingerprint.py",
 ]
 SOURCES = ("events", "projections", "reconcilers", "services")
 FORBIDDEN_MODULES = {
