@@ -6,6 +6,7 @@ deployment; a bad value stops the process before it touches Kafka or Postgres.
 
 import os
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from events.topics import Topics
 from reconcilers.signatures import InvalidSecretError, Scheme, key_for
@@ -72,6 +73,9 @@ def _env(name: str) -> str:
 
 def _default_float(name: str) -> float:
     return float(DEFAULTS[name])
+
+
+N = TypeVar("N", int, float)
 
 
 class ConfigError(ValueError):
@@ -249,13 +253,19 @@ def webhook_settings(
 
 
 def _dedupe_horizon() -> int:
-    horizon = _int("RECON_WEBHOOK_DEDUPE_HORIZON_S")
-    if horizon < MIN_DEDUPE_HORIZON_S:
-        raise ConfigError(
-            f"RECON_WEBHOOK_DEDUPE_HORIZON_S: {horizon} s is shorter than providers retry "
-            f"deliveries; use at least {MIN_DEDUPE_HORIZON_S} (3 days)"
-        )
-    return horizon
+    return _no_shorter(
+        "RECON_WEBHOOK_DEDUPE_HORIZON_S",
+        _int("RECON_WEBHOOK_DEDUPE_HORIZON_S"),
+        MIN_DEDUPE_HORIZON_S,
+        "providers retry deliveries",
+        f"{MIN_DEDUPE_HORIZON_S} (3 days)",
+    )
+
+
+def _no_shorter(name: str, seconds: N, minimum: float, than: str, least: str) -> N:
+    if seconds < minimum:
+        raise ConfigError(f"{name}: {seconds} s is shorter than {than}; use at least {least}")
+    return seconds
 
 
 def _durability() -> Durability:
@@ -305,13 +315,13 @@ def _body_limit(name: str) -> int:
 
 
 def _pending_horizon() -> float:
-    horizon = _float("RECON_PENDING_HORIZON_S")
-    if horizon < MIN_PENDING_HORIZON_S:
-        raise ConfigError(
-            f"RECON_PENDING_HORIZON_S: {horizon} s is shorter than an unacknowledged command "
-            f"may still reach Kafka; use at least {MIN_PENDING_HORIZON_S:.0f}"
-        )
-    return horizon
+    return _no_shorter(
+        "RECON_PENDING_HORIZON_S",
+        _float("RECON_PENDING_HORIZON_S"),
+        MIN_PENDING_HORIZON_S,
+        "an unacknowledged command may still reach Kafka",
+        f"{MIN_PENDING_HORIZON_S:.0f}",
+    )
 
 
 def load_settings() -> Settings:

@@ -19,11 +19,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from events.definition import TxStatus
 from events.inputs import AbortTransaction
-from events.keys import partition_key
-from services.config import Settings
 from services.intake import auth, queries
 from services.intake.errors import ApiError, unknown_transaction
-from services.intake.produce import produce_acked
+from services.intake.produce import produce_command
 
 router = APIRouter()
 
@@ -51,7 +49,6 @@ async def abort(tx_id: str, request: Request, tenant: str = Depends(auth.tenant)
             f"transaction {tx_id!r} is committed; an abort is only possible before commit. "
             "Undo its effects with a new transaction (a refund, a release) instead",
         )
-    settings: Settings = request.app.state.settings
     command = AbortTransaction(
         # Deterministic, like every command: a retried request is the same command. An
         # abort is a one-way switch, so a second abort (whoever asks) adds nothing.
@@ -62,13 +59,7 @@ async def abort(tx_id: str, request: Request, tenant: str = Depends(auth.tenant)
         reason=body.reason,
         issued_at=datetime.now(UTC),
     )
-    await produce_acked(
-        request.app.state.producer,
-        settings.topics.commands,
-        partition_key(tenant, tx_id),
-        command.model_dump_json().encode(),
-        "the abort",
-    )
+    await produce_command(request.app.state, command, "the abort")
     return JSONResponse({"tx_id": tx_id, "status": "abort_requested"}, status_code=202)
 
 

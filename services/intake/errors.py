@@ -28,6 +28,17 @@ def unknown_transaction(tx_id: str) -> ApiError:
     )
 
 
+def not_yet_known(code: str, what: str, remaining_s: float, then: str, tail: str = "") -> ApiError:
+    """409 for a different body over a claim whose command Kafka did not acknowledge:
+    whether that command landed is known only once the pending horizon has passed."""
+    return ApiError(
+        409,
+        code,
+        f"{what} that Kafka has not acknowledged, and whether it was recorded is still being "
+        f"determined; retry in {max(1, round(remaining_s))} s (if it was recorded, {then}){tail}",
+    )
+
+
 def invalid_request(errors: Any) -> ApiError:
     """422 with one `where: what` per problem, so a person can fix the request."""
     return ApiError(422, "invalid_request", summary(errors))

@@ -8,7 +8,9 @@ import asyncpg
 from pydantic import BaseModel, ConfigDict, Field
 
 from events.definition import Resolution
-from services.intake.errors import ApiError
+from services.intake.errors import ApiError, not_yet_known
+
+_REFUSED_LATER = "this one will be refused with review_already_resolved"
 
 
 class ResolveRequest(BaseModel):
@@ -88,11 +90,5 @@ def already_resolved(review_id: str) -> ApiError:
 
 
 def pending(review_id: str, remaining_s: float) -> ApiError:
-    return ApiError(
-        409,
-        "resolution_pending",
-        f"review {review_id!r} has a different resolution that Kafka has not acknowledged, "
-        "and whether it was recorded is still being determined; retry in "
-        f"{max(1, round(remaining_s))} s (if it was recorded, this one will be refused with "
-        "review_already_resolved)",
-    )
+    what = f"review {review_id!r} has a different resolution"
+    return not_yet_known("resolution_pending", what, remaining_s, _REFUSED_LATER)

@@ -16,11 +16,10 @@ from fastapi import APIRouter, Depends, Query, Request
 from pydantic import ValidationError
 
 from events.inputs import ResolveReview
-from events.keys import partition_key
 from services.config import Settings
 from services.intake import auth, queries, resolutions
 from services.intake.errors import ApiError
-from services.intake.produce import produce_acked
+from services.intake.produce import produce_command
 from services.intake.resolutions import ResolveRequest, already_resolved
 
 router = APIRouter()
@@ -93,13 +92,7 @@ async def resolve_review(
         actor=body.actor,
         issued_at=datetime.now(UTC),
     )
-    await produce_acked(
-        request.app.state.producer,
-        settings.topics.commands,
-        partition_key(tenant, review["tx_id"]),
-        command.model_dump_json().encode(),
-        f"the resolution of review {review_id}",
-    )
+    await produce_command(request.app.state, command, f"the resolution of review {review_id}")
     async with request.app.state.pool.acquire() as conn:
         await resolutions.mark_produced(conn, review_id, body)
     return {"id": review_id, "state": "resolving", "resolution": body.resolution.value}

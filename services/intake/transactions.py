@@ -8,18 +8,19 @@ Kafka, not the row, is the record of the intent; the row is shown as accepted on
 Kafka has acknowledged it (services.intake.intents).
 """
 
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
+import asyncpg
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 
-from events.keys import partition_key
 from services.config import Settings
 from services.intake import auth, intents, queries
 from services.intake.errors import ApiError, invalid_request, unknown_transaction
-from services.intake.produce import produce_acked
+from services.intake.produce import produce_command
 from services.intake.submission import (
     SubmissionRequest,
     check,
@@ -71,13 +72,7 @@ async def submit(request: Request, tenant: str = Depends(auth.tenant)) -> JSONRe
         operations=specs,
         issued_at=datetime.now(UTC),
     )
-    await produce_acked(
-        request.app.state.producer,
-        settings.topics.commands,
-        key=partition_key(tenant, submission.tx_id),
-        value=command.model_dump_json().encode(),
-        what="the intent",
-    )
+    await produce_command(request.app.state, command, "the intent")
     async with request.app.state.pool.acquire() as conn:
         await intents.mark_produced(conn, intent)
     return JSONResponse(
@@ -94,21 +89,24 @@ async def submit(request: Request, tenant: str = Depends(auth.tenant)) -> JSONRe
 async def get_transaction(
     tx_id: str, request: Request, tenant: str = Depends(auth.tenant)
 ) -> dict[str, Any]:
-    async with request.app.state.pool.acquire() as conn:
-        found = await queries.transaction(conn, tenant, tx_id)
-    return _found(found, tx_id)
+    return await _read(request, queries.transaction, tenant, tx_id)
 
 
 @router.get("/v1/transactions/{tx_id}/events")
 async def get_events(
     tx_id: str, request: Request, tenant: str = Depends(auth.tenant)
 ) -> dict[str, Any]:
+    return {"events": await _read(request, queries.events, tenant, tx_id)}
+
+
+async def _read(
+    request: Request,
+    query: Callable[[asyncpg.Connection, str, str], Awaitable[T | None]],
+    tenant: str,
+    tx_id: str,
+) -> T:
     async with request.app.state.pool.acquire() as conn:
-        found = await queries.events(conn, tenant, tx_id)
-    return {"events": _found(found, tx_id)}
-
-
-def _found(found: T | None, tx_id: str) -> T:
+        found = await query(conn, tenant, tx_id)
     if found is None:
         raise unknown_transaction(tx_id)
     return found
