@@ -6,7 +6,8 @@ import json
 from pathlib import Path
 
 from aiokafka import AIOKafkaProducer
-from support.decider_support import event_types, eventually, lone_decider, produce, read_records
+from support.decider_support import event_types, eventually, lone_decider, produce
+from support.topic_records import read_records
 from support.txbuilders import observed, submit
 
 from events.inputs import Outcome

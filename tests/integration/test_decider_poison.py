@@ -6,14 +6,8 @@ import json
 from pathlib import Path
 
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-from support.decider_support import (
-    Record,
-    event_types,
-    eventually,
-    lone_decider,
-    produce,
-    read_records,
-)
+from support.decider_support import event_types, eventually, lone_decider, produce
+from support.topic_records import Record, read_records
 from support.txbuilders import T0, observed, spec, submit
 
 from events.inputs import Outcome, SubmitTransaction

@@ -1,7 +1,5 @@
 """Helpers for the compensation tests (integration and fault)."""
 
-import asyncio
-import time
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any
@@ -44,13 +42,5 @@ def time_of(events: list[dict[str, Any]], event_type: str) -> datetime:
 async def wait_for(
     recon: Recon, tx_id: str, check: Callable[[dict[str, Any]], bool], timeout: float = 30
 ) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        response = await recon.get(tx_id)
-        if response.status_code == 200:
-            last = response.json()
-            if check(last):
-                return dict(last)
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"{tx_id}: condition not met after {timeout}s: {last}")
+    failure = f"{tx_id}: condition not met after {timeout}s"
+    return await recon.wait_until(tx_id, check, timeout, failure)

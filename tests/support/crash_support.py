@@ -13,9 +13,9 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
-from events.topics import PARTITIONS
 from services.crash_points import PAUSE_AT_ENV, PAUSE_FILE_ENV
 from services.devtools.stack import Stack
+from support import topic_records
 
 
 def start_paused_at(stack: Stack, service: str, point: str, marker: Path) -> None:
@@ -58,33 +58,12 @@ class Record:
 async def read_records(
     bootstrap: str, topic: str, isolation: str = "read_committed"
 ) -> list[Record]:
-    """Every record of `topic` up to its end offsets at the time of the call, with its
-    position. read_uncommitted also shows the records of open and aborted Kafka
-    transactions (and stops at the high watermark); read_committed stops at the last stable
-    offset, before the first open transaction."""
-    consumer = AIOKafkaConsumer(
-        bootstrap_servers=bootstrap, enable_auto_commit=False, isolation_level=isolation
-    )
-    await consumer.start()
-    try:
-        partitions = [TopicPartition(topic, p) for p in range(PARTITIONS)]
-        consumer.assign(partitions)
-        await consumer.seek_to_beginning(*partitions)
-        ends = await consumer.end_offsets(partitions)
-        records: list[Record] = []
-        deadline = time.monotonic() + 60
-        for tp in partitions:
-            while await consumer.position(tp) < ends[tp]:
-                assert time.monotonic() < deadline, f"{topic} not read to {ends}"
-                batch = await consumer.getmany(tp, timeout_ms=1000)
-                records += [
-                    Record(tp.partition, r.offset, json.loads(r.value))
-                    for r in batch.get(tp, [])
-                    if r.offset < ends[tp]
-                ]
-        return records
-    finally:
-        await consumer.stop()
+    """Every record of `topic` up to its end offsets, its JSON value parsed
+    (support.topic_records.read_records says what each isolation level shows)."""
+    return [
+        Record(r.partition, r.offset, json.loads(r.value or b""))
+        for r in await topic_records.read_records(bootstrap, topic, isolation)
+    ]
 
 
 async def last_stable_offset(bootstrap: str, topic: str, partition: int) -> int:

@@ -9,16 +9,16 @@ import json
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka import AIOKafkaProducer
 
 from events.inputs import DeciderInput
 from events.keys import partition_key
-from events.topics import PARTITIONS, Topics
+from events.topics import Topics
 from services.devtools.stack import Stack
+from support.topic_records import read_records
 
 T = TypeVar("T")
 
@@ -61,43 +61,6 @@ async def produce(
         return offsets
     finally:
         await producer.stop()
-
-
-@dataclass(frozen=True)
-class Record:
-    partition: int
-    offset: int
-    key: bytes | None
-    value: bytes | None
-    headers: dict[str, bytes]
-
-
-async def read_records(bootstrap: str, topic: str) -> list[Record]:
-    """Every committed record of the topic up to its end offsets at the time of the call."""
-    consumer = AIOKafkaConsumer(
-        bootstrap_servers=bootstrap,
-        enable_auto_commit=False,
-        isolation_level="read_committed",
-        max_partition_fetch_bytes=2 * 1024 * 1024,
-    )
-    await consumer.start()
-    try:
-        partitions = [TopicPartition(topic, p) for p in range(PARTITIONS)]
-        consumer.assign(partitions)
-        await consumer.seek_to_beginning(*partitions)
-        ends = await consumer.end_offsets(partitions)
-        found: list[Record] = []
-        for tp in partitions:
-            while await consumer.position(tp) < ends[tp]:
-                batch = await consumer.getmany(tp, timeout_ms=1000)
-                found += [
-                    Record(tp.partition, r.offset, r.key, r.value, dict(r.headers))
-                    for r in batch.get(tp, [])
-                    if r.offset < ends[tp]
-                ]
-        return found
-    finally:
-        await consumer.stop()
 
 
 async def event_types(bootstrap: str, topics: Topics, tx_id: str) -> list[str]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -68,18 +69,30 @@ class Recon:
         return events
 
     async def wait_terminal(self, tx_id: str, timeout: float = 60) -> dict[str, Any]:
+        return await self.wait_until(
+            tx_id, _settled, timeout, f"{tx_id} not terminal after {timeout}s", poll_s=0.2
+        )
+
+    async def wait_until(
+        self,
+        tx_id: str,
+        check: Callable[[dict[str, Any]], bool],
+        timeout: float,
+        failure: str,
+        poll_s: float = 0.05,
+    ) -> dict[str, Any]:
+        """The transaction as the API shows it once `check` holds; `failure` (and the last
+        answer seen) if it does not within `timeout`."""
         deadline = time.monotonic() + timeout
         last: Any = None
         while time.monotonic() < deadline:
             response = await self.get(tx_id)
             if response.status_code == 200:
                 last = response.json()
-                if last["status"] in TERMINAL and not any(
-                    op["state"] in ("dispatched", "unknown") for op in last["operations"]
-                ):
+                if check(last):
                     return dict(last)
-            await asyncio.sleep(0.2)
-        raise AssertionError(f"{tx_id} not terminal after {timeout}s: {last}")
+            await asyncio.sleep(poll_s)
+        raise AssertionError(f"{failure}: {last}")
 
     async def effects(self, operation: str | None = None) -> list[dict[str, Any]]:
         params = {"operation": operation} if operation else {}
@@ -133,3 +146,10 @@ def op(tx: dict[str, Any], action: str) -> dict[str, Any]:
 
 def effects_for(effects: list[dict[str, Any]], op_key: str) -> list[dict[str, Any]]:
     return [e for e in effects if e["idempotency_key"] == op_key]
+
+
+def _settled(tx: dict[str, Any]) -> bool:
+    """Terminal, with no operation left dispatched or unknown."""
+    return tx["status"] in TERMINAL and not any(
+        op["state"] in ("dispatched", "unknown") for op in tx["operations"]
+    )
