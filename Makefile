@@ -1,5 +1,5 @@
 # Entry points for people and CI. Everything runs from the checkout through uv; Kafka and
-# Postgres are started by services.infra as local processes (no Docker needed).
+# Postgres are started by services.devtools.infra as local processes (no Docker needed).
 
 # uv is used from PATH when present; otherwise it is installed with pip and run as a module,
 # which works whether or not pip's script directory is on PATH.
@@ -18,7 +18,7 @@ setup: .venv
 
 # The jar download happens here rather than inside pytest so its progress is visible.
 fetch: setup
-	$(UV) run python -m services.infra fetch
+	$(UV) run python -m services.devtools.infra fetch
 
 lint: setup
 	$(UV) run ruff check .
@@ -38,10 +38,10 @@ properties: setup
 BROKERS ?= 1
 
 run: fetch
-	$(UV) run python -m services.stack --brokers $(BROKERS)
+	$(UV) run python -m services.devtools.stack --brokers $(BROKERS)
 
 bench: setup
-	$(UV) run python -m services.bench
+	$(UV) run python -m services.devtools.bench
 
 # Long simulator runs beyond the 10,000 seeds of `make test`: SEEDS schedules from seed FIRST.
 SEEDS ?= 200000
@@ -53,4 +53,4 @@ simulate: setup
 # make chaos CHAOS_ARGS="--transactions 2000 --faults 40 --seed 123". make test runs a
 # smaller one (tests/fault/test_chaos.py).
 chaos: fetch
-	$(UV) run python -m services.chaos $(CHAOS_ARGS)
+	$(UV) run python -m services.devtools.chaos $(CHAOS_ARGS)

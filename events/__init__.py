@@ -1,4 +1,5 @@
 """The vocabulary of recon: commands, observations, events, envelopes, keys, topics.
 
-Everything in this package is pure: no I/O, no clock, no randomness.
+Everything in this package is pure: no I/O, no clock, no randomness. It imports nothing of
+recon's other folders (projections, reconcilers, services): everything else speaks it.
 """

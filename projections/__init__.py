@@ -1,1 +1,6 @@
-"""Postgres views built from recon.events: what people and the API query."""
+"""Postgres views built from recon.events: what people and the API query.
+
+`schema.sql` (applied by `schema.py`), the pure view reducer (`view.py`), what a record
+holds (`decode.py`, pure) and the batch writer (`writer.py`). The process that runs them,
+reading Kafka, is services/projector/. Imports events only; never services, never Kafka.
+"""

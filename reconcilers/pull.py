@@ -1,7 +1,7 @@
 """Planning the pull reconciler's lookups: which stuck operation legs to look up now,
 and which have spent their budget and go to a person.
 
-Pure: no I/O, no clock (`now` comes in), no randomness. The runtime (services.reconciler)
+Pure: no I/O, no clock (`now` comes in), no randomness. The runtime (services.pull_reconciler)
 loads the candidates and the bookkeeping, calls `plan`, and then claims each step in
 Postgres with a compare-and-set on `lookups` (reconcilers.store), so that two ticks or two
 processes that planned from the same snapshot cannot both do lookup n of one leg.

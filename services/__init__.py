@@ -1,1 +1,8 @@
-"""The processes of recon."""
+"""The processes of recon, one package each (intake, decider, dispatcher, projector, saga,
+reconciler, cli), and what they share: settings (config.py), the process entry
+(lifecycle.run_process), Kafka clients and topics, the at-least-once consumer policy and
+the test-only crash points.
+
+A process imports the library folders (events, projections, reconcilers) and the shared
+modules here, never another process's package.
+"""

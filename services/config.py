@@ -6,6 +6,7 @@ deployment; a bad value stops the process before it touches Kafka or Postgres.
 
 import os
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from events.topics import Topics
 from reconcilers.signatures import InvalidSecretError, Scheme, key_for
@@ -28,6 +29,55 @@ PENDING_HORIZON_S = 120.0
 MIN_PENDING_HORIZON_S = 60.0
 
 
+# Every variable's default, written once: load_settings reads the environment with these,
+# the dataclasses below take their defaults from here, and the README's "Configuration"
+# table is checked against them (tests/unit/test_config_defaults.py).
+DEFAULTS: dict[str, str] = {
+    "RECON_KAFKA_BOOTSTRAP": "127.0.0.1:9092",
+    "RECON_KAFKA_REPLICATION_FACTOR": "1",
+    "RECON_KAFKA_MIN_INSYNC_REPLICAS": "1",
+    "RECON_DATABASE_URL": "postgresql://postgres@127.0.0.1:5432/postgres",
+    "RECON_API_KEYS": "demo-key=demo",
+    "RECON_OPERATOR_KEYS": "ops-key=demo:operator",
+    "RECON_PROVIDERS": "sandbox=http://127.0.0.1:8090",
+    "RECON_ENVIRONMENT": "dev",
+    "RECON_TOPIC_PREFIX": "",
+    "RECON_INTAKE_HOST": "127.0.0.1",
+    "RECON_INTAKE_PORT": "8080",
+    "RECON_PROVIDER_TIMEOUT_S": "5",
+    "RECON_RECONCILE_INTERVAL_S": "2",
+    "RECON_RECONCILE_AFTER_S": "10",
+    "RECON_RECONCILE_BUDGET": "6",
+    "RECON_RECONCILE_BACKOFF_S": "1",
+    "RECON_RECONCILE_BACKOFF_MAX_S": "30",
+    "RECON_RECONCILE_REVIEW_RETRY_S": "60",
+    "RECON_DRIFT_INTERVAL_S": "60",
+    "RECON_DRIFT_WINDOW_S": "86400",
+    "RECON_DRIFT_GRACE_S": "60",
+    "RECON_RECONCILER_RETENTION_S": str(7 * 86400),
+    "RECON_PURGE_INTERVAL_S": "3600",
+    "RECON_LOG_LEVEL": "INFO",
+    "RECON_WEBHOOK_SECRETS": f"sandbox={DEFAULT_WEBHOOK_SECRET}",
+    "RECON_WEBHOOK_SCHEMES": "sandbox=standard",
+    "RECON_WEBHOOK_TOLERANCE_S": "300",
+    "RECON_WEBHOOK_DEDUPE_HORIZON_S": str(MIN_DEDUPE_HORIZON_S),
+    "RECON_MAX_BODY_BYTES": str(MAX_BODY_BYTES),
+    "RECON_WEBHOOK_MAX_BODY_BYTES": str(WEBHOOK_MAX_BODY_BYTES),
+    "RECON_PENDING_HORIZON_S": f"{PENDING_HORIZON_S:g}",
+}
+
+
+def _env(name: str) -> str:
+    return os.environ.get(name, DEFAULTS[name])
+
+
+def _default_float(name: str) -> float:
+    return float(DEFAULTS[name])
+
+
+N = TypeVar("N", int, float)
+
+
 class ConfigError(ValueError):
     """A setting is missing or malformed; the message names the variable and the fix."""
 
@@ -43,8 +93,8 @@ def _pairs(name: str, raw: str) -> dict[str, str]:
     return out
 
 
-def _float(name: str, default: str) -> float:
-    raw = os.environ.get(name, default)
+def _float(name: str) -> float:
+    raw = _env(name)
     try:
         value = float(raw)
     except ValueError:
@@ -54,8 +104,8 @@ def _float(name: str, default: str) -> float:
     return value
 
 
-def _int(name: str, default: str, minimum: int = 1) -> int:
-    raw = os.environ.get(name, default)
+def _int(name: str, minimum: int = 1) -> int:
+    raw = _env(name)
     if not raw.strip().isdigit() or int(raw) < minimum:
         raise ConfigError(f"{name}: expected a whole number >= {minimum}, got {raw!r}")
     return int(raw)
@@ -71,34 +121,37 @@ class Operator:
 
 @dataclass(frozen=True)
 class ReconcilerSettings:
-    """The pull reconciler and the drift scan (services.reconciler)."""
+    """The pull reconciler and the drift scan (services.pull_reconciler)."""
 
-    interval_s: float = 2.0  # how often the pull tick runs
-    after_s: float = 10.0  # how long a leg stays dispatched/unknown before it counts as stuck
-    budget: int = 6  # lookups per (operation leg, attempt) before manual review
-    backoff_s: float = 1.0  # delay after the first lookup, doubling after each one ...
-    backoff_max_s: float = 30.0  # ... up to this
+    # How often the pull tick runs; how long a leg stays dispatched/unknown before it
+    # counts as stuck; lookups per (operation leg, attempt) before manual review; the delay
+    # after the first lookup, doubling after each one, up to backoff_max_s.
+    interval_s: float = _default_float("RECON_RECONCILE_INTERVAL_S")
+    after_s: float = _default_float("RECON_RECONCILE_AFTER_S")
+    budget: int = int(DEFAULTS["RECON_RECONCILE_BUDGET"])
+    backoff_s: float = _default_float("RECON_RECONCILE_BACKOFF_S")
+    backoff_max_s: float = _default_float("RECON_RECONCILE_BACKOFF_MAX_S")
     # A review request claimed but not followed by the leg leaving dispatched/unknown is
     # sent again after this long (a crash between the claim and the send).
-    review_retry_s: float = 60.0
-    drift_interval_s: float = 60.0
-    drift_window_s: float = 86400.0  # how far back the drift scan compares
+    review_retry_s: float = _default_float("RECON_RECONCILE_REVIEW_RETRY_S")
+    drift_interval_s: float = _default_float("RECON_DRIFT_INTERVAL_S")
+    drift_window_s: float = _default_float("RECON_DRIFT_WINDOW_S")  # how far back it compares
     # A confirmed intent younger than this is not yet "without effect": the provider's list
     # may lag its answers.
-    drift_grace_s: float = 60.0
+    drift_grace_s: float = _default_float("RECON_DRIFT_GRACE_S")
     # How long settled bookkeeping is kept (reconciler_leases of settled legs, review
     # resolutions of resolved reviews; drift ids for the drift window plus this), and how
     # often the reconciler deletes what is older.
-    retention_s: float = 7 * 86400.0
-    purge_interval_s: float = 3600.0
+    retention_s: float = _default_float("RECON_RECONCILER_RETENTION_S")
+    purge_interval_s: float = _default_float("RECON_PURGE_INTERVAL_S")
 
 
 @dataclass(frozen=True)
 class Durability:
     """RECON_KAFKA_REPLICATION_FACTOR and RECON_KAFKA_MIN_INSYNC_REPLICAS."""
 
-    replication_factor: int = 1
-    min_insync_replicas: int = 1
+    replication_factor: int = int(DEFAULTS["RECON_KAFKA_REPLICATION_FACTOR"])
+    min_insync_replicas: int = int(DEFAULTS["RECON_KAFKA_MIN_INSYNC_REPLICAS"])
 
     def __post_init__(self) -> None:
         # Checked here too (_durability checks the environment): with more in-sync
@@ -112,17 +165,17 @@ class Durability:
 
 def _reconciler() -> ReconcilerSettings:
     return ReconcilerSettings(
-        interval_s=_float("RECON_RECONCILE_INTERVAL_S", "2"),
-        after_s=_float("RECON_RECONCILE_AFTER_S", "10"),
-        budget=_int("RECON_RECONCILE_BUDGET", "6"),
-        backoff_s=_float("RECON_RECONCILE_BACKOFF_S", "1"),
-        backoff_max_s=_float("RECON_RECONCILE_BACKOFF_MAX_S", "30"),
-        review_retry_s=_float("RECON_RECONCILE_REVIEW_RETRY_S", "60"),
-        drift_interval_s=_float("RECON_DRIFT_INTERVAL_S", "60"),
-        drift_window_s=_float("RECON_DRIFT_WINDOW_S", "86400"),
-        drift_grace_s=_float("RECON_DRIFT_GRACE_S", "60"),
-        retention_s=_float("RECON_RECONCILER_RETENTION_S", "604800"),
-        purge_interval_s=_float("RECON_PURGE_INTERVAL_S", "3600"),
+        interval_s=_float("RECON_RECONCILE_INTERVAL_S"),
+        after_s=_float("RECON_RECONCILE_AFTER_S"),
+        budget=_int("RECON_RECONCILE_BUDGET"),
+        backoff_s=_float("RECON_RECONCILE_BACKOFF_S"),
+        backoff_max_s=_float("RECON_RECONCILE_BACKOFF_MAX_S"),
+        review_retry_s=_float("RECON_RECONCILE_REVIEW_RETRY_S"),
+        drift_interval_s=_float("RECON_DRIFT_INTERVAL_S"),
+        drift_window_s=_float("RECON_DRIFT_WINDOW_S"),
+        drift_grace_s=_float("RECON_DRIFT_GRACE_S"),
+        retention_s=_float("RECON_RECONCILER_RETENTION_S"),
+        purge_interval_s=_float("RECON_PURGE_INTERVAL_S"),
     )
 
 
@@ -136,20 +189,20 @@ class Settings:
     api_keys: dict[str, str] = field(default_factory=dict)
     # Operator key -> (tenant, person); authenticates as the tenant, and as an operator.
     operator_keys: dict[str, Operator] = field(
-        default_factory=lambda: {"ops-key": Operator("demo", "operator")}
+        default_factory=lambda: operator_keys(DEFAULTS["RECON_OPERATOR_KEYS"], {})
     )
     # provider name -> base URL of its API
     providers: dict[str, str] = field(default_factory=dict)
-    intake_host: str = "127.0.0.1"
-    intake_port: int = 8080
-    provider_timeout_s: float = 5.0
+    intake_host: str = DEFAULTS["RECON_INTAKE_HOST"]
+    intake_port: int = int(DEFAULTS["RECON_INTAKE_PORT"])
+    provider_timeout_s: float = _default_float("RECON_PROVIDER_TIMEOUT_S")
     # Webhook ingress: provider -> accepted secrets (several during a rotation), provider ->
     # signature scheme (standard unless named), timestamp tolerance, dedupe horizon.
     webhook_secrets: dict[str, tuple[str, ...]] = field(
-        default_factory=lambda: {"sandbox": (DEFAULT_WEBHOOK_SECRET,)}
+        default_factory=lambda: webhook_settings(DEFAULTS["RECON_WEBHOOK_SECRETS"], "")[0]
     )
     webhook_schemes: dict[str, Scheme] = field(default_factory=dict)
-    webhook_tolerance_s: int = 300
+    webhook_tolerance_s: int = int(DEFAULTS["RECON_WEBHOOK_TOLERANCE_S"])
     webhook_dedupe_horizon_s: int = MIN_DEDUPE_HORIZON_S
     reconciler: ReconcilerSettings = field(default_factory=ReconcilerSettings)
     # Topic replication and min.insync.replicas for the topics recon creates.
@@ -200,18 +253,24 @@ def webhook_settings(
 
 
 def _dedupe_horizon() -> int:
-    horizon = _int("RECON_WEBHOOK_DEDUPE_HORIZON_S", str(MIN_DEDUPE_HORIZON_S))
-    if horizon < MIN_DEDUPE_HORIZON_S:
-        raise ConfigError(
-            f"RECON_WEBHOOK_DEDUPE_HORIZON_S: {horizon} s is shorter than providers retry "
-            f"deliveries; use at least {MIN_DEDUPE_HORIZON_S} (3 days)"
-        )
-    return horizon
+    return _no_shorter(
+        "RECON_WEBHOOK_DEDUPE_HORIZON_S",
+        _int("RECON_WEBHOOK_DEDUPE_HORIZON_S"),
+        MIN_DEDUPE_HORIZON_S,
+        "providers retry deliveries",
+        f"{MIN_DEDUPE_HORIZON_S} (3 days)",
+    )
+
+
+def _no_shorter(name: str, seconds: N, minimum: float, than: str, least: str) -> N:
+    if seconds < minimum:
+        raise ConfigError(f"{name}: {seconds} s is shorter than {than}; use at least {least}")
+    return seconds
 
 
 def _durability() -> Durability:
-    replication = _int("RECON_KAFKA_REPLICATION_FACTOR", "1")
-    min_insync = _int("RECON_KAFKA_MIN_INSYNC_REPLICAS", "1")
+    replication = _int("RECON_KAFKA_REPLICATION_FACTOR")
+    min_insync = _int("RECON_KAFKA_MIN_INSYNC_REPLICAS")
     if min_insync > replication:
         raise ConfigError(
             f"RECON_KAFKA_MIN_INSYNC_REPLICAS: {min_insync} is more than "
@@ -243,8 +302,10 @@ def operator_keys(raw: str, api_keys: dict[str, str]) -> dict[str, Operator]:
             _valid_tenant("RECON_OPERATOR_KEYS", tenant.strip()), person.strip()
         )
     return operators
-def _body_limit(name: str, default: int) -> int:
-    limit = _int(name, str(default), minimum=1024)
+
+
+def _body_limit(name: str) -> int:
+    limit = _int(name, minimum=1024)
     if limit > MAX_BODY_BYTES_CEILING:
         raise ConfigError(
             f"{name}: {limit} bytes would not fit one Kafka record with its envelope; "
@@ -254,49 +315,44 @@ def _body_limit(name: str, default: int) -> int:
 
 
 def _pending_horizon() -> float:
-    horizon = _float("RECON_PENDING_HORIZON_S", str(PENDING_HORIZON_S))
-    if horizon < MIN_PENDING_HORIZON_S:
-        raise ConfigError(
-            f"RECON_PENDING_HORIZON_S: {horizon} s is shorter than an unacknowledged command "
-            f"may still reach Kafka; use at least {MIN_PENDING_HORIZON_S:.0f}"
-        )
-    return horizon
+    return _no_shorter(
+        "RECON_PENDING_HORIZON_S",
+        _float("RECON_PENDING_HORIZON_S"),
+        MIN_PENDING_HORIZON_S,
+        "an unacknowledged command may still reach Kafka",
+        f"{MIN_PENDING_HORIZON_S:.0f}",
+    )
 
 
 def load_settings() -> Settings:
-    env = os.environ
-    api_keys = _pairs("RECON_API_KEYS", env.get("RECON_API_KEYS", "demo-key=demo"))
+    api_keys = _pairs("RECON_API_KEYS", _env("RECON_API_KEYS"))
     for tenant in api_keys.values():
         _valid_tenant("RECON_API_KEYS", tenant)
     webhook_secrets, webhook_schemes = webhook_settings(
-        env.get("RECON_WEBHOOK_SECRETS", f"sandbox={DEFAULT_WEBHOOK_SECRET}"),
-        env.get("RECON_WEBHOOK_SCHEMES", "sandbox=standard"),
+        _env("RECON_WEBHOOK_SECRETS"),
+        _env("RECON_WEBHOOK_SCHEMES"),
     )
-    port = env.get("RECON_INTAKE_PORT", "8080")
+    port = _env("RECON_INTAKE_PORT")
     if not port.isdigit():
         raise ConfigError(f"RECON_INTAKE_PORT: expected a port number, got {port!r}")
     return Settings(
-        kafka_bootstrap=env.get("RECON_KAFKA_BOOTSTRAP", "127.0.0.1:9092"),
-        database_url=env.get("RECON_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/postgres"),
-        topics=Topics(env.get("RECON_TOPIC_PREFIX", "")),
-        environment=env.get("RECON_ENVIRONMENT", "dev"),
+        kafka_bootstrap=_env("RECON_KAFKA_BOOTSTRAP"),
+        database_url=_env("RECON_DATABASE_URL"),
+        topics=Topics(_env("RECON_TOPIC_PREFIX")),
+        environment=_env("RECON_ENVIRONMENT"),
         api_keys=api_keys,
-        operator_keys=operator_keys(
-            env.get("RECON_OPERATOR_KEYS", "ops-key=demo:operator"), api_keys
-        ),
-        providers=_pairs(
-            "RECON_PROVIDERS", env.get("RECON_PROVIDERS", "sandbox=http://127.0.0.1:8090")
-        ),
-        intake_host=env.get("RECON_INTAKE_HOST", "127.0.0.1"),
+        operator_keys=operator_keys(_env("RECON_OPERATOR_KEYS"), api_keys),
+        providers=_pairs("RECON_PROVIDERS", _env("RECON_PROVIDERS")),
+        intake_host=_env("RECON_INTAKE_HOST"),
         intake_port=int(port),
-        provider_timeout_s=_float("RECON_PROVIDER_TIMEOUT_S", "5"),
+        provider_timeout_s=_float("RECON_PROVIDER_TIMEOUT_S"),
         webhook_secrets=webhook_secrets,
         webhook_schemes=webhook_schemes,
-        webhook_tolerance_s=_int("RECON_WEBHOOK_TOLERANCE_S", "300"),
+        webhook_tolerance_s=_int("RECON_WEBHOOK_TOLERANCE_S"),
         webhook_dedupe_horizon_s=_dedupe_horizon(),
         reconciler=_reconciler(),
         kafka_durability=_durability(),
-        max_body_bytes=_body_limit("RECON_MAX_BODY_BYTES", MAX_BODY_BYTES),
-        webhook_max_body_bytes=_body_limit("RECON_WEBHOOK_MAX_BODY_BYTES", WEBHOOK_MAX_BODY_BYTES),
+        max_body_bytes=_body_limit("RECON_MAX_BODY_BYTES"),
+        webhook_max_body_bytes=_body_limit("RECON_WEBHOOK_MAX_BODY_BYTES"),
         pending_horizon_s=_pending_horizon(),
     )

@@ -7,16 +7,24 @@ import signal
 import sys
 from collections.abc import Awaitable, Callable
 
-from services.config import ConfigError, Settings, load_settings
+from services.config import DEFAULTS, ConfigError, Settings, load_settings
 
 Main = Callable[[Settings, asyncio.Event], Awaitable[None]]
 
 
 def run_process(name: str, main: Main) -> None:
-    logging.basicConfig(
-        level=os.environ.get("RECON_LOG_LEVEL", "INFO"),
-        format=f"%(asctime)s {name} %(levelname)s %(name)s: %(message)s",
-    )
+    level = os.environ.get("RECON_LOG_LEVEL", DEFAULTS["RECON_LOG_LEVEL"])
+    try:
+        logging.basicConfig(
+            level=level, format=f"%(asctime)s {name} %(levelname)s %(name)s: %(message)s"
+        )
+    except ValueError:
+        # A malformed variable stops the process like any other configuration error.
+        print(
+            f"{name}: configuration error: RECON_LOG_LEVEL: unknown level {level!r}",
+            file=sys.stderr,
+        )
+        raise SystemExit(2) from None
     try:
         settings = load_settings()
     except ConfigError as error:

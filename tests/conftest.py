@@ -16,9 +16,9 @@ import asyncpg
 import pytest
 from hypothesis import HealthCheck, settings
 
-from services.infra._process import REPO_ROOT
-from services.infra.kafka import KafkaBroker
-from services.infra.postgres import PostgresServer
+from services.devtools.infra._process import REPO_ROOT
+from services.devtools.infra.kafka import KafkaBroker
+from services.devtools.infra.postgres import PostgresServer
 
 # Hypothesis profiles. `ci` (the default, so `make test` and CI run it) is derandomized:
 # every run draws the same examples, the seed derived from each test's source, so a red run
@@ -197,4 +197,4 @@ def free_port() -> Callable[[], int]:
 
 
 # The whole recon stack as real processes (stack, recon).
-from stack_fixtures import recon, stack  # noqa: E402, F401
+from support.stack_fixtures import recon, stack, two_tenants  # noqa: E402, F401

@@ -18,7 +18,7 @@ import asyncpg
 
 from services.cli.audit import add_audit_parser, run_audit
 from services.config import ConfigError, Settings, load_settings
-from services.reconciler.runtime import open_reconciler
+from services.pull_reconciler.runtime import open_reconciler
 
 
 async def _scan(settings: Settings) -> int:
@@ -44,7 +44,7 @@ async def _show(settings: Settings) -> int:
     except asyncpg.UndefinedTableError:
         print(
             "the drift table does not exist yet in this database: start the projector (or "
-            "`python -m services.stack`) so it creates the schema, or run "
+            "`python -m services.devtools.stack`) so it creates the schema, or run "
             "`python -m services.cli drift --scan` to scan now",
             file=sys.stderr,
         )

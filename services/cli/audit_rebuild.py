@@ -13,7 +13,7 @@ import asyncpg
 
 from events.drift import DriftDetected
 from events.envelope import Envelope
-from projections.projector import decode_drift, decode_envelope
+from projections.decode import decode_drift, decode_envelope
 from projections.schema import apply_schema
 from projections.view import ViewError
 from projections.writer import DriftRecord, Record, project_batch, project_drift
@@ -115,7 +115,7 @@ async def _project_log(settings: Settings, conn: asyncpg.Connection, progress_ev
                     drift.append((record.partition, record.offset, decoded))
                 else:
                     records.append((record.partition, record.offset, decoded))
-            # As the live projector does (projections.projector): one database
+            # As the live projector does (services.projector.runtime): one database
             # transaction per topic, each with its own offsets.
             try:
                 await project_batch(conn, events_topic, records, skipped=poison)

@@ -15,7 +15,7 @@ from aiokafka.structs import ConsumerRecord
 
 from events.envelope import Envelope, verify_chain
 from events.keys import partition_key
-from projections.projector import decode_envelope
+from projections.decode import decode_envelope
 from services.cli.log_snapshot import Progress, open_snapshot, where
 from services.config import Settings
 

@@ -23,11 +23,11 @@ from events.transaction_events import OperationDispatched
 from services.at_least_once import AtLeastOnceConsumer, Batch, RetryBatch
 from services.config import Settings
 from services.crash_points import DISPATCHER_AFTER_PROVIDER_ANSWERED, pause_point
-from services.dispatcher.adapters import ProviderAdapter, build_adapters
-from services.dispatcher.classify import Seen
 from services.dispatcher.in_flight import Projection, ProjectionUnavailable, over_because
 from services.kafka_clients import acked_producer
 from services.kafka_setup import ensure_topics
+from services.providers.adapters import ProviderAdapter, build_adapters
+from services.providers.classify import Seen
 
 log = logging.getLogger(__name__)
 

@@ -1,11 +1,12 @@
 """`python -m services.intake`: serve the intake API on RECON_INTAKE_HOST:PORT."""
 
-import logging
+import asyncio
 
 import uvicorn
 
-from services.config import load_settings
+from services.config import Settings
 from services.intake.app import create_app
+from services.lifecycle import run_process
 
 # How long an idle keep-alive connection stays open. It must outlast the idle expiry of the
 # clients' connection pools (httpx 5 s, aiohttp 15 s, Go 90 s): with uvicorn's default of
@@ -15,16 +16,28 @@ from services.intake.app import create_app
 KEEP_ALIVE_S = 120
 
 
-def main() -> None:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    settings = load_settings()
-    uvicorn.run(
-        create_app(settings),
-        host=settings.intake_host,
-        port=settings.intake_port,
-        timeout_keep_alive=KEEP_ALIVE_S,
+async def serve_intake(settings: Settings, stop: asyncio.Event) -> None:
+    server = uvicorn.Server(
+        uvicorn.Config(
+            create_app(settings),
+            host=settings.intake_host,
+            port=settings.intake_port,
+            timeout_keep_alive=KEEP_ALIVE_S,
+        )
     )
+
+    async def stop_when_asked() -> None:
+        # uvicorn installs its own SIGINT/SIGTERM handlers while it serves; this covers a
+        # stop asked for by any other means.
+        await stop.wait()
+        server.should_exit = True
+
+    watcher = asyncio.create_task(stop_when_asked())
+    try:
+        await server.serve()
+    finally:
+        watcher.cancel()
 
 
 if __name__ == "__main__":
-    main()
+    run_process("intake", serve_intake)

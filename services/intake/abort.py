@@ -19,12 +19,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from events.definition import TxStatus
 from events.inputs import AbortTransaction
-from events.keys import partition_key
-from services.config import Settings
 from services.intake import auth, queries
-from services.intake.errors import ApiError
+from services.intake.errors import ApiError, unknown_transaction
 from services.intake.openapi import TxId, errors, json_body, ok
-from services.intake.produce import produce_acked
+from services.intake.produce import produce_command
 from services.intake.response_models import AbortRequested
 
 router = APIRouter()
@@ -51,9 +49,7 @@ async def abort(tx_id: TxId, request: Request, tenant: str = Depends(auth.tenant
     async with request.app.state.pool.acquire() as conn:
         found = await queries.transaction(conn, tenant, tx_id)
     if found is None:
-        raise ApiError(
-            404, "not_found", f"no transaction {tx_id!r} for this API key's tenant; check the tx_id"
-        )
+        raise unknown_transaction(tx_id)
     if found["status"] == TxStatus.COMMITTED.value:
         raise ApiError(
             409,
@@ -61,7 +57,6 @@ async def abort(tx_id: TxId, request: Request, tenant: str = Depends(auth.tenant
             f"transaction {tx_id!r} is committed; an abort is only possible before commit. "
             "Undo its effects with a new transaction (a refund, a release) instead",
         )
-    settings: Settings = request.app.state.settings
     command = AbortTransaction(
         # Deterministic, like every command: a retried request is the same command. An
         # abort is a one-way switch, so a second abort (whoever asks) adds nothing.
@@ -72,13 +67,7 @@ async def abort(tx_id: TxId, request: Request, tenant: str = Depends(auth.tenant
         reason=body.reason,
         issued_at=datetime.now(UTC),
     )
-    await produce_acked(
-        request.app.state.producer,
-        settings.topics.commands,
-        partition_key(tenant, tx_id),
-        command.model_dump_json().encode(),
-        "the abort",
-    )
+    await produce_command(request.app.state, command, "the abort")
     return JSONResponse({"tx_id": tx_id, "status": "abort_requested"}, status_code=202)
 
 

@@ -16,7 +16,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Request
 
-from services.intake import auth
+from services.intake import auth, queries
 from services.intake.openapi import errors, ok
 from services.intake.response_models import DriftList
 
@@ -45,12 +45,7 @@ async def list_drift(
     request: Request, who: Annotated[auth.Principal, Depends(auth.principal)]
 ) -> dict[str, Any]:
     async with request.app.state.pool.acquire() as conn:
-        rows = await conn.fetch(
-            "SELECT drift_id, tenant, kind, provider, tx_id, action, op_key, effect_id, detail,"
-            " detected_at FROM drift WHERE tenant = $1 OR tenant IS NULL"
-            " ORDER BY detected_at, drift_id",
-            who.tenant,
-        )
+        rows = await queries.drift(conn, who.tenant)
     drift = []
     for row in rows:
         detail = json.loads(row["detail"])

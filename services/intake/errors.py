@@ -1,4 +1,13 @@
-"""Refusals the API answers with `{"error": code, "message": what to fix}`."""
+"""Refusals the API answers with `{"error": code, "message": what to fix}`, and the one
+place (services.intake.app) where they, the domain's refusals and a database that does not
+answer become HTTP answers."""
+
+from typing import Any
+
+import asyncpg
+
+# What a request meets when Postgres is down or restarting: answered 503, retry later.
+DATABASE_DOWN = (OSError, asyncpg.PostgresConnectionError, asyncpg.InterfaceError)
 
 
 class ApiError(Exception):
@@ -10,3 +19,35 @@ class ApiError(Exception):
 
     def body(self) -> dict[str, str]:
         return {"error": self.code, "message": self.message}
+
+
+def unknown_transaction(tx_id: str) -> ApiError:
+    # The same answer for another tenant's transaction as for a missing one.
+    return ApiError(
+        404, "not_found", f"no transaction {tx_id!r} for this API key's tenant; check the tx_id"
+    )
+
+
+def not_yet_known(code: str, what: str, remaining_s: float, then: str, tail: str = "") -> ApiError:
+    """409 for a different body over a claim whose command Kafka did not acknowledge:
+    whether that command landed is known only once the pending horizon has passed."""
+    return ApiError(
+        409,
+        code,
+        f"{what} that Kafka has not acknowledged, and whether it was recorded is still being "
+        f"determined; retry in {max(1, round(remaining_s))} s (if it was recorded, {then}){tail}",
+    )
+
+
+def invalid_request(errors: Any) -> ApiError:
+    """422 with one `where: what` per problem, so a person can fix the request."""
+    return ApiError(422, "invalid_request", summary(errors))
+
+
+def summary(errors: Any) -> str:
+    parts = []
+    for error in errors:
+        where = ".".join(str(part) for part in error.get("loc", ()) if part != "body")
+        message = str(error.get("msg", "invalid"))
+        parts.append(f"{where}: {message}" if where else message)
+    return "; ".join(parts) or "invalid request"

@@ -33,7 +33,7 @@ from typing import Any
 import asyncpg
 
 from events.definition import OperationSpec
-from services.intake.errors import ApiError
+from services.intake.errors import ApiError, not_yet_known
 
 
 @dataclass(frozen=True)
@@ -146,11 +146,6 @@ def _conflict(tx_id: str) -> ApiError:
 
 
 def _pending(tx_id: str, remaining_s: float) -> ApiError:
-    return ApiError(
-        409,
-        "tx_pending",
-        f"tx_id {tx_id!r} was submitted with a different body that Kafka has not "
-        "acknowledged, and whether it was recorded is still being determined; retry in "
-        f"{max(1, round(remaining_s))} s (if it was recorded, this body will be refused "
-        "with tx_conflict), or use a new tx_id",
-    )
+    what = f"tx_id {tx_id!r} was submitted with a different body"
+    then = "this body will be refused with tx_conflict"
+    return not_yet_known("tx_pending", what, remaining_s, then, ", or use a new tx_id")

@@ -19,7 +19,10 @@ import logging
 
 from aiokafka import AIOKafkaProducer
 from aiokafka.errors import KafkaError
+from starlette.datastructures import State
 
+from events.inputs import Command
+from events.keys import partition_key
 from services.config import Settings
 from services.intake.errors import ApiError
 from services.kafka_clients import acked_producer
@@ -56,3 +59,16 @@ async def produce_acked(
         raise ApiError(
             503, "unavailable", f"{what} could not be made durable in Kafka; retry the request"
         ) from None
+
+
+async def produce_command(state: State, command: Command, what: str) -> None:
+    """A command onto recon.commands, keyed by its transaction (so the decider that owns
+    the transaction reads it in order with the rest), acknowledged or a 503."""
+    settings: Settings = state.settings
+    await produce_acked(
+        state.producer,
+        settings.topics.commands,
+        partition_key(command.tenant, command.tx_id),
+        command.model_dump_json().encode(),
+        what,
+    )

@@ -1,7 +1,7 @@
 """A submitted transaction: its request shape, the checks that need the deployment's
 settings, and the SubmitTransaction command it becomes.
 
-Everything here is pure: the clock reading and the tenant arrive as arguments.
+Pure: the clock reading and the tenant arrive as arguments.
 """
 
 from datetime import datetime
@@ -20,9 +20,18 @@ from events.definition import (
 )
 from events.inputs import SubmitTransaction
 from events.keys import compensation_key, op_key
-from services.intake.errors import ApiError
 
 MAX_OPERATIONS = 20
+
+
+class SubmissionRefused(ValueError):
+    """A well-formed submission this deployment refuses; `code` is the API's error code
+    (services.intake.app answers it 422 with the message)."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
 
 
 def _known_operation(name: str) -> str:
@@ -83,20 +92,18 @@ class SubmissionRequest(_Request):
 
 
 def check(submission: SubmissionRequest, providers: dict[str, str]) -> None:
-    """The checks that depend on the deployment; raise a 422 ApiError naming the fix."""
+    """The checks that depend on the deployment; raise SubmissionRefused naming the fix."""
     seen: set[str] = set()
     for _, op in submission.operations():
         if op.action in seen:
-            raise ApiError(
-                422,
+            raise SubmissionRefused(
                 "duplicate_action",
                 f"action {op.action!r} appears twice; actions must be unique across steps, "
                 "on_commit and on_compensated",
             )
         seen.add(op.action)
         if op.provider not in providers:
-            raise ApiError(
-                422,
+            raise SubmissionRefused(
                 "unknown_provider",
                 f"action {op.action!r}: unknown provider {op.provider!r}; known providers: "
                 f"{', '.join(sorted(providers))}",
@@ -111,8 +118,7 @@ def _check_irreversible_steps(submission: SubmissionRequest) -> None:
     for position, step in enumerate(submission.steps[:-1]):
         if step.compensation is None:
             later = ", ".join(repr(s.action) for s in submission.steps[position + 1 :])
-            raise ApiError(
-                422,
+            raise SubmissionRefused(
                 "irreversible_step_not_last",
                 f"step {step.action!r} ({step.operation}) has no compensation, so it cannot be "
                 f"undone if a later step ({later}) fails; move it to on_commit, or after the "

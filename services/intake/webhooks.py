@@ -24,13 +24,13 @@ from events.keys import partition_key
 from reconcilers.signatures import Scheme, SignatureError, SignatureErrorCode, verify
 from reconcilers.webhook_intake import (
     EFFECT_SUCCEEDED,
-    MatchedOperation,
     WebhookBodyError,
     effect_without_intent,
     observation,
     parse_notice,
 )
 from services.config import Settings
+from services.intake import queries
 from services.intake.errors import ApiError
 from services.intake.openapi import WEBHOOK_EXTRA, ProviderName, errors, ok
 from services.intake.produce import produce_acked
@@ -90,7 +90,7 @@ async def receive(provider: ProviderName, request: Request) -> JSONResponse:
         if notice.type != EFFECT_SUCCEEDED:
             # Acknowledged so the provider stops retrying; recon acts on effects only.
             return JSONResponse({"status": "ignored", "type": notice.type})
-        matched = await find_operation(conn, notice.keys)
+        matched = await queries.operation_by_key(conn, notice.keys)
     producer = request.app.state.producer
     if matched is not None:
         obs = observation(provider, delivery_id, notice, matched, now)
@@ -155,37 +155,3 @@ async def _purge(request: Request, conn: asyncpg.Connection, before: datetime) -
     request.app.state.webhook_purged_at = time.monotonic()
     deleted = await conn.execute("DELETE FROM webhook_deliveries WHERE received_at < $1", before)
     log.debug("purged webhook deliveries older than %s: %s", before.isoformat(), deleted)
-
-
-# Both lookups are by indexed equality, so they stay index scans whatever plan Postgres
-# picks, the generic plan asyncpg's prepared statements end up with included (issue 7,
-# item 17; tests/integration/test_webhook_lookup_plans.py). No LIMIT: a key names one leg,
-# so at most a row or two match, and with a LIMIT the generic plan bets on a sequential
-# scan finding a match early, which for an effect recon does not know reads the table.
-OPERATION_BY_KEY = (
-    "SELECT tenant, tx_id, action, op_key, comp_op_key FROM operations"
-    " WHERE op_key = ANY($1::text[]) OR comp_op_key = ANY($1::text[])"
-)
-INTENT_BY_KEY = "SELECT tenant, tx_id, action, key FROM intent_keys WHERE key = ANY($1::text[])"
-
-
-async def find_operation(
-    conn: asyncpg.Connection, keys: tuple[str, ...]
-) -> MatchedOperation | None:
-    """The operation leg recon made the effect under, by either of its keys. The projected
-    operations come first; the intake's own intent keys cover a provider that calls back
-    before the projector has caught up with the dispatch."""
-    if not keys:
-        return None
-    row = await conn.fetchrow(OPERATION_BY_KEY, list(keys))
-    if row is not None:
-        key = row["op_key"] if row["op_key"] in keys else row["comp_op_key"]
-        return MatchedOperation(
-            tenant=row["tenant"], tx_id=row["tx_id"], action=row["action"], op_key=key
-        )
-    row = await conn.fetchrow(INTENT_BY_KEY, list(keys))
-    if row is None:
-        return None
-    return MatchedOperation(
-        tenant=row["tenant"], tx_id=row["tx_id"], action=row["action"], op_key=row["key"]
-    )

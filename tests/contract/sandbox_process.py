@@ -33,7 +33,7 @@ def command(db: Path, port: int, *extra: str) -> list[str]:
     return [
         sys.executable,
         "-m",
-        "services.sandbox",
+        "services.devtools.sandbox",
         "--port",
         str(port),
         "--db",

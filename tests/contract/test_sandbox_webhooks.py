@@ -24,7 +24,7 @@ import pytest
 from sandbox_process import REPO_ROOT, Sandbox, command, free_port, start_sandbox, stop
 
 from reconcilers.signatures import Scheme, verify
-from services.sandbox.webhook_config import RedeliveryPolicy
+from services.devtools.sandbox.webhook_config import RedeliveryPolicy
 
 SECRET = "whsec_c2FuZGJveC1kZXYtc2VjcmV0"
 

@@ -4,10 +4,10 @@ import asyncio
 from collections import Counter, defaultdict
 
 from conftest import Infra
-from recon_client import Recon, transaction
-from tests_support_log import read_event_log
+from support.recon_client import Recon, transaction
+from support.tests_support_log import read_event_log
 
-from services.stack import Stack
+from services.devtools.stack import Stack
 
 TRANSACTIONS = 200
 

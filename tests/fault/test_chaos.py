@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from conftest import Infra
 
-from services.chaos.checks import table
-from services.chaos.run import ChaosConfig, run_chaos
-from services.stack import Stack
+from services.devtools.chaos.checks import table
+from services.devtools.chaos.run import ChaosConfig, run_chaos
+from services.devtools.stack import Stack
 
 # Sized for `make test` on a loaded 2-core machine (a few minutes); `make chaos` runs more.
 # RECON_CHAOS_SEED replays a failing run; otherwise each run draws a seed (printed).

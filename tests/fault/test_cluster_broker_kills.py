@@ -15,14 +15,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cluster_support import partition_leader, wait_fully_replicated
 from conftest import Infra
-from recon_client import Recon, transaction
-from tests_support_log import read_event_log
+from support.cluster_support import partition_leader, wait_fully_replicated
+from support.recon_client import Recon, transaction
+from support.tests_support_log import read_event_log
 
 from events.topics import Topics
-from services.infra.kafka_cluster import KafkaCluster
-from services.stack import SERVICES, Stack
+from services.devtools.infra.kafka_cluster import KafkaCluster
+from services.devtools.stack import SERVICES, Stack
 
 BROKERS = 3
 # The decider input partition whose leader is killed first.

@@ -8,10 +8,10 @@ from typing import Any
 
 import httpx
 from aiokafka.admin import AIOKafkaAdminClient
-from compensation_support import failing_third_step
-from recon_client import Recon, effects_for, op, transaction
+from support.compensation_support import failing_third_step
+from support.recon_client import Recon, effects_for, op, transaction
 
-from services.stack import Stack
+from services.devtools.stack import Stack
 
 CHURN_CYCLES = 4
 

@@ -14,11 +14,11 @@ from collections.abc import AsyncIterator
 import asyncpg
 import pytest
 from conftest import Infra, _with_database
-from crash_support import wait_for_log
-from recon_client import Recon, transaction
+from support.crash_support import wait_for_log
+from support.recon_client import Recon, transaction
 
-from services.infra._process import REPO_ROOT
-from services.stack import Stack
+from services.devtools.infra._process import REPO_ROOT
+from services.devtools.stack import Stack
 
 
 @pytest.fixture

@@ -5,7 +5,7 @@ group (whose members the intake's /healthz checks)."""
 from pathlib import Path
 
 from aiokafka import AIOKafkaProducer
-from decider_support import eventually, lone_decider
+from support.decider_support import eventually, lone_decider
 
 from events.keys import partition_key
 from events.topics import Topics

@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from crash_support import (
+from support.crash_support import (
     Record,
     last_stable_offset,
     read_records,
@@ -20,13 +20,13 @@ from crash_support import (
     wait_for_log,
     wait_paused,
 )
-from recon_client import Recon, op, transaction
-from tests_support_log import read_event_log
+from support.recon_client import Recon, op, transaction
+from support.tests_support_log import read_event_log
 
 from events.topics import Topics
 from services.crash_points import DECIDER_IN_OPEN_TRANSACTION
-from services.infra._process import signal_group
-from services.stack import Stack
+from services.devtools.infra._process import signal_group
+from services.devtools.stack import Stack
 
 
 async def _open_transaction_of(stack: Stack, tx_id: str) -> list[Record]:

@@ -3,11 +3,11 @@
 from pathlib import Path
 from typing import Any
 
-from crash_support import start_paused_at, wait_paused
-from recon_client import Recon, op, transaction
+from support.crash_support import start_paused_at, wait_paused
+from support.recon_client import Recon, op, transaction
 
 from services.crash_points import DISPATCHER_AFTER_PROVIDER_ANSWERED
-from services.stack import Stack
+from services.devtools.stack import Stack
 
 
 async def test_dispatcher_killed_after_the_effect_then_restarted(

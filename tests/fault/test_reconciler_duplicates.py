@@ -5,13 +5,13 @@ import asyncio
 import time
 from collections import defaultdict
 
-from recon_client import Recon, op, transaction
-from topic_records import read_topic
+from support.recon_client import Recon, op, transaction
+from support.topic_records import read_topic
 
 from events.topics import Topics
 from services.config import ReconcilerSettings, Settings
-from services.reconciler.runtime import open_reconciler
-from services.stack import Stack
+from services.devtools.stack import Stack
+from services.pull_reconciler.runtime import open_reconciler
 
 BUDGET = 5
 FAST = ReconcilerSettings(

@@ -6,13 +6,13 @@ import asyncio
 import time
 
 import asyncpg
-from pull_support import FAST_RECONCILER, strand_charge
-from recon_client import Recon, op
-from topic_records import read_topic
+from support.pull_support import FAST_RECONCILER, strand_charge
+from support.recon_client import Recon, op
+from support.topic_records import read_topic
 
 from events.topics import Topics
 from services.crash_points import CRASH_ENV, CRASH_EXIT_CODE
-from services.stack import Stack
+from services.devtools.stack import Stack
 
 
 async def test_a_reconciler_killed_after_claiming_a_review_still_gets_the_operation_reviewed(

@@ -3,14 +3,14 @@ was committed: the restarted orchestrator issues them again, and nothing is undo
 
 from pathlib import Path
 
-from compensation_support import failing_third_step, undo_key
-from crash_support import start_paused_at, wait_paused
-from recon_client import Recon, op
-from topic_records import read_topic
+from support.compensation_support import failing_third_step, undo_key
+from support.crash_support import start_paused_at, wait_paused
+from support.recon_client import Recon, op
+from support.topic_records import read_topic
 
 from events.topics import Topics
 from services.crash_points import SAGA_AFTER_COMMANDS_ACKED
-from services.stack import Stack
+from services.devtools.stack import Stack
 
 
 async def test_saga_killed_between_its_commands_and_its_offset_resumes_and_undoes_nothing_twice(

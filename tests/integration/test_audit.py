@@ -16,10 +16,10 @@ from typing import Any
 import asyncpg
 import pytest
 from aiokafka import AIOKafkaProducer
-from compensation_support import failing_third_step
 from conftest import Infra, _with_database
-from recon_client import Recon, transaction
-from txbuilders import log_of, observed, submit
+from support.compensation_support import failing_third_step
+from support.recon_client import Recon, transaction
+from support.txbuilders import log_of, observed, submit
 
 from events.envelope import Envelope
 from events.inputs import Outcome
@@ -27,9 +27,9 @@ from events.keys import partition_key
 from events.topics import Topics
 from services.cli.audit_compare import compare
 from services.config import Settings
-from services.infra._process import REPO_ROOT
+from services.devtools.infra._process import REPO_ROOT
+from services.devtools.stack import Stack
 from services.kafka_setup import ensure_topics
-from services.stack import Stack
 
 # Every projected table, ordered by its key.
 TABLES = {

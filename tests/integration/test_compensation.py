@@ -3,10 +3,10 @@ and recon processes (the saga orchestrator included)."""
 
 from datetime import datetime
 
-from compensation_support import failing_third_step, time_of, undo_key, wait_for
-from recon_client import Recon, effects_for, op, transaction
+from support.compensation_support import failing_third_step, time_of, undo_key, wait_for
+from support.recon_client import Recon, effects_for, op, transaction
 
-from services.stack import Stack
+from services.devtools.stack import Stack
 
 
 async def test_failed_step_is_undone_in_reverse_order_once_and_only_then_notified(

@@ -2,10 +2,10 @@
 `applied` lets the compensation finish."""
 
 import httpx
-from compensation_support import failing_third_step, undo_key, wait_for
-from recon_client import Recon, effects_for, op
+from support.compensation_support import failing_third_step, undo_key, wait_for
+from support.recon_client import Recon, effects_for, op
 
-from services.stack import Stack
+from services.devtools.stack import Stack
 
 FAST_RECONCILER = {
     "RECON_RECONCILE_INTERVAL_S": "0.3",

@@ -6,8 +6,9 @@ import json
 from pathlib import Path
 
 from aiokafka import AIOKafkaProducer
-from decider_support import event_types, eventually, lone_decider, produce, read_records
-from txbuilders import observed, submit
+from support.decider_support import event_types, eventually, lone_decider, produce
+from support.topic_records import read_records
+from support.txbuilders import observed, submit
 
 from events.inputs import Outcome
 from events.keys import partition_key

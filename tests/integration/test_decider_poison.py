@@ -6,15 +6,9 @@ import json
 from pathlib import Path
 
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-from decider_support import (
-    Record,
-    event_types,
-    eventually,
-    lone_decider,
-    produce,
-    read_records,
-)
-from txbuilders import T0, observed, spec, submit
+from support.decider_support import event_types, eventually, lone_decider, produce
+from support.topic_records import Record, read_records
+from support.txbuilders import T0, observed, spec, submit
 
 from events.inputs import Outcome, SubmitTransaction
 from events.topics import PARTITIONS, Topics

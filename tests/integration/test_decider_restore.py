@@ -2,7 +2,7 @@
 state of each transaction, nothing from aborted transactions."""
 
 from aiokafka import AIOKafkaProducer
-from txbuilders import observed, submit
+from support.txbuilders import observed, submit
 
 from events.inputs import Outcome
 from events.keys import partition_key

@@ -6,10 +6,10 @@ import time
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
-from recon_client import Recon, op, transaction
+from support.recon_client import Recon, op, transaction
 
 from events.topics import PARTITIONS, Topics
-from services.stack import Stack
+from services.devtools.stack import Stack
 
 
 async def test_old_dispatches_are_not_acted_on_after_the_group_loses_its_offsets(

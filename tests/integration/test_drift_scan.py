@@ -10,14 +10,14 @@ from collections import Counter
 from typing import Any
 
 import asyncpg
-from recon_client import Recon, effects_for, op, transaction
-from topic_records import read_topic
+from support.recon_client import Recon, effects_for, op, transaction
+from support.topic_records import read_topic
 
 from events.topics import Topics
 from services.config import ReconcilerSettings, Settings
-from services.infra._process import REPO_ROOT
-from services.reconciler.runtime import open_reconciler
-from services.stack import Stack
+from services.devtools.infra._process import REPO_ROOT
+from services.devtools.stack import Stack
+from services.pull_reconciler.runtime import open_reconciler
 
 
 async def test_each_drift_kind_is_reported_once(stack: Stack, recon: Recon) -> None:

@@ -13,15 +13,13 @@ from typing import Any
 import asyncpg
 import httpx
 import pytest
+from support.intake_app import intake_client, settings_fixture
 
 from events.definition import Leg
-from events.topics import Topics
 from projections.schema import apply_schema
 from projections.writer import project_drift
 from reconcilers.drift import Effect, LedgerEntry, compare
 from services.config import Operator, Settings
-from services.intake.app import create_app
-from services.kafka_setup import ensure_topics
 
 NOW = datetime.now(UTC)
 ACME = {"Authorization": "Bearer key-acme"}
@@ -33,31 +31,19 @@ SECRET_PAYLOAD = {"amount": 987654, "currency": "usd", "customer": "cus_acme_vip
 EMAIL_PAYLOAD = {"to": "ceo@acme.example", "template": "receipt"}
 
 
-@pytest.fixture
-async def settings(infra: Any, fresh_database: str, topic_prefix: str) -> Settings:
-    settings = Settings(
-        kafka_bootstrap=infra.kafka_bootstrap,
-        database_url=fresh_database,
-        topics=Topics(topic_prefix),
-        environment="test",
-        api_keys={"key-acme": "acme", "key-globex": "globex"},
-        operator_keys={
-            "ops-acme": Operator("acme", "alice"),
-            "ops-globex": Operator("globex", "gus"),
-        },
-        providers={"sandbox": "http://127.0.0.1:9"},
-    )
-    await ensure_topics(settings.kafka_bootstrap, settings.topics)
-    return settings
+settings = settings_fixture(
+    api_keys={"key-acme": "acme", "key-globex": "globex"},
+    operator_keys={
+        "ops-acme": Operator("acme", "alice"),
+        "ops-globex": Operator("globex", "gus"),
+    },
+)
 
 
 @pytest.fixture
 async def client(settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
-    app = create_app(settings)
-    async with app.router.lifespan_context(app):
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://intake") as http:
-            yield http
+    async with intake_client(settings) as http:
+        yield http
 
 
 async def _project_drift(settings: Settings) -> None:

@@ -3,11 +3,11 @@
 import asyncio
 from datetime import datetime
 
-from recon_client import Recon, effects_for, op, transaction
+from support.recon_client import Recon, effects_for, op, transaction
 
 from events.envelope import Envelope, verify_chain
 from events.keys import compensation_key
-from services.stack import Stack
+from services.devtools.stack import Stack
 
 
 async def test_three_steps_commit_with_exactly_one_effect_each(stack: Stack, recon: Recon) -> None:

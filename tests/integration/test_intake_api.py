@@ -11,14 +11,14 @@ import asyncpg
 import httpx
 import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
+from support.intake_app import intake_client, settings_fixture
 
 from events.inputs import SubmitTransaction, parse_input
 from events.keys import op_key, partition_key
-from events.topics import PARTITIONS, Topics
+from events.topics import PARTITIONS
 from services.config import Settings
-from services.example_intent import example_transaction
-from services.intake.app import CONSUMERS, create_app
-from services.kafka_setup import ensure_topics
+from services.intake.example import example_transaction
+from services.intake.health import CONSUMERS
 
 ACME = {"Authorization": "Bearer key-acme"}
 GLOBEX = {"Authorization": "Bearer key-globex"}
@@ -31,28 +31,13 @@ def body(**changes: Any) -> dict[str, Any]:
     return {**copy.deepcopy(BODY), **changes}
 
 
-@pytest.fixture
-async def settings(infra: Any, fresh_database: str, topic_prefix: str) -> Settings:
-    settings = Settings(
-        kafka_bootstrap=infra.kafka_bootstrap,
-        database_url=fresh_database,
-        topics=Topics(topic_prefix),
-        environment="test",
-        api_keys={"key-acme": "acme", "key-globex": "globex"},
-        providers={"sandbox": "http://127.0.0.1:9"},
-    )
-    await ensure_topics(settings.kafka_bootstrap, settings.topics)
-    return settings
+settings = settings_fixture(api_keys={"key-acme": "acme", "key-globex": "globex"})
 
 
 @pytest.fixture
 async def client(settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
-    app = create_app(settings)
-    # ASGITransport does not run the lifespan, which opens the pool and the producer.
-    async with app.router.lifespan_context(app):
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://intake") as http:
-            yield http
+    async with intake_client(settings) as http:
+        yield http
 
 
 @pytest.fixture

@@ -6,18 +6,16 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
-from typing import Any
 
 import asyncpg
 import httpx
 import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
+from support.intake_app import intake_client, settings_fixture
 
-from events.topics import PARTITIONS, Topics
+from events.topics import PARTITIONS
 from services.config import Settings
-from services.example_intent import example_transaction
-from services.intake.app import create_app
-from services.kafka_setup import ensure_topics
+from services.intake.example import example_transaction
 
 ACME = {"Authorization": "Bearer key-acme", "Content-Type": "application/json"}
 LIMIT = 8 * 1024
@@ -25,29 +23,16 @@ WEBHOOK_LIMIT = 2 * 1024
 CHUNK = 1024
 
 
-@pytest.fixture
-async def settings(infra: Any, fresh_database: str, topic_prefix: str) -> Settings:
-    settings = Settings(
-        kafka_bootstrap=infra.kafka_bootstrap,
-        database_url=fresh_database,
-        topics=Topics(topic_prefix),
-        environment="test",
-        api_keys={"key-acme": "acme"},
-        providers={"sandbox": "http://127.0.0.1:9"},
-        max_body_bytes=LIMIT,
-        webhook_max_body_bytes=WEBHOOK_LIMIT,
-    )
-    await ensure_topics(settings.kafka_bootstrap, settings.topics)
-    return settings
+settings = settings_fixture(
+    max_body_bytes=LIMIT,
+    webhook_max_body_bytes=WEBHOOK_LIMIT,
+)
 
 
 @pytest.fixture
 async def client(settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
-    app = create_app(settings)
-    async with app.router.lifespan_context(app):
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://intake") as http:
-            yield http
+    async with intake_client(settings) as http:
+        yield http
 
 
 class Endless:

@@ -1,4 +1,4 @@
-"""The intake under many clients (issue 7, item 15): `services.bench -c 100` died with
+"""The intake under many clients (issue 7, item 15): `services.devtools.bench -c 100` died with
 httpx.ReadError because the intake closed idle keep-alive connections after uvicorn's
 default 5 s, the same as httpx's pool expiry, so a client could reuse a connection at the
 moment the intake closed it. Only the intake process runs here: accepting an intent needs
@@ -16,9 +16,9 @@ import httpx
 import pytest
 from conftest import Infra
 
-from services.example_intent import example_transaction
+from services.devtools.stack import Stack
 from services.intake.__main__ import KEEP_ALIVE_S
-from services.stack import Stack
+from services.intake.example import example_transaction
 
 pytestmark = pytest.mark.timeout(180)
 

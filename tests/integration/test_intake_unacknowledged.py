@@ -17,15 +17,13 @@ from typing import Any
 import asyncpg
 import httpx
 import pytest
-from aiokafka import AIOKafkaConsumer, TopicPartition
+from support.intake_app import intake_client, settings_fixture
+from support.topic_records import read_records
 
 from events.inputs import ResolveReview, SubmitTransaction, parse_input
-from events.topics import PARTITIONS, Topics
 from services.config import Settings
-from services.example_intent import example_transaction
-from services.infra.kafka import KafkaBroker
-from services.intake.app import create_app
-from services.kafka_setup import ensure_topics
+from services.devtools.infra.kafka import KafkaBroker
+from services.intake.example import example_transaction
 
 ACME = {"Authorization": "Bearer key-acme"}
 # Short for the test, but longer than the delivery of the failed attempt can take here:
@@ -40,30 +38,13 @@ def corrected() -> dict[str, Any]:
     return body
 
 
-@pytest.fixture
-async def settings(infra: Any, fresh_database: str, topic_prefix: str) -> Settings:
-    settings = Settings(
-        kafka_bootstrap=infra.kafka_bootstrap,
-        database_url=fresh_database,
-        topics=Topics(topic_prefix),
-        environment="test",
-        api_keys={"key-acme": "acme"},
-        providers={"sandbox": "http://127.0.0.1:9"},
-        pending_horizon_s=HORIZON_S,
-    )
-    await ensure_topics(settings.kafka_bootstrap, settings.topics)
-    return settings
+settings = settings_fixture(pending_horizon_s=HORIZON_S)
 
 
 @pytest.fixture
 async def client(settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
-    app = create_app(settings)
-    async with app.router.lifespan_context(app):
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(
-            transport=transport, base_url="http://intake", headers=ACME
-        ) as http:
-            yield http
+    async with intake_client(settings, headers=ACME) as http:
+        yield http
 
 
 async def sql(settings: Settings, query: str, *args: Any) -> Any:
@@ -76,24 +57,11 @@ async def sql(settings: Settings, query: str, *args: Any) -> Any:
 
 async def commands(settings: Settings) -> list[Any]:
     """Every command on the topic (the intake answers after the ack: it is all there)."""
-    consumer = AIOKafkaConsumer(
-        bootstrap_servers=settings.kafka_bootstrap,
-        enable_auto_commit=False,
-        auto_offset_reset="earliest",
-    )
-    await consumer.start()
-    try:
-        partitions = [TopicPartition(settings.topics.commands, p) for p in range(PARTITIONS)]
-        consumer.assign(partitions)
-        ends = await consumer.end_offsets(partitions)
-        found: list[Any] = []
-        async with asyncio.timeout(30):
-            while len(found) < sum(ends.values()):
-                for batch in (await consumer.getmany(timeout_ms=500)).values():
-                    found += [parse_input(r.value or b"") for r in batch]
-        return found
-    finally:
-        await consumer.stop()
+    topic = settings.topics.commands
+    return [
+        parse_input(r.value or b"")
+        for r in await read_records(settings.kafka_bootstrap, topic, "read_uncommitted")
+    ]
 
 
 async def until(request: Callable[[], Awaitable[httpx.Response]], status: int) -> httpx.Response:

@@ -1,4 +1,4 @@
-"""aiokafka's transactional producer against the real broker started by services.infra.
+"""aiokafka's transactional producer against the real broker started by services.devtools.infra.
 
 recon's exactly-once pipeline (consume, produce, commit offsets atomically) rests on these
 guarantees, so they are checked on the broker version the project pins.

@@ -23,12 +23,12 @@ from urllib.parse import unquote, urlsplit
 import asyncpg
 import httpx
 import pytest
-from topic_records import read_topic
+from support.topic_records import read_topic
 
 from events.topics import Topics
-from services.example_intent import example_transaction
+from services.devtools.stack import Stack
+from services.intake.example import example_transaction
 from services.intake.submission import SubmissionRequest
-from services.stack import Stack
 
 pytestmark = pytest.mark.timeout(300)
 

@@ -5,11 +5,11 @@ import asyncio
 import time
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
-from recon_client import Recon, transaction
+from support.recon_client import Recon, transaction
 
 from events.dead_letters import CONSUMER, ORIGIN, REASON
 from events.topics import Topics
-from services.stack import Stack
+from services.devtools.stack import Stack
 
 
 async def test_poison_on_the_event_log_is_dead_lettered_once_per_consumer(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncpg
 
-from services.infra import PostgresServer
+from services.devtools.infra import PostgresServer
 
 
 async def write_row(url: str, value: str) -> None:

@@ -8,7 +8,7 @@ from typing import Any
 
 import asyncpg
 import pytest
-from txbuilders import log_of, observed, request_review, resolve, submit
+from support.txbuilders import log_of, observed, request_review, resolve, submit
 
 from events.definition import Resolution
 from events.drift import DriftDetected, DriftKind, drift_id

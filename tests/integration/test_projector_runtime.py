@@ -7,15 +7,15 @@ from typing import Any
 
 import asyncpg
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
-from txbuilders import log_of, observed, submit
+from support.txbuilders import log_of, observed, submit
 
 from events.inputs import Outcome
 from events.keys import partition_key
 from events.topics import Topics
-from projections.projector import run_projector
 from projections.schema import apply_schema
 from services.config import Settings
 from services.kafka_setup import ensure_topics
+from services.projector.runtime import run_projector
 
 TIMEOUT_S = 60.0
 

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 import uvicorn
-from recon_client import Recon, op, transaction
+from support.recon_client import Recon, op, transaction
 
-from services.stack import Stack
+from services.devtools.stack import Stack
 
 # Valid JSON, escapes included: decoded, "\ud800" is a str no encoder accepts.
 ANSWER = b'{"id": "res_\\ud800", "status": "succeeded", "note": "x\\udfff"}'

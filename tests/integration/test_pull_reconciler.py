@@ -3,10 +3,10 @@
 
 from typing import Any
 
-from pull_support import BUDGET, restart_reconciler_fast, strand_charge
-from recon_client import Recon, effects_for, op
+from support.pull_support import BUDGET, restart_reconciler_fast, strand_charge
+from support.recon_client import Recon, effects_for, op
 
-from services.stack import Stack
+from services.devtools.stack import Stack
 
 
 def reconciler_lookups(operation: dict[str, Any]) -> list[dict[str, Any]]:

@@ -12,7 +12,7 @@ import pytest
 from events.topics import Topics
 from reconcilers import store
 from services.config import ReconcilerSettings, Settings
-from services.reconciler.runtime import open_reconciler
+from services.pull_reconciler.runtime import open_reconciler
 
 DAY = timedelta(days=1)
 

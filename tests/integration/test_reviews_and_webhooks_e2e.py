@@ -10,23 +10,20 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any, TypeVar
 
 import httpx
-import pytest
 from aiokafka import AIOKafkaProducer
-from conftest import Infra
-from recon_client import Recon, effects_for, op, transaction
-from topic_records import read_topic
+from support.recon_client import Recon, effects_for, op, transaction
+from support.topic_records import read_topic
 
 from events.definition import Leg
 from events.inputs import RequestReview
 from events.keys import partition_key
 from events.topics import Topics
-from services.stack import Stack
+from services.devtools.stack import Stack
 
 T = TypeVar("T")
 OTHER = {"Authorization": "Bearer other-key"}
@@ -167,40 +164,6 @@ async def test_webhooks_confirm_lost_responses_once_and_report_unintended_effect
     assert full["detail"]["effect"]["id"] == effect_id
 
 
-@pytest.fixture
-async def two_tenant_stack(
-    infra: Infra,
-    fresh_database: str,
-    topic_prefix: str,
-    tmp_path: Path,
-    free_port: Callable[[], int],
-) -> AsyncIterator[tuple[Stack, Recon]]:
-    stack = Stack(
-        kafka_bootstrap=infra.kafka_bootstrap,
-        database_url=fresh_database,
-        log_dir=tmp_path / "logs",
-        topic_prefix=topic_prefix,
-        intake_port=free_port(),
-        sandbox_port=free_port(),
-        extra_env={
-            "RECON_PROVIDER_TIMEOUT_S": "2",
-            "RECON_API_KEYS": "demo-key=demo,other-key=other",
-            # The pull reconciler stays out of the way: the test requests the reviews.
-            "RECON_RECONCILE_AFTER_S": "600",
-        },
-    )
-    stack.start_all()
-    recon = Recon(stack.intake_url, stack.sandbox_url)
-    try:
-        await stack.wait_ready()
-        yield stack, recon
-    finally:
-        await recon.close()
-        stack.stop_all()
-        for name in stack.processes:
-            print(f"--- {name} ---\n{stack.log_tail(name, 15)}")
-
-
 async def request_review(stack: Stack, tx_id: str, action: str = "charge") -> None:
     producer = AIOKafkaProducer(bootstrap_servers=stack.kafka_bootstrap, acks="all")
     await producer.start()
@@ -225,9 +188,9 @@ async def request_review(stack: Stack, tx_id: str, action: str = "charge") -> No
 
 
 async def test_review_resolutions_move_transactions_on_for_their_tenant_only(
-    two_tenant_stack: tuple[Stack, Recon],
+    two_tenants: tuple[Stack, Recon],
 ) -> None:
-    stack, recon = two_tenant_stack
+    stack, recon = two_tenants
     # Three charges whose outcome nothing can learn: the response is lost, lookups fail
     # and the provider's webhook never comes.
     await recon.arm("payments.charge", "lookup_unavailable", times=1000)

@@ -9,23 +9,20 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any, TypeVar
 
 import httpx
-import pytest
 from aiokafka import AIOKafkaProducer
-from conftest import Infra
-from recon_client import Recon, op, transaction
+from support.recon_client import Recon, op, transaction
 
 from events.definition import Leg
 from events.drift import DriftDetected, DriftKind, drift_id
 from events.inputs import RequestReview
 from events.keys import partition_key
 from events.topics import Topics
-from services.stack import Stack
+from services.devtools.stack import Stack
 
 T = TypeVar("T")
 OWNER = {"Authorization": "Bearer demo-key"}
@@ -40,40 +37,6 @@ async def eventually(probe: Callable[[], Awaitable[T | None]], what: str, timeou
             return found
         await asyncio.sleep(0.2)
     raise AssertionError(f"not within {timeout}s: {what}")
-
-
-@pytest.fixture
-async def two_tenants(
-    infra: Infra,
-    fresh_database: str,
-    topic_prefix: str,
-    tmp_path: Path,
-    free_port: Callable[[], int],
-) -> AsyncIterator[tuple[Stack, Recon]]:
-    stack = Stack(
-        kafka_bootstrap=infra.kafka_bootstrap,
-        database_url=fresh_database,
-        log_dir=tmp_path / "logs",
-        topic_prefix=topic_prefix,
-        intake_port=free_port(),
-        sandbox_port=free_port(),
-        extra_env={
-            "RECON_PROVIDER_TIMEOUT_S": "2",
-            "RECON_API_KEYS": "demo-key=demo,other-key=other",
-            # The test requests the review itself; the pull reconciler stays out of the way.
-            "RECON_RECONCILE_AFTER_S": "600",
-        },
-    )
-    stack.start_all()
-    recon = Recon(stack.intake_url, stack.sandbox_url)
-    try:
-        await stack.wait_ready()
-        yield stack, recon
-    finally:
-        await recon.close()
-        stack.stop_all()
-        for name in stack.processes:
-            print(f"--- {name} ---\n{stack.log_tail(name, 15)}")
 
 
 async def produce(stack: Stack, topic: str, key: bytes, value: bytes) -> None:

@@ -9,23 +9,19 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
 from datetime import UTC, datetime
-from typing import Any
 
 import asyncpg
 import httpx
 import pytest
-from aiokafka import AIOKafkaConsumer, TopicPartition
+from support.intake_app import intake_client, settings_fixture
+from support.topic_records import read_records
 
 from events.drift import DriftDetected, DriftKind, drift_id
 from events.inputs import OperationObserved, Outcome, Source, parse_input
 from events.keys import partition_key
-from events.topics import PARTITIONS, Topics
 from reconcilers.signatures import Scheme, sign_standard, sign_stripe
 from services.config import Settings
-from services.intake.app import create_app
-from services.kafka_setup import ensure_topics
 
 OLD_SECRET = "whsec_b2xkLXNhbmRib3gtc2VjcmV0"  # still accepted during the rotation
 NEW_SECRET = "whsec_bmV3LXNhbmRib3gtc2VjcmV0"
@@ -36,34 +32,15 @@ COMP_KEY = "rc1_" + "b" * 40
 PROVIDERS = {Scheme.STANDARD: "sandbox", Scheme.STRIPE: "stripey"}
 
 
-@pytest.fixture
-async def settings(infra: Any, fresh_database: str, topic_prefix: str) -> Settings:
-    settings = Settings(
-        kafka_bootstrap=infra.kafka_bootstrap,
-        database_url=fresh_database,
-        topics=Topics(topic_prefix),
-        environment="test",
-        api_keys={"key-acme": "acme"},
-        providers={"sandbox": "http://127.0.0.1:9"},
-        webhook_secrets={"sandbox": (NEW_SECRET, OLD_SECRET), "stripey": (STRIPE_SECRET,)},
-        webhook_schemes={"stripey": Scheme.STRIPE},
-    )
-    await ensure_topics(settings.kafka_bootstrap, settings.topics)
-    return settings
-
-
-@asynccontextmanager
-async def intake(settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
-    app = create_app(settings)
-    async with app.router.lifespan_context(app):
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://intake") as http:
-            yield http
+settings = settings_fixture(
+    webhook_secrets={"sandbox": (NEW_SECRET, OLD_SECRET), "stripey": (STRIPE_SECRET,)},
+    webhook_schemes={"stripey": Scheme.STRIPE},
+)
 
 
 @pytest.fixture
 async def client(settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
-    async with intake(settings) as http:
+    async with intake_client(settings) as http:
         # An operation as the projector would have written it (the app applied the schema).
         conn = await asyncpg.connect(settings.database_url)
         try:
@@ -82,25 +59,10 @@ async def client(settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
 
 async def records(settings: Settings, topic: str) -> list[tuple[bytes, bytes]]:
     """Everything on `topic`: the ingress answers only after the ack, so it is all there."""
-    consumer = AIOKafkaConsumer(
-        bootstrap_servers=settings.kafka_bootstrap,
-        enable_auto_commit=False,
-        auto_offset_reset="earliest",
-    )
-    await consumer.start()
-    try:
-        partitions = [TopicPartition(topic, p) for p in range(PARTITIONS)]
-        consumer.assign(partitions)
-        ends = await consumer.end_offsets(partitions)
-        found: list[tuple[bytes, bytes]] = []
-        deadline = time.monotonic() + 30
-        while len(found) < sum(ends.values()):
-            assert time.monotonic() < deadline, f"could not read {topic} to its end: {ends} {found}"
-            for batch in (await consumer.getmany(timeout_ms=500)).values():
-                found += [(r.key or b"", r.value or b"") for r in batch]
-        return found
-    finally:
-        await consumer.stop()
+    return [
+        (r.key or b"", r.value or b"")
+        for r in await read_records(settings.kafka_bootstrap, topic, "read_uncommitted")
+    ]
 
 
 async def observations(settings: Settings) -> list[tuple[bytes, OperationObserved]]:
@@ -248,7 +210,7 @@ async def test_a_delivery_sent_three_times_and_after_a_restart_is_observed_once(
         )
         answers.append((response.status_code, response.json()["status"]))
 
-    async with intake(settings) as restarted:
+    async with intake_client(settings) as restarted:
         again = await restarted.post(
             "/v1/webhooks/sandbox", content=body, headers=signed(Scheme.STANDARD, "evt_1", body)
         )

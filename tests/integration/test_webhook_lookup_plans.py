@@ -14,7 +14,7 @@ import asyncpg
 import pytest
 
 from projections.schema import apply_schema
-from services.intake.webhooks import INTENT_BY_KEY, OPERATION_BY_KEY, find_operation
+from services.intake.queries import INTENT_BY_KEY, OPERATION_BY_KEY, operation_by_key
 
 ROWS = 3000
 
@@ -89,9 +89,9 @@ async def test_an_unknown_effect_is_looked_up_through_an_index_under_a_generic_p
 
 async def test_the_indexed_lookup_finds_intents_by_either_key(conn: asyncpg.Connection) -> None:
     # Under the forced generic plan, as asyncpg's prepared statements may run.
-    forward = await find_operation(conn, ("rk1_c17",))
-    undo = await find_operation(conn, ("nobody", "rc1_r42"))
-    projected = await find_operation(conn, ("rc1_p7",))
+    forward = await operation_by_key(conn, ("rk1_c17",))
+    undo = await operation_by_key(conn, ("nobody", "rc1_r42"))
+    projected = await operation_by_key(conn, ("rc1_p7",))
 
     assert forward is not None and (forward.tx_id, forward.action, forward.op_key) == (
         "tx-17",
@@ -104,4 +104,4 @@ async def test_the_indexed_lookup_finds_intents_by_either_key(conn: asyncpg.Conn
         "rc1_r42",
     )
     assert projected is not None and (projected.tx_id, projected.op_key) == ("p-7", "rc1_p7")
-    assert await find_operation(conn, ("rk1_unknown",)) is None
+    assert await operation_by_key(conn, ("rk1_unknown",)) is None

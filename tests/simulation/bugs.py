@@ -12,7 +12,7 @@ from events.inputs import OperationObserved, Outcome, PlanCompensation
 from events.transaction_events import Event
 from services.decider import transaction
 from services.decider.transaction import OperationState, TransactionState
-from services.dispatcher.classify import Seen, classify_response
+from services.providers.classify import Seen, classify_response
 from services.saga import reactor
 
 from . import dispatcher

@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from events.envelope import Envelope
 from events.inputs import OperationObserved, Outcome, Source
 from events.transaction_events import OperationDispatched
-from services.dispatcher.classify import Seen, classify_lookup, classify_response, unreachable
 from services.dispatcher.in_flight import ProjectedOp, over_because
 from services.dispatcher.runtime import LOOKUP_BACKOFF_S
+from services.providers.classify import Seen, classify_lookup, classify_response, unreachable
 
 from .clock import Clock
 from .kafka import Consumer

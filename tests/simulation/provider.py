@@ -1,5 +1,5 @@
 """A simulated sandbox provider: idempotency keys (that expire), effects, every call and
-lookup fault of services.sandbox.faults, and webhooks with theirs.
+lookup fault of services.devtools.sandbox.faults, and webhooks with theirs.
 
 It answers with what the real sandbox answers (status code and JSON body), so the
 dispatcher's real classification reads it. It counts every call that APPLIED an effect per

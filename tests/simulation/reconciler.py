@@ -18,7 +18,7 @@ from reconcilers.pull import (
     plan,
     review_request_id,
 )
-from services.dispatcher.classify import classify_lookup
+from services.providers.classify import classify_lookup
 
 from .clock import Clock
 from .projection import SimProjection

@@ -24,8 +24,8 @@ from events.transaction_events import (
     TransactionCompensated,
     TransactionFailed,
 )
-from services.chaos.checks import judge, table
-from services.chaos.history import DriftReport, History, ProviderEffect, Submitted
+from services.devtools.chaos.checks import judge, table
+from services.devtools.chaos.history import DriftReport, History, ProviderEffect, Submitted
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 

@@ -3,7 +3,7 @@
 import pytest
 
 from events.inputs import Outcome
-from services.dispatcher.classify import classify_lookup, classify_response
+from services.providers.classify import classify_lookup, classify_response
 
 
 @pytest.mark.parametrize(

@@ -5,7 +5,7 @@ from typing import Any
 
 from hypothesis import given as for_all
 from hypothesis import strategies as st
-from txbuilders import abort, compensate, observed, plan, request_review, resolve, submit
+from support.txbuilders import abort, compensate, observed, plan, request_review, resolve, submit
 
 from events.definition import Leg, OpStatus, Resolution, TxStatus
 from events.envelope import Envelope

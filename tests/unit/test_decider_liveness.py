@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from hypothesis import event, given
 from hypothesis import strategies as st
-from txbuilders import abort, observed, request_review, resolve, submit
+from support.txbuilders import abort, observed, request_review, resolve, submit
 
 from events.definition import Leg, OperationKind, OpStatus, Resolution, TxStatus
 from events.envelope import Envelope

@@ -1,14 +1,14 @@
 """Properties of the decider over arbitrary interleavings of observations and commands:
 answers from providers, webhooks, aborts, saga commands and review resolutions, in any
-order, duplicated, stale, misaddressed or reusing a message id (tests/decider_scenarios.py).
+order, duplicated, stale, misaddressed or reusing a message id (tests/support/decider_scenarios.py).
 
 Example counts come from the hypothesis profile (tests/conftest.py): `ci` by default,
 `deep` under `make properties`."""
 
-from decider_scenarios import label, run, same_id_other_content, scenarios
 from hypothesis import example, given
 from hypothesis import strategies as st
-from txbuilders import observed, submit
+from support.decider_scenarios import label, run, same_id_other_content, scenarios
+from support.txbuilders import observed, submit
 
 from events.definition import Leg, OperationKind, OpStatus, TxStatus
 from events.envelope import verify_chain

@@ -1,6 +1,6 @@
 """given(events) / when(input) / then(events) for the transaction state machine."""
 
-from txbuilders import abort, compensate, observed, plan, request_review, resolve, submit
+from support.txbuilders import abort, compensate, observed, plan, request_review, resolve, submit
 
 from events.definition import Leg, OpStatus, Resolution, TxStatus
 from events.inputs import DeciderInput, Outcome, Source

@@ -1,6 +1,6 @@
 """The hash chain detects a removed, reordered or altered event."""
 
-from txbuilders import observed, submit
+from support.txbuilders import observed, submit
 
 from events.envelope import Envelope, verify_chain
 from events.inputs import Outcome

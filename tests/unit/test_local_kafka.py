@@ -5,10 +5,10 @@ from pathlib import Path
 
 import pytest
 
-from services.infra.kafka import KafkaBroker
-from services.infra.kafka_cluster import KafkaCluster
-from services.infra.kraft_quorum import _read_uvarint, _uvarint
-from services.infra.local_kafka import kafka_env, local_kafka
+from services.devtools.infra.kafka import KafkaBroker
+from services.devtools.infra.kafka_cluster import KafkaCluster
+from services.devtools.infra.kraft_quorum import _read_uvarint, _uvarint
+from services.devtools.infra.local_kafka import kafka_env, local_kafka
 
 
 def test_one_broker_is_told_with_its_address_only(tmp_path: Path) -> None:

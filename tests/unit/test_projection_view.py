@@ -1,9 +1,9 @@
 """The projection's fold: what the transactions/operations tables show for a log."""
 
-from decider_scenarios import label, scenarios
 from hypothesis import given
 from hypothesis import strategies as st
-from txbuilders import compensate, observed, plan, request_review, resolve, submit
+from support.decider_scenarios import label, scenarios
+from support.txbuilders import compensate, observed, plan, request_review, resolve, submit
 
 from events.definition import Leg, OperationKind, OpStatus, Resolution, TxStatus
 from events.envelope import Envelope
@@ -150,7 +150,7 @@ def test_an_event_before_acceptance_is_refused() -> None:
 
 def logs() -> st.SearchStrategy[list[Envelope]]:
     """The decider's logs for the full decider scenarios: aborts, compensations and reviews
-    of either leg, not only forward answers (tests/decider_scenarios.py)."""
+    of either leg, not only forward answers (tests/support/decider_scenarios.py)."""
     return scenarios().map(lambda inputs: log_of(*inputs))
 
 

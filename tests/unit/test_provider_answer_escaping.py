@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 import httpx
 
 from events.inputs import OperationObserved, Outcome, Source
-from services.dispatcher.adapters import SandboxAdapter
+from services.providers.adapters import SandboxAdapter
 
 
 async def test_a_provider_answer_with_a_lone_surrogate_becomes_a_writable_observation() -> None:

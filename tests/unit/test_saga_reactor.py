@@ -3,7 +3,7 @@ driving the real decider through a whole compensation."""
 
 from datetime import datetime
 
-from txbuilders import abort, log_of, observed, submit
+from support.txbuilders import abort, log_of, observed, submit
 
 from events.definition import Leg, TxStatus
 from events.envelope import Envelope

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from services.sandbox.catalog import Operation, refusal_for
-from services.sandbox.faults import FaultBoard, FaultMode, FaultSpec
-from services.sandbox.fingerprint import canonical_json, payload_fingerprint
+from services.devtools.sandbox.catalog import Operation, refusal_for
+from services.devtools.sandbox.faults import FaultBoard, FaultMode, FaultSpec
+from services.devtools.sandbox.fingerprint import canonical_json, payload_fingerprint
 
 
 def test_fingerprint_is_pinned_and_ignores_key_order() -> None:

@@ -1,0 +1,106 @@
+"""Helpers shared by the broker and the database server wrappers."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
+
+
+class InfraError(RuntimeError):
+    """A local infrastructure process could not be set up or started."""
+
+
+def tail(path: Path, lines: int = 60) -> str:
+    try:
+        text = path.read_text(errors="replace")
+    except FileNotFoundError:
+        return f"({path} does not exist)"
+    return "\n".join(text.splitlines()[-lines:])
+
+
+def ensure_port_free(port: int, what: str) -> None:
+    # Without this check a readiness probe could succeed against some other process that
+    # already owns the port while our own child dies with "address already in use".
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError as exc:
+            raise InfraError(f"{what}: port 127.0.0.1:{port} is already in use") from exc
+
+
+def signal_group(proc: subprocess.Popen[bytes], sig: signal.Signals) -> None:
+    """Send `sig` to the process group the child leads (it was started with a new session)."""
+    try:
+        os.killpg(proc.pid, sig)
+    except ProcessLookupError:
+        pass
+
+
+def terminate(proc: subprocess.Popen[bytes], sig: signal.Signals, timeout: float) -> None:
+    """Ask the child to shut down with `sig`, then SIGKILL its group after `timeout` seconds."""
+    if proc.poll() is None:
+        signal_group(proc, sig)
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            signal_group(proc, signal.SIGKILL)
+            proc.wait()
+    # Reap anything else left in the group (e.g. a JVM helper) so ports and locks are released.
+    signal_group(proc, signal.SIGKILL)
+
+
+class ServerProcess:
+    """The lifecycle the broker and the database share: one child process leading its own
+    process group, stopped with the server's own shutdown signal, killed like a crash."""
+
+    # The signal that asks this server for its controlled shutdown, and how long it gets.
+    stop_signal: signal.Signals = signal.SIGTERM
+    stop_timeout_s: float = 30.0
+
+    def __init__(self) -> None:
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    def is_running(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    def start(self) -> None:
+        raise NotImplementedError
+
+    def _spawn(self, cmd: list[str], log: Path, cwd: Path, **options: Any) -> None:
+        with log.open("ab") as out:
+            # A new session makes the child a process-group leader, so stop()/kill() reach
+            # all of it, and a terminal's Ctrl-C meant for our own foreground process does
+            # not reach it behind our back.
+            self._proc = subprocess.Popen(
+                cmd,
+                cwd=cwd,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                **options,
+            )
+
+    def stop(self) -> None:
+        """Controlled shutdown; SIGKILL if the server is still up after the timeout."""
+        if self._proc is not None:
+            terminate(self._proc, self.stop_signal, self.stop_timeout_s)
+            self._proc = None
+
+    def kill(self) -> None:
+        """Crash the server: SIGKILL its whole process group, no shutdown, no flush."""
+        if self._proc is not None:
+            signal_group(self._proc, signal.SIGKILL)
+            self._proc.wait()
+            self._proc = None
+
+    def restart(self) -> None:
+        self.stop()
+        self.start()

@@ -1,0 +1,217 @@
+"""Every recon process, started and stopped together.
+
+`python -m services.devtools.stack` (what `make run` runs) starts Kafka and Postgres from
+services.devtools.infra, the sandbox provider and every recon service, prints the URLs and a
+first request, and stops everything on Ctrl-C. The end-to-end tests use the same
+`Stack` to start real processes and to kill them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+from services.devtools.infra._process import REPO_ROOT, signal_group, terminate
+from services.intake.example import example_curl
+
+# Start order: the provider first, the intake last (its /healthz waits for the others).
+SERVICES = ("sandbox", "decider", "dispatcher", "projector", "saga", "reconciler", "intake")
+# The module each runs as (`python -m ...`); a name is also the process's log file.
+MODULES = {
+    **{name: f"services.{name}" for name in SERVICES},
+    "sandbox": "services.devtools.sandbox",
+    "reconciler": "services.pull_reconciler",
+}
+
+
+@dataclass
+class Stack:
+    kafka_bootstrap: str
+    database_url: str
+    log_dir: Path
+    topic_prefix: str = ""
+    intake_port: int = 8080
+    sandbox_port: int = 8090
+    extra_env: dict[str, str] = field(default_factory=dict)
+    processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+
+    @property
+    def intake_url(self) -> str:
+        return f"http://127.0.0.1:{self.intake_port}"
+
+    @property
+    def sandbox_url(self) -> str:
+        return f"http://127.0.0.1:{self.sandbox_port}"
+
+    def env(self) -> dict[str, str]:
+        return {
+            **os.environ,
+            "RECON_KAFKA_BOOTSTRAP": self.kafka_bootstrap,
+            "RECON_DATABASE_URL": self.database_url,
+            "RECON_TOPIC_PREFIX": self.topic_prefix,
+            "RECON_INTAKE_PORT": str(self.intake_port),
+            "RECON_PROVIDERS": f"sandbox={self.sandbox_url}",
+            "PYTHONUNBUFFERED": "1",
+            **self.extra_env,
+        }
+
+    def start(self, service: str, instance: str = "") -> subprocess.Popen[bytes]:
+        """Start `python -m MODULES[service]`; `instance` names a second copy."""
+        name = service + instance
+        if name in self.processes and self.processes[name].poll() is None:
+            raise RuntimeError(f"{name} is already running")
+        args = [sys.executable, "-m", MODULES[service]]
+        if service == "sandbox":
+            args += ["--port", str(self.sandbox_port), "--db", str(self.log_dir / "sandbox.db")]
+            # The provider confirms effects by signed webhook to the intake, as real ones do.
+            args += ["--webhook-url", f"{self.intake_url}/v1/webhooks/sandbox"]
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        with open(self.log_dir / f"{name}.log", "ab") as log:
+            process = subprocess.Popen(
+                args,
+                cwd=REPO_ROOT,
+                env=self.env(),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        self.processes[name] = process
+        return process
+
+    def start_all(self) -> None:
+        for service in SERVICES:
+            self.start(service)
+
+    def kill(self, name: str) -> None:
+        """kill -9: no cleanup, no goodbye, exactly like a crash."""
+        process = self.processes[name]
+        signal_group(process, signal.SIGKILL)
+        process.wait()
+
+    def stop(self, name: str, timeout: float = 10) -> None:
+        terminate(self.processes.pop(name), signal.SIGTERM, timeout)
+
+    def stop_all(self) -> None:
+        for name in reversed(list(self.processes)):
+            self.stop(name)
+
+    def log_tail(self, name: str, lines: int = 40) -> str:
+        path = self.log_dir / f"{name}.log"
+        if not path.exists():
+            return ""
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+
+    async def wait_ready(self, timeout: float = 90) -> None:
+        """Until the intake's /healthz says Kafka, Postgres and every consumer group
+        are up, and the sandbox answers."""
+        deadline = time.monotonic() + timeout
+        last = "no answer yet"
+        async with httpx.AsyncClient(timeout=5) as client:
+            while time.monotonic() < deadline:
+                for name, process in self.processes.items():
+                    if process.poll() is not None:
+                        raise RuntimeError(
+                            f"{name} exited with {process.returncode}:\n{self.log_tail(name)}"
+                        )
+                try:
+                    sandbox = await client.get(self.sandbox_url + "/healthz")
+                    intake = await client.get(self.intake_url + "/healthz")
+                    if sandbox.status_code == 200 and intake.status_code == 200:
+                        return
+                    last = f"sandbox {sandbox.status_code}, intake {intake.text}"
+                except httpx.HTTPError as error:
+                    last = repr(error)
+                await asyncio.sleep(0.3)
+        raise TimeoutError(f"stack not ready after {timeout:.0f}s: {last}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    from services.devtools.infra.local_kafka import BROKER_CHOICES, kafka_env, local_kafka
+    from services.devtools.infra.postgres import PostgresServer
+
+    parser = argparse.ArgumentParser(
+        prog="python -m services.devtools.stack",
+        description="Run Kafka, Postgres, the sandbox provider and every recon service "
+        "locally until Ctrl-C. Data persists in --dir.",
+    )
+    parser.add_argument(
+        "--dir",
+        type=Path,
+        default=REPO_ROOT / ".cache" / "dev",
+        help="data and log directory (default: %(default)s)",
+    )
+    parser.add_argument("--intake-port", type=int, default=8080)
+    parser.add_argument("--sandbox-port", type=int, default=8090)
+    parser.add_argument("--kafka-port", type=int, default=9092)
+    parser.add_argument("--pg-port", type=int, default=5432)
+    parser.add_argument(
+        "--brokers",
+        type=int,
+        choices=BROKER_CHOICES,
+        default=1,
+        help="Kafka nodes: 1, or a 3-node KRaft cluster with replication 3 and "
+        "min.insync 2 on ports --kafka-port+2i/+2i+1 (default: %(default)s)",
+    )
+    args = parser.parse_args(argv)
+
+    kafka = local_kafka(args.dir, args.brokers, args.kafka_port)
+    postgres = PostgresServer(args.dir / "postgres", args.pg_port)
+    stack = Stack(
+        kafka.bootstrap,
+        postgres.url,
+        args.dir / "logs",
+        intake_port=args.intake_port,
+        sandbox_port=args.sandbox_port,
+        # The topics recon creates get the cluster's durability (3 copies, 2 in sync).
+        extra_env={k: v for k, v in kafka_env(kafka).items() if k != "RECON_KAFKA_BOOTSTRAP"},
+    )
+    stopping = False
+
+    def request_stop(signum: int, frame: object) -> None:
+        nonlocal stopping
+        stopping = True
+
+    signal.signal(signal.SIGINT, request_stop)
+    signal.signal(signal.SIGTERM, request_stop)
+    try:
+        print("starting Postgres and Kafka ...", flush=True)
+        postgres.start()
+        kafka.start()
+        print("starting recon services ...", flush=True)
+        stack.start_all()
+        asyncio.run(stack.wait_ready())
+        print(
+            f"\nrecon is up.\n  intake API  {stack.intake_url}  (API key: demo-key)\n"
+            f"  sandbox     {stack.sandbox_url}\n  Kafka       {kafka.bootstrap}\n"
+            f"  Postgres    {postgres.url}\n  logs        {stack.log_dir}\n\n"
+            f"Try:\n{example_curl(stack.intake_url)}\n\nCtrl-C stops everything.",
+            flush=True,
+        )
+        while not stopping:
+            for name, process in stack.processes.items():
+                if process.poll() is not None:
+                    print(
+                        f"{name} exited ({process.returncode}); see {stack.log_dir}/{name}.log",
+                        flush=True,
+                    )
+                    stopping = True
+            time.sleep(0.5)
+    finally:
+        print("stopping ...", flush=True)
+        stack.stop_all()
+        kafka.stop()
+        postgres.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,85 @@
+"""`GET /healthz`: whether Postgres and Kafka answer, and whether each consumer group the
+intake's promises rely on has a member (a decider, a dispatcher, the projector, the saga)."""
+
+import asyncio
+
+import asyncpg
+from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka.errors import GroupCoordinatorNotAvailableError, KafkaError
+from fastapi import APIRouter, FastAPI, Request
+from fastapi.responses import JSONResponse
+
+from services.config import Settings
+from services.intake import queries
+from services.intake.errors import DATABASE_DOWN
+from services.intake.openapi import HealthBody
+
+HEALTH_TIMEOUT_S = 3.0
+CONSUMERS = ("recon-decider", "recon-dispatcher", "recon-projector", "recon-saga")
+
+router = APIRouter()
+
+
+@router.get(
+    "/healthz",
+    responses={
+        200: {"model": HealthBody, "description": "every dependency answers"},
+        503: {"model": HealthBody, "description": "`reason` names what does not answer"},
+    },
+)
+async def healthz(request: Request) -> JSONResponse:
+    checks = await _health(request.app, request.app.state.settings)
+    failing = {name: state for name, state in checks.items() if state != "ok"}
+    if failing:
+        reason = "; ".join(f"{name}: {state}" for name, state in failing.items())
+        return JSONResponse(
+            {"status": "unavailable", "reason": reason, "checks": checks}, status_code=503
+        )
+    return JSONResponse({"status": "ok", "checks": checks})
+
+
+def admin_client(settings: Settings) -> AIOKafkaAdminClient:
+    """The client /healthz describes consumer groups with, bounded like every check."""
+    return AIOKafkaAdminClient(
+        bootstrap_servers=settings.kafka_bootstrap,
+        request_timeout_ms=int(HEALTH_TIMEOUT_S * 1000),
+    )
+
+
+async def _health(app: FastAPI, settings: Settings) -> dict[str, str]:
+    checks: dict[str, str] = {}
+    try:
+        async with asyncio.timeout(HEALTH_TIMEOUT_S):
+            async with app.state.pool.acquire() as conn:
+                await queries.ping(conn)
+        checks["postgres"] = "ok"
+    except (TimeoutError, *DATABASE_DOWN, asyncpg.PostgresError) as exc:
+        checks["postgres"] = f"not answering ({exc!r})"
+    try:
+        async with asyncio.timeout(HEALTH_TIMEOUT_S):
+            await app.state.producer.client.fetch_all_metadata()
+        checks["kafka"] = "ok"
+    except (TimeoutError, KafkaError) as exc:
+        checks["kafka"] = f"not answering ({exc!r})"
+        return checks
+    for name in CONSUMERS:
+        checks[name] = await _consumer_group(app.state.admin, f"{settings.group_prefix}{name}")
+    return checks
+
+
+async def _consumer_group(admin: AIOKafkaAdminClient, group: str) -> str:
+    try:
+        async with asyncio.timeout(HEALTH_TIMEOUT_S):
+            responses = await admin.describe_consumer_groups([group])
+    except GroupCoordinatorNotAvailableError:
+        # No coordinator yet means the group was never joined on this cluster.
+        return "no consumer running"
+    except (TimeoutError, KafkaError) as exc:
+        return f"cannot describe the consumer group ({exc!r})"
+    members = sum(
+        len(described["members"])
+        for response in responses
+        for described in response.to_object()["groups"]
+        if described["group"] == group
+    )
+    return "ok" if members > 0 else "no consumer running"

@@ -1,0 +1,216 @@
+"""The projector's runtime: recon.events and recon.drift -> Postgres.
+
+The database, not Kafka, owns the position: on every assignment, and after every failed
+batch, the consumer is sought to the offsets stored with the rows (projections.writer).
+Kafka offsets are committed too, but only so that consumer lag is visible to operators.
+"""
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+
+import asyncpg
+from aiokafka import ConsumerRebalanceListener
+from aiokafka.errors import KafkaError
+from aiokafka.structs import ConsumerRecord, TopicPartition
+
+from events.dead_letters import dead_letter_headers
+from events.drift import DriftDetected
+from events.envelope import Envelope
+from projections.decode import decode_drift, decode_envelope
+from projections.schema import apply_schema
+from projections.writer import DriftRecord, Record, load_offsets, project_batch, project_drift
+from services.config import Settings
+from services.kafka_clients import acked_producer, group_consumer
+from services.kafka_setup import ensure_topics
+
+log = logging.getLogger(__name__)
+
+MAX_BACKOFF_S = 5.0
+
+
+class _SeekToStoredOffsets(ConsumerRebalanceListener):  # type: ignore[misc]
+    def __init__(self, seek: Callable[[set[TopicPartition]], Awaitable[None]]) -> None:
+        self._seek = seek
+
+    async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
+        pass
+
+    async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
+        # aiokafka awaits this before fetching from the new partitions, so no record is
+        # read from Kafka's committed position, which may lag the database's.
+        await self._seek(assigned)
+
+
+class Projector:
+    def __init__(self, settings: Settings, stop: asyncio.Event) -> None:
+        self.settings = settings
+        self.topic = settings.topics.events
+        self.drift_topic = settings.topics.drift
+        self.stop = stop
+        self.pool: asyncpg.Pool | None = None
+        self.consumer = group_consumer(settings, "recon-projector")
+        self.dead_letters = acked_producer(settings)
+
+    async def run(self) -> None:
+        self.pool = await _connect(self.settings.database_url)
+        try:
+            async with self.pool.acquire() as conn:
+                await apply_schema(conn)
+            await ensure_topics(
+                self.settings.kafka_bootstrap,
+                self.settings.topics,
+                durability=self.settings.kafka_durability,
+            )
+            await self.dead_letters.start()
+            self.consumer.subscribe(
+                [self.topic, self.drift_topic], listener=_SeekToStoredOffsets(self.seek)
+            )
+            await self.consumer.start()
+            try:
+                await self._loop()
+            finally:
+                await self.consumer.stop()
+                await self.dead_letters.stop()
+        finally:
+            await self.pool.close()
+
+    async def _loop(self) -> None:
+        backoff = 0.0
+        while not self.stop.is_set():
+            batches = await self.consumer.getmany(timeout_ms=500, max_records=1000)
+            raw = [record for records in batches.values() for record in records]
+            if not raw:
+                continue
+            try:
+                await self._project(raw)
+            except Exception:
+                # Nothing of the batch is stored (one database transaction), so reading
+                # again from the stored offsets neither skips nor repeats anything.
+                backoff = min(max(backoff * 2, 0.2), MAX_BACKOFF_S)
+                log.exception(
+                    "projecting %d records failed; retrying from the stored offsets in %.1fs",
+                    len(raw),
+                    backoff,
+                )
+                self.pool_expire()
+                await asyncio.sleep(backoff)
+                await self.seek(self.consumer.assignment())
+                continue
+            backoff = 0.0
+            await self._commit_lag_marker(batches)
+
+    async def _project(self, raw: list[ConsumerRecord[bytes, bytes]]) -> None:
+        assert self.pool is not None
+        records: list[Record] = []
+        poison: list[tuple[int, int]] = []
+        drift: list[DriftRecord] = []
+        drift_poison: list[tuple[int, int]] = []
+        for record in raw:
+            if record.topic == self.drift_topic:
+                report = await self._parse_drift(record)
+                if report is None:
+                    drift_poison.append((record.partition, record.offset))
+                else:
+                    drift.append((record.partition, record.offset, report))
+                continue
+            envelope = await self._parse(record)
+            if envelope is None:
+                poison.append((record.partition, record.offset))
+            else:
+                records.append((record.partition, record.offset, envelope))
+        # One database transaction per topic, each with its own offsets: the two topics
+        # are independent, so each is exactly-once on its own.
+        async with self.pool.acquire() as conn:
+            await project_batch(conn, self.topic, records, skipped=poison)
+            await project_drift(conn, self.drift_topic, drift, skipped=drift_poison)
+        log.debug(
+            "projected %d events (%d dead-lettered) up to %s",
+            len(records),
+            len(poison),
+            {r.partition: r.offset for r in raw},
+        )
+
+    async def _parse(self, record: ConsumerRecord[bytes, bytes]) -> Envelope | None:
+        decoded = decode_envelope(record.value)
+        if isinstance(decoded, str):
+            await self._dead_letter(record, decoded)
+            return None
+        return decoded
+
+    async def _parse_drift(self, record: ConsumerRecord[bytes, bytes]) -> DriftDetected | None:
+        decoded = decode_drift(record.value)
+        if isinstance(decoded, str):
+            await self._dead_letter(record, decoded)
+            return None
+        return decoded
+
+    async def _dead_letter(self, record: ConsumerRecord[bytes, bytes], reason: str) -> None:
+        log.error(
+            "dead-lettering %s[%d]@%d: %s", record.topic, record.partition, record.offset, reason
+        )
+        await self.dead_letters.send_and_wait(
+            self.settings.topics.dead_letters,
+            value=record.value,
+            key=record.key,
+            headers=dead_letter_headers(
+                reason,
+                record.topic,
+                record.partition,
+                record.offset,
+                f"{self.settings.group_prefix}recon-projector",
+            ),
+        )
+
+    async def seek(self, partitions: set[TopicPartition]) -> None:
+        """Seek to the stored offsets, waiting for the database as long as it takes."""
+        backoff = 0.2
+        while not self.stop.is_set():
+            assert self.pool is not None
+            try:
+                async with self.pool.acquire() as conn:
+                    stored = {
+                        topic: await load_offsets(conn, topic)
+                        for topic in {tp.topic for tp in partitions}
+                    }
+                break
+            except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError):
+                log.exception("cannot read stored offsets; retrying in %.1fs", backoff)
+                self.pool_expire()
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, MAX_BACKOFF_S)
+        else:
+            return
+        for tp in partitions:
+            self.consumer.seek(tp, stored[tp.topic].get(tp.partition, 0))
+
+    def pool_expire(self) -> None:
+        # Connections that saw the server go away are replaced on their next acquire.
+        if self.pool is not None:
+            self.pool.expire_connections()
+
+    async def _commit_lag_marker(
+        self, batches: dict[TopicPartition, list[ConsumerRecord[bytes, bytes]]]
+    ) -> None:
+        try:
+            await self.consumer.commit(
+                {tp: records[-1].offset + 1 for tp, records in batches.items() if records}
+            )
+        except KafkaError as exc:
+            log.warning("committing Kafka offsets (lag marker only) failed: %s", exc)
+
+
+async def _connect(url: str) -> asyncpg.Pool:
+    backoff = 0.2
+    while True:
+        try:
+            pool: asyncpg.Pool = await asyncpg.create_pool(url, min_size=1, max_size=4)
+            return pool
+        except (OSError, asyncpg.PostgresError) as exc:
+            log.warning("Postgres not reachable (%s); retrying in %.1fs", exc, backoff)
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, MAX_BACKOFF_S)
+
+
+async def run_projector(settings: Settings, stop: asyncio.Event) -> None:
+    await Projector(settings, stop).run()

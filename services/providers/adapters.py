@@ -1,0 +1,90 @@
+"""Provider adapters: how to apply an operation and how to look it up by key.
+
+Every adapter sends the operation's key as the provider's idempotency key and the op
+key in the provider's metadata, so one id finds the effect from either side.
+"""
+
+from typing import Any, Protocol
+
+import httpx
+
+from events.inputs import Outcome
+from events.safe_json import escape_unencodable
+from services.providers.classify import Seen, classify_lookup, classify_response, unreachable
+
+
+class ProviderAdapter(Protocol):
+    async def apply(self, operation: str, op_key: str, payload: dict[str, Any]) -> Seen: ...
+
+    async def lookup(self, operation: str, op_key: str) -> Seen: ...
+
+    async def list_effects(self) -> list[Any]:
+        """Every effect the provider lists (raw JSON objects), for the drift scan; raises
+        ListingUnavailable when the provider cannot answer."""
+        ...
+
+
+class ListingUnavailable(RuntimeError):
+    """The provider's list of effects could not be read; the drift scan tries next time."""
+
+
+class SandboxAdapter:
+    """The sandbox provider's HTTP API (CONTRACT.md, "Sandbox provider")."""
+
+    def __init__(self, client: httpx.AsyncClient, base_url: str) -> None:
+        self.client = client
+        self.base_url = base_url.rstrip("/")
+
+    async def apply(self, operation: str, op_key: str, payload: dict[str, Any]) -> Seen:
+        path = "/v1/" + operation.replace(".", "/")
+        try:
+            response = await self.client.post(
+                self.base_url + path,
+                json={**payload, "metadata": {"op_key": op_key}},
+                headers={"Idempotency-Key": op_key},
+            )
+        except httpx.HTTPError as error:
+            return unreachable(error)
+        return classify_response(response.status_code, _json(response))
+
+    async def lookup(self, operation: str, op_key: str) -> Seen:
+        try:
+            response = await self.client.get(
+                self.base_url + "/v1/effects", params={"idempotency_key": op_key}
+            )
+        except httpx.HTTPError as error:
+            seen = unreachable(error)
+            return Seen(Outcome.UNAVAILABLE, error=seen.error)
+        return classify_lookup(response.status_code, _json(response))
+
+    async def list_effects(self) -> list[Any]:
+        try:
+            response = await self.client.get(self.base_url + "/v1/effects")
+        except httpx.HTTPError as error:
+            raise ListingUnavailable(f"{type(error).__name__}: {error}") from error
+        body = _json(response)
+        if response.status_code != 200 or not isinstance(body, dict):
+            raise ListingUnavailable(f"GET /v1/effects answered {response.status_code}: {body}")
+        effects = body.get("effects")
+        if not isinstance(effects, list):
+            raise ListingUnavailable(f"GET /v1/effects without an 'effects' list: {body}")
+        return effects
+
+
+def _json(response: httpx.Response) -> Any:
+    # Escaped, not trusted: a provider's lone surrogate must become evidence in the
+    # observation, not an observation that cannot be encoded (a crash, then a crash loop
+    # on redelivery).
+    try:
+        return escape_unencodable(response.json())
+    except ValueError:
+        # .text decodes with replacement characters: always encodable.
+        return {"text": response.text[:2000]}
+
+
+def build_adapters(
+    client: httpx.AsyncClient, providers: dict[str, str]
+) -> dict[str, ProviderAdapter]:
+    # Every configured provider speaks the sandbox's API for now; a Stripe adapter
+    # will be chosen here by name.
+    return {name: SandboxAdapter(client, url) for name, url in providers.items()}

@@ -1,0 +1,373 @@
+"""The reconciler process: two scheduled jobs around the pure planners.
+
+- The pull tick finds operation legs stuck in `dispatched`/`unknown` (the projection),
+  plans lookups with backoff under a budget (reconcilers.pull), claims each lookup in
+  Postgres (reconcilers.store), looks it up through the dispatcher's adapters and reports
+  what it saw as an OperationObserved (source `lookup`, the leg's current attempt as the
+  fencing token). Past the budget it sends RequestReview. The decider decides.
+- The drift scan compares each provider's list of effects with recon's ledger
+  (reconcilers.drift) and produces DriftDetected to recon.drift.
+- The purge deletes settled bookkeeping past RECON_RECONCILER_RETENTION_S (store.purge).
+
+Both jobs run with coalesce=True and max_instances=1: a late or piled-up schedule runs
+once, and never overlaps itself in this process. Across processes (and for a tick run by
+hand next to the scheduled one) the claims in Postgres keep the work single.
+"""
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+
+import asyncpg
+import httpx
+from aiokafka import AIOKafkaProducer
+from apscheduler.schedulers.asyncio import AsyncIOScheduler
+
+from events.drift import DriftDetected
+from events.inputs import OperationObserved, Outcome, RequestReview, Source
+from events.keys import partition_key
+from reconcilers import store
+from reconcilers.drift import compare, effect_from_json
+from reconcilers.pull import (
+    REVIEW_REASON,
+    Escalate,
+    Lookup,
+    Policy,
+    Step,
+    observation_id,
+    plan,
+    review_request_id,
+)
+from services.config import Settings
+from services.crash_points import crash_point
+from services.kafka_clients import acked_producer
+from services.kafka_setup import ensure_topics
+from services.providers.adapters import ListingUnavailable, ProviderAdapter, build_adapters
+from services.providers.classify import Seen
+
+log = logging.getLogger(__name__)
+
+MAX_CONCURRENT_LOOKUPS = 16
+Clock = Callable[[], datetime]
+
+
+def _utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass
+class TickReport:
+    looked_up: list[tuple[str, int, int, Outcome]] = field(default_factory=list)
+    review_requested: list[tuple[str, int]] = field(default_factory=list)
+
+
+class Reconciler:
+    def __init__(
+        self,
+        settings: Settings,
+        pool: asyncpg.Pool,
+        producer: AIOKafkaProducer,
+        adapters: dict[str, ProviderAdapter],
+        clock: Clock = _utcnow,
+    ) -> None:
+        self.settings = settings
+        self.topics = settings.topics
+        self.pool = pool
+        self.producer = producer
+        self.adapters = adapters
+        self.clock = clock
+        config = settings.reconciler
+        self.policy = Policy(
+            after=timedelta(seconds=config.after_s),
+            budget=config.budget,
+            backoff=timedelta(seconds=config.backoff_s),
+            backoff_max=timedelta(seconds=config.backoff_max_s),
+            review_retry=timedelta(seconds=config.review_retry_s),
+        )
+        self.lookups = asyncio.Semaphore(MAX_CONCURRENT_LOOKUPS)
+
+    # --- the pull tick -------------------------------------------------------------
+
+    async def tick(self) -> TickReport:
+        now = self.clock()
+        async with self.pool.acquire() as conn:
+            candidates = await store.in_flight_legs(conn)
+            leases = await store.leases_for(conn, [(c.op_key, c.attempt) for c in candidates])
+        report = TickReport()
+        steps = plan(candidates, leases, now, self.policy)
+        await asyncio.gather(*(self._run(step, now, report) for step in steps))
+        return report
+
+    async def _run(self, step: Step, now: datetime, report: TickReport) -> None:
+        leg = step.leg
+        try:
+            match step:
+                case Lookup():
+                    await self._lookup(step, now, report)
+                case Escalate():
+                    await self._escalate(step, now, report)
+        except Exception:
+            # One leg's failure (Kafka or Postgres away) must not stop the others; the
+            # next tick retries whatever was not claimed or not acknowledged.
+            log.exception("reconciling %s/%s %s failed", leg.tx_id, leg.action, leg.leg.value)
+
+    async def _lookup(self, step: Lookup, now: datetime, report: TickReport) -> None:
+        leg = step.leg
+        async with self.pool.acquire() as conn:
+            if not await store.claim_lookup(
+                conn, leg.op_key, leg.attempt, step.n, step.next_at, now
+            ):
+                return  # another tick or process took lookup n
+        adapter = self.adapters.get(leg.provider)
+        async with self.lookups:
+            if adapter is None:
+                seen = Seen(Outcome.UNAVAILABLE, error=f"no adapter for provider {leg.provider!r}")
+            else:
+                seen = await adapter.lookup(leg.operation, leg.op_key)
+        observation = OperationObserved(
+            message_id=observation_id(leg.op_key, leg.attempt, step.n),
+            tenant=leg.tenant,
+            tx_id=leg.tx_id,
+            action=leg.action,
+            op_key=leg.op_key,
+            attempt=leg.attempt,
+            source=Source.LOOKUP,
+            outcome=seen.outcome,
+            status_code=seen.status_code,
+            remote_id=seen.remote_id,
+            body=seen.body,
+            error=seen.error,
+            observed_at=self.clock(),
+        )
+        await self.producer.send_and_wait(
+            self.topics.observations,
+            value=observation.model_dump_json().encode(),
+            key=partition_key(leg.tenant, leg.tx_id),
+        )
+        async with self.pool.acquire() as conn:
+            await store.record_outcome(conn, leg.op_key, leg.attempt, seen.outcome.value)
+        report.looked_up.append((leg.op_key, leg.attempt, step.n, seen.outcome))
+        log.info(
+            "%s %s %s attempt %d: lookup %d/%d %s",
+            leg.tx_id,
+            leg.action,
+            leg.leg.value,
+            leg.attempt,
+            step.n,
+            self.policy.budget,
+            seen.outcome.value,
+        )
+
+    async def _escalate(self, step: Escalate, now: datetime, report: TickReport) -> None:
+        leg = step.leg
+        async with self.pool.acquire() as conn:
+            if not await store.claim_review(
+                conn, leg.op_key, leg.attempt, step.lookups, now, now - self.policy.review_retry
+            ):
+                return
+        crash_point("reconciler.after_review_mark")
+        command = RequestReview(
+            message_id=review_request_id(leg.op_key, leg.attempt),
+            tenant=leg.tenant,
+            tx_id=leg.tx_id,
+            action=leg.action,
+            leg=leg.leg,
+            attempt=leg.attempt,
+            reason=REVIEW_REASON,
+            issued_at=now,
+        )
+        try:
+            await self.producer.send_and_wait(
+                self.topics.commands,
+                value=command.model_dump_json().encode(),
+                key=partition_key(leg.tenant, leg.tx_id),
+            )
+        except BaseException:
+            async with self.pool.acquire() as conn:
+                await store.release_review(conn, leg.op_key, leg.attempt)
+            raise
+        report.review_requested.append((leg.op_key, leg.attempt))
+        log.warning(
+            "%s %s %s attempt %d: %d lookups settled nothing; manual review requested",
+            leg.tx_id,
+            leg.action,
+            leg.leg.value,
+            leg.attempt,
+            step.lookups,
+        )
+
+    # --- the drift scan ------------------------------------------------------------
+
+    async def drift_scan(
+        self, effects_of: dict[str, list[object]] | None = None
+    ) -> list[DriftDetected]:
+        """Compare every provider's effects with the ledger; produce what was not reported
+        before; return everything found. `effects_of` replaces the providers' lists
+        (tests use it for drift a real provider cannot be made to show)."""
+        now = self.clock()
+        window_start = now - timedelta(seconds=self.settings.reconciler.drift_window_s)
+        grace = timedelta(seconds=self.settings.reconciler.drift_grace_s)
+        found: list[DriftDetected] = []
+        async with self.pool.acquire() as conn:
+            entries = await store.ledger(conn, window_start)
+            providers = effects_of.keys() if effects_of is not None else self.adapters.keys()
+            for provider in sorted(providers):
+                if effects_of is not None:
+                    raw = effects_of[provider]
+                else:
+                    try:
+                        raw = await self.adapters[provider].list_effects()
+                    except ListingUnavailable as error:
+                        log.warning("drift scan skipped %s: %s", provider, error)
+                        continue
+                effects = [effect_from_json(item) for item in raw]
+                known = await store.known_keys(
+                    conn,
+                    sorted({e.idempotency_key for e in effects if e.created_at >= window_start}),
+                )
+                found += compare(
+                    provider=provider,
+                    effects=effects,
+                    ledger=entries,
+                    known_keys=known,
+                    now=now,
+                    window_start=window_start,
+                    grace=grace,
+                )
+            fresh = await store.unreported(conn, [d.drift_id for d in found])
+        new = [d for d in found if d.drift_id in fresh]
+        # Produce first, then remember: a crash in between reports a drift twice under
+        # one id (the drift table keeps one row per id), never not at all.
+        await asyncio.gather(
+            *(
+                self.producer.send_and_wait(
+                    self.topics.drift,
+                    value=d.model_dump_json().encode(),
+                    key=d.drift_id.encode(),
+                )
+                for d in new
+            )
+        )
+        async with self.pool.acquire() as conn:
+            await store.mark_reported(conn, [(d.drift_id, d.kind.value, now) for d in new])
+        for d in new:
+            log.warning("drift %s %s: %s", d.drift_id, d.kind.value, d.detail.get("message"))
+        return found
+
+    # --- retention -----------------------------------------------------------------
+
+    async def purge(self) -> dict[str, int]:
+        config = self.settings.reconciler
+        async with self.pool.acquire() as conn:
+            deleted = await store.purge(
+                conn,
+                self.clock(),
+                retention=timedelta(seconds=config.retention_s),
+                drift_window=timedelta(seconds=config.drift_window_s),
+            )
+        if any(deleted.values()):
+            log.info("purged %s", ", ".join(f"{n} from {t}" for t, n in deleted.items()))
+        return deleted
+
+    # --- scheduled entry points ----------------------------------------------------
+
+    async def scheduled_tick(self) -> None:
+        try:
+            await self.tick()
+        except Exception:
+            log.exception("pull tick failed; the next one retries")
+
+    async def scheduled_drift_scan(self) -> None:
+        try:
+            await self.drift_scan()
+        except Exception:
+            log.exception("drift scan failed; the next one retries")
+
+    async def scheduled_purge(self) -> None:
+        try:
+            await self.purge()
+        except Exception:
+            log.exception("purge failed; the next one retries")
+
+
+@asynccontextmanager
+async def open_reconciler(settings: Settings) -> AsyncIterator[Reconciler]:
+    """Topics, schema, a Postgres pool, a producer and the providers' adapters: what the
+    process and the CLI's one-off scan both need."""
+    await ensure_topics(
+        settings.kafka_bootstrap, settings.topics, durability=settings.kafka_durability
+    )
+    pool = await asyncpg.create_pool(settings.database_url, min_size=1, max_size=8)
+    try:
+        async with pool.acquire() as conn:
+            await store.apply_reconciler_schema(conn)
+        producer = acked_producer(settings)
+        await producer.start()
+        try:
+            timeout = httpx.Timeout(
+                settings.provider_timeout_s, connect=min(2.0, settings.provider_timeout_s)
+            )
+            async with httpx.AsyncClient(timeout=timeout) as client:
+                yield Reconciler(
+                    settings, pool, producer, build_adapters(client, settings.providers)
+                )
+        finally:
+            await producer.stop()
+    finally:
+        await pool.close()
+
+
+async def run_reconciler(settings: Settings, stop: asyncio.Event) -> None:
+    config = settings.reconciler
+    # Every run of every job is logged at INFO by APScheduler: noise at a 2 s interval.
+    logging.getLogger("apscheduler").setLevel(logging.WARNING)
+    async with open_reconciler(settings) as reconciler:
+        scheduler = AsyncIOScheduler(timezone=UTC)
+        # misfire_grace_time: a run delayed (a busy loop, a slow tick) by up to one period
+        # still runs; later than that it is skipped, and coalesce folds a backlog into one.
+        scheduler.add_job(
+            reconciler.scheduled_tick,
+            "interval",
+            id="pull",
+            seconds=config.interval_s,
+            coalesce=True,
+            max_instances=1,
+            misfire_grace_time=max(1, int(config.interval_s)),
+            next_run_time=datetime.now(UTC),
+        )
+        scheduler.add_job(
+            reconciler.scheduled_drift_scan,
+            "interval",
+            id="drift",
+            seconds=config.drift_interval_s,
+            coalesce=True,
+            max_instances=1,
+            misfire_grace_time=max(1, int(config.drift_interval_s)),
+            next_run_time=datetime.now(UTC) + timedelta(seconds=min(5.0, config.drift_interval_s)),
+        )
+        # Several reconcilers may purge at once: each DELETE is idempotent.
+        scheduler.add_job(
+            reconciler.scheduled_purge,
+            "interval",
+            id="purge",
+            seconds=config.purge_interval_s,
+            coalesce=True,
+            max_instances=1,
+            misfire_grace_time=max(1, int(config.purge_interval_s)),
+            next_run_time=datetime.now(UTC) + timedelta(seconds=min(30.0, config.purge_interval_s)),
+        )
+        scheduler.start()
+        log.info(
+            "reconciler up: pull every %ss (stuck after %ss, %d lookups), drift every %ss",
+            config.interval_s,
+            config.after_s,
+            config.budget,
+            config.drift_interval_s,
+        )
+        try:
+            await stop.wait()
+        finally:
+            scheduler.shutdown(wait=False)

@@ -1,1 +1,0 @@
-"""The pull reconciler and the drift scan, on a schedule (APScheduler)."""

@@ -1,0 +1,155 @@
+"""A small client for the end-to-end tests: the intake API and the sandbox, over HTTP."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+
+from services.intake.example import example_transaction
+
+TERMINAL = {"committed", "failed", "manual_review", "compensated"}
+
+
+# The example intent of CONTRACT.md, as the tests submit it.
+transaction = example_transaction
+
+
+class Recon:
+    def __init__(self, intake_url: str, sandbox_url: str, api_key: str = "demo-key") -> None:
+        self.http = httpx.AsyncClient(timeout=30)
+        self.intake_url = intake_url
+        self.sandbox_url = sandbox_url
+        self.headers = {"Authorization": f"Bearer {api_key}"}
+
+    async def close(self) -> None:
+        await self.http.aclose()
+
+    async def submit(
+        self, body: dict[str, Any], *, retry_unavailable: bool = False, timeout: float = 120
+    ) -> httpx.Response:
+        deadline = time.monotonic() + timeout
+        while True:
+            assert time.monotonic() < deadline, f"intake unavailable for {timeout}s"
+            try:
+                response = await self.http.post(
+                    f"{self.intake_url}/v1/transactions", json=body, headers=self.headers
+                )
+            except httpx.HTTPError:
+                if not retry_unavailable:
+                    raise
+                await asyncio.sleep(0.5)
+                continue
+            if response.status_code == 503 and retry_unavailable:
+                await asyncio.sleep(0.5)
+                continue
+            return response
+
+    async def get(self, tx_id: str) -> httpx.Response:
+        return await self.http.get(
+            f"{self.intake_url}/v1/transactions/{tx_id}", headers=self.headers
+        )
+
+    async def abort(self, tx_id: str, body: dict[str, Any] | None = None) -> httpx.Response:
+        return await self.http.post(
+            f"{self.intake_url}/v1/transactions/{tx_id}/abort",
+            headers=self.headers,
+            json=body,
+        )
+
+    async def events(self, tx_id: str) -> list[dict[str, Any]]:
+        response = await self.http.get(
+            f"{self.intake_url}/v1/transactions/{tx_id}/events", headers=self.headers
+        )
+        response.raise_for_status()
+        events: list[dict[str, Any]] = response.json()["events"]
+        return events
+
+    async def wait_terminal(self, tx_id: str, timeout: float = 60) -> dict[str, Any]:
+        return await self.wait_until(
+            tx_id, _settled, timeout, f"{tx_id} not terminal after {timeout}s", poll_s=0.2
+        )
+
+    async def wait_until(
+        self,
+        tx_id: str,
+        check: Callable[[dict[str, Any]], bool],
+        timeout: float,
+        failure: str,
+        poll_s: float = 0.05,
+    ) -> dict[str, Any]:
+        """The transaction as the API shows it once `check` holds; `failure` (and the last
+        answer seen) if it does not within `timeout`."""
+        deadline = time.monotonic() + timeout
+        last: Any = None
+        while time.monotonic() < deadline:
+            response = await self.get(tx_id)
+            if response.status_code == 200:
+                last = response.json()
+                if check(last):
+                    return dict(last)
+            await asyncio.sleep(poll_s)
+        raise AssertionError(f"{failure}: {last}")
+
+    async def effects(self, operation: str | None = None) -> list[dict[str, Any]]:
+        params = {"operation": operation} if operation else {}
+        response = await self.http.get(f"{self.sandbox_url}/v1/effects", params=params)
+        response.raise_for_status()
+        effects: list[dict[str, Any]] = response.json()["effects"]
+        return effects
+
+    async def calls(self, key: str | None = None) -> list[dict[str, Any]]:
+        """Every apply and lookup the sandbox answered (under `key`), in arrival order."""
+        params = {} if key is None else {"idempotency_key": key}
+        response = await self.http.get(f"{self.sandbox_url}/v1/calls", params=params)
+        response.raise_for_status()
+        calls: list[dict[str, Any]] = response.json()["calls"]
+        return calls
+
+    async def assert_applied_once(self, key: str) -> list[dict[str, Any]]:
+        """Nothing sent twice under `key`: exactly one apply reached the provider, and it
+        recorded the effect. Returns the calls for further checks."""
+        calls = await self.calls(key)
+        applies = [c["outcome"] for c in calls if c["kind"] == "apply"]
+        assert applies == ["applied"], (key, calls)
+        return calls
+
+    async def assert_looked_up_before_reapplying(self, key: str) -> list[dict[str, Any]]:
+        """Every apply after the first was preceded by a lookup of the key that found
+        nothing: a second call happened only once absence was proven."""
+        calls = await self.calls(key)
+        applied_before = False
+        absent_since_last_apply = False
+        for call in calls:
+            if call["kind"] == "lookup":
+                absent_since_last_apply = absent_since_last_apply or call["outcome"] == "absent"
+                continue
+            assert not applied_before or absent_since_last_apply, (key, calls)
+            applied_before, absent_since_last_apply = True, False
+        return calls
+
+    async def arm(self, operation: str, mode: str, times: int = 1, delay_ms: int = 0) -> None:
+        response = await self.http.post(
+            f"{self.sandbox_url}/v1/faults",
+            json={"operation": operation, "mode": mode, "times": times, "delay_ms": delay_ms},
+        )
+        response.raise_for_status()
+
+
+def op(tx: dict[str, Any], action: str) -> dict[str, Any]:
+    found: dict[str, Any] = next(o for o in tx["operations"] if o["action"] == action)
+    return found
+
+
+def effects_for(effects: list[dict[str, Any]], op_key: str) -> list[dict[str, Any]]:
+    return [e for e in effects if e["idempotency_key"] == op_key]
+
+
+def _settled(tx: dict[str, Any]) -> bool:
+    """Terminal, with no operation left dispatched or unknown."""
+    return tx["status"] in TERMINAL and not any(
+        op["state"] in ("dispatched", "unknown") for op in tx["operations"]
+    )

@@ -1,0 +1,91 @@
+"""Fixtures that start the whole recon stack as real processes, per test."""
+
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import pytest
+from conftest import Infra
+
+from services.devtools.stack import SERVICES, Stack
+from support.recon_client import Recon
+
+
+@asynccontextmanager
+async def running_stack(
+    infra: Infra,
+    database_url: str,
+    topic_prefix: str,
+    log_dir: Path,
+    port: Callable[[], int],
+    **env: str,
+) -> AsyncIterator[Stack]:
+    """Every recon process and the sandbox, ready; stopped (their log tails printed) after."""
+    stack = Stack(
+        kafka_bootstrap=infra.kafka_bootstrap,
+        database_url=database_url,
+        log_dir=log_dir,
+        topic_prefix=topic_prefix,
+        intake_port=port(),
+        sandbox_port=port(),
+        # Short provider timeout: a lost response becomes `unknown` quickly.
+        extra_env={"RECON_PROVIDER_TIMEOUT_S": "2", **env},
+    )
+    stack.start_all()
+    try:
+        await stack.wait_ready()
+        yield stack
+    finally:
+        stack.stop_all()
+        for name in (*SERVICES, "decider-2"):
+            tail = stack.log_tail(name, 15)
+            if tail:
+                print(f"--- {name} ---\n{tail}")
+
+
+@pytest.fixture
+async def stack(
+    infra: Infra,
+    fresh_database: str,
+    topic_prefix: str,
+    tmp_path: Path,
+    free_port: Callable[[], int],
+) -> AsyncIterator[Stack]:
+    logs = tmp_path / "logs"
+    async with running_stack(
+        infra, fresh_database, topic_prefix, logs, free_port, RECON_LOG_LEVEL="INFO"
+    ) as stack:
+        yield stack
+
+
+@pytest.fixture
+async def two_tenants(
+    infra: Infra,
+    fresh_database: str,
+    topic_prefix: str,
+    tmp_path: Path,
+    free_port: Callable[[], int],
+) -> AsyncIterator[tuple[Stack, Recon]]:
+    """Tenants `demo` (demo-key) and `other` (other-key); the pull reconciler stays out of
+    the way, since these tests request their reviews themselves."""
+    async with running_stack(
+        infra,
+        fresh_database,
+        topic_prefix,
+        tmp_path / "logs",
+        free_port,
+        RECON_API_KEYS="demo-key=demo,other-key=other",
+        RECON_RECONCILE_AFTER_S="600",
+    ) as stack:
+        recon = Recon(stack.intake_url, stack.sandbox_url)
+        try:
+            yield stack, recon
+        finally:
+            await recon.close()
+
+
+@pytest.fixture
+async def recon(stack: Stack) -> AsyncIterator[Recon]:
+    client = Recon(stack.intake_url, stack.sandbox_url)
+    yield client
+    await client.close()

@@ -1,0 +1,66 @@
+"""The README's configuration table states the defaults services.config applies: every
+variable recon reads is listed, with the default it really has."""
+
+import re
+from pathlib import Path
+
+import pytest
+
+from services.config import DEFAULTS, Settings, load_settings
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+def _table() -> dict[str, str | None]:
+    """Variable -> its default as the README's "Configuration" table writes it (None for
+    "unset": read by no setting, e.g. the test-only crash points)."""
+    text = README.read_text()
+    section = text[text.index("## Configuration") :]
+    section = section[: section.index("\n## ", 1)]
+    rows: dict[str, str | None] = {}
+    for line in section.splitlines():
+        if not line.startswith("| `RECON_"):
+            continue
+        # Cells are split on `|` not escaped as `\|` (the secrets row holds one).
+        names_cell, default_cell = re.split(r"(?<!\\)\|", line)[1:3]
+        names = re.findall(r"`(RECON_\w+)`", names_cell)
+        written = default_cell.strip()
+        if written == "empty":
+            defaults: list[str | None] = [""] * len(names)
+        elif written == "unset":
+            defaults = [None] * len(names)
+        else:
+            defaults = list(re.findall(r"`([^`]*)`", written))
+        assert len(defaults) == len(names), f"README row {line!r}: one default per variable"
+        rows.update(zip(names, defaults, strict=True))
+    return rows
+
+
+def test_every_default_is_in_the_readme_as_written_in_config() -> None:
+    table = _table()
+    assert {name: table.get(name) for name in DEFAULTS} == DEFAULTS
+
+
+def test_the_readme_lists_no_variable_with_a_default_config_does_not_apply() -> None:
+    stated = {name for name, default in _table().items() if default is not None}
+    assert stated - set(DEFAULTS) == set()
+
+
+def test_the_dataclass_defaults_are_the_environment_defaults(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # With nothing set, the settings a process loads equal the dataclasses' own defaults
+    # (what tests and tools constructing Settings by hand get).
+    for name in DEFAULTS:
+        monkeypatch.delenv(name, raising=False)
+    loaded = load_settings()
+    built = Settings(
+        kafka_bootstrap=loaded.kafka_bootstrap,
+        database_url=loaded.database_url,
+        topics=loaded.topics,
+        environment=loaded.environment,
+        api_keys=loaded.api_keys,
+        providers=loaded.providers,
+        webhook_schemes=loaded.webhook_schemes,
+    )
+    assert loaded == built
