@@ -7,7 +7,15 @@ from typing import Any
 import asyncpg
 
 # What a request meets when Postgres is down or restarting: answered 503, retry later.
-DATABASE_DOWN = (OSError, asyncpg.PostgresConnectionError, asyncpg.InterfaceError)
+# A database that is down, crashed or still starting: 503, the client retries. Postgres
+# answers a crash or shutdown with SQLSTATE class 57 (admin/crash shutdown, cannot connect
+# now), which asyncpg raises as OperatorInterventionError, not as a connection error.
+DATABASE_DOWN = (
+    OSError,
+    asyncpg.PostgresConnectionError,
+    asyncpg.InterfaceError,
+    asyncpg.exceptions.OperatorInterventionError,
+)
 
 
 class ApiError(Exception):
