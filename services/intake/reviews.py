@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from events.definition import Resolution
 from events.inputs import ResolveReview
-from events.keys import partition_key
+from events.keys import partition_key, resolve_id
 from services.config import Settings
 from services.intake import auth
 from services.intake.errors import ApiError
@@ -132,7 +132,7 @@ async def resolve_review(
     command = ResolveReview(
         # One resolution per review: a client's retry produces the same command again,
         # which the decider recognises by its id.
-        message_id=f"resolve:{review_id}",
+        message_id=resolve_id(review_id),
         tenant=tenant,
         tx_id=review["tx_id"],
         review_id=review_id,
