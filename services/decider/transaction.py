@@ -16,10 +16,18 @@ Rules it enforces (DESIGN.md promises 1-5):
   not their attempt number) are sightings not tied to a dispatch: they can prove an
   effect exists and nothing else;
 - a duplicated input (same message id) changes nothing.
+
+An operation has two legs, each a value with its own status and attempt: `forward` (the
+call itself) and `undo` (its compensation; None until dispatched). A leg in manual review
+holds the id of its open review. The operation's status in the API's vocabulary
+(`compensating`, `compensated`, ...) is derived from the two legs, never stored.
 """
 
 from datetime import datetime
+from enum import StrEnum
 from typing import Any, assert_never
+
+from pydantic import model_validator
 
 from events.definition import Leg, OperationKind, OperationSpec, OpStatus, Resolution, TxStatus
 from events.envelope import GENESIS_HASH, Envelope, seal
@@ -64,19 +72,92 @@ from services.decider.evidence import evidence_of, evidence_of_review
 # at most this many times in all; past that a person decides.
 MAX_ATTEMPTS = 3
 
-IN_FLIGHT = (OpStatus.DISPATCHED, OpStatus.UNKNOWN)
+
+class LegStatus(StrEnum):
+    """Where one call of an operation stands. Its values are the API's names (OpStatus);
+    `compensating` and `compensated` are not a leg's: they say where the undo of a
+    confirmed operation stands, and are derived (OperationState.status)."""
+
+    PENDING = "pending"
+    DISPATCHED = "dispatched"
+    UNKNOWN = "unknown"
+    CONFIRMED = "confirmed"
+    FAILED = "failed"
+    MANUAL_REVIEW = "manual_review"
+
+
+IN_FLIGHT = (LegStatus.DISPATCHED, LegStatus.UNKNOWN)
+
+# What the operation shows while its undo stands so (an undo is dispatched only for a
+# confirmed forward leg, so the undo alone says where the operation is).
+_UNDO_SHOWS = {
+    LegStatus.DISPATCHED: OpStatus.COMPENSATING,
+    LegStatus.UNKNOWN: OpStatus.COMPENSATING,
+    LegStatus.CONFIRMED: OpStatus.COMPENSATED,
+    LegStatus.MANUAL_REVIEW: OpStatus.MANUAL_REVIEW,
+}
+
+
+class LegState(Message):
+    status: LegStatus = LegStatus.PENDING
+    attempt: int = 0
+    review: str | None = None  # the open review of this leg, if any
+
+    @property
+    def in_flight(self) -> bool:
+        return self.status in IN_FLIGHT
+
+
+def upcast_flat_legs(data: Any) -> Any:
+    """v1 -> v2 of an operation's record (changelog states, finished markers): v1 kept the
+    legs flat (status, attempt, comp_status, comp_attempt, open_review, review_leg) and
+    overwrote the forward status with the undo's progress (compensating, compensated,
+    manual_review). An undo is dispatched only for a confirmed forward leg, so a v1 record
+    with an undo had a confirmed forward leg."""
+    if not isinstance(data, dict) or "forward" in data or "status" not in data:
+        return data
+    data = dict(data)
+    status, attempt = data.pop("status"), data.pop("attempt", 0)
+    comp_status, comp_attempt = data.pop("comp_status", None), data.pop("comp_attempt", 0)
+    review, review_leg = data.pop("open_review", None), data.pop("review_leg", None)
+    forward: dict[str, Any] = {"status": status, "attempt": attempt}
+    undo: dict[str, Any] | None = None
+    if comp_status is not None:
+        forward["status"] = LegStatus.CONFIRMED
+        undo = {"status": comp_status, "attempt": comp_attempt}
+    if review is not None:
+        under_review = undo if review_leg == Leg.COMPENSATION and undo is not None else forward
+        under_review["review"] = review
+    data["forward"], data["undo"] = forward, undo
+    return data
 
 
 class OperationState(Message):
     spec: OperationSpec
-    status: OpStatus = OpStatus.PENDING
-    attempt: int = 0
+    forward: LegState = LegState()
+    undo: LegState | None = None
     remote_id: str | None = None
-    # The undo: None until it is dispatched, then DISPATCHED/UNKNOWN/CONFIRMED/MANUAL_REVIEW.
-    comp_status: OpStatus | None = None
-    comp_attempt: int = 0
-    open_review: str | None = None
-    review_leg: Leg | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _upcast(cls, data: Any) -> Any:
+        return upcast_flat_legs(data)
+
+    @property
+    def status(self) -> OpStatus:
+        """The operation's status in the API's vocabulary."""
+        if self.undo is not None:
+            return _UNDO_SHOWS[self.undo.status]
+        return OpStatus(self.forward.status.value)
+
+    @property
+    def open_review(self) -> str | None:
+        return self.forward.review or (self.undo.review if self.undo else None)
+
+    def legs(self) -> list[tuple[Leg, LegState]]:
+        return [(Leg.FORWARD, self.forward)] + (
+            [(Leg.COMPENSATION, self.undo)] if self.undo else []
+        )
 
     def leg_of(self, key: str) -> Leg | None:
         if key == self.spec.op_key:
@@ -85,16 +166,9 @@ class OperationState(Message):
             return Leg.COMPENSATION
         return None
 
-    def attempt_of(self, leg: Leg) -> int:
-        return self.attempt if leg is Leg.FORWARD else self.comp_attempt
-
-    def in_flight(self, leg: Leg) -> bool:
-        if leg is Leg.FORWARD:
-            return self.comp_status is None and self.status in IN_FLIGHT
-        return self.comp_status in IN_FLIGHT
-
-    def leg_status(self, leg: Leg) -> OpStatus | None:
-        return self.status if leg is Leg.FORWARD else self.comp_status
+    def leg(self, which: Leg) -> LegState | None:
+        """None: the undo, not dispatched yet."""
+        return self.forward if which is Leg.FORWARD else self.undo
 
 
 class TransactionState(Message):
@@ -123,7 +197,7 @@ class TransactionState(Message):
     def undone(self, actions: tuple[str, ...]) -> bool:
         """Whether the undo of every one of these operations is proven done."""
         return all(
-            op.comp_status is OpStatus.CONFIRMED
+            op.undo is not None and op.undo.status is LegStatus.CONFIRMED
             for op in self.operations
             if op.spec.action in actions
         )
@@ -136,7 +210,7 @@ def initial_state(tenant: str, tx_id: str) -> TransactionState:
 def is_terminal(state: TransactionState) -> bool:
     settled = (TxStatus.COMMITTED, TxStatus.FAILED, TxStatus.COMPENSATED, TxStatus.MANUAL_REVIEW)
     return state.status in settled and not any(
-        op.in_flight(leg) for op in state.operations for leg in Leg
+        leg.in_flight for op in state.operations for _, leg in op.legs()
     )
 
 
@@ -186,7 +260,8 @@ def _observe(state: TransactionState, obs: OperationObserved) -> list[Event]:
     if op is None or leg is None:
         return []
     evidence = evidence_of(obs)
-    action, attempt = op.spec.action, op.attempt_of(leg)
+    current = op.leg(leg)
+    action, attempt = op.spec.action, current.attempt if current else 0
 
     def ignored(reason: str) -> list[Event]:
         return [
@@ -206,8 +281,8 @@ def _observe(state: TransactionState, obs: OperationObserved) -> list[Event]:
     webhook = obs.source is Source.WEBHOOK
     if not webhook and obs.attempt != attempt:
         return ignored("stale_attempt")
-    if not op.in_flight(leg):
-        return ignored(f"operation_{op.leg_status(leg) or 'not_dispatched'}")
+    if current is None or not current.in_flight:
+        return ignored(f"operation_{current.status if current else 'not_dispatched'}")
     if webhook and obs.outcome is not Outcome.SUCCEEDED:
         # A webhook proves that an effect exists; its silence proves nothing.
         return [EvidenceRecorded(action=action, leg=leg, attempt=attempt, evidence=evidence)]
@@ -227,7 +302,7 @@ def _observe(state: TransactionState, obs: OperationObserved) -> list[Event]:
             failed = OperationFailed(action=action, attempt=attempt, evidence=evidence)
             return [failed, *_fail_if_step(_fold(state, [failed]), op, "step_rejected")]
         case Outcome.UNKNOWN | Outcome.UNAVAILABLE:
-            if op.leg_status(leg) is OpStatus.DISPATCHED:
+            if current.status is LegStatus.DISPATCHED:
                 return [
                     OperationUnknown(action=action, leg=leg, attempt=attempt, evidence=evidence)
                 ]
@@ -268,7 +343,7 @@ def _plan(state: TransactionState, cmd: PlanCompensation) -> list[Event]:
 
 def _compensate(state: TransactionState, cmd: CompensateOperation) -> list[Event]:
     op = state.operation(cmd.action)
-    if op is not None and op.comp_status is not None:
+    if op is not None and op.undo is not None:
         return []  # already dispatched: the saga asked again after a restart
     if op is None or cmd.action not in state.plan:
         return [CommandIgnored(command=cmd.type, reason="not_in_plan")]
@@ -280,16 +355,23 @@ def _compensate(state: TransactionState, cmd: CompensateOperation) -> list[Event
 
 def _request_review(state: TransactionState, cmd: RequestReview) -> list[Event]:
     op = state.operation(cmd.action)
-    if op is None or not op.in_flight(cmd.leg) or op.attempt_of(cmd.leg) != cmd.attempt:
+    current = op.leg(cmd.leg) if op else None
+    if op is None or current is None or not current.in_flight or current.attempt != cmd.attempt:
         return [CommandIgnored(command=cmd.type, reason="operation_not_in_flight")]
     return _review(state, op, cmd.leg, cmd.attempt, cmd.reason, None)
 
 
 def _resolve(state: TransactionState, cmd: ResolveReview) -> list[Event]:
-    op = next((o for o in state.operations if o.open_review == cmd.review_id), None)
-    if op is None or op.review_leg is None:
+    under_review = [
+        (op, leg, current)
+        for op in state.operations
+        for leg, current in op.legs()
+        if current.review == cmd.review_id
+    ]
+    if not under_review:
         return [CommandIgnored(command=cmd.type, reason="review_not_open")]
-    leg, attempt = op.review_leg, op.attempt_of(op.review_leg)
+    [(op, leg, current)] = under_review
+    attempt = current.attempt
     resolved = ReviewResolved(
         review_id=cmd.review_id,
         action=op.spec.action,
@@ -387,7 +469,7 @@ def _advance(state: TransactionState) -> list[Event]:
         case TxStatus.ACCEPTED | TxStatus.RUNNING:
             steps = state.steps()
             if state.aborting:
-                if any(s.in_flight(Leg.FORWARD) for s in steps):
+                if any(s.forward.in_flight for s in steps):
                     return []  # in-flight steps settle first
                 return [
                     TransactionFailed(action="", reason="aborted", compensable=_compensable(state))
@@ -475,41 +557,29 @@ def evolve(state: TransactionState, event: Event) -> TransactionState:
                 }
             )
         case OperationDispatched():
-            if event.leg is Leg.COMPENSATION:
-                return _set_op(
-                    state,
-                    event.action,
-                    comp_status=OpStatus.DISPATCHED,
-                    comp_attempt=event.attempt,
-                    status=OpStatus.COMPENSATING,
-                )
-            state = _set_op(state, event.action, status=OpStatus.DISPATCHED, attempt=event.attempt)
+            state = _set_leg(
+                state, event.action, event.leg, status=LegStatus.DISPATCHED, attempt=event.attempt
+            )
             if state.status is TxStatus.ACCEPTED:
                 state = state.model_copy(update={"status": TxStatus.RUNNING})
             return state
         case OperationUnknown():
-            if event.leg is Leg.COMPENSATION:
-                return _set_op(state, event.action, comp_status=OpStatus.UNKNOWN)
-            return _set_op(state, event.action, status=OpStatus.UNKNOWN)
+            return _set_leg(state, event.action, event.leg, status=LegStatus.UNKNOWN)
         case OperationConfirmed():
-            return _set_op(
-                state, event.action, status=OpStatus.CONFIRMED, remote_id=event.remote_id
-            )
+            state = _set_op(state, event.action, remote_id=event.remote_id)
+            return _set_leg(state, event.action, Leg.FORWARD, status=LegStatus.CONFIRMED)
         case OperationFailed():
-            return _set_op(state, event.action, status=OpStatus.FAILED)
+            return _set_leg(state, event.action, Leg.FORWARD, status=LegStatus.FAILED)
         case OperationNeedsReview():
-            changes: dict[str, object] = {
-                "status": OpStatus.MANUAL_REVIEW,
-                "open_review": event.review_id,
-                "review_leg": event.leg,
-            }
-            if event.leg is Leg.COMPENSATION:
-                changes["comp_status"] = OpStatus.MANUAL_REVIEW
-            return _set_op(state, event.action, **changes)
-        case OperationCompensated():
-            return _set_op(
-                state, event.action, status=OpStatus.COMPENSATED, comp_status=OpStatus.CONFIRMED
+            return _set_leg(
+                state,
+                event.action,
+                event.leg,
+                status=LegStatus.MANUAL_REVIEW,
+                review=event.review_id,
             )
+        case OperationCompensated():
+            return _set_leg(state, event.action, Leg.COMPENSATION, status=LegStatus.CONFIRMED)
         case EvidenceRecorded() | ObservationIgnored() | CommandIgnored():
             return state
         case TransactionCommitted():
@@ -526,7 +596,7 @@ def evolve(state: TransactionState, event: Event) -> TransactionState:
         case TransactionNeedsReview():
             return state.model_copy(update={"status": TxStatus.MANUAL_REVIEW})
         case ReviewResolved():
-            state = _set_op(state, event.action, open_review=None, review_leg=None)
+            state = _set_leg(state, event.action, event.leg, review=None)
             if state.status is not TxStatus.MANUAL_REVIEW:
                 return state  # a notification's review: the transaction never waited
             resumed = TxStatus.COMPENSATING if state.plan else TxStatus.RUNNING
@@ -540,6 +610,17 @@ def _set_op(state: TransactionState, action: str, **changes: object) -> Transact
         op.model_copy(update=changes) if op.spec.action == action else op for op in state.operations
     )
     return state.model_copy(update={"operations": ops})
+
+
+def _set_leg(
+    state: TransactionState, action: str, which: Leg, **changes: object
+) -> TransactionState:
+    """Change one leg of one operation; the undo's first dispatch creates it."""
+    op = state.operation(action)
+    assert op is not None, action
+    leg = op.leg(which) or LegState()
+    field = "forward" if which is Leg.FORWARD else "undo"
+    return _set_op(state, action, **{field: leg.model_copy(update=changes)})
 
 
 def _fold(state: TransactionState, events: list[Event]) -> TransactionState:

@@ -21,7 +21,13 @@ from events.transaction_events import (
     TransactionCommitted,
     TransactionFailed,
 )
-from services.decider.transaction import TransactionState, handle, initial_state, record
+from services.decider.transaction import (
+    LegStatus,
+    TransactionState,
+    handle,
+    initial_state,
+    record,
+)
 
 
 @given(scenarios())
@@ -99,7 +105,7 @@ def check_dispatch(
         assert list(current.plan) == sorted(current.plan, key=forward.index, reverse=True)
         earlier = current.plan[: current.plan.index(event.action)]
         assert all(
-            current.operation(a).comp_status is OpStatus.CONFIRMED  # type: ignore[union-attr]
+            current.operation(a).undo.status is LegStatus.CONFIRMED  # type: ignore[union-attr]
             for a in earlier
         )
         return
