@@ -30,12 +30,8 @@ from pydantic import model_validator
 
 from events.definition import Compensation, OperationKind, OperationSpec, TxStatus
 from events.model import Message
-from services.decider.transaction import (
-    LegState,
-    OperationState,
-    TransactionState,
-    upcast_flat_legs,
-)
+from services.decider.legs import LegState, upcast_flat_legs
+from services.decider.transaction import OperationState, TransactionState
 
 FINISHED = (TxStatus.COMMITTED, TxStatus.FAILED, TxStatus.COMPENSATED)
 

@@ -24,7 +24,6 @@ holds the id of its open review. The operation's status in the API's vocabulary
 """
 
 from datetime import datetime
-from enum import StrEnum
 from typing import Any, assert_never
 
 from pydantic import model_validator
@@ -67,69 +66,19 @@ from events.transaction_events import (
     TransactionNeedsReview,
 )
 from services.decider.evidence import evidence_of, evidence_of_review
+from services.decider.legs import (
+    LEG_EVENTS,
+    LegState,
+    LegStatus,
+    evolve_legs,
+    evolve_status,
+    op_status,
+    upcast_flat_legs,
+)
 
 # A `write` is re-sent (under the same key) only after a lookup proved it absent, and
 # at most this many times in all; past that a person decides.
 MAX_ATTEMPTS = 3
-
-
-class LegStatus(StrEnum):
-    """Where one call of an operation stands. Its values are the API's names (OpStatus);
-    `compensating` and `compensated` are not a leg's: they say where the undo of a
-    confirmed operation stands, and are derived (OperationState.status)."""
-
-    PENDING = "pending"
-    DISPATCHED = "dispatched"
-    UNKNOWN = "unknown"
-    CONFIRMED = "confirmed"
-    FAILED = "failed"
-    MANUAL_REVIEW = "manual_review"
-
-
-IN_FLIGHT = (LegStatus.DISPATCHED, LegStatus.UNKNOWN)
-
-# What the operation shows while its undo stands so (an undo is dispatched only for a
-# confirmed forward leg, so the undo alone says where the operation is).
-_UNDO_SHOWS = {
-    LegStatus.DISPATCHED: OpStatus.COMPENSATING,
-    LegStatus.UNKNOWN: OpStatus.COMPENSATING,
-    LegStatus.CONFIRMED: OpStatus.COMPENSATED,
-    LegStatus.MANUAL_REVIEW: OpStatus.MANUAL_REVIEW,
-}
-
-
-class LegState(Message):
-    status: LegStatus = LegStatus.PENDING
-    attempt: int = 0
-    review: str | None = None  # the open review of this leg, if any
-
-    @property
-    def in_flight(self) -> bool:
-        return self.status in IN_FLIGHT
-
-
-def upcast_flat_legs(data: Any) -> Any:
-    """v1 -> v2 of an operation's record (changelog states, finished markers): v1 kept the
-    legs flat (status, attempt, comp_status, comp_attempt, open_review, review_leg) and
-    overwrote the forward status with the undo's progress (compensating, compensated,
-    manual_review). An undo is dispatched only for a confirmed forward leg, so a v1 record
-    with an undo had a confirmed forward leg."""
-    if not isinstance(data, dict) or "forward" in data or "status" not in data:
-        return data
-    data = dict(data)
-    status, attempt = data.pop("status"), data.pop("attempt", 0)
-    comp_status, comp_attempt = data.pop("comp_status", None), data.pop("comp_attempt", 0)
-    review, review_leg = data.pop("open_review", None), data.pop("review_leg", None)
-    forward: dict[str, Any] = {"status": status, "attempt": attempt}
-    undo: dict[str, Any] | None = None
-    if comp_status is not None:
-        forward["status"] = LegStatus.CONFIRMED
-        undo = {"status": comp_status, "attempt": comp_attempt}
-    if review is not None:
-        under_review = undo if review_leg == Leg.COMPENSATION and undo is not None else forward
-        under_review["review"] = review
-    data["forward"], data["undo"] = forward, undo
-    return data
 
 
 class OperationState(Message):
@@ -146,9 +95,7 @@ class OperationState(Message):
     @property
     def status(self) -> OpStatus:
         """The operation's status in the API's vocabulary."""
-        if self.undo is not None:
-            return _UNDO_SHOWS[self.undo.status]
-        return OpStatus(self.forward.status.value)
+        return op_status(self.forward, self.undo)
 
     @property
     def open_review(self) -> str | None:
@@ -546,63 +493,32 @@ def _undo_payload(op: OperationState) -> dict[str, Any]:
 
 
 def evolve(state: TransactionState, event: Event) -> TransactionState:
+    """The transaction's status and its operations' legs move by the rules in
+    services.decider.legs, which the projection applies too; the rest is the decider's."""
+    status = evolve_status(state.status, event)
     match event:
         case TransactionAccepted():
-            return state.model_copy(
+            state = state.model_copy(
                 update={
-                    "status": TxStatus.ACCEPTED,
                     "agent_id": event.agent_id,
                     "fingerprint": event.fingerprint,
                     "operations": tuple(OperationState(spec=s) for s in event.operations),
                 }
             )
-        case OperationDispatched():
-            state = _set_leg(
-                state, event.action, event.leg, status=LegStatus.DISPATCHED, attempt=event.attempt
-            )
-            if state.status is TxStatus.ACCEPTED:
-                state = state.model_copy(update={"status": TxStatus.RUNNING})
-            return state
-        case OperationUnknown():
-            return _set_leg(state, event.action, event.leg, status=LegStatus.UNKNOWN)
         case OperationConfirmed():
             state = _set_op(state, event.action, remote_id=event.remote_id)
-            return _set_leg(state, event.action, Leg.FORWARD, status=LegStatus.CONFIRMED)
-        case OperationFailed():
-            return _set_leg(state, event.action, Leg.FORWARD, status=LegStatus.FAILED)
-        case OperationNeedsReview():
-            return _set_leg(
-                state,
-                event.action,
-                event.leg,
-                status=LegStatus.MANUAL_REVIEW,
-                review=event.review_id,
-            )
-        case OperationCompensated():
-            return _set_leg(state, event.action, Leg.COMPENSATION, status=LegStatus.CONFIRMED)
-        case EvidenceRecorded() | ObservationIgnored() | CommandIgnored():
-            return state
-        case TransactionCommitted():
-            return state.model_copy(update={"status": TxStatus.COMMITTED})
-        case TransactionFailed():
-            status = TxStatus.COMPENSATING if event.compensable else TxStatus.FAILED
-            return state.model_copy(update={"status": status})
         case CompensationPlanned():
-            return state.model_copy(update={"plan": event.plan})
-        case TransactionCompensated():
-            return state.model_copy(update={"status": TxStatus.COMPENSATED})
+            state = state.model_copy(update={"plan": event.plan})
         case TransactionAbortRequested():
-            return state.model_copy(update={"aborting": True})
-        case TransactionNeedsReview():
-            return state.model_copy(update={"status": TxStatus.MANUAL_REVIEW})
-        case ReviewResolved():
-            state = _set_leg(state, event.action, event.leg, review=None)
-            if state.status is not TxStatus.MANUAL_REVIEW:
-                return state  # a notification's review: the transaction never waited
-            resumed = TxStatus.COMPENSATING if state.plan else TxStatus.RUNNING
-            return state.model_copy(update={"status": resumed})
+            state = state.model_copy(update={"aborting": True})
         case _:
-            assert_never(event)
+            pass
+    if isinstance(event, LEG_EVENTS):
+        op = state.operation(event.action)
+        assert op is not None, event.action
+        forward, undo = evolve_legs(op.forward, op.undo, event)
+        state = _set_op(state, event.action, forward=forward, undo=undo)
+    return state.model_copy(update={"status": status})
 
 
 def _set_op(state: TransactionState, action: str, **changes: object) -> TransactionState:
@@ -610,17 +526,6 @@ def _set_op(state: TransactionState, action: str, **changes: object) -> Transact
         op.model_copy(update=changes) if op.spec.action == action else op for op in state.operations
     )
     return state.model_copy(update={"operations": ops})
-
-
-def _set_leg(
-    state: TransactionState, action: str, which: Leg, **changes: object
-) -> TransactionState:
-    """Change one leg of one operation; the undo's first dispatch creates it."""
-    op = state.operation(action)
-    assert op is not None, action
-    leg = op.leg(which) or LegState()
-    field = "forward" if which is Leg.FORWARD else "undo"
-    return _set_op(state, action, **{field: leg.model_copy(update=changes)})
 
 
 def _fold(state: TransactionState, events: list[Event]) -> TransactionState:

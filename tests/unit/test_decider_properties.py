@@ -21,13 +21,8 @@ from events.transaction_events import (
     TransactionCommitted,
     TransactionFailed,
 )
-from services.decider.transaction import (
-    LegStatus,
-    TransactionState,
-    handle,
-    initial_state,
-    record,
-)
+from services.decider.legs import LegStatus
+from services.decider.transaction import TransactionState, handle, initial_state, record
 
 
 @given(scenarios())

@@ -13,15 +13,9 @@ from txbuilders import compensate, observed, plan, submit
 from events.definition import Leg, OpStatus
 from events.inputs import DeciderInput, Outcome
 from services.decider.finished import FinishedTransaction, finish
+from services.decider.legs import LegState, LegStatus, upcast_flat_legs
 from services.decider.restore import parse_stored
-from services.decider.transaction import (
-    LegState,
-    LegStatus,
-    TransactionState,
-    handle,
-    initial_state,
-    upcast_flat_legs,
-)
+from services.decider.transaction import TransactionState, handle, initial_state
 
 # reserve confirmed, its undo refused (a review open on the undo leg); charge failed.
 UNDO_IN_REVIEW: list[DeciderInput] = [
