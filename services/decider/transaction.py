@@ -20,7 +20,9 @@ Rules it enforces (DESIGN.md promises 1-5):
 An operation has two legs, each a value with its own status and attempt: `forward` (the
 call itself) and `undo` (its compensation; None until dispatched). A leg in manual review
 holds the id of its open review. The operation's status in the API's vocabulary
-(`compensating`, `compensated`, ...) is derived from the two legs, never stored.
+(`compensating`, `compensated`, ...) is derived from the two legs, never stored. How each
+event moves the legs and the transaction's status is in services.decider.legs, whose rules
+the projection applies too.
 """
 
 from datetime import datetime
@@ -90,6 +92,7 @@ class OperationState(Message):
     @model_validator(mode="before")
     @classmethod
     def _upcast(cls, data: Any) -> Any:
+        # Changelog records written before the legs were values are read on restore.
         return upcast_flat_legs(data)
 
     @property
