@@ -9,7 +9,7 @@ or by a webhook is the same report, and is reported once.
 from enum import StrEnum
 from typing import Any, Literal
 
-from events.canonical import canonical_json, sha256_hex
+from events.keys import drift_id as drift_id
 from events.model import Message
 
 
@@ -38,8 +38,3 @@ class DriftDetected(Message):
     effect_id: str | None = None
     detail: dict[str, Any]
     detected_at: str
-
-
-def drift_id(kind: DriftKind, provider: str, subject: str) -> str:
-    """`subject` is the provider's effect id, or the op key when there is no effect."""
-    return "dr_" + sha256_hex(canonical_json(["recon.drift", kind.value, provider, subject]))[:24]

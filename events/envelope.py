@@ -9,6 +9,7 @@ from datetime import datetime
 from typing import Any
 
 from events.canonical import canonical_json, sha256_hex
+from events.keys import event_id
 from events.model import Message
 from events.transaction_events import Event, event_data, event_from
 
@@ -38,11 +39,6 @@ class Envelope(Message):
 
 def chain_hash(prev_hash: str, body: dict[str, Any]) -> str:
     return sha256_hex(prev_hash.encode("ascii") + canonical_json(body))
-
-
-def event_id(tenant: str, tx_id: str, seq: int) -> str:
-    # Derived, not random: the same decision replayed yields the same id.
-    return "ev_" + sha256_hex(canonical_json(["recon.event", tenant, tx_id, seq]))[:32]
 
 
 def seal(

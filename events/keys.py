@@ -44,3 +44,69 @@ def review_id(tenant: str, tx_id: str, action: str, leg: str, attempt: int) -> s
     """One review per operation leg and attempt: a repeated request finds the same one."""
     material = canonical_json(["recon.review", tenant, tx_id, action, leg, attempt])
     return f"rv_{sha256_hex(material)[:24]}"
+
+
+# --- message ids ----------------------------------------------------------------------
+# Every input the decider judges carries a deterministic id, and the decider deduplicates
+# on it (`seen`): a retried request, a redelivered record or a replayed reaction must yield
+# the very same id, whatever the clock said. These ids are stored in the log (as the
+# envelopes' causation ids), so their derivation is frozen by test vectors like the keys'.
+
+
+def submit_id(tenant: str, tx_id: str, fingerprint: str) -> str:
+    """Every resubmission of the same intent is recognisably the same command."""
+    return f"submit:{tenant}:{tx_id}:{fingerprint[:16]}"
+
+
+def abort_id(tenant: str, tx_id: str) -> str:
+    """An abort is a one-way switch: a second abort, whoever asks, is the same command."""
+    return f"abort:{tenant}:{tx_id}"
+
+
+def resolve_id(review: str) -> str:
+    """One resolution per review: a client's retry produces the same command."""
+    return f"resolve:{review}"
+
+
+def plan_id(tenant: str, tx_id: str) -> str:
+    """The saga plans a transaction's compensation once."""
+    return f"saga:plan:{tenant}:{tx_id}"
+
+
+def compensate_id(tenant: str, tx_id: str, action: str) -> str:
+    """The saga asks for each operation's undo once."""
+    return f"saga:compensate:{tenant}:{tx_id}:{action}"
+
+
+def dispatch_observation_id(
+    op_key: str, attempt: int, source: str, outcome: str, lookups: int
+) -> str:
+    """What a dispatcher saw of one call: same call, same sighting, same id, so a redone
+    call's duplicate is recognised."""
+    return f"{op_key}:{attempt}:{source}:{outcome}:{lookups}"
+
+
+def lookup_observation_id(op_key: str, attempt: int, n: int) -> str:
+    """Lookup n of one dispatch is one observation, whoever reports it and how often."""
+    return f"reconcile:{op_key}:{attempt}:{n}"
+
+
+def review_request_id(op_key: str, attempt: int) -> str:
+    """The reconciler asks for a review of one dispatch once."""
+    return f"reconcile:{op_key}:{attempt}:review"
+
+
+def webhook_id(provider: str, delivery_id: str) -> str:
+    """The delivery's own id, so a redelivery the dedupe table missed is still recognised."""
+    return f"webhook:{provider}:{delivery_id}"
+
+
+def event_id(tenant: str, tx_id: str, seq: int) -> str:
+    """Derived, not random: the same decision replayed yields the same id."""
+    return "ev_" + sha256_hex(canonical_json(["recon.event", tenant, tx_id, seq]))[:32]
+
+
+def drift_id(kind: str, provider: str, subject: str) -> str:
+    """`subject` is the provider's effect id, or the op key when there is no effect; `kind`
+    a DriftKind value."""
+    return "dr_" + sha256_hex(canonical_json(["recon.drift", str(kind), provider, subject]))[:24]

@@ -11,6 +11,15 @@ from typing import Any, assert_never
 
 from events.definition import Leg, OperationKind, OpStatus, Resolution, TxStatus
 from events.envelope import Envelope
+from events.legs import (
+    LEG_EVENTS,
+    LegEvent,
+    LegState,
+    LegStatus,
+    evolve_legs,
+    evolve_status,
+    op_status,
+)
 from events.model import Message
 from events.transaction_events import (
     CommandIgnored,
@@ -136,88 +145,78 @@ def _accepted(envelope: Envelope, event: TransactionAccepted, at: datetime) -> T
 
 
 def _evolve(view: TxView, event: Event, seq: int, at: datetime) -> TxView:
+    if isinstance(event, TransactionAccepted):
+        # Only seq 1 accepts; a second one would be a decider bug, and the first
+        # intent is the intent.
+        return view
+    # Statuses move by the decider's own rules; the view adds what the decider does not
+    # keep: evidence, times and the review queue.
+    status = evolve_status(view.status, event)
+    assert status is not None  # only TransactionAccepted starts from None
+    view = view.model_copy(update={"status": status})
+    if isinstance(event, LEG_EVENTS):
+        view = _move_legs(view, event, at)
     match event:
-        case TransactionAccepted():
-            # Only seq 1 accepts; a second one would be a decider bug, and the first
-            # intent is the intent.
-            return view
-        case OperationDispatched():
-            if event.leg is Leg.COMPENSATION:
-                return _set_op(
-                    view,
-                    event.action,
-                    at,
-                    state=OpStatus.COMPENSATING,
-                    comp_state=OpStatus.DISPATCHED,
-                    comp_attempts=event.attempt,
-                )
-            view = _set_op(
-                view, event.action, at, state=OpStatus.DISPATCHED, attempts=event.attempt
-            )
-            if view.status is TxStatus.ACCEPTED:
-                view = view.model_copy(update={"status": TxStatus.RUNNING})
-            return view
-        case OperationUnknown():
-            if event.leg is Leg.FORWARD:
-                view = _set_op(view, event.action, at, state=OpStatus.UNKNOWN)
-            else:
-                view = _set_op(view, event.action, at, comp_state=OpStatus.UNKNOWN)
-            return _add_evidence(view, event.action, event.evidence, event.type, seq, at)
         case OperationConfirmed():
-            view = _set_op(
-                view, event.action, at, state=OpStatus.CONFIRMED, remote_id=event.remote_id
-            )
+            view = _set_op(view, event.action, at, remote_id=event.remote_id)
             return _add_evidence(view, event.action, event.evidence, event.type, seq, at)
-        case OperationFailed():
-            view = _set_op(view, event.action, at, state=OpStatus.FAILED)
+        case OperationUnknown() | OperationFailed() | OperationCompensated() | EvidenceRecorded():
             return _add_evidence(view, event.action, event.evidence, event.type, seq, at)
         case OperationNeedsReview():
-            changes: dict[str, object] = {
-                "state": OpStatus.MANUAL_REVIEW,
-                "open_review_id": event.review_id,
-            }
-            if event.leg is Leg.COMPENSATION:
-                changes["comp_state"] = OpStatus.MANUAL_REVIEW
-            view = _set_op(view, event.action, at, **changes)
             view = _open_review(view, event, at)
             return _add_evidence(
                 view, event.action, event.evidence, event.type, seq, at, reason=event.reason
             )
-        case OperationCompensated():
-            view = _set_op(
-                view,
-                event.action,
-                at,
-                state=OpStatus.COMPENSATED,
-                comp_state=OpStatus.CONFIRMED,
-            )
-            return _add_evidence(view, event.action, event.evidence, event.type, seq, at)
-        case EvidenceRecorded():
-            return _add_evidence(view, event.action, event.evidence, event.type, seq, at)
         case ObservationIgnored():
             return _add_evidence(
                 view, event.action, event.evidence, event.type, seq, at, reason=event.reason
             )
-        case TransactionCommitted():
-            return view.model_copy(update={"status": TxStatus.COMMITTED})
-        case TransactionFailed():
-            status = TxStatus.COMPENSATING if event.compensable else TxStatus.FAILED
-            return view.model_copy(update={"status": status})
-        case TransactionCompensated():
-            return view.model_copy(update={"status": TxStatus.COMPENSATED})
-        case TransactionNeedsReview():
-            return view.model_copy(update={"status": TxStatus.MANUAL_REVIEW})
         case ReviewResolved():
-            view = _set_op(view, event.action, at, open_review_id=None)
-            view = _resolve_review(view, event, at)
-            if view.status is not TxStatus.MANUAL_REVIEW:
-                return view
-            resumed = TxStatus.COMPENSATING if event.leg is Leg.COMPENSATION else TxStatus.RUNNING
-            return view.model_copy(update={"status": resumed})
-        case CompensationPlanned() | TransactionAbortRequested() | CommandIgnored():
+            return _resolve_review(view, event, at)
+        case (
+            OperationDispatched()
+            | TransactionCommitted()
+            | TransactionFailed()
+            | TransactionCompensated()
+            | TransactionNeedsReview()
+            | CompensationPlanned()
+            | TransactionAbortRequested()
+            | CommandIgnored()
+        ):
             return view
         case _:
             assert_never(event)
+
+
+def _move_legs(view: TxView, event: LegEvent, at: datetime) -> TxView:
+    """The decider's leg rules, applied to the operation's columns: `state` is the
+    operation's status in the API's vocabulary, `attempts` the forward leg's, and the
+    comp_* columns the undo's (None until it is dispatched)."""
+    op = _op(view, event.action)
+    if op.comp_state is None:
+        forward = LegState(
+            status=LegStatus(op.state.value), attempt=op.attempts, review=op.open_review_id
+        )
+        undo = None
+    else:
+        # An undo is dispatched only for a confirmed forward leg.
+        forward = LegState(status=LegStatus.CONFIRMED, attempt=op.attempts)
+        undo = LegState(
+            status=LegStatus(op.comp_state.value),
+            attempt=op.comp_attempts,
+            review=op.open_review_id,
+        )
+    forward, undo = evolve_legs(forward, undo, event)
+    return _set_op(
+        view,
+        event.action,
+        at,
+        state=op_status(forward, undo),
+        attempts=forward.attempt,
+        comp_state=OpStatus(undo.status.value) if undo else None,
+        comp_attempts=undo.attempt if undo else 0,
+        open_review_id=forward.review or (undo.review if undo else None),
+    )
 
 
 def _open_review(view: TxView, event: OperationNeedsReview, at: datetime) -> TxView:

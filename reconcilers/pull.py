@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from events.definition import Leg
+from events.keys import lookup_observation_id
+from events.keys import review_request_id as review_request_id
 
 REVIEW_REASON = "lookup_budget_exhausted"
 
@@ -113,10 +115,5 @@ def plan(
     return steps
 
 
-def observation_id(op_key: str, attempt: int, n: int) -> str:
-    """Lookup n of one dispatch is one observation, whoever reports it and how often."""
-    return f"reconcile:{op_key}:{attempt}:{n}"
-
-
-def review_request_id(op_key: str, attempt: int) -> str:
-    return f"reconcile:{op_key}:{attempt}:review"
+# The ids are derived in events.keys; the reconciler's runtime imports them from here.
+observation_id = lookup_observation_id

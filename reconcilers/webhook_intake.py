@@ -12,6 +12,7 @@ from typing import Any
 
 from events.drift import DriftDetected, DriftKind, drift_id
 from events.inputs import OperationObserved, Outcome, Source
+from events.keys import webhook_id
 from events.safe_json import escape_unencodable
 
 EFFECT_SUCCEEDED = "effect.succeeded"
@@ -82,7 +83,7 @@ def observation(
     nothing else (services.decider.transaction). The message id is the delivery's, so a
     redelivery the dedupe table missed is still recognised by the decider."""
     return OperationObserved(
-        message_id=f"webhook:{provider}:{delivery_id}",
+        message_id=webhook_id(provider, delivery_id),
         tenant=op.tenant,
         tx_id=op.tx_id,
         action=op.action,

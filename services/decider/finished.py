@@ -16,7 +16,7 @@ under the same op key is not a guard to rely on: provider keys expire.
 
 It keeps just enough to answer every late input exactly as the full state did, through
 the same `handle`: the status, plan and abort flag (commands), each operation's keys,
-status and attempts (late observations are recorded as ObservationIgnored on the chain),
+legs (status, attempt) (late observations are recorded as ObservationIgnored on the chain),
 and the chain's seq and last hash. What it drops, and what that changes:
 - payloads: a finished transaction never dispatches, so they are never read again;
 - `seen` (input ids): a re-delivered input is judged again instead of being recognised;
@@ -24,11 +24,14 @@ and the chain's seq and last hash. What it drops, and what that changes:
   ObservationIgnored, never an effect.
 """
 
-from typing import Literal
+from typing import Any, Literal
 
-from events.definition import Compensation, OperationKind, OperationSpec, OpStatus, TxStatus
+from pydantic import model_validator
+
+from events.definition import Compensation, OperationKind, OperationSpec, TxStatus
+from events.legs import LegState, upcast_flat_legs
 from events.model import Message
-from services.decider.transaction import IN_FLIGHT, OperationState, TransactionState
+from services.decider.transaction import OperationState, TransactionState
 
 FINISHED = (TxStatus.COMMITTED, TxStatus.FAILED, TxStatus.COMPENSATED)
 
@@ -38,10 +41,14 @@ class FinishedOperation(Message):
     kind: OperationKind
     op_key: str
     compensation_key: str | None = None
-    status: OpStatus
-    attempt: int
-    comp_status: OpStatus | None = None
-    comp_attempt: int = 0
+    forward: LegState
+    undo: LegState | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _upcast(cls, data: Any) -> Any:
+        # Markers written before the legs were values kept them flat, like the states.
+        return upcast_flat_legs(data)
 
 
 class FinishedTransaction(Message):
@@ -64,9 +71,7 @@ def is_finished(state: TransactionState) -> bool:
     for a person's ResolveReview, which needs the full state."""
     return (
         state.status in FINISHED
-        and not any(
-            op.status in IN_FLIGHT or op.comp_status in IN_FLIGHT for op in state.operations
-        )
+        and not any(leg.in_flight for op in state.operations for _, leg in op.legs())
         and not any(op.open_review is not None for op in state.operations)
     )
 
@@ -88,10 +93,8 @@ def finish(state: TransactionState) -> FinishedTransaction:
                 kind=op.spec.kind,
                 op_key=op.spec.op_key,
                 compensation_key=op.spec.compensation_key,
-                status=op.status,
-                attempt=op.attempt,
-                comp_status=op.comp_status,
-                comp_attempt=op.comp_attempt,
+                forward=op.forward,
+                undo=op.undo,
             )
             for op in state.operations
         ),
@@ -123,10 +126,8 @@ def revive(marker: FinishedTransaction) -> TransactionState:
                     compensation=Compensation(operation="") if op.compensation_key else None,
                     compensation_key=op.compensation_key,
                 ),
-                status=op.status,
-                attempt=op.attempt,
-                comp_status=op.comp_status,
-                comp_attempt=op.comp_attempt,
+                forward=op.forward,
+                undo=op.undo,
             )
             for op in marker.operations
         ),

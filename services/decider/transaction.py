@@ -16,10 +16,19 @@ Rules it enforces (DESIGN.md promises 1-5):
   not their attempt number) are sightings not tied to a dispatch: they can prove an
   effect exists and nothing else;
 - a duplicated input (same message id) changes nothing.
+
+An operation has two legs, each a value with its own status and attempt: `forward` (the
+call itself) and `undo` (its compensation; None until dispatched). A leg in manual review
+holds the id of its open review. The operation's status in the API's vocabulary
+(`compensating`, `compensated`, ...) is derived from the two legs, never stored. How each
+event moves the legs and the transaction's status is in events.legs, whose rules
+the projection applies too.
 """
 
 from datetime import datetime
 from typing import Any, assert_never
+
+from pydantic import model_validator
 
 from events.definition import Leg, OperationKind, OperationSpec, OpStatus, Resolution, TxStatus
 from events.envelope import GENESIS_HASH, Envelope, seal
@@ -36,6 +45,15 @@ from events.inputs import (
     SubmitTransaction,
 )
 from events.keys import review_id
+from events.legs import (
+    LEG_EVENTS,
+    LegState,
+    LegStatus,
+    evolve_legs,
+    evolve_status,
+    op_status,
+    upcast_flat_legs,
+)
 from events.model import Message
 from events.transaction_events import (
     CommandIgnored,
@@ -64,19 +82,32 @@ from services.decider.evidence import evidence_of, evidence_of_review
 # at most this many times in all; past that a person decides.
 MAX_ATTEMPTS = 3
 
-IN_FLIGHT = (OpStatus.DISPATCHED, OpStatus.UNKNOWN)
-
 
 class OperationState(Message):
     spec: OperationSpec
-    status: OpStatus = OpStatus.PENDING
-    attempt: int = 0
+    forward: LegState = LegState()
+    undo: LegState | None = None
     remote_id: str | None = None
-    # The undo: None until it is dispatched, then DISPATCHED/UNKNOWN/CONFIRMED/MANUAL_REVIEW.
-    comp_status: OpStatus | None = None
-    comp_attempt: int = 0
-    open_review: str | None = None
-    review_leg: Leg | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _upcast(cls, data: Any) -> Any:
+        # Changelog records written before the legs were values are read on restore.
+        return upcast_flat_legs(data)
+
+    @property
+    def status(self) -> OpStatus:
+        """The operation's status in the API's vocabulary."""
+        return op_status(self.forward, self.undo)
+
+    @property
+    def open_review(self) -> str | None:
+        return self.forward.review or (self.undo.review if self.undo else None)
+
+    def legs(self) -> list[tuple[Leg, LegState]]:
+        return [(Leg.FORWARD, self.forward)] + (
+            [(Leg.COMPENSATION, self.undo)] if self.undo else []
+        )
 
     def leg_of(self, key: str) -> Leg | None:
         if key == self.spec.op_key:
@@ -85,16 +116,9 @@ class OperationState(Message):
             return Leg.COMPENSATION
         return None
 
-    def attempt_of(self, leg: Leg) -> int:
-        return self.attempt if leg is Leg.FORWARD else self.comp_attempt
-
-    def in_flight(self, leg: Leg) -> bool:
-        if leg is Leg.FORWARD:
-            return self.comp_status is None and self.status in IN_FLIGHT
-        return self.comp_status in IN_FLIGHT
-
-    def leg_status(self, leg: Leg) -> OpStatus | None:
-        return self.status if leg is Leg.FORWARD else self.comp_status
+    def leg(self, which: Leg) -> LegState | None:
+        """None: the undo, not dispatched yet."""
+        return self.forward if which is Leg.FORWARD else self.undo
 
 
 class TransactionState(Message):
@@ -123,7 +147,7 @@ class TransactionState(Message):
     def undone(self, actions: tuple[str, ...]) -> bool:
         """Whether the undo of every one of these operations is proven done."""
         return all(
-            op.comp_status is OpStatus.CONFIRMED
+            op.undo is not None and op.undo.status is LegStatus.CONFIRMED
             for op in self.operations
             if op.spec.action in actions
         )
@@ -136,7 +160,7 @@ def initial_state(tenant: str, tx_id: str) -> TransactionState:
 def is_terminal(state: TransactionState) -> bool:
     settled = (TxStatus.COMMITTED, TxStatus.FAILED, TxStatus.COMPENSATED, TxStatus.MANUAL_REVIEW)
     return state.status in settled and not any(
-        op.in_flight(leg) for op in state.operations for leg in Leg
+        leg.in_flight for op in state.operations for _, leg in op.legs()
     )
 
 
@@ -186,7 +210,8 @@ def _observe(state: TransactionState, obs: OperationObserved) -> list[Event]:
     if op is None or leg is None:
         return []
     evidence = evidence_of(obs)
-    action, attempt = op.spec.action, op.attempt_of(leg)
+    current = op.leg(leg)
+    action, attempt = op.spec.action, current.attempt if current else 0
 
     def ignored(reason: str) -> list[Event]:
         return [
@@ -206,8 +231,8 @@ def _observe(state: TransactionState, obs: OperationObserved) -> list[Event]:
     webhook = obs.source is Source.WEBHOOK
     if not webhook and obs.attempt != attempt:
         return ignored("stale_attempt")
-    if not op.in_flight(leg):
-        return ignored(f"operation_{op.leg_status(leg) or 'not_dispatched'}")
+    if current is None or not current.in_flight:
+        return ignored(f"operation_{current.status if current else 'not_dispatched'}")
     if webhook and obs.outcome is not Outcome.SUCCEEDED:
         # A webhook proves that an effect exists; its silence proves nothing.
         return [EvidenceRecorded(action=action, leg=leg, attempt=attempt, evidence=evidence)]
@@ -227,7 +252,7 @@ def _observe(state: TransactionState, obs: OperationObserved) -> list[Event]:
             failed = OperationFailed(action=action, attempt=attempt, evidence=evidence)
             return [failed, *_fail_if_step(_fold(state, [failed]), op, "step_rejected")]
         case Outcome.UNKNOWN | Outcome.UNAVAILABLE:
-            if op.leg_status(leg) is OpStatus.DISPATCHED:
+            if current.status is LegStatus.DISPATCHED:
                 return [
                     OperationUnknown(action=action, leg=leg, attempt=attempt, evidence=evidence)
                 ]
@@ -268,7 +293,7 @@ def _plan(state: TransactionState, cmd: PlanCompensation) -> list[Event]:
 
 def _compensate(state: TransactionState, cmd: CompensateOperation) -> list[Event]:
     op = state.operation(cmd.action)
-    if op is not None and op.comp_status is not None:
+    if op is not None and op.undo is not None:
         return []  # already dispatched: the saga asked again after a restart
     if op is None or cmd.action not in state.plan:
         return [CommandIgnored(command=cmd.type, reason="not_in_plan")]
@@ -280,16 +305,23 @@ def _compensate(state: TransactionState, cmd: CompensateOperation) -> list[Event
 
 def _request_review(state: TransactionState, cmd: RequestReview) -> list[Event]:
     op = state.operation(cmd.action)
-    if op is None or not op.in_flight(cmd.leg) or op.attempt_of(cmd.leg) != cmd.attempt:
+    current = op.leg(cmd.leg) if op else None
+    if op is None or current is None or not current.in_flight or current.attempt != cmd.attempt:
         return [CommandIgnored(command=cmd.type, reason="operation_not_in_flight")]
     return _review(state, op, cmd.leg, cmd.attempt, cmd.reason, None)
 
 
 def _resolve(state: TransactionState, cmd: ResolveReview) -> list[Event]:
-    op = next((o for o in state.operations if o.open_review == cmd.review_id), None)
-    if op is None or op.review_leg is None:
+    under_review = [
+        (op, leg, current)
+        for op in state.operations
+        for leg, current in op.legs()
+        if current.review == cmd.review_id
+    ]
+    if not under_review:
         return [CommandIgnored(command=cmd.type, reason="review_not_open")]
-    leg, attempt = op.review_leg, op.attempt_of(op.review_leg)
+    [(op, leg, current)] = under_review
+    attempt = current.attempt
     resolved = ReviewResolved(
         review_id=cmd.review_id,
         action=op.spec.action,
@@ -387,7 +419,7 @@ def _advance(state: TransactionState) -> list[Event]:
         case TxStatus.ACCEPTED | TxStatus.RUNNING:
             steps = state.steps()
             if state.aborting:
-                if any(s.in_flight(Leg.FORWARD) for s in steps):
+                if any(s.forward.in_flight for s in steps):
                     return []  # in-flight steps settle first
                 return [
                     TransactionFailed(action="", reason="aborted", compensable=_compensable(state))
@@ -464,75 +496,32 @@ def _undo_payload(op: OperationState) -> dict[str, Any]:
 
 
 def evolve(state: TransactionState, event: Event) -> TransactionState:
+    """The transaction's status and its operations' legs move by the rules in
+    events.legs, which the projection applies too; the rest is the decider's."""
+    status = evolve_status(state.status, event)
     match event:
         case TransactionAccepted():
-            return state.model_copy(
+            state = state.model_copy(
                 update={
-                    "status": TxStatus.ACCEPTED,
                     "agent_id": event.agent_id,
                     "fingerprint": event.fingerprint,
                     "operations": tuple(OperationState(spec=s) for s in event.operations),
                 }
             )
-        case OperationDispatched():
-            if event.leg is Leg.COMPENSATION:
-                return _set_op(
-                    state,
-                    event.action,
-                    comp_status=OpStatus.DISPATCHED,
-                    comp_attempt=event.attempt,
-                    status=OpStatus.COMPENSATING,
-                )
-            state = _set_op(state, event.action, status=OpStatus.DISPATCHED, attempt=event.attempt)
-            if state.status is TxStatus.ACCEPTED:
-                state = state.model_copy(update={"status": TxStatus.RUNNING})
-            return state
-        case OperationUnknown():
-            if event.leg is Leg.COMPENSATION:
-                return _set_op(state, event.action, comp_status=OpStatus.UNKNOWN)
-            return _set_op(state, event.action, status=OpStatus.UNKNOWN)
         case OperationConfirmed():
-            return _set_op(
-                state, event.action, status=OpStatus.CONFIRMED, remote_id=event.remote_id
-            )
-        case OperationFailed():
-            return _set_op(state, event.action, status=OpStatus.FAILED)
-        case OperationNeedsReview():
-            changes: dict[str, object] = {
-                "status": OpStatus.MANUAL_REVIEW,
-                "open_review": event.review_id,
-                "review_leg": event.leg,
-            }
-            if event.leg is Leg.COMPENSATION:
-                changes["comp_status"] = OpStatus.MANUAL_REVIEW
-            return _set_op(state, event.action, **changes)
-        case OperationCompensated():
-            return _set_op(
-                state, event.action, status=OpStatus.COMPENSATED, comp_status=OpStatus.CONFIRMED
-            )
-        case EvidenceRecorded() | ObservationIgnored() | CommandIgnored():
-            return state
-        case TransactionCommitted():
-            return state.model_copy(update={"status": TxStatus.COMMITTED})
-        case TransactionFailed():
-            status = TxStatus.COMPENSATING if event.compensable else TxStatus.FAILED
-            return state.model_copy(update={"status": status})
+            state = _set_op(state, event.action, remote_id=event.remote_id)
         case CompensationPlanned():
-            return state.model_copy(update={"plan": event.plan})
-        case TransactionCompensated():
-            return state.model_copy(update={"status": TxStatus.COMPENSATED})
+            state = state.model_copy(update={"plan": event.plan})
         case TransactionAbortRequested():
-            return state.model_copy(update={"aborting": True})
-        case TransactionNeedsReview():
-            return state.model_copy(update={"status": TxStatus.MANUAL_REVIEW})
-        case ReviewResolved():
-            state = _set_op(state, event.action, open_review=None, review_leg=None)
-            if state.status is not TxStatus.MANUAL_REVIEW:
-                return state  # a notification's review: the transaction never waited
-            resumed = TxStatus.COMPENSATING if state.plan else TxStatus.RUNNING
-            return state.model_copy(update={"status": resumed})
+            state = state.model_copy(update={"aborting": True})
         case _:
-            assert_never(event)
+            pass
+    if isinstance(event, LEG_EVENTS):
+        op = state.operation(event.action)
+        assert op is not None, event.action
+        forward, undo = evolve_legs(op.forward, op.undo, event)
+        state = _set_op(state, event.action, forward=forward, undo=undo)
+    return state.model_copy(update={"status": status})
 
 
 def _set_op(state: TransactionState, action: str, **changes: object) -> TransactionState:

@@ -18,7 +18,7 @@ from pydantic import ValidationError
 
 from events.envelope import Envelope
 from events.inputs import OperationObserved, Outcome, Source
-from events.keys import partition_key
+from events.keys import dispatch_observation_id, partition_key
 from events.transaction_events import OperationDispatched
 from services.at_least_once import AtLeastOnceConsumer, Batch, RetryBatch
 from services.config import Settings
@@ -195,8 +195,9 @@ class Call:
         env, dispatch = self.envelope, self.dispatch
         observation = OperationObserved(
             # Same call, same sighting, same id: a redone call's duplicate is recognised.
-            message_id=f"{dispatch.op_key}:{dispatch.attempt}:{source.value}:"
-            f"{seen.outcome.value}:{self.lookups}",
+            message_id=dispatch_observation_id(
+                dispatch.op_key, dispatch.attempt, source.value, seen.outcome.value, self.lookups
+            ),
             tenant=env.tenant,
             tx_id=env.tx_id,
             action=dispatch.action,

@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from events.definition import TxStatus
 from events.inputs import AbortTransaction
+from events.keys import abort_id
 from services.intake import auth, queries
 from services.intake.errors import ApiError, unknown_transaction
 from services.intake.openapi import TxId, errors, json_body, ok
@@ -60,7 +61,7 @@ async def abort(tx_id: TxId, request: Request, tenant: str = Depends(auth.tenant
     command = AbortTransaction(
         # Deterministic, like every command: a retried request is the same command. An
         # abort is a one-way switch, so a second abort (whoever asks) adds nothing.
-        message_id=f"abort:{tenant}:{tx_id}",
+        message_id=abort_id(tenant, tx_id),
         tenant=tenant,
         tx_id=tx_id,
         actor=body.actor,

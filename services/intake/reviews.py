@@ -16,6 +16,7 @@ from fastapi import APIRouter, Depends, Query, Request
 from pydantic import ValidationError
 
 from events.inputs import ResolveReview
+from events.keys import resolve_id
 from services.config import Settings
 from services.intake import auth, queries, resolutions
 from services.intake.errors import ApiError
@@ -100,7 +101,7 @@ async def resolve_review(
     command = ResolveReview(
         # One resolution per review: a client's retry produces the same command again,
         # which the decider recognises by its id.
-        message_id=f"resolve:{review_id}",
+        message_id=resolve_id(review_id),
         tenant=tenant,
         tx_id=review["tx_id"],
         review_id=review_id,

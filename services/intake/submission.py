@@ -19,7 +19,7 @@ from events.definition import (
     OperationSpec,
 )
 from events.inputs import SubmitTransaction
-from events.keys import compensation_key, op_key
+from events.keys import compensation_key, op_key, submit_id
 
 MAX_OPERATIONS = 20
 
@@ -173,7 +173,7 @@ def submit_command(
     return SubmitTransaction(
         # Deterministic: every resubmission of the same intent is recognisably the same
         # command, whatever the clock said.
-        message_id=f"submit:{tenant}:{submission.tx_id}:{fingerprint[:16]}",
+        message_id=submit_id(tenant, submission.tx_id, fingerprint),
         tenant=tenant,
         tx_id=submission.tx_id,
         agent_id=submission.agent_id,

@@ -19,6 +19,7 @@ from datetime import datetime
 
 from events.envelope import Envelope
 from events.inputs import Command, CompensateOperation, PlanCompensation
+from events.keys import compensate_id, plan_id
 from events.transaction_events import (
     CompensationPlanned,
     OperationCompensated,
@@ -48,7 +49,7 @@ _REACTS_TO = frozenset({"TransactionFailed", "CompensationPlanned", "OperationCo
 
 def _plan(envelope: Envelope, plan: tuple[str, ...]) -> PlanCompensation:
     return PlanCompensation(
-        message_id=f"saga:plan:{envelope.tenant}:{envelope.tx_id}",
+        message_id=plan_id(envelope.tenant, envelope.tx_id),
         tenant=envelope.tenant,
         tx_id=envelope.tx_id,
         plan=plan,
@@ -58,7 +59,7 @@ def _plan(envelope: Envelope, plan: tuple[str, ...]) -> PlanCompensation:
 
 def _compensate(envelope: Envelope, action: str) -> CompensateOperation:
     return CompensateOperation(
-        message_id=f"saga:compensate:{envelope.tenant}:{envelope.tx_id}:{action}",
+        message_id=compensate_id(envelope.tenant, envelope.tx_id, action),
         tenant=envelope.tenant,
         tx_id=envelope.tx_id,
         action=action,

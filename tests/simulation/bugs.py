@@ -38,8 +38,9 @@ def _no_attempt_check(state: TransactionState, obs: OperationObserved) -> list[E
     """Takes every observation as one of the current attempt (forgets the fencing)."""
     op: OperationState | None = state.operation(obs.action)
     leg = op.leg_of(obs.op_key) if op else None
-    if op is not None and leg is not None and obs.attempt:
-        obs = obs.model_copy(update={"attempt": op.attempt_of(leg)})
+    current = op.leg(leg) if op is not None and leg is not None else None
+    if current is not None and obs.attempt:
+        obs = obs.model_copy(update={"attempt": current.attempt})
     return _observe(state, obs)
 
 

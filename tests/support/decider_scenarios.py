@@ -90,9 +90,13 @@ def plausible(
     resolutions: list[Callable[[], DeciderInput]] = []
     for op in state.operations:
         action = op.spec.action
-        for leg in Leg:
-            if op.in_flight(leg):
-                attempt = op.attempt_of(leg)
+        for leg, current in op.legs():
+            if current.review:
+                resolutions += [
+                    partial(resolve, action, current.attempt, r, leg, n) for r in Resolution
+                ]
+            if current.in_flight:
+                attempt = current.attempt
                 answers += [
                     partial(observed, action, attempt, outcome, n, source, leg=leg)
                     for outcome in ANSWERS
@@ -105,11 +109,6 @@ def plausible(
                         partial(observed, action, 0, Outcome.SUCCEEDED, n, Source.WEBHOOK, leg=leg)
                     )
                 answers.append(partial(request_review, action, attempt, leg))
-        if op.open_review and op.review_leg:
-            attempt = op.attempt_of(op.review_leg)
-            resolutions += [
-                partial(resolve, action, attempt, r, op.review_leg, n) for r in Resolution
-            ]
     saga: list[Callable[[], DeciderInput]] = [partial(compensate, a) for a in state.plan]
     if state.status is TxStatus.COMPENSATING and not state.plan:
         saga.append(partial(plan, *reversed(confirmed_with_undo(state))))

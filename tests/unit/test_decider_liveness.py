@@ -89,7 +89,8 @@ class World:
     def look_up(self, state: TransactionState, task: Lookup) -> None:
         op = state.operation(task.action)
         assert op is not None
-        if not op.in_flight(task.leg) or op.attempt_of(task.leg) != task.attempt:
+        leg = op.leg(task.leg)
+        if leg is None or not leg.in_flight or leg.attempt != task.attempt:
             return  # settled or re-sent meanwhile: nothing left to look up
         spent = self.lookups.get((task.action, task.leg, task.attempt), 0) + 1
         self.lookups[(task.action, task.leg, task.attempt)] = spent
@@ -109,11 +110,12 @@ class World:
         )
 
     def resolve_reviews(self, state: TransactionState) -> None:
-        for op in state.operations:
-            if not (op.open_review and op.review_leg) or op.open_review in self.answered:
+        legs = [(op, leg, current) for op in state.operations for leg, current in op.legs()]
+        for op, leg, current in legs:
+            if not current.review or current.review in self.answered:
                 continue
-            self.answered.add(op.open_review)
-            leg, action = op.review_leg, op.spec.action
+            self.answered.add(current.review)
+            action = op.spec.action
             if (action, leg) not in self.retried and self.draw_bool("operator retries"):
                 self.retried.add((action, leg))
                 resolution = Resolution.RETRY
@@ -122,8 +124,7 @@ class World:
                 resolution = Resolution.APPLIED
             else:
                 resolution = Resolution.NOT_APPLIED
-            attempt = op.attempt_of(leg)
-            self.queue.append(resolve(action, attempt, resolution, leg, self.tick()))
+            self.queue.append(resolve(action, current.attempt, resolution, leg, self.tick()))
 
 
 @st.composite

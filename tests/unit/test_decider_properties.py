@@ -13,6 +13,7 @@ from support.txbuilders import observed, submit
 from events.definition import Leg, OperationKind, OpStatus, TxStatus
 from events.envelope import verify_chain
 from events.inputs import DeciderInput, OperationObserved, Outcome, Source
+from events.legs import LegStatus
 from events.transaction_events import (
     OperationCompensated,
     OperationConfirmed,
@@ -99,7 +100,7 @@ def check_dispatch(
         assert list(current.plan) == sorted(current.plan, key=forward.index, reverse=True)
         earlier = current.plan[: current.plan.index(event.action)]
         assert all(
-            current.operation(a).comp_status is OpStatus.CONFIRMED  # type: ignore[union-attr]
+            current.operation(a).undo.status is LegStatus.CONFIRMED  # type: ignore[union-attr]
             for a in earlier
         )
         return

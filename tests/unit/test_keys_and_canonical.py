@@ -1,7 +1,25 @@
 """Frozen vectors: changing these outputs would give in-flight operations new keys."""
 
 from events.canonical import canonical_json, fingerprint
-from events.keys import compensation_key, op_key
+from events.drift import DriftKind
+from events.inputs import Outcome, Source
+from events.keys import (
+    abort_id,
+    compensate_id,
+    compensation_key,
+    dispatch_observation_id,
+    drift_id,
+    event_id,
+    lookup_observation_id,
+    op_key,
+    partition_key,
+    plan_id,
+    resolve_id,
+    review_id,
+    review_request_id,
+    submit_id,
+    webhook_id,
+)
 
 
 def test_op_key_vector() -> None:
@@ -33,3 +51,30 @@ def test_canonical_json_ignores_key_order_and_spacing() -> None:
     )
     assert fingerprint({"a": 1, "b": 2}) == fingerprint({"b": 2, "a": 1})
     assert fingerprint({"a": 1}) != fingerprint({"a": "1"})
+
+
+def test_message_id_vectors() -> None:
+    # The decider deduplicates on these ids and the log stores them (causation ids): a
+    # changed derivation would make a retried command or a redelivered observation new.
+    assert submit_id("demo", "order-42", "0123456789abcdef0123") == (
+        "submit:demo:order-42:0123456789abcdef"
+    )
+    assert abort_id("demo", "order-42") == "abort:demo:order-42"
+    assert resolve_id("rv_0123") == "resolve:rv_0123"
+    assert plan_id("demo", "order-42") == "saga:plan:demo:order-42"
+    assert compensate_id("demo", "order-42", "reserve") == "saga:compensate:demo:order-42:reserve"
+    assert dispatch_observation_id("rk1_0123", 2, Source.LOOKUP.value, Outcome.ABSENT.value, 1) == (
+        "rk1_0123:2:lookup:absent:1"
+    )
+    assert lookup_observation_id("rk1_0123", 2, 3) == "reconcile:rk1_0123:2:3"
+    assert review_request_id("rk1_0123", 2) == "reconcile:rk1_0123:2:review"
+    assert webhook_id("sandbox", "dlv-7") == "webhook:sandbox:dlv-7"
+
+
+def test_derived_id_vectors() -> None:
+    assert partition_key("demo", "order-42") == b"demo/order-42"
+    assert review_id("demo", "order-42", "charge", "forward", 1) == "rv_1127c98fb4a4ad137bfb97b4"
+    assert event_id("demo", "order-42", 3) == "ev_6a8e5c47724b80113827e51fbda9e799"
+    assert drift_id(DriftKind.EFFECT_WITHOUT_INTENT, "sandbox", "eff_1") == (
+        "dr_b902968f39be0662e2a539ea"
+    )

@@ -184,7 +184,7 @@ def test_the_view_agrees_with_the_decider(log: list[Envelope]) -> None:
 
         assert view.status is state.status
         assert [(op.action, op.state, op.attempts, op.remote_id) for op in view.operations] == [
-            (op.spec.action, op.status, op.attempt, op.remote_id) for op in state.operations
+            (op.spec.action, op.status, op.forward.attempt, op.remote_id) for op in state.operations
         ]
     label(state, log)
 
@@ -306,7 +306,12 @@ def test_the_undo_and_review_columns_agree_with_the_decider(log: list[Envelope])
             (op.comp_op_key, op.comp_state, op.comp_attempts, op.open_review_id)
             for op in view.operations
         ] == [
-            (op.spec.compensation_key, op.comp_status, op.comp_attempt, op.open_review)
+            (
+                op.spec.compensation_key,
+                op.undo.status if op.undo else None,
+                op.undo.attempt if op.undo else 0,
+                op.open_review,
+            )
             for op in state.operations
         ]
         assert {r.review_id for r in view.reviews if r.state == "open"} == {

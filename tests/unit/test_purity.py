@@ -11,6 +11,7 @@ PURE = [
     ROOT / "services/decider/transaction.py",
     ROOT / "services/decider/evidence.py",
     ROOT / "services/decider/finished.py",
+    ROOT / "events/legs.py",
     ROOT / "services/saga/reactor.py",
     ROOT / "projections/view.py",
     ROOT / "projections/decode.py",

@@ -1,0 +1,185 @@
+"""An operation's legs, and the one set of rules that moves them and the transaction's
+status: the decider's evolve and the projection's view both apply these, so the API
+shows exactly what the decider decides on.
+
+Pure: no I/O, no clock.
+"""
+
+from enum import StrEnum
+from typing import Any, assert_never
+
+from events.definition import Leg, OpStatus, TxStatus
+from events.model import Message
+from events.transaction_events import (
+    CommandIgnored,
+    CompensationPlanned,
+    Event,
+    EvidenceRecorded,
+    ObservationIgnored,
+    OperationCompensated,
+    OperationConfirmed,
+    OperationDispatched,
+    OperationFailed,
+    OperationNeedsReview,
+    OperationUnknown,
+    ReviewResolved,
+    TransactionAbortRequested,
+    TransactionAccepted,
+    TransactionCommitted,
+    TransactionCompensated,
+    TransactionFailed,
+    TransactionNeedsReview,
+)
+
+
+class LegStatus(StrEnum):
+    """Where one call of an operation stands. Its values are the API's names (OpStatus);
+    `compensating` and `compensated` are not a leg's: they say where the undo of a
+    confirmed operation stands, and are derived (`op_status`)."""
+
+    PENDING = "pending"
+    DISPATCHED = "dispatched"
+    UNKNOWN = "unknown"
+    CONFIRMED = "confirmed"
+    FAILED = "failed"
+    MANUAL_REVIEW = "manual_review"
+
+
+IN_FLIGHT = (LegStatus.DISPATCHED, LegStatus.UNKNOWN)
+
+# What the operation shows while its undo stands so (an undo is dispatched only for a
+# confirmed forward leg, so the undo alone says where the operation is).
+_UNDO_SHOWS = {
+    LegStatus.DISPATCHED: OpStatus.COMPENSATING,
+    LegStatus.UNKNOWN: OpStatus.COMPENSATING,
+    LegStatus.CONFIRMED: OpStatus.COMPENSATED,
+    LegStatus.MANUAL_REVIEW: OpStatus.MANUAL_REVIEW,
+}
+
+
+class LegState(Message):
+    status: LegStatus = LegStatus.PENDING
+    attempt: int = 0
+    review: str | None = None  # the open review of this leg, if any
+
+    @property
+    def in_flight(self) -> bool:
+        return self.status in IN_FLIGHT
+
+
+# The events that move an operation's legs; the others leave every leg as it is.
+LegEvent = (
+    OperationDispatched
+    | OperationUnknown
+    | OperationConfirmed
+    | OperationFailed
+    | OperationNeedsReview
+    | OperationCompensated
+    | ReviewResolved
+)
+LEG_EVENTS = (
+    OperationDispatched,
+    OperationUnknown,
+    OperationConfirmed,
+    OperationFailed,
+    OperationNeedsReview,
+    OperationCompensated,
+    ReviewResolved,
+)
+
+
+def op_status(forward: LegState, undo: LegState | None) -> OpStatus:
+    """The operation's status in the API's vocabulary."""
+    if undo is not None:
+        return _UNDO_SHOWS[undo.status]
+    return OpStatus(forward.status.value)
+
+
+def evolve_legs(
+    forward: LegState, undo: LegState | None, event: LegEvent
+) -> tuple[LegState, LegState | None]:
+    match event:
+        case OperationDispatched():
+            changes: dict[str, object] = {"status": LegStatus.DISPATCHED, "attempt": event.attempt}
+            which = event.leg
+        case OperationUnknown():
+            changes, which = {"status": LegStatus.UNKNOWN}, event.leg
+        case OperationConfirmed():
+            changes, which = {"status": LegStatus.CONFIRMED}, Leg.FORWARD
+        case OperationFailed():
+            changes, which = {"status": LegStatus.FAILED}, Leg.FORWARD
+        case OperationNeedsReview():
+            changes = {"status": LegStatus.MANUAL_REVIEW, "review": event.review_id}
+            which = event.leg
+        case OperationCompensated():
+            changes, which = {"status": LegStatus.CONFIRMED}, Leg.COMPENSATION
+        case ReviewResolved():
+            changes, which = {"review": None}, event.leg
+        case _:
+            assert_never(event)
+    if which is Leg.FORWARD:
+        return forward.model_copy(update=changes), undo
+    # The undo's first dispatch creates it.
+    return forward, (undo or LegState()).model_copy(update=changes)
+
+
+def evolve_status(status: TxStatus | None, event: Event) -> TxStatus | None:
+    """The transaction's status after `event`."""
+    match event:
+        case TransactionAccepted():
+            return TxStatus.ACCEPTED
+        case OperationDispatched():
+            return TxStatus.RUNNING if status is TxStatus.ACCEPTED else status
+        case TransactionCommitted():
+            return TxStatus.COMMITTED
+        case TransactionFailed():
+            return TxStatus.COMPENSATING if event.compensable else TxStatus.FAILED
+        case TransactionCompensated():
+            return TxStatus.COMPENSATED
+        case TransactionNeedsReview():
+            return TxStatus.MANUAL_REVIEW
+        case ReviewResolved():
+            if status is not TxStatus.MANUAL_REVIEW:
+                return status  # a notification's review: the transaction never waited
+            # A step's forward leg can be in review only before the compensation starts,
+            # and an undo only once it is planned: the leg says which way to resume.
+            return TxStatus.COMPENSATING if event.leg is Leg.COMPENSATION else TxStatus.RUNNING
+        case (
+            OperationUnknown()
+            | OperationConfirmed()
+            | OperationFailed()
+            | OperationNeedsReview()
+            | OperationCompensated()
+            | EvidenceRecorded()
+            | ObservationIgnored()
+            | CommandIgnored()
+            | CompensationPlanned()
+            | TransactionAbortRequested()
+        ):
+            return status
+        case _:
+            assert_never(event)
+
+
+def upcast_flat_legs(data: Any) -> Any:
+    """v1 -> v2 of an operation's record (changelog states, finished markers): v1 kept the
+    legs flat (status, attempt, comp_status, comp_attempt, open_review, review_leg) and
+    overwrote the forward status with the undo's progress (compensating, compensated,
+    manual_review). An undo is dispatched only for a confirmed forward leg, so a v1 record
+    with an undo had a confirmed forward leg."""
+    if not isinstance(data, dict) or "forward" in data or "status" not in data:
+        return data
+    data = dict(data)
+    status, attempt = data.pop("status"), data.pop("attempt", 0)
+    comp_status, comp_attempt = data.pop("comp_status", None), data.pop("comp_attempt", 0)
+    review, review_leg = data.pop("open_review", None), data.pop("review_leg", None)
+    forward: dict[str, Any] = {"status": status, "attempt": attempt}
+    undo: dict[str, Any] | None = None
+    if comp_status is not None:
+        forward["status"] = LegStatus.CONFIRMED
+        undo = {"status": comp_status, "attempt": comp_attempt}
+    if review is not None:
+        under_review = undo if review_leg == Leg.COMPENSATION and undo is not None else forward
+        under_review["review"] = review
+    data["forward"], data["undo"] = forward, undo
+    return data
