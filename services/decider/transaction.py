@@ -258,11 +258,20 @@ def _observe(state: TransactionState, obs: OperationObserved) -> list[Event]:
                 ]
             return [EvidenceRecorded(action=action, leg=leg, attempt=attempt, evidence=evidence)]
         case Outcome.ABSENT:
-            # Proof that the key holds no effect: sending again under the same key is
-            # safe, even if the first call is still travelling (the provider dedupes).
             events: list[Event] = [
                 EvidenceRecorded(action=action, leg=leg, attempt=attempt, evidence=evidence)
             ]
+            if current.status is LegStatus.DISPATCHED:
+                # No dispatcher has answered this attempt yet: its call may not have been
+                # made, so a key with no effect proves only that the call has not landed.
+                # Sending again would spend an attempt per lookup while a dispatcher lags,
+                # and put the operation in review with the first call still to land. The
+                # dispatcher answers every dispatch it reads (looking up first if it is a
+                # redelivery); if none ever does, the reconciler's budget ends in review.
+                return events
+            # The dispatcher said `unknown` and the key holds no effect: sending again
+            # under the same key is safe, even if the first call is still travelling (the
+            # provider dedupes).
             if attempt < MAX_ATTEMPTS:
                 return [*events, _dispatch(op, leg, attempt + 1, lookup_first=True)]
             return events + _review(state, op, leg, attempt, "attempt_budget_exhausted", evidence)

@@ -91,6 +91,18 @@ def test_absent_lookup_redispatches_under_the_same_key_with_a_new_attempt() -> N
     assert redispatch.op_key == state.operation("reserve").spec.op_key  # type: ignore[union-attr]
 
 
+def test_absent_lookup_before_the_dispatcher_answered_waits_for_the_dispatcher() -> None:
+    # given a step dispatched that no dispatcher has answered yet (it may lag behind)
+    state = given(submit(["reserve"]))
+    # when the pull reconciler's lookup finds nothing under its key
+    after, envelopes = handle(state, observed("reserve", 1, Outcome.ABSENT, 1, Source.LOOKUP))
+    # then the sighting is evidence, and nothing is sent again: the first call may not
+    # have been made yet, so spending an attempt would only race it into review
+    assert [e.type for e in envelopes] == ["EvidenceRecorded"]
+    reserve = after.operation("reserve")
+    assert reserve is not None and reserve.status is OpStatus.DISPATCHED
+
+
 def test_attempt_budget_ends_in_manual_review() -> None:
     inputs: list[DeciderInput] = [submit(["reserve"])]
     for attempt in range(1, MAX_ATTEMPTS):
