@@ -16,7 +16,7 @@ hand next to the scheduled one) the claims in Postgres keep the work single.
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -326,38 +326,22 @@ async def run_reconciler(settings: Settings, stop: asyncio.Event) -> None:
     logging.getLogger("apscheduler").setLevel(logging.WARNING)
     async with open_reconciler(settings) as reconciler:
         scheduler = AsyncIOScheduler(timezone=UTC)
-        # misfire_grace_time: a run delayed (a busy loop, a slow tick) by up to one period
-        # still runs; later than that it is skipped, and coalesce folds a backlog into one.
-        scheduler.add_job(
-            reconciler.scheduled_tick,
-            "interval",
-            id="pull",
-            seconds=config.interval_s,
-            coalesce=True,
-            max_instances=1,
-            misfire_grace_time=max(1, int(config.interval_s)),
-            next_run_time=datetime.now(UTC),
-        )
-        scheduler.add_job(
+        now = datetime.now(UTC)
+        _every(scheduler, "pull", reconciler.scheduled_tick, config.interval_s, now)
+        _every(
+            scheduler,
+            "drift",
             reconciler.scheduled_drift_scan,
-            "interval",
-            id="drift",
-            seconds=config.drift_interval_s,
-            coalesce=True,
-            max_instances=1,
-            misfire_grace_time=max(1, int(config.drift_interval_s)),
-            next_run_time=datetime.now(UTC) + timedelta(seconds=min(5.0, config.drift_interval_s)),
+            config.drift_interval_s,
+            now + timedelta(seconds=min(5.0, config.drift_interval_s)),
         )
         # Several reconcilers may purge at once: each DELETE is idempotent.
-        scheduler.add_job(
+        _every(
+            scheduler,
+            "purge",
             reconciler.scheduled_purge,
-            "interval",
-            id="purge",
-            seconds=config.purge_interval_s,
-            coalesce=True,
-            max_instances=1,
-            misfire_grace_time=max(1, int(config.purge_interval_s)),
-            next_run_time=datetime.now(UTC) + timedelta(seconds=min(30.0, config.purge_interval_s)),
+            config.purge_interval_s,
+            now + timedelta(seconds=min(30.0, config.purge_interval_s)),
         )
         scheduler.start()
         log.info(
@@ -371,3 +355,25 @@ async def run_reconciler(settings: Settings, stop: asyncio.Event) -> None:
             await stop.wait()
         finally:
             scheduler.shutdown(wait=False)
+
+
+def _every(
+    scheduler: AsyncIOScheduler,
+    job_id: str,
+    job: Callable[[], Awaitable[None]],
+    period_s: float,
+    first: datetime,
+) -> None:
+    # misfire_grace_time: a run delayed (a busy loop, a slow tick) by up to one period still
+    # runs; later than that it is skipped, and coalesce folds a backlog into one. One
+    # instance at a time: a slow run is never overlapped by the next.
+    scheduler.add_job(
+        job,
+        "interval",
+        id=job_id,
+        seconds=period_s,
+        coalesce=True,
+        max_instances=1,
+        misfire_grace_time=max(1, int(period_s)),
+        next_run_time=first,
+    )
