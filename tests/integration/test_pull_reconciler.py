@@ -4,7 +4,7 @@
 from typing import Any
 
 from support.pull_support import BUDGET, restart_reconciler_fast, strand_charge
-from support.recon_client import Recon, effects_for, op
+from support.recon_client import Recon, effects_for, op, transaction
 
 from services.devtools.stack import Stack
 
@@ -34,7 +34,13 @@ async def test_stuck_operations_are_settled_by_lookup_or_sent_to_review(
 
     # 2. Lookups unavailable: the operation stays `unknown` through the budget, then goes
     # to manual review with every lookup in its evidence.
+    # The new dispatcher serves only once the killed one's group session expired; until
+    # then the reconciler would rightly find the reserve step unanswered and review it.
+    stack.stop("reconciler")
     stack.start("dispatcher")
+    assert (await recon.submit(transaction("pull-warm", receipt=False))).status_code == 202
+    assert (await recon.wait_terminal("pull-warm", timeout=40))["status"] == "committed"
+    stack.start("reconciler")
     await strand_charge(stack, recon, "pull-2", lookups_unavailable=True)
     tx = await recon.wait_terminal("pull-2", timeout=40)
     assert tx["status"] == "manual_review"
