@@ -110,9 +110,7 @@ def _dead_letter_message() -> dict[str, Any]:
     return message
 
 
-def _channel(
-    address: str, description: str, messages: dict[str, dict[str, Any]]
-) -> dict[str, Any]:
+def _channel(address: str, description: str, messages: dict[str, dict[str, Any]]) -> dict[str, Any]:
     return {
         "address": address,
         "description": description,

@@ -3,9 +3,11 @@ reads, typed refusals carrying the API's `error` code, and resending only what i
 idempotent (a submission survives the intake being down; an abort is not resent)."""
 
 import asyncio
+import contextlib
+import io
+import re
 
 import pytest
-
 from recon_sdk import (
     AsyncRecon,
     Conflict,
@@ -16,6 +18,8 @@ from recon_sdk import (
     Unavailable,
     ops,
 )
+
+from services.devtools.infra._process import REPO_ROOT
 from services.devtools.stack import Stack
 
 
@@ -62,6 +66,12 @@ async def test_sdk_commits_refuses_with_typed_errors_and_resends_only_submission
         with pytest.raises(Unauthorized):
             await stranger.get("sdk-1")
 
+    # The README's five lines, as a person pastes them after `make run`.
+    readme = (REPO_ROOT / "README.md").read_text()
+    (snippet,) = re.findall(r"Or from Python.*?```python\n(.*?)```", readme, re.S)
+    assert len(snippet.splitlines()) == 5, snippet
+    assert await asyncio.to_thread(_run_snippet, snippet, stack.intake_url) == "committed"
+
     # The blocking client: a declined charge is compensated, and `wait` says so.
     def blocking() -> str:
         with Recon(stack.intake_url, api_key="demo-key") as recon:
@@ -82,3 +92,10 @@ async def test_sdk_commits_refuses_with_typed_errors_and_resends_only_submission
         accepted = await asyncio.wait_for(submission, timeout=120)
         assert accepted.tx_id == "sdk-3"
         assert (await recon.wait("sdk-3", timeout=60)).status == "committed"
+
+
+def _run_snippet(snippet: str, intake_url: str) -> str:
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        exec(snippet.replace("http://127.0.0.1:8080", intake_url), {})
+    return printed.getvalue().strip()
