@@ -15,7 +15,7 @@ from typing import Any, Self
 import httpx
 
 from recon_sdk import calls
-from recon_sdk.errors import Unavailable, WaitTimeout
+from recon_sdk.errors import NotFound, Unavailable, WaitTimeout
 from recon_sdk.models import (
     SETTLED,
     AbortRequested,
@@ -112,19 +112,17 @@ class AsyncRecon:
     ) -> Transaction:
         """The transaction once its status is in `until` (by default: committed, failed,
         compensated or manual_review); `WaitTimeout` after `timeout` seconds. A 404 while
-        waiting is the projection not having caught up with a fresh submission yet."""
+        waiting is the projection not having caught up with a fresh submission yet, and
+        an unreachable intake may be restarting: both are polled through until the end."""
         deadline = time.monotonic() + timeout
         last: Transaction | None = None
         while True:
-            response = await self._http.get(
-                self._url + calls.get_transaction(tx_id).path, headers=self._headers
-            )
-            if response.status_code != 404:
-                last = Transaction.model_validate(
-                    calls.answer(response.status_code, response.content)
-                )
+            try:
+                last = await self.get(tx_id)
                 if last.status in until:
                     return last
+            except (NotFound, Unavailable):
+                pass  # not projected yet, or the intake restarting: keep polling
             if time.monotonic() >= deadline:
                 raise WaitTimeout(tx_id, timeout, last)
             await asyncio.sleep(poll_s)
@@ -245,15 +243,12 @@ class Recon:
         deadline = time.monotonic() + timeout
         last: Transaction | None = None
         while True:
-            response = self._http.get(
-                self._url + calls.get_transaction(tx_id).path, headers=self._headers
-            )
-            if response.status_code != 404:
-                last = Transaction.model_validate(
-                    calls.answer(response.status_code, response.content)
-                )
+            try:
+                last = self.get(tx_id)
                 if last.status in until:
                     return last
+            except (NotFound, Unavailable):
+                pass  # not projected yet, or the intake restarting: keep polling
             if time.monotonic() >= deadline:
                 raise WaitTimeout(tx_id, timeout, last)
             time.sleep(poll_s)
