@@ -7,8 +7,10 @@ import contextlib
 import io
 import re
 
+import httpx
 import pytest
 from recon_sdk import (
+    TERMINAL,
     AsyncRecon,
     Conflict,
     NotFound,
@@ -19,6 +21,7 @@ from recon_sdk import (
     ops,
 )
 
+from events.keys import op_key
 from services.devtools.infra._process import REPO_ROOT
 from services.devtools.stack import Stack
 
@@ -66,6 +69,8 @@ async def test_sdk_commits_refuses_with_typed_errors_and_resends_only_submission
         with pytest.raises(Unauthorized):
             await stranger.get("sdk-1")
 
+    await _review_through_the_sdk(stack)
+
     # The README's five lines, as a person pastes them after `make run`.
     readme = (REPO_ROOT / "README.md").read_text()
     (snippet,) = re.findall(r"Or from Python.*?```python\n(.*?)```", readme, re.S)
@@ -92,6 +97,36 @@ async def test_sdk_commits_refuses_with_typed_errors_and_resends_only_submission
         accepted = await asyncio.wait_for(submission, timeout=120)
         assert accepted.tx_id == "sdk-3"
         assert (await recon.wait("sdk-3", timeout=60)).status == "committed"
+
+
+async def _review_through_the_sdk(stack: Stack) -> None:
+    """A key someone else already used at the provider for another payload: the charge
+    goes to manual review, which an operator lists, reads and resolves with the SDK."""
+    key = op_key(
+        tenant="demo", environment="dev", provider="sandbox", tx_id="sdk-rv", action="charge"
+    )
+    async with httpx.AsyncClient() as http:
+        taken = await http.post(
+            f"{stack.sandbox_url}/v1/payments/charge",
+            headers={"Idempotency-Key": key},
+            json={"amount": 1, "currency": "usd", "customer": "cus_9", "metadata": {}},
+        )
+        assert taken.status_code == 200, taken.text
+    async with (
+        AsyncRecon(stack.intake_url, api_key="demo-key") as agent,
+        AsyncRecon(stack.intake_url, api_key="ops-key") as operator,
+    ):
+        await agent.submit(order("sdk-rv"))
+        assert (await agent.wait("sdk-rv", timeout=60)).status == "manual_review"
+        (review,) = await operator.reviews(state="open")
+        assert (review.tx_id, review.action, review.op_key) == ("sdk-rv", "charge", key)
+        assert (await operator.review(review.id)).evidence
+        resolving = await operator.resolve(review.id, "applied", note="seen", actor="ops")
+        assert (resolving.state, resolving.resolution) == ("resolving", "applied")
+        with pytest.raises(Conflict) as twice:
+            await operator.resolve(review.id, "not_applied", note="no", actor="ops")
+        assert twice.value.code == "review_already_resolved"
+        assert (await agent.wait("sdk-rv", until=TERMINAL, timeout=60)).status == "committed"
 
 
 def _run_snippet(snippet: str, intake_url: str) -> str:
