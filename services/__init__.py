@@ -4,5 +4,6 @@ reconciler, cli), and what they share: settings (config.py), the process entry
 the test-only crash points.
 
 A process imports the library folders (events, projections, reconcilers) and the shared
-modules here, never another process's package.
+modules here, never another process's package. The MCP server (mcp/) is a client of the
+intake, not a process of recon: its tools' schemas are the intake's request models.
 """

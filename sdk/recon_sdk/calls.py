@@ -1,0 +1,104 @@
+"""What each API call sends and how its answer is read: shared by the sync and the async
+client, which differ only in how they wait (I/O and sleeping).
+
+`idempotent` marks the calls the client may send again after a 503 or a lost connection:
+reads, and a submission (the same `tx_id` with the same body is the same intent, answered
+with the same op keys, and nothing new happens). Aborts and resolutions are not resent
+automatically: the caller decides.
+"""
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import quote
+
+from recon_sdk.errors import error_for
+from recon_sdk.models import TransactionRequest
+
+
+@dataclass(frozen=True)
+class Call:
+    method: str
+    path: str
+    json: Any = None
+    params: dict[str, Any] = field(default_factory=dict)
+    idempotent: bool = False
+
+
+def _seg(value: str) -> str:
+    # An id is one path segment, whatever it contains.
+    return quote(value, safe="")
+
+
+def submission_body(tx: TransactionRequest | Mapping[str, Any]) -> dict[str, Any]:
+    if isinstance(tx, TransactionRequest):
+        return tx.body()
+    return dict(tx)
+
+
+def submit(tx: TransactionRequest | Mapping[str, Any]) -> Call:
+    return Call("POST", "/v1/transactions", json=submission_body(tx), idempotent=True)
+
+
+def get_transaction(tx_id: str) -> Call:
+    return Call("GET", f"/v1/transactions/{_seg(tx_id)}", idempotent=True)
+
+
+def get_events(tx_id: str) -> Call:
+    return Call("GET", f"/v1/transactions/{_seg(tx_id)}/events", idempotent=True)
+
+
+def abort(tx_id: str, reason: str | None, actor: str | None) -> Call:
+    body = {k: v for k, v in (("reason", reason), ("actor", actor)) if v is not None}
+    return Call("POST", f"/v1/transactions/{_seg(tx_id)}/abort", json=body or None)
+
+
+def list_reviews(state: str | None, older_than_s: int | None) -> Call:
+    params = {k: v for k, v in (("state", state), ("older_than_s", older_than_s)) if v is not None}
+    return Call("GET", "/v1/reviews", params=params, idempotent=True)
+
+
+def get_review(review_id: str) -> Call:
+    return Call("GET", f"/v1/reviews/{_seg(review_id)}", idempotent=True)
+
+
+def resolve_review(review_id: str, resolution: str, note: str, actor: str) -> Call:
+    body = {"resolution": resolution, "note": note, "actor": actor}
+    return Call("POST", f"/v1/reviews/{_seg(review_id)}/resolve", json=body)
+
+
+def get_operation(op_key: str) -> Call:
+    return Call("GET", f"/v1/operations/{_seg(op_key)}", idempotent=True)
+
+
+def preview(tx: TransactionRequest | Mapping[str, Any]) -> Call:
+    # A preview records nothing, so it may be sent again.
+    return Call("POST", "/v1/previews", json=submission_body(tx), idempotent=True)
+
+
+def approve(tx_id: str, action: str, digest: str, expires_in_s: int | None) -> Call:
+    body: dict[str, Any] = {"tx_id": tx_id, "action": action, "digest": digest}
+    if expires_in_s is not None:
+        body["expires_in_s"] = expires_in_s
+    return Call("POST", "/v1/approvals", json=body)
+
+
+def reject_approval(approval_id: str) -> Call:
+    return Call("POST", f"/v1/approvals/{_seg(approval_id)}/reject")
+
+
+def answer(status: int, content: bytes) -> Any:
+    """The decoded 2xx body, or the typed exception for a refusal."""
+    try:
+        body: Any = json.loads(content) if content else None
+    except ValueError:
+        body = content.decode("utf-8", "replace")
+    if status >= 300:
+        raise error_for(status, body)
+    return body
+
+
+# Back-off between resends of an idempotent call: short, doubling, capped.
+def backoff(attempt: int, base_s: float = 0.2, cap_s: float = 2.0) -> float:
+    return float(min(cap_s, base_s * 2**attempt))

@@ -1,0 +1,295 @@
+"""The clients: `AsyncRecon` (asyncio) and `Recon` (blocking), one method per API call.
+
+Both send what `recon_sdk.calls` describes and read answers into `recon_sdk.models`; a
+refusal raises the `recon_sdk.errors` exception carrying the API's `error` code. Only
+idempotent calls (reads and submissions) are resent after a 503 or a lost connection.
+"""
+
+import asyncio
+import os
+import time
+from collections.abc import Collection, Mapping
+from types import TracebackType
+from typing import Any, Self
+
+import httpx
+
+from recon_sdk import calls
+from recon_sdk.errors import NotFound, Unavailable, WaitTimeout
+from recon_sdk.models import (
+    SETTLED,
+    AbortRequested,
+    Accepted,
+    Event,
+    Resolution,
+    Review,
+    ReviewResolving,
+    Transaction,
+    TransactionRequest,
+)
+
+DEFAULT_URL = "http://127.0.0.1:8080"
+Submission = TransactionRequest | Mapping[str, Any]
+
+
+def _settings(base_url: str | None, api_key: str | None) -> tuple[str, dict[str, str]]:
+    url = base_url or os.environ.get("RECON_URL") or DEFAULT_URL
+    key = api_key or os.environ.get("RECON_API_KEY")
+    if not key:
+        raise ValueError("an API key is needed: pass api_key= or set RECON_API_KEY")
+    return url.rstrip("/"), {"Authorization": f"Bearer {key}"}
+
+
+def _unreachable(call: calls.Call, exc: Exception) -> Unavailable:
+    return Unavailable(0, "unreachable", f"{call.method} {call.path}: {exc!r}")
+
+
+class AsyncRecon:
+    """`async with AsyncRecon(api_key="demo-key") as recon: await recon.submit(...)`."""
+
+    def __init__(
+        self,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        *,
+        timeout: float = 30.0,
+        retries: int = 5,
+        http: httpx.AsyncClient | None = None,
+    ) -> None:
+        url, headers = _settings(base_url, api_key)
+        self._http = http or httpx.AsyncClient(timeout=timeout)
+        self._url, self._headers, self._retries = url, headers, retries
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        await self._http.aclose()
+
+    async def _send(self, call: calls.Call) -> Any:
+        attempt = 0
+        while True:
+            try:
+                response = await self._http.request(
+                    call.method,
+                    self._url + call.path,
+                    json=call.json,
+                    params=call.params,
+                    headers=self._headers,
+                )
+                return calls.answer(response.status_code, response.content)
+            except (httpx.TransportError, Unavailable) as exc:
+                if not call.idempotent or attempt >= self._retries:
+                    if isinstance(exc, Unavailable):
+                        raise
+                    raise _unreachable(call, exc) from exc
+            await asyncio.sleep(calls.backoff(attempt))
+            attempt += 1
+
+    async def submit(self, tx: Submission) -> Accepted:
+        """Submit a transaction; safe to repeat (the same tx_id and body is one intent)."""
+        return Accepted.model_validate(await self._send(calls.submit(tx)))
+
+    async def get(self, tx_id: str) -> Transaction:
+        return Transaction.model_validate(await self._send(calls.get_transaction(tx_id)))
+
+    async def events(self, tx_id: str) -> list[Event]:
+        body = await self._send(calls.get_events(tx_id))
+        return [Event.model_validate(e) for e in body["events"]]
+
+    async def wait(
+        self,
+        tx_id: str,
+        *,
+        timeout: float = 60.0,
+        until: Collection[str] = SETTLED,
+        poll_s: float = 0.25,
+    ) -> Transaction:
+        """The transaction once its status is in `until` (by default: committed, failed,
+        compensated or manual_review); `WaitTimeout` after `timeout` seconds. A 404 while
+        waiting is the projection not having caught up with a fresh submission yet, and
+        an unreachable intake may be restarting: both are polled through until the end."""
+        deadline = time.monotonic() + timeout
+        last: Transaction | None = None
+        while True:
+            try:
+                last = await self.get(tx_id)
+                if last.status in until:
+                    return last
+            except (NotFound, Unavailable):
+                pass  # not projected yet, or the intake restarting: keep polling
+            if time.monotonic() >= deadline:
+                raise WaitTimeout(tx_id, timeout, last)
+            await asyncio.sleep(poll_s)
+
+    async def run(self, tx: TransactionRequest, *, timeout: float = 60.0) -> Transaction:
+        """Submit and wait for the outcome."""
+        await self.submit(tx)
+        return await self.wait(tx.tx_id, timeout=timeout)
+
+    async def abort(
+        self, tx_id: str, *, reason: str | None = None, actor: str | None = None
+    ) -> AbortRequested:
+        body = await self._send(calls.abort(tx_id, reason, actor))
+        return AbortRequested.model_validate(body)
+
+    async def reviews(
+        self, *, state: str | None = None, older_than_s: int | None = None
+    ) -> list[Review]:
+        body = await self._send(calls.list_reviews(state, older_than_s))
+        return [Review.model_validate(r) for r in body["reviews"]]
+
+    async def review(self, review_id: str) -> Review:
+        return Review.model_validate(await self._send(calls.get_review(review_id)))
+
+    async def resolve(
+        self, review_id: str, resolution: Resolution, *, note: str, actor: str
+    ) -> ReviewResolving:
+        body = await self._send(calls.resolve_review(review_id, resolution, note, actor))
+        return ReviewResolving.model_validate(body)
+
+    # Routes of CONTRACT.md's "v1 additions" still being built: untyped until they land.
+    async def operation(self, op_key: str) -> dict[str, Any]:
+        """`GET /v1/operations/{op_key}` (pending on the server)."""
+        return dict(await self._send(calls.get_operation(op_key)))
+
+    async def preview(self, tx: Submission) -> dict[str, Any]:
+        """`POST /v1/previews` (pending on the server)."""
+        return dict(await self._send(calls.preview(tx)))
+
+    async def approve(
+        self, tx_id: str, action: str, digest: str, *, expires_in_s: int | None = None
+    ) -> dict[str, Any]:
+        """`POST /v1/approvals`, with an operator key (pending on the server)."""
+        return dict(await self._send(calls.approve(tx_id, action, digest, expires_in_s)))
+
+    async def reject_approval(self, approval_id: str) -> dict[str, Any]:
+        """`POST /v1/approvals/{id}/reject` (pending on the server)."""
+        return dict(await self._send(calls.reject_approval(approval_id)))
+
+
+class Recon:
+    """The blocking client: `with Recon(api_key="demo-key") as recon: recon.submit(...)`."""
+
+    def __init__(
+        self,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        *,
+        timeout: float = 30.0,
+        retries: int = 5,
+        http: httpx.Client | None = None,
+    ) -> None:
+        url, headers = _settings(base_url, api_key)
+        self._http = http or httpx.Client(timeout=timeout)
+        self._url, self._headers, self._retries = url, headers, retries
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._http.close()
+
+    def _send(self, call: calls.Call) -> Any:
+        attempt = 0
+        while True:
+            try:
+                response = self._http.request(
+                    call.method,
+                    self._url + call.path,
+                    json=call.json,
+                    params=call.params,
+                    headers=self._headers,
+                )
+                return calls.answer(response.status_code, response.content)
+            except (httpx.TransportError, Unavailable) as exc:
+                if not call.idempotent or attempt >= self._retries:
+                    if isinstance(exc, Unavailable):
+                        raise
+                    raise _unreachable(call, exc) from exc
+            time.sleep(calls.backoff(attempt))
+            attempt += 1
+
+    def submit(self, tx: Submission) -> Accepted:
+        """Submit a transaction; safe to repeat (the same tx_id and body is one intent)."""
+        return Accepted.model_validate(self._send(calls.submit(tx)))
+
+    def get(self, tx_id: str) -> Transaction:
+        return Transaction.model_validate(self._send(calls.get_transaction(tx_id)))
+
+    def events(self, tx_id: str) -> list[Event]:
+        body = self._send(calls.get_events(tx_id))
+        return [Event.model_validate(e) for e in body["events"]]
+
+    def wait(
+        self,
+        tx_id: str,
+        *,
+        timeout: float = 60.0,
+        until: Collection[str] = SETTLED,
+        poll_s: float = 0.25,
+    ) -> Transaction:
+        """See `AsyncRecon.wait`."""
+        deadline = time.monotonic() + timeout
+        last: Transaction | None = None
+        while True:
+            try:
+                last = self.get(tx_id)
+                if last.status in until:
+                    return last
+            except (NotFound, Unavailable):
+                pass  # not projected yet, or the intake restarting: keep polling
+            if time.monotonic() >= deadline:
+                raise WaitTimeout(tx_id, timeout, last)
+            time.sleep(poll_s)
+
+    def run(self, tx: TransactionRequest, *, timeout: float = 60.0) -> Transaction:
+        """Submit and wait for the outcome."""
+        self.submit(tx)
+        return self.wait(tx.tx_id, timeout=timeout)
+
+    def abort(
+        self, tx_id: str, *, reason: str | None = None, actor: str | None = None
+    ) -> AbortRequested:
+        return AbortRequested.model_validate(self._send(calls.abort(tx_id, reason, actor)))
+
+    def reviews(self, *, state: str | None = None, older_than_s: int | None = None) -> list[Review]:
+        body = self._send(calls.list_reviews(state, older_than_s))
+        return [Review.model_validate(r) for r in body["reviews"]]
+
+    def review(self, review_id: str) -> Review:
+        return Review.model_validate(self._send(calls.get_review(review_id)))
+
+    def resolve(
+        self, review_id: str, resolution: Resolution, *, note: str, actor: str
+    ) -> ReviewResolving:
+        body = self._send(calls.resolve_review(review_id, resolution, note, actor))
+        return ReviewResolving.model_validate(body)
+
+    def operation(self, op_key: str) -> dict[str, Any]:
+        """`GET /v1/operations/{op_key}` (pending on the server)."""
+        return dict(self._send(calls.get_operation(op_key)))
+
+    def preview(self, tx: Submission) -> dict[str, Any]:
+        """`POST /v1/previews` (pending on the server)."""
+        return dict(self._send(calls.preview(tx)))
+
+    def approve(
+        self, tx_id: str, action: str, digest: str, *, expires_in_s: int | None = None
+    ) -> dict[str, Any]:
+        """`POST /v1/approvals`, with an operator key (pending on the server)."""
+        return dict(self._send(calls.approve(tx_id, action, digest, expires_in_s)))
+
+    def reject_approval(self, approval_id: str) -> dict[str, Any]:
+        """`POST /v1/approvals/{id}/reject` (pending on the server)."""
+        return dict(self._send(calls.reject_approval(approval_id)))

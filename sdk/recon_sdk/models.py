@@ -1,0 +1,140 @@
+"""The shapes of the recon API (CONTRACT.md), as typed models.
+
+Requests are strict (`extra="forbid"`, as the API is): a typo is caught before anything is
+sent. Answers allow extra fields, since the API may add fields within v1.
+"""
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+TxStatus = Literal[
+    "accepted",
+    "running",
+    "committed",
+    "compensating",
+    "compensated",
+    "failed",
+    "manual_review",
+    "awaiting_approval",
+]
+# Nothing more happens to a transaction in these states without a person deciding.
+TERMINAL: frozenset[str] = frozenset({"committed", "failed", "compensated"})
+SETTLED: frozenset[str] = TERMINAL | {"manual_review"}
+
+Resolution = Literal["applied", "not_applied", "retry"]
+
+
+class _Request(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Compensation(_Request):
+    operation: str
+    payload: dict[str, Any] | None = None
+
+
+class Operation(_Request):
+    """One step or notification of a transaction (build them with `recon_sdk.ops`)."""
+
+    action: str = Field(pattern=r"^[A-Za-z0-9._:-]{1,64}$")
+    provider: str = Field(min_length=1)
+    operation: str
+    payload: dict[str, Any]
+    compensation: Compensation | None = None
+
+
+class TransactionRequest(_Request):
+    """The body of `POST /v1/transactions`."""
+
+    tx_id: str = Field(pattern=r"^[A-Za-z0-9._:-]{1,128}$")
+    agent_id: str = Field(min_length=1, max_length=128)
+    steps: tuple[Operation, ...] = Field(min_length=1)
+    on_commit: tuple[Operation, ...] = ()
+    on_compensated: tuple[Operation, ...] = ()
+
+    def body(self) -> dict[str, Any]:
+        # Empty notification lists are left out: the body is then byte-for-byte what a
+        # hand-written client sends, and resubmitting it is recognised as the same intent.
+        return self.model_dump(mode="json", exclude_defaults=True, exclude_none=True)
+
+
+class _Answer(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+class OperationKey(_Answer):
+    action: str
+    op_key: str
+
+
+class Accepted(_Answer):
+    """The answer to a submission: the transaction's op keys, stable across retries."""
+
+    tx_id: str
+    status: str
+    operations: list[OperationKey]
+
+    def op_key(self, action: str) -> str:
+        return next(o.op_key for o in self.operations if o.action == action)
+
+
+class OperationView(_Answer):
+    action: str
+    op_key: str
+    operation: str
+    state: str
+    attempts: int = 0
+    kind: str | None = None
+    provider: str | None = None
+    remote_id: str | None = None
+    evidence: list[Any] = []
+
+
+class Transaction(_Answer):
+    tx_id: str
+    status: str
+    operations: list[OperationView]
+    agent_id: str | None = None
+    compensation_plan: list[str] = []
+
+    @property
+    def terminal(self) -> bool:
+        return self.status in TERMINAL
+
+    def operation(self, action: str) -> OperationView:
+        return next(o for o in self.operations if o.action == action)
+
+
+class Event(_Answer):
+    """One event of the transaction's hash chain, in `seq` order from 1."""
+
+    seq: int
+    type: str
+    occurred_at: str
+    prev_hash: str
+    hash: str
+    data: dict[str, Any]
+
+
+class AbortRequested(_Answer):
+    tx_id: str
+    status: str
+
+
+class Review(_Answer):
+    id: str
+    tx_id: str
+    action: str
+    op_key: str
+    reason: str
+    state: str
+    created_at: str
+    # Only on GET /v1/reviews/{id}.
+    evidence: list[Any] | None = None
+
+
+class ReviewResolving(_Answer):
+    id: str
+    state: str
+    resolution: str

@@ -1,0 +1,89 @@
+"""Typed builders of a transaction's operations.
+
+`step` builds any operation; the named helpers build the operations of recon's catalog
+(and the sandbox provider's payloads) with their usual undo, so an agent writes
+`ops.charge(1299, "usd", "cus_1")` instead of a dict it could misspell.
+"""
+
+from collections.abc import Iterable
+from typing import Any
+
+from recon_sdk.models import Compensation, Operation, TransactionRequest
+
+DEFAULT_PROVIDER = "sandbox"
+
+
+def step(
+    action: str,
+    operation: str,
+    payload: dict[str, Any],
+    *,
+    provider: str = DEFAULT_PROVIDER,
+    undo: str | None = None,
+    undo_payload: dict[str, Any] | None = None,
+) -> Operation:
+    """Any operation; `undo` names its compensating operation (None: irreversible, so it
+    may only be the last step, or a notification)."""
+    compensation = None if undo is None else Compensation(operation=undo, payload=undo_payload)
+    return Operation(
+        action=action,
+        provider=provider,
+        operation=operation,
+        payload=payload,
+        compensation=compensation,
+    )
+
+
+def reserve(
+    sku: str, qty: int = 1, *, action: str = "reserve", provider: str = DEFAULT_PROVIDER
+) -> Operation:
+    """`inventory.reserve`, undone by `inventory.release`."""
+    return step(
+        action,
+        "inventory.reserve",
+        {"sku": sku, "qty": qty},
+        provider=provider,
+        undo="inventory.release",
+    )
+
+
+def charge(
+    amount: int,
+    currency: str,
+    customer: str,
+    *,
+    action: str = "charge",
+    provider: str = DEFAULT_PROVIDER,
+) -> Operation:
+    """`payments.charge` of `amount` minor units, undone by `payments.refund`."""
+    return step(
+        action,
+        "payments.charge",
+        {"amount": amount, "currency": currency, "customer": customer},
+        provider=provider,
+        undo="payments.refund",
+    )
+
+
+def send_email(
+    to: str, template: str, *, action: str = "email", provider: str = DEFAULT_PROVIDER
+) -> Operation:
+    """`email.send`: irreversible, so a notification (`on_commit`) or the last step."""
+    return step(action, "email.send", {"to": to, "template": template}, provider=provider)
+
+
+def transaction(
+    tx_id: str,
+    agent_id: str,
+    steps: Iterable[Operation],
+    *,
+    on_commit: Iterable[Operation] = (),
+    on_compensated: Iterable[Operation] = (),
+) -> TransactionRequest:
+    return TransactionRequest(
+        tx_id=tx_id,
+        agent_id=agent_id,
+        steps=tuple(steps),
+        on_commit=tuple(on_commit),
+        on_compensated=tuple(on_compensated),
+    )

@@ -1,0 +1,234 @@
+"""The AsyncAPI 3.0 document of recon's Kafka topics, generated from the message models
+(docs/asyncapi.json; `python -m services.devtools.schemas --write` writes it).
+
+Every message schema is the pydantic model's own JSON schema, and the lists of commands
+and events are read from the discriminated unions the consumers parse with
+(`events.inputs.Command`, `events.transaction_events.Event`), so a new message type or
+field appears here, and the drift test fails until the checked-in file is regenerated.
+recon.decider-state (the decider's private changelog) is not an interface and is left out.
+"""
+
+from typing import Annotated, Any, get_args, get_origin
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.json_schema import models_json_schema
+
+from events.dead_letters import CONSUMER, ORIGIN, REASON
+from events.drift import DriftDetected
+from events.envelope import Envelope
+from events.inputs import Command, OperationObserved
+from events.topics import PARTITIONS, Topics
+from events.transaction_events import Event
+
+SCHEMAS = "#/components/schemas/{model}"
+KAFKA_BINDING_VERSION = "0.5.0"
+TX_KEY = "`tenant/tx_id`: every message of one transaction is on one partition, in order"
+
+
+class OmittedValue(BaseModel):
+    """The value of a dead letter whose record was over the decider's size bound: the
+    record itself stays on its topic forever, at the `origin` header."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    omitted_bytes: int = Field(description="size of the record's value")
+    sha256: str = Field(description="hex SHA-256 of the record's value")
+
+
+def _members(union: Any) -> list[type[BaseModel]]:
+    """The models of a (possibly Annotated) union, in declaration order."""
+    if get_origin(union) is Annotated:
+        union = get_args(union)[0]  # Annotated[A | B, Field(discriminator=...)]
+    return [a for a in get_args(union) if isinstance(a, type) and issubclass(a, BaseModel)]
+
+
+COMMANDS = _members(Command)
+EVENTS = _members(Event)
+
+
+def _message(name: str, payload: dict[str, Any], summary: str, key: str) -> dict[str, Any]:
+    return {
+        "name": name,
+        "title": name,
+        "summary": summary,
+        "contentType": "application/json",
+        "payload": payload,
+        "bindings": {
+            "kafka": {
+                "key": {"type": "string", "description": key},
+                "bindingVersion": KAFKA_BINDING_VERSION,
+            }
+        },
+    }
+
+
+def _ref(model: type[BaseModel]) -> dict[str, str]:
+    return {"$ref": SCHEMAS.format(model=model.__name__)}
+
+
+def _doc(model: type[BaseModel]) -> str:
+    return (model.__doc__ or model.__name__).strip().splitlines()[0]
+
+
+def _event_message(event: type[BaseModel]) -> dict[str, Any]:
+    name = event.__name__
+    # The envelope carries the event's body as `data` and its discriminator as `type`.
+    payload = {
+        "allOf": [
+            _ref(Envelope),
+            {
+                "type": "object",
+                "properties": {"type": {"const": name}, "data": _ref(event)},
+            },
+        ]
+    }
+    return _message(name, payload, _doc(event), TX_KEY)
+
+
+def _dead_letter_message() -> dict[str, Any]:
+    message = _message(
+        "DeadLetter",
+        {
+            "description": "the unreadable record's own value, byte for byte (any content), "
+            "or, when the `value-omitted` header is present, an OmittedValue "
+            "(#/components/schemas/OmittedValue)"
+        },
+        "an input a consumer could not act on, set aside so its partition moves on",
+        "the unreadable record's own key, untouched",
+    )
+    message["contentType"] = "application/octet-stream"
+    message["headers"] = {
+        "type": "object",
+        "properties": {
+            REASON: {"type": "string", "description": "why it was set aside"},
+            ORIGIN: {"type": "string", "description": "`topic:partition:offset` of the record"},
+            CONSUMER: {"type": "string", "description": "the consumer group that judged it"},
+            "value-omitted": {"type": "string", "description": "`true` when over the bound"},
+        },
+        "required": [REASON, ORIGIN, CONSUMER],
+    }
+    return message
+
+
+def _channel(address: str, description: str, messages: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "address": address,
+        "description": description,
+        "messages": {name: {"$ref": f"#/components/messages/{name}"} for name in messages},
+        "bindings": {
+            "kafka": {
+                "topic": address,
+                "partitions": PARTITIONS,
+                "bindingVersion": KAFKA_BINDING_VERSION,
+            }
+        },
+    }
+
+
+def _operation(
+    action: str, channel: str, messages: dict[str, dict[str, Any]], description: str
+) -> dict[str, Any]:
+    return {
+        "action": action,
+        "channel": {"$ref": f"#/channels/{channel}"},
+        "description": description,
+        "messages": [{"$ref": f"#/channels/{channel}/messages/{name}"} for name in messages],
+    }
+
+
+def asyncapi_document() -> dict[str, Any]:
+    topics = Topics()
+    models: list[type[BaseModel]] = [
+        *COMMANDS,
+        OperationObserved,
+        Envelope,
+        *EVENTS,
+        DriftDetected,
+        OmittedValue,
+    ]
+    _, defs = models_json_schema([(m, "serialization") for m in models], ref_template=SCHEMAS)
+    commands = {c.__name__: _message(c.__name__, _ref(c), _doc(c), TX_KEY) for c in COMMANDS}
+    observations = {
+        "OperationObserved": _message(
+            "OperationObserved", _ref(OperationObserved), "what someone saw at a provider", TX_KEY
+        )
+    }
+    events = {e.__name__: _event_message(e) for e in EVENTS}
+    drift = {
+        "DriftDetected": _message(
+            "DriftDetected",
+            _ref(DriftDetected),
+            "a disagreement between a provider's effects and recon's ledger",
+            "the drift id (derived from what was found: one report per drift)",
+        )
+    }
+    dead = {"DeadLetter": _dead_letter_message()}
+    channels = {
+        "commands": (
+            topics.commands,
+            "what the decider is asked to do (intake, saga orchestrator, pull reconciler)",
+            commands,
+        ),
+        "observations": (
+            topics.observations,
+            "what dispatchers, lookups and webhooks saw at a provider",
+            observations,
+        ),
+        "events": (
+            topics.events,
+            "every state transition, hash-chained per transaction; written only by the "
+            "decider, kept forever",
+            events,
+        ),
+        "drift": (topics.drift, "drift reports of the scan and of webhooks", drift),
+        "deadLetters": (
+            topics.dead_letters,
+            "records a consumer could not act on, with why and where they came from",
+            dead,
+        ),
+    }
+    senders = {
+        "commands": "intake, saga orchestrator and pull reconciler",
+        "observations": "dispatcher, pull reconciler and intake (webhooks)",
+        "events": "decider",
+        "drift": "pull reconciler and intake",
+        "deadLetters": "any consumer that could not read its input",
+    }
+    receivers = {
+        "commands": "decider",
+        "observations": "decider",
+        "events": "projector, dispatcher, saga orchestrator, auditors",
+        "drift": "projector",
+        "deadLetters": "operators",
+    }
+    operations: dict[str, Any] = {}
+    for name, (_, _, messages) in channels.items():
+        operations[f"send_{name}"] = _operation("send", name, messages, senders[name])
+        operations[f"receive_{name}"] = _operation("receive", name, messages, receivers[name])
+    return {
+        "asyncapi": "3.0.0",
+        "info": {
+            "title": "recon topics",
+            "version": "1",
+            "description": "The Kafka topics of recon (names shown without "
+            "RECON_TOPIC_PREFIX). Every topic has the same partition count and is keyed "
+            "as its messages say; JSON values.",
+        },
+        "defaultContentType": "application/json",
+        "servers": {
+            "local": {
+                "host": "127.0.0.1:9092",
+                "protocol": "kafka",
+                "description": "`make run` (RECON_KAFKA_BOOTSTRAP)",
+            }
+        },
+        "channels": {
+            name: _channel(address, description, messages)
+            for name, (address, description, messages) in channels.items()
+        },
+        "operations": operations,
+        "components": {
+            "schemas": defs["$defs"],
+            "messages": {**commands, **observations, **events, **drift, **dead},
+        },
+    }
