@@ -25,9 +25,12 @@ lint: setup
 	$(UV) run mypy .
 
 # Hypothesis runs its "ci" profile (tests/conftest.py): the same examples every run, so a
-# red run reproduces and a green one is not luck.
+# red run reproduces and a green one is not luck. Two pytest workers, each with its own
+# Kafka and Postgres: most of an integration test is waiting on other processes (a group
+# session expiring, a broker restarting), so two run in about the time of one.
+TEST_WORKERS ?= 2
 test: fetch lint
-	HYPOTHESIS_PROFILE=ci $(UV) run pytest -q
+	HYPOTHESIS_PROFILE=ci $(UV) run pytest -q -n $(TEST_WORKERS) --dist worksteal
 
 # The unit properties on fresh random seeds with 20x the examples: the search for what the
 # fixed examples of `make test` do not cover. A failure prints its seed and a reproduce blob.
