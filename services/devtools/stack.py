@@ -24,12 +24,22 @@ from services.devtools.infra._process import REPO_ROOT, signal_group, terminate
 from services.intake.example import example_curl
 
 # Start order: the provider first, the intake last (its /healthz waits for the others).
-SERVICES = ("sandbox", "decider", "dispatcher", "projector", "saga", "reconciler", "intake")
+SERVICES = (
+    "sandbox",
+    "decider",
+    "dispatcher",
+    "projector",
+    "saga",
+    "reconciler",
+    "intents",
+    "intake",
+)
 # The module each runs as (`python -m ...`); a name is also the process's log file.
 MODULES = {
     **{name: f"services.{name}" for name in SERVICES},
     "sandbox": "services.devtools.sandbox",
     "reconciler": "services.pull_reconciler",
+    "intents": "services.intake.kafka_intents",
 }
 
 
