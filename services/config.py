@@ -66,6 +66,7 @@ DEFAULTS: dict[str, str] = {
     "RECON_PENDING_HORIZON_S": f"{PENDING_HORIZON_S:g}",
     "RECON_KAFKA_INTENT_TENANTS": "",
     "RECON_METRICS_PORT": "",
+    "RECON_METRICS_HOST": "127.0.0.1",
 }
 
 
@@ -218,6 +219,7 @@ class Settings:
     # Where this process serves its Prometheus metrics; None: the process's own default
     # port (services.metrics).
     metrics_port: int | None = None
+    metrics_host: str = DEFAULTS["RECON_METRICS_HOST"]
 
     @property
     def group_prefix(self) -> str:
@@ -378,4 +380,5 @@ def load_settings() -> Settings:
             if t.strip()
         ),
         metrics_port=_metrics_port(),
+        metrics_host=_env("RECON_METRICS_HOST"),
     )

@@ -37,6 +37,7 @@ from services.intake.produce import intake_producer
 from services.intake.submission import SubmissionRefused
 from services.kafka_setup import ensure_topics
 from services.lifecycle import run_process
+from services.metrics import KAFKA_INTENTS
 
 log = logging.getLogger(__name__)
 
@@ -105,6 +106,7 @@ class IntentSubscriber:
             answer = _refused(
                 key_tx_id, 422, "invalid_request", "text must not contain NUL (\\u0000) characters"
             )
+        KAFKA_INTENTS.labels(str(answer.get("error", "accepted"))).inc()
         origin = f"{record.topic}:{record.partition}:{record.offset}"
         log.info("%s %s: %s", origin, answer["tx_id"], answer.get("error", "accepted"))
         await self.producer.send_and_wait(

@@ -15,6 +15,7 @@ hand next to the scheduled one) the claims in Postgres keep the work single.
 """
 
 import asyncio
+import functools
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -47,6 +48,7 @@ from services.kafka_clients import acked_producer
 from services.kafka_setup import ensure_topics
 from services.providers.adapters import ListingUnavailable, ProviderAdapter, build_adapters
 from services.providers.classify import Seen
+from services.pull_reconciler.gauges import REFRESH_S, refresh_gauges
 
 log = logging.getLogger(__name__)
 
@@ -342,6 +344,14 @@ async def run_reconciler(settings: Settings, stop: asyncio.Event) -> None:
             reconciler.scheduled_purge,
             config.purge_interval_s,
             now + timedelta(seconds=min(30.0, config.purge_interval_s)),
+        )
+        _every(
+            scheduler,
+            "gauges",
+            # A partial, not a lambda: APScheduler awaits only what it sees is async.
+            functools.partial(refresh_gauges, reconciler.pool),
+            min(REFRESH_S, config.interval_s),
+            now,
         )
         scheduler.start()
         log.info(
