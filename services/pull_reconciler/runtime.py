@@ -204,11 +204,14 @@ class Reconciler:
     # --- the drift scan ------------------------------------------------------------
 
     async def drift_scan(
-        self, effects_of: dict[str, list[object]] | None = None
+        self,
+        effects_of: dict[str, list[object]] | None = None,
+        on_provider: Callable[[str], None] | None = None,
     ) -> list[DriftDetected]:
         """Compare every provider's effects with the ledger; produce what was not reported
         before; return everything found. `effects_of` replaces the providers' lists
-        (tests use it for drift a real provider cannot be made to show)."""
+        (tests use it for drift a real provider cannot be made to show); `on_provider` is
+        told of each provider done (the CLI's progress)."""
         now = self.clock()
         window_start = now - timedelta(seconds=self.settings.reconciler.drift_window_s)
         grace = timedelta(seconds=self.settings.reconciler.drift_grace_s)
@@ -224,6 +227,8 @@ class Reconciler:
                         raw = await self.adapters[provider].list_effects()
                     except ListingUnavailable as error:
                         log.warning("drift scan skipped %s: %s", provider, error)
+                        if on_provider is not None:
+                            on_provider(provider)
                         continue
                 effects = [effect_from_json(item) for item in raw]
                 known = await store.known_keys(
@@ -239,6 +244,8 @@ class Reconciler:
                     window_start=window_start,
                     grace=grace,
                 )
+                if on_provider is not None:
+                    on_provider(provider)
             fresh = await store.unreported(conn, [d.drift_id for d in found])
         new = [d for d in found if d.drift_id in fresh]
         # Produce first, then remember: a crash in between reports a drift twice under
