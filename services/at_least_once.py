@@ -106,7 +106,7 @@ class AtLeastOnceConsumer:
             while not stop.is_set():
                 batch = await self.consumer.getmany(timeout_ms=500, max_records=self.max_records)
                 batch = {tp: records for tp, records in batch.items() if records}
-                observe_lag(self.consumer, self.group, batch)
+                await observe_lag(self.consumer, self.group, batch)
                 try:
                     if batch:
                         await handle(batch)

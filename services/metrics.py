@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.errors import IllegalStateError
 from prometheus_client import Counter, Gauge, Histogram, start_http_server
 
 from services.config import Settings
@@ -139,15 +140,20 @@ def observe_event(event_type: str, data: Mapping[str, Any]) -> None:
 # --- consumers -----------------------------------------------------------------------
 
 
-def observe_lag(
+async def observe_lag(
     consumer: AIOKafkaConsumer, group: str, partitions: Mapping[TopicPartition, list[Any]]
 ) -> None:
-    """After a fetch: each fetched partition's distance from its high watermark."""
+    """After a fetch: each fetched partition's distance from its high watermark. From the
+    consumer's position, not the last record: a read_committed reader's position is past
+    the transaction markers, which take offsets too (a caught-up decider reader would
+    otherwise show a lag of 1 for ever). The position is known after a fetch: no request."""
+    assigned = consumer.assignment()
     for tp, records in partitions.items():
-        if not records:
-            continue
         high = consumer.highwater(tp)
-        if high is not None:
-            CONSUMER_LAG.labels(group, tp.topic, str(tp.partition)).set(
-                max(0, high - records[-1].offset - 1)
-            )
+        if not records or high is None or tp not in assigned:
+            continue  # revoked during the fetch: the new owner reports it
+        try:
+            position = await consumer.position(tp)
+        except IllegalStateError:
+            continue
+        CONSUMER_LAG.labels(group, tp.topic, str(tp.partition)).set(max(0, high - position))

@@ -89,7 +89,7 @@ class Progress:
         rate = self.count / elapsed if elapsed > 0 else 0.0
         outcome = "stopped after" if kind is not None else "done:"
         print(
-            f"{self.label}: {outcome} {self.count} {self.unit} in {elapsed:.1f} s ({rate:.0f}/s)",
+            f"{self.label}: {outcome} {self.count} {self.unit} in {elapsed:.1f} s ({rate:.3g}/s)",
             file=sys.stderr,
             flush=True,
         )

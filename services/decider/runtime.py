@@ -333,7 +333,7 @@ class Decider:
         try:
             while not stop.is_set():
                 batch = await self.consumer.getmany(timeout_ms=500, max_records=500)
-                observe_lag(self.consumer, self.group_id, batch)
+                await observe_lag(self.consumer, self.group_id, batch)
                 if self.failure is not None:
                     raise DeciderHalted("a partition could not be taken") from self.failure
                 async with self.lock:

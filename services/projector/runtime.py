@@ -81,7 +81,7 @@ class Projector:
         backoff = 0.0
         while not self.stop.is_set():
             batches = await self.consumer.getmany(timeout_ms=500, max_records=1000)
-            observe_lag(self.consumer, self.group, batches)
+            await observe_lag(self.consumer, self.group, batches)
             raw = [record for records in batches.values() for record in records]
             if not raw:
                 continue
