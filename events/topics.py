@@ -41,5 +41,21 @@ class Topics:
     def dead_letters(self) -> str:
         return f"{self.prefix}recon.dead-letters"
 
+    def intents(self, tenant: str) -> str:
+        """Where the agents of `tenant` produce their intents over Kafka (keyed
+        `tenant/tx_id`): one topic per tenant, so the broker's ACL on the topic, not the
+        record, says whose intent it is (README, "Agents that speak Kafka")."""
+        return f"{self.prefix}recon.intents.{tenant}"
+
+    def intent_replies(self, tenant: str) -> str:
+        """The answers to `tenant`'s Kafka intents, keyed by tx_id; per tenant, so no tenant
+        reads another's tx_ids or refusals."""
+        return f"{self.prefix}recon.intent-replies.{tenant}"
+
+    def tenant_of_intents(self, topic: str) -> str | None:
+        """The tenant whose intents topic `topic` is, or None."""
+        head = f"{self.prefix}recon.intents."
+        return topic[len(head) :] if topic.startswith(head) else None
+
     def decider_inputs(self) -> tuple[str, str]:
         return (self.commands, self.observations)

@@ -41,6 +41,7 @@ from aiokafka.errors import (
 from events.dead_letters import dead_letter_headers
 from services.config import Settings
 from services.kafka_clients import group_consumer
+from services.metrics import observe_lag
 
 log = logging.getLogger(__name__)
 
@@ -105,6 +106,7 @@ class AtLeastOnceConsumer:
             while not stop.is_set():
                 batch = await self.consumer.getmany(timeout_ms=500, max_records=self.max_records)
                 batch = {tp: records for tp, records in batch.items() if records}
+                await observe_lag(self.consumer, self.group, batch)
                 try:
                     if batch:
                         await handle(batch)

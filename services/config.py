@@ -64,6 +64,9 @@ DEFAULTS: dict[str, str] = {
     "RECON_MAX_BODY_BYTES": str(MAX_BODY_BYTES),
     "RECON_WEBHOOK_MAX_BODY_BYTES": str(WEBHOOK_MAX_BODY_BYTES),
     "RECON_PENDING_HORIZON_S": f"{PENDING_HORIZON_S:g}",
+    "RECON_KAFKA_INTENT_TENANTS": "",
+    "RECON_METRICS_PORT": "",
+    "RECON_METRICS_HOST": "127.0.0.1",
 }
 
 
@@ -210,6 +213,13 @@ class Settings:
     max_body_bytes: int = MAX_BODY_BYTES
     webhook_max_body_bytes: int = WEBHOOK_MAX_BODY_BYTES
     pending_horizon_s: float = PENDING_HORIZON_S
+    # The tenants whose Kafka intents topic is read (services.intake.kafka_intents); empty:
+    # every tenant of api_keys.
+    intent_tenants: tuple[str, ...] = ()
+    # Where this process serves its Prometheus metrics; None: the process's own default
+    # port (services.metrics).
+    metrics_port: int | None = None
+    metrics_host: str = DEFAULTS["RECON_METRICS_HOST"]
 
     @property
     def group_prefix(self) -> str:
@@ -324,6 +334,15 @@ def _pending_horizon() -> float:
     )
 
 
+def _metrics_port() -> int | None:
+    raw = _env("RECON_METRICS_PORT").strip()
+    if not raw:
+        return None
+    if not raw.isdigit() or not 0 < int(raw) < 65536:
+        raise ConfigError(f"RECON_METRICS_PORT: expected a port number, got {raw!r}")
+    return int(raw)
+
+
 def load_settings() -> Settings:
     api_keys = _pairs("RECON_API_KEYS", _env("RECON_API_KEYS"))
     for tenant in api_keys.values():
@@ -355,4 +374,11 @@ def load_settings() -> Settings:
         max_body_bytes=_body_limit("RECON_MAX_BODY_BYTES"),
         webhook_max_body_bytes=_body_limit("RECON_WEBHOOK_MAX_BODY_BYTES"),
         pending_horizon_s=_pending_horizon(),
+        intent_tenants=tuple(
+            _valid_tenant("RECON_KAFKA_INTENT_TENANTS", t.strip())
+            for t in _env("RECON_KAFKA_INTENT_TENANTS").split(",")
+            if t.strip()
+        ),
+        metrics_port=_metrics_port(),
+        metrics_host=_env("RECON_METRICS_HOST"),
     )

@@ -50,8 +50,10 @@ async def ensure_topics(
     timeout_s: float = 60,
     *,
     durability: Durability | None = None,
+    extra: dict[str, dict[str, str]] | None = None,
 ) -> None:
-    """Create every topic that does not exist yet; waits for the broker to answer.
+    """Create every topic (and each `extra` one: name -> configuration) that does not
+    exist yet; waits for the broker to answer.
 
     Any retriable Kafka error is waited out until `timeout_s`, not only a broker that is not
     up yet: a broker that restarts between the connection and the request (NodeNotReady, a
@@ -64,7 +66,7 @@ async def ensure_topics(
         admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=10000)
         try:
             await admin.start()
-            await _create_missing(admin, topics, durability)
+            await _create_missing(admin, topic_configs(topics) | (extra or {}), durability)
             return
         except KafkaError as error:
             if not error.retriable or loop.time() > deadline:
@@ -76,7 +78,7 @@ async def ensure_topics(
 
 
 async def _create_missing(
-    admin: AIOKafkaAdminClient, topics: Topics, durability: Durability
+    admin: AIOKafkaAdminClient, configs: dict[str, dict[str, str]], durability: Durability
 ) -> None:
     replicated = {"min.insync.replicas": str(durability.min_insync_replicas)}
     existing = set(await admin.list_topics())
@@ -87,7 +89,7 @@ async def _create_missing(
             durability.replication_factor,
             topic_configs=config | replicated,
         )
-        for name, config in topic_configs(topics).items()
+        for name, config in configs.items()
         if name not in existing
     ]
     if not wanted:

@@ -7,6 +7,7 @@ import signal
 import sys
 from collections.abc import Awaitable, Callable
 
+from services import metrics
 from services.config import DEFAULTS, ConfigError, Settings, load_settings
 
 Main = Callable[[Settings, asyncio.Event], Awaitable[None]]
@@ -30,6 +31,7 @@ def run_process(name: str, main: Main) -> None:
     except ConfigError as error:
         print(f"{name}: configuration error: {error}", file=sys.stderr)
         raise SystemExit(2) from None
+    metrics.serve(name, settings)
 
     async def guarded() -> None:
         stop = asyncio.Event()

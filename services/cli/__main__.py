@@ -17,13 +17,16 @@ import sys
 import asyncpg
 
 from services.cli.audit import add_audit_parser, run_audit
+from services.cli.progress import Progress, add_progress_flag
 from services.config import ConfigError, Settings, load_settings
 from services.pull_reconciler.runtime import open_reconciler
 
 
-async def _scan(settings: Settings) -> int:
+async def _scan(settings: Settings, bar: bool | None) -> int:
     async with open_reconciler(settings) as reconciler:
-        found = await reconciler.drift_scan()
+        progress = Progress("drift scan", 1, len(reconciler.adapters), unit="providers", bar=bar)
+        with progress:
+            found = await reconciler.drift_scan(on_provider=lambda _: progress.advance())
     if not found:
         print("drift scan: no drift found")
         return 0
@@ -76,6 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     drift.add_argument(
         "--scan", action="store_true", help="run one drift scan now and print what it found"
     )
+    add_progress_flag(drift)
     add_audit_parser(commands)
     args = parser.parse_args(argv)
     try:
@@ -84,7 +88,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"configuration error: {error}", file=sys.stderr)
         return 2
     if args.command == "drift":
-        return asyncio.run(_scan(settings) if args.scan else _show(settings))
+        bar = True if args.progress_bar else None
+        return asyncio.run(_scan(settings, bar) if args.scan else _show(settings))
     if args.command == "audit":
         return run_audit(args, settings)
     parser.error(f"unknown command {args.command!r}")

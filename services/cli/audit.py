@@ -16,6 +16,7 @@ from services.cli.audit_rebuild import run_rebuild
 from services.cli.audit_timeline import run_timeline
 from services.cli.audit_verify import run_verify
 from services.cli.log_snapshot import AuditError
+from services.cli.progress import add_progress_flag
 from services.config import Settings
 
 
@@ -60,18 +61,23 @@ def add_audit_parser(commands: "argparse._SubParsersAction[argparse.ArgumentPars
             type=int,
             default=10000,
             metavar="N",
-            help="a progress line on stderr every N records (10000)",
+            help="a progress line on stderr every N records (10000), when no bar is drawn",
         )
+        add_progress_flag(parser)
 
 
 def run_audit(args: argparse.Namespace, settings: Settings) -> int:
+    # The bar when asked for, else only when stderr is a terminal (None: decide by that).
+    bar = True if args.progress_bar else None
     try:
         if args.audit_command == "verify":
-            return asyncio.run(run_verify(settings, args.tenant, args.tx_id, args.progress_every))
+            return asyncio.run(
+                run_verify(settings, args.tenant, args.tx_id, args.progress_every, bar)
+            )
         if args.audit_command == "timeline":
             return asyncio.run(run_timeline(settings, args.tenant, args.tx_id, args.progress_every))
         return asyncio.run(
-            run_rebuild(settings, args.into, args.compare, args.progress_every, args.wait)
+            run_rebuild(settings, args.into, args.compare, args.progress_every, args.wait, bar)
         )
     except AuditError as error:
         print(f"audit: {error}", file=sys.stderr)

@@ -18,7 +18,8 @@ from projections.schema import apply_schema
 from projections.view import ViewError
 from projections.writer import DriftRecord, Record, project_batch, project_drift
 from services.cli.audit_compare import compare
-from services.cli.log_snapshot import AuditError, Progress, open_snapshot, where
+from services.cli.log_snapshot import AuditError, open_snapshot, where
+from services.cli.progress import Progress
 from services.config import Settings
 
 PROJECTION_TABLES = ("events", "transactions", "operations", "reviews", "drift")
@@ -73,7 +74,9 @@ async def _require_empty(conn: asyncpg.Connection, into: str) -> None:
             )
 
 
-async def rebuild(settings: Settings, into: str, progress_every: int) -> asyncpg.Connection:
+async def rebuild(
+    settings: Settings, into: str, progress_every: int, bar: bool | None = None
+) -> asyncpg.Connection:
     """Project the log into `into`; returns the open connection to it."""
     try:
         conn = await asyncpg.connect(into)
@@ -83,19 +86,21 @@ async def rebuild(settings: Settings, into: str, progress_every: int) -> asyncpg
         await _refuse_live(settings.database_url, conn, into)
         await apply_schema(conn)
         await _require_empty(conn, into)
-        await _project_log(settings, conn, progress_every)
+        await _project_log(settings, conn, progress_every, bar)
     except BaseException:
         await conn.close()
         raise
     return conn
 
 
-async def _project_log(settings: Settings, conn: asyncpg.Connection, progress_every: int) -> None:
+async def _project_log(
+    settings: Settings, conn: asyncpg.Connection, progress_every: int, bar: bool | None
+) -> None:
     events_topic, drift_topic = settings.topics.events, settings.topics.drift
     skipped = 0
     async with open_snapshot(settings.kafka_bootstrap, [events_topic, drift_topic]) as snapshot:
-        progress = Progress("audit rebuild", progress_every, snapshot.total)
-        async for batch in snapshot.batches():
+        progress = Progress("audit rebuild", progress_every, snapshot.total, bar=bar)
+        async for batch in progress.track(snapshot.batches()):
             records: list[Record] = []
             poison: list[tuple[int, int]] = []
             drift: list[DriftRecord] = []
@@ -122,7 +127,6 @@ async def _project_log(settings: Settings, conn: asyncpg.Connection, progress_ev
             except ViewError as exc:
                 raise AuditError(f"the log cannot be projected: {exc}") from exc
             await project_drift(conn, drift_topic, drift, skipped=drift_poison)
-            progress.advance(len(batch))
     counts = {t: await conn.fetchval(f"SELECT count(*) FROM {t}") for t in PROJECTION_TABLES}
     print(
         "audit rebuild: "
@@ -133,9 +137,14 @@ async def _project_log(settings: Settings, conn: asyncpg.Connection, progress_ev
 
 
 async def run_rebuild(
-    settings: Settings, into: str, with_compare: bool, progress_every: int, wait_s: float
+    settings: Settings,
+    into: str,
+    with_compare: bool,
+    progress_every: int,
+    wait_s: float,
+    bar: bool | None = None,
 ) -> int:
-    conn = await rebuild(settings, into, progress_every)
+    conn = await rebuild(settings, into, progress_every, bar)
     try:
         print(f"audit rebuild: rebuilt into {_redacted(into)}")
         if not with_compare:

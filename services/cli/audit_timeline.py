@@ -11,7 +11,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from services.cli.log_snapshot import Progress, open_snapshot
+from services.cli.log_snapshot import open_snapshot
+from services.cli.progress import Progress
 from services.config import Settings
 
 

@@ -16,7 +16,8 @@ from aiokafka.structs import ConsumerRecord
 from events.envelope import Envelope, verify_chain
 from events.keys import partition_key
 from projections.decode import decode_envelope
-from services.cli.log_snapshot import Progress, open_snapshot, where
+from services.cli.log_snapshot import open_snapshot, where
+from services.cli.progress import Progress
 from services.config import Settings
 
 _SEQ = re.compile(r"^seq (\d+)")
@@ -79,16 +80,19 @@ def _decode(
 
 
 async def verify(
-    settings: Settings, tenant: str | None, tx_id: str | None, progress_every: int
+    settings: Settings,
+    tenant: str | None,
+    tx_id: str | None,
+    progress_every: int,
+    bar: bool | None = None,
 ) -> Report:
     problems: list[Problem] = []
     log: dict[tuple[str, str], list[tuple[Envelope, str]]] = defaultdict(list)
     events = 0
     topic = settings.topics.events
     async with open_snapshot(settings.kafka_bootstrap, [topic]) as snapshot:
-        progress = Progress("audit verify", progress_every, snapshot.total)
-        async for batch in snapshot.batches():
-            progress.advance(len(batch))
+        progress = Progress("audit verify", progress_every, snapshot.total, bar=bar)
+        async for batch in progress.track(snapshot.batches()):
             for record in batch:
                 decoded = _decode(record, problems)
                 if decoded is None:
@@ -104,9 +108,13 @@ async def verify(
 
 
 async def run_verify(
-    settings: Settings, tenant: str | None, tx_id: str | None, progress_every: int
+    settings: Settings,
+    tenant: str | None,
+    tx_id: str | None,
+    progress_every: int,
+    bar: bool | None = None,
 ) -> int:
-    report = await verify(settings, tenant, tx_id, progress_every)
+    report = await verify(settings, tenant, tx_id, progress_every, bar)
     problems = report.problems
     for problem in problems:
         print(problem)

@@ -4,7 +4,6 @@ No consumer group (nothing is committed, no other consumer is disturbed) and
 read_committed (records of aborted Kafka transactions were never part of the log).
 """
 
-import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -82,22 +81,3 @@ async def open_snapshot(bootstrap: str, topics: list[str]) -> AsyncIterator[LogS
         yield LogSnapshot(consumer, ends)
     finally:
         await consumer.stop()
-
-
-class Progress:
-    """A line on stderr every `every` records."""
-
-    def __init__(self, label: str, every: int, total: int) -> None:
-        self.label, self.every, self.total = label, max(every, 1), total
-        self.count = 0
-        self._next = self.every
-
-    def advance(self, n: int) -> None:
-        self.count += n
-        if self.count >= self._next:
-            print(
-                f"{self.label}: {self.count} of at most {self.total} records read",
-                file=sys.stderr,
-                flush=True,
-            )
-            self._next = (self.count // self.every + 1) * self.every

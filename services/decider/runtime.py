@@ -51,6 +51,7 @@ from services.decider.restore import StateKey, Stored, restore_partition
 from services.decider.transaction import handle, initial_state
 from services.kafka_clients import acked_producer, group_consumer
 from services.kafka_setup import ensure_topics
+from services.metrics import observe_lag
 
 log = logging.getLogger(__name__)
 
@@ -332,6 +333,7 @@ class Decider:
         try:
             while not stop.is_set():
                 batch = await self.consumer.getmany(timeout_ms=500, max_records=500)
+                await observe_lag(self.consumer, self.group_id, batch)
                 if self.failure is not None:
                     raise DeciderHalted("a partition could not be taken") from self.failure
                 async with self.lock:

@@ -26,6 +26,7 @@ import httpx
 from aiokafka import AIOKafkaConsumer
 
 from events.topics import Topics
+from services.cli.progress import Progress
 from services.devtools.infra._process import REPO_ROOT
 from services.devtools.stack import Stack
 from services.intake.example import example_transaction
@@ -126,11 +127,13 @@ async def drive(
                 await submit(client, f"{url}/v1/transactions", tx_id, headers, retries)
                 accepted = time.perf_counter()
                 latencies.append(await asyncio.wait_for(committed, 120) - accepted)
-                if len(latencies) % max(1, count // 10) == 0:
-                    print(f"  {len(latencies)}/{count} committed", flush=True)
+                progress.advance()
 
+        # A live bar on a terminal, else a line every tenth (services.cli.progress).
+        progress = Progress("bench", max(1, count // 10), count, unit="transactions committed")
         started = time.perf_counter()
-        await asyncio.gather(*(one(i) for i in range(count)))
+        with progress:
+            await asyncio.gather(*(one(i) for i in range(count)))
         elapsed = time.perf_counter() - started
     ordered = sorted(latencies)
     return {

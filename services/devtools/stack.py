@@ -12,6 +12,7 @@ import argparse
 import asyncio
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -24,12 +25,22 @@ from services.devtools.infra._process import REPO_ROOT, signal_group, terminate
 from services.intake.example import example_curl
 
 # Start order: the provider first, the intake last (its /healthz waits for the others).
-SERVICES = ("sandbox", "decider", "dispatcher", "projector", "saga", "reconciler", "intake")
+SERVICES = (
+    "sandbox",
+    "decider",
+    "dispatcher",
+    "projector",
+    "saga",
+    "reconciler",
+    "intents",
+    "intake",
+)
 # The module each runs as (`python -m ...`); a name is also the process's log file.
 MODULES = {
     **{name: f"services.{name}" for name in SERVICES},
     "sandbox": "services.devtools.sandbox",
     "reconciler": "services.pull_reconciler",
+    "intents": "services.intake.kafka_intents",
 }
 
 
@@ -43,6 +54,9 @@ class Stack:
     sandbox_port: int = 8090
     extra_env: dict[str, str] = field(default_factory=dict)
     processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    # Each recon process's metrics port (RECON_METRICS_PORT), free when first started and
+    # kept across restarts, so a scraper finds the same process at the same address.
+    metrics_ports: dict[str, int] = field(default_factory=dict)
 
     @property
     def intake_url(self) -> str:
@@ -64,12 +78,18 @@ class Stack:
             **self.extra_env,
         }
 
+    def metrics_url(self, name: str) -> str:
+        return f"http://127.0.0.1:{self.metrics_ports[name]}/metrics"
+
     def start(self, service: str, instance: str = "") -> subprocess.Popen[bytes]:
         """Start `python -m MODULES[service]`; `instance` names a second copy."""
         name = service + instance
         if name in self.processes and self.processes[name].poll() is None:
             raise RuntimeError(f"{name} is already running")
         args = [sys.executable, "-m", MODULES[service]]
+        env = self.env()
+        if service != "sandbox":  # not a recon process: no metrics
+            env["RECON_METRICS_PORT"] = str(self.metrics_ports.setdefault(name, _free_port()))
         if service == "sandbox":
             args += ["--port", str(self.sandbox_port), "--db", str(self.log_dir / "sandbox.db")]
             # The provider confirms effects by signed webhook to the intake, as real ones do.
@@ -79,7 +99,7 @@ class Stack:
             process = subprocess.Popen(
                 args,
                 cwd=REPO_ROOT,
-                env=self.env(),
+                env=env,
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
@@ -132,6 +152,13 @@ class Stack:
                     last = repr(error)
                 await asyncio.sleep(0.3)
         raise TimeoutError(f"stack not ready after {timeout:.0f}s: {last}")
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -189,10 +216,14 @@ def main(argv: list[str] | None = None) -> int:
         print("starting recon services ...", flush=True)
         stack.start_all()
         asyncio.run(stack.wait_ready())
+        metrics = "\n              ".join(
+            f"{name:<11} {stack.metrics_url(name)}" for name in stack.metrics_ports
+        )
         print(
             f"\nrecon is up.\n  intake API  {stack.intake_url}  (API key: demo-key)\n"
             f"  sandbox     {stack.sandbox_url}\n  Kafka       {kafka.bootstrap}\n"
-            f"  Postgres    {postgres.url}\n  logs        {stack.log_dir}\n\n"
+            f"  Postgres    {postgres.url}\n  logs        {stack.log_dir}\n"
+            f"  metrics     {metrics}\n\n"
             f"Try:\n{example_curl(stack.intake_url)}\n\nCtrl-C stops everything.",
             flush=True,
         )

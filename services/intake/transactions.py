@@ -9,27 +9,19 @@ Kafka has acknowledged it (services.intake.intents).
 """
 
 from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 import asyncpg
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
-from pydantic import ValidationError
 
-from services.config import Settings
-from services.intake import auth, intents, queries
-from services.intake.errors import ApiError, invalid_request, unknown_transaction
+from services.intake import auth, queries
+from services.intake.accept import accept_submission
+from services.intake.errors import unknown_transaction
 from services.intake.example import example_transaction
 from services.intake.openapi import TxId, errors, json_body, ok
-from services.intake.produce import produce_command
 from services.intake.response_models import EventList, SubmissionAccepted, TransactionView
-from services.intake.submission import (
-    SubmissionRequest,
-    check,
-    operation_specs,
-    submit_command,
-)
+from services.intake.submission import SubmissionRequest
 
 router = APIRouter()
 
@@ -43,45 +35,10 @@ T = TypeVar("T")
     openapi_extra=json_body(SubmissionRequest, example=example_transaction()),
 )
 async def submit(request: Request, tenant: str = Depends(auth.tenant)) -> JSONResponse:
-    settings: Settings = request.app.state.settings
-    # The body is parsed here rather than by FastAPI so that authentication is checked
+    # The body is read here rather than by FastAPI so that authentication is checked
     # before anything about the body is revealed, malformed JSON included.
-    try:
-        submission = SubmissionRequest.model_validate_json(await request.body())
-    except ValidationError as exc:
-        raise invalid_request(exc.errors()) from None
-    check(submission, settings.providers)
-    try:
-        fingerprint = submission.fingerprint()
-    except ValueError:
-        raise ApiError(
-            422, "invalid_request", "payloads must not contain NaN or Infinity"
-        ) from None
-    specs = operation_specs(submission, tenant=tenant, environment=settings.environment)
-    intent = intents.Intent(tenant, submission.tx_id, fingerprint, submission.agent_id, specs)
-    async with request.app.state.pool.acquire() as conn:
-        await intents.claim(conn, intent, settings.pending_horizon_s)
-    # An identical resubmission produces again: it is harmless (the decider accepts only
-    # the first SubmitTransaction of a tx_id) and it covers a crash between the insert
-    # above and the broker's acknowledgement of an earlier attempt.
-    command = submit_command(
-        submission,
-        tenant=tenant,
-        fingerprint=fingerprint,
-        operations=specs,
-        issued_at=datetime.now(UTC),
-    )
-    await produce_command(request.app.state, command, "the intent")
-    async with request.app.state.pool.acquire() as conn:
-        await intents.mark_produced(conn, intent)
-    return JSONResponse(
-        {
-            "tx_id": submission.tx_id,
-            "status": "accepted",
-            "operations": [{"action": s.action, "op_key": s.op_key} for s in specs],
-        },
-        status_code=202,
-    )
+    answer = await accept_submission(request.app.state, tenant, await request.body())
+    return JSONResponse(answer, status_code=202)
 
 
 @router.get(

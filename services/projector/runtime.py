@@ -23,6 +23,7 @@ from projections.writer import DriftRecord, Record, load_offsets, project_batch,
 from services.config import Settings
 from services.kafka_clients import acked_producer, group_consumer
 from services.kafka_setup import ensure_topics
+from services.metrics import observe_lag
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +51,7 @@ class Projector:
         self.stop = stop
         self.pool: asyncpg.Pool | None = None
         self.consumer = group_consumer(settings, "recon-projector")
+        self.group = f"{settings.group_prefix}recon-projector"
         self.dead_letters = acked_producer(settings)
 
     async def run(self) -> None:
@@ -79,6 +81,7 @@ class Projector:
         backoff = 0.0
         while not self.stop.is_set():
             batches = await self.consumer.getmany(timeout_ms=500, max_records=1000)
+            await observe_lag(self.consumer, self.group, batches)
             raw = [record for records in batches.values() for record in records]
             if not raw:
                 continue

@@ -4,12 +4,14 @@ Every adapter sends the operation's key as the provider's idempotency key and th
 key in the provider's metadata, so one id finds the effect from either side.
 """
 
+import time
 from typing import Any, Protocol
 
 import httpx
 
 from events.inputs import Outcome
 from events.safe_json import escape_unencodable
+from services.metrics import DISPATCH_SECONDS, LOOKUPS
 from services.providers.classify import Seen, classify_lookup, classify_response, unreachable
 
 
@@ -22,6 +24,31 @@ class ProviderAdapter(Protocol):
         """Every effect the provider lists (raw JSON objects), for the drift scan; raises
         ListingUnavailable when the provider cannot answer."""
         ...
+
+
+class Measured:
+    """An adapter whose calls feed the metrics (services.metrics): each apply's time by
+    provider, operation and outcome, each lookup's outcome. One observation per call."""
+
+    def __init__(self, provider: str, inner: ProviderAdapter) -> None:
+        self.provider = provider
+        self.inner = inner
+
+    async def apply(self, operation: str, op_key: str, payload: dict[str, Any]) -> Seen:
+        started = time.perf_counter()
+        seen = await self.inner.apply(operation, op_key, payload)
+        DISPATCH_SECONDS.labels(self.provider, operation, seen.outcome.value).observe(
+            time.perf_counter() - started
+        )
+        return seen
+
+    async def lookup(self, operation: str, op_key: str) -> Seen:
+        seen = await self.inner.lookup(operation, op_key)
+        LOOKUPS.labels(self.provider, seen.outcome.value).inc()
+        return seen
+
+    async def list_effects(self) -> list[Any]:
+        return await self.inner.list_effects()
 
 
 class ListingUnavailable(RuntimeError):
@@ -87,4 +114,4 @@ def build_adapters(
 ) -> dict[str, ProviderAdapter]:
     # Every configured provider speaks the sandbox's API for now; a Stripe adapter
     # will be chosen here by name.
-    return {name: SandboxAdapter(client, url) for name, url in providers.items()}
+    return {name: Measured(name, SandboxAdapter(client, url)) for name, url in providers.items()}

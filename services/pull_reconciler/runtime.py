@@ -15,6 +15,7 @@ hand next to the scheduled one) the claims in Postgres keep the work single.
 """
 
 import asyncio
+import functools
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -47,6 +48,7 @@ from services.kafka_clients import acked_producer
 from services.kafka_setup import ensure_topics
 from services.providers.adapters import ListingUnavailable, ProviderAdapter, build_adapters
 from services.providers.classify import Seen
+from services.pull_reconciler.gauges import REFRESH_S, refresh_gauges
 
 log = logging.getLogger(__name__)
 
@@ -202,11 +204,14 @@ class Reconciler:
     # --- the drift scan ------------------------------------------------------------
 
     async def drift_scan(
-        self, effects_of: dict[str, list[object]] | None = None
+        self,
+        effects_of: dict[str, list[object]] | None = None,
+        on_provider: Callable[[str], None] | None = None,
     ) -> list[DriftDetected]:
         """Compare every provider's effects with the ledger; produce what was not reported
         before; return everything found. `effects_of` replaces the providers' lists
-        (tests use it for drift a real provider cannot be made to show)."""
+        (tests use it for drift a real provider cannot be made to show); `on_provider` is
+        told of each provider done (the CLI's progress)."""
         now = self.clock()
         window_start = now - timedelta(seconds=self.settings.reconciler.drift_window_s)
         grace = timedelta(seconds=self.settings.reconciler.drift_grace_s)
@@ -222,6 +227,8 @@ class Reconciler:
                         raw = await self.adapters[provider].list_effects()
                     except ListingUnavailable as error:
                         log.warning("drift scan skipped %s: %s", provider, error)
+                        if on_provider is not None:
+                            on_provider(provider)
                         continue
                 effects = [effect_from_json(item) for item in raw]
                 known = await store.known_keys(
@@ -237,6 +244,8 @@ class Reconciler:
                     window_start=window_start,
                     grace=grace,
                 )
+                if on_provider is not None:
+                    on_provider(provider)
             fresh = await store.unreported(conn, [d.drift_id for d in found])
         new = [d for d in found if d.drift_id in fresh]
         # Produce first, then remember: a crash in between reports a drift twice under
@@ -342,6 +351,14 @@ async def run_reconciler(settings: Settings, stop: asyncio.Event) -> None:
             reconciler.scheduled_purge,
             config.purge_interval_s,
             now + timedelta(seconds=min(30.0, config.purge_interval_s)),
+        )
+        _every(
+            scheduler,
+            "gauges",
+            # A partial, not a lambda: APScheduler awaits only what it sees is async.
+            functools.partial(refresh_gauges, reconciler.pool),
+            min(REFRESH_S, config.interval_s),
+            now,
         )
         scheduler.start()
         log.info(

@@ -24,6 +24,7 @@ from services.config import Settings
 from services.crash_points import SAGA_AFTER_COMMANDS_ACKED, pause_point
 from services.kafka_clients import acked_producer
 from services.kafka_setup import ensure_topics
+from services.metrics import observe_event
 from services.saga.reactor import react
 
 log = logging.getLogger(__name__)
@@ -66,6 +67,7 @@ class Orchestrator:
     async def _react(self, tp: TopicPartition, record: ConsumerRecord) -> list[Command]:
         try:
             envelope = Envelope.model_validate_json(record.value)
+            observe_event(envelope.type, envelope.data)
             return react(envelope)
         except ValidationError as error:
             # The decider is the only writer of recon.events, so this is a bug upstream;

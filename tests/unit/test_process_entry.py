@@ -17,10 +17,11 @@ PROCESSES = {
     "projector": "services.projector",
     "reconciler": "services.pull_reconciler",
     "saga": "services.saga",
+    "intents": "services.intake.kafka_intents",
 }
 
 
-@pytest.mark.parametrize("variable", ["RECON_INTAKE_PORT", "RECON_LOG_LEVEL"])
+@pytest.mark.parametrize("variable", ["RECON_INTAKE_PORT", "RECON_LOG_LEVEL", "RECON_METRICS_PORT"])
 @pytest.mark.parametrize("name", sorted(PROCESSES))
 def test_a_malformed_setting_stops_every_process_alike(name: str, variable: str) -> None:
     env = {**os.environ, variable: "not-a-value"}

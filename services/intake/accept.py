@@ -1,0 +1,74 @@
+"""Accepting a submission, whichever door it came through: the HTTP route
+(services.intake.transactions) and the Kafka intents topic (services.intake.kafka_intents)
+run this one function, so a body is validated, guarded and turned into the same
+SubmitTransaction (same op keys) either way, and refused with the same error codes.
+
+A refusal raises ApiError or SubmissionRefused (both carry the API's error code); nothing
+is recorded before every check has passed.
+"""
+
+from datetime import UTC, datetime
+from typing import Any
+
+from pydantic import ValidationError
+from starlette.datastructures import State
+
+from services.config import Settings
+from services.intake import intents
+from services.intake.errors import ApiError, invalid_request
+from services.intake.produce import produce_command
+from services.intake.submission import (
+    SubmissionRequest,
+    check,
+    operation_specs,
+    submit_command,
+)
+
+
+async def accept_submission(
+    state: State, tenant: str, raw: bytes, *, keyed_tx_id: str | None = None
+) -> dict[str, Any]:
+    """Validate `raw`, claim its tx_id, produce its command and wait for Kafka's ack; the
+    answer is the 202 body. `state` holds `settings`, `pool` and `producer`. `keyed_tx_id`:
+    the tx_id the Kafka record's key names, which the body must name too."""
+    settings: Settings = state.settings
+    try:
+        submission = SubmissionRequest.model_validate_json(raw)
+    except ValidationError as exc:
+        raise invalid_request(exc.errors()) from None
+    if keyed_tx_id is not None and keyed_tx_id != submission.tx_id:
+        raise ApiError(
+            422,
+            "invalid_request",
+            f"the record key names tx_id {keyed_tx_id!r} but the body {submission.tx_id!r}; "
+            "key the record <tenant>/<tx_id> of its body",
+        )
+    check(submission, settings.providers)
+    try:
+        fingerprint = submission.fingerprint()
+    except ValueError:
+        raise ApiError(
+            422, "invalid_request", "payloads must not contain NaN or Infinity"
+        ) from None
+    specs = operation_specs(submission, tenant=tenant, environment=settings.environment)
+    intent = intents.Intent(tenant, submission.tx_id, fingerprint, submission.agent_id, specs)
+    async with state.pool.acquire() as conn:
+        await intents.claim(conn, intent, settings.pending_horizon_s)
+    # An identical resubmission produces again: it is harmless (the decider accepts only
+    # the first SubmitTransaction of a tx_id) and it covers a crash between the insert
+    # above and the broker's acknowledgement of an earlier attempt.
+    command = submit_command(
+        submission,
+        tenant=tenant,
+        fingerprint=fingerprint,
+        operations=specs,
+        issued_at=datetime.now(UTC),
+    )
+    await produce_command(state, command, "the intent")
+    async with state.pool.acquire() as conn:
+        await intents.mark_produced(conn, intent)
+    return {
+        "tx_id": submission.tx_id,
+        "status": "accepted",
+        "operations": [{"action": s.action, "op_key": s.op_key} for s in specs],
+    }

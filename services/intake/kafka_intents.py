@@ -1,0 +1,152 @@
+"""`python -m services.intake.kafka_intents`: the intake's Kafka door, for agents that
+already run on Kafka (README, "Agents that speak Kafka").
+
+An agent of tenant T produces its submission body, exactly the JSON of
+`POST /v1/transactions`, to `recon.intents.T` keyed `T/<tx_id>`. The tenant is the topic's:
+on a real cluster only T's principal may write to that topic (a literal ACL), so the
+broker's authentication of the producer, never the record, says whose intent it is. Each
+record is accepted by the same function as the HTTP route (services.intake.accept): same
+checks, same `intents` guard, same SubmitTransaction and op keys. Every record is answered
+on `recon.intent-replies.T`, keyed by tx_id: the HTTP 202 body for an accepted intent, and
+for a refusal the HTTP API's status and error code, with nothing recorded.
+
+Delivery: the shared at-least-once policy (services.at_least_once): offsets are committed
+once the command and the reply are acknowledged; a crash re-reads the record and accepts it
+again, which is harmless (the same body is the same intent) but may repeat its reply. A
+database or a Kafka that does not answer reads the batch again after a back-off instead of
+answering `unavailable`: the intent waits in its topic, which is what a Kafka agent expects.
+FastStream is not used for the reasons the dispatcher does not use it (README, "At-least-once
+consumers"): one consumer policy and one process lifecycle for every recon consumer.
+"""
+
+import asyncio
+import json
+import logging
+from typing import Any
+
+import asyncpg
+from aiokafka import ConsumerRecord
+from starlette.datastructures import State
+
+from projections.schema import apply_schema
+from services.at_least_once import AtLeastOnceConsumer, Batch, RetryBatch
+from services.config import Settings
+from services.intake.accept import accept_submission
+from services.intake.errors import DATABASE_DOWN, ApiError
+from services.intake.produce import intake_producer
+from services.intake.submission import SubmissionRefused
+from services.kafka_setup import ensure_topics
+from services.lifecycle import run_process
+from services.metrics import KAFKA_INTENTS
+
+log = logging.getLogger(__name__)
+
+GROUP = "recon-intents"
+# Text Postgres cannot store (a NUL): refused as the HTTP API refuses it (services.intake.app).
+UNSTORABLE = (asyncpg.CharacterNotInRepertoireError, asyncpg.UntranslatableCharacterError)
+
+
+def intent_tenants(settings: Settings) -> list[str]:
+    """RECON_KAFKA_INTENT_TENANTS, or else every tenant that has an agent key."""
+    return sorted(settings.intent_tenants or set(settings.api_keys.values()))
+
+
+class IntentSubscriber:
+    def __init__(self, settings: Settings, pool: asyncpg.Pool, tenants: list[str]) -> None:
+        self.topics = settings.topics
+        self.producer = intake_producer(settings)
+        # What accept_submission needs, as the HTTP app's state holds it.
+        self.state = State({"settings": settings, "pool": pool, "producer": self.producer})
+        self.inputs = AtLeastOnceConsumer(
+            settings,
+            GROUP,
+            [self.topics.intents(t) for t in tenants],
+            self.producer,
+            max_records=100,
+        )
+
+    async def run(self, stop: asyncio.Event) -> None:
+        await self.producer.start()
+        try:
+            await self.inputs.run(stop, self._answer_batch)
+        finally:
+            await self.producer.stop()
+
+    async def _answer_batch(self, batch: Batch) -> None:
+        # In order, one record at a time: each waits for its command's ack anyway, and a
+        # retried batch must not race a half-done one.
+        for records in batch.values():
+            for record in records:
+                await self._answer(record)
+
+    async def _answer(self, record: ConsumerRecord) -> None:
+        tenant = self.topics.tenant_of_intents(record.topic)
+        assert tenant is not None, record.topic  # only intents topics are subscribed
+        key_tenant, _, key_tx_id = (record.key or b"").decode(errors="replace").partition("/")
+        try:
+            if key_tenant != tenant or not key_tx_id:
+                raise ApiError(
+                    422,
+                    "invalid_request",
+                    f"key the record {tenant}/<tx_id>: this topic takes the intents of "
+                    f"tenant {tenant!r} only",
+                )
+            answer = await accept_submission(
+                self.state, tenant, record.value or b"", keyed_tx_id=key_tx_id
+            )
+        except ApiError as refusal:
+            if refusal.status == 503:
+                raise RetryBatch(refusal.message) from None
+            answer = _refused(key_tx_id, refusal.status, refusal.code, refusal.message)
+        except SubmissionRefused as refusal:
+            answer = _refused(key_tx_id, 422, refusal.code, refusal.message)
+        except DATABASE_DOWN as error:
+            raise RetryBatch(repr(error)) from None
+        except UNSTORABLE:
+            answer = _refused(
+                key_tx_id, 422, "invalid_request", "text must not contain NUL (\\u0000) characters"
+            )
+        KAFKA_INTENTS.labels(str(answer.get("error", "accepted"))).inc()
+        origin = f"{record.topic}:{record.partition}:{record.offset}"
+        log.info("%s %s: %s", origin, answer["tx_id"], answer.get("error", "accepted"))
+        await self.producer.send_and_wait(
+            self.topics.intent_replies(tenant),
+            key=str(answer["tx_id"]).encode(),
+            value=json.dumps(answer).encode(),
+            # Which record this answers, for a refusal whose key named no tx_id.
+            headers=[("origin", origin.encode())],
+        )
+
+
+def _refused(tx_id: str, status: int, code: str, message: str) -> dict[str, Any]:
+    return {
+        "tx_id": tx_id,
+        "status": "refused",
+        "http_status": status,
+        "error": code,
+        "message": message,
+    }
+
+
+async def run_intents(settings: Settings, stop: asyncio.Event) -> None:
+    tenants = intent_tenants(settings)
+    extra: dict[str, dict[str, str]] = {settings.topics.intents(t): {} for t in tenants}
+    extra |= {settings.topics.intent_replies(t): {} for t in tenants}
+    await ensure_topics(
+        settings.kafka_bootstrap,
+        settings.topics,
+        durability=settings.kafka_durability,
+        extra=extra,
+    )
+    pool = await asyncpg.create_pool(settings.database_url, min_size=1, max_size=4)
+    try:
+        async with pool.acquire() as conn:
+            await apply_schema(conn)
+        log.info("reading the Kafka intents of %s", ", ".join(tenants) or "no tenant")
+        await IntentSubscriber(settings, pool, tenants).run(stop)
+    finally:
+        await pool.close()
+
+
+if __name__ == "__main__":
+    run_process("intents", run_intents)

@@ -1,0 +1,159 @@
+"""Prometheus metrics of every recon process, served on the process's own port (README,
+"Metrics").
+
+Each family is fed where what it counts already happens, at the cost of a counter
+increment (or one histogram observation) per record at most: nothing here may add per
+record work beyond that (the CPU per transaction is watched).
+
+- transactions by status, operations by state, reviews opened: from the events the saga
+  orchestrator already reads (`observe_event`: the event's type and a field of its data,
+  no parsing), so each is counted once per event (again after a redelivery: counters
+  count at least once). `running` is not counted: no event of its own marks it (the first
+  dispatch of the first step does, which an event alone does not tell);
+- dispatch latency and lookups: at the provider adapters (services.providers.measured),
+  shared by the dispatcher and the reconciler;
+- webhook verifications: the intake's webhook route;
+- consumer lag: after each fetch of every consumer (`observe_lag`);
+- reviews open: a gauge the reconciler refreshes from Postgres on its tick;
+- kill switches engaged: a gauge, 0 until the kill switches (issue 14's sibling work)
+  exist and set it.
+"""
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.errors import IllegalStateError
+from prometheus_client import Counter, Gauge, Histogram, start_http_server
+
+from services.config import Settings
+
+log = logging.getLogger(__name__)
+
+# Each process's port when RECON_METRICS_PORT is not set, so that one of each on a host
+# does not collide (a second copy of a process sets its own, or goes without: see serve).
+DEFAULT_PORTS = {
+    "intake": 9180,
+    "decider": 9181,
+    "dispatcher": 9182,
+    "projector": 9183,
+    "saga": 9184,
+    "reconciler": 9185,
+    "intents": 9186,
+}
+
+TRANSACTIONS = Counter(
+    "recon_transactions", "Transactions reaching each status (counted from events)", ["status"]
+)
+OPERATIONS = Counter(
+    "recon_operations",
+    "Operation legs reaching each state (counted from events; `pending` at acceptance)",
+    ["state"],
+)
+REVIEWS_OPENED = Counter("recon_reviews_opened", "Manual reviews opened")
+DISPATCH_SECONDS = Histogram(
+    "recon_dispatch_seconds",
+    "Time a provider took to answer an operation call, by what the answer meant",
+    ["provider", "operation", "outcome"],
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+)
+LOOKUPS = Counter(
+    "recon_lookups",
+    "Lookups of an effect by key at a provider, by outcome",
+    ["provider", "outcome"],
+)
+WEBHOOK_VERIFICATIONS = Counter(
+    "recon_webhook_verifications",
+    "Webhook deliveries of a configured provider, by signature check result",
+    ["provider", "result"],
+)
+CONSUMER_LAG = Gauge(
+    "recon_consumer_lag",
+    "Records behind the partition's high watermark after the consumer's last fetch",
+    ["group", "topic", "partition"],
+)
+REVIEWS_OPEN = Gauge("recon_reviews_open", "Manual reviews open now (refreshed by the reconciler)")
+KILL_SWITCHES_ENGAGED = Gauge(
+    "recon_kill_switches_engaged",
+    "Kill switches engaged now; 0 until kill switches exist in this deployment",
+)
+KAFKA_INTENTS = Counter(
+    "recon_kafka_intents",
+    "Intents read from the Kafka intents topics, by answer (`accepted` or the error code)",
+    ["result"],
+)
+
+
+def serve(process: str, settings: Settings) -> int | None:
+    """Serve /metrics on RECON_METRICS_PORT (or the process's default port). A port already
+    taken is logged and skipped: metrics are not worth stopping a decider for."""
+    port = settings.metrics_port or DEFAULT_PORTS.get(process)
+    if port is None:
+        return None
+    try:
+        start_http_server(port, addr=settings.metrics_host)
+    except OSError as error:
+        log.warning("metrics not served: port %d is not free (%s)", port, error)
+        return None
+    log.info("metrics on http://%s:%d/metrics", settings.metrics_host, port)
+    return port
+
+
+# --- events (the saga orchestrator reads them all) -------------------------------------
+
+_TX_STATUS = {
+    "TransactionAccepted": "accepted",
+    "TransactionCommitted": "committed",
+    "TransactionCompensated": "compensated",
+    "TransactionNeedsReview": "manual_review",
+}
+_OP_STATE = {
+    "OperationUnknown": "unknown",
+    "OperationConfirmed": "confirmed",
+    "OperationFailed": "failed",
+    "OperationNeedsReview": "manual_review",
+    "OperationCompensated": "compensated",
+}
+
+
+def observe_event(event_type: str, data: Mapping[str, Any]) -> None:
+    """Count what `event_type` moves, from its raw data: a dict lookup and an increment."""
+    status = _TX_STATUS.get(event_type)
+    if status is not None:
+        TRANSACTIONS.labels(status).inc()
+        if event_type == "TransactionAccepted":
+            OPERATIONS.labels("pending").inc(len(data.get("operations") or ()))
+        return
+    state = _OP_STATE.get(event_type)
+    if state is not None:
+        OPERATIONS.labels(state).inc()
+        if event_type == "OperationNeedsReview":
+            REVIEWS_OPENED.inc()
+    elif event_type == "OperationDispatched":
+        undo = data.get("leg") == "compensation"
+        OPERATIONS.labels("compensating" if undo else "dispatched").inc()
+    elif event_type == "TransactionFailed":
+        TRANSACTIONS.labels("compensating" if data.get("compensable") else "failed").inc()
+
+
+# --- consumers -----------------------------------------------------------------------
+
+
+async def observe_lag(
+    consumer: AIOKafkaConsumer, group: str, partitions: Mapping[TopicPartition, list[Any]]
+) -> None:
+    """After a fetch: each fetched partition's distance from its high watermark. From the
+    consumer's position, not the last record: a read_committed reader's position is past
+    the transaction markers, which take offsets too (a caught-up decider reader would
+    otherwise show a lag of 1 for ever). The position is known after a fetch: no request."""
+    assigned = consumer.assignment()
+    for tp, records in partitions.items():
+        high = consumer.highwater(tp)
+        if not records or high is None or tp not in assigned:
+            continue  # revoked during the fetch: the new owner reports it
+        try:
+            position = await consumer.position(tp)
+        except IllegalStateError:
+            continue
+        CONSUMER_LAG.labels(group, tp.topic, str(tp.partition)).set(max(0, high - position))

@@ -1,0 +1,25 @@
+"""The gauges that say how things stand now rather than count what happened, read from
+the projections on the reconciler's schedule (services.metrics)."""
+
+import logging
+
+import asyncpg
+
+from services.metrics import REVIEWS_OPEN
+
+log = logging.getLogger(__name__)
+
+# Often enough for a dashboard, rare enough to cost nothing; the pull tick's period is
+# used when it is shorter (tests run it fast).
+REFRESH_S = 15.0
+
+
+async def refresh_gauges(pool: asyncpg.Pool) -> None:
+    try:
+        async with pool.acquire() as conn:
+            REVIEWS_OPEN.set(
+                await conn.fetchval("SELECT count(*) FROM reviews WHERE state = 'open'")
+            )
+    except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as error:
+        # The gauge keeps its last value; the next refresh tries again.
+        log.warning("refreshing the metrics' gauges failed (%r)", error)
