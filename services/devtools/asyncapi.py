@@ -19,6 +19,8 @@ from events.envelope import Envelope
 from events.inputs import Command, OperationObserved
 from events.topics import PARTITIONS, Topics
 from events.transaction_events import Event
+from services.intake.response_models import IntentRefused, SubmissionAccepted
+from services.intake.submission import SubmissionRequest
 
 SCHEMAS = "#/components/schemas/{model}"
 KAFKA_BINDING_VERSION = "0.5.0"
@@ -111,7 +113,7 @@ def _dead_letter_message() -> dict[str, Any]:
 
 
 def _channel(address: str, description: str, messages: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    return {
+    channel: dict[str, Any] = {
         "address": address,
         "description": description,
         "messages": {name: {"$ref": f"#/components/messages/{name}"} for name in messages},
@@ -123,6 +125,10 @@ def _channel(address: str, description: str, messages: dict[str, dict[str, Any]]
             }
         },
     }
+    if "{tenant}" in address:
+        # AsyncAPI 3: every {name} in an address is declared as a parameter.
+        channel["parameters"] = {"tenant": {"description": "the tenant, as in RECON_API_KEYS"}}
+    return channel
 
 
 def _operation(
@@ -145,6 +151,9 @@ def asyncapi_document() -> dict[str, Any]:
         *EVENTS,
         DriftDetected,
         OmittedValue,
+        SubmissionRequest,
+        SubmissionAccepted,
+        IntentRefused,
     ]
     _, defs = models_json_schema([(m, "serialization") for m in models], ref_template=SCHEMAS)
     commands = {c.__name__: _message(c.__name__, _ref(c), _doc(c), TX_KEY) for c in COMMANDS}
@@ -163,6 +172,21 @@ def asyncapi_document() -> dict[str, Any]:
         )
     }
     dead = {"DeadLetter": _dead_letter_message()}
+    intents = {
+        "Intent": _message(
+            "Intent",
+            _ref(SubmissionRequest),
+            "an agent's submission, the body of POST /v1/transactions",
+            "`tenant/tx_id`, the tenant being the topic's",
+        )
+    }
+    replies = {
+        name: _message(name, _ref(model), summary, "the intent's tx_id")
+        for name, model, summary in (
+            ("IntentAccepted", SubmissionAccepted, "the HTTP 202 body for the same intent"),
+            ("IntentRefused", IntentRefused, _doc(IntentRefused)),
+        )
+    }
     channels = {
         "commands": (
             topics.commands,
@@ -181,6 +205,17 @@ def asyncapi_document() -> dict[str, Any]:
             events,
         ),
         "drift": (topics.drift, "drift reports of the scan and of webhooks", drift),
+        "intents": (
+            topics.intents("{tenant}"),
+            "one topic per tenant, written only by that tenant's principal (a literal ACL), "
+            "so the broker, never the record, says whose intent it is",
+            intents,
+        ),
+        "intentReplies": (
+            topics.intent_replies("{tenant}"),
+            "the answer to every record of the tenant's intents topic",
+            replies,
+        ),
         "deadLetters": (
             topics.dead_letters,
             "records a consumer could not act on, with why and where they came from",
@@ -193,6 +228,8 @@ def asyncapi_document() -> dict[str, Any]:
         "events": "decider",
         "drift": "pull reconciler and intake",
         "deadLetters": "any consumer that could not read its input",
+        "intents": "agents of the tenant",
+        "intentReplies": "Kafka intents process",
     }
     receivers = {
         "commands": "decider",
@@ -200,6 +237,8 @@ def asyncapi_document() -> dict[str, Any]:
         "events": "projector, dispatcher, saga orchestrator, auditors",
         "drift": "projector",
         "deadLetters": "operators",
+        "intents": "Kafka intents process",
+        "intentReplies": "agents of the tenant",
     }
     operations: dict[str, Any] = {}
     for name, (_, _, messages) in channels.items():
@@ -229,6 +268,14 @@ def asyncapi_document() -> dict[str, Any]:
         "operations": operations,
         "components": {
             "schemas": defs["$defs"],
-            "messages": {**commands, **observations, **events, **drift, **dead},
+            "messages": {
+                **commands,
+                **observations,
+                **events,
+                **drift,
+                **dead,
+                **intents,
+                **replies,
+            },
         },
     }

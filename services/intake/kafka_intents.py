@@ -34,6 +34,7 @@ from services.config import Settings
 from services.intake.accept import accept_submission
 from services.intake.errors import DATABASE_DOWN, ApiError
 from services.intake.produce import intake_producer
+from services.intake.response_models import IntentRefused
 from services.intake.submission import SubmissionRefused
 from services.kafka_setup import ensure_topics
 from services.lifecycle import run_process
@@ -119,13 +120,8 @@ class IntentSubscriber:
 
 
 def _refused(tx_id: str, status: int, code: str, message: str) -> dict[str, Any]:
-    return {
-        "tx_id": tx_id,
-        "status": "refused",
-        "http_status": status,
-        "error": code,
-        "message": message,
-    }
+    refused = IntentRefused(tx_id=tx_id, http_status=status, error=code, message=message)
+    return refused.model_dump()
 
 
 async def run_intents(settings: Settings, stop: asyncio.Event) -> None:

@@ -6,7 +6,7 @@ types and the fuzz test checks every answer against them. Fields may be added to
 (the contract allows it); the models do not forbid extra ones.
 """
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel
 
@@ -20,6 +20,17 @@ class SubmissionAccepted(BaseModel):
     tx_id: str
     status: str
     operations: list[OperationKey]
+
+
+class IntentRefused(BaseModel):
+    """A Kafka intent's refusal on recon.intent-replies.<tenant>: the HTTP API's status and
+    error code for the same body; nothing was recorded."""
+
+    tx_id: str
+    status: Literal["refused"] = "refused"
+    http_status: int
+    error: str
+    message: str
 
 
 class OperationView(BaseModel):

@@ -5,6 +5,7 @@ channel), every message schema is a valid JSON schema, and real messages built b
 code validate against the schema of the topic they travel on."""
 
 import json
+import re
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -87,7 +88,13 @@ def test_the_asyncapi_document_is_well_formed(asyncapi: dict[str, Any]) -> None:
         "recon.events",
         "recon.drift",
         "recon.dead-letters",
+        "recon.intents.{tenant}",
+        "recon.intent-replies.{tenant}",
     }
+    for channel in asyncapi["channels"].values():
+        # AsyncAPI 3: every {name} in an address is a declared parameter.
+        named = set(re.findall(r"{(\w+)}", channel["address"]))
+        assert named == set(channel.get("parameters", {})), channel["address"]
     for name, operation in asyncapi["operations"].items():
         assert operation["action"] in ("send", "receive"), name
         channel = operation["channel"]["$ref"]
