@@ -14,12 +14,14 @@ from datetime import UTC, datetime
 
 import httpx
 from aiokafka import ConsumerRecord, TopicPartition
+from opentelemetry.trace import SpanKind
 from pydantic import ValidationError
 
 from events.envelope import Envelope
 from events.inputs import OperationObserved, Outcome, Source
 from events.keys import dispatch_observation_id, partition_key
 from events.transaction_events import OperationDispatched
+from services import tracing
 from services.at_least_once import AtLeastOnceConsumer, Batch, RetryBatch
 from services.config import Settings
 from services.crash_points import DISPATCHER_AFTER_PROVIDER_ANSWERED, pause_point
@@ -132,9 +134,20 @@ class Dispatcher:
             return  # revoked meanwhile: the new owner reads it again
         redelivered = record.offset < self.replay_until.get(tp, 0)
         async with self.calls:
-            await Call(self, envelope, dispatch, tp.partition).run(
-                lookup_first=dispatch.lookup_first or redelivered
-            )
+            # The call's span continues the trace of the decision that dispatched it; its
+            # context goes to the provider (HTTP headers) and back in the observations.
+            with tracing.span(
+                "dispatcher.call",
+                tracing.context_from(record.headers),
+                SpanKind.CLIENT,
+                tx_id=envelope.tx_id,
+                op_key=dispatch.op_key,
+                attempt=dispatch.attempt,
+                action=dispatch.action,
+            ):
+                await Call(self, envelope, dispatch, tp.partition).run(
+                    lookup_first=dispatch.lookup_first or redelivered
+                )
 
 
 class Call:
@@ -216,6 +229,7 @@ class Call:
             value=observation.model_dump_json().encode(),
             key=partition_key(env.tenant, env.tx_id),
             partition=self.partition,
+            headers=tracing.kafka_headers(),
         )
         if seen.alarm is not None:
             # Unknown, so the transaction waits; a person must fix the configuration.

@@ -8,6 +8,7 @@ Kafka, not the row, is the record of the intent; the row is shown as accepted on
 Kafka has acknowledged it (services.intake.intents).
 """
 
+import logging
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any, TypeVar
@@ -17,6 +18,7 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 
+from services import tracing
 from services.config import Settings
 from services.intake import auth, intents, queries
 from services.intake.errors import ApiError, invalid_request, unknown_transaction
@@ -32,6 +34,7 @@ from services.intake.submission import (
 )
 
 router = APIRouter()
+log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
@@ -58,6 +61,7 @@ async def submit(request: Request, tenant: str = Depends(auth.tenant)) -> JSONRe
             422, "invalid_request", "payloads must not contain NaN or Infinity"
         ) from None
     specs = operation_specs(submission, tenant=tenant, environment=settings.environment)
+    tracing.annotate(tx_id=submission.tx_id, op_keys=",".join(s.op_key for s in specs))
     intent = intents.Intent(tenant, submission.tx_id, fingerprint, submission.agent_id, specs)
     async with request.app.state.pool.acquire() as conn:
         await intents.claim(conn, intent, settings.pending_horizon_s)
@@ -74,6 +78,7 @@ async def submit(request: Request, tenant: str = Depends(auth.tenant)) -> JSONRe
     await produce_command(request.app.state, command, "the intent")
     async with request.app.state.pool.acquire() as conn:
         await intents.mark_produced(conn, intent)
+    log.info("%s accepted: %s", submission.tx_id, " ".join(s.op_key for s in specs))
     return JSONResponse(
         {
             "tx_id": submission.tx_id,

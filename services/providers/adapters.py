@@ -10,6 +10,7 @@ import httpx
 
 from events.inputs import Outcome
 from events.safe_json import escape_unencodable
+from services import tracing
 from services.providers.classify import Seen, classify_lookup, classify_response, unreachable
 
 
@@ -41,7 +42,9 @@ class SandboxAdapter:
             response = await self.client.post(
                 self.base_url + path,
                 json={**payload, "metadata": {"op_key": op_key}},
-                headers={"Idempotency-Key": op_key},
+                # The trace context goes with the call: the provider's log of it names the
+                # trace that made it (services.tracing).
+                headers={"Idempotency-Key": op_key, **tracing.http_headers()},
             )
         except httpx.HTTPError as error:
             return unreachable(error)
@@ -50,7 +53,9 @@ class SandboxAdapter:
     async def lookup(self, operation: str, op_key: str) -> Seen:
         try:
             response = await self.client.get(
-                self.base_url + "/v1/effects", params={"idempotency_key": op_key}
+                self.base_url + "/v1/effects",
+                params={"idempotency_key": op_key},
+                headers=tracing.http_headers(),
             )
         except httpx.HTTPError as error:
             seen = unreachable(error)

@@ -21,6 +21,7 @@ PURE = [
     ROOT / "reconcilers/drift.py",
     ROOT / "services/providers/classify.py",
     ROOT / "services/intake/submission.py",
+    ROOT / "services/intake/operation_record.py",
     ROOT / "services/devtools/sandbox/catalog.py",
     ROOT / "services/devtools/sandbox/fingerprint.py",
     ROOT / "services/devtools/chaos/checks.py",

@@ -74,10 +74,14 @@ def create_app(
     calls = CallLog(store)
 
     async def log_call(
-        kind: CallKind, operation: Operation | None, key: str, outcome: CallOutcome
+        kind: CallKind,
+        operation: Operation | None,
+        key: str,
+        outcome: CallOutcome,
+        traceparent: str | None = None,
     ) -> None:
         name = None if operation is None else operation.value
-        await asyncio.to_thread(calls.record, kind, name, key, outcome)
+        await asyncio.to_thread(calls.record, kind, name, key, outcome, traceparent)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -135,7 +139,13 @@ def create_app(
                 store.submit, operation, key, body, metadata, pending_ms=pending_ms
             )
             announce(result)
-            await log_call(CallKind.APPLY, operation, key, APPLY_OUTCOMES[result.outcome])
+            await log_call(
+                CallKind.APPLY,
+                operation,
+                key,
+                APPLY_OUTCOMES[result.outcome],
+                request.headers.get("traceparent"),
+            )
 
             if mode is FaultMode.ERROR_500_AFTER_COMMIT:
                 return error_response(
