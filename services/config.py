@@ -66,6 +66,7 @@ DEFAULTS: dict[str, str] = {
     "RECON_MAX_BODY_BYTES": str(MAX_BODY_BYTES),
     "RECON_WEBHOOK_MAX_BODY_BYTES": str(WEBHOOK_MAX_BODY_BYTES),
     "RECON_PENDING_HORIZON_S": f"{PENDING_HORIZON_S:g}",
+    "RECON_OWNER_LEASE_S": "300",
 }
 
 
@@ -212,6 +213,8 @@ class Settings:
     max_body_bytes: int = MAX_BODY_BYTES
     webhook_max_body_bytes: int = WEBHOOK_MAX_BODY_BYTES
     pending_horizon_s: float = PENDING_HORIZON_S
+    # How long an agent session owns a transaction after its submission or claim.
+    owner_lease_s: int = int(DEFAULTS["RECON_OWNER_LEASE_S"])
 
     @property
     def group_prefix(self) -> str:
@@ -357,4 +360,5 @@ def load_settings() -> Settings:
         max_body_bytes=_body_limit("RECON_MAX_BODY_BYTES"),
         webhook_max_body_bytes=_body_limit("RECON_WEBHOOK_MAX_BODY_BYTES"),
         pending_horizon_s=_pending_horizon(),
+        owner_lease_s=_int("RECON_OWNER_LEASE_S", minimum=1),
     )

@@ -21,6 +21,7 @@ from services.intake import (
     health,
     openapi,
     operations,
+    ownership,
     resolutions,
     reviews,
     transactions,
@@ -71,11 +72,17 @@ def create_app(settings: Settings) -> FastAPI:
         webhook_max_body_bytes=settings.webhook_max_body_bytes,
     )
     # Webhooks are signed by their provider, every other /v1 route takes an API key.
-    for routes in (transactions, abort, reviews, drift, webhooks, health, operations):
+    for routes in (transactions, abort, reviews, drift, webhooks, health, operations, ownership):
         app.include_router(routes.router)
     openapi.install(
         app,
-        [SubmissionRequest, resolutions.ResolveRequest, abort.AbortRequest, openapi.WebhookNotice],
+        [
+            SubmissionRequest,
+            resolutions.ResolveRequest,
+            abort.AbortRequest,
+            openapi.WebhookNotice,
+            ownership.SessionRequest,
+        ],
     )
     _answer_refusals(app)
     app.add_middleware(RequestSpan)

@@ -74,6 +74,7 @@ async def submit(request: Request, tenant: str = Depends(auth.tenant)) -> JSONRe
         fingerprint=fingerprint,
         operations=specs,
         issued_at=datetime.now(UTC),
+        lease_s=settings.owner_lease_s,
     )
     await produce_command(request.app.state, command, "the intent")
     async with request.app.state.pool.acquire() as conn:

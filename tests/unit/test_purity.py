@@ -11,6 +11,8 @@ PURE = [
     ROOT / "services/decider/transaction.py",
     ROOT / "services/decider/evidence.py",
     ROOT / "services/decider/finished.py",
+    ROOT / "services/decider/ownership.py",
+    ROOT / "services/decider/attempt_gate.py",
     ROOT / "events/legs.py",
     ROOT / "services/saga/reactor.py",
     ROOT / "projections/view.py",
