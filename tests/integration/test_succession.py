@@ -114,7 +114,7 @@ async def test_a_successor_inherits_the_recorded_refund_and_the_predecessor_is_f
 
     async def owned_by_b() -> bool:
         owner: dict[str, Any] = (await record())["owner"]
-        return owner["session_id"] == "s-B"
+        return bool(owner["session_id"] == "s-B")
 
     await _until(owned_by_b, "the claim never reached the record")
 
