@@ -30,6 +30,7 @@ from services.kafka_clients import acked_producer
 from services.kafka_setup import ensure_topics
 from services.providers.adapters import ProviderAdapter, build_adapters
 from services.providers.classify import Seen
+from services.providers.preconditions import balance_needed, judge_balance
 
 log = logging.getLogger(__name__)
 
@@ -184,11 +185,27 @@ class Call:
                 if seen.outcome is not Outcome.SUCCEEDED:
                     await self.resolve(adapter)
                 return
+        if self.dispatch.attempt > 1:
+            # A new attempt: what held when the first was approved must hold now.
+            stopped = await self.preconditions(adapter)
+            if stopped is not None:
+                await self.report(Source.RESPONSE, stopped)
+                return
         seen = await adapter.apply(op, key, self.dispatch.payload)
         await pause_point(DISPATCHER_AFTER_PROVIDER_ANSWERED)
         await self.report(Source.RESPONSE, seen)
         if seen.outcome is Outcome.UNKNOWN:
             await self.resolve(adapter)
+
+    async def preconditions(self, adapter: ProviderAdapter) -> Seen | None:
+        charge = balance_needed(self.dispatch.operation, self.dispatch.payload)
+        if charge is None:
+            return None
+        status, body = await adapter.balance(charge)
+        stopped = judge_balance(self.dispatch.payload, status, body)
+        if stopped is not None:
+            log.warning("%s: %s", self.envelope.tx_id, stopped.error)
+        return stopped
 
     async def lookup(self, adapter: ProviderAdapter) -> Seen:
         self.lookups += 1

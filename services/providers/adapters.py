@@ -19,6 +19,12 @@ class ProviderAdapter(Protocol):
 
     async def lookup(self, operation: str, op_key: str) -> Seen: ...
 
+    async def balance(self, charge: str) -> tuple[int, Any]:
+        """The provider's answer about a charge's refundable balance (status, body), for
+        the precondition check before a new attempt (preconditions.py); (0, error) when
+        it could not be asked."""
+        ...
+
     async def list_effects(self) -> list[Any]:
         """Every effect the provider lists (raw JSON objects), for the drift scan; raises
         ListingUnavailable when the provider cannot answer."""
@@ -61,6 +67,15 @@ class SandboxAdapter:
             seen = unreachable(error)
             return Seen(Outcome.UNAVAILABLE, error=seen.error)
         return classify_lookup(response.status_code, _json(response))
+
+    async def balance(self, charge: str) -> tuple[int, Any]:
+        try:
+            response = await self.client.get(
+                f"{self.base_url}/v1/charges/{charge}/balance", headers=tracing.http_headers()
+            )
+        except httpx.HTTPError as error:
+            return 0, {"error": f"{type(error).__name__}: {error}"}
+        return response.status_code, _json(response)
 
     async def list_effects(self) -> list[Any]:
         try:

@@ -2,7 +2,9 @@
 provider's answer is lost and A is gone; agent B claims the transaction once A's lease
 lapses, A's later command is fenced (refused and recorded), B's "new" refund with other
 parameters under the same transaction is refused with the rule, and recon resolves the
-recorded refund by lookup: exactly one refund reaches the provider."""
+recorded refund by lookup: exactly one refund reaches the provider. Then the precondition
+case: a new attempt of a refund whose charge was partly refunded outside recon meanwhile
+is stopped by the balance re-check, with the evidence."""
 
 import asyncio
 import time
@@ -47,9 +49,11 @@ async def leased(
             await recon.close()
 
 
-def refund(amount: int, agent: str, session: str) -> dict[str, Any]:
+def refund(
+    amount: int, agent: str, session: str, tx_id: str = "refund-42", charge: str = "ch_004"
+) -> dict[str, Any]:
     return {
-        "tx_id": "refund-42",
+        "tx_id": tx_id,
         "agent_id": agent,
         "session_id": session,
         "steps": [
@@ -57,7 +61,7 @@ def refund(amount: int, agent: str, session: str) -> dict[str, Any]:
                 "action": "partial_refund",
                 "provider": "sandbox",
                 "operation": "payments.refund",
-                "payload": {"amount": amount, "currency": "usd", "charge": "ch_004"},
+                "payload": {"amount": amount, "currency": "usd", "charge": charge},
             }
         ],
     }
@@ -73,7 +77,7 @@ async def _until(check: Callable[[], Any], what: str, timeout: float = 30) -> An
         await asyncio.sleep(0.1)
 
 
-async def test_a_successor_inherits_the_recorded_refund_and_the_predecessor_is_fenced(
+async def test_a_successor_inherits_the_recorded_refund_and_a_stale_precondition_stops_a_retry(
     leased: tuple[Stack, Recon],
 ) -> None:
     stack, recon = leased
@@ -152,3 +156,52 @@ async def test_a_successor_inherits_the_recorded_refund_and_the_predecessor_is_f
     ]
     assert final["approved"]["payload"]["amount"] == 500
     assert [d["attempt"] for d in final["dispatches"]] == [1]
+
+    # The precondition case, on the same stack: a refund of a real charge fails before the
+    # provider commits; while it is unknown an operator refunds from the provider's
+    # dashboard, outside recon; the new attempt recon would make once a lookup proves the
+    # first absent is stopped by the balance re-check, with the balance as evidence.
+    charge_tx = {
+        "tx_id": "charge-43",
+        "agent_id": "agent-A",
+        "steps": [
+            {
+                "action": "charge",
+                "provider": "sandbox",
+                "operation": "payments.charge",
+                "payload": {"amount": 1000, "currency": "usd", "customer": "cus_1"},
+            }
+        ],
+    }
+    assert (await recon.submit(charge_tx)).status_code == 202
+    charged = await recon.wait_terminal("charge-43")
+    charge_id = op(charged, "charge")["remote_id"]
+    await recon.arm("payments.refund", "error_500_before_commit")
+    await recon.arm("payments.refund", "lookup_unavailable", times=1000)
+    accepted = await recon.submit(refund(600, "agent-A", "s-A2", "refund-43", charge_id))
+    assert accepted.status_code == 202, accepted.text
+    second = accepted.json()["operations"][0]["op_key"]
+    await recon.wait_until(
+        "refund-43",
+        lambda tx: op(tx, "partial_refund")["state"] == "unknown",
+        30,
+        "the second refund never went unknown",
+    )
+    outside = await recon.http.post(
+        f"{stack.sandbox_url}/v1/dashboard/refund", json={"charge": charge_id, "amount": 500}
+    )
+    assert outside.status_code == 200, outside.text
+    await recon.http.delete(f"{stack.sandbox_url}/v1/faults")
+    stopped = await recon.wait_terminal("refund-43", timeout=60)
+    assert stopped["status"] == "failed"
+    last = op(stopped, "partial_refund")["evidence"][-1]
+    assert last["attempt"] == 2 and "precondition_failed" in last["error"], last
+    assert last["body"]["balance"]["refundable"] == 500
+    # The stopped attempt never reached the provider: one call, refused by the fault.
+    assert [
+        (c["kind"], c["outcome"]) for c in await recon.calls(second) if c["kind"] == "apply"
+    ] == [("apply", "failed")]
+    refunds = [
+        e for e in await recon.effects("payments.refund") if e["payload"].get("charge") == charge_id
+    ]
+    assert [e["metadata"] for e in refunds] == [{"source": "dashboard"}]

@@ -22,6 +22,7 @@ PURE = [
     ROOT / "reconcilers/pull.py",
     ROOT / "reconcilers/drift.py",
     ROOT / "services/providers/classify.py",
+    ROOT / "services/providers/preconditions.py",
     ROOT / "services/intake/submission.py",
     ROOT / "services/intake/operation_record.py",
     ROOT / "services/devtools/sandbox/catalog.py",
