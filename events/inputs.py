@@ -102,7 +102,8 @@ class CompensateOperation(Message):
 
 
 class RequestReview(Message):
-    """From the pull reconciler: its lookup budget for an operation is spent."""
+    """From the pull reconciler (its lookup budget for an operation is spent), or from the
+    agent session that owns the transaction, through the API (it wants a person to look)."""
 
     type: Literal["RequestReview"] = "RequestReview"
     schema_version: Literal[1] = 1
@@ -114,6 +115,9 @@ class RequestReview(Message):
     attempt: int
     reason: str
     issued_at: datetime
+    # The asking session, when an agent asks: fenced like its other commands.
+    agent_id: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    session_id: str | None = Field(default=None, exclude_if=lambda v: v is None)
 
 
 class ResolveReview(Message):

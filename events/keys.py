@@ -132,3 +132,9 @@ def default_session(agent_id: str) -> str:
     """The session of a submission that names none: one per agent, so a client from before
     sessions keeps working and owns what it submits."""
     return f"{agent_id}:default"
+
+
+def agent_review_id(op_key: str, attempt: int, session_id: str) -> str:
+    """An agent session's request for review of one attempt: a retried request is the same
+    command; the predecessor's fenced one does not swallow the successor's."""
+    return f"agent-review:{op_key}:{attempt}:{session_id}"

@@ -330,6 +330,9 @@ def _compensate(state: TransactionState, cmd: CompensateOperation) -> list[Event
 
 
 def _request_review(state: TransactionState, cmd: RequestReview) -> list[Event]:
+    fenced = ownership.fence(state.owner, cmd.type, cmd.agent_id, cmd.session_id)
+    if fenced is not None:
+        return [fenced]
     op = state.operation(cmd.action)
     current = op.leg(cmd.leg) if op else None
     if op is None or current is None or not current.in_flight or current.attempt != cmd.attempt:

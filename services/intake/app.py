@@ -82,6 +82,7 @@ def create_app(settings: Settings) -> FastAPI:
             abort.AbortRequest,
             openapi.WebhookNotice,
             ownership.SessionRequest,
+            ownership.ReviewAsked,
         ],
     )
     _answer_refusals(app)

@@ -12,16 +12,16 @@ refusal is recorded on the transaction's chain, before it is answered `409 fence
 import json
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Annotated
+from typing import Annotated, TypeVar
 
 import asyncpg
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from events.definition import TxStatus
-from events.inputs import ClaimTransaction, ReleaseTransaction
-from events.keys import claim_id, release_id
+from events.definition import ACTION_PATTERN, Leg, TxStatus
+from events.inputs import ClaimTransaction, ReleaseTransaction, RequestReview
+from events.keys import agent_review_id, claim_id, release_id
 from services.config import Settings
 from services.intake import auth
 from services.intake.errors import ApiError, invalid_request, unknown_transaction
@@ -30,6 +30,7 @@ from services.intake.produce import produce_command
 from services.intake.submission import SESSION_PATTERN
 
 router = APIRouter()
+M = TypeVar("M", bound=BaseModel)
 
 FINISHED = {TxStatus.COMMITTED.value, TxStatus.FAILED.value, TxStatus.COMPENSATED.value}
 
@@ -194,8 +195,76 @@ async def release(
     )
 
 
+class ReviewAsked(SessionRequest):
+    """A session asks a person to look at one of its operations in flight."""
+
+    action: Annotated[str, Field(pattern=ACTION_PATTERN)]
+    reason: Annotated[str, Field(min_length=1, max_length=1000)] = "requested by the agent"
+
+
+@router.post(
+    "/v1/transactions/{tx_id}/review",
+    status_code=202,
+    responses={**ok(ClaimAnswer, 202), **errors(401, 404, 409, 413, 422, 503)},
+    openapi_extra=json_body(ReviewAsked),
+)
+async def ask_review(
+    tx_id: TxId, request: Request, tenant: str = Depends(auth.tenant)
+) -> JSONResponse:
+    """The owner asks for manual review of an operation that is `dispatched` or
+    `unknown` (what a successor does rather than guess). `409 operation_not_in_flight`
+    otherwise; `409 fenced` from a session that does not own the transaction."""
+    who = _parse_as(await request.body(), ReviewAsked)
+    async with request.app.state.pool.acquire() as conn:
+        owner = await current_owner(conn, tenant, tx_id)
+        row = await conn.fetchrow(
+            "SELECT op_key, state, attempts FROM operations"
+            " WHERE tenant = $1 AND tx_id = $2 AND action = $3",
+            tenant,
+            tx_id,
+            who.action,
+        )
+    if owner is None or row is None:
+        raise unknown_transaction(tx_id)
+    fenced = is_fenced(owner, who.agent_id, who.session_id)
+    if not fenced and row["state"] not in ("dispatched", "unknown"):
+        raise ApiError(
+            409,
+            "operation_not_in_flight",
+            f"{who.action!r} is {row['state']}: only an operation in flight can be reviewed",
+        )
+    command = RequestReview(
+        message_id=agent_review_id(row["op_key"], row["attempts"], who.session_id),
+        tenant=tenant,
+        tx_id=tx_id,
+        action=who.action,
+        leg=Leg.FORWARD,
+        attempt=row["attempts"],
+        reason=f"requested_by_agent: {who.reason}",
+        issued_at=datetime.now(UTC),
+        agent_id=who.agent_id,
+        session_id=who.session_id,
+    )
+    await produce_command(request.app.state, command, "the review request")
+    if fenced:
+        raise fenced_error(owner)
+    return JSONResponse(
+        {
+            "tx_id": tx_id,
+            "status": "review_requested",
+            "agent_id": who.agent_id,
+            "session_id": who.session_id,
+        },
+        status_code=202,
+    )
+
+
 def _parse(raw: bytes) -> SessionRequest:
+    return _parse_as(raw, SessionRequest)
+
+
+def _parse_as(raw: bytes, model: type[M]) -> M:
     try:
-        return SessionRequest.model_validate_json(raw)
+        return model.model_validate_json(raw)
     except ValidationError as exc:
         raise invalid_request(exc.errors()) from None

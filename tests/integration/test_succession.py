@@ -133,6 +133,18 @@ async def test_a_successor_inherits_the_recorded_refund_and_a_stale_precondition
 
     [refusal] = await _until(fence_recorded, "A's fenced abort was not recorded")
     assert (refusal["command"], refusal["session_id"]) == ("AbortTransaction", "s-A")
+    # Nor may A ask a person to review it any more.
+    asked = await recon.http.post(
+        f"{url}/v1/transactions/refund-42/review",
+        json={"agent_id": "agent-A", "session_id": "s-A", "action": "partial_refund"},
+        headers=headers,
+    )
+    assert asked.status_code == 409 and asked.json()["error"] == "fenced", asked.text
+
+    async def both_recorded() -> bool:
+        return len(await fence_recorded()) == 2
+
+    await _until(both_recorded, "A's fenced review request was not recorded")
 
     # B re-plans from the customer's request: a "new" refund with another amount under
     # the same transaction is refused, naming the rule and what it would change.

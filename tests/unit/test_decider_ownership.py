@@ -92,6 +92,15 @@ def test_after_a_claim_the_earlier_session_is_fenced_and_the_successor_is_not() 
     )
 
 
+def test_a_fenced_session_cannot_ask_for_review_and_the_owner_can() -> None:
+    state = given(submitted(), observed("refund", 1, Outcome.UNKNOWN), claim("agent-2", "s-B", 61))
+    asked = request_review("refund", 1)
+    [fenced] = decide(state, asked.model_copy(update={"agent_id": "agent-1", "session_id": "s-A"}))
+    assert isinstance(fenced, CommandRefused) and fenced.reason == "fenced"
+    mine = asked.model_copy(update={"agent_id": "agent-2", "session_id": "s-B"})
+    assert types(decide(state, mine))[0] == "OperationNeedsReview"
+
+
 def test_the_owner_may_renew_and_a_release_lets_a_successor_claim_at_once() -> None:
     state = given(submitted())
     [renewed] = decide(state, claim("agent-1", "s-A", 10))
