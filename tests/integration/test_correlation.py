@@ -35,6 +35,7 @@ async def traced(
         free_port,
         RECON_TRACE_EXPORTER=f"file:{tmp_path}/spans-{{process}}.jsonl",
         RECON_LOG_FORMAT="json",
+        RECON_API_KEYS="demo-key=demo,other-key=other",
     ) as stack:
         recon = Recon(stack.intake_url, stack.sandbox_url)
         try:
@@ -125,3 +126,7 @@ async def test_one_op_key_and_one_trace_link_provider_logs_spans_and_record(
         f"{stack.intake_url}/v1/operations/rk1_nothing", headers=recon.headers
     )
     assert missing.status_code == 404
+    theirs = await recon.http.get(
+        f"{stack.intake_url}/v1/operations/{key}", headers={"Authorization": "Bearer other-key"}
+    )
+    assert theirs.status_code == 404, theirs.text
