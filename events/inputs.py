@@ -25,6 +25,39 @@ class SubmitTransaction(Message):
     fingerprint: str
     operations: tuple[OperationSpec, ...]
     issued_at: datetime
+    # The submitting agent's session, which owns the transaction for `lease_s` from
+    # `issued_at` (services.decider.ownership). Absent from commands written before
+    # sessions existed (and then left out of the JSON, so those bytes do not change).
+    session_id: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    lease_s: int | None = Field(default=None, exclude_if=lambda v: v is None)
+
+
+class ClaimTransaction(Message):
+    """From a successor agent, through the API: take over a transaction whose owner's
+    lease lapsed or who handed it off. From the owner's own session: renew the lease."""
+
+    type: Literal["ClaimTransaction"] = "ClaimTransaction"
+    schema_version: Literal[1] = 1
+    message_id: str
+    tenant: str
+    tx_id: str
+    agent_id: str
+    session_id: str
+    lease_s: int
+    issued_at: datetime
+
+
+class ReleaseTransaction(Message):
+    """From the owner, through the API: hand the transaction off now (its lease ends)."""
+
+    type: Literal["ReleaseTransaction"] = "ReleaseTransaction"
+    schema_version: Literal[1] = 1
+    message_id: str
+    tenant: str
+    tx_id: str
+    agent_id: str
+    session_id: str
+    issued_at: datetime
 
 
 class AbortTransaction(Message):
@@ -38,6 +71,10 @@ class AbortTransaction(Message):
     actor: str
     reason: str
     issued_at: datetime
+    # The agent session that asks, when an agent asks (an operator's abort names none):
+    # a session that no longer owns the transaction is fenced.
+    agent_id: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    session_id: str | None = Field(default=None, exclude_if=lambda v: v is None)
 
 
 class PlanCompensation(Message):
@@ -65,7 +102,8 @@ class CompensateOperation(Message):
 
 
 class RequestReview(Message):
-    """From the pull reconciler: its lookup budget for an operation is spent."""
+    """From the pull reconciler (its lookup budget for an operation is spent), or from the
+    agent session that owns the transaction, through the API (it wants a person to look)."""
 
     type: Literal["RequestReview"] = "RequestReview"
     schema_version: Literal[1] = 1
@@ -77,6 +115,9 @@ class RequestReview(Message):
     attempt: int
     reason: str
     issued_at: datetime
+    # The asking session, when an agent asks: fenced like its other commands.
+    agent_id: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    session_id: str | None = Field(default=None, exclude_if=lambda v: v is None)
 
 
 class ResolveReview(Message):
@@ -138,6 +179,8 @@ class OperationObserved(Message):
 
 Command = (
     SubmitTransaction
+    | ClaimTransaction
+    | ReleaseTransaction
     | AbortTransaction
     | PlanCompensation
     | CompensateOperation

@@ -110,3 +110,31 @@ def drift_id(kind: str, provider: str, subject: str) -> str:
     """`subject` is the provider's effect id, or the op key when there is no effect; `kind`
     a DriftKind value."""
     return "dr_" + sha256_hex(canonical_json(["recon.drift", str(kind), provider, subject]))[:24]
+
+
+def session_abort_id(tenant: str, tx_id: str, session_id: str) -> str:
+    """An agent session's abort: one per session, so a fenced session's abort (recorded as
+    refused) does not swallow its successor's as a duplicate."""
+    return f"abort:{tenant}:{tx_id}:{session_id}"
+
+
+def claim_id(tenant: str, tx_id: str, session_id: str, issued_at: str) -> str:
+    """A claim, or the owner's renewal of its lease: each request is its own command (a
+    renewal later than the first must not be taken for a duplicate of it)."""
+    return f"claim:{tenant}:{tx_id}:{session_id}:{issued_at}"
+
+
+def release_id(tenant: str, tx_id: str, session_id: str) -> str:
+    return f"release:{tenant}:{tx_id}:{session_id}"
+
+
+def default_session(agent_id: str) -> str:
+    """The session of a submission that names none: one per agent, so a client from before
+    sessions keeps working and owns what it submits."""
+    return f"{agent_id}:default"
+
+
+def agent_review_id(op_key: str, attempt: int, session_id: str) -> str:
+    """An agent session's request for review of one attempt: a retried request is the same
+    command; the predecessor's fenced one does not swallow the successor's."""
+    return f"agent-review:{op_key}:{attempt}:{session_id}"

@@ -12,6 +12,7 @@ from events.definition import Leg, OpStatus, TxStatus
 from events.model import Message
 from events.transaction_events import (
     CommandIgnored,
+    CommandRefused,
     CompensationPlanned,
     Event,
     EvidenceRecorded,
@@ -22,9 +23,11 @@ from events.transaction_events import (
     OperationFailed,
     OperationNeedsReview,
     OperationUnknown,
+    OwnershipReleased,
     ReviewResolved,
     TransactionAbortRequested,
     TransactionAccepted,
+    TransactionClaimed,
     TransactionCommitted,
     TransactionCompensated,
     TransactionFailed,
@@ -155,6 +158,9 @@ def evolve_status(status: TxStatus | None, event: Event) -> TxStatus | None:
             | CommandIgnored()
             | CompensationPlanned()
             | TransactionAbortRequested()
+            | TransactionClaimed()
+            | OwnershipReleased()
+            | CommandRefused()
         ):
             return status
         case _:

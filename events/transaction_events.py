@@ -32,6 +32,49 @@ class TransactionAccepted(Message):
     agent_id: str
     fingerprint: str
     operations: tuple[OperationSpec, ...]
+    # The owner (agent_id's session) and until when its lease holds; absent from events
+    # written before sessions existed, and then left out of the JSON (the hash chain of
+    # those events is unchanged).
+    session_id: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    lease_expires_at: str | None = Field(default=None, exclude_if=lambda v: v is None)
+
+
+class TransactionClaimed(Message):
+    """A session owns the transaction from now on (services.decider.ownership): a
+    successor whose claim was allowed (`lease_lapsed`, `handed_off`, `unowned`), or the
+    owner renewing its lease (`renewed`). Any earlier session is fenced."""
+
+    type: Literal["TransactionClaimed"] = "TransactionClaimed"
+    schema_version: Literal[1] = 1
+    agent_id: str
+    session_id: str
+    previous_agent_id: str | None
+    previous_session_id: str | None
+    lease_expires_at: str
+    reason: str
+
+
+class OwnershipReleased(Message):
+    """The owner handed the transaction off: a successor may claim it at once."""
+
+    type: Literal["OwnershipReleased"] = "OwnershipReleased"
+    schema_version: Literal[1] = 1
+    agent_id: str
+    session_id: str
+
+
+class CommandRefused(Message):
+    """A command refused by a rule, kept for the trail: a fenced session's command, a
+    claim while the lease holds, a change to an accepted operation. Nothing else
+    happens."""
+
+    type: Literal["CommandRefused"] = "CommandRefused"
+    schema_version: Literal[1] = 1
+    command: str
+    reason: str
+    rule: str
+    agent_id: str | None = None
+    session_id: str | None = None
 
 
 class OperationDispatched(Message):
@@ -210,7 +253,10 @@ Event = Annotated[
     | TransactionAbortRequested
     | TransactionNeedsReview
     | ReviewResolved
-    | CommandIgnored,
+    | CommandIgnored
+    | TransactionClaimed
+    | OwnershipReleased
+    | CommandRefused,
     Field(discriminator="type"),
 ]
 event_adapter: TypeAdapter[Event] = TypeAdapter(Event)

@@ -23,6 +23,7 @@ from events.legs import (
 from events.model import Message
 from events.transaction_events import (
     CommandIgnored,
+    CommandRefused,
     CompensationPlanned,
     Event,
     Evidence,
@@ -34,9 +35,11 @@ from events.transaction_events import (
     OperationFailed,
     OperationNeedsReview,
     OperationUnknown,
+    OwnershipReleased,
     ReviewResolved,
     TransactionAbortRequested,
     TransactionAccepted,
+    TransactionClaimed,
     TransactionCommitted,
     TransactionCompensated,
     TransactionFailed,
@@ -182,6 +185,9 @@ def _evolve(view: TxView, event: Event, seq: int, at: datetime) -> TxView:
             | CompensationPlanned()
             | TransactionAbortRequested()
             | CommandIgnored()
+            | TransactionClaimed()
+            | OwnershipReleased()
+            | CommandRefused()
         ):
             return view
         case _:

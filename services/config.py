@@ -57,6 +57,8 @@ DEFAULTS: dict[str, str] = {
     "RECON_RECONCILER_RETENTION_S": str(7 * 86400),
     "RECON_PURGE_INTERVAL_S": "3600",
     "RECON_LOG_LEVEL": "INFO",
+    "RECON_LOG_FORMAT": "json",
+    "RECON_TRACE_EXPORTER": "none",
     "RECON_WEBHOOK_SECRETS": f"sandbox={DEFAULT_WEBHOOK_SECRET}",
     "RECON_WEBHOOK_SCHEMES": "sandbox=standard",
     "RECON_WEBHOOK_TOLERANCE_S": "300",
@@ -67,6 +69,7 @@ DEFAULTS: dict[str, str] = {
     "RECON_KAFKA_INTENT_TENANTS": "",
     "RECON_METRICS_PORT": "",
     "RECON_METRICS_HOST": "127.0.0.1",
+    "RECON_OWNER_LEASE_S": "300",
 }
 
 
@@ -220,6 +223,8 @@ class Settings:
     # port (services.metrics).
     metrics_port: int | None = None
     metrics_host: str = DEFAULTS["RECON_METRICS_HOST"]
+    # How long an agent session owns a transaction after its submission or claim.
+    owner_lease_s: int = int(DEFAULTS["RECON_OWNER_LEASE_S"])
 
     @property
     def group_prefix(self) -> str:
@@ -381,4 +386,5 @@ def load_settings() -> Settings:
         ),
         metrics_port=_metrics_port(),
         metrics_host=_env("RECON_METRICS_HOST"),
+        owner_lease_s=_int("RECON_OWNER_LEASE_S", minimum=1),
     )

@@ -1,7 +1,6 @@
 """Running a recon process: logging, settings, and a clean stop on SIGINT/SIGTERM."""
 
 import asyncio
-import logging
 import os
 import signal
 import sys
@@ -9,22 +8,28 @@ from collections.abc import Awaitable, Callable
 
 from services import metrics
 from services.config import DEFAULTS, ConfigError, Settings, load_settings
+from services.logging_json import configure_logging
+from services.tracing import configure_tracing
 
 Main = Callable[[Settings, asyncio.Event], Awaitable[None]]
 
 
 def run_process(name: str, main: Main) -> None:
     level = os.environ.get("RECON_LOG_LEVEL", DEFAULTS["RECON_LOG_LEVEL"])
+    fmt = os.environ.get("RECON_LOG_FORMAT", DEFAULTS["RECON_LOG_FORMAT"])
     try:
-        logging.basicConfig(
-            level=level, format=f"%(asctime)s {name} %(levelname)s %(name)s: %(message)s"
-        )
-    except ValueError:
+        configure_logging(name, level, fmt)
+    except ValueError as error:
         # A malformed variable stops the process like any other configuration error.
-        print(
-            f"{name}: configuration error: RECON_LOG_LEVEL: unknown level {level!r}",
-            file=sys.stderr,
+        message = str(error) if "RECON_" in str(error) else f"RECON_LOG_LEVEL: {error}"
+        print(f"{name}: configuration error: {message}", file=sys.stderr)
+        raise SystemExit(2) from None
+    try:
+        configure_tracing(
+            name, os.environ.get("RECON_TRACE_EXPORTER", DEFAULTS["RECON_TRACE_EXPORTER"])
         )
+    except ValueError as error:
+        print(f"{name}: configuration error: {error}", file=sys.stderr)
         raise SystemExit(2) from None
     try:
         settings = load_settings()

@@ -44,8 +44,10 @@ from pydantic import ValidationError
 from events.dead_letters import dead_letter_headers
 from events.inputs import OperationObserved, parse_input
 from events.keys import partition_key
+from services import tracing
 from services.config import Settings
 from services.crash_points import DECIDER_IN_OPEN_TRANSACTION, pause_point
+from services.decider.dispatch_log import log_dispatches
 from services.decider.finished import FinishedTransaction, finish, is_finished, revive
 from services.decider.restore import StateKey, Stored, restore_partition
 from services.decider.transaction import handle, initial_state
@@ -245,7 +247,9 @@ class Decider:
         async with owned.producer.transaction():
             for tp, records in batches:
                 for record in records:
-                    await self._decide_one(owned, staged, tp, record)
+                    # One span per decided input, under the context its producer sent.
+                    with tracing.span("decider.decide", tracing.context_from(record.headers)):
+                        await self._decide_one(owned, staged, tp, record)
                 offsets[tp] = records[-1].offset + 1
             await owned.producer.send_offsets_to_transaction(offsets, self.group_id)
             # A record the broker refuses fails its own send, and aiokafka may still
@@ -268,6 +272,7 @@ class Decider:
             await self._dead_letter(staged, tp, record, f"unreadable input: {error}")
             return
         key = (message.tenant, message.tx_id)
+        tracing.annotate(tx_id=message.tx_id, input=message.type)
         stored = staged.changes[key] if key in staged.changes else owned.states.get(key)
         if isinstance(stored, FinishedTransaction):
             state = revive(stored)
@@ -301,8 +306,12 @@ class Decider:
             )
             return
         staged.changes[key] = kept
+        headers = tracing.kafka_headers()
         for value in events:
-            await staged.send(self.topics.events, value, kafka_key, partition=staged.partition)
+            await staged.send(
+                self.topics.events, value, kafka_key, partition=staged.partition, headers=headers
+            )
+        log_dispatches(envelopes)
         # A finished transaction's full state is replaced by its marker under the same
         # key: compaction drops the full state, and a late duplicate still finds the
         # transaction finished instead of starting it again.

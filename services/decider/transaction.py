@@ -34,11 +34,13 @@ from events.definition import Leg, OperationKind, OperationSpec, OpStatus, Resol
 from events.envelope import GENESIS_HASH, Envelope, seal
 from events.inputs import (
     AbortTransaction,
+    ClaimTransaction,
     CompensateOperation,
     DeciderInput,
     OperationObserved,
     Outcome,
     PlanCompensation,
+    ReleaseTransaction,
     RequestReview,
     ResolveReview,
     Source,
@@ -57,6 +59,7 @@ from events.legs import (
 from events.model import Message
 from events.transaction_events import (
     CommandIgnored,
+    CommandRefused,
     CompensationPlanned,
     Event,
     Evidence,
@@ -76,7 +79,10 @@ from events.transaction_events import (
     TransactionFailed,
     TransactionNeedsReview,
 )
+from services.decider import ownership
+from services.decider.attempt_gate import NewAttempt, attempt_refusals
 from services.decider.evidence import evidence_of, evidence_of_review
+from services.decider.ownership import Owner
 
 # A `write` is re-sent (under the same key) only after a lookup proved it absent, and
 # at most this many times in all; past that a person decides.
@@ -130,6 +136,7 @@ class TransactionState(Message):
     operations: tuple[OperationState, ...] = ()
     aborting: bool = False
     plan: tuple[str, ...] = ()  # compensations, in the order they run
+    owner: Owner | None = None  # the session that owns it (services.decider.ownership)
     # Chain bookkeeping, advanced by `record` from the envelopes.
     seq: int = 0
     last_hash: str = GENESIS_HASH
@@ -175,6 +182,10 @@ def decide(state: TransactionState, message: DeciderInput) -> list[Event]:
     match message:
         case SubmitTransaction():
             events = _submit(state, message)
+        case ClaimTransaction():
+            events = ownership.claim(state.owner, state.status, message)
+        case ReleaseTransaction():
+            events = ownership.release(state.owner, message)
         case OperationObserved():
             events = _observe(state, message)
         case AbortTransaction():
@@ -195,11 +206,14 @@ def decide(state: TransactionState, message: DeciderInput) -> list[Event]:
 def _submit(state: TransactionState, cmd: SubmitTransaction) -> list[Event]:
     if state.status is not None:
         # The first intent under a tx_id is the intent. An identical resubmission is a
-        # retry; a different one was already refused with 409 at intake.
-        return []
+        # retry; a different one was refused with 409 at intake, and is here with its rule.
+        return ownership.resubmitted(state.fingerprint, cmd)
     return [
         TransactionAccepted(
-            agent_id=cmd.agent_id, fingerprint=cmd.fingerprint, operations=cmd.operations
+            agent_id=cmd.agent_id,
+            fingerprint=cmd.fingerprint,
+            operations=cmd.operations,
+            **ownership.accepted_fields(cmd),
         )
     ]
 
@@ -282,6 +296,9 @@ def _observe(state: TransactionState, obs: OperationObserved) -> list[Event]:
 
 
 def _abort(state: TransactionState, cmd: AbortTransaction) -> list[Event]:
+    fenced = ownership.fence(state.owner, cmd.type, cmd.agent_id, cmd.session_id)
+    if fenced is not None:
+        return [fenced]
     before_commit = state.status in (TxStatus.ACCEPTED, TxStatus.RUNNING) or (
         state.status is TxStatus.MANUAL_REVIEW and not state.plan
     )
@@ -313,6 +330,9 @@ def _compensate(state: TransactionState, cmd: CompensateOperation) -> list[Event
 
 
 def _request_review(state: TransactionState, cmd: RequestReview) -> list[Event]:
+    fenced = ownership.fence(state.owner, cmd.type, cmd.agent_id, cmd.session_id)
+    if fenced is not None:
+        return [fenced]
     op = state.operation(cmd.action)
     current = op.leg(cmd.leg) if op else None
     if op is None or current is None or not current.in_flight or current.attempt != cmd.attempt:
@@ -340,6 +360,30 @@ def _resolve(state: TransactionState, cmd: ResolveReview) -> list[Event]:
         actor=cmd.actor,
     )
     evidence = evidence_of_review(cmd, attempt)
+    if cmd.resolution is Resolution.RETRY:
+        # A new attempt: what allowed the first one must still hold (attempt_gate).
+        refusals = attempt_refusals(
+            NewAttempt(
+                state.tenant,
+                state.tx_id,
+                op.spec,
+                leg,
+                attempt + 1,
+                cmd.issued_at,
+                "review_retry",
+                state.owner,
+            )
+        )
+        if refusals:
+            return [
+                CommandRefused(
+                    command=cmd.type,
+                    reason="attempt_refused",
+                    rule="; ".join(refusals),
+                    agent_id=None,
+                    session_id=None,
+                )
+            ]
     if cmd.resolution is Resolution.RETRY or (
         leg is Leg.COMPENSATION and cmd.resolution is Resolution.NOT_APPLIED
     ):
@@ -508,6 +552,9 @@ def evolve(state: TransactionState, event: Event) -> TransactionState:
     """The transaction's status and its operations' legs move by the rules in
     events.legs, which the projection applies too; the rest is the decider's."""
     status = evolve_status(state.status, event)
+    owner = ownership.evolve_owner(state.owner, event)
+    if owner is not state.owner:
+        state = state.model_copy(update={"owner": owner})
     match event:
         case TransactionAccepted():
             state = state.model_copy(

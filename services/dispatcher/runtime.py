@@ -14,12 +14,14 @@ from datetime import UTC, datetime
 
 import httpx
 from aiokafka import ConsumerRecord, TopicPartition
+from opentelemetry.trace import SpanKind
 from pydantic import ValidationError
 
 from events.envelope import Envelope
 from events.inputs import OperationObserved, Outcome, Source
 from events.keys import dispatch_observation_id, partition_key
 from events.transaction_events import OperationDispatched
+from services import tracing
 from services.at_least_once import AtLeastOnceConsumer, Batch, RetryBatch
 from services.config import Settings
 from services.crash_points import DISPATCHER_AFTER_PROVIDER_ANSWERED, pause_point
@@ -28,6 +30,7 @@ from services.kafka_clients import acked_producer
 from services.kafka_setup import ensure_topics
 from services.providers.adapters import ProviderAdapter, build_adapters
 from services.providers.classify import Seen
+from services.providers.preconditions import balance_needed, judge_balance
 
 log = logging.getLogger(__name__)
 
@@ -132,9 +135,20 @@ class Dispatcher:
             return  # revoked meanwhile: the new owner reads it again
         redelivered = record.offset < self.replay_until.get(tp, 0)
         async with self.calls:
-            await Call(self, envelope, dispatch, tp.partition).run(
-                lookup_first=dispatch.lookup_first or redelivered
-            )
+            # The call's span continues the trace of the decision that dispatched it; its
+            # context goes to the provider (HTTP headers) and back in the observations.
+            with tracing.span(
+                "dispatcher.call",
+                tracing.context_from(record.headers),
+                SpanKind.CLIENT,
+                tx_id=envelope.tx_id,
+                op_key=dispatch.op_key,
+                attempt=dispatch.attempt,
+                action=dispatch.action,
+            ):
+                await Call(self, envelope, dispatch, tp.partition).run(
+                    lookup_first=dispatch.lookup_first or redelivered
+                )
 
 
 class Call:
@@ -171,11 +185,27 @@ class Call:
                 if seen.outcome is not Outcome.SUCCEEDED:
                     await self.resolve(adapter)
                 return
+        if self.dispatch.attempt > 1:
+            # A new attempt: what held when the first was approved must hold now.
+            stopped = await self.preconditions(adapter)
+            if stopped is not None:
+                await self.report(Source.RESPONSE, stopped)
+                return
         seen = await adapter.apply(op, key, self.dispatch.payload)
         await pause_point(DISPATCHER_AFTER_PROVIDER_ANSWERED)
         await self.report(Source.RESPONSE, seen)
         if seen.outcome is Outcome.UNKNOWN:
             await self.resolve(adapter)
+
+    async def preconditions(self, adapter: ProviderAdapter) -> Seen | None:
+        charge = balance_needed(self.dispatch.operation, self.dispatch.payload)
+        if charge is None:
+            return None
+        status, body = await adapter.balance(charge)
+        stopped = judge_balance(self.dispatch.payload, status, body)
+        if stopped is not None:
+            log.warning("%s: %s", self.envelope.tx_id, stopped.error)
+        return stopped
 
     async def lookup(self, adapter: ProviderAdapter) -> Seen:
         self.lookups += 1
@@ -216,6 +246,7 @@ class Call:
             value=observation.model_dump_json().encode(),
             key=partition_key(env.tenant, env.tx_id),
             partition=self.partition,
+            headers=tracing.kafka_headers(),
         )
         if seen.alarm is not None:
             # Unknown, so the transaction waits; a person must fix the configuration.

@@ -23,6 +23,9 @@ async def serve_intake(settings: Settings, stop: asyncio.Event) -> None:
             host=settings.intake_host,
             port=settings.intake_port,
             timeout_keep_alive=KEEP_ALIVE_S,
+            # uvicorn's own handlers would print its lines outside the process's format
+            # (services.logging_json); without them they reach the root handler.
+            log_config=None,
         )
     )
 

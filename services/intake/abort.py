@@ -19,12 +19,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from events.definition import TxStatus
 from events.inputs import AbortTransaction
-from events.keys import abort_id
-from services.intake import auth, queries
+from events.keys import abort_id, session_abort_id
+from services.intake import auth, ownership, queries
 from services.intake.errors import ApiError, unknown_transaction
 from services.intake.openapi import TxId, errors, json_body, ok
 from services.intake.produce import produce_command
 from services.intake.response_models import AbortRequested
+from services.intake.submission import SESSION_PATTERN
 
 router = APIRouter()
 
@@ -34,6 +35,10 @@ class AbortRequest(BaseModel):
 
     reason: Annotated[str, Field(min_length=1, max_length=1000)] = "aborted by request"
     actor: Annotated[str, Field(min_length=1, max_length=128)] = "agent"
+    # The asking agent's session, if an agent asks: a session that no longer owns the
+    # transaction is fenced (services.intake.ownership), `409 fenced`, and recorded.
+    agent_id: Annotated[str | None, Field(min_length=1, max_length=128)] = None
+    session_id: Annotated[str | None, Field(pattern=SESSION_PATTERN)] = None
 
 
 @router.post(
@@ -49,6 +54,7 @@ async def abort(tx_id: TxId, request: Request, tenant: str = Depends(auth.tenant
     body = _parse(await request.body())
     async with request.app.state.pool.acquire() as conn:
         found = await queries.transaction(conn, tenant, tx_id)
+        owner = await ownership.current_owner(conn, tenant, tx_id) if body.session_id else None
     if found is None:
         raise unknown_transaction(tx_id)
     if found["status"] == TxStatus.COMMITTED.value:
@@ -61,14 +67,21 @@ async def abort(tx_id: TxId, request: Request, tenant: str = Depends(auth.tenant
     command = AbortTransaction(
         # Deterministic, like every command: a retried request is the same command. An
         # abort is a one-way switch, so a second abort (whoever asks) adds nothing.
-        message_id=abort_id(tenant, tx_id),
+        message_id=session_abort_id(tenant, tx_id, body.session_id)
+        if body.session_id
+        else abort_id(tenant, tx_id),
         tenant=tenant,
         tx_id=tx_id,
         actor=body.actor,
         reason=body.reason,
         issued_at=datetime.now(UTC),
+        agent_id=body.agent_id,
+        session_id=body.session_id,
     )
     await produce_command(request.app.state, command, "the abort")
+    if owner is not None and ownership.is_fenced(owner, body.agent_id, body.session_id):
+        # Produced all the same: the decider records the refusal on the chain.
+        raise ownership.fenced_error(owner)
     return JSONResponse({"tx_id": tx_id, "status": "abort_requested"}, status_code=202)
 
 

@@ -7,12 +7,14 @@ A refusal raises ApiError or SubmissionRefused (both carry the API's error code)
 is recorded before every check has passed.
 """
 
+import logging
 from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import ValidationError
 from starlette.datastructures import State
 
+from services import tracing
 from services.config import Settings
 from services.intake import intents
 from services.intake.errors import ApiError, invalid_request
@@ -23,6 +25,8 @@ from services.intake.submission import (
     operation_specs,
     submit_command,
 )
+
+log = logging.getLogger(__name__)
 
 
 async def accept_submission(
@@ -51,6 +55,7 @@ async def accept_submission(
             422, "invalid_request", "payloads must not contain NaN or Infinity"
         ) from None
     specs = operation_specs(submission, tenant=tenant, environment=settings.environment)
+    tracing.annotate(tx_id=submission.tx_id, op_keys=",".join(s.op_key for s in specs))
     intent = intents.Intent(tenant, submission.tx_id, fingerprint, submission.agent_id, specs)
     async with state.pool.acquire() as conn:
         await intents.claim(conn, intent, settings.pending_horizon_s)
@@ -63,10 +68,12 @@ async def accept_submission(
         fingerprint=fingerprint,
         operations=specs,
         issued_at=datetime.now(UTC),
+        lease_s=settings.owner_lease_s,
     )
     await produce_command(state, command, "the intent")
     async with state.pool.acquire() as conn:
         await intents.mark_produced(conn, intent)
+    log.info("%s accepted: %s", submission.tx_id, " ".join(s.op_key for s in specs))
     return {
         "tx_id": submission.tx_id,
         "status": "accepted",

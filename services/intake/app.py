@@ -20,6 +20,8 @@ from services.intake import (
     drift,
     health,
     openapi,
+    operations,
+    ownership,
     resolutions,
     reviews,
     transactions,
@@ -28,6 +30,7 @@ from services.intake import (
 from services.intake.body_limit import BodyLimit
 from services.intake.errors import DATABASE_DOWN, ApiError, summary
 from services.intake.produce import intake_producer
+from services.intake.request_span import RequestSpan
 from services.intake.submission import SubmissionRefused, SubmissionRequest
 from services.kafka_setup import ensure_topics
 
@@ -69,13 +72,21 @@ def create_app(settings: Settings) -> FastAPI:
         webhook_max_body_bytes=settings.webhook_max_body_bytes,
     )
     # Webhooks are signed by their provider, every other /v1 route takes an API key.
-    for routes in (transactions, abort, reviews, drift, webhooks, health):
+    for routes in (transactions, abort, reviews, drift, webhooks, health, operations, ownership):
         app.include_router(routes.router)
     openapi.install(
         app,
-        [SubmissionRequest, resolutions.ResolveRequest, abort.AbortRequest, openapi.WebhookNotice],
+        [
+            SubmissionRequest,
+            resolutions.ResolveRequest,
+            abort.AbortRequest,
+            openapi.WebhookNotice,
+            ownership.SessionRequest,
+            ownership.ReviewAsked,
+        ],
     )
     _answer_refusals(app)
+    app.add_middleware(RequestSpan)
     return app
 
 

@@ -33,7 +33,9 @@ from typing import Any
 import asyncpg
 
 from events.definition import OperationSpec
+from events.rules import IMMUTABLE_RULE
 from services.intake.errors import ApiError, not_yet_known
+from services.intake.immutable import changes
 
 
 @dataclass(frozen=True)
@@ -65,7 +67,7 @@ async def claim(conn: asyncpg.Connection, intent: Intent, horizon_s: float) -> N
             await _write_keys(conn, intent)
             return
         row = await conn.fetchrow(
-            "SELECT fingerprint, produced,"
+            "SELECT fingerprint, produced, operations,"
             " extract(epoch FROM now() - attempted_at)::float8 AS age_s"
             " FROM intents WHERE tenant = $1 AND tx_id = $2 FOR UPDATE",
             intent.tenant,
@@ -81,7 +83,7 @@ async def claim(conn: asyncpg.Connection, intent: Intent, horizon_s: float) -> N
                 )
             return
         if row["produced"] or await _projected(conn, intent):
-            raise _conflict(intent.tx_id)
+            raise _conflict(intent.tx_id, changes(json.loads(row["operations"]), intent.operations))
         if row["age_s"] <= horizon_s:
             raise _pending(intent.tx_id, horizon_s - row["age_s"])
         await conn.execute(
@@ -136,12 +138,13 @@ async def _write_keys(conn: asyncpg.Connection, intent: Intent) -> None:
     )
 
 
-def _conflict(tx_id: str) -> ApiError:
+def _conflict(tx_id: str, changed: str) -> ApiError:
     return ApiError(
         409,
         "tx_conflict",
-        f"tx_id {tx_id!r} was already submitted with a different body; "
-        "resubmit the original body to retry, or use a new tx_id for a new intent",
+        f"tx_id {tx_id!r} was already submitted with a different body ({changed}); "
+        f"rule operations_immutable: {IMMUTABLE_RULE}. "
+        "Resubmit the original body to retry, or use a new tx_id for a new intent",
     )
 
 

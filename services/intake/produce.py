@@ -23,6 +23,7 @@ from starlette.datastructures import State
 
 from events.inputs import Command
 from events.keys import partition_key
+from services import tracing
 from services.config import Settings
 from services.intake.errors import ApiError
 from services.kafka_clients import acked_producer
@@ -52,7 +53,9 @@ async def produce_acked(
     (every record produced here carries a deterministic id, so a retry is recognised)."""
     try:
         await asyncio.wait_for(
-            producer.send_and_wait(topic, value=value, key=key), PRODUCE_TIMEOUT_S
+            # The request's trace context (services.intake.request_span) goes with it.
+            producer.send_and_wait(topic, value=value, key=key, headers=tracing.kafka_headers()),
+            PRODUCE_TIMEOUT_S,
         )
     except (TimeoutError, KafkaError) as exc:
         log.warning("%s not acknowledged by Kafka: %r", what, exc)

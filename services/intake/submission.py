@@ -19,7 +19,7 @@ from events.definition import (
     OperationSpec,
 )
 from events.inputs import SubmitTransaction
-from events.keys import compensation_key, op_key, submit_id
+from events.keys import compensation_key, default_session, op_key, submit_id
 
 MAX_OPERATIONS = 20
 
@@ -43,6 +43,10 @@ def _known_operation(name: str) -> str:
 # The catalog's names, also listed in the OpenAPI document so a client sees (and a generated
 # SDK types) which operations exist; the validator keeps the error message that lists them.
 OperationName = Annotated[str, Field(json_schema_extra={"enum": list(CATALOG)})]
+
+
+# An agent session id: printable, no spaces, as short as an agent id.
+SESSION_PATTERN = r"^[A-Za-z0-9._:@/-]{1,128}$"
 
 
 class _Request(BaseModel):
@@ -72,6 +76,10 @@ class SubmissionRequest(_Request):
     steps: Annotated[list[OperationRequest], Field(min_length=1, max_length=MAX_OPERATIONS)]
     on_commit: Annotated[list[OperationRequest], Field(max_length=MAX_OPERATIONS)] = []
     on_compensated: Annotated[list[OperationRequest], Field(max_length=MAX_OPERATIONS)] = []
+    # The agent's session (services.decider.ownership); when absent, the agent's default
+    # session (events.keys.default_session). Not part of the intent: the same body from
+    # another session is the same intent.
+    session_id: Annotated[str | None, Field(pattern=SESSION_PATTERN)] = None
 
     def operations(self) -> list[tuple[OperationKind, OperationRequest]]:
         return (
@@ -83,7 +91,7 @@ class SubmissionRequest(_Request):
     def fingerprint(self) -> str:
         # Over the validated model, so key order, whitespace and an omitted optional
         # field versus an explicit null do not make two identical intents differ.
-        body = self.model_dump(mode="json")
+        body = self.model_dump(mode="json", exclude={"session_id"})
         if not body["on_compensated"]:
             # Left out when empty, so an intent submitted before on_compensated existed
             # keeps its fingerprint: its retry is still recognised, not refused with 409.
@@ -169,6 +177,7 @@ def submit_command(
     fingerprint: str,
     operations: tuple[OperationSpec, ...],
     issued_at: datetime,
+    lease_s: int | None = None,
 ) -> SubmitTransaction:
     return SubmitTransaction(
         # Deterministic: every resubmission of the same intent is recognisably the same
@@ -180,4 +189,6 @@ def submit_command(
         fingerprint=fingerprint,
         operations=operations,
         issued_at=issued_at,
+        session_id=submission.session_id or default_session(submission.agent_id),
+        lease_s=lease_s,
     )

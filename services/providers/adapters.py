@@ -11,6 +11,7 @@ import httpx
 
 from events.inputs import Outcome
 from events.safe_json import escape_unencodable
+from services import tracing
 from services.metrics import DISPATCH_SECONDS, LOOKUPS
 from services.providers.classify import Seen, classify_lookup, classify_response, unreachable
 
@@ -19,6 +20,12 @@ class ProviderAdapter(Protocol):
     async def apply(self, operation: str, op_key: str, payload: dict[str, Any]) -> Seen: ...
 
     async def lookup(self, operation: str, op_key: str) -> Seen: ...
+
+    async def balance(self, charge: str) -> tuple[int, Any]:
+        """The provider's answer about a charge's refundable balance (status, body), for
+        the precondition check before a new attempt (preconditions.py); (0, error) when
+        it could not be asked."""
+        ...
 
     async def list_effects(self) -> list[Any]:
         """Every effect the provider lists (raw JSON objects), for the drift scan; raises
@@ -47,6 +54,9 @@ class Measured:
         LOOKUPS.labels(self.provider, seen.outcome.value).inc()
         return seen
 
+    async def balance(self, charge: str) -> tuple[int, Any]:
+        return await self.inner.balance(charge)
+
     async def list_effects(self) -> list[Any]:
         return await self.inner.list_effects()
 
@@ -68,7 +78,9 @@ class SandboxAdapter:
             response = await self.client.post(
                 self.base_url + path,
                 json={**payload, "metadata": {"op_key": op_key}},
-                headers={"Idempotency-Key": op_key},
+                # The trace context goes with the call: the provider's log of it names the
+                # trace that made it (services.tracing).
+                headers={"Idempotency-Key": op_key, **tracing.http_headers()},
             )
         except httpx.HTTPError as error:
             return unreachable(error)
@@ -77,12 +89,23 @@ class SandboxAdapter:
     async def lookup(self, operation: str, op_key: str) -> Seen:
         try:
             response = await self.client.get(
-                self.base_url + "/v1/effects", params={"idempotency_key": op_key}
+                self.base_url + "/v1/effects",
+                params={"idempotency_key": op_key},
+                headers=tracing.http_headers(),
             )
         except httpx.HTTPError as error:
             seen = unreachable(error)
             return Seen(Outcome.UNAVAILABLE, error=seen.error)
         return classify_lookup(response.status_code, _json(response))
+
+    async def balance(self, charge: str) -> tuple[int, Any]:
+        try:
+            response = await self.client.get(
+                f"{self.base_url}/v1/charges/{charge}/balance", headers=tracing.http_headers()
+            )
+        except httpx.HTTPError as error:
+            return 0, {"error": f"{type(error).__name__}: {error}"}
+        return response.status_code, _json(response)
 
     async def list_effects(self) -> list[Any]:
         try:

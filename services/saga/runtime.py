@@ -19,6 +19,7 @@ from pydantic import ValidationError
 from events.envelope import Envelope
 from events.inputs import Command
 from events.keys import partition_key
+from services import tracing
 from services.at_least_once import AtLeastOnceConsumer, Batch
 from services.config import Settings
 from services.crash_points import SAGA_AFTER_COMMANDS_ACKED, pause_point
@@ -49,20 +50,28 @@ class Orchestrator:
         sends: list[asyncio.Future[object]] = []
         for tp, records in batch.items():
             for record in records:
-                for command in await self._react(tp, record):
-                    # send() queues in order (the producer is idempotent, so the order
-                    # holds across its retries); the acks are awaited together below.
-                    sends.append(
-                        await self.producer.send(
-                            self.topics.commands,
-                            value=command.model_dump_json().encode(),
-                            key=partition_key(command.tenant, command.tx_id),
-                            partition=tp.partition,
-                        )
-                    )
-                    log.info("%s %s: %s", command.tx_id, command.type, command.message_id)
+                with tracing.span("saga.react", tracing.context_from(record.headers)):
+                    await self._issue_one(tp, record, sends)
         await asyncio.gather(*sends)
         await pause_point(SAGA_AFTER_COMMANDS_ACKED, when=bool(sends))
+
+    async def _issue_one(
+        self, tp: TopicPartition, record: ConsumerRecord, sends: list[asyncio.Future[object]]
+    ) -> None:
+        for command in await self._react(tp, record):
+            # send() queues in order (the producer is idempotent, so the order
+            # holds across its retries); the acks are awaited together below.
+            sends.append(
+                await self.producer.send(
+                    self.topics.commands,
+                    value=command.model_dump_json().encode(),
+                    key=partition_key(command.tenant, command.tx_id),
+                    partition=tp.partition,
+                    headers=tracing.kafka_headers(),
+                )
+            )
+            tracing.annotate(tx_id=command.tx_id)
+            log.info("%s %s: %s", command.tx_id, command.type, command.message_id)
 
     async def _react(self, tp: TopicPartition, record: ConsumerRecord) -> list[Command]:
         try:

@@ -19,6 +19,7 @@ from pydantic import ValidationError
 
 from services.devtools.sandbox.call_log import APPLY_OUTCOMES, CallKind, CallLog, CallOutcome
 from services.devtools.sandbox.catalog import Operation
+from services.devtools.sandbox.dashboard import dashboard_routes
 from services.devtools.sandbox.faults import FaultBoard, FaultMode, FaultSpec
 from services.devtools.sandbox.outbound import WebhookSender
 from services.devtools.sandbox.responses import describe_validation, error_response
@@ -74,10 +75,14 @@ def create_app(
     calls = CallLog(store)
 
     async def log_call(
-        kind: CallKind, operation: Operation | None, key: str, outcome: CallOutcome
+        kind: CallKind,
+        operation: Operation | None,
+        key: str,
+        outcome: CallOutcome,
+        traceparent: str | None = None,
     ) -> None:
         name = None if operation is None else operation.value
-        await asyncio.to_thread(calls.record, kind, name, key, outcome)
+        await asyncio.to_thread(calls.record, kind, name, key, outcome, traceparent)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -135,7 +140,13 @@ def create_app(
                 store.submit, operation, key, body, metadata, pending_ms=pending_ms
             )
             announce(result)
-            await log_call(CallKind.APPLY, operation, key, APPLY_OUTCOMES[result.outcome])
+            await log_call(
+                CallKind.APPLY,
+                operation,
+                key,
+                APPLY_OUTCOMES[result.outcome],
+                request.headers.get("traceparent"),
+            )
 
             if mode is FaultMode.ERROR_500_AFTER_COMMIT:
                 return error_response(
@@ -246,6 +257,7 @@ def create_app(
         return JSONResponse({"disarmed": board.clear()})
 
     app.include_router(webhook_routes(WebhookOutbox(store), webhooks))
+    app.include_router(dashboard_routes(store))
 
     @app.get("/healthz")
     async def healthz() -> Response:

@@ -27,7 +27,9 @@ CREATE TABLE IF NOT EXISTS calls (
     operation TEXT,
     idempotency_key TEXT NOT NULL,
     outcome TEXT NOT NULL,
-    at TEXT NOT NULL
+    at TEXT NOT NULL,
+    -- the W3C trace context the caller sent, if any: which trace made this call
+    traceparent TEXT
 );
 CREATE INDEX IF NOT EXISTS calls_by_key ON calls (idempotency_key, seq);
 """
@@ -65,6 +67,7 @@ class Call:
     idempotency_key: str
     outcome: CallOutcome
     at: str
+    traceparent: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The public shape listed by `GET /v1/calls`."""
@@ -75,6 +78,7 @@ class Call:
             "idempotency_key": self.idempotency_key,
             "outcome": self.outcome.value,
             "at": self.at,
+            "traceparent": self.traceparent,
         }
 
 
@@ -85,12 +89,26 @@ class CallLog:
         with store.reading() as db:
             db.executescript(_SCHEMA)
 
-    def record(self, kind: CallKind, operation: str | None, key: str, outcome: CallOutcome) -> None:
+    def record(
+        self,
+        kind: CallKind,
+        operation: str | None,
+        key: str,
+        outcome: CallOutcome,
+        traceparent: str | None = None,
+    ) -> None:
         with self._store.transaction() as db:
             db.execute(
-                "INSERT INTO calls (kind, operation, idempotency_key, outcome, at)"
-                " VALUES (?, ?, ?, ?, ?)",
-                (kind.value, operation, key, outcome.value, _utc_iso(self._store.clock())),
+                "INSERT INTO calls (kind, operation, idempotency_key, outcome, at, traceparent)"
+                " VALUES (?, ?, ?, ?, ?, ?)",
+                (
+                    kind.value,
+                    operation,
+                    key,
+                    outcome.value,
+                    _utc_iso(self._store.clock()),
+                    traceparent,
+                ),
             )
 
     def find(self, key: str | None = None, operation: str | None = None) -> list[Call]:
@@ -110,6 +128,7 @@ class CallLog:
                 idempotency_key=row["idempotency_key"],
                 outcome=CallOutcome(row["outcome"]),
                 at=row["at"],
+                traceparent=row["traceparent"],
             )
             for row in rows
         ]

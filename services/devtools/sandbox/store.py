@@ -25,6 +25,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from services.devtools.sandbox.balances import refund_refusal
 from services.devtools.sandbox.catalog import Operation, refusal_for
 from services.devtools.sandbox.fingerprint import canonical_json, payload_fingerprint
 
@@ -213,7 +214,8 @@ class SandboxStore:
             if row is not None:
                 return self._replay(db, row, operation, fingerprint, now)
 
-            refusal = refusal_for(operation, payload)
+            # A refund is also held to its charge's balance (seed 004, balances.py).
+            refusal = refusal_for(operation, payload) or refund_refusal(db, operation, payload)
             if refusal is not None:
                 body = {
                     "error": refusal.error,

@@ -1,0 +1,84 @@
+"""`GET /v1/operations/{op_key}` (CONTRACT.md, "v1 additions"): one id finds everything
+recon holds about an operation, its durable record (services.intake.operation_record).
+Tenant-scoped: another tenant's key answers 404, exactly like a key that does not exist.
+Either of an operation's keys finds it (its own, or its undo's)."""
+
+import json
+from typing import Annotated, Any
+
+import asyncpg
+from fastapi import APIRouter, Depends, Path, Request
+
+from services.intake import auth
+from services.intake.errors import ApiError
+from services.intake.openapi import errors, ok
+from services.intake.operation_models import OperationRecord
+from services.intake.operation_record import operation_record
+
+router = APIRouter()
+
+OpKey = Annotated[
+    str,
+    Path(
+        max_length=256,
+        openapi_examples={"an operation key": {"value": "rk1_0000000000000000"}},
+    ),
+]
+
+
+@router.get(
+    "/v1/operations/{op_key}",
+    responses={**ok(OperationRecord), **errors(401, 404, 422, 503)},
+    response_model=None,
+)
+async def get_operation(
+    op_key: OpKey, request: Request, tenant: str = Depends(auth.tenant)
+) -> dict[str, Any]:
+    async with request.app.state.pool.acquire() as conn:
+        found = await _record(conn, tenant, op_key)
+    if found is None:
+        raise ApiError(
+            404, "not_found", f"no operation {op_key!r} for this API key's tenant; check the key"
+        )
+    return found
+
+
+async def _record(conn: asyncpg.Connection, tenant: str, op_key: str) -> dict[str, Any] | None:
+    # Both keys are indexed (operations_op_key, operations_comp_op_key).
+    row = await conn.fetchrow(
+        "SELECT o.tx_id, o.action, o.state, o.remote_id, t.status FROM operations o"
+        " JOIN transactions t ON t.tenant = o.tenant AND t.tx_id = o.tx_id"
+        " WHERE o.tenant = $1 AND (o.op_key = $2 OR o.comp_op_key = $2)",
+        tenant,
+        op_key,
+    )
+    if row is None:
+        return None
+    events = await conn.fetch(
+        "SELECT seq, type, occurred_at_text, occurred_at, data FROM events"
+        " WHERE tenant = $1 AND tx_id = $2 ORDER BY seq",
+        tenant,
+        row["tx_id"],
+    )
+    record = operation_record(
+        op_key,
+        row["action"],
+        [
+            {
+                "seq": e["seq"],
+                "type": e["type"],
+                "occurred_at": e["occurred_at_text"] or e["occurred_at"].isoformat(),
+                "data": json.loads(e["data"]),
+            }
+            for e in events
+        ],
+    )
+    if record is None:
+        return None
+    return {
+        "tx_id": row["tx_id"],
+        "state": row["state"],
+        "transaction_status": row["status"],
+        "remote_id": row["remote_id"],
+        **record,
+    }

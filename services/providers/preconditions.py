@@ -1,0 +1,55 @@
+"""Preconditions re-checked before a new attempt reaches a provider (issue 12, item 3).
+
+Pure: no I/O, no clock.
+
+An attempt after the first (a review's `retry`, a re-send after a lookup proved the key
+absent) happens later than the approval it was made under: the world may have moved. A
+refund of a charge (`"charge"` in its payload) must still fit what the provider says is
+left to refund, and the charge's authorization must not have been revoked; an operator may
+have refunded from the provider's dashboard meanwhile. A precondition that no longer holds
+stops the attempt: the dispatcher reports it as a refusal (no call is made) with the
+provider's balance as the evidence, so the operation ends `failed` with the reason on
+record and never a second refund.
+"""
+
+from typing import Any
+
+from events.inputs import Outcome
+from services.providers.classify import Seen
+
+
+def balance_needed(operation: str, payload: dict[str, Any]) -> str | None:
+    """The charge whose balance this operation's precondition reads, if any."""
+    charge = payload.get("charge")
+    if operation == "payments.refund" and isinstance(charge, str):
+        return charge
+    return None
+
+
+def judge_balance(payload: dict[str, Any], status: int, body: Any) -> Seen | None:
+    """What the provider's balance answer means for the attempt: None to go on, or the
+    observation that stops it. A charge the provider does not know (404) has no balance
+    to hold the refund to (the provider judges it); an answer that is no balance cannot
+    prove the precondition either way, so the attempt is `unknown` and tried again later."""
+    if status == 404:
+        return None
+    if status != 200 or not isinstance(body, dict):
+        return Seen(
+            Outcome.UNKNOWN,
+            status_code=status,
+            body=body,
+            error="precondition_unverified: the refundable balance could not be read",
+        )
+    amount = payload.get("amount")
+    refundable = body.get("refundable")
+    if body.get("revoked"):
+        reason = "the charge's authorization was revoked"
+    elif not isinstance(amount, int) or not isinstance(refundable, int) or amount > refundable:
+        reason = f"the refund of {amount!r} exceeds the refundable balance {refundable!r}"
+    else:
+        return None
+    return Seen(
+        Outcome.REJECTED,
+        body={"precondition": "refundable_balance", "balance": body},
+        error=f"precondition_failed: {reason}; no new attempt was sent",
+    )

@@ -1,0 +1,132 @@
+"""One id finds everything (issue 12, item 4): for one transaction, its op key is in the
+provider's record of the call, in the log lines of every process that handled it, in the
+exported spans and in `GET /v1/operations/{op_key}`, and all of them name the one trace
+the agent started."""
+
+import asyncio
+import json
+import secrets
+import time
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import Infra
+from support.recon_client import Recon, op, transaction
+from support.stack_fixtures import running_stack
+
+from services.devtools.stack import Stack
+
+
+@pytest.fixture
+async def traced(
+    infra: Infra,
+    fresh_database: str,
+    topic_prefix: str,
+    tmp_path: Path,
+    free_port: Callable[[], int],
+) -> AsyncIterator[tuple[Stack, Recon]]:
+    async with running_stack(
+        infra,
+        fresh_database,
+        topic_prefix,
+        tmp_path / "logs",
+        free_port,
+        RECON_TRACE_EXPORTER=f"file:{tmp_path}/spans-{{process}}.jsonl",
+        RECON_LOG_FORMAT="json",
+        RECON_API_KEYS="demo-key=demo,other-key=other",
+    ) as stack:
+        recon = Recon(stack.intake_url, stack.sandbox_url)
+        try:
+            yield stack, recon
+        finally:
+            await recon.close()
+
+
+def _json_lines(path: Path) -> list[dict[str, Any]]:
+    if not path.exists():
+        return []
+    lines = []
+    for line in path.read_text().splitlines():
+        try:
+            lines.append(json.loads(line))
+        except ValueError:
+            continue  # a line from before logging was configured (a library's print)
+    return lines
+
+
+async def test_one_op_key_and_one_trace_link_provider_logs_spans_and_record(
+    traced: tuple[Stack, Recon], tmp_path: Path
+) -> None:
+    stack, recon = traced
+    trace_id = secrets.token_hex(16)
+    response = await recon.http.post(
+        f"{stack.intake_url}/v1/transactions",
+        json=transaction("corr-1"),
+        headers={**recon.headers, "traceparent": f"00-{trace_id}-{secrets.token_hex(8)}-01"},
+    )
+    assert response.status_code == 202, response.text
+    tx = await recon.wait_terminal("corr-1")
+    assert tx["status"] == "committed"
+    key = op(tx, "charge")["op_key"]
+
+    # The provider's record: the effect names the op key, the call names the trace.
+    [effect] = [e for e in await recon.effects() if e["idempotency_key"] == key]
+    assert effect["metadata"]["op_key"] == key
+    [call] = [c for c in await recon.calls(key) if c["kind"] == "apply"]
+    assert call["traceparent"].split("-")[1] == trace_id
+
+    # Every process that handled the charge logged a line naming its key and the trace.
+    logs = tmp_path / "logs"
+    for process, field in (("intake", "msg"), ("decider", "op_key"), ("dispatcher", "op_key")):
+        lines = _json_lines(logs / f"{process}.log")
+        assert any(
+            key in str(line.get(field)) and line.get("trace_id") == trace_id for line in lines
+        ), f"{process}: no log line with {key} in trace {trace_id}"
+    dispatcher_lines = [
+        line for line in _json_lines(logs / "dispatcher.log") if line.get("op_key") == key
+    ]
+    assert all(line["tx_id"] == "corr-1" and line["attempt"] == 1 for line in dispatcher_lines)
+
+    # The spans: each hop exported one under the agent's trace, the call with the key.
+    def spans() -> list[dict[str, Any]]:
+        found: list[dict[str, Any]] = []
+        for path in tmp_path.glob("spans-*.jsonl"):
+            found += _json_lines(path)
+        return [s for s in found if s["context"]["trace_id"] == f"0x{trace_id}"]
+
+    # Spans are exported in batches (every 0.5 s): wait for the three hops' files.
+    wanted = {"recon-intake", "recon-decider", "recon-dispatcher"}
+    deadline = time.monotonic() + 30
+    while True:
+        linked = spans()
+        if wanted <= {s["resource"]["attributes"]["service.name"] for s in linked}:
+            break
+        assert time.monotonic() < deadline, f"spans of {wanted} not all exported: {linked}"
+        await asyncio.sleep(0.2)
+    calls = [s for s in linked if s["name"] == "dispatcher.call"]
+    assert key in {s["attributes"].get("recon.op_key") for s in calls}
+    assert {
+        s["attributes"].get("recon.tx_id") for s in linked if s["name"] == "decider.decide"
+    } == {"corr-1"}
+
+    # And the durable record, by the key alone; another tenant's key cannot see it.
+    record = await recon.http.get(f"{stack.intake_url}/v1/operations/{key}", headers=recon.headers)
+    assert record.status_code == 200, record.text
+    body = record.json()
+    assert (body["tx_id"], body["action"], body["state"]) == ("corr-1", "charge", "confirmed")
+    submitted = next(s for s in transaction("corr-1")["steps"] if s["action"] == "charge")
+    assert body["approved"]["payload"] == submitted["payload"]
+    assert [d["attempt"] for d in body["dispatches"]] == [1]
+    assert body["observations"][0]["type"] == "OperationConfirmed"
+    assert body["observations"][0]["evidence"]["outcome"] == "succeeded"
+    assert body["owner"]["agent_id"] == "agent-7"
+    missing = await recon.http.get(
+        f"{stack.intake_url}/v1/operations/rk1_nothing", headers=recon.headers
+    )
+    assert missing.status_code == 404
+    theirs = await recon.http.get(
+        f"{stack.intake_url}/v1/operations/{key}", headers={"Authorization": "Bearer other-key"}
+    )
+    assert theirs.status_code == 404, theirs.text
