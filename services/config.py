@@ -64,6 +64,7 @@ DEFAULTS: dict[str, str] = {
     "RECON_MAX_BODY_BYTES": str(MAX_BODY_BYTES),
     "RECON_WEBHOOK_MAX_BODY_BYTES": str(WEBHOOK_MAX_BODY_BYTES),
     "RECON_PENDING_HORIZON_S": f"{PENDING_HORIZON_S:g}",
+    "RECON_POLICY_FILE": "",
 }
 
 
@@ -210,6 +211,8 @@ class Settings:
     max_body_bytes: int = MAX_BODY_BYTES
     webhook_max_body_bytes: int = WEBHOOK_MAX_BODY_BYTES
     pending_horizon_s: float = PENDING_HORIZON_S
+    # Policy documents per tenant installed by the intake at start-up (services.intake.policy).
+    policy_file: str = ""
 
     @property
     def group_prefix(self) -> str:
@@ -324,6 +327,13 @@ def _pending_horizon() -> float:
     )
 
 
+def _policy_file() -> str:
+    path = _env("RECON_POLICY_FILE")
+    if path and not os.path.isfile(path):
+        raise ConfigError(f"RECON_POLICY_FILE: no such file {path!r}")
+    return path
+
+
 def load_settings() -> Settings:
     api_keys = _pairs("RECON_API_KEYS", _env("RECON_API_KEYS"))
     for tenant in api_keys.values():
@@ -355,4 +365,5 @@ def load_settings() -> Settings:
         max_body_bytes=_body_limit("RECON_MAX_BODY_BYTES"),
         webhook_max_body_bytes=_body_limit("RECON_WEBHOOK_MAX_BODY_BYTES"),
         pending_horizon_s=_pending_horizon(),
+        policy_file=_policy_file(),
     )

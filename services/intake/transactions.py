@@ -18,7 +18,7 @@ from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 
 from services.config import Settings
-from services.intake import auth, intents, queries
+from services.intake import auth, intents, policy, queries
 from services.intake.errors import ApiError, invalid_request, unknown_transaction
 from services.intake.example import example_transaction
 from services.intake.openapi import TxId, errors, json_body, ok
@@ -39,7 +39,7 @@ T = TypeVar("T")
 @router.post(
     "/v1/transactions",
     status_code=202,
-    responses={**ok(SubmissionAccepted, 202), **errors(401, 409, 413, 422, 503)},
+    responses={**ok(SubmissionAccepted, 202), **errors(401, 403, 409, 413, 422, 503)},
     openapi_extra=json_body(SubmissionRequest, example=example_transaction()),
 )
 async def submit(request: Request, tenant: str = Depends(auth.tenant)) -> JSONResponse:
@@ -60,6 +60,9 @@ async def submit(request: Request, tenant: str = Depends(auth.tenant)) -> JSONRe
     specs = operation_specs(submission, tenant=tenant, environment=settings.environment)
     intent = intents.Intent(tenant, submission.tx_id, fingerprint, submission.agent_id, specs)
     async with request.app.state.pool.acquire() as conn:
+        # The policy gate first: an ungranted operation is refused (403) with nothing
+        # recorded, not even the intent row.
+        await policy.refuse_ungranted(conn, tenant, submission)
         await intents.claim(conn, intent, settings.pending_horizon_s)
     # An identical resubmission produces again: it is harmless (the decider accepts only
     # the first SubmitTransaction of a tx_id) and it covers a crash between the insert
