@@ -214,3 +214,33 @@ def quota_refusal(
         ):
             return quota
     return None
+
+
+@dataclass(frozen=True)
+class Reservation:
+    """What one reservation does: `counted` (claim this key), `already` (the key was counted
+    before: a re-delivered dispatch, a retry), or refused by `quota` (the breaker trips, or
+    stays open)."""
+
+    outcome: str  # "counted" | "already" | "refused"
+    quota: Quota | None = None
+
+
+def reserve(
+    *,
+    already_counted: bool,
+    breaker: Quota | None,
+    quotas: Sequence[Quota],
+    claims: Sequence[Claim],
+    amount: int,
+    now: float,
+) -> Reservation:
+    """One reservation, decided from what the ledger holds (under the caller's lock)."""
+    if already_counted:
+        return Reservation("already")
+    if breaker is not None:
+        return Reservation("refused", breaker)  # a tripped breaker stays open until reset
+    refused = quota_refusal(quotas, claims, amount, now)
+    if refused is not None:
+        return Reservation("refused", refused)
+    return Reservation("counted")

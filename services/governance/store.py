@@ -17,7 +17,7 @@ import asyncpg
 
 from events.canonical import fingerprint
 from events.policy import PolicyDocument, Quota
-from services.governance.gate import Claim, Switch, quota_refusal
+from services.governance.gate import Claim, Switch, reserve
 
 SCHEMA = Path(__file__).with_name("schema.sql").read_text()
 _LOCK_ID = 0x676F76  # "gov": serialises concurrent start-ups
@@ -211,10 +211,11 @@ async def reserve_quota(
             "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))",
             f"{tenant}\x00{agent_id}\x00{operation}",
         )
-        if await conn.fetchval(
-            "SELECT 1 FROM quota_claims WHERE tenant = $1 AND op_key = $2", tenant, op_key
-        ):
-            return None
+        already = bool(
+            await conn.fetchval(
+                "SELECT 1 FROM quota_claims WHERE tenant = $1 AND op_key = $2", tenant, op_key
+            )
+        )
         breaker = await conn.fetchval(
             "SELECT quota FROM quota_breakers"
             " WHERE tenant = $1 AND agent_id = $2 AND operation = $3",
@@ -222,15 +223,6 @@ async def reserve_quota(
             agent_id,
             operation,
         )
-        if breaker is not None:
-            await conn.execute(
-                "UPDATE quota_breakers SET refused = refused + 1"
-                " WHERE tenant = $1 AND agent_id = $2 AND operation = $3",
-                tenant,
-                agent_id,
-                operation,
-            )
-            return Quota.model_validate_json(breaker)
         now = float(await conn.fetchval("SELECT extract(epoch FROM clock_timestamp())"))
         longest = max(q.window_s for q in quotas)
         rows = await conn.fetch(
@@ -242,19 +234,29 @@ async def reserve_quota(
             operation,
             now - longest,
         )
-        claims = [Claim(r["op_key"], int(r["amount"]), float(r["at"])) for r in rows]
-        refused = quota_refusal(quotas, claims, amount, now)
-        if refused is not None:
+        decided = reserve(
+            already_counted=already,
+            breaker=None if breaker is None else Quota.model_validate_json(breaker),
+            quotas=quotas,
+            claims=[Claim(r["op_key"], int(r["amount"]), float(r["at"])) for r in rows],
+            amount=amount,
+            now=now,
+        )
+        if decided.outcome == "already":
+            return None
+        if decided.outcome == "refused":
+            assert decided.quota is not None
             await conn.execute(
                 "INSERT INTO quota_breakers (tenant, agent_id, operation, op_key, quota)"
-                " VALUES ($1, $2, $3, $4, $5::jsonb) ON CONFLICT DO NOTHING",
+                " VALUES ($1, $2, $3, $4, $5::jsonb) ON CONFLICT (tenant, agent_id, operation)"
+                " DO UPDATE SET refused = quota_breakers.refused + 1",
                 tenant,
                 agent_id,
                 operation,
                 op_key,
-                refused.model_dump_json(),
+                decided.quota.model_dump_json(),
             )
-            return refused
+            return decided.quota
         await conn.execute(
             "INSERT INTO quota_claims (tenant, agent_id, operation, op_key, amount, claimed_at)"
             " VALUES ($1, $2, $3, $4, $5, to_timestamp($6))",
