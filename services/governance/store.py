@@ -209,7 +209,8 @@ async def reserve_quota(
     async with conn.transaction():
         await conn.execute(
             "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))",
-            f"{tenant}\x00{agent_id}\x00{operation}",
+            # Two names hashing alike only serialise more than needed, never less.
+            f"{tenant}/{agent_id}/{operation}",
         )
         already = bool(
             await conn.fetchval(

@@ -27,3 +27,20 @@ async def command_tx_ids(bootstrap: str, prefix: str) -> set[str]:
     """Every tx_id named by a record on recon.commands."""
     records = await read_records(bootstrap, Topics(prefix).commands)
     return {json.loads(r.value).get("tx_id") for r in records if r.value is not None}
+
+
+def charge(tx_id: str, *, agent_id: str = "agent-7", amount: int = 1299) -> dict[str, Any]:
+    """A one-step transaction: a charge, refunded if it must be undone."""
+    return {
+        "tx_id": tx_id,
+        "agent_id": agent_id,
+        "steps": [
+            {
+                "action": "charge",
+                "provider": "sandbox",
+                "operation": "payments.charge",
+                "payload": {"amount": amount, "currency": "usd", "customer": f"cus_{tx_id}"},
+                "compensation": {"operation": "payments.refund"},
+            }
+        ],
+    }
