@@ -1,24 +1,35 @@
 """Policy as data and grants at the gate (issue 11, items 2 and 7): a document loaded from
 RECON_POLICY_FILE at start-up, replaced by an operator through the API (stale versions
 refused), every change on recon.governance; a submission naming an operation its agent is
-not granted is refused with 403 naming the rule, and nothing reaches Kafka.
+not granted is refused with 403 naming the rule, and nothing reaches Kafka; a grant revoked
+after acceptance is enforced at the dispatcher (held for review, nothing sent).
 """
 
+import asyncio
 import json
-from collections.abc import Callable
+import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from conftest import Infra
 from support.governance_support import (
     AGENT,
+    OPERATOR,
     command_tx_ids,
     governance_log,
     put_policy,
 )
-from support.recon_client import Recon, transaction
+from support.recon_client import Recon, op, transaction
 from support.stack_fixtures import running_stack
 
 GRANTS = ["inventory.reserve", "payments.charge", "email.send"]
+
+
+async def until(probe: Callable[[], Awaitable[bool]], what: str, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while not await probe():
+        assert time.monotonic() < deadline, f"not within {timeout}s: {what}"
+        await asyncio.sleep(0.1)
 
 
 async def test_ungranted_operation_is_refused_with_403_naming_the_rule_and_nothing_in_kafka(
@@ -87,11 +98,46 @@ async def test_ungranted_operation_is_refused_with_403_naming_the_rule_and_nothi
                 events = await http.get(f"{url}/v1/transactions/{tx_id}/events", headers=AGENT)
                 assert events.status_code == 404
 
+            # The same gate at the dispatcher, for a policy changed after acceptance: a
+            # transaction accepted while a kill switch holds agent-7 loses its charge grant
+            # before the switch is released. The reserve (still granted) runs, the charge
+            # is held for a person and never reaches the provider.
+            engaged = await http.post(
+                f"{url}/v1/kill-switches",
+                json={"scope": {"agent_id": "agent-7"}, "reason": "policy review"},
+                headers=OPERATOR,
+            )
+            assert engaged.status_code == 201, engaged.text
+            switch_id = engaged.json()["id"]
+            assert (
+                await recon.submit(transaction("gate-revoked", receipt=False))
+            ).status_code == 202
+
+            async def held() -> bool:
+                listed = (await http.get(f"{url}/v1/kill-switches", headers=AGENT)).json()
+                return bool(listed["kill_switches"][0]["held"] == 1)
+
+            await until(held, "the reserve held by the switch")
+            v3 = {"version": 3, "agents": {"agent-7": {"grants": ["inventory.reserve"]}}}
+            assert (await put_policy(http, url, v3)).status_code == 200
+            released = await http.delete(f"{url}/v1/kill-switches/{switch_id}", headers=OPERATOR)
+            assert released.status_code == 200
+            tx = await recon.wait_terminal("gate-revoked")
+            assert tx["status"] == "manual_review"
+            assert op(tx, "reserve")["state"] == "confirmed"
+            assert op(tx, "charge")["state"] == "manual_review"
+            assert await recon.calls(op(tx, "charge")["op_key"]) == []
+            reviews = (await http.get(f"{url}/v1/reviews", headers=AGENT)).json()["reviews"]
+            assert [(r["tx_id"], r["reason"]) for r in reviews] == [("gate-revoked", "not_granted")]
+
             # Every change is on the log, with who made it.
             changes = await governance_log(stack.kafka_bootstrap, stack.topic_prefix)
-            assert [(c["type"], c["version"], c["actor"]) for c in changes] == [
+            assert [(c["type"], c.get("version"), c["actor"]) for c in changes] == [
                 ("PolicyReplaced", 1, f"file:{policy_file}"),
                 ("PolicyReplaced", 2, "operator"),
+                ("KillSwitchEngaged", None, "operator"),
+                ("PolicyReplaced", 3, "operator"),
+                ("KillSwitchReleased", None, "operator"),
             ]
         finally:
             await recon.close()
