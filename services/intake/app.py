@@ -22,6 +22,7 @@ from services.intake import (
     drift,
     health,
     kill_switches,
+    method_not_allowed,
     openapi,
     policy,
     resolutions,
@@ -90,6 +91,7 @@ def create_app(settings: Settings) -> FastAPI:
     )
     _answer_refusals(app)
     policy.install(app)
+    method_not_allowed.install(app)
     return app
 
 
