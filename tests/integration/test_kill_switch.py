@@ -72,6 +72,7 @@ async def test_kill_switch_under_load_stops_every_new_call_and_everything_resume
         return bool(listed["state"] == "engaged" and listed["held"] > 0)
 
     await until(holding, "dispatches held by the switch")
+
     # Watch for a second past the moment it must be in force (an absence can only be
     # observed over a window): no call reaches the provider after that moment.
     async def window_over() -> bool:
