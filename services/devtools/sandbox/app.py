@@ -17,7 +17,13 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import ValidationError
 
-from services.devtools.sandbox.call_log import APPLY_OUTCOMES, CallKind, CallLog, CallOutcome
+from services.devtools.sandbox.call_log import (
+    APPLY_OUTCOMES,
+    RECEIVED_AT,
+    CallKind,
+    CallLog,
+    CallOutcome,
+)
 from services.devtools.sandbox.catalog import Operation
 from services.devtools.sandbox.faults import FaultBoard, FaultMode, FaultSpec
 from services.devtools.sandbox.outbound import WebhookSender
@@ -77,7 +83,7 @@ def create_app(
         kind: CallKind, operation: Operation | None, key: str, outcome: CallOutcome
     ) -> None:
         name = None if operation is None else operation.value
-        await asyncio.to_thread(calls.record, kind, name, key, outcome)
+        await asyncio.to_thread(calls.record, kind, name, key, outcome, RECEIVED_AT.get())
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -103,6 +109,7 @@ def create_app(
 
     def operation_handler(operation: Operation) -> Callable[[Request], Awaitable[Response]]:
         async def handle(request: Request) -> Response:
+            RECEIVED_AT.set(store.clock())
             key = request.headers.get(IDEMPOTENCY_HEADER, "").strip()
             if not key:
                 return error_response(
@@ -160,6 +167,7 @@ def create_app(
 
     @app.get("/v1/effects")
     async def effects(idempotency_key: str | None = None, operation: str | None = None) -> Response:
+        RECEIVED_AT.set(store.clock())
         op: Operation | None = None
         if operation is not None:
             try:

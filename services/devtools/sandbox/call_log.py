@@ -13,6 +13,7 @@ the two loses the entry (tests never crash the sandbox).
 
 from __future__ import annotations
 
+from contextvars import ContextVar
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -31,6 +32,10 @@ CREATE TABLE IF NOT EXISTS calls (
 );
 CREATE INDEX IF NOT EXISTS calls_by_key ON calls (idempotency_key, seq);
 """
+
+# When the request reached the provider (set by the handler as it starts), beside `at`, when
+# it was answered: under load the two differ, and "no call started after T" needs the first.
+RECEIVED_AT: ContextVar[float | None] = ContextVar("received_at", default=None)
 
 
 class CallKind(StrEnum):
@@ -65,6 +70,7 @@ class Call:
     idempotency_key: str
     outcome: CallOutcome
     at: str
+    received_at: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The public shape listed by `GET /v1/calls`."""
@@ -75,6 +81,7 @@ class Call:
             "idempotency_key": self.idempotency_key,
             "outcome": self.outcome.value,
             "at": self.at,
+            "received_at": self.received_at,
         }
 
 
@@ -84,13 +91,26 @@ class CallLog:
         # Outside a transaction, as the store creates its own tables (executescript commits).
         with store.reading() as db:
             db.executescript(_SCHEMA)
+            # A database made before `received_at` existed gains the column.
+            columns = {row[1] for row in db.execute("PRAGMA table_info(calls)").fetchall()}
+            if "received_at" not in columns:
+                db.execute("ALTER TABLE calls ADD COLUMN received_at TEXT")
 
-    def record(self, kind: CallKind, operation: str | None, key: str, outcome: CallOutcome) -> None:
+    def record(
+        self,
+        kind: CallKind,
+        operation: str | None,
+        key: str,
+        outcome: CallOutcome,
+        received_at: float | None = None,
+    ) -> None:
+        received = None if received_at is None else _utc_iso(received_at)
+        answered = _utc_iso(self._store.clock())
         with self._store.transaction() as db:
             db.execute(
-                "INSERT INTO calls (kind, operation, idempotency_key, outcome, at)"
-                " VALUES (?, ?, ?, ?, ?)",
-                (kind.value, operation, key, outcome.value, _utc_iso(self._store.clock())),
+                "INSERT INTO calls (kind, operation, idempotency_key, outcome, at, received_at)"
+                " VALUES (?, ?, ?, ?, ?, ?)",
+                (kind.value, operation, key, outcome.value, answered, received),
             )
 
     def find(self, key: str | None = None, operation: str | None = None) -> list[Call]:
@@ -110,6 +130,7 @@ class CallLog:
                 idempotency_key=row["idempotency_key"],
                 outcome=CallOutcome(row["outcome"]),
                 at=row["at"],
+                received_at=row["received_at"],
             )
             for row in rows
         ]
