@@ -38,6 +38,11 @@ class Topics:
         return f"{self.prefix}recon.drift"
 
     @property
+    def governance(self) -> str:
+        """Policy, kill switch and breaker changes (events.governance), keyed by tenant."""
+        return f"{self.prefix}recon.governance"
+
+    @property
     def dead_letters(self) -> str:
         return f"{self.prefix}recon.dead-letters"
 

@@ -72,6 +72,7 @@ async def apply_reconciler_schema(conn: asyncpg.Connection) -> None:
 
 async def in_flight_legs(conn: asyncpg.Connection) -> list[Candidate]:
     rows = await conn.fetch(_CANDIDATES, list(IN_FLIGHT))
+    held = await _held(conn)
     return [
         Candidate(
             tenant=row["tenant"],
@@ -85,7 +86,19 @@ async def in_flight_legs(conn: asyncpg.Connection) -> list[Candidate]:
             since=row["updated_at"],
         )
         for row in rows
+        if (row["tenant"], row["op_key"], row["attempt"]) not in held
     ]
+
+
+async def _held(conn: asyncpg.Connection) -> set[tuple[str, str, int]]:
+    """Dispatches a kill switch holds (`held_dispatches`, services/governance/schema.sql):
+    not stuck, since no dispatcher has sent them, so not looked up. Their lookups would find
+    nothing and, past the budget, send a leg that is only waiting for a release to review.
+    The table exists once a dispatcher or the intake has started."""
+    if await conn.fetchval("SELECT to_regclass('held_dispatches')") is None:
+        return set()
+    rows = await conn.fetch("SELECT tenant, op_key, attempt FROM held_dispatches")
+    return {(r["tenant"], r["op_key"], r["attempt"]) for r in rows}
 
 
 async def leases_for(conn: asyncpg.Connection, keys: list[LeaseKey]) -> dict[LeaseKey, Lease]:

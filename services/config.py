@@ -70,6 +70,7 @@ DEFAULTS: dict[str, str] = {
     "RECON_METRICS_PORT": "",
     "RECON_METRICS_HOST": "127.0.0.1",
     "RECON_OWNER_LEASE_S": "300",
+    "RECON_POLICY_FILE": "",
 }
 
 
@@ -225,6 +226,8 @@ class Settings:
     metrics_host: str = DEFAULTS["RECON_METRICS_HOST"]
     # How long an agent session owns a transaction after its submission or claim.
     owner_lease_s: int = int(DEFAULTS["RECON_OWNER_LEASE_S"])
+    # Policy documents per tenant installed by the intake at start-up (services.intake.policy).
+    policy_file: str = ""
 
     @property
     def group_prefix(self) -> str:
@@ -348,6 +351,13 @@ def _metrics_port() -> int | None:
     return int(raw)
 
 
+def _policy_file() -> str:
+    path = _env("RECON_POLICY_FILE")
+    if path and not os.path.isfile(path):
+        raise ConfigError(f"RECON_POLICY_FILE: no such file {path!r}")
+    return path
+
+
 def load_settings() -> Settings:
     api_keys = _pairs("RECON_API_KEYS", _env("RECON_API_KEYS"))
     for tenant in api_keys.values():
@@ -387,4 +397,5 @@ def load_settings() -> Settings:
         metrics_port=_metrics_port(),
         metrics_host=_env("RECON_METRICS_HOST"),
         owner_lease_s=_int("RECON_OWNER_LEASE_S", minimum=1),
+        policy_file=_policy_file(),
     )

@@ -35,6 +35,7 @@ def topic_configs(topics: Topics) -> dict[str, dict[str, str]]:
         topics.events: FOREVER,
         topics.dead_letters: FOREVER,
         topics.drift: FOREVER,
+        topics.governance: FOREVER,
         # Only the latest state per transaction matters for a restore.
         topics.decider_state: {
             "cleanup.policy": "compact",

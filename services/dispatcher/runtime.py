@@ -25,7 +25,9 @@ from services import tracing
 from services.at_least_once import AtLeastOnceConsumer, Batch, RetryBatch
 from services.config import Settings
 from services.crash_points import DISPATCHER_AFTER_PROVIDER_ANSWERED, pause_point
+from services.dispatcher.gatekeeper import Gatekeeper
 from services.dispatcher.in_flight import Projection, ProjectionUnavailable, over_because
+from services.governance.store import Held
 from services.kafka_clients import acked_producer
 from services.kafka_setup import ensure_topics
 from services.providers.adapters import ProviderAdapter, build_adapters
@@ -57,6 +59,8 @@ class Dispatcher:
         # Dispatches not acted on because their attempt was over (a reset group re-reading).
         self.skipped = 0
         self.producer = acked_producer(settings)
+        # Kill switches, grants and quotas, checked right before each provider call.
+        self.gate = Gatekeeper(settings, self.producer)
         self.inputs = AtLeastOnceConsumer(
             settings,
             "recon-dispatcher",
@@ -69,10 +73,38 @@ class Dispatcher:
 
     async def run(self, stop: asyncio.Event) -> None:
         await self.producer.start()
+        gate = asyncio.create_task(self.gate.run(stop, self._resume))
         try:
             await self.inputs.run(stop, self._handle_batch)
         finally:
+            stop.set()
+            await gate
+            await self.gate.close()
             await self.producer.stop()
+
+    async def _resume(self, released: list[Held]) -> None:
+        """Dispatch what a kill switch held, now released: lookup first (a dispatcher may
+        have died after its call and before forgetting the hold), through the gate again."""
+        items: list[tuple[Held, Envelope, OperationDispatched]] = []
+        for held in released:
+            env = Envelope.model_validate_json(held.envelope)
+            dispatch = env.event()
+            assert isinstance(dispatch, OperationDispatched)
+            items.append((held, env, dispatch))
+        projected = await self.projection.operations(
+            (env.tenant, env.tx_id, d.action) for _, env, d in items
+        )
+
+        async def one(held: Held, env: Envelope, dispatch: OperationDispatched) -> None:
+            reason = over_because(dispatch, projected.get((env.tenant, env.tx_id, dispatch.action)))
+            if reason is None:
+                async with self.calls:
+                    await Call(self, env, dispatch, held.partition).run(lookup_first=True)
+            else:
+                log.info("%s %s held, then not dispatched: %s", env.tx_id, dispatch.action, reason)
+            await self.gate.forget(held)
+
+        await asyncio.gather(*(one(*item) for item in items))
 
     async def _assigned(self, assigned: set[TopicPartition]) -> None:
         ends = await self.inputs.consumer.end_offsets(list(assigned))
@@ -178,12 +210,17 @@ class Call:
             )
             return
         op, key = self.dispatch.operation, self.dispatch.op_key
+        # The policy gate (services.dispatcher.gatekeeper): held or sent to review, or on.
+        if not await self.d.gate.clear(self.envelope, self.dispatch, self.partition):
+            return
         if lookup_first:
             seen = await self.lookup(adapter)
             if seen.outcome is not Outcome.ABSENT:
                 await self.report(Source.LOOKUP, seen)
                 if seen.outcome is not Outcome.SUCCEEDED:
                     await self.resolve(adapter)
+                return
+            if not await self.d.gate.still_clear(self.envelope, self.dispatch, self.partition):
                 return
         if self.dispatch.attempt > 1:
             # A new attempt: what held when the first was approved must hold now.

@@ -16,7 +16,7 @@ from starlette.datastructures import State
 
 from services import tracing
 from services.config import Settings
-from services.intake import intents
+from services.intake import intents, policy
 from services.intake.errors import ApiError, invalid_request
 from services.intake.produce import produce_command
 from services.intake.submission import (
@@ -58,6 +58,9 @@ async def accept_submission(
     tracing.annotate(tx_id=submission.tx_id, op_keys=",".join(s.op_key for s in specs))
     intent = intents.Intent(tenant, submission.tx_id, fingerprint, submission.agent_id, specs)
     async with state.pool.acquire() as conn:
+        # The policy gate first: an ungranted operation is refused (403) with nothing
+        # recorded, not even the intent row.
+        await policy.refuse_ungranted(conn, tenant, submission)
         await intents.claim(conn, intent, settings.pending_horizon_s)
     # An identical resubmission produces again: it is harmless (the decider accepts only
     # the first SubmitTransaction of a tx_id) and it covers a crash between the insert

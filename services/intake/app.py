@@ -13,15 +13,20 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
+from events.policy import PolicyDocument
 from projections.schema import apply_schema
 from services.config import Settings
+from services.governance.store import apply_governance_schema
 from services.intake import (
     abort,
     drift,
     health,
+    kill_switches,
+    method_not_allowed,
     openapi,
     operations,
     ownership,
+    policy,
     resolutions,
     reviews,
     transactions,
@@ -44,6 +49,7 @@ def create_app(settings: Settings) -> FastAPI:
         try:
             async with pool.acquire() as conn:
                 await apply_schema(conn)
+                await apply_governance_schema(conn)
             # Producing to a missing topic would let the broker create it with its default
             # partition count, breaking co-partitioning.
             await ensure_topics(
@@ -56,6 +62,8 @@ def create_app(settings: Settings) -> FastAPI:
                 await admin.start()
                 try:
                     app.state.pool, app.state.producer, app.state.admin = pool, producer, admin
+                    if settings.policy_file:
+                        await policy.install_file(app, settings.policy_file)
                     yield
                 finally:
                     await admin.close()
@@ -74,18 +82,20 @@ def create_app(settings: Settings) -> FastAPI:
     # Webhooks are signed by their provider, every other /v1 route takes an API key.
     for routes in (transactions, abort, reviews, drift, webhooks, health, operations, ownership):
         app.include_router(routes.router)
+    for governance in (policy, kill_switches):
+        app.include_router(governance.router)
     openapi.install(
         app,
         [
-            SubmissionRequest,
-            resolutions.ResolveRequest,
-            abort.AbortRequest,
+            *(SubmissionRequest, resolutions.ResolveRequest, abort.AbortRequest),
             openapi.WebhookNotice,
-            ownership.SessionRequest,
-            ownership.ReviewAsked,
+            *(ownership.SessionRequest, ownership.ReviewAsked),
+            *(PolicyDocument, policy.BreakerResetRequest, kill_switches.KillSwitchRequest),
         ],
     )
     _answer_refusals(app)
+    policy.install(app)
+    method_not_allowed.install(app)
     app.add_middleware(RequestSpan)
     return app
 

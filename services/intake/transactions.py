@@ -31,7 +31,7 @@ T = TypeVar("T")
 @router.post(
     "/v1/transactions",
     status_code=202,
-    responses={**ok(SubmissionAccepted, 202), **errors(401, 409, 413, 422, 503)},
+    responses={**ok(SubmissionAccepted, 202), **errors(401, 403, 409, 413, 422, 503)},
     openapi_extra=json_body(SubmissionRequest, example=example_transaction()),
 )
 async def submit(request: Request, tenant: str = Depends(auth.tenant)) -> JSONResponse:

@@ -9,6 +9,7 @@ ROOT = Path(__file__).resolve().parents[2]
 PURE = [
     *sorted((ROOT / "events").glob("*.py")),
     ROOT / "services/decider/transaction.py",
+    ROOT / "services/governance/gate.py",
     ROOT / "services/decider/evidence.py",
     ROOT / "services/decider/finished.py",
     ROOT / "services/decider/ownership.py",

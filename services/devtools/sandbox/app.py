@@ -17,7 +17,13 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import ValidationError
 
-from services.devtools.sandbox.call_log import APPLY_OUTCOMES, CallKind, CallLog, CallOutcome
+from services.devtools.sandbox.call_log import (
+    APPLY_OUTCOMES,
+    RECEIVED_AT,
+    CallKind,
+    CallLog,
+    CallOutcome,
+)
 from services.devtools.sandbox.catalog import Operation
 from services.devtools.sandbox.dashboard import dashboard_routes
 from services.devtools.sandbox.faults import FaultBoard, FaultMode, FaultSpec
@@ -82,7 +88,9 @@ def create_app(
         traceparent: str | None = None,
     ) -> None:
         name = None if operation is None else operation.value
-        await asyncio.to_thread(calls.record, kind, name, key, outcome, traceparent)
+        await asyncio.to_thread(
+            calls.record, kind, name, key, outcome, traceparent, RECEIVED_AT.get()
+        )
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -108,6 +116,7 @@ def create_app(
 
     def operation_handler(operation: Operation) -> Callable[[Request], Awaitable[Response]]:
         async def handle(request: Request) -> Response:
+            RECEIVED_AT.set(store.clock())
             key = request.headers.get(IDEMPOTENCY_HEADER, "").strip()
             if not key:
                 return error_response(
@@ -171,6 +180,7 @@ def create_app(
 
     @app.get("/v1/effects")
     async def effects(idempotency_key: str | None = None, operation: str | None = None) -> Response:
+        RECEIVED_AT.set(store.clock())
         op: Operation | None = None
         if operation is not None:
             try:

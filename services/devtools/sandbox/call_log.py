@@ -13,6 +13,7 @@ the two loses the entry (tests never crash the sandbox).
 
 from __future__ import annotations
 
+from contextvars import ContextVar
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -29,10 +30,16 @@ CREATE TABLE IF NOT EXISTS calls (
     outcome TEXT NOT NULL,
     at TEXT NOT NULL,
     -- the W3C trace context the caller sent, if any: which trace made this call
-    traceparent TEXT
+    traceparent TEXT,
+    -- when the request arrived (`at` is when it was answered)
+    received_at TEXT
 );
 CREATE INDEX IF NOT EXISTS calls_by_key ON calls (idempotency_key, seq);
 """
+
+# When the request reached the provider (set by the handler as it starts), beside `at`, when
+# it was answered: under load the two differ, and "no call started after T" needs the first.
+RECEIVED_AT: ContextVar[float | None] = ContextVar("received_at", default=None)
 
 
 class CallKind(StrEnum):
@@ -68,6 +75,7 @@ class Call:
     outcome: CallOutcome
     at: str
     traceparent: str | None = None
+    received_at: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The public shape listed by `GET /v1/calls`."""
@@ -79,6 +87,7 @@ class Call:
             "outcome": self.outcome.value,
             "at": self.at,
             "traceparent": self.traceparent,
+            "received_at": self.received_at,
         }
 
 
@@ -88,6 +97,11 @@ class CallLog:
         # Outside a transaction, as the store creates its own tables (executescript commits).
         with store.reading() as db:
             db.executescript(_SCHEMA)
+            # A database made before these columns existed gains them.
+            columns = {row[1] for row in db.execute("PRAGMA table_info(calls)").fetchall()}
+            for column in ("traceparent", "received_at"):
+                if column not in columns:
+                    db.execute(f"ALTER TABLE calls ADD COLUMN {column} TEXT")
 
     def record(
         self,
@@ -96,19 +110,15 @@ class CallLog:
         key: str,
         outcome: CallOutcome,
         traceparent: str | None = None,
+        received_at: float | None = None,
     ) -> None:
+        received = None if received_at is None else _utc_iso(received_at)
+        answered = _utc_iso(self._store.clock())
         with self._store.transaction() as db:
             db.execute(
-                "INSERT INTO calls (kind, operation, idempotency_key, outcome, at, traceparent)"
-                " VALUES (?, ?, ?, ?, ?, ?)",
-                (
-                    kind.value,
-                    operation,
-                    key,
-                    outcome.value,
-                    _utc_iso(self._store.clock()),
-                    traceparent,
-                ),
+                "INSERT INTO calls (kind, operation, idempotency_key, outcome, at, traceparent,"
+                " received_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (kind.value, operation, key, outcome.value, answered, traceparent, received),
             )
 
     def find(self, key: str | None = None, operation: str | None = None) -> list[Call]:
@@ -129,6 +139,7 @@ class CallLog:
                 outcome=CallOutcome(row["outcome"]),
                 at=row["at"],
                 traceparent=row["traceparent"],
+                received_at=row["received_at"],
             )
             for row in rows
         ]

@@ -1,0 +1,85 @@
+"""A tenant's policy as data (DESIGN.md, "Governance"; CONTRACT.md, "v1 additions").
+
+One versioned document per tenant says, per agent: which operations it is granted (least
+privilege: `write` and `destructive` operations of events.catalog are denied unless
+granted, `read` ones are allowed), its quotas per window in count and in amount, and which
+classes need approval (only stored here; the approval flow reads `approval_required`).
+
+No document for a tenant means today's behaviour: every operation of the catalog granted,
+no quota, no approval (`open_policy`). A tenant opts into least privilege by installing a
+document; agents it does not name get `default` (or, without one, reads only).
+"""
+
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from events.catalog import CATALOG, Reversibility, SideEffect
+
+NAME = Annotated[str, Field(min_length=1, max_length=128)]
+APPROVAL_CLASSES = frozenset({*(s.value for s in SideEffect), *(r.value for r in Reversibility)})
+
+
+def _known(operation: str) -> str:
+    if operation not in CATALOG:
+        raise ValueError(f"unknown operation {operation!r}; known: {', '.join(CATALOG)}")
+    return operation
+
+
+class _Doc(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Quota(_Doc):
+    """At most `max_count` dispatches and `max_amount` (the payload's integer `amount`, in
+    minor units) of `operation` per agent in any `window_s` seconds; either may be left out."""
+
+    operation: str
+    window_s: int = Field(gt=0, le=366 * 86400)
+    max_count: int | None = Field(default=None, ge=0)
+    max_amount: int | None = Field(default=None, ge=0)
+
+    _operation = field_validator("operation")(_known)
+
+
+class AgentPolicy(_Doc):
+    grants: tuple[str, ...] = ()
+    quotas: tuple[Quota, ...] = ()
+
+    @field_validator("grants")
+    @classmethod
+    def _grants_known(cls, grants: tuple[str, ...]) -> tuple[str, ...]:
+        return tuple(_known(g) for g in grants)
+
+
+class PolicyDocument(_Doc):
+    # 0 only for `open_policy` (no document installed); an installed one starts at 1.
+    version: int = Field(ge=0)
+    agents: dict[NAME, AgentPolicy] = Field(default_factory=dict)
+    # For agents the document does not name; None: they may only read.
+    default: AgentPolicy | None = None
+    approval_required: tuple[str, ...] = ()
+
+    @field_validator("approval_required")
+    @classmethod
+    def _classes_known(cls, classes: tuple[str, ...]) -> tuple[str, ...]:
+        unknown = sorted(set(classes) - APPROVAL_CLASSES)
+        if unknown:
+            raise ValueError(f"unknown classes {unknown}; known: {sorted(APPROVAL_CLASSES)}")
+        return classes
+
+    def for_agent(self, agent_id: str) -> tuple[str, AgentPolicy]:
+        """The rule that applies to `agent_id` (its path in the document) and its content."""
+        if agent_id in self.agents:
+            return f"agents.{agent_id}", self.agents[agent_id]
+        if self.default is not None:
+            return "default", self.default
+        return "default", AgentPolicy()
+
+
+def open_policy() -> PolicyDocument:
+    """What a tenant without a document gets: the behaviour before policies existed."""
+    return PolicyDocument(
+        version=0,
+        default=AgentPolicy(grants=tuple(CATALOG)),
+    )

@@ -1,0 +1,270 @@
+"""The policy gate at the last moment before a provider call: kill switches, grants and
+quotas (services.governance.gate), for every dispatch whatever started it (a submission's
+step, a saga compensation, a review `retry`, a lookup-first re-send).
+
+- Kill switches: the engaged switches are re-read from Postgres every
+  `KILL_SWITCH_REFRESH_S`, and a decision is never taken on a view older than
+  `MAX_STALENESS_S` (it is re-read first), so a switch is in force at every dispatcher
+  within a second of the API's 201. A stopped dispatch is held (`held_dispatches`) and its
+  offset committed like any other; the `run` loop dispatches held work, lookup first, once
+  no switch matches it (claimed with a lease, so a dispatcher that dies lets another take
+  it). In-flight calls are not interrupted: they settle and are reconciled as usual.
+- Grants: a forward leg whose operation the agent is no longer granted (the policy changed
+  after the submission) is held for a person: a RequestReview with reason `not_granted`.
+- Quotas: reserved in Postgres (services.governance.store.reserve_quota) before the call;
+  one that would be exceeded trips the breaker and asks for review (`quota_exceeded`). The
+  reservation is written before the call: a crash between the two leaves the quota counted
+  for a call that may never have been made, never a call that was not counted, and the
+  re-delivered dispatch finds its claim (by key) and is not counted twice.
+"""
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+
+import asyncpg
+from aiokafka import AIOKafkaProducer
+
+from events.definition import Leg
+from events.envelope import Envelope
+from events.inputs import RequestReview
+from events.keys import partition_key
+from events.policy import PolicyDocument, open_policy
+from events.transaction_events import OperationDispatched
+from services.at_least_once import RetryBatch
+from services.config import Settings
+from services.governance import store
+from services.governance.gate import (
+    Switch,
+    Verdict,
+    amount_of,
+    blocking,
+    dispatch_verdict,
+    quotas_for,
+)
+
+log = logging.getLogger(__name__)
+
+KILL_SWITCH_REFRESH_S = 0.2
+MAX_STALENESS_S = 0.5
+HOLD_LEASE_S = 60.0
+_AGENTS_CACHED = 10_000
+
+Resume = Callable[[list[store.Held]], Awaitable[None]]
+
+
+class Gatekeeper:
+    def __init__(self, settings: Settings, producer: AIOKafkaProducer) -> None:
+        self.settings = settings
+        self.producer = producer
+        self.pool: asyncpg.Pool | None = None
+        self.policies: dict[str, PolicyDocument] = {}
+        self.switches: dict[str, list[Switch]] = {}
+        self.refreshed_at = float("-inf")
+        self.agents: dict[tuple[str, str], str] = {}
+        self.held = 0
+        self._refreshing: asyncio.Lock = asyncio.Lock()
+
+    async def close(self) -> None:
+        if self.pool is not None:
+            await self.pool.close()
+
+    async def _pool(self) -> asyncpg.Pool:
+        if self.pool is None:
+            pool: asyncpg.Pool = await asyncpg.create_pool(
+                self.settings.database_url, min_size=1, max_size=4
+            )
+            async with pool.acquire() as conn:
+                await store.apply_governance_schema(conn)
+            self.pool = pool
+        return self.pool
+
+    async def refresh(self) -> None:
+        started = time.monotonic()
+        async with self._refreshing:
+            if self.refreshed_at >= started:
+                return  # someone refreshed while this one waited
+            pool = await self._pool()
+            async with pool.acquire() as conn:
+                policies = await store.all_policies(conn)
+                switches = await store.engaged_switches(conn)
+            self.policies, self.switches, self.refreshed_at = policies, switches, started
+
+    async def _fresh(self) -> None:
+        if time.monotonic() - self.refreshed_at > MAX_STALENESS_S:
+            try:
+                await self.refresh()
+            except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as error:
+                # Never dispatch on a view of the switches that may be out of date.
+                raise RetryBatch(f"governance state unavailable: {error}") from error
+
+    async def run(self, stop: asyncio.Event, resume: Resume) -> None:
+        """Keep the view of switches and policies fresh; dispatch held work once released."""
+        while not stop.is_set():
+            try:
+                await self.refresh()
+                pool = await self._pool()
+                async with pool.acquire() as conn:
+                    released = await store.claim_released(conn, HOLD_LEASE_S)
+                if released:
+                    log.info("%d held dispatches released", len(released))
+                    await resume(released)
+            except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as error:
+                log.warning("governance state unavailable: %r", error)
+            except Exception:
+                # This loop must outlive any one failed resume (Kafka or the projection
+                # unavailable): held work stays held and is claimed again after its lease.
+                log.exception("resuming held dispatches failed; retrying")
+            try:
+                await asyncio.wait_for(stop.wait(), KILL_SWITCH_REFRESH_S)
+            except TimeoutError:
+                pass
+
+    async def forget(self, held: store.Held) -> None:
+        pool = await self._pool()
+        async with pool.acquire() as conn:
+            await store.forget_held(conn, held)
+
+    async def _agent(self, tenant: str, tx_id: str) -> str:
+        found = self.agents.get((tenant, tx_id))
+        if found is None:
+            pool = await self._pool()
+            async with pool.acquire() as conn:
+                agents = await store.agents_of(conn, [(tenant, tx_id)])
+            # Every dispatch has an intent row (written before the submission was
+            # produced); without one no agent can be named, and no grant applies.
+            found = agents.get((tenant, tx_id), "")
+            if len(self.agents) >= _AGENTS_CACHED:
+                self.agents.clear()
+            self.agents[(tenant, tx_id)] = found
+        return found
+
+    def _governed(self, tenant: str) -> bool:
+        return tenant in self.policies or bool(self.switches.get(tenant))
+
+    async def clear(
+        self, envelope: Envelope, dispatch: OperationDispatched, partition: int
+    ) -> bool:
+        """True: call the provider now. False: the dispatch was held or sent to review."""
+        try:
+            return await self._clear(envelope, dispatch, partition)
+        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as error:
+            raise RetryBatch(f"governance state unavailable: {error}") from error
+
+    async def _clear(
+        self, envelope: Envelope, dispatch: OperationDispatched, partition: int
+    ) -> bool:
+        await self._fresh()
+        tenant = envelope.tenant
+        if not self._governed(tenant):
+            return True
+        agent_id = await self._agent(tenant, envelope.tx_id)
+        policy = self.policies.get(tenant) or open_policy()
+        decision = dispatch_verdict(
+            policy,
+            self.switches.get(tenant, ()),
+            agent_id=agent_id,
+            provider=dispatch.provider,
+            operation=dispatch.operation,
+            forward=dispatch.leg is Leg.FORWARD,
+        )
+        if decision.verdict is Verdict.HOLD:
+            await self._hold(envelope, dispatch, partition, agent_id, decision.switches)
+            return False
+        if decision.verdict is Verdict.REVIEW:
+            await self._review(envelope, dispatch, decision.reason)
+            return False
+        quotas = quotas_for(policy, agent_id, dispatch.operation)
+        if dispatch.leg is Leg.FORWARD and quotas:
+            pool = await self._pool()
+            async with pool.acquire() as conn:
+                refused = await store.reserve_quota(
+                    conn,
+                    tenant=tenant,
+                    agent_id=agent_id,
+                    operation=dispatch.operation,
+                    op_key=dispatch.op_key,
+                    amount=amount_of(dispatch.payload),
+                    quotas=quotas,
+                )
+            if refused is not None:
+                log.warning(
+                    "%s %s: quota of agent %s exceeded (%s), held for review",
+                    envelope.tx_id,
+                    dispatch.action,
+                    agent_id,
+                    refused.model_dump_json(),
+                )
+                await self._review(envelope, dispatch, "quota_exceeded")
+                return False
+        return True
+
+    async def still_clear(
+        self, envelope: Envelope, dispatch: OperationDispatched, partition: int
+    ) -> bool:
+        """Checked again right before an apply that followed a lookup: a switch engaged
+        while the lookup ran holds the apply."""
+        await self._fresh()
+        tenant = envelope.tenant
+        if not self.switches.get(tenant):
+            return True
+        agent_id = await self._agent(tenant, envelope.tx_id)
+        held_by = blocking(self.switches[tenant], agent_id, dispatch.provider, dispatch.operation)
+        if held_by:
+            await self._hold(envelope, dispatch, partition, agent_id, held_by)
+            return False
+        return True
+
+    async def _hold(
+        self,
+        envelope: Envelope,
+        dispatch: OperationDispatched,
+        partition: int,
+        agent_id: str,
+        switch_ids: tuple[str, ...],
+    ) -> None:
+        pool = await self._pool()
+        async with pool.acquire() as conn:
+            await store.hold(
+                conn,
+                tenant=envelope.tenant,
+                tx_id=envelope.tx_id,
+                action=dispatch.action,
+                op_key=dispatch.op_key,
+                attempt=dispatch.attempt,
+                agent_id=agent_id,
+                provider=dispatch.provider,
+                operation=dispatch.operation,
+                partition=partition,
+                envelope=envelope.model_dump_json(),
+                switch_ids=switch_ids,
+            )
+        self.held += 1
+        log.info(
+            "%s %s attempt %d held by kill switch %s",
+            envelope.tx_id,
+            dispatch.action,
+            dispatch.attempt,
+            ", ".join(switch_ids),
+        )
+
+    async def _review(self, envelope: Envelope, dispatch: OperationDispatched, reason: str) -> None:
+        command = RequestReview(
+            # One request per dispatch and reason: a re-delivered dispatch asks again with
+            # the same id, and the decider ignores a leg already in review.
+            message_id=f"governance:{dispatch.op_key}:{dispatch.attempt}:{reason}",
+            tenant=envelope.tenant,
+            tx_id=envelope.tx_id,
+            action=dispatch.action,
+            leg=dispatch.leg,
+            attempt=dispatch.attempt,
+            reason=reason,
+            issued_at=datetime.now(UTC),
+        )
+        await self.producer.send_and_wait(
+            self.settings.topics.commands,
+            value=command.model_dump_json().encode(),
+            key=partition_key(envelope.tenant, envelope.tx_id),
+        )

@@ -1,0 +1,246 @@
+"""Pure: the policy gate, one set of rules for every path that may start a dispatch.
+
+- Grants (`submission_refusal`, at the intake): every operation a submission names must be
+  granted to its agent, unless it is a `read`. A step's compensation is granted with the step
+  (undoing what was allowed must stay possible) unless the compensation is itself
+  `destructive`, which needs its own grant.
+- The same rules at the dispatcher (`dispatch_verdict`), for submissions, saga compensations
+  and review retries alike, because a policy may change after a submission was accepted: a
+  forward leg no longer granted is held for a person (`not_granted`); an undo is never
+  refused by a grant (it was checked when declared, and refusing it would leave a saga half
+  done). A kill switch matching the dispatch holds it, whatever the leg.
+- Quotas (`quota_refusal`): given the claims already counted in the windows, would one more
+  dispatch of this amount exceed any quota? The caller evaluates it under a lock that
+  serialises every reservation of one (tenant, agent, operation), so any interleaving of
+  dispatchers is one sequence of these decisions (services.governance.store).
+"""
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from events.catalog import CATALOG, SideEffect
+from events.policy import PolicyDocument, Quota
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """Why the gate refused: the rule (its path in the policy document) and what it covers."""
+
+    error: str  # `not_granted`
+    rule: str
+    agent_id: str
+    operation: str
+    side_effect: str
+    policy_version: int
+    message: str
+
+    def body(self) -> dict[str, Any]:
+        return {
+            "error": self.error,
+            "message": self.message,
+            "rule": self.rule,
+            "agent_id": self.agent_id,
+            "operation": self.operation,
+            "class": self.side_effect,
+            "policy_version": self.policy_version,
+        }
+
+
+def side_effect_of(operation: str) -> SideEffect:
+    info = CATALOG.get(operation)
+    # An operation the catalog does not know is treated as the most dangerous class.
+    return info.side_effect if info else SideEffect.DESTRUCTIVE
+
+
+def is_granted(policy: PolicyDocument, agent_id: str, operation: str) -> bool:
+    if side_effect_of(operation) is SideEffect.READ:
+        return True
+    _, agent = policy.for_agent(agent_id)
+    return operation in agent.grants
+
+
+def grant_refusal(
+    policy: PolicyDocument, agent_id: str, operation: str, *, undo_of: str | None = None
+) -> Refusal | None:
+    """None when `agent_id` may dispatch `operation` (as the undo of `undo_of`, if given)."""
+    side_effect = side_effect_of(operation)
+    if is_granted(policy, agent_id, operation):
+        return None
+    if (
+        undo_of is not None
+        and side_effect is not SideEffect.DESTRUCTIVE
+        and is_granted(policy, agent_id, undo_of)
+    ):
+        return None  # implied by the step's grant
+    rule, _ = policy.for_agent(agent_id)
+    what = f"the compensation of {undo_of!r}, " if undo_of else ""
+    return Refusal(
+        error="not_granted",
+        rule=f"{rule}.grants",
+        agent_id=agent_id,
+        operation=operation,
+        side_effect=side_effect.value,
+        policy_version=policy.version,
+        message=(
+            f"policy version {policy.version}: {rule}.grants does not grant {operation!r} "
+            f"({what}a {side_effect.value} operation) to agent {agent_id!r}; an operator must "
+            "grant it (PUT /v1/policy) before this agent may ask for it"
+        ),
+    )
+
+
+@dataclass(frozen=True)
+class Named:
+    """An operation a submission names; `undo_of` is set for a step's compensation."""
+
+    operation: str
+    undo_of: str | None = None
+
+
+def submission_refusal(
+    policy: PolicyDocument, agent_id: str, named: Iterable[Named]
+) -> Refusal | None:
+    """The first operation of the submission its agent is not granted, or None."""
+    for item in named:
+        refusal = grant_refusal(policy, agent_id, item.operation, undo_of=item.undo_of)
+        if refusal is not None:
+            return refusal
+    return None
+
+
+# --- kill switches ------------------------------------------------------------------
+
+
+SCOPE_FIELDS = ("agent_id", "provider", "operation")
+
+
+@dataclass(frozen=True)
+class Switch:
+    """An engaged kill switch of one tenant. Fields left None match anything, so an empty
+    scope stops the whole tenant."""
+
+    switch_id: str
+    agent_id: str | None = None
+    provider: str | None = None
+    operation: str | None = None
+
+    def matches(self, agent_id: str, provider: str, operation: str) -> bool:
+        return (
+            self.agent_id in (None, agent_id)
+            and self.provider in (None, provider)
+            and self.operation in (None, operation)
+        )
+
+
+def blocking(
+    switches: Iterable[Switch], agent_id: str, provider: str, operation: str
+) -> tuple[str, ...]:
+    """The ids of the engaged switches that stop this dispatch."""
+    return tuple(sorted(s.switch_id for s in switches if s.matches(agent_id, provider, operation)))
+
+
+# --- the dispatcher's verdict ---------------------------------------------------------
+
+
+class Verdict(StrEnum):
+    DISPATCH = "dispatch"  # go on (a quota, if any, is reserved next)
+    HOLD = "hold"  # a kill switch: keep it, dispatch it once released
+    REVIEW = "review"  # a person decides (the reason says why)
+
+
+@dataclass(frozen=True)
+class Decision:
+    verdict: Verdict
+    reason: str = ""
+    switches: tuple[str, ...] = ()
+
+
+def dispatch_verdict(
+    policy: PolicyDocument,
+    switches: Iterable[Switch],
+    *,
+    agent_id: str,
+    provider: str,
+    operation: str,
+    forward: bool,
+) -> Decision:
+    held_by = blocking(switches, agent_id, provider, operation)
+    if held_by:
+        return Decision(Verdict.HOLD, "kill_switch", held_by)
+    if forward and not is_granted(policy, agent_id, operation):
+        return Decision(Verdict.REVIEW, "not_granted")
+    return Decision(Verdict.DISPATCH)
+
+
+# --- quotas -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One dispatch counted against a quota: its key, its amount, when (seconds)."""
+
+    op_key: str
+    amount: int
+    at: float
+
+
+def quotas_for(policy: PolicyDocument, agent_id: str, operation: str) -> tuple[Quota, ...]:
+    _, agent = policy.for_agent(agent_id)
+    return tuple(q for q in agent.quotas if q.operation == operation)
+
+
+def amount_of(payload: Mapping[str, Any]) -> int:
+    """The amount a dispatch counts against `max_amount`: the payload's integer `amount`
+    (minor units), else 0."""
+    amount = payload.get("amount")
+    if isinstance(amount, bool) or not isinstance(amount, int):
+        return 0
+    return max(amount, 0)
+
+
+def quota_refusal(
+    quotas: Sequence[Quota], claims: Sequence[Claim], amount: int, now: float
+) -> Quota | None:
+    """The first quota one more dispatch of `amount` at `now` would exceed, or None. The
+    window is sliding: the claims of the last `window_s` seconds count."""
+    for quota in quotas:
+        recent = [c for c in claims if c.at > now - quota.window_s]
+        if quota.max_count is not None and len(recent) + 1 > quota.max_count:
+            return quota
+        if quota.max_amount is not None and sum(c.amount for c in recent) + amount > (
+            quota.max_amount
+        ):
+            return quota
+    return None
+
+
+@dataclass(frozen=True)
+class Reservation:
+    """What one reservation does: `counted` (claim this key), `already` (the key was counted
+    before: a re-delivered dispatch, a retry), or refused by `quota` (the breaker trips, or
+    stays open)."""
+
+    outcome: str  # "counted" | "already" | "refused"
+    quota: Quota | None = None
+
+
+def reserve(
+    *,
+    already_counted: bool,
+    breaker: Quota | None,
+    quotas: Sequence[Quota],
+    claims: Sequence[Claim],
+    amount: int,
+    now: float,
+) -> Reservation:
+    """One reservation, decided from what the ledger holds (under the caller's lock)."""
+    if already_counted:
+        return Reservation("already")
+    if breaker is not None:
+        return Reservation("refused", breaker)  # a tripped breaker stays open until reset
+    refused = quota_refusal(quotas, claims, amount, now)
+    if refused is not None:
+        return Reservation("refused", refused)
+    return Reservation("counted")

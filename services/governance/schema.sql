@@ -1,0 +1,71 @@
+-- Governance state (services.governance.store). Kafka (recon.governance) holds the history
+-- of every change; these tables hold what is in force now, for the intake's gate and every
+-- dispatcher to read.
+
+CREATE TABLE IF NOT EXISTS governance_policies (
+    tenant      text PRIMARY KEY,
+    version     integer NOT NULL,
+    digest      text NOT NULL,
+    document    jsonb NOT NULL,
+    actor       text NOT NULL,
+    set_at      timestamptz NOT NULL DEFAULT clock_timestamp()
+);
+
+CREATE TABLE IF NOT EXISTS kill_switches (
+    switch_id    text PRIMARY KEY,
+    tenant       text NOT NULL,
+    scope        jsonb NOT NULL,
+    reason       text NOT NULL,
+    engaged_by   text NOT NULL,
+    engaged_at   timestamptz NOT NULL DEFAULT clock_timestamp(),
+    released_by  text,
+    released_at  timestamptz
+);
+CREATE INDEX IF NOT EXISTS kill_switches_engaged ON kill_switches (tenant)
+    WHERE released_at IS NULL;
+
+-- One row per dispatch counted against a quota, by its key: a re-delivered dispatch, a
+-- lookup-first retry or a review `retry` of the same key is not counted twice.
+CREATE TABLE IF NOT EXISTS quota_claims (
+    tenant      text NOT NULL,
+    agent_id    text NOT NULL,
+    operation   text NOT NULL,
+    op_key      text NOT NULL,
+    amount      bigint NOT NULL,
+    claimed_at  timestamptz NOT NULL DEFAULT clock_timestamp(),
+    PRIMARY KEY (tenant, op_key)
+);
+CREATE INDEX IF NOT EXISTS quota_claims_window
+    ON quota_claims (tenant, agent_id, operation, claimed_at);
+
+-- A tripped breaker stays open until an operator resets it: a run-away loop stays stopped
+-- even once its window has moved on.
+CREATE TABLE IF NOT EXISTS quota_breakers (
+    tenant      text NOT NULL,
+    agent_id    text NOT NULL,
+    operation   text NOT NULL,
+    tripped_at  timestamptz NOT NULL DEFAULT clock_timestamp(),
+    op_key      text NOT NULL,
+    quota       jsonb NOT NULL,
+    refused     integer NOT NULL DEFAULT 1,
+    PRIMARY KEY (tenant, agent_id, operation)
+);
+
+-- Dispatches a kill switch stopped: kept here (never dropped) and dispatched by whichever
+-- dispatcher claims them once no switch matches any more.
+CREATE TABLE IF NOT EXISTS held_dispatches (
+    tenant         text NOT NULL,
+    op_key         text NOT NULL,
+    attempt        integer NOT NULL,
+    tx_id          text NOT NULL,
+    action         text NOT NULL,
+    agent_id       text NOT NULL,
+    provider       text NOT NULL,
+    operation      text NOT NULL,
+    partition      integer NOT NULL,
+    envelope       text NOT NULL,
+    switch_ids     text[] NOT NULL,
+    held_at        timestamptz NOT NULL DEFAULT clock_timestamp(),
+    claimed_until  timestamptz,
+    PRIMARY KEY (tenant, op_key, attempt)
+);

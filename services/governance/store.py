@@ -1,0 +1,419 @@
+"""Where governance state lives while it is in force: Postgres (services/governance/
+schema.sql), read by the intake's gate and by every dispatcher; every change is also a
+record on recon.governance (events.governance), produced by whoever makes the change.
+
+Quota reservations are exact under any interleaving of dispatchers: each one runs in a
+Postgres transaction that first takes an advisory lock on (tenant, agent, operation), so the
+claims it counts cannot change until it has inserted its own or refused; the decision itself
+is the pure `gate.quota_refusal`.
+"""
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+
+from events.canonical import fingerprint
+from events.policy import PolicyDocument, Quota
+from services.governance.gate import Claim, Switch, reserve
+
+SCHEMA = Path(__file__).with_name("schema.sql").read_text()
+_LOCK_ID = 0x676F76  # "gov": serialises concurrent start-ups
+
+
+async def apply_governance_schema(conn: asyncpg.Connection) -> None:
+    async with conn.transaction():
+        await conn.execute("SELECT pg_advisory_xact_lock($1)", _LOCK_ID)
+        await conn.execute(SCHEMA)
+
+
+# --- policies ---------------------------------------------------------------------------
+
+
+def policy_digest(document: PolicyDocument) -> str:
+    return fingerprint(document.model_dump(mode="json"))
+
+
+@dataclass(frozen=True)
+class Installed:
+    document: PolicyDocument
+    digest: str
+    actor: str
+    set_at: str
+
+
+async def policy_of(conn: asyncpg.Connection, tenant: str) -> Installed | None:
+    row = await conn.fetchrow(
+        "SELECT document, digest, actor, set_at FROM governance_policies WHERE tenant = $1",
+        tenant,
+    )
+    if row is None:
+        return None
+    return Installed(
+        PolicyDocument.model_validate_json(row["document"]),
+        row["digest"],
+        row["actor"],
+        row["set_at"].isoformat(),
+    )
+
+
+async def current_version(conn: asyncpg.Connection, tenant: str) -> int:
+    version = await conn.fetchval(
+        "SELECT version FROM governance_policies WHERE tenant = $1", tenant
+    )
+    return int(version or 0)
+
+
+async def replace_policy(
+    conn: asyncpg.Connection,
+    tenant: str,
+    document: PolicyDocument,
+    actor: str,
+    *,
+    newer_only: bool = False,
+) -> bool:
+    """Install `document` if it is the next version (the current one + 1), or with
+    `newer_only` (the start-up file) if it is any later version; False if another change
+    got there first. Call it inside a transaction that also produces the change."""
+    if newer_only:
+        sql = (
+            "INSERT INTO governance_policies (tenant, version, digest, document, actor)"
+            " VALUES ($1, $2, $3, $4::jsonb, $5) ON CONFLICT (tenant) DO UPDATE SET"
+            " version = EXCLUDED.version, digest = EXCLUDED.digest, document ="
+            " EXCLUDED.document, actor = EXCLUDED.actor, set_at = clock_timestamp()"
+            " WHERE governance_policies.version < EXCLUDED.version RETURNING 1"
+        )
+    elif document.version == 1:
+        sql = (
+            "INSERT INTO governance_policies (tenant, version, digest, document, actor)"
+            " VALUES ($1, $2, $3, $4::jsonb, $5) ON CONFLICT (tenant) DO NOTHING RETURNING 1"
+        )
+    else:
+        sql = (
+            "UPDATE governance_policies SET version = $2, digest = $3, document = $4::jsonb,"
+            " actor = $5, set_at = clock_timestamp() WHERE tenant = $1 AND version = $2 - 1"
+            " RETURNING 1"
+        )
+    written = await conn.fetchval(
+        sql,
+        tenant,
+        document.version,
+        policy_digest(document),
+        document.model_dump_json(),
+        actor,
+    )
+    return written is not None
+
+
+async def all_policies(conn: asyncpg.Connection) -> dict[str, PolicyDocument]:
+    rows = await conn.fetch("SELECT tenant, document FROM governance_policies")
+    return {r["tenant"]: PolicyDocument.model_validate_json(r["document"]) for r in rows}
+
+
+# --- kill switches ----------------------------------------------------------------------
+
+
+async def engage(
+    conn: asyncpg.Connection,
+    switch_id: str,
+    tenant: str,
+    scope: dict[str, str],
+    reason: str,
+    actor: str,
+) -> str:
+    """Insert the switch; its engagement time (the database's clock)."""
+    at = await conn.fetchval(
+        "INSERT INTO kill_switches (switch_id, tenant, scope, reason, engaged_by)"
+        " VALUES ($1, $2, $3::jsonb, $4, $5) RETURNING engaged_at",
+        switch_id,
+        tenant,
+        json.dumps(scope),
+        reason,
+        actor,
+    )
+    return str(at.isoformat())
+
+
+async def release(conn: asyncpg.Connection, tenant: str, switch_id: str, actor: str) -> str | None:
+    """Release an engaged switch; its release time, or None if none such is engaged."""
+    at = await conn.fetchval(
+        "UPDATE kill_switches SET released_at = clock_timestamp(), released_by = $3"
+        " WHERE tenant = $1 AND switch_id = $2 AND released_at IS NULL RETURNING released_at",
+        tenant,
+        switch_id,
+        actor,
+    )
+    return None if at is None else str(at.isoformat())
+
+
+async def switch_exists(conn: asyncpg.Connection, tenant: str, switch_id: str) -> bool:
+    return bool(
+        await conn.fetchval(
+            "SELECT 1 FROM kill_switches WHERE tenant = $1 AND switch_id = $2",
+            tenant,
+            switch_id,
+        )
+    )
+
+
+async def engaged_switches(conn: asyncpg.Connection) -> dict[str, list[Switch]]:
+    rows = await conn.fetch(
+        "SELECT tenant, switch_id, scope FROM kill_switches WHERE released_at IS NULL"
+    )
+    out: dict[str, list[Switch]] = {}
+    for r in rows:
+        out.setdefault(r["tenant"], []).append(Switch(r["switch_id"], **json.loads(r["scope"])))
+    return out
+
+
+async def list_switches(conn: asyncpg.Connection, tenant: str) -> list[dict[str, Any]]:
+    rows = await conn.fetch(
+        "SELECT k.*, (SELECT count(*) FROM held_dispatches h WHERE h.tenant = k.tenant"
+        " AND k.switch_id = ANY(h.switch_ids)) AS held"
+        " FROM kill_switches k WHERE tenant = $1 ORDER BY engaged_at DESC, switch_id",
+        tenant,
+    )
+    return [
+        {
+            "id": r["switch_id"],
+            "scope": json.loads(r["scope"]),
+            "reason": r["reason"],
+            "state": "engaged" if r["released_at"] is None else "released",
+            "engaged_by": r["engaged_by"],
+            "engaged_at": r["engaged_at"].isoformat(),
+            "released_by": r["released_by"],
+            "released_at": r["released_at"].isoformat() if r["released_at"] else None,
+            "held": r["held"],
+        }
+        for r in rows
+    ]
+
+
+# --- quotas and breakers ------------------------------------------------------------------
+
+
+async def reserve_quota(
+    conn: asyncpg.Connection,
+    *,
+    tenant: str,
+    agent_id: str,
+    operation: str,
+    op_key: str,
+    amount: int,
+    quotas: tuple[Quota, ...],
+) -> Quota | None:
+    """Count this dispatch against its quotas, or return the quota it would exceed (and
+    trip the breaker). A key already counted passes without being counted again."""
+    async with conn.transaction():
+        await conn.execute(
+            "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))",
+            # Two names hashing alike only serialise more than needed, never less.
+            f"{tenant}/{agent_id}/{operation}",
+        )
+        already = bool(
+            await conn.fetchval(
+                "SELECT 1 FROM quota_claims WHERE tenant = $1 AND op_key = $2", tenant, op_key
+            )
+        )
+        breaker = await conn.fetchval(
+            "SELECT quota FROM quota_breakers"
+            " WHERE tenant = $1 AND agent_id = $2 AND operation = $3",
+            tenant,
+            agent_id,
+            operation,
+        )
+        now = float(await conn.fetchval("SELECT extract(epoch FROM clock_timestamp())"))
+        longest = max(q.window_s for q in quotas)
+        rows = await conn.fetch(
+            "SELECT op_key, amount, extract(epoch FROM claimed_at) AS at FROM quota_claims"
+            " WHERE tenant = $1 AND agent_id = $2 AND operation = $3"
+            " AND claimed_at > to_timestamp($4)",
+            tenant,
+            agent_id,
+            operation,
+            now - longest,
+        )
+        decided = reserve(
+            already_counted=already,
+            breaker=None if breaker is None else Quota.model_validate_json(breaker),
+            quotas=quotas,
+            claims=[Claim(r["op_key"], int(r["amount"]), float(r["at"])) for r in rows],
+            amount=amount,
+            now=now,
+        )
+        if decided.outcome == "already":
+            return None
+        if decided.outcome == "refused":
+            assert decided.quota is not None
+            await conn.execute(
+                "INSERT INTO quota_breakers (tenant, agent_id, operation, op_key, quota)"
+                " VALUES ($1, $2, $3, $4, $5::jsonb) ON CONFLICT (tenant, agent_id, operation)"
+                " DO UPDATE SET refused = quota_breakers.refused + 1",
+                tenant,
+                agent_id,
+                operation,
+                op_key,
+                decided.quota.model_dump_json(),
+            )
+            return decided.quota
+        await conn.execute(
+            "INSERT INTO quota_claims (tenant, agent_id, operation, op_key, amount, claimed_at)"
+            " VALUES ($1, $2, $3, $4, $5, to_timestamp($6))",
+            tenant,
+            agent_id,
+            operation,
+            op_key,
+            amount,
+            now,
+        )
+        return None
+
+
+async def quota_usage(
+    conn: asyncpg.Connection, tenant: str, policy: PolicyDocument
+) -> list[dict[str, Any]]:
+    """Each quota of the policy with what its window holds now, and its breaker."""
+    breakers = {
+        (r["agent_id"], r["operation"]): r
+        for r in await conn.fetch("SELECT * FROM quota_breakers WHERE tenant = $1", tenant)
+    }
+    out: list[dict[str, Any]] = []
+    for agent_id, agent in sorted(policy.agents.items()):
+        for quota in agent.quotas:
+            used = await conn.fetchrow(
+                "SELECT count(*) AS n, coalesce(sum(amount), 0) AS amount FROM quota_claims"
+                " WHERE tenant = $1 AND agent_id = $2 AND operation = $3"
+                " AND claimed_at > clock_timestamp() - make_interval(secs => $4)",
+                tenant,
+                agent_id,
+                quota.operation,
+                float(quota.window_s),
+            )
+            tripped = breakers.get((agent_id, quota.operation))
+            out.append(
+                {
+                    "agent_id": agent_id,
+                    **quota.model_dump(),
+                    "used_count": used["n"],
+                    "used_amount": int(used["amount"]),
+                    "breaker": {
+                        "state": "open" if tripped else "closed",
+                        "tripped_at": tripped["tripped_at"].isoformat() if tripped else None,
+                        "tripped_by": tripped["op_key"] if tripped else None,
+                        "refused": tripped["refused"] if tripped else 0,
+                    },
+                }
+            )
+    return out
+
+
+async def reset_breaker(
+    conn: asyncpg.Connection, tenant: str, agent_id: str, operation: str
+) -> str | None:
+    """Close a tripped breaker; when it had tripped, or None if it was closed."""
+    at = await conn.fetchval(
+        "DELETE FROM quota_breakers WHERE tenant = $1 AND agent_id = $2 AND operation = $3"
+        " RETURNING tripped_at",
+        tenant,
+        agent_id,
+        operation,
+    )
+    return None if at is None else str(at.isoformat())
+
+
+# --- held dispatches ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Held:
+    tenant: str
+    op_key: str
+    attempt: int
+    partition: int
+    envelope: str
+
+
+async def hold(
+    conn: asyncpg.Connection,
+    *,
+    tenant: str,
+    tx_id: str,
+    action: str,
+    op_key: str,
+    attempt: int,
+    agent_id: str,
+    provider: str,
+    operation: str,
+    partition: int,
+    envelope: str,
+    switch_ids: tuple[str, ...],
+) -> None:
+    await conn.execute(
+        "INSERT INTO held_dispatches (tenant, op_key, attempt, tx_id, action, agent_id,"
+        " provider, operation, partition, envelope, switch_ids)"
+        " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)"
+        " ON CONFLICT (tenant, op_key, attempt) DO UPDATE SET switch_ids = EXCLUDED.switch_ids,"
+        " claimed_until = NULL",
+        tenant,
+        op_key,
+        attempt,
+        tx_id,
+        action,
+        agent_id,
+        provider,
+        operation,
+        partition,
+        envelope,
+        list(switch_ids),
+    )
+
+
+async def claim_released(conn: asyncpg.Connection, lease_s: float, limit: int = 200) -> list[Held]:
+    """Claim (for `lease_s`) held dispatches that no engaged switch of their tenant matches
+    any more. A claimer that dies lets its lease lapse, and another claims them again."""
+    rows = await conn.fetch(
+        "WITH free AS ("
+        "  SELECT h.tenant, h.op_key, h.attempt FROM held_dispatches h"
+        "  WHERE (h.claimed_until IS NULL OR h.claimed_until < clock_timestamp())"
+        "  AND NOT EXISTS (SELECT 1 FROM kill_switches k WHERE k.tenant = h.tenant"
+        "   AND k.released_at IS NULL"
+        "   AND coalesce(k.scope->>'agent_id', h.agent_id) = h.agent_id"
+        "   AND coalesce(k.scope->>'provider', h.provider) = h.provider"
+        "   AND coalesce(k.scope->>'operation', h.operation) = h.operation)"
+        "  ORDER BY h.held_at LIMIT $2 FOR UPDATE SKIP LOCKED)"
+        " UPDATE held_dispatches h SET claimed_until = clock_timestamp()"
+        "  + make_interval(secs => $1) FROM free"
+        " WHERE (h.tenant, h.op_key, h.attempt) = (free.tenant, free.op_key, free.attempt)"
+        " RETURNING h.tenant, h.op_key, h.attempt, h.partition, h.envelope",
+        lease_s,
+        limit,
+    )
+    return [
+        Held(r["tenant"], r["op_key"], r["attempt"], r["partition"], r["envelope"]) for r in rows
+    ]
+
+
+async def forget_held(conn: asyncpg.Connection, held: Held) -> None:
+    await conn.execute(
+        "DELETE FROM held_dispatches WHERE tenant = $1 AND op_key = $2 AND attempt = $3"
+        " AND claimed_until IS NOT NULL",
+        held.tenant,
+        held.op_key,
+        held.attempt,
+    )
+
+
+async def agents_of(
+    conn: asyncpg.Connection, wanted: list[tuple[str, str]]
+) -> dict[tuple[str, str], str]:
+    """The agent of each (tenant, tx_id), from the intake's intent rows (written before the
+    submission was produced, so present for every dispatch)."""
+    rows = await conn.fetch(
+        "SELECT i.tenant, i.tx_id, i.agent_id FROM intents i"
+        " JOIN unnest($1::text[], $2::text[]) AS w(tenant, tx_id) USING (tenant, tx_id)",
+        [t for t, _ in wanted],
+        [x for _, x in wanted],
+    )
+    return {(r["tenant"], r["tx_id"]): r["agent_id"] for r in rows}

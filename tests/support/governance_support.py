@@ -1,0 +1,46 @@
+"""What the governance tests share: the operator's requests and the recon.governance log."""
+
+import json
+from typing import Any
+
+import httpx
+
+from events.topics import Topics
+from support.topic_records import read_records
+
+OPERATOR = {"Authorization": "Bearer ops-key"}
+AGENT = {"Authorization": "Bearer demo-key"}
+
+
+async def put_policy(
+    http: httpx.AsyncClient, intake_url: str, document: dict[str, Any]
+) -> httpx.Response:
+    return await http.put(f"{intake_url}/v1/policy", json=document, headers=OPERATOR)
+
+
+async def governance_log(bootstrap: str, prefix: str) -> list[dict[str, Any]]:
+    records = await read_records(bootstrap, Topics(prefix).governance)
+    return [json.loads(r.value) for r in records if r.value is not None]
+
+
+async def command_tx_ids(bootstrap: str, prefix: str) -> set[str]:
+    """Every tx_id named by a record on recon.commands."""
+    records = await read_records(bootstrap, Topics(prefix).commands)
+    return {json.loads(r.value).get("tx_id") for r in records if r.value is not None}
+
+
+def charge(tx_id: str, *, agent_id: str = "agent-7", amount: int = 1299) -> dict[str, Any]:
+    """A one-step transaction: a charge, refunded if it must be undone."""
+    return {
+        "tx_id": tx_id,
+        "agent_id": agent_id,
+        "steps": [
+            {
+                "action": "charge",
+                "provider": "sandbox",
+                "operation": "payments.charge",
+                "payload": {"amount": amount, "currency": "usd", "customer": f"cus_{tx_id}"},
+                "compensation": {"operation": "payments.refund"},
+            }
+        ],
+    }
