@@ -8,6 +8,7 @@ import sys
 from collections.abc import Awaitable, Callable
 
 from services.config import DEFAULTS, ConfigError, Settings, load_settings
+from services.profiling import install_from_env
 
 Main = Callable[[Settings, asyncio.Event], Awaitable[None]]
 
@@ -30,6 +31,7 @@ def run_process(name: str, main: Main) -> None:
     except ConfigError as error:
         print(f"{name}: configuration error: {error}", file=sys.stderr)
         raise SystemExit(2) from None
+    install_from_env()
 
     async def guarded() -> None:
         stop = asyncio.Event()
