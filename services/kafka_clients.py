@@ -13,14 +13,25 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
 from services.config import Settings
 
-# How long the broker holds a fetch that finds nothing new. aiokafka leaves a partition whose
-# records were just handed out of the fetch it sends next, and one connection carries one
-# fetch at a time: a record arriving on that partition meanwhile (the second observation of
-# a transaction, its next dispatch) waits until this fetch ends. With aiokafka's 500 ms
-# default that was most of the 202 -> commit p99 at no load. The price is an idle member's
-# empty fetch every 10 ms (about 1% of a core each, Kafka's and its own); under load fetches
-# return at once anyway.
-FETCH_MAX_WAIT_MS = 10
+# How long fetched records may wait to be taken before aiokafka fetches the other partitions
+# of their broker without them (its default: 100 ms, not a constructor option). One
+# connection carries one fetch at a time, so a record arriving meanwhile on the partition
+# left out (a transaction's next observation, its next dispatch) waited until that fetch
+# ended: up to fetch_max_wait_ms, 500 ms, the p99 of 202 -> commit at no load. recon's
+# consumers take every fetched partition on each getmany, so records wait only while the
+# previous batch is handled: the next fetch follows it at once, with every partition in it.
+# Shortening fetch_max_wait_ms instead (10 ms) cured the wait too, but at 4x the idle CPU
+# (an empty fetch every 10 ms per member, in Kafka and in each process).
+PREFETCH_BACKOFF_S = 30.0
+
+
+class GroupConsumer(AIOKafkaConsumer):  # type: ignore[misc]
+    async def start(self) -> None:
+        await super().start()
+        # The Fetcher exists from start() on and reads this for every result it stores.
+        # aiokafka is pinned (uv.lock); tests/integration/test_consumer_fetch_wait.py
+        # fails if an upgrade renames or ignores it.
+        self._fetcher._prefetch_backoff = PREFETCH_BACKOFF_S
 
 
 def group_consumer(settings: Settings, group: str, **overrides: Any) -> AIOKafkaConsumer:
@@ -33,9 +44,8 @@ def group_consumer(settings: Settings, group: str, **overrides: Any) -> AIOKafka
         # A dead member's partitions move on after 10 s, not the 45 s default.
         "session_timeout_ms": 10000,
         "heartbeat_interval_ms": 2000,
-        "fetch_max_wait_ms": FETCH_MAX_WAIT_MS,
     }
-    return AIOKafkaConsumer(**(options | overrides))
+    return GroupConsumer(**(options | overrides))
 
 
 def acked_producer(settings: Settings, **overrides: Any) -> AIOKafkaProducer:

@@ -1,12 +1,13 @@
 """A group consumer sees a record on a partition it has just read without waiting out a
-long poll (services.kafka_clients.FETCH_MAX_WAIT_MS): the 202 -> commit path reads the same
+long poll (services.kafka_clients.PREFETCH_BACKOFF_S): the 202 -> commit path reads the same
 partition several times per transaction (its observations, its next dispatches).
 
 aiokafka holds back fetches to a broker while fetched records wait to be taken, but only
 for prefetch_backoff (100 ms): a batch handled longer than that (a provider call, a Kafka
 transaction on a busy machine) lets a fetch go out without the partition whose records
 wait, and the connection carries one fetch at a time. A record arriving on that partition
-next waits until that fetch ends: fetch_max_wait_ms, 500 ms by aiokafka's default."""
+next waits until that fetch ends: fetch_max_wait_ms, 500 ms by aiokafka's default. recon's
+group consumers wait for their records to be taken instead."""
 
 from __future__ import annotations
 
@@ -21,8 +22,9 @@ from events.topics import Topics
 from services.config import Settings
 from services.kafka_clients import group_consumer
 
-# With aiokafka's 500 ms default the last read of each round waits ~200 ms or more (the rest
-# of a long poll sent ~300 ms earlier); with the fix, one short fetch.
+# With aiokafka's 100 ms prefetch backoff the last read of each round waits ~200 ms or more
+# (the rest of a 500 ms long poll sent ~100 ms into the 300 ms "handling"); with the fix,
+# one fetch.
 BOUND_S = 0.2
 
 
