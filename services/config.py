@@ -57,6 +57,7 @@ DEFAULTS: dict[str, str] = {
     "RECON_RECONCILER_RETENTION_S": str(7 * 86400),
     "RECON_PURGE_INTERVAL_S": "3600",
     "RECON_LOG_LEVEL": "INFO",
+    "RECON_EVENT_LOOP": "uvloop",
     "RECON_WEBHOOK_SECRETS": f"sandbox={DEFAULT_WEBHOOK_SECRET}",
     "RECON_WEBHOOK_SCHEMES": "sandbox=standard",
     "RECON_WEBHOOK_TOLERANCE_S": "300",

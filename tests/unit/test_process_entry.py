@@ -20,7 +20,7 @@ PROCESSES = {
 }
 
 
-@pytest.mark.parametrize("variable", ["RECON_INTAKE_PORT", "RECON_LOG_LEVEL"])
+@pytest.mark.parametrize("variable", ["RECON_INTAKE_PORT", "RECON_LOG_LEVEL", "RECON_EVENT_LOOP"])
 @pytest.mark.parametrize("name", sorted(PROCESSES))
 def test_a_malformed_setting_stops_every_process_alike(name: str, variable: str) -> None:
     env = {**os.environ, variable: "not-a-value"}
