@@ -192,17 +192,18 @@ async def _with_own_stack(args: argparse.Namespace) -> dict[str, float]:
     from services.devtools.infra.kafka import KafkaBroker
     from services.devtools.infra.postgres import PostgresServer
 
-    root: Path = REPO_ROOT / ".cache" / "bench"
+    root: Path = REPO_ROOT / ".cache" / f"bench{args.port_offset or ''}"
+    at = args.port_offset
     shutil.rmtree(root, ignore_errors=True)
-    kafka = KafkaBroker(root / "kafka", 19092, 19093)
-    postgres = PostgresServer(root / "postgres", 15432)
+    kafka = KafkaBroker(root / "kafka", 19092 + at, 19093 + at)
+    postgres = PostgresServer(root / "postgres", 15432 + at)
     profile_out = root / f"{args.profile}.prof"
     stack = Stack(
         kafka.bootstrap,
         postgres.url,
         root / "logs",
-        intake_port=18080,
-        sandbox_port=18090,
+        intake_port=18080 + at,
+        sandbox_port=18090 + at,
         extra_env={"RECON_LOG_LEVEL": "WARNING"},
         service_env={args.profile: {"RECON_PROFILE_OUT": str(profile_out)}} if args.profile else {},
     )
@@ -315,6 +316,13 @@ def main(argv: list[str] | None = None) -> int:
         choices=PROFILED,
         help="with its own stack: write a cProfile of this service over the measured run"
         " to .cache/bench/SERVICE.prof and print its top functions",
+    )
+    parser.add_argument(
+        "--port-offset",
+        type=int,
+        default=0,
+        help="with its own stack: added to its ports (Kafka 19092, Postgres 15432, intake"
+        " 18080, sandbox 18090) and to its directory, to run two benchmarks at once",
     )
     parser.add_argument(
         "--hops",

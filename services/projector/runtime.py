@@ -7,6 +7,7 @@ Kafka offsets are committed too, but only so that consumer lag is visible to ope
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable
 
 import asyncpg
@@ -27,6 +28,10 @@ from services.kafka_setup import ensure_topics
 log = logging.getLogger(__name__)
 
 MAX_BACKOFF_S = 5.0
+# The Kafka commit is a lag marker for operators, not the position (the database owns it):
+# under load it is sent at most this often (each commit is a request and a write to
+# __consumer_offsets per batch otherwise), and as soon as the projector is idle.
+LAG_MARKER_INTERVAL_S = 1.0
 
 
 class _SeekToStoredOffsets(ConsumerRebalanceListener):  # type: ignore[misc]
@@ -51,6 +56,9 @@ class Projector:
         self.pool: asyncpg.Pool | None = None
         self.consumer = group_consumer(settings, "recon-projector")
         self.dead_letters = acked_producer(settings)
+        # Next offsets projected but not yet committed as the lag marker.
+        self.marker: dict[TopicPartition, int] = {}
+        self.marker_sent = 0.0
 
     async def run(self) -> None:
         self.pool = await _connect(self.settings.database_url)
@@ -81,6 +89,8 @@ class Projector:
             batches = await self.consumer.getmany(timeout_ms=500, max_records=1000)
             raw = [record for records in batches.values() for record in records]
             if not raw:
+                if self.marker:
+                    await self._commit_lag_marker()
                 continue
             try:
                 await self._project(raw)
@@ -98,7 +108,11 @@ class Projector:
                 await self.seek(self.consumer.assignment())
                 continue
             backoff = 0.0
-            await self._commit_lag_marker(batches)
+            self.marker.update(
+                {tp: records[-1].offset + 1 for tp, records in batches.items() if records}
+            )
+            if time.monotonic() - self.marker_sent >= LAG_MARKER_INTERVAL_S:
+                await self._commit_lag_marker()
 
     async def _project(self, raw: list[ConsumerRecord[bytes, bytes]]) -> None:
         assert self.pool is not None
@@ -189,13 +203,15 @@ class Projector:
         if self.pool is not None:
             self.pool.expire_connections()
 
-    async def _commit_lag_marker(
-        self, batches: dict[TopicPartition, list[ConsumerRecord[bytes, bytes]]]
-    ) -> None:
+    async def _commit_lag_marker(self) -> None:
+        owned = self.consumer.assignment()
+        marker = {tp: offset for tp, offset in self.marker.items() if tp in owned}
+        self.marker = {}
+        self.marker_sent = time.monotonic()
+        if not marker:
+            return
         try:
-            await self.consumer.commit(
-                {tp: records[-1].offset + 1 for tp, records in batches.items() if records}
-            )
+            await self.consumer.commit(marker)
         except KafkaError as exc:
             log.warning("committing Kafka offsets (lag marker only) failed: %s", exc)
 
