@@ -24,6 +24,7 @@ from projections.writer import DriftRecord, Record, load_offsets, project_batch,
 from services.config import Settings
 from services.kafka_clients import acked_producer, group_consumer
 from services.kafka_setup import ensure_topics
+from services.pg_pool import create_pool
 
 log = logging.getLogger(__name__)
 
@@ -220,7 +221,7 @@ async def _connect(url: str) -> asyncpg.Pool:
     backoff = 0.2
     while True:
         try:
-            pool: asyncpg.Pool = await asyncpg.create_pool(url, min_size=1, max_size=4)
+            pool: asyncpg.Pool = await create_pool(url, min_size=1, max_size=4)
             return pool
         except (OSError, asyncpg.PostgresError) as exc:
             log.warning("Postgres not reachable (%s); retrying in %.1fs", exc, backoff)
