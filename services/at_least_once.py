@@ -6,10 +6,12 @@ so a crash or a failed send means the input is read again (whoever owns it then)
 handlers are written to be harmless when run twice (stable keys, lookups before applying,
 deterministic command ids).
 
-- Commit: after a batch is handled, its next offsets are pending; they are committed for
-  the partitions this member still owns (a revoked partition's are dropped: committing them
-  raises, and they are the new owner's to commit), and also when partitions are revoked, so
-  a clean hand-over re-reads as little as possible.
+- Commit: after a batch is handled, its next offsets are pending; they are committed (at
+  most once per COMMIT_INTERVAL_S while batches keep coming, at once when a poll finds
+  nothing, and on a clean stop) for the partitions this member still owns (a revoked
+  partition's are dropped: committing them raises, and they are the new owner's to
+  commit), and also when partitions are revoked, so a clean hand-over re-reads as little
+  as possible.
 - Revocation: a commit refused because the group rebalanced (`CommitFailedError`,
   `RebalanceInProgressError`, `IllegalStateError` for a partition that is gone) is not a
   failure of the work; the new owner reads from the last committed offset again. Nothing is
@@ -27,6 +29,7 @@ Kept on aiokafka rather than FastStream's subscriber: see README, "At-least-once
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Awaitable, Callable
 
 from aiokafka import AIOKafkaProducer, ConsumerRecord, TopicPartition
@@ -57,6 +60,11 @@ class RetryBatch(Exception):
 # The group moved on under this member: the work is done, the commit is the new owner's.
 HANDED_OVER = (CommitFailedError, RebalanceInProgressError, IllegalStateError)
 RETRY_BACKOFF_S = (0.5, 1.0, 2.0, 5.0)
+# While batches keep coming, pending offsets are committed at most this often (a commit is
+# a Kafka request and a write to __consumer_offsets; per batch it was a large share of
+# Kafka's CPU per transaction); at once when a poll finds nothing, on revocation and on a
+# clean stop. A crash re-reads at most this much more: handlers are safe to run twice.
+COMMIT_INTERVAL_S = 1.0
 
 
 class AtLeastOnceConsumer:
@@ -83,6 +91,7 @@ class AtLeastOnceConsumer:
         # Next offsets of handled batches, not yet committed.
         self.pending: dict[TopicPartition, int] = {}
         self.failures = 0
+        self.committed_at = 0.0
 
     def owns(self, tp: TopicPartition) -> bool:
         """Still this member's: a handler may skip starting work on a revoked partition
@@ -110,6 +119,8 @@ class AtLeastOnceConsumer:
                 try:
                     if batch:
                         await handle(batch)
+                    elif not self.pending:
+                        continue
                 except (KafkaError, RetryBatch) as error:
                     # Something the batch caused did not reach Kafka, or something it
                     # needs did not answer: read it again.
@@ -118,6 +129,10 @@ class AtLeastOnceConsumer:
                     await self._back_off(stop)
                     continue
                 self.pending.update({tp: records[-1].offset + 1 for tp, records in batch.items()})
+                if batch:
+                    self.failures = 0
+                    if time.monotonic() - self.committed_at < COMMIT_INTERVAL_S:
+                        continue
                 try:
                     await self.commit_pending()
                 except KafkaError as error:
@@ -127,6 +142,8 @@ class AtLeastOnceConsumer:
                     await self._back_off(stop)
                     continue
                 self.failures = 0
+            with contextlib.suppress(KafkaError):
+                await self.commit_pending()  # a clean stop hands over what is done
         finally:
             await self.consumer.stop()
 
@@ -143,6 +160,7 @@ class AtLeastOnceConsumer:
             del self.pending[tp]
         if not offsets:
             return
+        self.committed_at = time.monotonic()
         try:
             await self.consumer.commit(offsets)
         except HANDED_OVER as error:

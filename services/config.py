@@ -59,6 +59,7 @@ DEFAULTS: dict[str, str] = {
     "RECON_LOG_LEVEL": "INFO",
     "RECON_LOG_FORMAT": "json",
     "RECON_TRACE_EXPORTER": "none",
+    "RECON_EVENT_LOOP": "uvloop",
     "RECON_WEBHOOK_SECRETS": f"sandbox={DEFAULT_WEBHOOK_SECRET}",
     "RECON_WEBHOOK_SCHEMES": "sandbox=standard",
     "RECON_WEBHOOK_TOLERANCE_S": "300",

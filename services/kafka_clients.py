@@ -13,6 +13,26 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
 from services.config import Settings
 
+# How long fetched records may wait to be taken before aiokafka fetches the other partitions
+# of their broker without them (its default: 100 ms, not a constructor option). One
+# connection carries one fetch at a time, so a record arriving meanwhile on the partition
+# left out (a transaction's next observation, its next dispatch) waited until that fetch
+# ended: up to fetch_max_wait_ms, 500 ms, the p99 of 202 -> commit at no load. recon's
+# consumers take every fetched partition on each getmany, so records wait only while the
+# previous batch is handled: the next fetch follows it at once, with every partition in it.
+# Shortening fetch_max_wait_ms instead (10 ms) cured the wait too, but at 4x the idle CPU
+# (an empty fetch every 10 ms per member, in Kafka and in each process).
+PREFETCH_BACKOFF_S = 30.0
+
+
+class GroupConsumer(AIOKafkaConsumer):  # type: ignore[misc]
+    async def start(self) -> None:
+        await super().start()
+        # The Fetcher exists from start() on and reads this for every result it stores.
+        # aiokafka is pinned (uv.lock); tests/integration/test_consumer_fetch_wait.py
+        # fails if an upgrade renames or ignores it.
+        self._fetcher._prefetch_backoff = PREFETCH_BACKOFF_S
+
 
 def group_consumer(settings: Settings, group: str, **overrides: Any) -> AIOKafkaConsumer:
     options: dict[str, Any] = {
@@ -25,7 +45,7 @@ def group_consumer(settings: Settings, group: str, **overrides: Any) -> AIOKafka
         "session_timeout_ms": 10000,
         "heartbeat_interval_ms": 2000,
     }
-    return AIOKafkaConsumer(**(options | overrides))
+    return GroupConsumer(**(options | overrides))
 
 
 def acked_producer(settings: Settings, **overrides: Any) -> AIOKafkaProducer:

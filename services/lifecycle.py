@@ -8,7 +8,10 @@ from collections.abc import Awaitable, Callable
 
 from services import metrics
 from services.config import DEFAULTS, ConfigError, Settings, load_settings
+from services.event_loop import LOOPS
+from services.event_loop import run as run_loop
 from services.logging_json import configure_logging
+from services.profiling import install_from_env
 from services.tracing import configure_tracing
 
 Main = Callable[[Settings, asyncio.Event], Awaitable[None]]
@@ -36,6 +39,14 @@ def run_process(name: str, main: Main) -> None:
     except ConfigError as error:
         print(f"{name}: configuration error: {error}", file=sys.stderr)
         raise SystemExit(2) from None
+    install_from_env()
+    loop_name = os.environ.get("RECON_EVENT_LOOP", DEFAULTS["RECON_EVENT_LOOP"])
+    if loop_name not in LOOPS:
+        print(
+            f"{name}: configuration error: RECON_EVENT_LOOP: {loop_name!r} is not one of {LOOPS}",
+            file=sys.stderr,
+        )
+        raise SystemExit(2)
     metrics.serve(name, settings)
 
     async def guarded() -> None:
@@ -45,4 +56,4 @@ def run_process(name: str, main: Main) -> None:
             loop.add_signal_handler(sig, stop.set)
         await main(settings, stop)
 
-    asyncio.run(guarded())
+    run_loop(guarded(), loop_name)

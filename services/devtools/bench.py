@@ -7,6 +7,11 @@ an email on commit. Latency runs from the intake's 202 to the moment a read_comm
 consumer of recon.events receives the transaction's TransactionCommitted event: the
 commit as the log records it, without polling the API (which would load the very
 system being measured).
+
+With its own stack it also prints the CPU seconds each process used over the measured run,
+per transaction (services.devtools.cpu_account), after `--warmup` transactions that are not
+measured; `--profile SERVICE` writes a cProfile of that service over the measured run
+(services.profiling) and prints its top functions.
 """
 
 from __future__ import annotations
@@ -15,7 +20,9 @@ import argparse
 import asyncio
 import json
 import os
+import pstats
 import shutil
+import signal
 import statistics
 import sys
 import time
@@ -23,45 +30,72 @@ import uuid
 from pathlib import Path
 
 import httpx
-from aiokafka import AIOKafkaConsumer
+from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from events.topics import Topics
 from services.cli.progress import Progress
+from services.devtools.cpu_account import CpuUse, snapshot
+from services.devtools.hops import hop_table, read_hops
 from services.devtools.infra._process import REPO_ROOT
-from services.devtools.stack import Stack
+from services.devtools.stack import SERVICES, Stack
 from services.intake.example import example_transaction
 
 
 class CommitWatcher:
-    """Resolves a future per transaction when its TransactionCommitted is readable."""
+    """Resolves a future per transaction when its TransactionCommitted is readable.
+
+    One consumer per partition: aiokafka leaves a partition whose records were just handed
+    out of the next fetch, and one connection serves one fetch at a time, so with a single
+    consumer the commit of a transaction whose earlier events were read moments before
+    would wait for another partition's long poll (fetch_max_wait_ms) to end. Alone on its
+    connection, a partition is fetched again as soon as its records are taken."""
 
     def __init__(self, bootstrap: str, topics: Topics) -> None:
+        self.bootstrap = bootstrap
+        self.topic = topics.events
         self.waiting: dict[str, asyncio.Future[float]] = {}
-        self.consumer = AIOKafkaConsumer(
-            topics.events,
-            bootstrap_servers=bootstrap,
+        self.consumers: list[AIOKafkaConsumer] = []
+        self.tasks: list[asyncio.Task[None]] = []
+
+    def _consumer(self, *topics: str) -> AIOKafkaConsumer:
+        return AIOKafkaConsumer(
+            *topics,
+            bootstrap_servers=self.bootstrap,
             isolation_level="read_committed",
-            auto_offset_reset="latest",
             enable_auto_commit=False,
-            fetch_max_wait_ms=50,
         )
 
     async def __aenter__(self) -> CommitWatcher:
-        await self.consumer.start()
-        await self.consumer.seek_to_end()
-        self.task = asyncio.create_task(self._watch())
+        probe = self._consumer(self.topic)  # subscribed: its metadata covers the topic
+        await probe.start()
+        try:
+            partitions = probe.partitions_for_topic(self.topic)
+        finally:
+            await probe.stop()
+        if not partitions:
+            raise RuntimeError(f"no partitions found for {self.topic}")
+        for partition in sorted(partitions):
+            consumer = self._consumer()
+            await consumer.start()
+            tp = TopicPartition(self.topic, partition)
+            consumer.assign([tp])
+            await consumer.seek_to_end(tp)
+            self.consumers.append(consumer)
+            self.tasks.append(asyncio.create_task(self._watch(consumer)))
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        self.task.cancel()
-        await self.consumer.stop()
+        for task in self.tasks:
+            task.cancel()
+        for consumer in self.consumers:
+            await consumer.stop()
 
     def expect(self, tx_id: str) -> asyncio.Future[float]:
         self.waiting[tx_id] = asyncio.get_running_loop().create_future()
         return self.waiting[tx_id]
 
-    async def _watch(self) -> None:
-        async for record in self.consumer:
+    async def _watch(self, consumer: AIOKafkaConsumer) -> None:
+        async for record in consumer:
             envelope = json.loads(record.value)
             future = self.waiting.get(envelope["tx_id"])
             if future is None or future.done():
@@ -104,7 +138,13 @@ async def submit(
 
 
 async def drive(
-    url: str, api_key: str, bootstrap: str, topics: Topics, count: int, concurrency: int
+    url: str,
+    api_key: str,
+    bootstrap: str,
+    topics: Topics,
+    count: int,
+    concurrency: int,
+    prefix: str = "bench",
 ) -> dict[str, float]:
     headers = {"Authorization": f"Bearer {api_key}"}
     run = uuid.uuid4().hex[:8]
@@ -121,7 +161,7 @@ async def drive(
     ):
 
         async def one(i: int) -> None:
-            tx_id = f"bench-{run}-{i}"
+            tx_id = f"{prefix}-{run}-{i}"
             async with gate:
                 committed = watcher.expect(tx_id)
                 await submit(client, f"{url}/v1/transactions", tx_id, headers, retries)
@@ -148,21 +188,27 @@ async def drive(
     }
 
 
+PROFILED = tuple(s for s in SERVICES if s != "sandbox")
+
+
 async def _with_own_stack(args: argparse.Namespace) -> dict[str, float]:
     from services.devtools.infra.kafka import KafkaBroker
     from services.devtools.infra.postgres import PostgresServer
 
-    root: Path = REPO_ROOT / ".cache" / "bench"
+    root: Path = REPO_ROOT / ".cache" / f"bench{args.port_offset or ''}"
+    at = args.port_offset
     shutil.rmtree(root, ignore_errors=True)
-    kafka = KafkaBroker(root / "kafka", 19092, 19093)
-    postgres = PostgresServer(root / "postgres", 15432)
+    kafka = KafkaBroker(root / "kafka", 19092 + at, 19093 + at)
+    postgres = PostgresServer(root / "postgres", 15432 + at)
+    profile_out = root / f"{args.profile}.prof"
     stack = Stack(
         kafka.bootstrap,
         postgres.url,
         root / "logs",
-        intake_port=18080,
-        sandbox_port=18090,
+        intake_port=18080 + at,
+        sandbox_port=18090 + at,
         extra_env={"RECON_LOG_LEVEL": "WARNING"},
+        service_env={args.profile: {"RECON_PROFILE_OUT": str(profile_out)}} if args.profile else {},
     )
     print("starting Postgres, Kafka and recon in .cache/bench ...", flush=True)
     postgres.start()
@@ -170,13 +216,68 @@ async def _with_own_stack(args: argparse.Namespace) -> dict[str, float]:
     try:
         stack.start_all()
         await stack.wait_ready()
-        return await drive(
+        if args.warmup:
+            print(f"warming up with {args.warmup} transactions ...", flush=True)
+            await drive(
+                stack.intake_url,
+                "demo-key",
+                kafka.bootstrap,
+                Topics(),
+                args.warmup,
+                args.concurrency,
+                prefix="warmup",
+            )
+        roots = {"kafka": _pid(kafka), "postgres": _pid(postgres)}
+        roots |= {
+            ("provider (sandbox)" if name == "sandbox" else name): process.pid
+            for name, process in stack.processes.items()
+        }
+        idle: CpuUse | None = None
+        if args.idle > 0:
+            # What each process burns with nothing to do (polls, heartbeats, the JVM).
+            start = snapshot(roots)
+            await asyncio.sleep(args.idle)
+            idle = CpuUse.between(start, snapshot(roots))
+            idle.seconds = {k: v / args.idle for k, v in idle.seconds.items()}
+        if args.profile:
+            os.kill(stack.processes[args.profile].pid, signal.SIGUSR1)
+        before = snapshot(roots)
+        result = await drive(
             stack.intake_url, "demo-key", kafka.bootstrap, Topics(), args.count, args.concurrency
         )
+        cpu = CpuUse.between(before, snapshot(roots))
+        if args.profile:
+            os.kill(stack.processes[args.profile].pid, signal.SIGUSR2)
+        own = {k for k in roots if k != "provider (sandbox)"}
+        print("\nCPU over the measured run (all of each process tree):")
+        print(cpu.table(args.count, own, idle, result["seconds"]), flush=True)
+        result.update({f"cpu_ms_per_tx:{k}": v * 1000 / args.count for k, v in cpu.seconds.items()})
+        if args.hops:
+            print("\nhops of the measured transactions (ms between their records' CreateTime):")
+            print(hop_table(await read_hops(kafka.bootstrap, Topics(), "bench-")), flush=True)
+        return result
     finally:
         stack.stop_all()
         kafka.stop()
         postgres.stop()
+        if args.profile:
+            _print_profile(profile_out)
+
+
+def _pid(server: object) -> int:
+    process = getattr(server, "_proc", None)
+    return process.pid if process is not None else -1
+
+
+def _print_profile(path: Path, top: int = 30) -> None:
+    """Written by the service on SIGUSR2, complete once the service stopped."""
+    if not path.exists():
+        print(f"no profile written to {path}", flush=True)
+        return
+    print(f"\nprofile: {path} (top {top}; `python -m pstats {path}` for more)")
+    stats = pstats.Stats(str(path))
+    stats.sort_stats("tottime").print_stats(top)
+    stats.sort_stats("cumulative").print_stats(top)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -199,6 +300,40 @@ def main(argv: list[str] | None = None) -> int:
         "--url",
         help="a running recon intake API, e.g. http://127.0.0.1:8080;"
         " without it the benchmark starts its own stack",
+    )
+    parser.add_argument(
+        "--warmup",
+        type=int,
+        default=20,
+        help="with its own stack: transactions run before the measured ones (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--idle",
+        type=float,
+        default=5.0,
+        help="with its own stack: seconds of idle CPU measured before the run, to tell"
+        " per-transaction CPU from background (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--profile",
+        choices=PROFILED,
+        help="with its own stack: write a cProfile of this service over the measured run"
+        " to .cache/bench/SERVICE.prof and print its top functions",
+    )
+    parser.add_argument(
+        "--port-offset",
+        type=int,
+        default=0,
+        help="with its own stack: added to its ports (Kafka 19092, Postgres 15432, intake"
+        " 18080, sandbox 18090) and to its directory, to run two benchmarks at once",
+    )
+    parser.add_argument(
+        "--hops",
+        action="store_true",
+        help="with its own stack: read the run back from Kafka and print each hop's p50/p99",
+    )
+    parser.add_argument(
+        "--json", type=Path, help="also write the results (and CPU per process) to this file"
     )
     parser.add_argument("--api-key", default="demo-key", help="with --url (default: demo-key)")
     parser.add_argument(
@@ -236,6 +371,8 @@ def main(argv: list[str] | None = None) -> int:
         f"max {result['max_ms']:.0f} ms",
         flush=True,
     )
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=1))
     return 0
 
 

@@ -53,6 +53,8 @@ class Stack:
     intake_port: int = 8080
     sandbox_port: int = 8090
     extra_env: dict[str, str] = field(default_factory=dict)
+    # Variables for one service only (the benchmark's profiled process).
+    service_env: dict[str, dict[str, str]] = field(default_factory=dict)
     processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     # Each recon process's metrics port (RECON_METRICS_PORT), free when first started and
     # kept across restarts, so a scraper finds the same process at the same address.
@@ -99,7 +101,7 @@ class Stack:
             process = subprocess.Popen(
                 args,
                 cwd=REPO_ROOT,
-                env=env,
+                env=env | self.service_env.get(service, {}),
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,

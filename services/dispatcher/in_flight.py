@@ -20,6 +20,7 @@ import asyncpg
 from events.definition import Leg, OpStatus
 from events.transaction_events import OperationDispatched
 from projections.schema import apply_schema
+from services.pg_pool import create_pool
 
 log = logging.getLogger(__name__)
 
@@ -74,9 +75,7 @@ class Projection:
             return {}
         try:
             if self.pool is None:
-                pool: asyncpg.Pool = await asyncpg.create_pool(
-                    self.database_url, min_size=1, max_size=2
-                )
+                pool: asyncpg.Pool = await create_pool(self.database_url, min_size=1, max_size=2)
                 # The table may not exist yet if the projector has never run.
                 async with pool.acquire() as conn:
                     await apply_schema(conn)

@@ -38,6 +38,7 @@ from services.intake.produce import intake_producer
 from services.intake.request_span import RequestSpan
 from services.intake.submission import SubmissionRefused, SubmissionRequest
 from services.kafka_setup import ensure_topics
+from services.pg_pool import create_pool
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +46,7 @@ log = logging.getLogger(__name__)
 def create_app(settings: Settings) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        pool = await asyncpg.create_pool(settings.database_url, min_size=1, max_size=10)
+        pool = await create_pool(settings.database_url, min_size=1, max_size=10)
         try:
             async with pool.acquire() as conn:
                 await apply_schema(conn)

@@ -7,6 +7,7 @@ Kafka offsets are committed too, but only so that consumer lag is visible to ope
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable
 
 import asyncpg
@@ -24,10 +25,15 @@ from services.config import Settings
 from services.kafka_clients import acked_producer, group_consumer
 from services.kafka_setup import ensure_topics
 from services.metrics import observe_lag
+from services.pg_pool import create_pool
 
 log = logging.getLogger(__name__)
 
 MAX_BACKOFF_S = 5.0
+# The Kafka commit is a lag marker for operators, not the position (the database owns it):
+# under load it is sent at most this often (each commit is a request and a write to
+# __consumer_offsets per batch otherwise), and as soon as the projector is idle.
+LAG_MARKER_INTERVAL_S = 1.0
 
 
 class _SeekToStoredOffsets(ConsumerRebalanceListener):  # type: ignore[misc]
@@ -53,6 +59,9 @@ class Projector:
         self.consumer = group_consumer(settings, "recon-projector")
         self.group = f"{settings.group_prefix}recon-projector"
         self.dead_letters = acked_producer(settings)
+        # Next offsets projected but not yet committed as the lag marker.
+        self.marker: dict[TopicPartition, int] = {}
+        self.marker_sent = 0.0
 
     async def run(self) -> None:
         self.pool = await _connect(self.settings.database_url)
@@ -84,6 +93,8 @@ class Projector:
             await observe_lag(self.consumer, self.group, batches)
             raw = [record for records in batches.values() for record in records]
             if not raw:
+                if self.marker:
+                    await self._commit_lag_marker()
                 continue
             try:
                 await self._project(raw)
@@ -101,7 +112,11 @@ class Projector:
                 await self.seek(self.consumer.assignment())
                 continue
             backoff = 0.0
-            await self._commit_lag_marker(batches)
+            self.marker.update(
+                {tp: records[-1].offset + 1 for tp, records in batches.items() if records}
+            )
+            if time.monotonic() - self.marker_sent >= LAG_MARKER_INTERVAL_S:
+                await self._commit_lag_marker()
 
     async def _project(self, raw: list[ConsumerRecord[bytes, bytes]]) -> None:
         assert self.pool is not None
@@ -192,13 +207,15 @@ class Projector:
         if self.pool is not None:
             self.pool.expire_connections()
 
-    async def _commit_lag_marker(
-        self, batches: dict[TopicPartition, list[ConsumerRecord[bytes, bytes]]]
-    ) -> None:
+    async def _commit_lag_marker(self) -> None:
+        owned = self.consumer.assignment()
+        marker = {tp: offset for tp, offset in self.marker.items() if tp in owned}
+        self.marker = {}
+        self.marker_sent = time.monotonic()
+        if not marker:
+            return
         try:
-            await self.consumer.commit(
-                {tp: records[-1].offset + 1 for tp, records in batches.items() if records}
-            )
+            await self.consumer.commit(marker)
         except KafkaError as exc:
             log.warning("committing Kafka offsets (lag marker only) failed: %s", exc)
 
@@ -207,7 +224,7 @@ async def _connect(url: str) -> asyncpg.Pool:
     backoff = 0.2
     while True:
         try:
-            pool: asyncpg.Pool = await asyncpg.create_pool(url, min_size=1, max_size=4)
+            pool: asyncpg.Pool = await create_pool(url, min_size=1, max_size=4)
             return pool
         except (OSError, asyncpg.PostgresError) as exc:
             log.warning("Postgres not reachable (%s); retrying in %.1fs", exc, backoff)

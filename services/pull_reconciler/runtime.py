@@ -46,6 +46,7 @@ from services.config import Settings
 from services.crash_points import crash_point
 from services.kafka_clients import acked_producer
 from services.kafka_setup import ensure_topics
+from services.pg_pool import create_pool
 from services.providers.adapters import ListingUnavailable, ProviderAdapter, build_adapters
 from services.providers.classify import Seen
 from services.pull_reconciler.gauges import REFRESH_S, refresh_gauges
@@ -309,7 +310,7 @@ async def open_reconciler(settings: Settings) -> AsyncIterator[Reconciler]:
     await ensure_topics(
         settings.kafka_bootstrap, settings.topics, durability=settings.kafka_durability
     )
-    pool = await asyncpg.create_pool(settings.database_url, min_size=1, max_size=8)
+    pool = await create_pool(settings.database_url, min_size=1, max_size=8)
     try:
         async with pool.acquire() as conn:
             await store.apply_reconciler_schema(conn)

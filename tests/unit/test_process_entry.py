@@ -21,7 +21,10 @@ PROCESSES = {
 }
 
 
-@pytest.mark.parametrize("variable", ["RECON_INTAKE_PORT", "RECON_LOG_LEVEL", "RECON_METRICS_PORT"])
+@pytest.mark.parametrize(
+    "variable",
+    ["RECON_INTAKE_PORT", "RECON_LOG_LEVEL", "RECON_METRICS_PORT", "RECON_EVENT_LOOP"],
+)
 @pytest.mark.parametrize("name", sorted(PROCESSES))
 def test_a_malformed_setting_stops_every_process_alike(name: str, variable: str) -> None:
     env = {**os.environ, variable: "not-a-value"}

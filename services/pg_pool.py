@@ -1,0 +1,23 @@
+"""recon's Postgres connection pools: asyncpg's, without the reset query on every release.
+
+asyncpg returns a connection to its pool after `SELECT pg_advisory_unlock_all(); CLOSE ALL;
+UNLISTEN *; RESET ALL;`: a round trip (and four statements for Postgres) per acquire, which
+was most of the intake's Postgres round trips per webhook. recon leaves nothing of that on
+a session: its advisory locks are transaction-scoped (pg_advisory_xact_lock), it opens no
+cursor outside a transaction, listens to nothing and sets no session variable. What does
+matter stays: asyncpg still rolls back a transaction left open and drops listeners before
+this reset runs (Pool's release calls Connection._reset first).
+"""
+
+from typing import Any
+
+import asyncpg
+
+
+async def _nothing_to_reset(connection: asyncpg.Connection) -> None:
+    return None
+
+
+async def create_pool(dsn: str, **options: Any) -> asyncpg.Pool:
+    pool: asyncpg.Pool = await asyncpg.create_pool(dsn, reset=_nothing_to_reset, **options)
+    return pool
