@@ -30,6 +30,7 @@ from typing import Any, assert_never
 
 from pydantic import model_validator
 
+from events.catalog import SideEffect
 from events.definition import Leg, OperationKind, OperationSpec, OpStatus, Resolution, TxStatus
 from events.envelope import GENESIS_HASH, Envelope, seal
 from events.inputs import (
@@ -55,6 +56,7 @@ from events.legs import (
     upcast_flat_legs,
 )
 from events.model import Message
+from events.retry_policy import ATTEMPT_BUDGET, may_resend, resend_without_lookup
 from events.transaction_events import (
     CommandIgnored,
     CompensationPlanned,
@@ -77,10 +79,12 @@ from events.transaction_events import (
     TransactionNeedsReview,
 )
 from services.decider.evidence import evidence_of, evidence_of_review
+from services.decider.side_effects import leg_info
 
 # A `write` is re-sent (under the same key) only after a lookup proved it absent, and
-# at most this many times in all; past that a person decides.
-MAX_ATTEMPTS = 3
+# at most this many times in all; past that a person decides. Per class in
+# events.retry_policy (a destructive operation is never re-sent by a machine).
+MAX_ATTEMPTS = ATTEMPT_BUDGET[SideEffect.WRITE]
 
 
 class OperationState(Message):
@@ -253,9 +257,14 @@ def _observe(state: TransactionState, obs: OperationObserved) -> list[Event]:
             return [failed, *_fail_if_step(_fold(state, [failed]), op, "step_rejected")]
         case Outcome.UNKNOWN | Outcome.UNAVAILABLE:
             if current.status is LegStatus.DISPATCHED:
-                return [
-                    OperationUnknown(action=action, leg=leg, attempt=attempt, evidence=evidence)
-                ]
+                unknown = OperationUnknown(
+                    action=action, leg=leg, attempt=attempt, evidence=evidence
+                )
+                info = leg_info(op.spec, leg)
+                if resend_without_lookup(info) and may_resend(info, attempt):
+                    # A read changed nothing: ask again rather than look for an effect.
+                    return [unknown, _dispatch(op, leg, attempt + 1, lookup_first=False)]
+                return [unknown]
             return [EvidenceRecorded(action=action, leg=leg, attempt=attempt, evidence=evidence)]
         case Outcome.ABSENT:
             events: list[Event] = [
@@ -270,10 +279,14 @@ def _observe(state: TransactionState, obs: OperationObserved) -> list[Event]:
                 # redelivery); if none ever does, the reconciler's budget ends in review.
                 return events
             # The dispatcher said `unknown` and the key holds no effect: sending again
-            # under the same key is safe, even if the first call is still travelling (the
-            # provider dedupes).
-            if attempt < MAX_ATTEMPTS:
+            # under the same key is safe for a write, even if the first call is still
+            # travelling (the provider dedupes). Never for a destructive operation: it
+            # stays unknown until a lookup finds it or a person decides (events.retry_policy).
+            info = leg_info(op.spec, leg)
+            if may_resend(info, attempt):
                 return [*events, _dispatch(op, leg, attempt + 1, lookup_first=True)]
+            if info.side_effect is SideEffect.DESTRUCTIVE:
+                return events
             return events + _review(state, op, leg, attempt, "attempt_budget_exhausted", evidence)
         case Outcome.KEY_CONFLICT:
             return _review(state, op, leg, attempt, "idempotency_key_reused", evidence)

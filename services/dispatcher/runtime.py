@@ -16,9 +16,11 @@ import httpx
 from aiokafka import ConsumerRecord, TopicPartition
 from pydantic import ValidationError
 
+from events.catalog import operation_info
 from events.envelope import Envelope
 from events.inputs import OperationObserved, Outcome, Source
 from events.keys import dispatch_observation_id, partition_key
+from events.retry_policy import redelivery_may_apply
 from events.transaction_events import OperationDispatched
 from services.at_least_once import AtLeastOnceConsumer, Batch, RetryBatch
 from services.config import Settings
@@ -36,6 +38,10 @@ log = logging.getLogger(__name__)
 # the scheduled reconciler.
 LOOKUP_BACKOFF_S = (0.1, 0.3, 0.6, 1.2, 2.4)
 MAX_CONCURRENT_CALLS = 64
+NOT_RESENT = (
+    "destructive operation redelivered and absent at the provider: a previous dispatcher "
+    "may have sent it, so it is not sent again; lookups or a person settle it"
+)
 
 Dispatch = tuple[TopicPartition, ConsumerRecord, Envelope, OperationDispatched]
 
@@ -133,7 +139,7 @@ class Dispatcher:
         redelivered = record.offset < self.replay_until.get(tp, 0)
         async with self.calls:
             await Call(self, envelope, dispatch, tp.partition).run(
-                lookup_first=dispatch.lookup_first or redelivered
+                lookup_first=dispatch.lookup_first or redelivered, redelivered=redelivered
             )
 
 
@@ -153,7 +159,7 @@ class Call:
         self.partition = partition
         self.lookups = 0
 
-    async def run(self, *, lookup_first: bool) -> None:
+    async def run(self, *, lookup_first: bool, redelivered: bool = False) -> None:
         adapter = self.d.adapters.get(self.dispatch.provider)
         if adapter is None:
             # Intake refuses unknown providers; reaching here means configuration
@@ -170,6 +176,12 @@ class Call:
                 await self.report(Source.LOOKUP, seen)
                 if seen.outcome is not Outcome.SUCCEEDED:
                     await self.resolve(adapter)
+                return
+            info = operation_info(self.dispatch.provider, op)
+            if redelivered and not redelivery_may_apply(info):
+                # A previous owner may have made this call and died before reporting: for
+                # a destructive operation "absent" is not proof enough to call again.
+                await self.report(Source.LOOKUP, Seen(Outcome.UNKNOWN, error=NOT_RESENT))
                 return
         seen = await adapter.apply(op, key, self.dispatch.payload)
         await pause_point(DISPATCHER_AFTER_PROVIDER_ANSWERED)

@@ -19,6 +19,7 @@ from pydantic import ValidationError
 
 from services.devtools.sandbox.call_log import APPLY_OUTCOMES, CallKind, CallLog, CallOutcome
 from services.devtools.sandbox.catalog import Operation
+from services.devtools.sandbox.domain_routes import domain_routes
 from services.devtools.sandbox.faults import FaultBoard, FaultMode, FaultSpec
 from services.devtools.sandbox.outbound import WebhookSender
 from services.devtools.sandbox.responses import describe_validation, error_response
@@ -246,6 +247,7 @@ def create_app(
         return JSONResponse({"disarmed": board.clear()})
 
     app.include_router(webhook_routes(WebhookOutbox(store), webhooks))
+    app.include_router(domain_routes(store))
 
     @app.get("/healthz")
     async def healthz() -> Response:
