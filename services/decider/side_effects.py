@@ -1,5 +1,7 @@
 """The side-effect class of the call a leg makes: the forward leg calls the step's
-operation, the undo its compensation's. Pure."""
+operation, the undo its compensation's.
+
+Pure: no I/O, no clock."""
 
 from events.catalog import OperationInfo, operation_info
 from events.definition import Leg, OperationSpec

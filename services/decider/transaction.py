@@ -30,6 +30,8 @@ from typing import Any, assert_never
 
 from pydantic import model_validator
 
+from events.approval_events import OperationRejected
+from events.approval_inputs import ApproveOperation, RejectOperation
 from events.catalog import SideEffect
 from events.definition import Leg, OperationKind, OperationSpec, OpStatus, Resolution, TxStatus
 from events.envelope import GENESIS_HASH, Envelope, seal
@@ -78,7 +80,10 @@ from events.transaction_events import (
     TransactionFailed,
     TransactionNeedsReview,
 )
+from services.decider import approvals
+from services.decider.approvals import Approval
 from services.decider.evidence import evidence_of, evidence_of_review
+from services.decider.revisions import rejection_reason
 from services.decider.side_effects import leg_info
 
 # A `write` is re-sent (under the same key) only after a lookup proved it absent, and
@@ -134,6 +139,7 @@ class TransactionState(Message):
     operations: tuple[OperationState, ...] = ()
     aborting: bool = False
     plan: tuple[str, ...] = ()  # compensations, in the order they run
+    approvals: tuple[Approval, ...] = ()  # services.decider.approvals
     # Chain bookkeeping, advanced by `record` from the envelopes.
     seq: int = 0
     last_hash: str = GENESIS_HASH
@@ -191,9 +197,17 @@ def decide(state: TransactionState, message: DeciderInput) -> list[Event]:
             events = _request_review(state, message)
         case ResolveReview():
             events = _resolve(state, message)
+        case ApproveOperation():
+            events = approvals.approve(state, message)
+        case RejectOperation():
+            events = approvals.reject(state, message)
+            if isinstance(events[0], OperationRejected):
+                rejected = state.operation(message.action)
+                assert rejected is not None
+                events += _fail_if_step(_fold(state, events), rejected, message.reason)
         case _:
             assert_never(message)
-    return events + _advance(_fold(state, events)) if events else []
+    return events + _advance(_fold(state, events), _time_of(message)) if events else []
 
 
 def _submit(state: TransactionState, cmd: SubmitTransaction) -> list[Event]:
@@ -254,7 +268,8 @@ def _observe(state: TransactionState, obs: OperationObserved) -> list[Event]:
                 # The undo was refused: the world is now inconsistent; a person decides.
                 return _review(state, op, leg, attempt, "compensation_rejected", evidence)
             failed = OperationFailed(action=action, attempt=attempt, evidence=evidence)
-            return [failed, *_fail_if_step(_fold(state, [failed]), op, "step_rejected")]
+            reason = rejection_reason(obs)  # "stale_revision": the agent must re-plan
+            return [failed, *_fail_if_step(_fold(state, [failed]), op, reason)]
         case Outcome.UNKNOWN | Outcome.UNAVAILABLE:
             if current.status is LegStatus.DISPATCHED:
                 unknown = OperationUnknown(
@@ -295,7 +310,7 @@ def _observe(state: TransactionState, obs: OperationObserved) -> list[Event]:
 
 
 def _abort(state: TransactionState, cmd: AbortTransaction) -> list[Event]:
-    before_commit = state.status in (TxStatus.ACCEPTED, TxStatus.RUNNING) or (
+    before_commit = state.status in approvals.OPEN or (
         state.status is TxStatus.MANUAL_REVIEW and not state.plan
     )
     if not before_commit or state.aborting:
@@ -433,12 +448,12 @@ def _compensable(state: TransactionState) -> tuple[str, ...]:
     )
 
 
-def _advance(state: TransactionState) -> list[Event]:
+def _advance(state: TransactionState, now: datetime) -> list[Event]:
     """What the transaction does next on its own: dispatch the next step, commit and
     release the notifications, fail an aborted one once nothing is in flight, or close
     a finished compensation."""
     match state.status:
-        case TxStatus.ACCEPTED | TxStatus.RUNNING:
+        case TxStatus.ACCEPTED | TxStatus.RUNNING | TxStatus.AWAITING_APPROVAL:
             steps = state.steps()
             if state.aborting:
                 if any(s.forward.in_flight for s in steps):
@@ -449,7 +464,10 @@ def _advance(state: TransactionState) -> list[Event]:
             for step in steps:
                 if step.status is OpStatus.CONFIRMED:
                     continue
-                if step.status is OpStatus.PENDING:
+                if step.status in (OpStatus.PENDING, OpStatus.AWAITING_APPROVAL):
+                    held = approvals.gate(state, step, now)
+                    if held is not None:
+                        return held  # it waits for a person's approval, bound to it
                     return [_dispatch(step, Leg.FORWARD, 1, lookup_first=False)]
                 return []  # in flight or unknown: everything after it waits
             return [TransactionCommitted(), *_notify(state, OperationKind.ON_COMMIT)]
@@ -538,6 +556,9 @@ def evolve(state: TransactionState, event: Event) -> TransactionState:
             state = state.model_copy(update={"aborting": True})
         case _:
             pass
+    state = state.model_copy(
+        update={"approvals": approvals.evolve_approvals(state.approvals, event)}
+    )
     if isinstance(event, LEG_EVENTS):
         op = state.operation(event.action)
         assert op is not None, event.action

@@ -17,9 +17,11 @@ from projections.schema import apply_schema
 from services.config import Settings
 from services.intake import (
     abort,
+    approvals,
     drift,
     health,
     openapi,
+    previews,
     resolutions,
     reviews,
     transactions,
@@ -69,11 +71,18 @@ def create_app(settings: Settings) -> FastAPI:
         webhook_max_body_bytes=settings.webhook_max_body_bytes,
     )
     # Webhooks are signed by their provider, every other /v1 route takes an API key.
-    for routes in (transactions, abort, reviews, drift, webhooks, health):
+    for routes in (transactions, abort, reviews, drift, webhooks, health, previews, approvals):
         app.include_router(routes.router)
     openapi.install(
         app,
-        [SubmissionRequest, resolutions.ResolveRequest, abort.AbortRequest, openapi.WebhookNotice],
+        [
+            SubmissionRequest,
+            resolutions.ResolveRequest,
+            abort.AbortRequest,
+            openapi.WebhookNotice,
+            approvals.ApprovalRequest,
+            approvals.RejectionRequest,
+        ],
     )
     _answer_refusals(app)
     return app

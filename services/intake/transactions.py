@@ -50,14 +50,19 @@ async def submit(request: Request, tenant: str = Depends(auth.tenant)) -> JSONRe
         submission = SubmissionRequest.model_validate_json(await request.body())
     except ValidationError as exc:
         raise invalid_request(exc.errors()) from None
-    check(submission, settings.providers)
+    check(submission, settings.providers, settings.approval_required)
     try:
         fingerprint = submission.fingerprint()
     except ValueError:
         raise ApiError(
             422, "invalid_request", "payloads must not contain NaN or Infinity"
         ) from None
-    specs = operation_specs(submission, tenant=tenant, environment=settings.environment)
+    specs = operation_specs(
+        submission,
+        tenant=tenant,
+        environment=settings.environment,
+        approval_required=settings.approval_required,
+    )
     intent = intents.Intent(tenant, submission.tx_id, fingerprint, submission.agent_id, specs)
     async with request.app.state.pool.acquire() as conn:
         await intents.claim(conn, intent, settings.pending_horizon_s)
