@@ -46,6 +46,8 @@ class StepPreview(BaseModel):
     current_revision: int | None
     effects: dict[str, Any]
     notifications: list[Any]
+    # The provider's definitive refusal this step would meet (then no effects), or null.
+    refusal: dict[str, Any] | None
 
 
 class PreviewAnswer(BaseModel):
@@ -59,6 +61,7 @@ class PreviewAnswer(BaseModel):
 @router.post(
     "/v1/previews",
     responses={**ok(PreviewAnswer), **errors(401, 409, 413, 422, 503)},
+    summary="Preview a proposal: its effect, computed by each provider, nothing applied",
     openapi_extra=json_body(SubmissionRequest, example=example_transaction()),
 )
 async def preview(request: Request, tenant: str = Depends(auth.tenant)) -> JSONResponse:
@@ -127,14 +130,14 @@ def _step(
             "provider_unavailable",
             f"step {action!r}: the provider could not preview it ({status})",
         )
-    if status != 200 or not isinstance(body, dict):
-        raise ApiError(
-            422,
-            "preview_refused",
-            f"step {action!r}: the provider refuses it ({status} {error or ''}): "
-            f"{body.get('message', '') if isinstance(body, dict) else ''}",
-        )
     info = operation_info(provider, operation)
+    refusal = None
+    if status != 200 or not isinstance(body, dict):
+        # The provider would refuse this step for good (a decline, an unknown resource):
+        # part of what the proposal would do, so it is shown, not an error of the preview.
+        message = body.get("message") if isinstance(body, dict) else None
+        refusal = {"status_code": status, "error": error, "message": message}
+        body = {}
     effects = body.get("effects")
     notifications = body.get("notifications")
     revision = body.get("current_revision")
@@ -151,4 +154,5 @@ def _step(
         "current_revision": revision if isinstance(revision, int) else None,
         "effects": effects if isinstance(effects, dict) else {},
         "notifications": notifications if isinstance(notifications, list) else [],
+        "refusal": refusal,
     }
