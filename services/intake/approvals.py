@@ -120,10 +120,14 @@ async def approve(
     shown = next(s for s in _json(preview["body"])["steps"] if s["action"] == body.action)
     now = datetime.now(UTC)
     await _still_true(request, settings, tenant, body, spec, shown, approver, now)
-    approval_id = "ap_" + fingerprint([tenant, body.tx_id, body.action, body.digest])[:32]
+    # One per request: an approval given again after an earlier one expired is a new
+    # approval, not a repeat of the spent one (a retried request records a second live
+    # approval of the same digest; the step's one dispatch spends both).
+    approval_id = (
+        "ap_" + fingerprint([tenant, body.tx_id, body.action, body.digest, now.isoformat()])[:32]
+    )
     expires_at = now + timedelta(seconds=body.expires_in_s)
     command = ApproveOperation(
-        # Deterministic: the same approval posted again is the same command.
         message_id=approval_id,
         tenant=tenant,
         tx_id=body.tx_id,
