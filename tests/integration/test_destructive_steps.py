@@ -25,7 +25,30 @@ def delete_tx(tx_id: str, record: str) -> dict[str, Any]:
 
 
 def trail(operation: dict[str, Any]) -> list[tuple[str, str]]:
-    return [(e["source"], e["outcome"]) for e in operation["evidence"]]
+    # Approval entries (a destructive step waits for one) carry no provider outcome.
+    return [(e["source"], e["outcome"]) for e in operation["evidence"] if "outcome" in e]
+
+
+async def submit_approved(recon: Recon, body: dict[str, Any]) -> None:
+    """Submit, then approve as an operator what the provider previews (destructive steps
+    wait for a person: RECON_APPROVAL_REQUIRED)."""
+    assert (await recon.submit(body)).status_code == 202
+    await recon.wait_until(
+        body["tx_id"],
+        lambda t: t["status"] == "awaiting_approval",
+        timeout=60,
+        failure="the delete did not wait for approval",
+    )
+    preview = await recon.http.post(
+        f"{recon.intake_url}/v1/previews", json=body, headers=recon.headers
+    )
+    assert preview.status_code == 200, preview.text
+    approved = await recon.http.post(
+        f"{recon.intake_url}/v1/approvals",
+        json={"tx_id": body["tx_id"], "action": "wipe", "digest": preview.json()["digest"]},
+        headers={"Authorization": "Bearer ops-key"},
+    )
+    assert approved.status_code == 201, approved.text
 
 
 async def test_destructive_step_is_sent_once_and_waits_unknown_until_a_lookup_settles_it(
@@ -41,7 +64,7 @@ async def test_destructive_step_is_sent_once_and_waits_unknown_until_a_lookup_se
     await recon.arm("records.delete", "lose_response_after_commit")
     await recon.arm("records.delete", "lookup_unavailable", times=1000)
     await recon.arm("records.delete", "webhook_drop")
-    assert (await recon.submit(delete_tx("wipe-lost", "rec-lost"))).status_code == 202
+    await submit_approved(recon, delete_tx("wipe-lost", "rec-lost"))
     tx = await recon.wait_until(
         "wipe-lost",
         lambda t: ("lookup", "unavailable") in trail(op(t, "wipe")),
@@ -57,7 +80,7 @@ async def test_destructive_step_is_sent_once_and_waits_unknown_until_a_lookup_se
     # delete is not: it stays unknown for the reconciler's lookups, then a person.
     await recon.http.delete(f"{recon.sandbox_url}/v1/faults")
     await recon.arm("records.delete", "error_500_before_commit")
-    assert (await recon.submit(delete_tx("wipe-failed", "rec-failed"))).status_code == 202
+    await submit_approved(recon, delete_tx("wipe-failed", "rec-failed"))
     tx = await recon.wait_until(
         "wipe-failed",
         lambda t: ("lookup", "absent") in trail(op(t, "wipe")),
