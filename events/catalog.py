@@ -32,5 +32,27 @@ CATALOG: dict[str, OperationInfo] = {
         OperationInfo("inventory.reserve", SideEffect.WRITE, Reversibility.REVERSIBLE),
         OperationInfo("inventory.release", SideEffect.WRITE, Reversibility.REVERSIBLE),
         OperationInfo("email.send", SideEffect.WRITE, Reversibility.IRREVERSIBLE),
+        # Moves a user up a class waitlist, displacing (and notifying) the one ahead: its
+        # undo puts the positions back, but the displaced user was told (seed 003).
+        OperationInfo("waitlist.promote", SideEffect.DESTRUCTIVE, Reversibility.COMPENSATING_ONLY),
+        OperationInfo("waitlist.restore", SideEffect.WRITE, Reversibility.COMPENSATING_ONLY),
+        OperationInfo("records.delete", SideEffect.DESTRUCTIVE, Reversibility.IRREVERSIBLE),
     )
 }
+
+# Per provider: a provider whose operation behaves differently from the default (a charge
+# that cannot be refunded, a delete with a trash can) declares it here. Every configured
+# provider speaks the sandbox's API today, so every name falls back to CATALOG.
+PROVIDER_CATALOGS: dict[str, dict[str, OperationInfo]] = {"sandbox": CATALOG}
+
+# What an operation missing from every catalog is taken for: intake refuses unknown
+# operations, so this only covers a catalog shrunk under a live transaction. The safe
+# reading of an operation nobody declared is the one never sent twice.
+UNDECLARED = (SideEffect.DESTRUCTIVE, Reversibility.IRREVERSIBLE)
+
+
+def operation_info(provider: str, operation: str) -> OperationInfo:
+    """The class and reversibility of `operation` at `provider`: the one place the retry
+    policy, the approval gate and the API read them from."""
+    info = PROVIDER_CATALOGS.get(provider, CATALOG).get(operation) or CATALOG.get(operation)
+    return info or OperationInfo(operation, *UNDECLARED)

@@ -3,6 +3,8 @@
 from enum import StrEnum
 from typing import Any
 
+from pydantic import SerializerFunctionWrapHandler, model_serializer
+
 from events.model import Message
 
 TX_ID_PATTERN = r"^[A-Za-z0-9._:-]{1,128}$"
@@ -33,6 +35,7 @@ class Resolution(StrEnum):
 class TxStatus(StrEnum):
     ACCEPTED = "accepted"
     RUNNING = "running"
+    AWAITING_APPROVAL = "awaiting_approval"  # a step waits for a person's bound approval
     COMMITTED = "committed"
     COMPENSATING = "compensating"
     COMPENSATED = "compensated"
@@ -42,6 +45,7 @@ class TxStatus(StrEnum):
 
 class OpStatus(StrEnum):
     PENDING = "pending"
+    AWAITING_APPROVAL = "awaiting_approval"
     DISPATCHED = "dispatched"
     UNKNOWN = "unknown"
     CONFIRMED = "confirmed"
@@ -66,3 +70,15 @@ class OperationSpec(Message):
     compensation: Compensation | None = None
     # The undo's own key, derived from op_key (events.keys.compensation_key).
     compensation_key: str | None = None
+    # Decided at intake from the operation's class (events.approval_policy): the step is
+    # not dispatched until a person's approval bound to its proposal and preview arrives.
+    approval_required: bool = False
+
+    @model_serializer(mode="wrap")
+    def _leave_out_defaults_of_later_fields(self, handler: SerializerFunctionWrapHandler) -> Any:
+        # Left out when false, so a spec without a gate serialises (and hashes, on the
+        # chain and in the decider's state) exactly as before the gate existed.
+        data = handler(self)
+        if isinstance(data, dict) and not self.approval_required:
+            data.pop("approval_required", None)
+        return data

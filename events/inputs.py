@@ -11,6 +11,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, TypeAdapter
 
+from events.approval_inputs import ApproveOperation, RejectOperation
 from events.definition import Leg, OperationSpec, Resolution
 from events.model import Message
 
@@ -186,6 +187,8 @@ Command = (
     | CompensateOperation
     | RequestReview
     | ResolveReview
+    | ApproveOperation
+    | RejectOperation
 )
 DeciderInput = Annotated[Command | OperationObserved, Field(discriminator="type")]
 decider_input_adapter: TypeAdapter[DeciderInput] = TypeAdapter(DeciderInput)

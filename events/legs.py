@@ -8,6 +8,13 @@ Pure: no I/O, no clock.
 from enum import StrEnum
 from typing import Any, assert_never
 
+from events.approval_events import (
+    ApprovalExpired,
+    ApprovalRefused,
+    OperationApproved,
+    OperationAwaitingApproval,
+    OperationRejected,
+)
 from events.definition import Leg, OpStatus, TxStatus
 from events.model import Message
 from events.transaction_events import (
@@ -41,6 +48,7 @@ class LegStatus(StrEnum):
     confirmed operation stands, and are derived (`op_status`)."""
 
     PENDING = "pending"
+    AWAITING_APPROVAL = "awaiting_approval"  # not dispatched: a person must approve first
     DISPATCHED = "dispatched"
     UNKNOWN = "unknown"
     CONFIRMED = "confirmed"
@@ -79,6 +87,9 @@ LegEvent = (
     | OperationNeedsReview
     | OperationCompensated
     | ReviewResolved
+    | OperationAwaitingApproval
+    | OperationApproved
+    | OperationRejected
 )
 LEG_EVENTS = (
     OperationDispatched,
@@ -88,6 +99,9 @@ LEG_EVENTS = (
     OperationNeedsReview,
     OperationCompensated,
     ReviewResolved,
+    OperationAwaitingApproval,
+    OperationApproved,
+    OperationRejected,
 )
 
 
@@ -118,6 +132,15 @@ def evolve_legs(
             changes, which = {"status": LegStatus.CONFIRMED}, Leg.COMPENSATION
         case ReviewResolved():
             changes, which = {"review": None}, event.leg
+        case OperationAwaitingApproval():
+            changes, which = {"status": LegStatus.AWAITING_APPROVAL}, Leg.FORWARD
+        case OperationApproved():
+            # An approval given ahead of the step leaves it pending; one it waited for
+            # frees it (it is dispatched in the same decision).
+            waiting = forward.status is LegStatus.AWAITING_APPROVAL
+            changes, which = ({"status": LegStatus.PENDING} if waiting else {}), Leg.FORWARD
+        case OperationRejected():
+            changes, which = {"status": LegStatus.FAILED}, Leg.FORWARD
         case _:
             assert_never(event)
     if which is Leg.FORWARD:
@@ -131,8 +154,13 @@ def evolve_status(status: TxStatus | None, event: Event) -> TxStatus | None:
     match event:
         case TransactionAccepted():
             return TxStatus.ACCEPTED
-        case OperationDispatched():
-            return TxStatus.RUNNING if status is TxStatus.ACCEPTED else status
+        case OperationDispatched() | OperationApproved():
+            waiting = (TxStatus.ACCEPTED, TxStatus.AWAITING_APPROVAL)
+            if isinstance(event, OperationApproved) and status is TxStatus.ACCEPTED:
+                return status  # approved ahead of its step: nothing waited
+            return TxStatus.RUNNING if status in waiting else status
+        case OperationAwaitingApproval():
+            return TxStatus.AWAITING_APPROVAL
         case TransactionCommitted():
             return TxStatus.COMMITTED
         case TransactionFailed():
@@ -161,6 +189,9 @@ def evolve_status(status: TxStatus | None, event: Event) -> TxStatus | None:
             | TransactionClaimed()
             | OwnershipReleased()
             | CommandRefused()
+            | ApprovalRefused()
+            | ApprovalExpired()
+            | OperationRejected()
         ):
             return status
         case _:

@@ -7,6 +7,13 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, TypeAdapter
 
+from events.approval_events import (
+    ApprovalExpired,
+    ApprovalRefused,
+    OperationApproved,
+    OperationAwaitingApproval,
+    OperationRejected,
+)
 from events.definition import Leg, OperationSpec, Resolution
 from events.inputs import Outcome, Source
 from events.model import Message
@@ -256,7 +263,12 @@ Event = Annotated[
     | CommandIgnored
     | TransactionClaimed
     | OwnershipReleased
-    | CommandRefused,
+    | CommandRefused
+    | OperationAwaitingApproval
+    | OperationApproved
+    | ApprovalRefused
+    | ApprovalExpired
+    | OperationRejected,
     Field(discriminator="type"),
 ]
 event_adapter: TypeAdapter[Event] = TypeAdapter(Event)

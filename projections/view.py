@@ -9,6 +9,13 @@ that is applied twice (a retry after a database failure, a rebalance) is harmles
 from datetime import datetime
 from typing import Any, assert_never
 
+from events.approval_events import (
+    ApprovalExpired,
+    ApprovalRefused,
+    OperationApproved,
+    OperationAwaitingApproval,
+    OperationRejected,
+)
 from events.definition import Leg, OperationKind, OpStatus, Resolution, TxStatus
 from events.envelope import Envelope
 from events.legs import (
@@ -176,6 +183,24 @@ def _evolve(view: TxView, event: Event, seq: int, at: datetime) -> TxView:
             )
         case ReviewResolved():
             return _resolve_review(view, event, at)
+        case (
+            OperationAwaitingApproval()
+            | OperationApproved()
+            | ApprovalRefused()
+            | ApprovalExpired()
+            | OperationRejected()
+        ):
+            # The approval trail sits with the operation's evidence, digests included.
+            entry = {
+                "event": event.type,
+                "seq": seq,
+                "source": "approval",
+                "observed_at": at.isoformat(),
+                **event.model_dump(mode="json", exclude={"type", "schema_version", "action"}),
+            }
+            return _set_op(
+                view, event.action, at, evidence=(*_op(view, event.action).evidence, entry)
+            )
         case (
             OperationDispatched()
             | TransactionCommitted()

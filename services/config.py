@@ -41,6 +41,7 @@ DEFAULTS: dict[str, str] = {
     "RECON_OPERATOR_KEYS": "ops-key=demo:operator",
     "RECON_PROVIDERS": "sandbox=http://127.0.0.1:8090",
     "RECON_ENVIRONMENT": "dev",
+    "RECON_APPROVAL_REQUIRED": "destructive",
     "RECON_TOPIC_PREFIX": "",
     "RECON_INTAKE_HOST": "127.0.0.1",
     "RECON_INTAKE_PORT": "8080",
@@ -204,6 +205,8 @@ class Settings:
     intake_host: str = DEFAULTS["RECON_INTAKE_HOST"]
     intake_port: int = int(DEFAULTS["RECON_INTAKE_PORT"])
     provider_timeout_s: float = _default_float("RECON_PROVIDER_TIMEOUT_S")
+    # Classes and reversibilities whose steps wait for a person's approval.
+    approval_required: frozenset[str] = frozenset({"destructive"})
     # Webhook ingress: provider -> accepted secrets (several during a rotation), provider ->
     # signature scheme (standard unless named), timestamp tolerance, dedupe horizon.
     webhook_secrets: dict[str, tuple[str, ...]] = field(
@@ -359,6 +362,20 @@ def _policy_file() -> str:
     return path
 
 
+def _approval_required() -> frozenset[str]:
+    """RECON_APPROVAL_REQUIRED: side-effect classes and reversibilities whose steps wait
+    for a person's approval (events.approval_policy)."""
+    from events.approval_policy import KNOWN
+
+    named = frozenset(n.strip() for n in _env("RECON_APPROVAL_REQUIRED").split(",") if n.strip())
+    if named - KNOWN:
+        raise ConfigError(
+            f"RECON_APPROVAL_REQUIRED: unknown {', '.join(sorted(named - KNOWN))}; "
+            f"use some of {', '.join(sorted(KNOWN))}"
+        )
+    return named
+
+
 def load_settings() -> Settings:
     api_keys = _pairs("RECON_API_KEYS", _env("RECON_API_KEYS"))
     for tenant in api_keys.values():
@@ -399,4 +416,5 @@ def load_settings() -> Settings:
         metrics_host=_env("RECON_METRICS_HOST"),
         owner_lease_s=_int("RECON_OWNER_LEASE_S", minimum=1),
         policy_file=_policy_file(),
+        approval_required=_approval_required(),
     )

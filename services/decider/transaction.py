@@ -30,6 +30,9 @@ from typing import Any, assert_never
 
 from pydantic import model_validator
 
+from events.approval_events import OperationRejected
+from events.approval_inputs import ApproveOperation, RejectOperation
+from events.catalog import SideEffect
 from events.definition import Leg, OperationKind, OperationSpec, OpStatus, Resolution, TxStatus
 from events.envelope import GENESIS_HASH, Envelope, seal
 from events.inputs import (
@@ -57,6 +60,7 @@ from events.legs import (
     upcast_flat_legs,
 )
 from events.model import Message
+from events.retry_policy import ATTEMPT_BUDGET, may_resend, resend_without_lookup
 from events.transaction_events import (
     CommandIgnored,
     CommandRefused,
@@ -79,14 +83,18 @@ from events.transaction_events import (
     TransactionFailed,
     TransactionNeedsReview,
 )
-from services.decider import ownership
+from services.decider import approvals, ownership
+from services.decider.approvals import Approval
 from services.decider.attempt_gate import NewAttempt, attempt_refusals
 from services.decider.evidence import evidence_of, evidence_of_review
 from services.decider.ownership import Owner
+from services.decider.revisions import rejection_reason
+from services.decider.side_effects import leg_info
 
 # A `write` is re-sent (under the same key) only after a lookup proved it absent, and
-# at most this many times in all; past that a person decides.
-MAX_ATTEMPTS = 3
+# at most this many times in all; past that a person decides. Per class in
+# events.retry_policy (a destructive operation is never re-sent by a machine).
+MAX_ATTEMPTS = ATTEMPT_BUDGET[SideEffect.WRITE]
 
 
 class OperationState(Message):
@@ -137,6 +145,7 @@ class TransactionState(Message):
     aborting: bool = False
     plan: tuple[str, ...] = ()  # compensations, in the order they run
     owner: Owner | None = None  # the session that owns it (services.decider.ownership)
+    approvals: tuple[Approval, ...] = ()  # services.decider.approvals
     # Chain bookkeeping, advanced by `record` from the envelopes.
     seq: int = 0
     last_hash: str = GENESIS_HASH
@@ -198,9 +207,17 @@ def decide(state: TransactionState, message: DeciderInput) -> list[Event]:
             events = _request_review(state, message)
         case ResolveReview():
             events = _resolve(state, message)
+        case ApproveOperation():
+            events = approvals.approve(state, message)
+        case RejectOperation():
+            events = approvals.reject(state, message)
+            if isinstance(events[0], OperationRejected):
+                rejected = state.operation(message.action)
+                assert rejected is not None
+                events += _fail_if_step(_fold(state, events), rejected, message.reason)
         case _:
             assert_never(message)
-    return events + _advance(_fold(state, events)) if events else []
+    return events + _advance(_fold(state, events), _time_of(message)) if events else []
 
 
 def _submit(state: TransactionState, cmd: SubmitTransaction) -> list[Event]:
@@ -264,12 +281,18 @@ def _observe(state: TransactionState, obs: OperationObserved) -> list[Event]:
                 # The undo was refused: the world is now inconsistent; a person decides.
                 return _review(state, op, leg, attempt, "compensation_rejected", evidence)
             failed = OperationFailed(action=action, attempt=attempt, evidence=evidence)
-            return [failed, *_fail_if_step(_fold(state, [failed]), op, "step_rejected")]
+            reason = rejection_reason(obs)  # "stale_revision": the agent must re-plan
+            return [failed, *_fail_if_step(_fold(state, [failed]), op, reason)]
         case Outcome.UNKNOWN | Outcome.UNAVAILABLE:
             if current.status is LegStatus.DISPATCHED:
-                return [
-                    OperationUnknown(action=action, leg=leg, attempt=attempt, evidence=evidence)
-                ]
+                unknown = OperationUnknown(
+                    action=action, leg=leg, attempt=attempt, evidence=evidence
+                )
+                info = leg_info(op.spec, leg)
+                if resend_without_lookup(info) and may_resend(info, attempt):
+                    # A read changed nothing: ask again rather than look for an effect.
+                    return [unknown, _dispatch(op, leg, attempt + 1, lookup_first=False)]
+                return [unknown]
             return [EvidenceRecorded(action=action, leg=leg, attempt=attempt, evidence=evidence)]
         case Outcome.ABSENT:
             events: list[Event] = [
@@ -284,10 +307,14 @@ def _observe(state: TransactionState, obs: OperationObserved) -> list[Event]:
                 # redelivery); if none ever does, the reconciler's budget ends in review.
                 return events
             # The dispatcher said `unknown` and the key holds no effect: sending again
-            # under the same key is safe, even if the first call is still travelling (the
-            # provider dedupes).
-            if attempt < MAX_ATTEMPTS:
+            # under the same key is safe for a write, even if the first call is still
+            # travelling (the provider dedupes). Never for a destructive operation: it
+            # stays unknown until a lookup finds it or a person decides (events.retry_policy).
+            info = leg_info(op.spec, leg)
+            if may_resend(info, attempt):
                 return [*events, _dispatch(op, leg, attempt + 1, lookup_first=True)]
+            if info.side_effect is SideEffect.DESTRUCTIVE:
+                return events
             return events + _review(state, op, leg, attempt, "attempt_budget_exhausted", evidence)
         case Outcome.KEY_CONFLICT:
             return _review(state, op, leg, attempt, "idempotency_key_reused", evidence)
@@ -299,7 +326,7 @@ def _abort(state: TransactionState, cmd: AbortTransaction) -> list[Event]:
     fenced = ownership.fence(state.owner, cmd.type, cmd.agent_id, cmd.session_id)
     if fenced is not None:
         return [fenced]
-    before_commit = state.status in (TxStatus.ACCEPTED, TxStatus.RUNNING) or (
+    before_commit = state.status in approvals.OPEN or (
         state.status is TxStatus.MANUAL_REVIEW and not state.plan
     )
     if not before_commit or state.aborting:
@@ -464,12 +491,12 @@ def _compensable(state: TransactionState) -> tuple[str, ...]:
     )
 
 
-def _advance(state: TransactionState) -> list[Event]:
+def _advance(state: TransactionState, now: datetime) -> list[Event]:
     """What the transaction does next on its own: dispatch the next step, commit and
     release the notifications, fail an aborted one once nothing is in flight, or close
     a finished compensation."""
     match state.status:
-        case TxStatus.ACCEPTED | TxStatus.RUNNING:
+        case TxStatus.ACCEPTED | TxStatus.RUNNING | TxStatus.AWAITING_APPROVAL:
             steps = state.steps()
             if state.aborting:
                 if any(s.forward.in_flight for s in steps):
@@ -480,7 +507,10 @@ def _advance(state: TransactionState) -> list[Event]:
             for step in steps:
                 if step.status is OpStatus.CONFIRMED:
                     continue
-                if step.status is OpStatus.PENDING:
+                if step.status in (OpStatus.PENDING, OpStatus.AWAITING_APPROVAL):
+                    held = approvals.gate(state, step, now)
+                    if held is not None:
+                        return held  # it waits for a person's approval, bound to it
                     return [_dispatch(step, Leg.FORWARD, 1, lookup_first=False)]
                 return []  # in flight or unknown: everything after it waits
             return [TransactionCommitted(), *_notify(state, OperationKind.ON_COMMIT)]
@@ -572,6 +602,9 @@ def evolve(state: TransactionState, event: Event) -> TransactionState:
             state = state.model_copy(update={"aborting": True})
         case _:
             pass
+    state = state.model_copy(
+        update={"approvals": approvals.evolve_approvals(state.approvals, event)}
+    )
     if isinstance(event, LEG_EVENTS):
         op = state.operation(event.action)
         assert op is not None, event.action

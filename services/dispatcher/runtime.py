@@ -17,9 +17,11 @@ from aiokafka import ConsumerRecord, TopicPartition
 from opentelemetry.trace import SpanKind
 from pydantic import ValidationError
 
+from events.catalog import operation_info
 from events.envelope import Envelope
 from events.inputs import OperationObserved, Outcome, Source
 from events.keys import dispatch_observation_id, partition_key
+from events.retry_policy import redelivery_may_apply
 from events.transaction_events import OperationDispatched
 from services import tracing
 from services.at_least_once import AtLeastOnceConsumer, Batch, RetryBatch
@@ -41,6 +43,10 @@ log = logging.getLogger(__name__)
 # the scheduled reconciler.
 LOOKUP_BACKOFF_S = (0.1, 0.3, 0.6, 1.2, 2.4)
 MAX_CONCURRENT_CALLS = 64
+NOT_RESENT = (
+    "destructive operation redelivered and absent at the provider: a previous dispatcher "
+    "may have sent it, so it is not sent again; lookups or a person settle it"
+)
 
 Dispatch = tuple[TopicPartition, ConsumerRecord, Envelope, OperationDispatched]
 
@@ -179,7 +185,7 @@ class Dispatcher:
                 action=dispatch.action,
             ):
                 await Call(self, envelope, dispatch, tp.partition).run(
-                    lookup_first=dispatch.lookup_first or redelivered
+                    lookup_first=dispatch.lookup_first or redelivered, redelivered=redelivered
                 )
 
 
@@ -199,7 +205,7 @@ class Call:
         self.partition = partition
         self.lookups = 0
 
-    async def run(self, *, lookup_first: bool) -> None:
+    async def run(self, *, lookup_first: bool, redelivered: bool = False) -> None:
         adapter = self.d.adapters.get(self.dispatch.provider)
         if adapter is None:
             # Intake refuses unknown providers; reaching here means configuration
@@ -219,6 +225,12 @@ class Call:
                 await self.report(Source.LOOKUP, seen)
                 if seen.outcome is not Outcome.SUCCEEDED:
                     await self.resolve(adapter)
+                return
+            info = operation_info(self.dispatch.provider, op)
+            if redelivered and not redelivery_may_apply(info):
+                # A previous owner may have made this call and died before reporting: for
+                # a destructive operation "absent" is not proof enough to call again.
+                await self.report(Source.LOOKUP, Seen(Outcome.UNKNOWN, error=NOT_RESENT))
                 return
             if not await self.d.gate.still_clear(self.envelope, self.dispatch, self.partition):
                 return

@@ -47,14 +47,19 @@ async def accept_submission(
             f"the record key names tx_id {keyed_tx_id!r} but the body {submission.tx_id!r}; "
             "key the record <tenant>/<tx_id> of its body",
         )
-    check(submission, settings.providers)
+    check(submission, settings.providers, settings.approval_required)
     try:
         fingerprint = submission.fingerprint()
     except ValueError:
         raise ApiError(
             422, "invalid_request", "payloads must not contain NaN or Infinity"
         ) from None
-    specs = operation_specs(submission, tenant=tenant, environment=settings.environment)
+    specs = operation_specs(
+        submission,
+        tenant=tenant,
+        environment=settings.environment,
+        approval_required=settings.approval_required,
+    )
     tracing.annotate(tx_id=submission.tx_id, op_keys=",".join(s.op_key for s in specs))
     intent = intents.Intent(tenant, submission.tx_id, fingerprint, submission.agent_id, specs)
     async with state.pool.acquire() as conn:

@@ -19,6 +19,7 @@ from services.config import Settings
 from services.governance.store import apply_governance_schema
 from services.intake import (
     abort,
+    approvals,
     drift,
     health,
     kill_switches,
@@ -27,6 +28,7 @@ from services.intake import (
     operations,
     ownership,
     policy,
+    previews,
     resolutions,
     reviews,
     transactions,
@@ -83,7 +85,7 @@ def create_app(settings: Settings) -> FastAPI:
     # Webhooks are signed by their provider, every other /v1 route takes an API key.
     for routes in (transactions, abort, reviews, drift, webhooks, health, operations, ownership):
         app.include_router(routes.router)
-    for governance in (policy, kill_switches):
+    for governance in (policy, kill_switches, previews, approvals):
         app.include_router(governance.router)
     openapi.install(
         app,
@@ -92,6 +94,7 @@ def create_app(settings: Settings) -> FastAPI:
             openapi.WebhookNotice,
             *(ownership.SessionRequest, ownership.ReviewAsked),
             *(PolicyDocument, policy.BreakerResetRequest, kill_switches.KillSwitchRequest),
+            *(approvals.ApprovalRequest, approvals.RejectionRequest),
         ],
     )
     _answer_refusals(app)

@@ -4,13 +4,15 @@ settings, and the SubmitTransaction command it becomes.
 Pure: the clock reading and the tenant arrive as arguments.
 """
 
+from collections.abc import Collection
 from datetime import datetime
 from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from events.approval_policy import DEFAULT_APPROVAL_REQUIRED, needs_approval
 from events.canonical import fingerprint
-from events.catalog import CATALOG
+from events.catalog import CATALOG, operation_info
 from events.definition import (
     ACTION_PATTERN,
     TX_ID_PATTERN,
@@ -66,6 +68,21 @@ class OperationRequest(_Request):
     operation: OperationName
     payload: dict[str, Any]
     compensation: CompensationRequest | None = None
+    # The resource the step changes and the revision the agent planned against; sent to
+    # the provider in the payload, which refuses a stale one for good (`stale_revision`).
+    resource: Annotated[str, Field(min_length=1, max_length=256)] | None = None
+    expected_revision: Annotated[int, Field(ge=0, le=2**53)] | None = None
+
+    def provider_payload(self) -> dict[str, Any]:
+        extra = {
+            name: value
+            for name, value in (
+                ("resource", self.resource),
+                ("expected_revision", self.expected_revision),
+            )
+            if value is not None
+        }
+        return {**self.payload, **extra}
 
     _check_operation = field_validator("operation")(_known_operation)
 
@@ -96,10 +113,20 @@ class SubmissionRequest(_Request):
             # Left out when empty, so an intent submitted before on_compensated existed
             # keeps its fingerprint: its retry is still recognised, not refused with 409.
             del body["on_compensated"]
+        for kind in ("steps", "on_commit", "on_compensated"):
+            for op in body.get(kind, ()):
+                # Likewise a step without a revision check hashes as before they existed.
+                for later in ("resource", "expected_revision"):
+                    if op.get(later) is None:
+                        op.pop(later, None)
         return fingerprint(body)
 
 
-def check(submission: SubmissionRequest, providers: dict[str, str]) -> None:
+def check(
+    submission: SubmissionRequest,
+    providers: dict[str, str],
+    approval_required: Collection[str] = DEFAULT_APPROVAL_REQUIRED,
+) -> None:
     """The checks that depend on the deployment; raise SubmissionRefused naming the fix."""
     seen: set[str] = set()
     for _, op in submission.operations():
@@ -117,6 +144,21 @@ def check(submission: SubmissionRequest, providers: dict[str, str]) -> None:
                 f"{', '.join(sorted(providers))}",
             )
     _check_irreversible_steps(submission)
+    _check_gated_notifications(submission, approval_required)
+
+
+def _check_gated_notifications(submission: SubmissionRequest, required: Collection[str]) -> None:
+    """A notification is sent by the decider on its own after commit, so nobody could
+    approve it first: an operation that needs approval must be a step."""
+    for kind, op in submission.operations():
+        if kind is not OperationKind.STEP and needs_approval(
+            operation_info(op.provider, op.operation), required
+        ):
+            raise SubmissionRefused(
+                "approval_required_in_notification",
+                f"{op.action!r} ({op.operation}) needs a person's approval, and "
+                f"{kind.value} notifications run without one; make it a step",
+            )
 
 
 def _check_irreversible_steps(submission: SubmissionRequest) -> None:
@@ -135,7 +177,11 @@ def _check_irreversible_steps(submission: SubmissionRequest) -> None:
 
 
 def operation_specs(
-    submission: SubmissionRequest, *, tenant: str, environment: str
+    submission: SubmissionRequest,
+    *,
+    tenant: str,
+    environment: str,
+    approval_required: Collection[str] = DEFAULT_APPROVAL_REQUIRED,
 ) -> tuple[OperationSpec, ...]:
     return tuple(
         _spec(
@@ -148,19 +194,26 @@ def operation_specs(
                 tx_id=submission.tx_id,
                 action=op.action,
             ),
+            approval_required,
         )
         for kind, op in submission.operations()
     )
 
 
-def _spec(kind: OperationKind, op: OperationRequest, key: str) -> OperationSpec:
+def _spec(
+    kind: OperationKind, op: OperationRequest, key: str, approval_required: Collection[str]
+) -> OperationSpec:
     undo = op.compensation
+    gated = kind is OperationKind.STEP and needs_approval(
+        operation_info(op.provider, op.operation), approval_required
+    )
     return OperationSpec(
         action=op.action,
         kind=kind,
         provider=op.provider,
         operation=op.operation,
-        payload=op.payload,
+        payload=op.provider_payload(),
+        approval_required=gated,
         op_key=key,
         compensation=(
             Compensation(operation=undo.operation, payload=undo.payload) if undo else None

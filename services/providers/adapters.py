@@ -86,6 +86,17 @@ class SandboxAdapter:
             return unreachable(error)
         return classify_response(response.status_code, _json(response))
 
+    async def preview(self, operation: str, payload: dict[str, Any]) -> tuple[int | None, Any]:
+        """What the provider says `operation` would do now, from its own state, without
+        doing it (`POST <operation path>/preview`): its status code (None: unreachable)
+        and its answer."""
+        path = "/v1/" + operation.replace(".", "/") + "/preview"
+        try:
+            response = await self.client.post(self.base_url + path, json=payload)
+        except httpx.HTTPError as error:
+            return None, {"error": "provider_unreachable", "message": f"{type(error).__name__}"}
+        return response.status_code, _json(response)
+
     async def lookup(self, operation: str, op_key: str) -> Seen:
         try:
             response = await self.client.get(

@@ -21,6 +21,9 @@ from events.inputs import Outcome
 DEFINITIVE_4XX = frozenset({400, 402, 422})
 # 4xx answers about the request's timing, not its content: a retry may well succeed.
 TIMING_4XX = frozenset({408, 425, 429})
+# A definitive refusal of a call made against a stale view of its resource (the call carried
+# `expected_revision`, the resource is at another): 409 with this error code.
+STALE_REVISION = "stale_revision"
 
 
 @dataclass(frozen=True)
@@ -46,6 +49,10 @@ def classify_response(status: int, body: Any) -> Seen:
         return Seen(outcome, status, remote_id, body)
     if status == 409 and isinstance(body, dict) and body.get("error") == "idempotency_key_reused":
         return Seen(Outcome.KEY_CONFLICT, status, None, body)
+    if status == 409 and isinstance(body, dict) and body.get("error") == STALE_REVISION:
+        # The provider refused for good: the resource moved on since the plan. Never
+        # re-sent with the new revision on the agent's behalf; the agent re-plans.
+        return Seen(Outcome.REJECTED, status, None, body)
     if status in DEFINITIVE_4XX:
         return Seen(Outcome.REJECTED, status, None, body)
     if 400 <= status < 500 and status not in TIMING_4XX:

@@ -5,6 +5,7 @@ never changed.
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from datetime import datetime
 
 from events.definition import Leg, OpStatus, TxStatus
 from events.envelope import Envelope
@@ -22,7 +23,7 @@ _observe = transaction._observe
 _plan = reactor._plan
 
 
-def _dispatch_on_unknown(state: TransactionState) -> list[Event]:
+def _dispatch_on_unknown(state: TransactionState, now: datetime) -> list[Event]:
     """Treats an `unknown` step as done and dispatches the next one."""
     if state.status in (TxStatus.ACCEPTED, TxStatus.RUNNING) and not state.aborting:
         for step in state.steps():
@@ -31,7 +32,7 @@ def _dispatch_on_unknown(state: TransactionState) -> list[Event]:
             if step.status is OpStatus.PENDING:
                 return [transaction._dispatch(step, Leg.FORWARD, 1, lookup_first=False)]
             return []
-    return _advance(state)
+    return _advance(state, now)
 
 
 def _no_attempt_check(state: TransactionState, obs: OperationObserved) -> list[Event]:

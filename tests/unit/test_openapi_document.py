@@ -60,6 +60,9 @@ def test_every_reference_in_the_document_resolves(document: dict[str, Any]) -> N
         ("POST", "/v1/reviews/{review_id}/resolve", True, "ResolveRequest"),
         ("POST", "/v1/transactions/{tx_id}/abort", False, "AbortRequest"),
         ("POST", "/v1/webhooks/{provider}", True, "WebhookNotice"),
+        ("POST", "/v1/previews", True, "SubmissionRequest"),
+        ("POST", "/v1/approvals", True, "ApprovalRequest"),
+        ("POST", "/v1/approvals/{op_key}/reject", False, "RejectionRequest"),
     ],
 )
 def test_every_route_that_reads_a_body_declares_it(

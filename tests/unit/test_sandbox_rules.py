@@ -31,7 +31,7 @@ def test_refusals_only_for_their_operation() -> None:
 
 def test_routes_and_prefixes() -> None:
     assert Operation.PAYMENTS_CHARGE.path == "/v1/payments/charge"
-    assert {o.id_prefix for o in Operation} == {"ch", "rf", "rs", "rl", "em"}
+    assert {o.id_prefix for o in Operation} == {"ch", "rf", "rs", "rl", "em", "wp", "wr", "rd"}
 
 
 def test_call_fault_is_consumed_times_then_gone() -> None:

@@ -26,6 +26,7 @@ from services.devtools.sandbox.call_log import (
 )
 from services.devtools.sandbox.catalog import Operation
 from services.devtools.sandbox.dashboard import dashboard_routes
+from services.devtools.sandbox.domain_routes import domain_routes
 from services.devtools.sandbox.faults import FaultBoard, FaultMode, FaultSpec
 from services.devtools.sandbox.outbound import WebhookSender
 from services.devtools.sandbox.responses import describe_validation, error_response
@@ -268,6 +269,7 @@ def create_app(
 
     app.include_router(webhook_routes(WebhookOutbox(store), webhooks))
     app.include_router(dashboard_routes(store))
+    app.include_router(domain_routes(store))
 
     @app.get("/healthz")
     async def healthz() -> Response:

@@ -16,6 +16,10 @@ class Operation(StrEnum):
     INVENTORY_RESERVE = "inventory.reserve"
     INVENTORY_RELEASE = "inventory.release"
     EMAIL_SEND = "email.send"
+    # Stateful, with other people in the blast radius (seed 003): domain.py.
+    WAITLIST_PROMOTE = "waitlist.promote"
+    WAITLIST_RESTORE = "waitlist.restore"
+    RECORDS_DELETE = "records.delete"
 
     @property
     def path(self) -> str:
@@ -34,6 +38,9 @@ _ID_PREFIXES: dict[Operation, str] = {
     Operation.INVENTORY_RESERVE: "rs",
     Operation.INVENTORY_RELEASE: "rl",
     Operation.EMAIL_SEND: "em",
+    Operation.WAITLIST_PROMOTE: "wp",
+    Operation.WAITLIST_RESTORE: "wr",
+    Operation.RECORDS_DELETE: "rd",
 }
 
 # Magic values that make the sandbox refuse, in the spirit of Stripe's test cards. A refusal is

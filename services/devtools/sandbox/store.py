@@ -25,8 +25,9 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from services.devtools.sandbox import domain
 from services.devtools.sandbox.balances import refund_refusal
-from services.devtools.sandbox.catalog import Operation, refusal_for
+from services.devtools.sandbox.catalog import Operation, Refusal, refusal_for
 from services.devtools.sandbox.fingerprint import canonical_json, payload_fingerprint
 
 _SCHEMA = """
@@ -165,7 +166,7 @@ class SandboxStore:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=FULL")
             self._db.execute("PRAGMA busy_timeout=5000")
-            self._db.executescript(_SCHEMA)
+            self._db.executescript(_SCHEMA + domain.SCHEMA)
 
     def close(self) -> None:
         with self._lock:
@@ -216,8 +217,12 @@ class SandboxStore:
 
             # A refund is also held to its charge's balance (seed 004, balances.py).
             refusal = refusal_for(operation, payload) or refund_refusal(db, operation, payload)
+            # A stateful operation (domain.py) is refused or changed by the state it finds.
+            change = None if refusal is not None else domain.compute(db, operation, payload)
+            if isinstance(change, Refusal):
+                refusal, change = change, None
             if refusal is not None:
-                body = {
+                body: dict[str, Any] = {
                     "error": refusal.error,
                     "message": refusal.message,
                     "operation": operation.value,
@@ -256,6 +261,9 @@ class SandboxStore:
                 status_code, body = 200, succeeded_body(effect)
             else:
                 status_code, body = 202, pending_body(effect)
+            if change is not None:
+                change.write(db, effect.id, key)
+                body = {**body, "result": change.public()}
             self._remember(db, key, operation, fingerprint, status_code, body, effect.id, now)
             if self._on_record is not None:
                 self._on_record(db, effect)
@@ -317,6 +325,17 @@ class SandboxStore:
                 _utc_iso(now),
             ),
         )
+
+    def preview(self, operation: Operation, payload: dict[str, Any]) -> dict[str, Any] | Refusal:
+        """What `payload` would do now, computed from the provider's state; nothing changes."""
+        with self.reading() as db:
+            refusal = refusal_for(operation, payload)
+            if refusal is not None:
+                return refusal
+            change = domain.compute(db, operation, payload)
+        if change is None:
+            return domain.stateless_preview(operation, payload)
+        return change if isinstance(change, Refusal) else change.public()
 
     def lookup(self, key: str) -> tuple[list[Effect], Operation | None]:
         """Visible effects under `key`, and the operation the key was used for (None if unknown).

@@ -1,0 +1,69 @@
+"""Events of the approval gate (DESIGN.md, "Governance"): a step whose class needs a
+person's approval waits for one; an approval is bound to the digests of the canonical
+proposal and of the provider's preview, single-use and expiring; every approval, refusal
+and rejection is a fact on the chain with the digests it was judged on."""
+
+from typing import Literal
+
+from events.model import Message
+
+
+class OperationAwaitingApproval(Message):
+    """The step will not be dispatched until an approval bound to this proposal arrives."""
+
+    type: Literal["OperationAwaitingApproval"] = "OperationAwaitingApproval"
+    schema_version: Literal[1] = 1
+    action: str
+    proposal_digest: str  # the transaction's fingerprint: sha256 of the canonical proposal
+    side_effect: str
+    reversibility: str
+
+
+class OperationApproved(Message):
+    """A person approved this step as previewed; the approval is spent by its dispatch."""
+
+    type: Literal["OperationApproved"] = "OperationApproved"
+    schema_version: Literal[1] = 1
+    action: str
+    approval_id: str
+    proposal_digest: str
+    preview_digest: str
+    approver: str
+    expires_at: str  # ISO 8601, judged against the time of the input that reaches the step
+
+
+class ApprovalRefused(Message):
+    """An approval that does not hold (wrong digest, used, expired, the requester's own):
+    recorded, and the step does not run on it."""
+
+    type: Literal["ApprovalRefused"] = "ApprovalRefused"
+    schema_version: Literal[1] = 1
+    action: str
+    approval_id: str
+    reason: str
+    proposal_digest: str
+    preview_digest: str
+    approver: str
+
+
+class ApprovalExpired(Message):
+    """The approval ran out before the step was reached: the step waits for a new one."""
+
+    type: Literal["ApprovalExpired"] = "ApprovalExpired"
+    schema_version: Literal[1] = 1
+    action: str
+    approval_id: str
+    preview_digest: str
+
+
+class OperationRejected(Message):
+    """A person refused the step (or the provider's state made it stale before it ran): it
+    never runs, and the transaction fails, compensating what ran."""
+
+    type: Literal["OperationRejected"] = "OperationRejected"
+    schema_version: Literal[1] = 1
+    action: str
+    reason: str  # "rejected" by a person, or "stale_revision"
+    actor: str
+    note: str = ""
+    proposal_digest: str

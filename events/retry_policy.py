@@ -1,0 +1,38 @@
+"""What an operation's side-effect class allows once its outcome is unknown (DESIGN.md,
+"Retry policy"): the one table the decider and the dispatcher read.
+
+- `read`: no effect to duplicate, so an unknown answer is simply asked again (no lookup),
+  within a budget.
+- `write`: sent again only under the same key, and only once a lookup proved the key holds
+  no effect, within a budget (the provider dedupes a call still travelling).
+- `destructive`: never sent again by a machine. An unknown is settled by lookups (the
+  effect is found) or by a person in manual review; a lookup that finds nothing proves
+  only that the call has not landed *yet*, and a second call is exactly the harm the class
+  names (a second displacement, a second delete).
+
+Pure: no I/O, no clock.
+"""
+
+from events.catalog import OperationInfo, SideEffect
+
+# How many dispatches of one leg a machine may make in all; past that a person decides.
+ATTEMPT_BUDGET = {SideEffect.READ: 5, SideEffect.WRITE: 3, SideEffect.DESTRUCTIVE: 1}
+
+
+def may_resend(info: OperationInfo, attempt: int) -> bool:
+    """Whether a machine may dispatch attempt `attempt + 1` of a leg whose attempt
+    `attempt` is unknown and (for a write) proven absent by a lookup."""
+    return attempt < ATTEMPT_BUDGET[info.side_effect]
+
+
+def resend_without_lookup(info: OperationInfo) -> bool:
+    """A read has no effect a lookup could find: an unknown answer is asked again at once."""
+    return info.side_effect is SideEffect.READ
+
+
+def redelivery_may_apply(info: OperationInfo) -> bool:
+    """Whether a dispatcher that finds no effect under the key on a redelivered dispatch
+    (a previous owner may have made the call and crashed before reporting) may apply it.
+    For a destructive operation it may not: the call may still land, and the provider's
+    count of calls, not only of effects, must stay one."""
+    return info.side_effect is not SideEffect.DESTRUCTIVE

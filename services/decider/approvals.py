@@ -1,0 +1,178 @@
+"""The approval gate, the decider's side (DESIGN.md, "Governance"; CONTRACT.md, "v1
+additions"): a step the intake marked `approval_required` is not dispatched until an
+approval bound to this transaction's canonical proposal arrives from someone other than
+the requesting agent, unexpired, and unused. Its dispatch spends it.
+
+Pure: no I/O, no clock. "Now" is the time of the input being decided (its issued_at or
+observed_at), so a replay decides exactly as the first run did.
+
+Judged here even though the intake checks first: the intake answers the operator at once,
+the decider is the one writer of what happened, and a command that slipped past the
+intake's read of a lagging projection is still refused, on the chain, with its reason.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from events.approval_events import (
+    ApprovalExpired,
+    ApprovalRefused,
+    OperationApproved,
+    OperationAwaitingApproval,
+    OperationRejected,
+)
+from events.approval_inputs import ApproveOperation, RejectOperation
+from events.definition import Leg, OperationKind, TxStatus
+from events.legs import LegStatus
+from events.model import Message
+from events.transaction_events import CommandIgnored, Event, OperationDispatched
+from services.decider.side_effects import leg_info
+
+if TYPE_CHECKING:
+    from services.decider.transaction import OperationState, TransactionState
+
+# Where a transaction may still take an approval or a rejection for a step.
+OPEN = (TxStatus.ACCEPTED, TxStatus.RUNNING, TxStatus.AWAITING_APPROVAL)
+NOT_STARTED = (LegStatus.PENDING, LegStatus.AWAITING_APPROVAL)
+
+
+class Approval(Message):
+    approval_id: str
+    action: str
+    proposal_digest: str
+    preview_digest: str
+    approver: str
+    expires_at: datetime
+    spent: bool = False  # dispatched on, or expired: never good again
+
+
+def current(state: TransactionState, action: str) -> Approval | None:
+    """The latest approval of `action` not yet spent."""
+    live = [a for a in state.approvals if a.action == action and not a.spent]
+    return live[-1] if live else None
+
+
+def approve(state: TransactionState, cmd: ApproveOperation) -> list[Event]:
+    op = state.operation(cmd.action)
+
+    def refused(reason: str) -> list[Event]:
+        return [
+            ApprovalRefused(
+                action=cmd.action,
+                approval_id=cmd.approval_id,
+                reason=reason,
+                proposal_digest=cmd.proposal_digest,
+                preview_digest=cmd.preview_digest,
+                approver=cmd.approver,
+            )
+        ]
+
+    if any(a.approval_id == cmd.approval_id for a in state.approvals):
+        return refused("approval_used")
+    if op is None or op.spec.kind is not OperationKind.STEP or not op.spec.approval_required:
+        return refused("approval_not_required")
+    if op.forward.status not in NOT_STARTED:
+        return refused("approval_used" if _spent_on(state, cmd.action) else "step_already_run")
+    if state.status not in OPEN or state.aborting:
+        return refused(f"transaction_{'aborting' if state.aborting else state.status}")
+    if cmd.proposal_digest != state.fingerprint:
+        return refused("digest_mismatch")
+    if cmd.approver == state.agent_id:
+        return refused("separation_of_duties")
+    if cmd.expires_at <= cmd.issued_at:
+        return refused("approval_expired")
+    return [
+        OperationApproved(
+            action=cmd.action,
+            approval_id=cmd.approval_id,
+            proposal_digest=cmd.proposal_digest,
+            preview_digest=cmd.preview_digest,
+            approver=cmd.approver,
+            expires_at=cmd.expires_at.isoformat(),
+        )
+    ]
+
+
+def _spent_on(state: TransactionState, action: str) -> bool:
+    return any(a.action == action and a.spent for a in state.approvals)
+
+
+def reject(state: TransactionState, cmd: RejectOperation) -> list[Event]:
+    """The step never runs; the caller fails the transaction (compensating what ran)."""
+    op = state.operation(cmd.action)
+    if (
+        op is None
+        or op.forward.status is not LegStatus.AWAITING_APPROVAL
+        or state.status not in OPEN
+    ):
+        return [CommandIgnored(command=cmd.type, reason="step_not_awaiting_approval")]
+    return [
+        OperationRejected(
+            action=cmd.action,
+            reason=cmd.reason,
+            actor=cmd.actor,
+            note=cmd.note,
+            proposal_digest=state.fingerprint,
+        )
+    ]
+
+
+def gate(state: TransactionState, step: OperationState, now: datetime) -> list[Event] | None:
+    """None: the pending `step` may be dispatched now. Otherwise what to record instead
+    (nothing when it already waits)."""
+    if not step.spec.approval_required:
+        return None
+    approval = current(state, step.spec.action)
+    if approval is not None and now <= approval.expires_at:
+        return None
+    events: list[Event] = []
+    if approval is not None:
+        events.append(
+            ApprovalExpired(
+                action=step.spec.action,
+                approval_id=approval.approval_id,
+                preview_digest=approval.preview_digest,
+            )
+        )
+    if step.forward.status is LegStatus.AWAITING_APPROVAL:
+        return events
+    info = leg_info(step.spec, Leg.FORWARD)
+    return [
+        *events,
+        OperationAwaitingApproval(
+            action=step.spec.action,
+            proposal_digest=state.fingerprint,
+            side_effect=info.side_effect.value,
+            reversibility=info.reversibility.value,
+        ),
+    ]
+
+
+def evolve_approvals(approvals: tuple[Approval, ...], event: Event) -> tuple[Approval, ...]:
+    match event:
+        case OperationApproved():
+            return (
+                *approvals,
+                Approval(
+                    approval_id=event.approval_id,
+                    action=event.action,
+                    proposal_digest=event.proposal_digest,
+                    preview_digest=event.preview_digest,
+                    approver=event.approver,
+                    expires_at=datetime.fromisoformat(event.expires_at),
+                ),
+            )
+        case OperationDispatched() if event.leg is Leg.FORWARD:
+            return _spend(approvals, event.action)
+        case ApprovalExpired():
+            return _spend(approvals, event.action)
+        case _:
+            return approvals
+
+
+def _spend(approvals: tuple[Approval, ...], action: str) -> tuple[Approval, ...]:
+    return tuple(
+        a.model_copy(update={"spent": True}) if a.action == action else a for a in approvals
+    )

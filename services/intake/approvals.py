@@ -1,0 +1,276 @@
+"""`POST /v1/approvals` and `POST /v1/approvals/{op_key}/reject` (CONTRACT.md, "v1
+additions"): a person approves, or refuses, a step waiting in `awaiting_approval`.
+
+Operator keys only (RECON_OPERATOR_KEYS): the key names the approver, the body never does,
+and the approver must not be the transaction's requesting agent (separation of duties: an
+operator key whose person is the transaction's `agent_id` is refused `403`).
+
+An approval names `digest`, the digest of the latest preview of this transaction's
+proposal (POST /v1/previews), so it is bound to the canonical proposal (the transaction's
+fingerprint, which the preview's digest covers) and to what the approver was shown. Before
+it is recorded the provider is asked again: if the resource moved on (`stale_revision`) the
+step ends for good, and if the preview would now differ the approval is refused: preview
+again and approve what is true now. Refusals are `409` with `error`: `digest_mismatch`
+(another proposal, an older or a changed preview), `approval_used` (the step already ran on
+an approval), `stale_revision`, `not_awaiting_approval`. The decider judges the approval
+again on the transaction's own state (services.decider.approvals), including its expiry at
+the moment the step is reached, and records every approval and refusal as an event with
+its digests.
+"""
+
+import json
+from datetime import UTC, datetime, timedelta
+from typing import Annotated, Any
+
+import asyncpg
+import httpx
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from events.approval_inputs import ApproveOperation, RejectOperation
+from events.canonical import fingerprint
+from events.definition import TX_ID_PATTERN, OperationSpec
+from services.config import Settings
+from services.intake import auth
+from services.intake.errors import ApiError, invalid_request, unknown_transaction
+from services.intake.openapi import errors, json_body, ok
+from services.intake.preview_store import latest_preview
+from services.intake.previews import _step
+from services.intake.produce import produce_command
+from services.providers.adapters import SandboxAdapter
+
+router = APIRouter()
+
+NOT_STARTED = ("pending", "awaiting_approval")
+MAX_EXPIRY_S = 7 * 86400
+
+
+class ApprovalRequest(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    tx_id: Annotated[str, Field(pattern=TX_ID_PATTERN)]
+    action: Annotated[str, Field(min_length=1, max_length=64)]
+    digest: Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
+    expires_in_s: Annotated[int, Field(ge=1, le=MAX_EXPIRY_S)] = 900
+
+
+class RejectionRequest(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    note: Annotated[str, Field(max_length=1000)] = ""
+
+
+class ApprovalRecorded(BaseModel):
+    approval_id: str
+    tx_id: str
+    action: str
+    digest: str
+    proposal_digest: str
+    approver: str
+    expires_at: str
+
+
+class RejectionRecorded(BaseModel):
+    tx_id: str
+    action: str
+    status: str
+
+
+def _operator(who: auth.Principal) -> str:
+    if who.operator is None:
+        raise ApiError(403, "operator_only", "approvals are given by a person: use an operator key")
+    return who.operator
+
+
+@router.post(
+    "/v1/approvals",
+    status_code=201,
+    responses={**ok(ApprovalRecorded, 201), **errors(401, 403, 404, 409, 413, 422, 503)},
+    openapi_extra=json_body(ApprovalRequest),
+)
+async def approve(
+    request: Request, who: Annotated[auth.Principal, Depends(auth.principal)]
+) -> JSONResponse:
+    approver = _operator(who)
+    try:
+        body = ApprovalRequest.model_validate_json(await request.body())
+    except ValidationError as exc:
+        raise invalid_request(exc.errors()) from None
+    tenant, settings = who.tenant, request.app.state.settings
+    async with request.app.state.pool.acquire() as conn:
+        intent, state = await _step_of(conn, tenant, body.tx_id, body.action)
+        preview = await latest_preview(conn, tenant, intent["fingerprint"])
+    if approver == intent["agent_id"]:
+        raise ApiError(
+            403,
+            "separation_of_duties",
+            f"{approver!r} requested this transaction and may not approve it",
+        )
+    if state not in NOT_STARTED:
+        raise ApiError(409, "approval_used", f"step {body.action!r} already ran ({state})")
+    if preview is None or preview["digest"] != body.digest:
+        raise ApiError(
+            409,
+            "digest_mismatch",
+            "the digest is not the latest preview of this transaction's proposal: the "
+            "proposal changed, or it was previewed again; preview it and approve that",
+        )
+    spec = _spec(intent, body.action)
+    shown = next(s for s in _json(preview["body"])["steps"] if s["action"] == body.action)
+    now = datetime.now(UTC)
+    await _still_true(request, settings, tenant, body, spec, shown, approver, now)
+    # One per request: an approval given again after an earlier one expired is a new
+    # approval, not a repeat of the spent one (a retried request records a second live
+    # approval of the same digest; the step's one dispatch spends both).
+    approval_id = (
+        "ap_" + fingerprint([tenant, body.tx_id, body.action, body.digest, now.isoformat()])[:32]
+    )
+    expires_at = now + timedelta(seconds=body.expires_in_s)
+    command = ApproveOperation(
+        message_id=approval_id,
+        tenant=tenant,
+        tx_id=body.tx_id,
+        action=body.action,
+        approval_id=approval_id,
+        proposal_digest=intent["fingerprint"],
+        preview_digest=body.digest,
+        approver=approver,
+        expires_at=expires_at,
+        issued_at=now,
+    )
+    await produce_command(request.app.state, command, "the approval")
+    return JSONResponse(
+        {
+            "approval_id": approval_id,
+            "tx_id": body.tx_id,
+            "action": body.action,
+            "digest": body.digest,
+            "proposal_digest": intent["fingerprint"],
+            "approver": approver,
+            "expires_at": expires_at.isoformat(),
+        },
+        status_code=201,
+    )
+
+
+async def _still_true(
+    request: Request,
+    settings: Settings,
+    tenant: str,
+    body: ApprovalRequest,
+    spec: OperationSpec,
+    shown: dict[str, Any],
+    approver: str,
+    now: datetime,
+) -> None:
+    """Ask the provider again: approve only what is true now."""
+    async with httpx.AsyncClient(timeout=httpx.Timeout(settings.provider_timeout_s)) as client:
+        adapter = SandboxAdapter(client, settings.providers[spec.provider])
+        status, answer = await adapter.preview(spec.operation, spec.payload)
+    try:
+        fresh = _step(
+            spec.action, spec.provider, spec.operation, status, answer, spec.approval_required
+        )
+    except ApiError as refused:
+        if refused.code == "stale_revision":
+            # Definitive: the step ends `failed`, reason stale_revision; the agent re-plans.
+            stale = RejectOperation(
+                message_id=f"stale-{body.tx_id}-{body.action}",
+                tenant=tenant,
+                tx_id=body.tx_id,
+                action=body.action,
+                reason="stale_revision",
+                actor=approver,
+                note=refused.message,
+                issued_at=now,
+            )
+            await produce_command(request.app.state, stale, "the stale revision")
+        raise
+    if fresh != shown:
+        raise ApiError(
+            409,
+            "digest_mismatch",
+            f"step {body.action!r}: the provider's preview changed since the one approved; "
+            "preview again and approve that",
+        )
+
+
+@router.post(
+    "/v1/approvals/{op_key}/reject",
+    status_code=202,
+    responses={**ok(RejectionRecorded, 202), **errors(401, 403, 404, 409, 413, 422, 503)},
+    openapi_extra=json_body(RejectionRequest, required=False),
+)
+async def reject(
+    op_key: str, request: Request, who: Annotated[auth.Principal, Depends(auth.principal)]
+) -> JSONResponse:
+    """Refuse the step waiting under `op_key`: it never runs, and the transaction fails,
+    compensating the steps that ran."""
+    actor = _operator(who)
+    raw = await request.body()
+    try:
+        body = RejectionRequest.model_validate_json(raw) if raw.strip() else RejectionRequest()
+    except ValidationError as exc:
+        raise invalid_request(exc.errors()) from None
+    async with request.app.state.pool.acquire() as conn:
+        row = await conn.fetchrow(
+            "SELECT tx_id, action, state FROM operations WHERE tenant = $1 AND op_key = $2",
+            who.tenant,
+            op_key,
+        )
+    if row is None:
+        raise ApiError(404, "not_found", f"no operation {op_key!r} for this API key's tenant")
+    if row["state"] != "awaiting_approval":
+        raise ApiError(
+            409, "not_awaiting_approval", f"operation {op_key!r} is {row['state']}, not waiting"
+        )
+    command = RejectOperation(
+        message_id=f"reject-{op_key}",
+        tenant=who.tenant,
+        tx_id=row["tx_id"],
+        action=row["action"],
+        reason="rejected",
+        actor=actor,
+        note=body.note,
+        issued_at=datetime.now(UTC),
+    )
+    await produce_command(request.app.state, command, "the rejection")
+    return JSONResponse(
+        {"tx_id": row["tx_id"], "action": row["action"], "status": "rejection_requested"},
+        status_code=202,
+    )
+
+
+async def _step_of(
+    conn: asyncpg.Connection, tenant: str, tx_id: str, action: str
+) -> tuple[asyncpg.Record, str]:
+    intent = await conn.fetchrow(
+        "SELECT fingerprint, agent_id, operations FROM intents WHERE tenant = $1 AND tx_id = $2",
+        tenant,
+        tx_id,
+    )
+    if intent is None:
+        raise unknown_transaction(tx_id)
+    state = await conn.fetchval(
+        "SELECT state FROM operations WHERE tenant = $1 AND tx_id = $2 AND action = $3",
+        tenant,
+        tx_id,
+        action,
+    )
+    if state is None:
+        # Not projected yet (or no such step): nothing to approve until it waits.
+        raise ApiError(404, "not_found", f"no step {action!r} of {tx_id!r} (yet)")
+    return intent, str(state)
+
+
+def _json(value: Any) -> Any:
+    return json.loads(value) if isinstance(value, str) else value
+
+
+def _spec(intent: asyncpg.Record, action: str) -> OperationSpec:
+    for raw in _json(intent["operations"]):
+        spec = OperationSpec.model_validate(raw)
+        if spec.action == action:
+            return spec
+    raise ApiError(404, "not_found", f"no step {action!r}")

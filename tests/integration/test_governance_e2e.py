@@ -1,0 +1,202 @@
+"""Seed 003's five checks end to end on the real stack (Kafka, Postgres, the sandbox and
+every recon process), around the destructive, compensating-only `waitlist.promote`:
+
+1. the same idempotency key twice: one effect;
+2. a revision changed after the plan: the old proposal is refused (`stale_revision`);
+3. an approval followed by a changed parameter: void (`digest_mismatch`), nothing runs;
+4. a commit whose response times out: not blindly redone (one call, settled by a lookup);
+5. a failed compensation: in review, with its trail.
+
+Plus the preview computed by the provider from its own state (the displaced user and the
+notification), an approval bound to it, and an apply that matches it.
+"""
+
+from typing import Any
+
+import httpx
+from support.recon_client import Recon, op
+
+from services.devtools.stack import Stack
+
+OPS = {"Authorization": "Bearer ops-key"}  # the operator key of the default configuration
+
+
+def promotion(tx_id: str, user: str, revision: int, **extra: Any) -> dict[str, Any]:
+    return {
+        "tx_id": tx_id,
+        "agent_id": "agent-7",
+        "steps": [
+            {
+                "action": "promote",
+                "provider": "sandbox",
+                "operation": "waitlist.promote",
+                "resource": "class-0700",
+                "expected_revision": revision,
+                "payload": {"user": user},
+                "compensation": {"operation": "waitlist.restore", **extra},
+            },
+            {
+                "action": "charge",
+                "provider": "sandbox",
+                "operation": "payments.charge",
+                "payload": {"amount": 1500, "currency": "usd", "customer": "cus_1"},
+                "compensation": {"operation": "payments.refund"},
+            },
+        ],
+    }
+
+
+class Gov:
+    def __init__(self, recon: Recon) -> None:
+        self.recon = recon
+        self.http = recon.http
+
+    async def preview(self, body: dict[str, Any]) -> httpx.Response:
+        return await self.http.post(
+            f"{self.recon.intake_url}/v1/previews", json=body, headers=self.recon.headers
+        )
+
+    async def approve(
+        self, tx_id: str, digest: str, headers: dict[str, str] = OPS
+    ) -> httpx.Response:
+        return await self.http.post(
+            f"{self.recon.intake_url}/v1/approvals",
+            json={"tx_id": tx_id, "action": "promote", "digest": digest, "expires_in_s": 600},
+            headers=headers,
+        )
+
+    async def waiting(self, tx_id: str) -> dict[str, Any]:
+        return await self.recon.wait_until(
+            tx_id,
+            lambda t: t["status"] == "awaiting_approval",
+            timeout=60,
+            failure=f"{tx_id} never waited for approval",
+        )
+
+    async def waitlist(self) -> dict[str, Any]:
+        answer = await self.http.get(f"{self.recon.sandbox_url}/v1/waitlists/class-0700")
+        found: dict[str, Any] = answer.json()
+        return found
+
+
+async def test_seed_003_checks_around_an_approved_waitlist_promotion(
+    stack: Stack, recon: Recon
+) -> None:
+    gov = Gov(recon)
+    users = ["u1", "u2", "u3", "u4", "u5", "u6"]
+    seeded = await recon.http.post(
+        f"{recon.sandbox_url}/v1/waitlists",
+        json={"resource": "class-0700", "users": users, "revision": 41},
+    )
+    assert seeded.status_code == 201
+
+    # The preview is the provider's: the displaced user and the notification come from its
+    # state, not from the proposal.
+    body = promotion("promo-1", "u6", 41)
+    previewed = await gov.preview(body)
+    assert previewed.status_code == 200, previewed.text
+    preview = previewed.json()
+    (step,) = [s for s in preview["steps"] if s["action"] == "promote"]
+    assert step["current_revision"] == 41 and step["approval_required"] is True
+    assert step["effects"]["actor_position"] == {"from": 6, "to": 5}
+    assert step["effects"]["displaced"] == [{"user": "u5", "position": {"from": 5, "to": 6}}]
+    assert [n["to"] for n in step["notifications"]] == ["u5"]
+    assert step["reversibility"] == "compensating_only"
+
+    accepted = await recon.submit(body)
+    assert accepted.status_code == 202, accepted.text
+    tx = await gov.waiting("promo-1")
+    key = op(tx, "promote")["op_key"]
+    assert op(tx, "promote")["state"] == "awaiting_approval"
+    assert await recon.calls(key) == []  # nothing reached the provider
+
+    # Separation of duties: an agent key cannot approve; a digest that is not the
+    # preview's is refused.
+    assert (await gov.approve("promo-1", preview["digest"], recon.headers)).status_code == 403
+    wrong = await gov.approve("promo-1", "0" * 64)
+    assert (wrong.status_code, wrong.json()["error"]) == (409, "digest_mismatch")
+
+    # Check 4: the commit's answer is lost; the promotion is not sent again.
+    await recon.arm("waitlist.promote", "lose_response_after_commit")
+    await recon.arm("waitlist.promote", "webhook_drop")
+    approved = await gov.approve("promo-1", preview["digest"])
+    assert approved.status_code == 201, approved.text
+    assert approved.json()["approver"] == "operator"
+    tx = await recon.wait_terminal("promo-1")
+    assert tx["status"] == "committed", tx
+    await recon.assert_applied_once(key)
+    # The apply did what the preview said.
+    state = await gov.waitlist()
+    assert state["users"] == ["u1", "u2", "u3", "u4", "u6", "u5"] and state["revision"] == 42
+    assert [n["to"] for n in state["notifications"]] == ["u5"]
+    trail = [e.get("event") for e in op(tx, "promote")["evidence"]]
+    assert "OperationAwaitingApproval" in trail and "OperationApproved" in trail
+    # Single use: the spent approval is refused.
+    used = await gov.approve("promo-1", preview["digest"])
+    assert (used.status_code, used.json()["error"]) == (409, "approval_used")
+
+    # Check 1: the same intent again (same keys): one effect.
+    again = await recon.submit(body)
+    assert again.status_code in (200, 202)
+    assert [o["op_key"] for o in again.json()["operations"]] == [
+        o["op_key"] for o in accepted.json()["operations"]
+    ]
+    await recon.assert_applied_once(key)
+
+    # Check 3: an approval followed by a changed parameter is void. The approver saw u4's
+    # promotion; the agent then asks for u3's: the old digest does not bind it.
+    shown = (await gov.preview(promotion("promo-3", "u4", 42))).json()
+    changed = promotion("promo-3b", "u3", 42)
+    assert (await recon.submit(changed)).status_code == 202
+    await gov.waiting("promo-3b")
+    void = await gov.approve("promo-3b", shown["digest"])
+    assert (void.status_code, void.json()["error"]) == (409, "digest_mismatch")
+    # The same tx_id with a changed parameter is refused outright.
+    conflict = await recon.submit(promotion("promo-3b", "u2", 42))
+    assert conflict.status_code == 409
+
+    # Check 2: the waitlist changes after promo-3b was planned and previewed: approving the
+    # old view is refused, and the step ends for good, never re-sent with the new revision.
+    stale_view = (await gov.preview(changed)).json()
+    reseeded = await recon.http.post(
+        f"{recon.sandbox_url}/v1/waitlists",
+        json={"resource": "class-0700", "users": users, "revision": 50},
+    )
+    assert reseeded.status_code == 201
+    stale = await gov.approve("promo-3b", stale_view["digest"])
+    assert (stale.status_code, stale.json()["error"]) == (409, "stale_revision")
+    tx = await recon.wait_terminal("promo-3b")
+    assert tx["status"] == "failed", tx
+    assert op(tx, "promote")["state"] == "failed"
+    failed = [e for e in await recon.events("promo-3b") if e["type"] == "TransactionFailed"]
+    assert failed[0]["data"]["reason"] == "stale_revision"
+    assert await recon.calls(op(tx, "promote")["op_key"]) == []
+
+    # Check 5: the promotion runs, the charge is declined, and the undo is refused by the
+    # provider (its restore names no promotion): the transaction is held for a person, with
+    # the whole trail.
+    broken = promotion("promo-5", "u6", 50, payload={"reverses": {"op_key": "no-such"}})
+    broken["steps"][1]["payload"]["customer"] = "cus_decline"
+    view = (await gov.preview(broken)).json()
+    assert (await recon.submit(broken)).status_code == 202
+    await gov.waiting("promo-5")
+    assert (await gov.approve("promo-5", view["digest"])).status_code == 201
+    tx = await recon.wait_until(
+        "promo-5",
+        lambda t: t["status"] == "manual_review",
+        timeout=60,
+        failure="the refused undo was not put in review",
+    )
+    reviews = (
+        await recon.http.get(
+            f"{recon.intake_url}/v1/reviews", params={"state": "open"}, headers=OPS
+        )
+    ).json()["reviews"]
+    (review,) = [r for r in reviews if r["tx_id"] == "promo-5"]
+    assert review["reason"] == "compensation_rejected"
+    detail = (
+        await recon.http.get(f"{recon.intake_url}/v1/reviews/{review['id']}", headers=OPS)
+    ).json()
+    outcomes = [(e["source"], e["outcome"]) for e in detail["evidence"] if "outcome" in e]
+    assert ("response", "succeeded") in outcomes  # the promotion itself
+    assert ("response", "rejected") in outcomes  # its undo, refused

@@ -1,0 +1,75 @@
+"""Builders for the approval gate's decider inputs (no I/O): a transaction whose second
+step is a destructive, gated waitlist.promote after a compensable reserve."""
+
+from datetime import datetime, timedelta
+
+from events.approval_inputs import ApproveOperation, RejectOperation
+from events.definition import OperationKind, OperationSpec
+from events.inputs import SubmitTransaction
+from events.keys import op_key
+from support.txbuilders import T0, spec
+
+AGENT = "agent-1"
+FINGERPRINT = "f" * 64
+
+
+def gated_spec(action: str = "promote") -> OperationSpec:
+    key = op_key(tenant="demo", environment="test", provider="sandbox", tx_id="tx-1", action=action)
+    return OperationSpec(
+        action=action,
+        kind=OperationKind.STEP,
+        provider="sandbox",
+        operation="waitlist.promote",
+        payload={"resource": "class-1", "user": "u6", "expected_revision": 41},
+        op_key=key,
+        approval_required=True,
+    )
+
+
+def gated_submit() -> SubmitTransaction:
+    return SubmitTransaction(
+        message_id="cmd-tx-1",
+        tenant="demo",
+        tx_id="tx-1",
+        agent_id=AGENT,
+        fingerprint=FINGERPRINT,
+        operations=(spec("reserve"), gated_spec()),
+        issued_at=T0,
+    )
+
+
+def approve(
+    n: int = 0,
+    *,
+    approval_id: str = "ap-1",
+    digest: str = FINGERPRINT,
+    approver: str = "ops@example.com",
+    at: datetime | None = None,
+    valid_s: float = 600,
+    action: str = "promote",
+) -> ApproveOperation:
+    issued = at or T0 + timedelta(seconds=n)
+    return ApproveOperation(
+        message_id=f"approve-{approval_id}-{n}",
+        tenant="demo",
+        tx_id="tx-1",
+        action=action,
+        approval_id=approval_id,
+        proposal_digest=digest,
+        preview_digest="p" * 64,
+        approver=approver,
+        expires_at=issued + timedelta(seconds=valid_s),
+        issued_at=issued,
+    )
+
+
+def reject(n: int = 0, reason: str = "rejected", action: str = "promote") -> RejectOperation:
+    return RejectOperation(
+        message_id=f"reject-{action}-{n}",
+        tenant="demo",
+        tx_id="tx-1",
+        action=action,
+        reason=reason,
+        actor="ops@example.com",
+        issued_at=T0 + timedelta(seconds=n),
+    )

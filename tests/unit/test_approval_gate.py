@@ -1,0 +1,97 @@
+"""The approval gate in the pure decider (services.decider.approvals): a gated step waits
+in awaiting_approval; only an approval bound to this proposal, from someone other than the
+agent, unexpired when the step is reached and unused, lets it be dispatched; a rejection
+fails the transaction and compensates what ran."""
+
+from datetime import timedelta
+
+from support.approval_builders import AGENT, approve, gated_submit, reject
+from support.txbuilders import T0, observed
+
+from events.definition import OpStatus, TxStatus
+from events.inputs import DeciderInput, Outcome
+from events.transaction_events import Event
+from services.decider.transaction import TransactionState, decide, handle, initial_state
+
+
+def given(*inputs: DeciderInput) -> TransactionState:
+    state = initial_state("demo", "tx-1")
+    for message in inputs:
+        state, _ = handle(state, message)
+    return state
+
+
+def types(events: list[Event]) -> list[str]:
+    return [e.type for e in events]
+
+
+def waiting() -> TransactionState:
+    return given(gated_submit(), observed("reserve", 1, Outcome.SUCCEEDED))
+
+
+def test_a_gated_step_waits_for_approval_after_the_steps_before_it() -> None:
+    events = decide(given(gated_submit()), observed("reserve", 1, Outcome.SUCCEEDED))
+    assert types(events) == ["OperationConfirmed", "OperationAwaitingApproval"]
+    state = waiting()
+    assert state.status is TxStatus.AWAITING_APPROVAL
+    assert state.operation("promote").status is OpStatus.AWAITING_APPROVAL  # type: ignore[union-attr]
+
+
+def test_a_bound_approval_from_another_person_dispatches_it_once() -> None:
+    events = decide(waiting(), approve(5))
+    assert types(events) == ["OperationApproved", "OperationDispatched"]
+    state = given(gated_submit(), observed("reserve", 1, Outcome.SUCCEEDED), approve(5))
+    assert state.status is TxStatus.RUNNING
+    # Single use: the same approval again is refused, and nothing more is dispatched.
+    again = decide(state, approve(6))
+    assert types(again) == ["ApprovalRefused"]
+    assert again[0].reason == "approval_used"  # type: ignore[union-attr]
+
+
+def test_approvals_that_do_not_hold_are_refused_on_the_chain_and_nothing_runs() -> None:
+    state = waiting()
+    for bad, reason in (
+        (approve(5, approval_id="a", digest="0" * 64), "digest_mismatch"),
+        (approve(5, approval_id="b", approver=AGENT), "separation_of_duties"),
+        (approve(5, approval_id="c", valid_s=0), "approval_expired"),
+        (approve(5, approval_id="d", action="reserve"), "approval_not_required"),
+    ):
+        events = decide(state, bad)
+        assert types(events) == ["ApprovalRefused"], reason
+        assert events[0].reason == reason  # type: ignore[union-attr]
+
+
+def test_an_approval_that_expires_before_its_step_is_reached_is_void() -> None:
+    # Approved ahead, while the reserve is still in flight; valid for 5 s.
+    state = given(gated_submit(), approve(1, valid_s=5))
+    assert state.status is TxStatus.RUNNING  # the reserve runs; nothing waited
+    late = observed("reserve", 1, Outcome.SUCCEEDED).model_copy(
+        update={"observed_at": T0 + timedelta(seconds=60)}
+    )
+    assert types(decide(state, late)) == [
+        "OperationConfirmed",
+        "ApprovalExpired",
+        "OperationAwaitingApproval",
+    ]
+    # In time, the same approval lets the step run as soon as it is reached.
+    early = observed("reserve", 1, Outcome.SUCCEEDED)
+    assert types(decide(state, early)) == ["OperationConfirmed", "OperationDispatched"]
+
+
+def test_a_rejection_fails_the_transaction_and_compensates_what_ran() -> None:
+    events = decide(waiting(), reject(5))
+    assert types(events) == ["OperationRejected", "TransactionFailed"]
+    assert events[1].reason == "rejected"  # type: ignore[union-attr]
+    assert events[1].compensable == ("reserve",)  # type: ignore[union-attr]
+    # Before the step waits there is nothing to reject.
+    assert types(decide(given(gated_submit()), reject(1))) == ["CommandIgnored"]
+
+
+def test_a_stale_revision_at_apply_fails_the_step_for_good() -> None:
+    state = given(gated_submit(), observed("reserve", 1, Outcome.SUCCEEDED), approve(5))
+    stale = observed("promote", 1, Outcome.REJECTED).model_copy(
+        update={"status_code": 409, "body": {"error": "stale_revision"}}
+    )
+    events = decide(state, stale)
+    assert types(events) == ["OperationFailed", "TransactionFailed"]
+    assert events[1].reason == "stale_revision"  # type: ignore[union-attr]

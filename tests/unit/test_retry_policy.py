@@ -1,0 +1,86 @@
+"""The side-effect class of an operation drives what a machine may do with an unknown:
+reads are asked again, writes re-sent under their key after a lookup proved absence,
+destructive operations never re-sent (events.retry_policy)."""
+
+from support.txbuilders import T0, observed
+
+from events.catalog import OperationInfo, Reversibility, SideEffect, operation_info
+from events.definition import OperationKind, OperationSpec, OpStatus
+from events.inputs import Outcome, Source, SubmitTransaction
+from events.keys import op_key
+from events.retry_policy import may_resend, redelivery_may_apply, resend_without_lookup
+from services.decider.transaction import TransactionState, decide, handle, initial_state
+
+
+def destructive_submit() -> SubmitTransaction:
+    """One step, the irreversible records.delete, under the key observed() uses."""
+    key = op_key(tenant="demo", environment="test", provider="sandbox", tx_id="tx-1", action="wipe")
+    step = OperationSpec(
+        action="wipe",
+        kind=OperationKind.STEP,
+        provider="sandbox",
+        operation="records.delete",
+        payload={"resource": "rec-1"},
+        op_key=key,
+    )
+    return SubmitTransaction(
+        message_id="cmd-tx-1",
+        tenant="demo",
+        tx_id="tx-1",
+        agent_id="agent-1",
+        fingerprint="f" * 64,
+        operations=(step,),
+        issued_at=T0,
+    )
+
+
+def run(*inputs: object) -> TransactionState:
+    state = initial_state("demo", "tx-1")
+    for message in inputs:
+        state, _ = handle(state, message)  # type: ignore[arg-type]
+    return state
+
+
+def test_catalog_declares_the_sandbox_classes_per_provider() -> None:
+    promote = operation_info("sandbox", "waitlist.promote")
+    assert (promote.side_effect, promote.reversibility) == (
+        SideEffect.DESTRUCTIVE,
+        Reversibility.COMPENSATING_ONLY,
+    )
+    delete = operation_info("sandbox", "records.delete")
+    assert (delete.side_effect, delete.reversibility) == (
+        SideEffect.DESTRUCTIVE,
+        Reversibility.IRREVERSIBLE,
+    )
+    # Another configured provider speaks the sandbox's API: the same declaration.
+    assert operation_info("sandbox-eu", "payments.charge").side_effect is SideEffect.WRITE
+    # An operation nobody declared is never sent twice.
+    assert operation_info("sandbox", "nope").side_effect is SideEffect.DESTRUCTIVE
+
+
+def test_policy_table() -> None:
+    read = OperationInfo("x.get", SideEffect.READ, Reversibility.REVERSIBLE)
+    write = OperationInfo("x.put", SideEffect.WRITE, Reversibility.REVERSIBLE)
+    destroy = OperationInfo("x.rm", SideEffect.DESTRUCTIVE, Reversibility.IRREVERSIBLE)
+    assert resend_without_lookup(read) and not resend_without_lookup(write)
+    assert may_resend(read, 4) and not may_resend(read, 5)
+    assert may_resend(write, 2) and not may_resend(write, 3)
+    assert not may_resend(destroy, 1)
+    assert redelivery_may_apply(write) and not redelivery_may_apply(destroy)
+
+
+def test_destructive_unknown_proven_absent_is_not_resent_and_stays_unknown() -> None:
+    state = run(destructive_submit(), observed("wipe", 1, Outcome.UNKNOWN))
+    events = decide(state, observed("wipe", 1, Outcome.ABSENT, 1, Source.LOOKUP))
+    # A write would be re-sent here (test_absent_lookup_redispatches_...); a delete is not.
+    assert [e.type for e in events] == ["EvidenceRecorded"]
+    state = run(
+        destructive_submit(),
+        observed("wipe", 1, Outcome.UNKNOWN),
+        observed("wipe", 1, Outcome.ABSENT, 1, Source.LOOKUP),
+    )
+    wipe = state.operation("wipe")
+    assert wipe is not None and wipe.status is OpStatus.UNKNOWN
+    # A later lookup that finds the effect settles it.
+    events = decide(state, observed("wipe", 1, Outcome.SUCCEEDED, 2, Source.LOOKUP))
+    assert [e.type for e in events] == ["OperationConfirmed", "TransactionCommitted"]
