@@ -15,8 +15,8 @@ record work beyond that (the CPU per transaction is watched).
 - webhook verifications: the intake's webhook route;
 - consumer lag: after each fetch of every consumer (`observe_lag`);
 - reviews open: a gauge the reconciler refreshes from Postgres on its tick;
-- kill switches engaged: a gauge, 0 until the kill switches (issue 14's sibling work)
-  exist and set it.
+- kill switches engaged: a gauge each dispatcher sets from the view of switches it
+  refreshes anyway (services.dispatcher.gatekeeper); 0 in the other processes.
 """
 
 import logging
@@ -76,7 +76,7 @@ CONSUMER_LAG = Gauge(
 REVIEWS_OPEN = Gauge("recon_reviews_open", "Manual reviews open now (refreshed by the reconciler)")
 KILL_SWITCHES_ENGAGED = Gauge(
     "recon_kill_switches_engaged",
-    "Kill switches engaged now; 0 until kill switches exist in this deployment",
+    "Kill switches engaged now, every tenant (as the dispatcher's last refresh saw them)",
 )
 KAFKA_INTENTS = Counter(
     "recon_kafka_intents",

@@ -44,6 +44,7 @@ from services.governance.gate import (
     dispatch_verdict,
     quotas_for,
 )
+from services.metrics import KILL_SWITCHES_ENGAGED
 
 log = logging.getLogger(__name__)
 
@@ -91,6 +92,7 @@ class Gatekeeper:
                 policies = await store.all_policies(conn)
                 switches = await store.engaged_switches(conn)
             self.policies, self.switches, self.refreshed_at = policies, switches, started
+        KILL_SWITCHES_ENGAGED.set(sum(len(engaged) for engaged in switches.values()))
 
     async def _fresh(self) -> None:
         if time.monotonic() - self.refreshed_at > MAX_STALENESS_S:
