@@ -3,11 +3,13 @@
 One versioned document per tenant says, per agent: which operations it is granted (least
 privilege: `write` and `destructive` operations of events.catalog are denied unless
 granted, `read` ones are allowed), its quotas per window in count and in amount, and which
-classes need approval (only stored here; the approval flow reads `approval_required`).
+classes need approval on top of the deployment's RECON_APPROVAL_REQUIRED (a tenant may ask
+for more approvals, never fewer: services.intake.policy.approval_classes).
 
 No document for a tenant means today's behaviour: every operation of the catalog granted,
-no quota, no approval (`open_policy`). A tenant opts into least privilege by installing a
-document; agents it does not name get `default` (or, without one, reads only).
+no quota, approvals as RECON_APPROVAL_REQUIRED says (`open_policy`). A tenant opts into
+least privilege by installing a document; agents it does not name get `default` (or,
+without one, reads only).
 """
 
 from typing import Annotated

@@ -47,7 +47,10 @@ async def accept_submission(
             f"the record key names tx_id {keyed_tx_id!r} but the body {submission.tx_id!r}; "
             "key the record <tenant>/<tx_id> of its body",
         )
-    check(submission, settings.providers, settings.approval_required)
+    async with state.pool.acquire() as conn:
+        document = await policy.in_force(conn, tenant)
+    approval_required = policy.approval_classes(document, settings.approval_required)
+    check(submission, settings.providers, approval_required)
     try:
         fingerprint = submission.fingerprint()
     except ValueError:
@@ -58,14 +61,14 @@ async def accept_submission(
         submission,
         tenant=tenant,
         environment=settings.environment,
-        approval_required=settings.approval_required,
+        approval_required=approval_required,
     )
     tracing.annotate(tx_id=submission.tx_id, op_keys=",".join(s.op_key for s in specs))
     intent = intents.Intent(tenant, submission.tx_id, fingerprint, submission.agent_id, specs)
     async with state.pool.acquire() as conn:
         # The policy gate first: an ungranted operation is refused (403) with nothing
         # recorded, not even the intent row.
-        await policy.refuse_ungranted(conn, tenant, submission)
+        policy.refuse_ungranted(document, submission)
         await intents.claim(conn, intent, settings.pending_horizon_s)
     # An identical resubmission produces again: it is harmless (the decider accepts only
     # the first SubmitTransaction of a tx_id) and it covers a crash between the insert

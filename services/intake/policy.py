@@ -87,13 +87,21 @@ def named_operations(submission: SubmissionRequest) -> list[Named]:
     return named
 
 
-async def refuse_ungranted(
-    conn: asyncpg.Connection, tenant: str, submission: SubmissionRequest
-) -> None:
+async def in_force(conn: asyncpg.Connection, tenant: str) -> PolicyDocument:
+    """The tenant's policy document, or the open one when none is installed."""
+    installed = await store.policy_of(conn, tenant)
+    return installed.document if installed else open_policy()
+
+
+def approval_classes(policy: PolicyDocument, floor: frozenset[str]) -> frozenset[str]:
+    """What needs approval: the deployment's RECON_APPROVAL_REQUIRED (`floor`) and whatever
+    the tenant's document adds. A tenant may ask for more approvals, never for fewer."""
+    return floor | frozenset(policy.approval_required)
+
+
+def refuse_ungranted(policy: PolicyDocument, submission: SubmissionRequest) -> None:
     """Raise GateRefused (403) when the submission names an operation its agent is not
     granted; called before the intent row is written and before anything is produced."""
-    installed = await store.policy_of(conn, tenant)
-    policy = installed.document if installed else open_policy()
     refusal = submission_refusal(policy, submission.agent_id, named_operations(submission))
     if refusal is not None:
         raise GateRefused(refusal)

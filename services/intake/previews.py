@@ -24,7 +24,7 @@ from events.canonical import fingerprint
 from events.catalog import operation_info
 from events.definition import OperationKind
 from services.config import Settings
-from services.intake import auth
+from services.intake import auth, policy
 from services.intake.errors import ApiError, invalid_request
 from services.intake.example import example_transaction
 from services.intake.openapi import errors, json_body, ok
@@ -70,7 +70,10 @@ async def preview(request: Request, tenant: str = Depends(auth.tenant)) -> JSONR
         submission = SubmissionRequest.model_validate_json(await request.body())
     except ValidationError as exc:
         raise invalid_request(exc.errors()) from None
-    check(submission, settings.providers, settings.approval_required)
+    async with request.app.state.pool.acquire() as conn:
+        document = await policy.in_force(conn, tenant)
+    approval_required = policy.approval_classes(document, settings.approval_required)
+    check(submission, settings.providers, approval_required)
     try:
         proposal_digest = submission.fingerprint()
     except ValueError:
@@ -81,7 +84,7 @@ async def preview(request: Request, tenant: str = Depends(auth.tenant)) -> JSONR
         submission,
         tenant=tenant,
         environment=settings.environment,
-        approval_required=settings.approval_required,
+        approval_required=approval_required,
     )
     steps: list[dict[str, Any]] = []
     timeout = httpx.Timeout(settings.provider_timeout_s)

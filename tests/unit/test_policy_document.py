@@ -4,7 +4,8 @@ catalog does not know, a class no operation has; and names the rule that applies
 import pytest
 from pydantic import ValidationError
 
-from events.policy import AgentPolicy, PolicyDocument
+from events.policy import AgentPolicy, PolicyDocument, open_policy
+from services.intake.policy import approval_classes
 
 
 @pytest.mark.parametrize(
@@ -30,3 +31,12 @@ def test_the_rule_for_an_agent_is_its_own_else_the_default_else_reads_only() -> 
     assert document.for_agent("agent-7") == ("agents.agent-7", own)
     assert document.for_agent("agent-9") == ("default", fallback)
     assert PolicyDocument(version=1).for_agent("agent-9") == ("default", AgentPolicy())
+
+
+def test_a_tenant_document_adds_approvals_and_never_removes_the_deployments() -> None:
+    floor = frozenset({"destructive"})
+    silent = PolicyDocument(version=1)
+    stricter = PolicyDocument(version=2, approval_required=("compensating_only",))
+    assert approval_classes(silent, floor) == {"destructive"}
+    assert approval_classes(stricter, floor) == {"destructive", "compensating_only"}
+    assert approval_classes(open_policy(), frozenset()) == frozenset()
