@@ -26,6 +26,7 @@ from services.crash_points import DISPATCHER_AFTER_PROVIDER_ANSWERED, pause_poin
 from services.dispatcher.in_flight import Projection, ProjectionUnavailable, over_because
 from services.kafka_clients import acked_producer
 from services.kafka_setup import ensure_topics
+from services.kafka_start import start_kafka_client
 from services.providers.adapters import ProviderAdapter, build_adapters
 from services.providers.classify import Seen
 
@@ -65,7 +66,8 @@ class Dispatcher:
         )
 
     async def run(self, stop: asyncio.Event) -> None:
-        await self.producer.start()
+        if not await start_kafka_client(self.producer, "dispatcher producer", stop):
+            return
         try:
             await self.inputs.run(stop, self._handle_batch)
         finally:

@@ -24,6 +24,7 @@ from services.config import Settings
 from services.crash_points import SAGA_AFTER_COMMANDS_ACKED, pause_point
 from services.kafka_clients import acked_producer
 from services.kafka_setup import ensure_topics
+from services.kafka_start import start_kafka_client
 from services.saga.reactor import react
 
 log = logging.getLogger(__name__)
@@ -38,7 +39,8 @@ class Orchestrator:
         )
 
     async def run(self, stop: asyncio.Event) -> None:
-        await self.producer.start()
+        if not await start_kafka_client(self.producer, "saga producer", stop):
+            return
         try:
             await self.inputs.run(stop, self._issue)
         finally:
