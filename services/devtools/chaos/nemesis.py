@@ -70,11 +70,12 @@ class Action:
                 return f"{how} {self.kind}" + (f", back after {self.down_s:.1f}s" * self.crash)
 
 
-def plan(seed: int, transactions: int, faults: int) -> list[Action]:
+def plan(seed: int, transactions: int, faults: int, broker_faults: int = 1) -> list[Action]:
     rng = random.Random(f"nemesis-{seed}")
-    # At least one broker and one database restart in any run of 3 faults or more; beyond
-    # that, mostly process kills and sandbox faults, with more restarts in longer runs.
-    kinds: list[str] = ["kafka", "postgres"] if faults >= 3 else []
+    # At least `broker_faults` broker and one database restart in any run of 3 faults or
+    # more (a cluster run asks for one per node); beyond that, mostly process kills and
+    # sandbox faults, with more restarts in longer runs.
+    kinds: list[str] = ["kafka"] * broker_faults + ["postgres"] if faults >= 3 else []
     while len(kinds) < faults:
         kinds += rng.choices(["kill", "fault", "kafka", "postgres"], [0.5, 0.34, 0.08, 0.08])
     rng.shuffle(kinds)
