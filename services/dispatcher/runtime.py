@@ -212,6 +212,7 @@ class Call:
             body=seen.body,
             error=seen.error,
             observed_at=datetime.now(UTC),
+            by_dispatcher=True,
         )
         await self.d.producer.send_and_wait(
             self.d.topics.observations,

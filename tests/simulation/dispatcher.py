@@ -124,6 +124,7 @@ class SimDispatcher:
                     body=seen.body,
                     error=seen.error,
                     observed_at=self.clock.at(),
+                    by_dispatcher=True,
                 )
             )
 
