@@ -8,10 +8,11 @@ address is used for everything after the bootstrap, as with any Kafka client).""
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 
 import pytest
 from conftest import Infra
+from support.relay import relay
 
 from events.topics import Topics
 from services.at_least_once import AtLeastOnceConsumer, Batch
@@ -19,30 +20,6 @@ from services.config import Settings
 from services.dispatcher.in_flight import Projection
 from services.dispatcher.runtime import Dispatcher
 from services.kafka_setup import ensure_topics
-
-
-async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-    with contextlib.suppress(OSError):
-        while data := await reader.read(65536):
-            writer.write(data)
-            await writer.drain()
-    writer.close()
-
-
-@contextlib.asynccontextmanager
-async def relay(port: int, target: str) -> AsyncIterator[None]:
-    """Listen on `port` and pass every connection through to `target` (host:port)."""
-    host, target_port = target.rsplit(":", 1)
-
-    async def connected(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        up_reader, up_writer = await asyncio.open_connection(host, int(target_port))
-        await asyncio.gather(_pipe(reader, up_writer), _pipe(up_reader, writer))
-
-    server = await asyncio.start_server(connected, "127.0.0.1", port)
-    try:
-        yield
-    finally:
-        server.close()
 
 
 async def test_a_dispatcher_started_while_the_broker_is_unreachable_waits_for_it(
