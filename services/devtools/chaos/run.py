@@ -111,9 +111,9 @@ async def heal(
     breaker: nemesis.Nemesis,
 ) -> None:
     """Disarm the sandbox, bring back whatever is down, wait until the stack is ready."""
-    for server in (postgres, kafka):
+    for kind, server in (("postgres", postgres), ("kafka", kafka)):
         if server is not None and not server.is_running():
-            await asyncio.to_thread(server.start)
+            await breaker.bring_back(kind, server, server.start)
     breaker.restart_exited()
     async with httpx.AsyncClient(timeout=10) as client:
         await client.delete(f"{stack.sandbox_url}/v1/faults")
