@@ -176,6 +176,11 @@ class OperationObserved(Message):
     body: Any = None
     error: str | None = None
     observed_at: datetime
+    # Reported by the dispatcher that took the dispatch (its answer, or its own lookups on a
+    # re-delivery or a retry), not by the pull reconciler: only the dispatcher's word says
+    # the call of this attempt is over (its `unavailable` makes the leg `unknown`, so an
+    # `absent` may then send again; a reconciler's does not). Absent in older records: False.
+    by_dispatcher: bool = False
 
 
 Command = (

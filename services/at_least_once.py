@@ -44,6 +44,7 @@ from aiokafka.errors import (
 from events.dead_letters import dead_letter_headers
 from services.config import Settings
 from services.kafka_clients import group_consumer
+from services.kafka_start import start_kafka_client
 from services.metrics import observe_lag
 
 log = logging.getLogger(__name__)
@@ -110,7 +111,8 @@ class AtLeastOnceConsumer:
 
     async def run(self, stop: asyncio.Event, handle: Callable[[Batch], Awaitable[None]]) -> None:
         self.consumer.subscribe(self.topics, listener=_Listener(self))
-        await self.consumer.start()
+        if not await start_kafka_client(self.consumer, f"consumer {self.group}", stop):
+            return
         try:
             while not stop.is_set():
                 batch = await self.consumer.getmany(timeout_ms=500, max_records=self.max_records)

@@ -284,7 +284,11 @@ def _observe(state: TransactionState, obs: OperationObserved) -> list[Event]:
             reason = rejection_reason(obs)  # "stale_revision": the agent must re-plan
             return [failed, *_fail_if_step(_fold(state, [failed]), op, reason)]
         case Outcome.UNKNOWN | Outcome.UNAVAILABLE:
-            if current.status is LegStatus.DISPATCHED:
+            # A lookup that could not reach the provider is the dispatcher's answer only when
+            # the dispatcher made it; the reconciler's is evidence, or its next `absent`
+            # would re-send while the first call may still land (see the ABSENT case).
+            answered = obs.outcome is Outcome.UNKNOWN or obs.by_dispatcher
+            if current.status is LegStatus.DISPATCHED and answered:
                 unknown = OperationUnknown(
                     action=action, leg=leg, attempt=attempt, evidence=evidence
                 )

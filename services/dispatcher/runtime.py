@@ -32,6 +32,7 @@ from services.dispatcher.in_flight import Projection, ProjectionUnavailable, ove
 from services.governance.store import Held
 from services.kafka_clients import acked_producer
 from services.kafka_setup import ensure_topics
+from services.kafka_start import start_kafka_client
 from services.providers.adapters import ProviderAdapter, build_adapters
 from services.providers.classify import Seen
 from services.providers.preconditions import balance_needed, judge_balance
@@ -78,7 +79,8 @@ class Dispatcher:
         )
 
     async def run(self, stop: asyncio.Event) -> None:
-        await self.producer.start()
+        if not await start_kafka_client(self.producer, "dispatcher producer", stop):
+            return
         gate = asyncio.create_task(self.gate.run(stop, self._resume))
         try:
             await self.inputs.run(stop, self._handle_batch)
@@ -289,6 +291,7 @@ class Call:
             body=seen.body,
             error=seen.error,
             observed_at=datetime.now(UTC),
+            by_dispatcher=True,
         )
         await self.d.producer.send_and_wait(
             self.d.topics.observations,

@@ -25,6 +25,7 @@ from services.config import Settings
 from services.crash_points import SAGA_AFTER_COMMANDS_ACKED, pause_point
 from services.kafka_clients import acked_producer
 from services.kafka_setup import ensure_topics
+from services.kafka_start import start_kafka_client
 from services.metrics import observe_event
 from services.saga.reactor import react
 
@@ -40,7 +41,8 @@ class Orchestrator:
         )
 
     async def run(self, stop: asyncio.Event) -> None:
-        await self.producer.start()
+        if not await start_kafka_client(self.producer, "saga producer", stop):
+            return
         try:
             await self.inputs.run(stop, self._issue)
         finally:

@@ -71,11 +71,6 @@ BUGS: dict[str, Patch] = {
     "no_projection_check": (dispatcher, "over_because", _no_projection_check),
     "plan_in_step_order": (reactor, "_plan", _plan_in_step_order),
 }
-# Forgetting the attempt check is not observable by these invariants: the in-flight check
-# and a provider that deduplicates by key make every stale observation still true (see the
-# README, "Simulator"). It stays here to be run by hand, not among the bugs a test expects
-# to be caught.
-UNOBSERVABLE = frozenset({"no_attempt_check"})
 
 
 @contextmanager

@@ -25,10 +25,12 @@ class SimDecider:
     observations: Consumer[DeciderInput]
     events: Log[Envelope]
     on_event: Callable[[Envelope], None]
+    # Each committed input with the events it caused, before those events' on_event.
+    on_decided: Callable[[DeciderInput, list[Envelope]], None] = lambda _m, _e: None
     changelog: Log[Stored] = field(default_factory=Log)
     states: dict[StateKey, Stored] = field(default_factory=dict)
     staged_states: dict[StateKey, Stored] = field(default_factory=dict)
-    staged_events: list[Envelope] = field(default_factory=list)
+    staged_decisions: list[tuple[DeciderInput, list[Envelope]]] = field(default_factory=list)
     staged_inputs: int = 0
     dead_letters: int = 0
 
@@ -53,12 +55,14 @@ class SimDecider:
         if not envelopes:
             return
         self.staged_states[key] = finish(state) if is_finished(state) else state
-        self.staged_events.extend(envelopes)
+        self.staged_decisions.append((message, envelopes))
 
     def commit(self) -> None:
-        for envelope in self.staged_events:
-            self.events.append(envelope)
-            self.on_event(envelope)
+        for message, envelopes in self.staged_decisions:
+            self.on_decided(message, envelopes)
+            for envelope in envelopes:
+                self.events.append(envelope)
+                self.on_event(envelope)
         for key, stored in self.staged_states.items():
             self.changelog.append(stored)
             self.states[key] = stored
@@ -86,5 +90,5 @@ class SimDecider:
 
     def _clear(self) -> None:
         self.staged_states = {}
-        self.staged_events = []
+        self.staged_decisions = []
         self.staged_inputs = 0

@@ -39,6 +39,8 @@ class SimDispatcher:
     projected: Callable[[str, str, str], ProjectedOp | None]
     report: Callable[[OperationObserved], object]
     calls: list[Running] = field(default_factory=list)
+    # Calls of a member that lost its partitions but kept running (see lose_partitions).
+    zombies: list[Running] = field(default_factory=list)
     replay_until: int = 0
     skipped: int = 0
 
@@ -58,12 +60,19 @@ class SimDispatcher:
     def due(self) -> list[int]:
         return [i for i, c in enumerate(self.calls) if c.due <= self.clock.now]
 
-    def resume(self, index: int) -> None:
-        running = self.calls[index]
+    def resume(self, index: int, calls: list[Running] | None = None) -> None:
+        calls = self.calls if calls is None else calls
+        running = calls[index]
         try:
             running.due = self.clock.now + next(running.steps)
         except StopIteration:
-            del self.calls[index]
+            del calls[index]
+
+    def zombies_due(self) -> list[int]:
+        return [i for i, c in enumerate(self.zombies) if c.due <= self.clock.now]
+
+    def resume_zombie(self, index: int) -> None:
+        self.resume(index, self.zombies)
 
     def committable(self) -> int:
         """The offset a commit now stores: below the oldest call still running."""
@@ -71,6 +80,18 @@ class SimDispatcher:
 
     def commit(self) -> None:
         self.events.commit(self.committable())
+
+    def lose_partitions(self, pause_ms: int) -> None:
+        """The group gave this member's partitions to another while it kept running (a
+        long pause, a network partition): its calls go on after the pause as zombies,
+        reporting with their own attempt numbers, while the new owner reads the
+        uncommitted dispatches again. What the decider's attempt check is for."""
+        for running in self.calls:
+            running.due += pause_ms
+        self.zombies.extend(self.calls)
+        self.calls = []
+        self.events.crash()
+        self.replay_until = self.events.log.end
 
     def crash(self) -> None:
         self.calls = []
@@ -103,6 +124,7 @@ class SimDispatcher:
                     body=seen.body,
                     error=seen.error,
                     observed_at=self.clock.at(),
+                    by_dispatcher=True,
                 )
             )
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from events.definition import OperationKind, OperationSpec, TxStatus
 from events.envelope import GENESIS_HASH, Envelope, verify_chain
+from events.inputs import DeciderInput, OperationObserved, Source
 from services.decider.transaction import TransactionState, is_terminal
 
 
@@ -40,6 +41,8 @@ class Monitor:
     txs: dict[str, TxWatch] = field(default_factory=dict)
     # key -> (tx_id, action, is the compensation key)
     keys: dict[str, tuple[str, str, bool]] = field(default_factory=dict)
+    # key -> the attempt last dispatched under it, read from OperationDispatched events.
+    attempts: dict[str, int] = field(default_factory=dict)
 
     def expect(self, tx_id: str, specs: tuple[OperationSpec, ...]) -> None:
         self.txs[tx_id] = TxWatch(specs)
@@ -47,6 +50,25 @@ class Monitor:
             self.keys[s.op_key] = (tx_id, s.action, False)
             if s.compensation_key is not None:
                 self.keys[s.compensation_key] = (tx_id, s.action, True)
+
+    def on_decided(self, message: DeciderInput, envelopes: list[Envelope]) -> None:
+        """Zombies are fenced (DESIGN, promise 9): an observation of an attempt that is no
+        longer the latest dispatched under its key moves nothing; the decider may only
+        record that it ignored it. Its consequences at the provider are mostly masked
+        (a re-send looks up first, and the provider deduplicates the key), so it is
+        checked here, at the decision, from the events alone."""
+        if not isinstance(message, OperationObserved) or message.source is Source.WEBHOOK:
+            return
+        latest = self.attempts.get(message.op_key, 0)
+        if message.attempt == latest:
+            return
+        moved = [e.type for e in envelopes if e.type != "ObservationIgnored"]
+        if moved:
+            raise Violation(
+                f"{message.tx_id} {message.action}: an observation of attempt "
+                f"{message.attempt} ({message.source.value} {message.outcome.value}) moved "
+                f"attempt {latest}: {moved}"
+            )
 
     def on_event(self, env: Envelope) -> None:
         tx = self.txs[env.tx_id]
@@ -62,6 +84,7 @@ class Monitor:
         match env.type:
             case "OperationDispatched":
                 self._dispatched(tx, where, data["action"], data["leg"])
+                self.attempts[data["op_key"]] = data["attempt"]
             case "OperationConfirmed":
                 tx.confirmed.add(data["action"])
             case "OperationCompensated":

@@ -99,7 +99,11 @@ class World:
         self.abort_rate = rng.choice([0.0, 0.01])
         self.heal_at = rng.randint(5, 120)
         self.decider = SimDecider(
-            Consumer(self.commands), Consumer(self.observations), self.events, self.on_event
+            Consumer(self.commands),
+            Consumer(self.observations),
+            self.events,
+            self.on_event,
+            self.monitor.on_decided,
         )
         self.projection = SimProjection(Consumer(self.events))
         self.saga = SimSaga(Consumer(self.events), self.commands.append)
@@ -212,6 +216,8 @@ class World:
             options.append(("dispatcher_commit", 1, self.dispatcher.commit))
         for i in self.dispatcher.due():
             options.append((f"call{i}", 3, partial(self.dispatcher.resume, i)))
+        for i in self.dispatcher.zombies_due():
+            options.append((f"zombie{i}", 3, partial(self.dispatcher.resume_zombie, i)))
         for i in self.provider.due_deliveries(self.clock.now):
             options.append((f"webhook{i}", 2, partial(self.webhooks.deliver, i)))
         if self.reconciler.due():
@@ -234,6 +240,7 @@ class World:
                 options.append(("crash_decider", w, d.abort))
                 options.append(("crash_saga", w, self.saga.events.crash))
                 options.append(("crash_dispatcher", w, self.dispatcher.crash))
+                options.append(("dispatcher_loses_partitions", w, self._lose_partitions))
         options.append(("tick", 1, self._advance))
         # A weighted draw, by hand: cheaper than random.choices for a few options.
         point = rng.random() * sum(w for _, w, _ in options)
@@ -243,8 +250,11 @@ class World:
                 return name, action
         return options[-1][0], options[-1][2]
 
+    def _lose_partitions(self) -> None:
+        self.dispatcher.lose_partitions(self.rng.randint(0, 20000))
+
     def _advance(self) -> None:
-        timers = [c.due for c in self.dispatcher.calls]
+        timers = [c.due for c in self.dispatcher.calls + self.dispatcher.zombies]
         timers += [w.due for w in self.provider.outbox]
         timers.append(self.reconciler.last_tick + TICK_MS)
         future = [t for t in timers if t > self.clock.now]
@@ -268,11 +278,15 @@ class World:
     def _in_dispatch(self) -> bool:
         """Whether a call may still reach the provider: a person checking the provider
         now could judge too early (the operator's race, not recon's)."""
-        return self.dispatcher.events.pending() or bool(self.dispatcher.calls)
+        return self.dispatcher.events.pending() or bool(
+            self.dispatcher.calls or self.dispatcher.zombies
+        )
 
     def _quiet(self) -> bool:
         d = self.decider
-        if d.pending() or d.staged_inputs or self.dispatcher.calls or self.provider.outbox:
+        if d.pending() or d.staged_inputs or self.provider.outbox:
+            return False
+        if self.dispatcher.calls or self.dispatcher.zombies:
             return False
         for consumer in (self.saga.events, self.dispatcher.events, self.projection.events):
             if consumer.pending():

@@ -103,6 +103,36 @@ def test_absent_lookup_before_the_dispatcher_answered_waits_for_the_dispatcher()
     assert reserve is not None and reserve.status is OpStatus.DISPATCHED
 
 
+def test_an_unavailable_lookup_before_the_dispatcher_answered_does_not_license_a_resend() -> None:
+    # given a step dispatched that no dispatcher has answered yet (it lags, or its call is
+    # still travelling), and a lookup by the pull reconciler that could not reach the provider
+    state = given(
+        submit(["reserve"]), observed("reserve", 1, Outcome.UNAVAILABLE, 1, Source.LOOKUP)
+    )
+    reserve = state.operation("reserve")
+    assert reserve is not None and reserve.status is OpStatus.DISPATCHED
+    # when its next lookup finds nothing under the key
+    events = decide(state, observed("reserve", 1, Outcome.ABSENT, 2, Source.LOOKUP))
+    # then nothing is sent again: a lookup that failed is not the dispatcher's answer, so the
+    # absence proves no more than in test_absent_lookup_before_the_dispatcher_answered_...
+    # (re-sending here spent an attempt per unavailable+absent pair, into review, with the
+    # first call still to land: safe by key, but a review with an effect still to come)
+    assert types(events) == ["EvidenceRecorded"]
+
+
+def test_the_dispatchers_own_unavailable_lookup_is_its_answer() -> None:
+    # given a re-delivered dispatch whose dispatcher looked up first and could not reach the
+    # provider: it will not apply on its own, it resolves by lookups and reports
+    by_dispatcher = observed("reserve", 1, Outcome.UNAVAILABLE, 1, Source.LOOKUP)
+    by_dispatcher = by_dispatcher.model_copy(update={"by_dispatcher": True})
+    state = given(submit(["reserve"]), by_dispatcher)
+    reserve = state.operation("reserve")
+    assert reserve is not None and reserve.status is OpStatus.UNKNOWN
+    # when its last lookup finds nothing, then it is sent again (same key, lookup first)
+    events = decide(state, observed("reserve", 1, Outcome.ABSENT, 2, Source.LOOKUP))
+    assert types(events) == ["EvidenceRecorded", "OperationDispatched"]
+
+
 def test_attempt_budget_ends_in_manual_review() -> None:
     inputs: list[DeciderInput] = [submit(["reserve"])]
     for attempt in range(1, MAX_ATTEMPTS):

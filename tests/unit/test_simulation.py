@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from simulation.bugs import BUGS, UNOBSERVABLE
+from simulation.bugs import BUGS
 from simulation.run import DEFAULT_SEEDS, run_many, run_one
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -44,7 +44,7 @@ def test_a_seed_replays_the_same_events_byte_for_byte(seed: int) -> None:
 
 
 @SLOW
-@pytest.mark.parametrize("bug", sorted(set(BUGS) - UNOBSERVABLE))
+@pytest.mark.parametrize("bug", sorted(BUGS))
 def test_an_injected_bug_is_caught_within_the_default_seeds(bug: str) -> None:
     result = run_many(DEFAULT_SEEDS, bug=bug)
     assert result.failure is not None, f"{bug} went unnoticed in {result.schedules} schedules"

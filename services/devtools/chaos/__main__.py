@@ -9,8 +9,12 @@ import asyncio
 import shutil
 import socket
 import sys
+from pathlib import Path
 
+from events.topics import Topics
 from services.devtools.chaos.checks import table
+from services.devtools.chaos.cluster_faults import OneBrokerAtATime
+from services.devtools.chaos.nemesis import Server
 from services.devtools.chaos.run import ChaosConfig, run_chaos
 from services.devtools.infra._process import REPO_ROOT
 from services.devtools.stack import Stack
@@ -23,13 +27,26 @@ def _free_port() -> int:
         return port
 
 
-async def _main(config: ChaosConfig) -> int:
+async def _main(config: ChaosConfig, root: Path) -> int:
     from services.devtools.infra.kafka import KafkaBroker
+    from services.devtools.infra.kafka_cluster import KafkaCluster
     from services.devtools.infra.postgres import PostgresServer
 
-    root = REPO_ROOT / ".cache" / "chaos"
     shutil.rmtree(root, ignore_errors=True)
-    kafka = KafkaBroker(root / "kafka", _free_port(), _free_port())
+    kafka: KafkaBroker | KafkaCluster
+    broken: Server
+    env: dict[str, str] = {}
+    if config.brokers == 1:
+        kafka = broken = KafkaBroker(root / "kafka", _free_port(), _free_port())
+    else:
+        ports = [_free_port() for _ in range(config.brokers)]
+        kafka = KafkaCluster(root / "kafka", ports, [_free_port() for _ in ports])
+        # Each broker fault takes down one node (services.devtools.chaos.cluster_faults).
+        broken = OneBrokerAtATime(kafka, Topics("").commands, lambda line: print(line, flush=True))
+        env = {
+            "RECON_KAFKA_REPLICATION_FACTOR": str(kafka.replication),
+            "RECON_KAFKA_MIN_INSYNC_REPLICAS": str(kafka.min_insync),
+        }
     postgres = PostgresServer(root / "postgres", _free_port())
     stack = Stack(
         kafka.bootstrap,
@@ -37,13 +54,14 @@ async def _main(config: ChaosConfig) -> int:
         root / "logs",
         intake_port=_free_port(),
         sandbox_port=_free_port(),
+        extra_env=env,
     )
-    print(f"starting Postgres and Kafka in {root} ...", flush=True)
+    print(f"starting Postgres and Kafka ({config.brokers} node(s)) in {root} ...", flush=True)
     await asyncio.to_thread(postgres.start)
     await asyncio.to_thread(kafka.start)
     try:
         verdict, history = await run_chaos(
-            config, stack, kafka, postgres, log=lambda line: print(line, flush=True)
+            config, stack, broken, postgres, log=lambda line: print(line, flush=True)
         )
     finally:
         await asyncio.to_thread(kafka.stop)
@@ -72,13 +90,34 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--settle-timeout", type=float, default=240.0, help="seconds to quiescence (240)"
     )
+    parser.add_argument(
+        "--brokers",
+        type=int,
+        choices=(1, 3),
+        default=1,
+        help="Kafka nodes: 3 is a KRaft cluster (replication 3, min.insync 2) whose broker "
+        "faults take down one node at a time (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--dir",
+        type=Path,
+        help="where Kafka, Postgres and the logs live (default: .cache/chaos, or "
+        ".cache/chaos-cluster with --brokers 3, so both can run at once)",
+    )
     args = parser.parse_args(argv)
     if args.transactions < 1 or args.faults < 0 or args.concurrency < 1 or args.rate <= 0:
         parser.error("--transactions, --concurrency >= 1, --faults >= 0, --rate > 0")
     config = ChaosConfig(
-        args.transactions, args.faults, args.seed, args.concurrency, args.rate, args.settle_timeout
+        args.transactions,
+        args.faults,
+        args.seed,
+        args.concurrency,
+        args.rate,
+        args.settle_timeout,
+        args.brokers,
     )
-    return asyncio.run(_main(config))
+    default_dir = "chaos" if args.brokers == 1 else "chaos-cluster"
+    return asyncio.run(_main(config, args.dir or REPO_ROOT / ".cache" / default_dir))
 
 
 if __name__ == "__main__":

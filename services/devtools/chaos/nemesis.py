@@ -16,6 +16,7 @@ from typing import Any, Protocol
 
 import httpx
 
+from services.devtools.infra._process import InfraError
 from services.devtools.stack import Stack
 
 # Every recon process the run starts; several deciders and dispatchers share partitions.
@@ -39,6 +40,11 @@ SANDBOX_FAULTS: tuple[dict[str, Any], ...] = (
     {"operation": "payments.charge", "mode": "delay", "times": 3, "delay_ms": 2500},
     {"mode": "webhook_delay", "times": 3, "delay_ms": 3000},
 )
+
+
+# Starts of a broker or the database before the nemesis gives up (each waits up to the
+# infrastructure's own start timeout).
+START_TRIES = 5
 
 
 class Server(Protocol):
@@ -70,11 +76,12 @@ class Action:
                 return f"{how} {self.kind}" + (f", back after {self.down_s:.1f}s" * self.crash)
 
 
-def plan(seed: int, transactions: int, faults: int) -> list[Action]:
+def plan(seed: int, transactions: int, faults: int, broker_faults: int = 1) -> list[Action]:
     rng = random.Random(f"nemesis-{seed}")
-    # At least one broker and one database restart in any run of 3 faults or more; beyond
-    # that, mostly process kills and sandbox faults, with more restarts in longer runs.
-    kinds: list[str] = ["kafka", "postgres"] if faults >= 3 else []
+    # At least `broker_faults` broker and one database restart in any run of 3 faults or
+    # more (a cluster run asks for one per node); beyond that, mostly process kills and
+    # sandbox faults, with more restarts in longer runs.
+    kinds: list[str] = ["kafka"] * broker_faults + ["postgres"] if faults >= 3 else []
     while len(kinds) < faults:
         kinds += rng.choices(["kill", "fault", "kafka", "postgres"], [0.5, 0.34, 0.08, 0.08])
     rng.shuffle(kinds)
@@ -155,9 +162,26 @@ class Nemesis:
             if action.crash:
                 await asyncio.to_thread(server.kill)
                 await asyncio.sleep(action.down_s)
-                await asyncio.to_thread(server.start)
+                await self.bring_back(action.kind, server, server.start)
             else:
-                await asyncio.to_thread(server.restart)
+                await self.bring_back(action.kind, server, server.restart)
+
+    async def bring_back(self, kind: str, server: Server, start: Callable[[], None]) -> None:
+        """Start (or restart) `server`, and start it again if that fails: after a kill -9 a
+        broker recovers its logs before it serves, which on a loaded machine can outlast
+        the infrastructure's start timeout (a 10,000-transaction run at load 30: the start
+        timed out and killed the broker, the nemesis died with the error, and Kafka stayed
+        down for the rest of the run). Gives up, raising, after START_TRIES."""
+        for tries in range(1, START_TRIES + 1):
+            try:
+                await asyncio.to_thread(start)
+                return
+            except InfraError as error:
+                if tries == START_TRIES:
+                    raise
+                first_line = str(error).splitlines()[0] if str(error) else repr(error)
+                self.log(f"  !! {kind} did not come back ({first_line}); starting it again")
+                start = server.start
 
     def _start(self, name: str) -> None:
         service, _, copy = name.partition("-")

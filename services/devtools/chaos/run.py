@@ -39,6 +39,9 @@ class ChaosConfig:
     concurrency: int = 8
     rate: float = 8.0
     settle_timeout_s: float = 240.0
+    # Kafka nodes (the caller starts them); at least one broker fault is planned per node,
+    # so on a cluster each goes down once.
+    brokers: int = 1
 
     def resolved_seed(self) -> int:
         return self.seed if self.seed is not None else random.SystemRandom().randrange(10**6)
@@ -54,12 +57,13 @@ async def run_chaos(
     """`stack` is built but not started; Kafka and Postgres are up. Stops the stack after."""
     seed = config.resolved_seed()
     planned = workload.plan(seed, config.transactions)
-    actions = nemesis.plan(seed, config.transactions, config.faults)
+    actions = nemesis.plan(seed, config.transactions, config.faults, config.brokers)
     log(
         f"chaos: seed {seed}, {config.transactions} transactions, {len(actions)} faults "
         f"(rerun: python -m services.devtools.chaos --transactions {config.transactions} "
         f"--faults {config.faults} --seed {seed} --rate {config.rate:g} "
-        f"--concurrency {config.concurrency})"
+        f"--concurrency {config.concurrency}"
+        + (f" --brokers {config.brokers})" if config.brokers > 1 else ")")
     )
     # The caller's environment wins, so a run can try recon's own defaults or other values.
     chaos_env = {name: os.environ.get(name, value) for name, value in CHAOS_ENV.items()}
@@ -107,9 +111,9 @@ async def heal(
     breaker: nemesis.Nemesis,
 ) -> None:
     """Disarm the sandbox, bring back whatever is down, wait until the stack is ready."""
-    for server in (postgres, kafka):
+    for kind, server in (("postgres", postgres), ("kafka", kafka)):
         if server is not None and not server.is_running():
-            await asyncio.to_thread(server.start)
+            await breaker.bring_back(kind, server, server.start)
     breaker.restart_exited()
     async with httpx.AsyncClient(timeout=10) as client:
         await client.delete(f"{stack.sandbox_url}/v1/faults")

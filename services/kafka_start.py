@@ -1,0 +1,69 @@
+"""Starting a Kafka client at process start-up: a broker that is restarting is waited for, a
+configuration that cannot work still stops the process.
+
+Topic set-up (services.kafka_setup.ensure_topics) already waits for Kafka, but a broker can go
+down between that and the start of a producer or consumer (found by `make chaos`: a
+dispatcher started during a broker restart exited on `KafkaConnectionError` from
+`producer.start()`). aiokafka fails such a start while bootstrapping, before the client keeps
+any state, so the same client is started again after a back-off.
+
+Transient or permanent: an error Kafka marks retriable (the broker refuses connections, is
+not the leader yet, ...) is retried for `START_TIMEOUT_S`; any other error (a refused
+protocol version or authentication, a malformed option) is raised at once. A wrong address
+looks exactly like a broker that is down, so only time tells them apart: past the deadline
+the last error is raised and the process exits with it.
+"""
+
+import asyncio
+import contextlib
+import logging
+from typing import Protocol
+
+from aiokafka.errors import KafkaError
+
+log = logging.getLogger(__name__)
+
+# As long as topic set-up waits: a broker restart takes seconds; a minute is a broker that is
+# not coming back (or an address that is wrong).
+START_TIMEOUT_S = 60.0
+START_BACKOFF_S = (0.2, 0.5, 1.0, 2.0, 5.0)
+
+
+class Startable(Protocol):
+    async def start(self) -> None: ...
+
+
+async def start_kafka_client(
+    client: Startable,
+    what: str,
+    stop: asyncio.Event | None = None,
+    *,
+    timeout_s: float | None = None,
+) -> bool:
+    """Start `client`, retrying retriable Kafka errors with back-off until the deadline.
+
+    Returns False if `stop` was set while waiting (the caller shuts down without having
+    started); raises the error if it is not retriable or the deadline passed."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + (START_TIMEOUT_S if timeout_s is None else timeout_s)
+    failures = 0
+    while True:
+        try:
+            await client.start()
+            if failures:
+                log.info("Kafka %s started after %d failed attempts", what, failures)
+            return True
+        except KafkaError as error:
+            delay = START_BACKOFF_S[min(failures, len(START_BACKOFF_S) - 1)]
+            if not error.retriable or loop.time() + delay > deadline:
+                log.error("Kafka %s cannot start: %r", what, error)
+                raise
+            failures += 1
+            log.warning("Kafka %s not reachable yet (%r); retrying in %.1f s", what, error, delay)
+        if stop is None:
+            await asyncio.sleep(delay)
+            continue
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), delay)
+        if stop.is_set():
+            return False

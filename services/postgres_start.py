@@ -1,0 +1,51 @@
+"""Opening a Postgres pool at process start-up: a database that is restarting is waited for,
+a configuration that cannot work still stops the process.
+
+Found by `make chaos --brokers 3`: the pull reconciler, restarted while Postgres was being
+restarted, exited on `ConnectionRefusedError` / `CannotConnectNowError` ("the database system
+is shutting down") from `asyncpg.create_pool` (the projector already waited; the reconciler
+and the intake did not).
+
+Transient: no connection (refused, reset, timed out: OSError, TimeoutError) or the server
+says it cannot take one now (starting up, shutting down, too many clients). Everything else
+(a wrong password, a database that does not exist) is raised at once. As with Kafka
+(services.kafka_start), a wrong address looks like a server that is down: past
+`START_TIMEOUT_S` the last error is raised and the process exits with it.
+"""
+
+import asyncio
+import logging
+from typing import Any
+
+import asyncpg
+
+from services.kafka_start import START_BACKOFF_S, START_TIMEOUT_S
+from services.pg_pool import create_pool
+
+log = logging.getLogger(__name__)
+
+TRANSIENT: tuple[type[BaseException], ...] = (
+    OSError,
+    TimeoutError,
+    asyncpg.CannotConnectNowError,
+    asyncpg.TooManyConnectionsError,
+    asyncpg.ConnectionDoesNotExistError,
+)
+
+
+async def open_pool(url: str, *, timeout_s: float | None = None, **options: Any) -> asyncpg.Pool:
+    """`asyncpg.create_pool(url, **options)`, retrying transient failures until the deadline."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + (START_TIMEOUT_S if timeout_s is None else timeout_s)
+    failures = 0
+    while True:
+        try:
+            return await create_pool(url, **options)
+        except TRANSIENT as error:
+            delay = START_BACKOFF_S[min(failures, len(START_BACKOFF_S) - 1)]
+            if loop.time() + delay > deadline:
+                log.error("Postgres cannot be reached: %r", error)
+                raise
+            failures += 1
+            log.warning("Postgres not reachable yet (%r); retrying in %.1f s", error, delay)
+        await asyncio.sleep(delay)

@@ -1,0 +1,70 @@
+"""The pull reconciler started while Postgres is unreachable (restarted by the chaos runner's
+nemesis at that moment, found by `make chaos CHAOS_ARGS="--brokers 3"`) waits for it
+instead of exiting; a database that does not exist still stops it at once.
+
+Postgres is the session's real one; its address is a port that refuses connections until the
+test opens a relay to it there."""
+
+import asyncio
+import logging
+from collections.abc import Callable
+from urllib.parse import urlsplit, urlunsplit
+
+import asyncpg
+import pytest
+from conftest import Infra
+from support.relay import relay
+
+from events.topics import Topics
+from services.config import Settings
+from services.postgres_start import open_pool
+from services.pull_reconciler.runtime import open_reconciler
+
+
+def _via_port(url: str, port: int) -> str:
+    parts = urlsplit(url)
+    user = parts.netloc.rsplit("@", 1)[0]
+    return urlunsplit(parts._replace(netloc=f"{user}@127.0.0.1:{port}"))
+
+
+async def test_the_reconciler_started_while_postgres_is_unreachable_waits_for_it(
+    infra: Infra,
+    fresh_database: str,
+    topic_prefix: str,
+    free_port: Callable[[], int],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    port = free_port()
+    settings = Settings(
+        kafka_bootstrap=infra.kafka_bootstrap,
+        database_url=_via_port(fresh_database, port),
+        topics=Topics(topic_prefix),
+        environment="test",
+    )
+    caplog.set_level(logging.WARNING, logger="services.postgres_start")
+
+    async def opened() -> bool:
+        async with open_reconciler(settings) as reconciler:
+            return bool(await reconciler.pool.fetchval("SELECT 1") == 1)
+
+    opening = asyncio.create_task(opened())
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 60
+    # Postgres is "down": the pool fails at least once, and the reconciler is still starting.
+    while not any("not reachable yet" in r.getMessage() for r in caplog.records):
+        assert not opening.done(), opening.exception()
+        assert loop.time() < deadline, "the pool never failed"
+        await asyncio.sleep(0.05)
+    postgres = urlsplit(fresh_database)
+    async with relay(port, f"{postgres.hostname}:{postgres.port}"):
+        # Postgres "comes back": the reconciler opens its pool and schema through it.
+        assert await asyncio.wait_for(opening, 60)
+
+
+async def test_a_database_that_does_not_exist_is_refused_at_once(infra: Infra) -> None:
+    missing = urlunsplit(urlsplit(infra.database_url)._replace(path="/no_such_database"))
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    with pytest.raises(asyncpg.InvalidCatalogNameError):
+        await open_pool(missing, min_size=1, max_size=1, timeout_s=30)
+    assert loop.time() - started < 10
