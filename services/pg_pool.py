@@ -21,3 +21,15 @@ async def _nothing_to_reset(connection: asyncpg.Connection) -> None:
 async def create_pool(dsn: str, **options: Any) -> asyncpg.Pool:
     pool: asyncpg.Pool = await asyncpg.create_pool(dsn, reset=_nothing_to_reset, **options)
     return pool
+
+
+# What a query raises when Postgres went away under it (or restarted mid-protocol): the
+# dispatcher treats these as "the projection is unavailable" and retries, never exits.
+# InternalClientError ("cannot switch to state N") was seen in a 10,000-transaction chaos
+# run after a Postgres restart; asyncpg raises it from a connection left mid-protocol.
+UNREACHABLE: tuple[type[BaseException], ...] = (
+    OSError,
+    asyncpg.PostgresError,
+    asyncpg.InterfaceError,
+    asyncpg.InternalClientError,
+)

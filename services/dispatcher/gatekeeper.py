@@ -45,6 +45,7 @@ from services.governance.gate import (
     quotas_for,
 )
 from services.metrics import KILL_SWITCHES_ENGAGED
+from services.pg_pool import UNREACHABLE
 
 log = logging.getLogger(__name__)
 
@@ -98,7 +99,7 @@ class Gatekeeper:
         if time.monotonic() - self.refreshed_at > MAX_STALENESS_S:
             try:
                 await self.refresh()
-            except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as error:
+            except UNREACHABLE as error:
                 # Never dispatch on a view of the switches that may be out of date.
                 raise RetryBatch(f"governance state unavailable: {error}") from error
 
@@ -113,7 +114,7 @@ class Gatekeeper:
                 if released:
                     log.info("%d held dispatches released", len(released))
                     await resume(released)
-            except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as error:
+            except UNREACHABLE as error:
                 log.warning("governance state unavailable: %r", error)
             except Exception:
                 # This loop must outlive any one failed resume (Kafka or the projection
@@ -152,7 +153,7 @@ class Gatekeeper:
         """True: call the provider now. False: the dispatch was held or sent to review."""
         try:
             return await self._clear(envelope, dispatch, partition)
-        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as error:
+        except UNREACHABLE as error:
             raise RetryBatch(f"governance state unavailable: {error}") from error
 
     async def _clear(

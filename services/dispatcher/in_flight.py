@@ -20,7 +20,7 @@ import asyncpg
 from events.definition import Leg, OpStatus
 from events.transaction_events import OperationDispatched
 from projections.schema import apply_schema
-from services.pg_pool import create_pool
+from services.pg_pool import UNREACHABLE, create_pool
 
 log = logging.getLogger(__name__)
 
@@ -89,7 +89,7 @@ class Projection:
                 [x for _, x, _ in wanted],
                 [a for _, _, a in wanted],
             )
-        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as error:
+        except UNREACHABLE as error:
             if self.pool is not None:
                 # Connections that saw the server go away are replaced on their next use.
                 self.pool.expire_connections()
