@@ -8,12 +8,15 @@ is recorded before every check has passed.
 """
 
 import logging
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import ValidationError
 from starlette.datastructures import State
 
+from events.definition import OperationSpec
+from events.policy import PolicyDocument
 from services import tracing
 from services.config import Settings
 from services.intake import intents, policy
@@ -27,6 +30,39 @@ from services.intake.submission import (
 )
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A submission checked against its tenant's policy, with what it would record."""
+
+    policy: PolicyDocument
+    fingerprint: str
+    specs: tuple[OperationSpec, ...]
+
+
+async def plan(state: State, tenant: str, submission: SubmissionRequest) -> Plan:
+    """Check `submission` (the tenant's policy decides which steps wait for approval) and
+    derive its fingerprint and operations; nothing is recorded. Shared by the submission
+    and the preview, so a preview's digest and approvals are those of the submission."""
+    settings: Settings = state.settings
+    async with state.pool.acquire() as conn:
+        document = await policy.in_force(conn, tenant)
+    approval_required = policy.approval_classes(document, settings.approval_required)
+    check(submission, settings.providers, approval_required)
+    try:
+        fingerprint = submission.fingerprint()
+    except ValueError:
+        raise ApiError(
+            422, "invalid_request", "payloads must not contain NaN or Infinity"
+        ) from None
+    specs = operation_specs(
+        submission,
+        tenant=tenant,
+        environment=settings.environment,
+        approval_required=approval_required,
+    )
+    return Plan(document, fingerprint, specs)
 
 
 async def accept_submission(
@@ -47,28 +83,14 @@ async def accept_submission(
             f"the record key names tx_id {keyed_tx_id!r} but the body {submission.tx_id!r}; "
             "key the record <tenant>/<tx_id> of its body",
         )
-    async with state.pool.acquire() as conn:
-        document = await policy.in_force(conn, tenant)
-    approval_required = policy.approval_classes(document, settings.approval_required)
-    check(submission, settings.providers, approval_required)
-    try:
-        fingerprint = submission.fingerprint()
-    except ValueError:
-        raise ApiError(
-            422, "invalid_request", "payloads must not contain NaN or Infinity"
-        ) from None
-    specs = operation_specs(
-        submission,
-        tenant=tenant,
-        environment=settings.environment,
-        approval_required=approval_required,
-    )
+    checked = await plan(state, tenant, submission)
+    fingerprint, specs = checked.fingerprint, checked.specs
+    # The policy gate: an ungranted operation is refused (403) with nothing recorded, not
+    # even the intent row.
+    policy.refuse_ungranted(checked.policy, submission)
     tracing.annotate(tx_id=submission.tx_id, op_keys=",".join(s.op_key for s in specs))
     intent = intents.Intent(tenant, submission.tx_id, fingerprint, submission.agent_id, specs)
     async with state.pool.acquire() as conn:
-        # The policy gate first: an ungranted operation is refused (403) with nothing
-        # recorded, not even the intent row.
-        policy.refuse_ungranted(document, submission)
         await intents.claim(conn, intent, settings.pending_horizon_s)
     # An identical resubmission produces again: it is harmless (the decider accepts only
     # the first SubmitTransaction of a tx_id) and it covers a crash between the insert

@@ -24,12 +24,13 @@ from events.canonical import fingerprint
 from events.catalog import operation_info
 from events.definition import OperationKind
 from services.config import Settings
-from services.intake import auth, policy
+from services.intake import auth
+from services.intake.accept import plan
 from services.intake.errors import ApiError, invalid_request
 from services.intake.example import example_transaction
 from services.intake.openapi import errors, json_body, ok
 from services.intake.preview_store import store_preview
-from services.intake.submission import SubmissionRequest, check, operation_specs
+from services.intake.submission import SubmissionRequest
 from services.providers.adapters import SandboxAdapter
 
 router = APIRouter()
@@ -70,22 +71,8 @@ async def preview(request: Request, tenant: str = Depends(auth.tenant)) -> JSONR
         submission = SubmissionRequest.model_validate_json(await request.body())
     except ValidationError as exc:
         raise invalid_request(exc.errors()) from None
-    async with request.app.state.pool.acquire() as conn:
-        document = await policy.in_force(conn, tenant)
-    approval_required = policy.approval_classes(document, settings.approval_required)
-    check(submission, settings.providers, approval_required)
-    try:
-        proposal_digest = submission.fingerprint()
-    except ValueError:
-        raise ApiError(
-            422, "invalid_request", "payloads must not contain NaN or Infinity"
-        ) from None
-    specs = operation_specs(
-        submission,
-        tenant=tenant,
-        environment=settings.environment,
-        approval_required=approval_required,
-    )
+    checked = await plan(request.app.state, tenant, submission)
+    proposal_digest, specs = checked.fingerprint, checked.specs
     steps: list[dict[str, Any]] = []
     timeout = httpx.Timeout(settings.provider_timeout_s)
     async with httpx.AsyncClient(timeout=timeout) as client:
