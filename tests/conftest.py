@@ -197,4 +197,4 @@ def free_port() -> Callable[[], int]:
 
 
 # The whole recon stack as real processes (stack, recon).
-from support.stack_fixtures import recon, stack, two_tenants  # noqa: E402, F401
+from support.stack_fixtures import recon, stack, stack_with, two_tenants  # noqa: E402, F401

@@ -7,41 +7,25 @@ import asyncio
 import json
 import secrets
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import Infra
 from support.recon_client import Recon, op, transaction
-from support.stack_fixtures import running_stack
+from support.stack_fixtures import StackWith
 
 from services.devtools.stack import Stack
 
 
 @pytest.fixture
-async def traced(
-    infra: Infra,
-    fresh_database: str,
-    topic_prefix: str,
-    tmp_path: Path,
-    free_port: Callable[[], int],
-) -> AsyncIterator[tuple[Stack, Recon]]:
-    async with running_stack(
-        infra,
-        fresh_database,
-        topic_prefix,
-        tmp_path / "logs",
-        free_port,
+async def traced(stack_with: StackWith, tmp_path: Path) -> AsyncIterator[tuple[Stack, Recon]]:
+    async with stack_with(
         RECON_TRACE_EXPORTER=f"file:{tmp_path}/spans-{{process}}.jsonl",
         RECON_LOG_FORMAT="json",
         RECON_API_KEYS="demo-key=demo,other-key=other",
-    ) as stack:
-        recon = Recon(stack.intake_url, stack.sandbox_url)
-        try:
-            yield stack, recon
-        finally:
-            await recon.close()
+    ) as pair:
+        yield pair
 
 
 def _json_lines(path: Path) -> list[dict[str, Any]]:

@@ -9,13 +9,11 @@ is stopped by the balance re-check, with the evidence."""
 import asyncio
 import time
 from collections.abc import AsyncIterator, Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import Infra
 from support.recon_client import Recon, op
-from support.stack_fixtures import running_stack
+from support.stack_fixtures import StackWith
 
 from services.devtools.stack import Stack
 
@@ -23,30 +21,15 @@ LEASE_S = 2
 
 
 @pytest.fixture
-async def leased(
-    infra: Infra,
-    fresh_database: str,
-    topic_prefix: str,
-    tmp_path: Path,
-    free_port: Callable[[], int],
-) -> AsyncIterator[tuple[Stack, Recon]]:
-    async with running_stack(
-        infra,
-        fresh_database,
-        topic_prefix,
-        tmp_path / "logs",
-        free_port,
+async def leased(stack_with: StackWith) -> AsyncIterator[tuple[Stack, Recon]]:
+    async with stack_with(
         RECON_OWNER_LEASE_S=str(LEASE_S),
         # The reconciler settles the unknown refund soon after the faults are lifted.
         RECON_RECONCILE_AFTER_S="1",
         RECON_RECONCILE_BACKOFF_MAX_S="2",
         RECON_RECONCILE_BUDGET="30",
-    ) as stack:
-        recon = Recon(stack.intake_url, stack.sandbox_url)
-        try:
-            yield stack, recon
-        finally:
-            await recon.close()
+    ) as pair:
+        yield pair
 
 
 def refund(

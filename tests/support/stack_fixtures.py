@@ -1,7 +1,7 @@
 """Fixtures that start the whole recon stack as real processes, per test."""
 
 from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 
 import pytest
@@ -58,30 +58,41 @@ async def stack(
         yield stack
 
 
+StackWith = Callable[..., AbstractAsyncContextManager[tuple[Stack, Recon]]]
+
+
 @pytest.fixture
-async def two_tenants(
+def stack_with(
     infra: Infra,
     fresh_database: str,
     topic_prefix: str,
     tmp_path: Path,
     free_port: Callable[[], int],
-) -> AsyncIterator[tuple[Stack, Recon]]:
+) -> StackWith:
+    """`async with stack_with(RECON_X="...") as (stack, recon)`: the whole stack with extra
+    environment for every process, and a client of it (closed after)."""
+
+    @asynccontextmanager
+    async def start(**env: str) -> AsyncIterator[tuple[Stack, Recon]]:
+        logs = tmp_path / "logs"
+        async with running_stack(infra, fresh_database, topic_prefix, logs, free_port, **env) as s:
+            recon = Recon(s.intake_url, s.sandbox_url)
+            try:
+                yield s, recon
+            finally:
+                await recon.close()
+
+    return start
+
+
+@pytest.fixture
+async def two_tenants(stack_with: StackWith) -> AsyncIterator[tuple[Stack, Recon]]:
     """Tenants `demo` (demo-key) and `other` (other-key); the pull reconciler stays out of
     the way, since these tests request their reviews themselves."""
-    async with running_stack(
-        infra,
-        fresh_database,
-        topic_prefix,
-        tmp_path / "logs",
-        free_port,
-        RECON_API_KEYS="demo-key=demo,other-key=other",
-        RECON_RECONCILE_AFTER_S="600",
-    ) as stack:
-        recon = Recon(stack.intake_url, stack.sandbox_url)
-        try:
-            yield stack, recon
-        finally:
-            await recon.close()
+    async with stack_with(
+        RECON_API_KEYS="demo-key=demo,other-key=other", RECON_RECONCILE_AFTER_S="600"
+    ) as pair:
+        yield pair
 
 
 @pytest.fixture
