@@ -92,7 +92,11 @@ async def test_kafka_intents_commit_and_refusals_record_nothing(
         }
         # The conflicting body changed nothing; the refused ones left no transaction,
         # for demo nor for the tenant a key or a body named.
-        assert (await recon.get("kafka-ok")).json()["operations"] == done["operations"]
+        # (Evidence may still grow: the provider's webhook can land after the commit.)
+        seen = (await recon.get("kafka-ok")).json()["operations"]
+        assert [(o["op_key"], o["state"]) for o in seen] == [
+            (o["op_key"], o["state"]) for o in done["operations"]
+        ]
         for tx_id in ("kafka-bad", "kafka-junk", "kafka-theirs", "kafka-named"):
             assert (await recon.get(tx_id)).status_code == 404, tx_id
             assert (await other.get(tx_id)).status_code == 404, tx_id

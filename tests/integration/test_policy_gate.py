@@ -18,6 +18,7 @@ from support.governance_support import (
     command_tx_ids,
     governance_log,
     put_policy,
+    switches_the_dispatcher_acts_on,
 )
 from support.recon_client import Recon, op, transaction
 from support.stack_fixtures import running_stack
@@ -109,6 +110,11 @@ async def test_ungranted_operation_is_refused_with_403_naming_the_rule_and_nothi
             )
             assert engaged.status_code == 201, engaged.text
             switch_id = engaged.json()["id"]
+
+            async def in_effect() -> bool:
+                return await switches_the_dispatcher_acts_on(stack) == 1
+
+            await until(in_effect, "the switch in the dispatcher's view")
             assert (
                 await recon.submit(transaction("gate-revoked", receipt=False))
             ).status_code == 202

@@ -32,7 +32,7 @@ async def test_stuck_operations_are_settled_by_lookup_or_sent_to_review(
     assert found and found[-1]["outcome"] == "succeeded" and found[-1]["source"] == "lookup"
     assert len(effects_for(await recon.effects(), charge["op_key"])) == 1
 
-    # 2. Lookups unavailable: the operation stays `unknown` through the budget, then goes
+    # 2. Lookups unavailable: the operation stays `dispatched` through the budget, then goes
     # to manual review with every lookup in its evidence.
     # The new dispatcher serves only once the killed one's group session expired; until
     # then the reconciler would rightly find the reserve step unanswered and review it.
@@ -55,4 +55,6 @@ async def test_stuck_operations_are_settled_by_lookup_or_sent_to_review(
     review = [e for e in events if e["type"] == "OperationNeedsReview"]
     assert len(review) == 1 and review[0]["data"]["reason"] == "lookup_budget_exhausted"
     types = [e["type"] for e in events]
-    assert "OperationUnknown" in types  # the first unavailable lookup made it `unknown`
+    # The reconciler's unavailable lookups are evidence, not an answer: only a dispatcher's
+    # own `unknown` makes the leg unknown (else its next `absent` would re-send).
+    assert "OperationUnknown" not in types

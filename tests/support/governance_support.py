@@ -4,8 +4,10 @@ import json
 from typing import Any
 
 import httpx
+from prometheus_client.parser import text_string_to_metric_families
 
 from events.topics import Topics
+from services.devtools.stack import Stack
 from support.topic_records import read_records
 
 OPERATOR = {"Authorization": "Bearer ops-key"}
@@ -44,3 +46,17 @@ def charge(tx_id: str, *, agent_id: str = "agent-7", amount: int = 1299) -> dict
             }
         ],
     }
+
+
+async def switches_the_dispatcher_acts_on(stack: Stack) -> float:
+    """The dispatcher's own view of the engaged kill switches (its metrics gauge): once it
+    counts a switch, every later decision of that dispatcher is held by it. Engaging takes
+    effect within a second (README, "Kill switch"); this says exactly when it did."""
+    async with httpx.AsyncClient(timeout=5) as http:
+        text = (await http.get(stack.metrics_url("dispatcher"))).text
+    return sum(
+        sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name == "recon_kill_switches_engaged"
+    )
