@@ -168,6 +168,8 @@ async def test_seed_003_checks_around_an_approved_waitlist_promotion(
     tx = await recon.wait_terminal("promo-3b")
     assert tx["status"] == "failed", tx
     assert op(tx, "promote")["state"] == "failed"
+    # The operation itself says why (CONTRACT.md v1): the agent must re-plan.
+    assert op(tx, "promote")["reason"] == "stale_revision"
     failed = [e for e in await recon.events("promo-3b") if e["type"] == "TransactionFailed"]
     assert failed[0]["data"]["reason"] == "stale_revision"
     assert await recon.calls(op(tx, "promote")["op_key"]) == []
