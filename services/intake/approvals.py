@@ -205,8 +205,8 @@ async def _still_true(
 async def reject(
     op_key: str, request: Request, who: Annotated[auth.Principal, Depends(auth.principal)]
 ) -> JSONResponse:
-    """Refuse the step waiting under `op_key`: it never runs, and the transaction fails,
-    compensating the steps that ran."""
+    """Refuse the step waiting under `op_key` (or the step an approval id approved): it
+    never runs, and the transaction fails, compensating the steps that ran."""
     actor = _operator(who)
     raw = await request.body()
     try:
@@ -219,6 +219,17 @@ async def reject(
             who.tenant,
             op_key,
         )
+        if row is None:
+            # The id may also be an approval's (`ap_...`, POST /v1/approvals): the step it
+            # approved is the one refused. Found once the decider recorded the approval.
+            row = await conn.fetchrow(
+                "SELECT o.tx_id, o.action, o.state FROM events e JOIN operations o"
+                " ON o.tenant = e.tenant AND o.tx_id = e.tx_id AND o.action = e.data->>'action'"
+                " WHERE e.tenant = $1 AND e.type IN ('OperationApproved', 'ApprovalRefused')"
+                " AND e.data->>'approval_id' = $2 LIMIT 1",
+                who.tenant,
+                op_key,
+            )
     if row is None:
         raise ApiError(404, "not_found", f"no operation {op_key!r} for this API key's tenant")
     if row["state"] != "awaiting_approval":
@@ -226,7 +237,7 @@ async def reject(
             409, "not_awaiting_approval", f"operation {op_key!r} is {row['state']}, not waiting"
         )
     command = RejectOperation(
-        message_id=f"reject-{op_key}",
+        message_id=f"reject-{row['tx_id']}-{row['action']}",
         tenant=who.tenant,
         tx_id=row["tx_id"],
         action=row["action"],
