@@ -12,7 +12,8 @@ it is recorded the provider is asked again: if the resource moved on (`stale_rev
 step ends for good, and if the preview would now differ the approval is refused: preview
 again and approve what is true now. Refusals are `409` with `error`: `digest_mismatch`
 (another proposal, an older or a changed preview), `approval_used` (the step already ran on
-an approval), `stale_revision`, `not_awaiting_approval`. The decider judges the approval
+an approval), `approval_expired` (`expires_in_s` of 0 or less), `stale_revision`,
+`not_awaiting_approval`. The decider judges the approval
 again on the transaction's own state (services.decider.approvals), including its expiry at
 the moment the step is reached, and records every approval and refusal as an event with
 its digests.
@@ -52,7 +53,9 @@ class ApprovalRequest(BaseModel):
     tx_id: Annotated[str, Field(pattern=TX_ID_PATTERN)]
     action: Annotated[str, Field(min_length=1, max_length=64)]
     digest: Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
-    expires_in_s: Annotated[int, Field(ge=1, le=MAX_EXPIRY_S)] = 900
+    # 0 or less is an approval already lapsed: answered 409 `approval_expired` (the
+    # decider's rule, expires_at <= issued_at), not a malformed request.
+    expires_in_s: Annotated[int, Field(ge=-MAX_EXPIRY_S, le=MAX_EXPIRY_S)] = 900
 
 
 class RejectionRequest(BaseModel):
@@ -115,6 +118,13 @@ async def approve(
             "digest_mismatch",
             "the digest is not the latest preview of this transaction's proposal: the "
             "proposal changed, or it was previewed again; preview it and approve that",
+        )
+    if body.expires_in_s <= 0:
+        raise ApiError(
+            409,
+            "approval_expired",
+            f"an approval that expires in {body.expires_in_s}s has already lapsed; "
+            "give expires_in_s of at least 1",
         )
     spec = _spec(intent, body.action)
     shown = next(s for s in _json(preview["body"])["steps"] if s["action"] == body.action)

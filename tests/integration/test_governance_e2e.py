@@ -113,6 +113,17 @@ async def test_seed_003_checks_around_an_approved_waitlist_promotion(
     # Separation of duties: an agent key cannot approve; a digest that is not the
     # preview's is refused.
     assert (await gov.approve("promo-1", preview["digest"], recon.headers)).status_code == 403
+    lapsed = await recon.http.post(
+        f"{recon.intake_url}/v1/approvals",
+        json={
+            "tx_id": "promo-1",
+            "action": "promote",
+            "digest": preview["digest"],
+            "expires_in_s": 0,
+        },
+        headers=OPS,
+    )
+    assert (lapsed.status_code, lapsed.json()["error"]) == (409, "approval_expired")
     wrong = await gov.approve("promo-1", "0" * 64)
     assert (wrong.status_code, wrong.json()["error"]) == (409, "digest_mismatch")
 
