@@ -63,8 +63,11 @@ def get_review(review_id: str) -> Call:
     return Call("GET", f"/v1/reviews/{_seg(review_id)}", idempotent=True)
 
 
-def resolve_review(review_id: str, resolution: str, note: str, actor: str) -> Call:
-    body = {"resolution": resolution, "note": note, "actor": actor}
+def resolve_review(review_id: str, resolution: str, note: str, actor: str | None) -> Call:
+    # The resolver is the operator key's person; `actor` is only sent by old callers.
+    body = {"resolution": resolution, "note": note}
+    if actor is not None:
+        body["actor"] = actor
     return Call("POST", f"/v1/reviews/{_seg(review_id)}/resolve", json=body)
 
 

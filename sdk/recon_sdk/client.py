@@ -148,7 +148,7 @@ class AsyncRecon:
         return Review.model_validate(await self._send(calls.get_review(review_id)))
 
     async def resolve(
-        self, review_id: str, resolution: Resolution, *, note: str, actor: str
+        self, review_id: str, resolution: Resolution, *, note: str, actor: str | None = None
     ) -> ReviewResolving:
         body = await self._send(calls.resolve_review(review_id, resolution, note, actor))
         return ReviewResolving.model_validate(body)
@@ -271,7 +271,7 @@ class Recon:
         return Review.model_validate(self._send(calls.get_review(review_id)))
 
     def resolve(
-        self, review_id: str, resolution: Resolution, *, note: str, actor: str
+        self, review_id: str, resolution: Resolution, *, note: str, actor: str | None = None
     ) -> ReviewResolving:
         body = self._send(calls.resolve_review(review_id, resolution, note, actor))
         return ReviewResolving.model_validate(body)

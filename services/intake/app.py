@@ -20,6 +20,7 @@ from services.governance.store import apply_governance_schema
 from services.intake import (
     abort,
     approvals,
+    catalog,
     drift,
     health,
     kill_switches,
@@ -85,7 +86,7 @@ def create_app(settings: Settings) -> FastAPI:
     # Webhooks are signed by their provider, every other /v1 route takes an API key.
     for routes in (transactions, abort, reviews, drift, webhooks, health, operations, ownership):
         app.include_router(routes.router)
-    for governance in (policy, kill_switches, previews, approvals):
+    for governance in (policy, kill_switches, previews, approvals, catalog):
         app.include_router(governance.router)
     openapi.install(
         app,

@@ -12,7 +12,8 @@ it is recorded the provider is asked again: if the resource moved on (`stale_rev
 step ends for good, and if the preview would now differ the approval is refused: preview
 again and approve what is true now. Refusals are `409` with `error`: `digest_mismatch`
 (another proposal, an older or a changed preview), `approval_used` (the step already ran on
-an approval), `stale_revision`, `not_awaiting_approval`. The decider judges the approval
+an approval), `approval_expired` (`expires_in_s` of 0 or less), `stale_revision`,
+`not_awaiting_approval`. The decider judges the approval
 again on the transaction's own state (services.decider.approvals), including its expiry at
 the moment the step is reached, and records every approval and refusal as an event with
 its digests.
@@ -52,7 +53,9 @@ class ApprovalRequest(BaseModel):
     tx_id: Annotated[str, Field(pattern=TX_ID_PATTERN)]
     action: Annotated[str, Field(min_length=1, max_length=64)]
     digest: Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
-    expires_in_s: Annotated[int, Field(ge=1, le=MAX_EXPIRY_S)] = 900
+    # 0 or less is an approval already lapsed: answered 409 `approval_expired` (the
+    # decider's rule, expires_at <= issued_at), not a malformed request.
+    expires_in_s: Annotated[int, Field(ge=-MAX_EXPIRY_S, le=MAX_EXPIRY_S)] = 900
 
 
 class RejectionRequest(BaseModel):
@@ -115,6 +118,13 @@ async def approve(
             "digest_mismatch",
             "the digest is not the latest preview of this transaction's proposal: the "
             "proposal changed, or it was previewed again; preview it and approve that",
+        )
+    if body.expires_in_s <= 0:
+        raise ApiError(
+            409,
+            "approval_expired",
+            f"an approval that expires in {body.expires_in_s}s has already lapsed; "
+            "give expires_in_s of at least 1",
         )
     spec = _spec(intent, body.action)
     shown = next(s for s in _json(preview["body"])["steps"] if s["action"] == body.action)
@@ -205,8 +215,8 @@ async def _still_true(
 async def reject(
     op_key: str, request: Request, who: Annotated[auth.Principal, Depends(auth.principal)]
 ) -> JSONResponse:
-    """Refuse the step waiting under `op_key`: it never runs, and the transaction fails,
-    compensating the steps that ran."""
+    """Refuse the step waiting under `op_key` (or the step an approval id approved): it
+    never runs, and the transaction fails, compensating the steps that ran."""
     actor = _operator(who)
     raw = await request.body()
     try:
@@ -219,6 +229,17 @@ async def reject(
             who.tenant,
             op_key,
         )
+        if row is None:
+            # The id may also be an approval's (`ap_...`, POST /v1/approvals): the step it
+            # approved is the one refused. Found once the decider recorded the approval.
+            row = await conn.fetchrow(
+                "SELECT o.tx_id, o.action, o.state FROM events e JOIN operations o"
+                " ON o.tenant = e.tenant AND o.tx_id = e.tx_id AND o.action = e.data->>'action'"
+                " WHERE e.tenant = $1 AND e.type IN ('OperationApproved', 'ApprovalRefused')"
+                " AND e.data->>'approval_id' = $2 LIMIT 1",
+                who.tenant,
+                op_key,
+            )
     if row is None:
         raise ApiError(404, "not_found", f"no operation {op_key!r} for this API key's tenant")
     if row["state"] != "awaiting_approval":
@@ -226,7 +247,7 @@ async def reject(
             409, "not_awaiting_approval", f"operation {op_key!r} is {row['state']}, not waiting"
         )
     command = RejectOperation(
-        message_id=f"reject-{op_key}",
+        message_id=f"reject-{row['tx_id']}-{row['action']}",
         tenant=who.tenant,
         tx_id=row["tx_id"],
         action=row["action"],

@@ -31,6 +31,13 @@ class OperationRecord(BaseModel):
     attempts: int
     dispatches: list[dict[str, Any]]
     observations: list[dict[str, Any]] = Field(description="every observation with evidence")
+    approvals: list[dict[str, Any]] = Field(
+        default=[], description="the step's approval trail: awaited, approved, refused, expired"
+    )
+    grant: dict[str, Any] | None = Field(
+        default=None,
+        description="`agent_id`, `operation`, `policy_version`, `granted` under today's policy",
+    )
     owner: dict[str, Any] | None
     successions: list[dict[str, Any]]
     refusals: list[dict[str, Any]] = Field(description="fenced or refused commands")

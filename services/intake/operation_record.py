@@ -16,6 +16,14 @@ CLAIMED = "TransactionClaimed"
 RELEASED = "OwnershipReleased"
 FENCED = "CommandFenced"
 REFUSED = "CommandRefused"
+# The approval trail of a step (services.decider.approvals), also listed among observations.
+APPROVAL_EVENTS = (
+    "OperationAwaitingApproval",
+    "OperationApproved",
+    "ApprovalRefused",
+    "ApprovalExpired",
+    "OperationRejected",
+)
 
 
 def operation_record(
@@ -30,6 +38,7 @@ def operation_record(
     refusals: list[dict[str, Any]] = []
     dispatches: list[dict[str, Any]] = []
     observations: list[dict[str, Any]] = []
+    approvals: list[dict[str, Any]] = []
     for event in events:
         kind, data, seq, at = event["type"], event["data"], event["seq"], event["occurred_at"]
         if kind == "TransactionAccepted":
@@ -79,6 +88,8 @@ def operation_record(
             # unknowns, ignored (fenced) observations, reviews and their resolutions, each
             # with its evidence as the decider recorded it.
             observations.append({"seq": seq, "at": at, "type": kind, **data})
+            if kind in APPROVAL_EVENTS:
+                approvals.append({"seq": seq, "at": at, "type": kind, **data})
     if spec is None:
         return None
     return {
@@ -98,6 +109,7 @@ def operation_record(
         "attempts": max((d["attempt"] for d in dispatches if d["op_key"] == op_key), default=0),
         "dispatches": dispatches,
         "observations": observations,
+        "approvals": approvals,
         "owner": owner,
         "successions": successions,
         "refusals": refusals,

@@ -9,6 +9,9 @@ from typing import Annotated, Any
 import asyncpg
 from fastapi import APIRouter, Depends, Path, Request
 
+from events.policy import open_policy
+from services.governance import store
+from services.governance.gate import is_granted
 from services.intake import auth
 from services.intake.errors import ApiError
 from services.intake.openapi import errors, ok
@@ -75,10 +78,28 @@ async def _record(conn: asyncpg.Connection, tenant: str, op_key: str) -> dict[st
     )
     if record is None:
         return None
+    installed = await store.policy_of(conn, tenant)
     return {
         "tx_id": row["tx_id"],
         "state": row["state"],
+        "grant": _grant(installed, record),
         "transaction_status": row["status"],
         "remote_id": row["remote_id"],
         **record,
+    }
+
+
+def _grant(installed: store.Installed | None, record: dict[str, Any]) -> dict[str, Any]:
+    """Whether the submitting agent holds a grant for this operation under the tenant's
+    policy as installed now (version 0: no document, everything granted). The policy
+    history is not kept, so this is today's reading, not the one at acceptance; the
+    acceptance itself proves the grant held then (an ungranted submission is refused)."""
+    policy = installed.document if installed is not None else open_policy()
+    agent_id = record["approved"]["submitted_by"].get("agent_id") or ""
+    operation = record["approved"]["operation"]
+    return {
+        "agent_id": agent_id,
+        "operation": operation,
+        "policy_version": policy.version,
+        "granted": is_granted(policy, agent_id, operation),
     }

@@ -38,18 +38,36 @@ async def transaction(conn: asyncpg.Connection, tenant: str, tx_id: str) -> dict
     )
     # The saga's plan (the undos, in the order they run), from its event: the plan is
     # written once and never changes, so the event is the view.
-    plan = await conn.fetchval(
-        "SELECT data FROM events WHERE tenant = $1 AND tx_id = $2"
-        " AND type = 'CompensationPlanned' ORDER BY seq LIMIT 1",
+    # Why a step failed (e.g. `stale_revision`: re-plan) is its TransactionFailed's or
+    # OperationRejected's reason, read from those events with the plan (one query).
+    rows = await conn.fetch(
+        "SELECT type, data FROM events WHERE tenant = $1 AND tx_id = $2"
+        " AND type IN ('CompensationPlanned', 'TransactionFailed', 'OperationRejected')"
+        " ORDER BY seq",
         tenant,
         tx_id,
     )
+    plan: Any = None
+    reasons: dict[str, str] = {}
+    for row in rows:
+        data = json.loads(row["data"])
+        if row["type"] == "CompensationPlanned":
+            plan = plan if plan is not None else data["plan"]
+        else:
+            reasons.setdefault(data["action"], data["reason"])
     return {
         "tx_id": tx_id,
         "status": tx["status"],
         "agent_id": tx["agent_id"],
-        "operations": [{**dict(op), "evidence": json.loads(op["evidence"])} for op in ops],
-        "compensation_plan": json.loads(plan)["plan"] if plan is not None else [],
+        "operations": [
+            {
+                **dict(op),
+                "evidence": json.loads(op["evidence"]),
+                "reason": reasons.get(op["action"]) if op["state"] == "failed" else None,
+            }
+            for op in ops
+        ],
+        "compensation_plan": plan if plan is not None else [],
     }
 
 
@@ -81,6 +99,7 @@ async def _accepted_intent(
                 "attempts": 0,
                 "remote_id": None,
                 "evidence": [],
+                "reason": None,
             }
             for op in json.loads(intent["operations"])
         ],

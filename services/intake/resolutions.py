@@ -18,7 +18,9 @@ class ResolveRequest(BaseModel):
 
     resolution: Resolution
     note: Annotated[str, Field(max_length=4000)]
-    actor: Annotated[str, Field(min_length=1, max_length=256)]
+    # Deprecated and ignored: the resolver is the operator key's person (CONTRACT.md, v1
+    # "Roles"); still accepted so v0 bodies are not refused.
+    actor: Annotated[str | None, Field(min_length=1, max_length=256)] = None
 
 
 async def claim(

@@ -8,7 +8,7 @@ types and the fuzz test checks every answer against them. Fields may be added to
 
 from typing import Any, Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 
 class OperationKey(BaseModel):
@@ -43,6 +43,9 @@ class OperationView(BaseModel):
     attempts: int
     remote_id: str | None
     evidence: list[Any]
+    reason: str | None = Field(
+        None, description="why a `failed` step failed, e.g. `stale_revision` (re-plan)"
+    )
 
 
 class TransactionView(BaseModel):

@@ -21,6 +21,7 @@ from services.config import Settings
 from services.intake import auth, queries, resolutions
 from services.intake.errors import ApiError
 from services.intake.openapi import errors, json_body, ok
+from services.intake.policy import operator
 from services.intake.produce import produce_command
 from services.intake.resolutions import ResolveRequest, already_resolved
 from services.intake.response_models import ReviewList, ReviewResolving, ReviewView
@@ -76,20 +77,25 @@ async def get_review(
 
 @router.post(
     "/v1/reviews/{review_id}/resolve",
-    responses={**ok(ReviewResolving), **errors(401, 404, 409, 413, 422, 503)},
+    responses={**ok(ReviewResolving), **errors(401, 403, 404, 409, 413, 422, 503)},
     response_model=None,
     openapi_extra=json_body(ResolveRequest),
 )
 async def resolve_review(
-    review_id: str, request: Request, tenant: str = Depends(auth.tenant)
+    review_id: str, request: Request, who: Annotated[auth.Principal, Depends(operator)]
 ) -> dict[str, Any]:
+    # Only a person settles an unknown (an agent must not settle its own): the operator
+    # key names the resolver; an `actor` in the body (v0 clients) is ignored.
+    assert who.operator is not None
+    tenant = who.tenant
     try:
-        body = ResolveRequest.model_validate_json(await request.body())
+        parsed = ResolveRequest.model_validate_json(await request.body())
     except ValidationError as exc:
         problems = "; ".join(
             f"{'.'.join(str(p) for p in e['loc']) or 'body'}: {e['msg']}" for e in exc.errors()
         )
         raise ApiError(422, "invalid_request", problems) from None
+    body = parsed.model_copy(update={"actor": who.operator})
     settings: Settings = request.app.state.settings
     async with request.app.state.pool.acquire() as conn:
         review = await queries.review_state(conn, tenant, review_id)
@@ -107,7 +113,7 @@ async def resolve_review(
         review_id=review_id,
         resolution=body.resolution,
         note=body.note,
-        actor=body.actor,
+        actor=who.operator,
         issued_at=datetime.now(UTC),
     )
     await produce_command(request.app.state, command, f"the resolution of review {review_id}")

@@ -53,6 +53,7 @@ async def test_unprovable_refund_goes_to_review_and_applied_completes_it(
                 "actor": "ops@example.com",
                 "note": "refund re_123 seen in the provider dashboard",
             },
+            headers={"Authorization": "Bearer ops-key"},
         )
         assert resolved.status_code == 200
 

@@ -113,6 +113,17 @@ async def test_seed_003_checks_around_an_approved_waitlist_promotion(
     # Separation of duties: an agent key cannot approve; a digest that is not the
     # preview's is refused.
     assert (await gov.approve("promo-1", preview["digest"], recon.headers)).status_code == 403
+    lapsed = await recon.http.post(
+        f"{recon.intake_url}/v1/approvals",
+        json={
+            "tx_id": "promo-1",
+            "action": "promote",
+            "digest": preview["digest"],
+            "expires_in_s": 0,
+        },
+        headers=OPS,
+    )
+    assert (lapsed.status_code, lapsed.json()["error"]) == (409, "approval_expired")
     wrong = await gov.approve("promo-1", "0" * 64)
     assert (wrong.status_code, wrong.json()["error"]) == (409, "digest_mismatch")
 
@@ -134,6 +145,17 @@ async def test_seed_003_checks_around_an_approved_waitlist_promotion(
     # Single use: the spent approval is refused.
     used = await gov.approve("promo-1", preview["digest"])
     assert (used.status_code, used.json()["error"]) == (409, "approval_used")
+    # The durable record holds the grant and the approval trail (CONTRACT.md v1).
+    record = (
+        await recon.http.get(f"{recon.intake_url}/v1/operations/{key}", headers=recon.headers)
+    ).json()
+    assert [a["type"] for a in record["approvals"]][:2] == [
+        "OperationAwaitingApproval",
+        "OperationApproved",
+    ]
+    assert record["approvals"][1]["approver"] == "operator"
+    assert record["grant"]["operation"] == "waitlist.promote"
+    assert record["grant"]["granted"] is True
 
     # Check 1: the same intent again (same keys): one effect.
     again = await recon.submit(body)
@@ -168,6 +190,8 @@ async def test_seed_003_checks_around_an_approved_waitlist_promotion(
     tx = await recon.wait_terminal("promo-3b")
     assert tx["status"] == "failed", tx
     assert op(tx, "promote")["state"] == "failed"
+    # The operation itself says why (CONTRACT.md v1): the agent must re-plan.
+    assert op(tx, "promote")["reason"] == "stale_revision"
     failed = [e for e in await recon.events("promo-3b") if e["type"] == "TransactionFailed"]
     assert failed[0]["data"]["reason"] == "stale_revision"
     assert await recon.calls(op(tx, "promote")["op_key"]) == []
@@ -200,3 +224,27 @@ async def test_seed_003_checks_around_an_approved_waitlist_promotion(
     outcomes = [(e["source"], e["outcome"]) for e in detail["evidence"] if "outcome" in e]
     assert ("response", "succeeded") in outcomes  # the promotion itself
     assert ("response", "rejected") in outcomes  # its undo, refused
+
+    # A person refuses a waiting step, by its op_key (an approval's id names it too):
+    # an agent key may not; an id that is neither answers 404; the step never runs.
+    assert (await recon.submit(promotion("promo-6", "u6", 60))).status_code == 202
+    waiting = op(await gov.waiting("promo-6"), "promote")["op_key"]
+    base = f"{recon.intake_url}/v1/approvals"
+    by_agent = await recon.http.post(f"{base}/{waiting}/reject", headers=recon.headers)
+    assert (by_agent.status_code, by_agent.json()["error"]) == (403, "operator_only")
+    nowhere = await recon.http.post(f"{base}/ap_{'0' * 32}/reject", headers=OPS)
+    assert nowhere.status_code == 404, nowhere.text
+    refused = await recon.http.post(f"{base}/{waiting}/reject", json={"note": "no"}, headers=OPS)
+    assert refused.status_code == 202, refused.text
+    tx = await recon.wait_terminal("promo-6")
+    assert tx["status"] == "failed" and op(tx, "promote")["reason"] == "rejected", tx
+    assert await recon.calls(waiting) == []
+
+    # Kill switches are an operator's too: an agent key is refused before anything else.
+    switches = f"{recon.intake_url}/v1/kill-switches"
+    scope = {"scope": {"agent_id": "agent-7"}, "reason": "mine"}
+    for refused in (
+        await recon.http.post(switches, json=scope, headers=recon.headers),
+        await recon.http.delete(f"{switches}/ks_any", headers=recon.headers),
+    ):
+        assert (refused.status_code, refused.json()["error"]) == (403, "operator_only")

@@ -26,6 +26,7 @@ from services.devtools.infra.kafka import KafkaBroker
 from services.intake.example import example_transaction
 
 ACME = {"Authorization": "Bearer key-acme"}
+OPS = {"Authorization": "Bearer ops-acme"}
 # Short for the test, but longer than the delivery of the failed attempt can take here:
 # the broker stays down until the producer has given that record up.
 HORIZON_S = 20.0
@@ -143,23 +144,31 @@ async def test_a_review_resolution_kafka_never_acknowledged_does_not_wedge_the_r
         " 'lookup_budget_exhausted', 'open', now())",
     )
     wrong = {"resolution": "applied", "note": "looked at the wrong charge", "actor": "ops"}
-    right = {"resolution": "not_applied", "note": "no such charge", "actor": "ops"}
+    right = {"resolution": "not_applied", "note": "no such charge", "actor": "body-says"}
+
+    # An agent must not settle its own unknowns: its key is refused, and claims nothing.
+    agent = await client.post("/v1/reviews/rv_1/resolve", json=right)
+    assert (agent.status_code, agent.json()["error"]) == (403, "operator_only"), agent.text
 
     kafka_broker.kill()
     try:
-        failed = await client.post("/v1/reviews/rv_1/resolve", json=wrong)
+        failed = await client.post("/v1/reviews/rv_1/resolve", json=wrong, headers=OPS)
         assert failed.status_code == 503, failed.text
-        early = await client.post("/v1/reviews/rv_1/resolve", json=right)
+        early = await client.post("/v1/reviews/rv_1/resolve", json=right, headers=OPS)
         assert early.status_code == 409, early.text
         assert early.json()["error"] == "resolution_pending"
     finally:
         kafka_broker.start()
 
-    taken = await until(lambda: client.post("/v1/reviews/rv_1/resolve", json=right), 200)
+    taken = await until(
+        lambda: client.post("/v1/reviews/rv_1/resolve", json=right, headers=OPS), 200
+    )
     assert taken.status_code == 200, taken.text
     assert taken.json()["resolution"] == "not_applied"
     resolutions = [c for c in await commands(settings) if isinstance(c, ResolveReview)]
     assert [c.resolution.value for c in resolutions] == ["not_applied"]
+    # The resolver is the operator key's person, whatever the body's (deprecated) actor says.
+    assert [c.actor for c in resolutions] == ["ops"]
     # Acknowledged now: any other resolution is refused.
-    again = await client.post("/v1/reviews/rv_1/resolve", json=wrong)
+    again = await client.post("/v1/reviews/rv_1/resolve", json=wrong, headers=OPS)
     assert again.status_code == 409 and again.json()["error"] == "review_already_resolved"

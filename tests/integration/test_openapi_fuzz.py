@@ -40,6 +40,7 @@ ANONYMOUS_EXAMPLES = 3
 SEED = 1
 TENANT = "demo"
 KEY = {"Authorization": "Bearer demo-key"}
+OPERATOR = {"Authorization": "Bearer ops-key"}
 INTAKE_COMMANDS = {
     "SubmitTransaction",
     "AbortTransaction",
@@ -176,7 +177,9 @@ def _refused_requests(accepted_tx_id: str) -> list[tuple[str, str, dict[str, Any
 async def _send_refused_requests(url: str, accepted_tx_id: str) -> None:
     async with httpx.AsyncClient(base_url=url, timeout=20, headers=KEY) as client:
         for method, path, body, status in _refused_requests(accepted_tx_id):
-            response = await client.request(method, path, json=body)
+            # Resolving a review takes an operator key (an agent key is 403 before anything).
+            headers = OPERATOR if path.endswith("/resolve") else None
+            response = await client.request(method, path, json=body, headers=headers)
             assert response.status_code == status, (method, path, response.text)
 
 

@@ -27,6 +27,8 @@ from services.devtools.stack import Stack
 
 T = TypeVar("T")
 OTHER = {"Authorization": "Bearer other-key"}
+OTHER_OPS = {"Authorization": "Bearer other-ops-key"}
+OPS = {"Authorization": "Bearer ops-key"}
 
 
 async def eventually(probe: Callable[[], Awaitable[T | None]], what: str, timeout: float = 45) -> T:
@@ -250,13 +252,22 @@ async def test_review_resolutions_move_transactions_on_for_their_tenant_only(
         refused = await other.post(
             f"/v1/reviews/{review_ids['applied']}/resolve",
             json={"resolution": "not_applied", "note": "not mine", "actor": "mallory"},
+            headers=OTHER_OPS,
         )
         assert refused.status_code == 404
+
+    # The tenant's own agent key may not settle an unknown (CONTRACT.md v1 "Roles").
+    agent = await recon.http.post(
+        f"{recon.intake_url}/v1/reviews/{review_ids['applied']}/resolve",
+        json={"resolution": "applied", "note": "mine"},
+        headers=recon.headers,
+    )
+    assert (agent.status_code, agent.json()["error"]) == (403, "operator_only"), agent.text
 
     bad = await recon.http.post(
         f"{recon.intake_url}/v1/reviews/{review_ids['applied']}/resolve",
         json={"resolution": "maybe", "note": "", "actor": "ops"},
-        headers=recon.headers,
+        headers=OPS,
     )
     assert bad.status_code == 422 and "resolution" in bad.json()["message"]
 
@@ -264,7 +275,7 @@ async def test_review_resolutions_move_transactions_on_for_their_tenant_only(
         return await recon.http.post(
             f"{recon.intake_url}/v1/reviews/{review_ids[resolution]}/resolve",
             json={"resolution": resolution, "note": "checked the dashboard", "actor": "ops@x"},
-            headers=recon.headers,
+            headers=OPS,
         )
 
     for resolution in ("applied", "not_applied"):
@@ -311,7 +322,8 @@ async def test_review_resolutions_move_transactions_on_for_their_tenant_only(
     closed = await recon.http.get(
         f"{recon.intake_url}/v1/reviews/{review_ids['not_applied']}", headers=recon.headers
     )
-    assert (closed.json()["resolution"], closed.json()["actor"]) == ("not_applied", "ops@x")
+    # The resolver is the operator key's person (ops-key=demo:operator), not the body's actor.
+    assert (closed.json()["resolution"], closed.json()["actor"]) == ("not_applied", "operator")
     assert (await resolve("retry")).status_code == 409
     open_now = await recon.http.get(
         f"{recon.intake_url}/v1/reviews", params={"state": "open"}, headers=recon.headers

@@ -13,6 +13,7 @@ from recon_sdk import (
     TERMINAL,
     AsyncRecon,
     Conflict,
+    Forbidden,
     NotFound,
     Recon,
     TransactionRequest,
@@ -62,8 +63,10 @@ async def test_sdk_commits_refuses_with_typed_errors_and_resends_only_submission
             await recon.get("no-such-tx")
         assert missing.value.code == "not_found"
         assert await recon.reviews(state="open") == []
-        with pytest.raises(NotFound):
-            await recon.resolve("rv_missing", "applied", note="n", actor="ops")
+        # An agent key may not resolve reviews (v1's one deliberate break): typed 403.
+        with pytest.raises(Forbidden) as agent_resolving:
+            await recon.resolve("rv_missing", "applied", note="n")
+        assert agent_resolving.value.code == "operator_only"
 
     async with AsyncRecon(stack.intake_url, api_key="wrong-key") as stranger:
         with pytest.raises(Unauthorized):
@@ -121,7 +124,9 @@ async def _review_through_the_sdk(stack: Stack) -> None:
         (review,) = await operator.reviews(state="open")
         assert (review.tx_id, review.action, review.op_key) == ("sdk-rv", "charge", key)
         assert (await operator.review(review.id)).evidence
-        resolving = await operator.resolve(review.id, "applied", note="seen", actor="ops")
+        with pytest.raises(NotFound):
+            await operator.resolve("rv_missing", "applied", note="n")
+        resolving = await operator.resolve(review.id, "applied", note="seen")
         assert (resolving.state, resolving.resolution) == ("resolving", "applied")
         with pytest.raises(Conflict) as twice:
             await operator.resolve(review.id, "not_applied", note="no", actor="ops")

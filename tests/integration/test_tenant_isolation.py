@@ -27,6 +27,7 @@ from services.devtools.stack import Stack
 T = TypeVar("T")
 OWNER = {"Authorization": "Bearer demo-key"}
 INTRUDER = {"Authorization": "Bearer other-key"}
+INTRUDER_OPS = {"Authorization": "Bearer other-ops-key"}
 
 
 async def eventually(probe: Callable[[], Awaitable[T | None]], what: str, timeout: float = 60) -> T:
@@ -143,14 +144,16 @@ async def test_another_tenant_cannot_see_or_touch_a_tenants_resources(
             ("POST", f"/v1/reviews/{review}/resolve", resolution),
         ]
         for method, path, body in named:
-            theirs = await intruder.request(method, path, json=body)
+            # Resolving takes an operator key: the other tenant's operator is the intruder.
+            headers = INTRUDER_OPS if path.endswith("/resolve") else None
+            theirs = await intruder.request(method, path, json=body, headers=headers)
             # The owner's answer shows the id exists; the intruder's is a plain 404.
             assert theirs.status_code == 404, (path, theirs.text)
             assert theirs.json()["error"] == "not_found", path
             # Exactly what an id that exists nowhere gets.
             for real in (done, review_tx, review):
                 path = path.replace(real, "no-such-id")
-            nowhere = await intruder.request(method, path, json=body)
+            nowhere = await intruder.request(method, path, json=body, headers=headers)
             assert (nowhere.status_code, nowhere.json()["error"]) == (404, "not_found"), path
         for method, path, _ in named:
             if method == "GET":
@@ -172,6 +175,7 @@ async def test_another_tenant_cannot_see_or_touch_a_tenants_resources(
         # The owner can still resolve it: the intruder's attempt claimed nothing.
         mine = await owner.post(
             f"/v1/reviews/{review}/resolve",
-            json={"resolution": "applied", "note": "seen in the dashboard", "actor": "ops"},
+            json={"resolution": "applied", "note": "seen in the dashboard"},
+            headers={"Authorization": "Bearer ops-key"},
         )
         assert mine.status_code == 200, mine.text

@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from events.topics import Topics
-from services.config import Settings
+from services.config import Operator, Settings
 from services.intake.app import create_app
 from services.kafka_setup import ensure_topics
 
@@ -18,7 +18,8 @@ from services.kafka_setup import ensure_topics
 async def intake_settings(
     infra: Any, database_url: str, topic_prefix: str, **overrides: Any
 ) -> Settings:
-    """One tenant (`key-acme`), the sandbox at an address nothing answers on, fresh topics."""
+    """One tenant (`key-acme`, operator key `ops-acme`), the sandbox at an address nothing
+    answers on, fresh topics."""
     settings = Settings(
         **{
             "kafka_bootstrap": infra.kafka_bootstrap,
@@ -26,6 +27,8 @@ async def intake_settings(
             "topics": Topics(topic_prefix),
             "environment": "test",
             "api_keys": {"key-acme": "acme"},
+            # Review resolution and governance want a person: the operator of `acme`.
+            "operator_keys": {"ops-acme": Operator("acme", "ops")},
             "providers": {"sandbox": "http://127.0.0.1:9"},
             **overrides,
         }

@@ -87,10 +87,13 @@ def stack_with(
 
 @pytest.fixture
 async def two_tenants(stack_with: StackWith) -> AsyncIterator[tuple[Stack, Recon]]:
-    """Tenants `demo` (demo-key) and `other` (other-key); the pull reconciler stays out of
+    """Tenants `demo` (demo-key, operator ops-key) and `other` (other-key, operator
+    other-ops-key); the pull reconciler stays out of
     the way, since these tests request their reviews themselves."""
     async with stack_with(
-        RECON_API_KEYS="demo-key=demo,other-key=other", RECON_RECONCILE_AFTER_S="600"
+        RECON_API_KEYS="demo-key=demo,other-key=other",
+        RECON_OPERATOR_KEYS="ops-key=demo:operator,other-ops-key=other:mallory",
+        RECON_RECONCILE_AFTER_S="600",
     ) as pair:
         yield pair
 

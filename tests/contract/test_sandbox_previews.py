@@ -1,0 +1,55 @@
+"""CONTRACT.md, sandbox additions: a `preview` mode of every operation (`POST .../preview`)
+answers what the call would do from the provider's current state, and records nothing."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+from sandbox_process import Sandbox, start_sandbox, stop
+
+
+@pytest.fixture(scope="module")
+def sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox]:
+    running = start_sandbox(tmp_path_factory.mktemp("sandbox") / "sandbox.sqlite3")
+    yield running
+    stop(running.process)
+
+
+def test_every_operation_has_a_preview_that_records_no_effect(sandbox: Sandbox) -> None:
+    with httpx.Client(base_url=sandbox.url, timeout=10.0) as client:
+        tag = uuid.uuid4().hex[:8]
+        # The state the stateful previews read: a charge to refund, a waitlist, a record.
+        charge = client.post(
+            "/v1/payments/charge",
+            json={"amount": 1000, "currency": "usd", "customer": "cus_1", "metadata": {}},
+            headers={"Idempotency-Key": f"seed-charge-{tag}"},
+        )
+        assert charge.status_code == 200, charge.text
+        waitlist = {"resource": f"wl-{tag}", "users": ["u1", "u2"], "revision": 1}
+        assert client.post("/v1/waitlists", json=waitlist).status_code == 201
+        record = {"resource": f"rec-{tag}", "data": {"a": 1}, "revision": 1}
+        assert client.post("/v1/records", json=record).status_code == 201
+        before = client.get("/v1/effects").json()["effects"]
+
+        payloads: dict[str, dict[str, Any]] = {
+            "payments.charge": {"amount": 500, "currency": "usd", "customer": "cus_2"},
+            "payments.refund": {"charge_id": charge.json()["id"], "amount": 300},
+            "inventory.reserve": {"sku": "sku-1", "quantity": 1},
+            "inventory.release": {"sku": "sku-1", "quantity": 1},
+            "email.send": {"to": "a@example.com", "subject": "hi", "body": "hello"},
+            "waitlist.promote": {"resource": f"wl-{tag}", "user": "u2"},
+            "records.delete": {"resource": f"rec-{tag}", "expected_revision": 1},
+        }
+        for operation, payload in payloads.items():
+            path = "/v1/" + operation.replace(".", "/") + "/preview"
+            answer = client.post(path, json={**payload, "metadata": {}})
+            assert answer.status_code == 200, (operation, answer.text)
+            assert isinstance(answer.json(), dict), operation
+
+        assert client.get("/v1/effects").json()["effects"] == before
+        assert client.get(f"/v1/records/rec-{tag}").json()["deleted"] is False
+        assert client.get(f"/v1/waitlists/wl-{tag}").json()["revision"] == 1

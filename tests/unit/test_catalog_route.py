@@ -1,0 +1,41 @@
+"""`GET /v1/catalog` (CONTRACT.md, "v1 additions"): every configured provider's operations
+with the class and reversibility the gate and the retry policy read, for any key of the
+tenant. The route reads no database, so the app is driven without its lifespan."""
+
+import dataclasses
+
+import httpx
+
+from events.catalog import CATALOG
+from services.config import load_settings
+from services.intake.app import create_app
+
+
+async def _get(key: str | None) -> httpx.Response:
+    settings = dataclasses.replace(
+        load_settings(), providers={"sandbox": "http://127.0.0.1:9", "other": "http://x:1"}
+    )
+    transport = httpx.ASGITransport(app=create_app(settings))
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    async with httpx.AsyncClient(transport=transport, base_url="http://intake") as http:
+        return await http.get("/v1/catalog", headers=headers)
+
+
+async def test_the_catalog_lists_every_providers_operations_with_class_and_reversibility() -> None:
+    agent, operator = await _get("demo-key"), await _get("ops-key")
+    assert agent.status_code == 200, agent.text
+    assert agent.json() == operator.json()
+    operations = agent.json()["operations"]
+    assert {(o["provider"], o["operation"]) for o in operations} == {
+        (p, name) for p in ("sandbox", "other") for name in CATALOG
+    }
+    by_name = {o["operation"]: o for o in operations if o["provider"] == "sandbox"}
+    assert by_name["records.delete"] == {
+        "provider": "sandbox",
+        "operation": "records.delete",
+        "class": "destructive",
+        "reversibility": "irreversible",
+    }
+    assert by_name["payments.charge"]["class"] == "write"
+    assert by_name["payments.charge"]["reversibility"] == "compensating_only"
+    assert (await _get(None)).status_code == 401
