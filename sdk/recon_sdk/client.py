@@ -155,21 +155,21 @@ class AsyncRecon:
 
     # Routes of CONTRACT.md's "v1 additions" still being built: untyped until they land.
     async def operation(self, op_key: str) -> dict[str, Any]:
-        """`GET /v1/operations/{op_key}` (pending on the server)."""
+        """`GET /v1/operations/{op_key}`."""
         return dict(await self._send(calls.get_operation(op_key)))
 
     async def preview(self, tx: Submission) -> dict[str, Any]:
-        """`POST /v1/previews` (pending on the server)."""
+        """`POST /v1/previews`: each step's effect computed by its provider, nothing applied."""
         return dict(await self._send(calls.preview(tx)))
 
     async def approve(
         self, tx_id: str, action: str, digest: str, *, expires_in_s: int | None = None
     ) -> dict[str, Any]:
-        """`POST /v1/approvals`, with an operator key (pending on the server)."""
+        """`POST /v1/approvals`, with an operator key."""
         return dict(await self._send(calls.approve(tx_id, action, digest, expires_in_s)))
 
     async def reject_approval(self, approval_id: str) -> dict[str, Any]:
-        """`POST /v1/approvals/{id}/reject` (pending on the server)."""
+        """`POST /v1/approvals/{id}/reject`."""
         return dict(await self._send(calls.reject_approval(approval_id)))
 
 
@@ -277,19 +277,19 @@ class Recon:
         return ReviewResolving.model_validate(body)
 
     def operation(self, op_key: str) -> dict[str, Any]:
-        """`GET /v1/operations/{op_key}` (pending on the server)."""
+        """`GET /v1/operations/{op_key}`."""
         return dict(self._send(calls.get_operation(op_key)))
 
     def preview(self, tx: Submission) -> dict[str, Any]:
-        """`POST /v1/previews` (pending on the server)."""
+        """`POST /v1/previews`: each step's effect computed by its provider, nothing applied."""
         return dict(self._send(calls.preview(tx)))
 
     def approve(
         self, tx_id: str, action: str, digest: str, *, expires_in_s: int | None = None
     ) -> dict[str, Any]:
-        """`POST /v1/approvals`, with an operator key (pending on the server)."""
+        """`POST /v1/approvals`, with an operator key."""
         return dict(self._send(calls.approve(tx_id, action, digest, expires_in_s)))
 
     def reject_approval(self, approval_id: str) -> dict[str, Any]:
-        """`POST /v1/approvals/{id}/reject` (pending on the server)."""
+        """`POST /v1/approvals/{id}/reject`."""
         return dict(self._send(calls.reject_approval(approval_id)))

@@ -90,9 +90,14 @@ async def test_an_agent_commits_a_transaction_through_the_mcp_server(
         assert invalid.is_error
         reviews = _structured(await client.call_tool("list_reviews", {}))
         assert reviews == {"reviews": []}
-        # Until POST /v1/previews exists, the tool says so instead of failing.
+        # The providers compute the preview; nothing is applied or recorded.
         preview = await client.call_tool("preview", {"transaction": example_transaction("p-1")})
         assert not preview.is_error, _text(preview)
+        computed = _structured(preview)
+        assert computed["digest"] and [s["action"] for s in computed["steps"]] == [
+            "reserve",
+            "charge",
+        ], computed
 
     # Streamable HTTP: the same server, the same tools.
     port = free_port()
