@@ -13,6 +13,8 @@ from events.model import Message
 
 
 class PolicyReplaced(Message):
+    """A tenant's policy document replaced by an operator (the whole new version)."""
+
     type: Literal["PolicyReplaced"] = "PolicyReplaced"
     schema_version: Literal[1] = 1
     change_id: str  # policy:<tenant>:<version>:<digest>
@@ -25,6 +27,8 @@ class PolicyReplaced(Message):
 
 
 class KillSwitchEngaged(Message):
+    """A kill switch engaged: no new provider call in its scope until released."""
+
     type: Literal["KillSwitchEngaged"] = "KillSwitchEngaged"
     schema_version: Literal[1] = 1
     change_id: str  # kill:<id>:engaged
@@ -37,6 +41,8 @@ class KillSwitchEngaged(Message):
 
 
 class KillSwitchReleased(Message):
+    """A kill switch released: work it held resumes through the gate."""
+
     type: Literal["KillSwitchReleased"] = "KillSwitchReleased"
     schema_version: Literal[1] = 1
     change_id: str  # kill:<id>:released
@@ -47,6 +53,8 @@ class KillSwitchReleased(Message):
 
 
 class BreakerReset(Message):
+    """A quota breaker reset by an operator: the agent's operation may run again."""
+
     type: Literal["BreakerReset"] = "BreakerReset"
     schema_version: Literal[1] = 1
     change_id: str  # breaker:<tenant>:<agent>:<operation>:<tripped_at>:reset

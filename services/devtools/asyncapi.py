@@ -16,6 +16,7 @@ from pydantic.json_schema import models_json_schema
 from events.dead_letters import CONSUMER, ORIGIN, REASON
 from events.drift import DriftDetected
 from events.envelope import Envelope
+from events.governance import GovernanceChange
 from events.inputs import Command, OperationObserved
 from events.topics import PARTITIONS, Topics
 from events.transaction_events import Event
@@ -45,6 +46,7 @@ def _members(union: Any) -> list[type[BaseModel]]:
 
 
 COMMANDS = _members(Command)
+GOVERNANCE = _members(GovernanceChange)
 EVENTS = _members(Event)
 
 
@@ -149,6 +151,7 @@ def asyncapi_document() -> dict[str, Any]:
         OperationObserved,
         Envelope,
         *EVENTS,
+        *GOVERNANCE,
         DriftDetected,
         OmittedValue,
         SubmissionRequest,
@@ -172,6 +175,10 @@ def asyncapi_document() -> dict[str, Any]:
         )
     }
     dead = {"DeadLetter": _dead_letter_message()}
+    governance = {
+        g.__name__: _message(g.__name__, _ref(g), _doc(g), "the tenant (one order per tenant)")
+        for g in GOVERNANCE
+    }
     intents = {
         "Intent": _message(
             "Intent",
@@ -216,6 +223,12 @@ def asyncapi_document() -> dict[str, Any]:
             "the answer to every record of the tenant's intents topic",
             replies,
         ),
+        "governance": (
+            topics.governance,
+            "policy, kill switch and breaker changes, each with who made it; the record of "
+            "what is in force in Postgres",
+            governance,
+        ),
         "deadLetters": (
             topics.dead_letters,
             "records a consumer could not act on, with why and where they came from",
@@ -230,6 +243,7 @@ def asyncapi_document() -> dict[str, Any]:
         "deadLetters": "any consumer that could not read its input",
         "intents": "agents of the tenant",
         "intentReplies": "Kafka intents process",
+        "governance": "intake (policy, kill-switch and breaker routes)",
     }
     receivers = {
         "commands": "decider",
@@ -239,6 +253,7 @@ def asyncapi_document() -> dict[str, Any]:
         "deadLetters": "operators",
         "intents": "Kafka intents process",
         "intentReplies": "agents of the tenant",
+        "governance": "auditors and operators",
     }
     operations: dict[str, Any] = {}
     for name, (_, _, messages) in channels.items():
@@ -274,6 +289,7 @@ def asyncapi_document() -> dict[str, Any]:
                 **events,
                 **drift,
                 **dead,
+                **governance,
                 **intents,
                 **replies,
             },

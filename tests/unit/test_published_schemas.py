@@ -88,6 +88,7 @@ def test_the_asyncapi_document_is_well_formed(asyncapi: dict[str, Any]) -> None:
         "recon.events",
         "recon.drift",
         "recon.dead-letters",
+        "recon.governance",
         "recon.intents.{tenant}",
         "recon.intent-replies.{tenant}",
     }
