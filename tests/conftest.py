@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
@@ -19,6 +18,7 @@ from hypothesis import HealthCheck, settings
 from services.devtools.infra._process import REPO_ROOT
 from services.devtools.infra.kafka import KafkaBroker
 from services.devtools.infra.postgres import PostgresServer
+from services.devtools.ports import free_port as _free_port
 
 # Hypothesis profiles. `ci` (the default, so `make test` and CI run it) is derandomized:
 # every run draws the same examples, the seed derived from each test's source, so a red run
@@ -106,13 +106,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if "infra" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.infra)
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 @pytest.fixture(scope="session")

@@ -12,7 +12,6 @@ import argparse
 import asyncio
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -22,6 +21,7 @@ from pathlib import Path
 import httpx
 
 from services.devtools.infra._process import REPO_ROOT, signal_group, terminate
+from services.devtools.ports import free_port
 from services.intake.example import example_curl
 
 # Start order: the provider first, the intake last (its /healthz waits for the others).
@@ -91,7 +91,7 @@ class Stack:
         args = [sys.executable, "-m", MODULES[service]]
         env = self.env()
         if service != "sandbox":  # not a recon process: no metrics
-            env["RECON_METRICS_PORT"] = str(self.metrics_ports.setdefault(name, _free_port()))
+            env["RECON_METRICS_PORT"] = str(self.metrics_ports.setdefault(name, free_port()))
         if service == "sandbox":
             args += ["--port", str(self.sandbox_port), "--db", str(self.log_dir / "sandbox.db")]
             # The provider confirms effects by signed webhook to the intake, as real ones do.
@@ -154,13 +154,6 @@ class Stack:
                     last = repr(error)
                 await asyncio.sleep(0.3)
         raise TimeoutError(f"stack not ready after {timeout:.0f}s: {last}")
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -11,6 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
+
+from services.devtools.ports import free_port
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 STARTUP_TIMEOUT_S = 20.0
@@ -20,13 +21,6 @@ STARTUP_TIMEOUT_S = 20.0
 class Sandbox:
     url: str
     process: subprocess.Popen[bytes]
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def command(db: Path, port: int, *extra: str) -> list[str]:

@@ -21,9 +21,10 @@ from typing import Any
 
 import httpx
 import pytest
-from sandbox_process import REPO_ROOT, Sandbox, command, free_port, start_sandbox, stop
+from sandbox_process import REPO_ROOT, Sandbox, command, start_sandbox, stop
 
 from reconcilers.signatures import Scheme, verify
+from services.devtools.ports import free_port
 from services.devtools.sandbox.webhook_config import RedeliveryPolicy
 
 SECRET = "whsec_c2FuZGJveC1kZXYtc2VjcmV0"

@@ -7,7 +7,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import shutil
-import socket
 import sys
 from pathlib import Path
 
@@ -17,14 +16,8 @@ from services.devtools.chaos.cluster_faults import OneBrokerAtATime
 from services.devtools.chaos.nemesis import Server
 from services.devtools.chaos.run import ChaosConfig, run_chaos
 from services.devtools.infra._process import REPO_ROOT
+from services.devtools.ports import free_port
 from services.devtools.stack import Stack
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 async def _main(config: ChaosConfig, root: Path) -> int:
@@ -37,23 +30,23 @@ async def _main(config: ChaosConfig, root: Path) -> int:
     broken: Server
     env: dict[str, str] = {}
     if config.brokers == 1:
-        kafka = broken = KafkaBroker(root / "kafka", _free_port(), _free_port())
+        kafka = broken = KafkaBroker(root / "kafka", free_port(), free_port())
     else:
-        ports = [_free_port() for _ in range(config.brokers)]
-        kafka = KafkaCluster(root / "kafka", ports, [_free_port() for _ in ports])
+        ports = [free_port() for _ in range(config.brokers)]
+        kafka = KafkaCluster(root / "kafka", ports, [free_port() for _ in ports])
         # Each broker fault takes down one node (services.devtools.chaos.cluster_faults).
         broken = OneBrokerAtATime(kafka, Topics("").commands, lambda line: print(line, flush=True))
         env = {
             "RECON_KAFKA_REPLICATION_FACTOR": str(kafka.replication),
             "RECON_KAFKA_MIN_INSYNC_REPLICAS": str(kafka.min_insync),
         }
-    postgres = PostgresServer(root / "postgres", _free_port())
+    postgres = PostgresServer(root / "postgres", free_port())
     stack = Stack(
         kafka.bootstrap,
         postgres.url,
         root / "logs",
-        intake_port=_free_port(),
-        sandbox_port=_free_port(),
+        intake_port=free_port(),
+        sandbox_port=free_port(),
         extra_env=env,
     )
     print(f"starting Postgres and Kafka ({config.brokers} node(s)) in {root} ...", flush=True)

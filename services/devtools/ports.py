@@ -1,0 +1,61 @@
+"""Ports for the servers the project starts on this machine (test stacks, the chaos runner,
+the stack's metrics endpoints).
+
+Asking the kernel for port 0 hands out a port from its ephemeral range, the same range every
+outgoing connection takes its local port from: between that probe and the server's own bind,
+a Kafka or HTTP client of any process may take the port (seen as "address already in use"
+with two test workers on one machine). So ports come from below the ephemeral range, where
+no client connection lands, and each process draws from a slice of its own (by pytest-xdist
+worker, else by pid), so two processes do not hand out the same port either. Each port is
+still checked by binding it once: something else may listen there.
+"""
+
+import itertools
+import os
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+
+# Below Linux's default ephemeral range (32768-60999, /proc/sys/net/ipv4/ip_local_port_range)
+# and above the ports services usually sit on.
+LOW = 20000
+SLICE = 600
+SLICES = 20
+
+
+def _ephemeral_floor() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
+def _slice() -> int:
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")  # "gw0", "gw1", ...
+    if worker.startswith("gw") and worker[2:].isdigit():
+        return int(worker[2:]) % SLICES
+    return os.getpid() % SLICES
+
+
+def _candidates() -> Iterator[int]:
+    start = LOW + _slice() * SLICE
+    end = min(start + SLICE, _ephemeral_floor())
+    if end <= start:  # an unusual ephemeral range: share it, as port 0 would
+        end = start + SLICE
+    return itertools.cycle(range(start, end))
+
+
+_next = _candidates()
+
+
+def free_port() -> int:
+    """A port nothing listens on now, outside the range client connections take theirs from."""
+    for _ in range(SLICE):
+        port = next(_next)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError(f"no free port in this process's slice from {LOW + _slice() * SLICE}")
