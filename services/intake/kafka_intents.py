@@ -85,6 +85,15 @@ class IntentSubscriber:
         assert tenant is not None, record.topic  # only intents topics are subscribed
         key_tenant, _, key_tx_id = (record.key or b"").decode(errors="replace").partition("/")
         try:
+            size = len(record.value or b"")
+            if size > self.state.settings.max_body_bytes:
+                # The same bound as the HTTP door (RECON_MAX_BODY_BYTES), not the broker's.
+                raise ApiError(
+                    413,
+                    "body_too_large",
+                    f"the intent is {size} bytes; at most "
+                    f"{self.state.settings.max_body_bytes} are accepted",
+                )
             if key_tenant != tenant or not key_tx_id:
                 raise ApiError(
                     422,

@@ -71,7 +71,17 @@ async def test_kafka_intents_commit_and_refusals_record_nothing(
         await produce("demo/kafka-ok", conflicting)
         await produce("other/kafka-theirs", transaction("kafka-theirs"))
         await produce("demo/kafka-named", {**transaction("kafka-named"), "tenant": "other"})
-        refused = ("kafka-ok", "kafka-bad", "kafka-junk", "kafka-theirs", "kafka-named")
+        huge = transaction("kafka-huge")
+        huge["steps"][0]["payload"]["note"] = "x" * 300_000  # over the 256 KiB of the HTTP door
+        await produce("demo/kafka-huge", huge)
+        refused = (
+            "kafka-ok",
+            "kafka-bad",
+            "kafka-junk",
+            "kafka-theirs",
+            "kafka-named",
+            "kafka-huge",
+        )
         answered = await replies(stack, "demo", dict.fromkeys(refused, "refused"))
         conflict = answered["kafka-ok"]
         for tx_id in ("kafka-bad", "kafka-junk", "kafka-theirs", "kafka-named"):
@@ -82,6 +92,8 @@ async def test_kafka_intents_commit_and_refusals_record_nothing(
                 "invalid_request",
             ), refusal
         assert (conflict["http_status"], conflict["error"]) == (409, "tx_conflict"), conflict
+        too_large = answered["kafka-huge"]
+        assert (too_large["http_status"], too_large["error"]) == (413, "body_too_large")
 
         # The accepted intent commits, under the op keys HTTP gives for the same body.
         done = await recon.wait_terminal("kafka-ok")
@@ -99,7 +111,7 @@ async def test_kafka_intents_commit_and_refusals_record_nothing(
         assert [(o["op_key"], o["state"]) for o in seen] == [
             (o["op_key"], o["state"]) for o in done["operations"]
         ]
-        for tx_id in ("kafka-bad", "kafka-junk", "kafka-theirs", "kafka-named"):
+        for tx_id in ("kafka-bad", "kafka-junk", "kafka-theirs", "kafka-named", "kafka-huge"):
             assert (await recon.get(tx_id)).status_code == 404, tx_id
             assert (await other.get(tx_id)).status_code == 404, tx_id
         # Nothing was answered on the other tenant's reply topic.
