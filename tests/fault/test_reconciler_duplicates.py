@@ -42,7 +42,8 @@ async def test_double_ticks_and_two_processes_do_not_duplicate_lookups(
     await recon.arm("payments.charge", "delay", times=len(TXS), delay_ms=60_000)
     for tx_id in TXS:
         assert (await recon.submit(transaction(tx_id, receipt=False))).status_code == 202
-    deadline = time.monotonic() + 30
+    # Generous: under two test workers a dispatcher has needed over 30 s to reach them.
+    deadline = time.monotonic() + 90
     while True:
         states = [op((await recon.get(t)).json(), "charge")["state"] for t in TXS]
         if all(s in ("dispatched", "unknown") for s in states):
