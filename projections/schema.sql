@@ -154,6 +154,9 @@ DROP INDEX IF EXISTS intents_operations;
 ALTER TABLE intents ADD COLUMN IF NOT EXISTS produced boolean NOT NULL DEFAULT true;
 ALTER TABLE intents ALTER COLUMN produced SET DEFAULT false;
 ALTER TABLE intents ADD COLUMN IF NOT EXISTS attempted_at timestamptz NOT NULL DEFAULT now();
+-- The tenant's policy version the intake checked the submission under: a dispatcher whose
+-- cached policy is older re-reads it before deciding (services.dispatcher.gatekeeper).
+ALTER TABLE intents ADD COLUMN IF NOT EXISTS policy_version integer NOT NULL DEFAULT 0;
 -- The same for a review's resolution claim (`produced` above): a different resolution may
 -- take over an unacknowledged claim once its last attempt is older than the horizon.
 ALTER TABLE review_resolutions

@@ -19,10 +19,14 @@ from services.config import Settings
 # left out (a transaction's next observation, its next dispatch) waited until that fetch
 # ended: up to fetch_max_wait_ms, 500 ms, the p99 of 202 -> commit at no load. recon's
 # consumers take every fetched partition on each getmany, so records wait only while the
-# previous batch is handled: the next fetch follows it at once, with every partition in it.
+# previous batch is handled, well under a second: the next fetch follows at once, with
+# every partition in it. Not longer: the same timer is aiokafka's only way out of a lost
+# wake-up in its fetch loop (a seek during a rebalance listener, while a fetched record
+# waits, left a reset unsent): at 30 s a decider sat out its own session and a first
+# transaction waited 30 s (seen in CI; tests/integration/test_consumer_fetch_wait.py).
 # Shortening fetch_max_wait_ms instead (10 ms) cured the wait too, but at 4x the idle CPU
 # (an empty fetch every 10 ms per member, in Kafka and in each process).
-PREFETCH_BACKOFF_S = 30.0
+PREFETCH_BACKOFF_S = 1.0
 
 
 class GroupConsumer(AIOKafkaConsumer):  # type: ignore[misc]

@@ -9,6 +9,10 @@ step, a saga compensation, a review `retry`, a lookup-first re-send).
   offset committed like any other; the `run` loop dispatches held work, lookup first, once
   no switch matches it (claimed with a lease, so a dispatcher that dies lets another take
   it). In-flight calls are not interrupted: they settle and are reconciled as usual.
+- Policies: a dispatch is judged by a view at least as new as the policy version its
+  submission was checked under (the intake writes it on the intent row; an older view is
+  re-read first), so a policy is in force for every submission accepted after its PUT
+  answered, even one sent at once.
 - Grants: a forward leg whose operation the agent is no longer granted (the policy changed
   after the submission) is held for a person: a RequestReview with reason `not_granted`.
 - Quotas: reserved in Postgres (services.governance.store.reserve_quota) before the call;
@@ -65,7 +69,7 @@ class Gatekeeper:
         self.policies: dict[str, PolicyDocument] = {}
         self.switches: dict[str, list[Switch]] = {}
         self.refreshed_at = float("-inf")
-        self.agents: dict[tuple[str, str], str] = {}
+        self.agents: dict[tuple[str, str], tuple[str, int]] = {}
         self.held = 0
         self._refreshing: asyncio.Lock = asyncio.Lock()
 
@@ -130,7 +134,8 @@ class Gatekeeper:
         async with pool.acquire() as conn:
             await store.forget_held(conn, held)
 
-    async def _agent(self, tenant: str, tx_id: str) -> str:
+    async def _intent(self, tenant: str, tx_id: str) -> tuple[str, int]:
+        """The transaction's agent, and the policy version its submission was checked under."""
         found = self.agents.get((tenant, tx_id))
         if found is None:
             pool = await self._pool()
@@ -138,11 +143,19 @@ class Gatekeeper:
                 agents = await store.agents_of(conn, [(tenant, tx_id)])
             # Every dispatch has an intent row (written before the submission was
             # produced); without one no agent can be named, and no grant applies.
-            found = agents.get((tenant, tx_id), "")
+            found = agents.get((tenant, tx_id), ("", 0))
             if len(self.agents) >= _AGENTS_CACHED:
                 self.agents.clear()
             self.agents[(tenant, tx_id)] = found
         return found
+
+    async def _current(self, tenant: str, checked_under: int) -> None:
+        """A submission checked under a policy version newer than this view (the policy was
+        replaced between two refreshes, and the agent submitted at once): read it now, so
+        a policy is in force for every submission accepted after its PUT answered."""
+        cached = self.policies.get(tenant)
+        if checked_under > (cached.version if cached else 0):
+            await self.refresh()
 
     def _governed(self, tenant: str) -> bool:
         return tenant in self.policies or bool(self.switches.get(tenant))
@@ -161,9 +174,10 @@ class Gatekeeper:
     ) -> bool:
         await self._fresh()
         tenant = envelope.tenant
+        agent_id, checked_under = await self._intent(tenant, envelope.tx_id)
+        await self._current(tenant, checked_under)
         if not self._governed(tenant):
             return True
-        agent_id = await self._agent(tenant, envelope.tx_id)
         policy = self.policies.get(tenant) or open_policy()
         decision = dispatch_verdict(
             policy,
@@ -213,7 +227,7 @@ class Gatekeeper:
         tenant = envelope.tenant
         if not self.switches.get(tenant):
             return True
-        agent_id = await self._agent(tenant, envelope.tx_id)
+        agent_id, _ = await self._intent(tenant, envelope.tx_id)
         held_by = blocking(self.switches[tenant], agent_id, dispatch.provider, dispatch.operation)
         if held_by:
             await self._hold(envelope, dispatch, partition, agent_id, held_by)

@@ -407,13 +407,14 @@ async def forget_held(conn: asyncpg.Connection, held: Held) -> None:
 
 async def agents_of(
     conn: asyncpg.Connection, wanted: list[tuple[str, str]]
-) -> dict[tuple[str, str], str]:
-    """The agent of each (tenant, tx_id), from the intake's intent rows (written before the
-    submission was produced, so present for every dispatch)."""
+) -> dict[tuple[str, str], tuple[str, int]]:
+    """The agent of each (tenant, tx_id) and the policy version its submission was checked
+    under, from the intake's intent rows (written before the submission was produced, so
+    present for every dispatch)."""
     rows = await conn.fetch(
-        "SELECT i.tenant, i.tx_id, i.agent_id FROM intents i"
+        "SELECT i.tenant, i.tx_id, i.agent_id, i.policy_version FROM intents i"
         " JOIN unnest($1::text[], $2::text[]) AS w(tenant, tx_id) USING (tenant, tx_id)",
         [t for t, _ in wanted],
         [x for _, x in wanted],
     )
-    return {(r["tenant"], r["tx_id"]): r["agent_id"] for r in rows}
+    return {(r["tenant"], r["tx_id"]): (r["agent_id"], r["policy_version"]) for r in rows}

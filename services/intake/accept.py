@@ -89,7 +89,14 @@ async def accept_submission(
     # even the intent row.
     policy.refuse_ungranted(checked.policy, submission)
     tracing.annotate(tx_id=submission.tx_id, op_keys=",".join(s.op_key for s in specs))
-    intent = intents.Intent(tenant, submission.tx_id, fingerprint, submission.agent_id, specs)
+    intent = intents.Intent(
+        tenant,
+        submission.tx_id,
+        fingerprint,
+        submission.agent_id,
+        specs,
+        policy_version=checked.policy.version,
+    )
     async with state.pool.acquire() as conn:
         await intents.claim(conn, intent, settings.pending_horizon_s)
     # An identical resubmission produces again: it is harmless (the decider accepts only

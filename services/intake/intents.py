@@ -45,6 +45,8 @@ class Intent:
     fingerprint: str
     agent_id: str
     operations: tuple[OperationSpec, ...]
+    # The version of the tenant's policy the submission was checked under (0: none).
+    policy_version: int = 0
 
     def operations_json(self) -> str:
         return json.dumps([spec.model_dump(mode="json") for spec in self.operations])
@@ -54,14 +56,16 @@ async def claim(conn: asyncpg.Connection, intent: Intent, horizon_s: float) -> N
     """Take the tx_id for this intent before its command is produced, or raise the 409."""
     async with conn.transaction():
         inserted = await conn.fetchval(
-            "INSERT INTO intents (tenant, tx_id, fingerprint, agent_id, operations, produced)"
-            " VALUES ($1, $2, $3, $4, $5::jsonb, false)"
+            "INSERT INTO intents"
+            " (tenant, tx_id, fingerprint, agent_id, operations, produced, policy_version)"
+            " VALUES ($1, $2, $3, $4, $5::jsonb, false, $6)"
             " ON CONFLICT (tenant, tx_id) DO NOTHING RETURNING 1",
             intent.tenant,
             intent.tx_id,
             intent.fingerprint,
             intent.agent_id,
             intent.operations_json(),
+            intent.policy_version,
         )
         if inserted:
             await _write_keys(conn, intent)
@@ -77,9 +81,12 @@ async def claim(conn: asyncpg.Connection, intent: Intent, horizon_s: float) -> N
             if not row["produced"]:
                 # A new attempt: the horizon counts from the latest one.
                 await conn.execute(
-                    "UPDATE intents SET attempted_at = now() WHERE tenant = $1 AND tx_id = $2",
+                    "UPDATE intents SET attempted_at = now(),"
+                    " policy_version = greatest(policy_version, $3)"
+                    " WHERE tenant = $1 AND tx_id = $2",
                     intent.tenant,
                     intent.tx_id,
+                    intent.policy_version,
                 )
             return
         if row["produced"] or await _projected(conn, intent):
@@ -88,12 +95,14 @@ async def claim(conn: asyncpg.Connection, intent: Intent, horizon_s: float) -> N
             raise _pending(intent.tx_id, horizon_s - row["age_s"])
         await conn.execute(
             "UPDATE intents SET fingerprint = $3, agent_id = $4, operations = $5::jsonb,"
-            " created_at = now(), attempted_at = now() WHERE tenant = $1 AND tx_id = $2",
+            " created_at = now(), attempted_at = now(), policy_version = $6"
+            " WHERE tenant = $1 AND tx_id = $2",
             intent.tenant,
             intent.tx_id,
             intent.fingerprint,
             intent.agent_id,
             intent.operations_json(),
+            intent.policy_version,
         )
         await conn.execute(
             "DELETE FROM intent_keys WHERE tenant = $1 AND tx_id = $2",
