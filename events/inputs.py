@@ -102,25 +102,6 @@ class CompensateOperation(Message):
     issued_at: datetime
 
 
-class RequestReview(Message):
-    """From the pull reconciler (its lookup budget for an operation is spent), or from the
-    agent session that owns the transaction, through the API (it wants a person to look)."""
-
-    type: Literal["RequestReview"] = "RequestReview"
-    schema_version: Literal[1] = 1
-    message_id: str
-    tenant: str
-    tx_id: str
-    action: str
-    leg: Leg
-    attempt: int
-    reason: str
-    issued_at: datetime
-    # The asking session, when an agent asks: fenced like its other commands.
-    agent_id: str | None = Field(default=None, exclude_if=lambda v: v is None)
-    session_id: str | None = Field(default=None, exclude_if=lambda v: v is None)
-
-
 class ResolveReview(Message):
     """From an operator, through the API."""
 
@@ -153,6 +134,42 @@ class Source(StrEnum):
     LOOKUP = "lookup"
     WEBHOOK = "webhook"
     REVIEW = "review"  # a person's resolution in the manual-review queue
+
+
+class Evidence(Message):
+    """What an observer saw, kept verbatim so a terminal state can be justified."""
+
+    observation_id: str
+    source: Source
+    outcome: Outcome
+    attempt: int
+    status_code: int | None = None
+    remote_id: str | None = None
+    body: Any = None
+    error: str | None = None
+    observed_at: str
+
+
+class RequestReview(Message):
+    """From the pull reconciler (its lookup budget for an operation is spent), or from the
+    agent session that owns the transaction, through the API (it wants a person to look)."""
+
+    type: Literal["RequestReview"] = "RequestReview"
+    schema_version: Literal[1] = 1
+    message_id: str
+    tenant: str
+    tx_id: str
+    action: str
+    leg: Leg
+    attempt: int
+    reason: str
+    issued_at: datetime
+    # The asking session, when an agent asks: fenced like its other commands.
+    agent_id: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    session_id: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    # What the asker saw, kept on the review: a dispatcher that stopped a new attempt
+    # because a precondition no longer holds gives the provider's answer.
+    evidence: Evidence | None = Field(default=None, exclude_if=lambda v: v is None)
 
 
 class OperationObserved(Message):

@@ -96,6 +96,13 @@ def review_request_id(op_key: str, attempt: int) -> str:
     return f"reconcile:{op_key}:{attempt}:review"
 
 
+def gate_review_id(op_key: str, attempt: int, reason: str) -> str:
+    """The dispatcher's gate asks for a review of one dispatch once per reason (a grant
+    withdrawn, a quota exceeded, a precondition that no longer holds): a re-delivered
+    dispatch asks again with the same id, and the decider ignores a leg already in review."""
+    return f"governance:{op_key}:{attempt}:{reason}"
+
+
 def webhook_id(provider: str, delivery_id: str) -> str:
     """The delivery's own id, so a redelivery the dedupe table missed is still recognised."""
     return f"webhook:{provider}:{delivery_id}"

@@ -15,22 +15,8 @@ from events.approval_events import (
     OperationRejected,
 )
 from events.definition import Leg, OperationSpec, Resolution
-from events.inputs import Outcome, Source
+from events.inputs import Evidence as Evidence
 from events.model import Message
-
-
-class Evidence(Message):
-    """What an observer saw, kept verbatim so a terminal state can be justified."""
-
-    observation_id: str
-    source: Source
-    outcome: Outcome
-    attempt: int
-    status_code: int | None = None
-    remote_id: str | None = None
-    body: Any = None
-    error: str | None = None
-    observed_at: str
 
 
 class TransactionAccepted(Message):

@@ -1,7 +1,9 @@
 """The approval gate, the decider's side (DESIGN.md, "Governance"; CONTRACT.md, "v1
 additions"): a step the intake marked `approval_required` is not dispatched until an
 approval bound to this transaction's canonical proposal arrives from someone other than
-the requesting agent, unexpired, and unused. Its dispatch spends it.
+the requesting agent, unexpired, and unused. Its dispatch spends it. A step in review may
+be approved again: a review `retry` of it needs a live approval (attempt_gate), so an
+approval is evidence of one attempt, never standing authority for the next.
 
 Pure: no I/O, no clock. "Now" is the time of the input being decided (its issued_at or
 observed_at), so a replay decides exactly as the first run did.
@@ -24,10 +26,10 @@ from events.approval_events import (
     OperationRejected,
 )
 from events.approval_inputs import ApproveOperation, RejectOperation
+from events.approval_ledger import Approval, live
 from events.definition import Leg, OperationKind, TxStatus
 from events.legs import LegStatus
-from events.model import Message
-from events.transaction_events import CommandIgnored, Event, OperationDispatched
+from events.transaction_events import CommandIgnored, Event
 from services.decider.side_effects import leg_info
 
 if TYPE_CHECKING:
@@ -38,20 +40,9 @@ OPEN = (TxStatus.ACCEPTED, TxStatus.RUNNING, TxStatus.AWAITING_APPROVAL)
 NOT_STARTED = (LegStatus.PENDING, LegStatus.AWAITING_APPROVAL)
 
 
-class Approval(Message):
-    approval_id: str
-    action: str
-    proposal_digest: str
-    preview_digest: str
-    approver: str
-    expires_at: datetime
-    spent: bool = False  # dispatched on, or expired: never good again
-
-
 def current(state: TransactionState, action: str) -> Approval | None:
     """The latest approval of `action` not yet spent."""
-    live = [a for a in state.approvals if a.action == action and not a.spent]
-    return live[-1] if live else None
+    return live(state.approvals, action)
 
 
 def approve(state: TransactionState, cmd: ApproveOperation) -> list[Event]:
@@ -73,9 +64,14 @@ def approve(state: TransactionState, cmd: ApproveOperation) -> list[Event]:
         return refused("approval_used")
     if op is None or op.spec.kind is not OperationKind.STEP or not op.spec.approval_required:
         return refused("approval_not_required")
-    if op.forward.status not in NOT_STARTED:
+    # A step in review may be approved again: the approval its earlier attempt was
+    # dispatched on is spent, and a review `retry` needs a live one (attempt_gate).
+    again = op.forward.status is LegStatus.MANUAL_REVIEW
+    if op.forward.status not in NOT_STARTED and not again:
         return refused("approval_used" if _spent_on(state, cmd.action) else "step_already_run")
-    if state.status not in OPEN or state.aborting:
+    if state.status not in (*OPEN, *((TxStatus.MANUAL_REVIEW,) if again else ())) or (
+        state.aborting
+    ):
         return refused(f"transaction_{'aborting' if state.aborting else state.status}")
     if cmd.proposal_digest != state.fingerprint:
         return refused("digest_mismatch")
@@ -148,31 +144,3 @@ def gate(state: TransactionState, step: OperationState, now: datetime) -> list[E
             reversibility=info.reversibility.value,
         ),
     ]
-
-
-def evolve_approvals(approvals: tuple[Approval, ...], event: Event) -> tuple[Approval, ...]:
-    match event:
-        case OperationApproved():
-            return (
-                *approvals,
-                Approval(
-                    approval_id=event.approval_id,
-                    action=event.action,
-                    proposal_digest=event.proposal_digest,
-                    preview_digest=event.preview_digest,
-                    approver=event.approver,
-                    expires_at=datetime.fromisoformat(event.expires_at),
-                ),
-            )
-        case OperationDispatched() if event.leg is Leg.FORWARD:
-            return _spend(approvals, event.action)
-        case ApprovalExpired():
-            return _spend(approvals, event.action)
-        case _:
-            return approvals
-
-
-def _spend(approvals: tuple[Approval, ...], action: str) -> tuple[Approval, ...]:
-    return tuple(
-        a.model_copy(update={"spent": True}) if a.action == action else a for a in approvals
-    )

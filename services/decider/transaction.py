@@ -32,6 +32,8 @@ from pydantic import model_validator
 
 from events.approval_events import OperationRejected
 from events.approval_inputs import ApproveOperation, RejectOperation
+from events.approval_ledger import Approval, evolve_approvals
+from events.attempt_gate import NewAttempt, attempt_refusals
 from events.catalog import SideEffect
 from events.definition import Leg, OperationKind, OperationSpec, OpStatus, Resolution, TxStatus
 from events.envelope import GENESIS_HASH, Envelope, seal
@@ -84,8 +86,6 @@ from events.transaction_events import (
     TransactionNeedsReview,
 )
 from services.decider import approvals, ownership
-from services.decider.approvals import Approval
-from services.decider.attempt_gate import NewAttempt, attempt_refusals
 from services.decider.evidence import evidence_of, evidence_of_review
 from services.decider.ownership import Owner
 from services.decider.revisions import rejection_reason
@@ -368,7 +368,7 @@ def _request_review(state: TransactionState, cmd: RequestReview) -> list[Event]:
     current = op.leg(cmd.leg) if op else None
     if op is None or current is None or not current.in_flight or current.attempt != cmd.attempt:
         return [CommandIgnored(command=cmd.type, reason="operation_not_in_flight")]
-    return _review(state, op, cmd.leg, cmd.attempt, cmd.reason, None)
+    return _review(state, op, cmd.leg, cmd.attempt, cmd.reason, cmd.evidence)
 
 
 def _resolve(state: TransactionState, cmd: ResolveReview) -> list[Event]:
@@ -402,7 +402,7 @@ def _resolve(state: TransactionState, cmd: ResolveReview) -> list[Event]:
                 attempt + 1,
                 cmd.issued_at,
                 "review_retry",
-                state.owner,
+                approvals.current(state, op.spec.action),
             )
         )
         if refusals:
@@ -606,9 +606,7 @@ def evolve(state: TransactionState, event: Event) -> TransactionState:
             state = state.model_copy(update={"aborting": True})
         case _:
             pass
-    state = state.model_copy(
-        update={"approvals": approvals.evolve_approvals(state.approvals, event)}
-    )
+    state = state.model_copy(update={"approvals": evolve_approvals(state.approvals, event)})
     if isinstance(event, LEG_EVENTS):
         op = state.operation(event.action)
         assert op is not None, event.action

@@ -33,8 +33,8 @@ from aiokafka import AIOKafkaProducer
 
 from events.definition import Leg
 from events.envelope import Envelope
-from events.inputs import RequestReview
-from events.keys import partition_key
+from events.inputs import Evidence, RequestReview
+from events.keys import gate_review_id, partition_key
 from events.policy import PolicyDocument, open_policy
 from events.transaction_events import OperationDispatched
 from services.at_least_once import RetryBatch
@@ -191,7 +191,7 @@ class Gatekeeper:
             await self._hold(envelope, dispatch, partition, agent_id, decision.switches)
             return False
         if decision.verdict is Verdict.REVIEW:
-            await self._review(envelope, dispatch, decision.reason)
+            await self.review(envelope, dispatch, decision.reason)
             return False
         quotas = quotas_for(policy, agent_id, dispatch.operation)
         if dispatch.leg is Leg.FORWARD and quotas:
@@ -214,7 +214,7 @@ class Gatekeeper:
                     agent_id,
                     refused.model_dump_json(),
                 )
-                await self._review(envelope, dispatch, "quota_exceeded")
+                await self.review(envelope, dispatch, "quota_exceeded")
                 return False
         return True
 
@@ -267,11 +267,16 @@ class Gatekeeper:
             ", ".join(switch_ids),
         )
 
-    async def _review(self, envelope: Envelope, dispatch: OperationDispatched, reason: str) -> None:
+    async def review(
+        self,
+        envelope: Envelope,
+        dispatch: OperationDispatched,
+        reason: str,
+        evidence: Evidence | None = None,
+    ) -> None:
+        """Ask a person about this dispatch instead of making it (the leg goes to review)."""
         command = RequestReview(
-            # One request per dispatch and reason: a re-delivered dispatch asks again with
-            # the same id, and the decider ignores a leg already in review.
-            message_id=f"governance:{dispatch.op_key}:{dispatch.attempt}:{reason}",
+            message_id=gate_review_id(dispatch.op_key, dispatch.attempt, reason),
             tenant=envelope.tenant,
             tx_id=envelope.tx_id,
             action=dispatch.action,
@@ -279,6 +284,7 @@ class Gatekeeper:
             attempt=dispatch.attempt,
             reason=reason,
             issued_at=datetime.now(UTC),
+            evidence=evidence,
         )
         await self.producer.send_and_wait(
             self.settings.topics.commands,

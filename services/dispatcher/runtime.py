@@ -19,7 +19,7 @@ from pydantic import ValidationError
 
 from events.catalog import operation_info
 from events.envelope import Envelope
-from events.inputs import OperationObserved, Outcome, Source
+from events.inputs import Evidence, OperationObserved, Outcome, Source
 from events.keys import dispatch_observation_id, partition_key
 from events.retry_policy import redelivery_may_apply
 from events.transaction_events import OperationDispatched
@@ -35,7 +35,11 @@ from services.kafka_setup import ensure_topics
 from services.kafka_start import start_kafka_client
 from services.providers.adapters import ProviderAdapter, build_adapters
 from services.providers.classify import Seen
-from services.providers.preconditions import balance_needed, judge_balance
+from services.providers.preconditions import (
+    PRECONDITION_FAILED,
+    balance_needed,
+    judge_balance,
+)
 
 log = logging.getLogger(__name__)
 
@@ -240,7 +244,7 @@ class Call:
             # A new attempt: what held when the first was approved must hold now.
             stopped = await self.preconditions(adapter)
             if stopped is not None:
-                await self.report(Source.RESPONSE, stopped)
+                await self.stop(stopped)
                 return
         seen = await adapter.apply(op, key, self.dispatch.payload)
         await pause_point(DISPATCHER_AFTER_PROVIDER_ANSWERED)
@@ -257,6 +261,32 @@ class Call:
         if stopped is not None:
             log.warning("%s: %s", self.envelope.tx_id, stopped.error)
         return stopped
+
+    async def stop(self, seen: Seen) -> None:
+        """No call is made. A precondition that could not be read is `unknown` (asked again
+        later); one that no longer holds goes to a person with the provider's answer: the
+        operation stays open, so once the world is right again (and, for a step that needed
+        approval, a fresh approval exists) a review `retry` makes the attempt."""
+        if seen.outcome is Outcome.UNKNOWN:
+            await self.report(Source.RESPONSE, seen)
+            return
+        evidence = Evidence(
+            observation_id=dispatch_observation_id(
+                self.dispatch.op_key,
+                self.dispatch.attempt,
+                Source.RESPONSE.value,
+                seen.outcome.value,
+                self.lookups,
+            ),
+            source=Source.RESPONSE,
+            outcome=seen.outcome,
+            attempt=self.dispatch.attempt,
+            status_code=seen.status_code,
+            body=seen.body,
+            error=seen.error,
+            observed_at=datetime.now(UTC).isoformat(),
+        )
+        await self.d.gate.review(self.envelope, self.dispatch, PRECONDITION_FAILED, evidence)
 
     async def lookup(self, adapter: ProviderAdapter) -> Seen:
         self.lookups += 1

@@ -1,5 +1,7 @@
 """`POST /v1/approvals` and `POST /v1/approvals/{op_key}/reject` (CONTRACT.md, "v1
-additions"): a person approves, or refuses, a step waiting in `awaiting_approval`.
+additions"): a person approves, or refuses, a step waiting in `awaiting_approval`, and
+approves again a step in `manual_review` whose next attempt (a review `retry`) needs a live
+approval: the one its earlier attempt was dispatched on is spent.
 
 Operator keys only (RECON_OPERATOR_KEYS): the key names the approver, the body never does,
 and the approver must not be the transaction's requesting agent (separation of duties: an
@@ -43,7 +45,9 @@ from services.providers.adapters import SandboxAdapter
 
 router = APIRouter()
 
-NOT_STARTED = ("pending", "awaiting_approval")
+# Not started, or in review: a step in review is approved again for its next attempt (the
+# approval it was dispatched on is spent; a review `retry` needs a live one).
+APPROVABLE = ("pending", "awaiting_approval", "manual_review")
 MAX_EXPIRY_S = 7 * 86400
 
 
@@ -110,7 +114,7 @@ async def approve(
             "separation_of_duties",
             f"{approver!r} requested this transaction and may not approve it",
         )
-    if state not in NOT_STARTED:
+    if state not in APPROVABLE:
         raise ApiError(409, "approval_used", f"step {body.action!r} already ran ({state})")
     if preview is None or preview["digest"] != body.digest:
         raise ApiError(

@@ -174,7 +174,9 @@ async def review_state(
     conn: asyncpg.Connection, tenant: str, review_id: str
 ) -> asyncpg.Record | None:
     row: asyncpg.Record | None = await conn.fetchrow(
-        "SELECT tx_id, state FROM reviews WHERE tenant = $1 AND id = $2", tenant, review_id
+        "SELECT tx_id, state, action, leg, attempt FROM reviews WHERE tenant = $1 AND id = $2",
+        tenant,
+        review_id,
     )
     return row
 

@@ -5,6 +5,9 @@ OperationNeedsReview / ReviewResolved events). A resolution is a ResolveReview c
 the `review_resolutions` row is the guard that lets one resolution through per review,
 and the decider, not this API, moves the operation once the command is in Kafka. Every
 query filters by tenant, so another tenant's review is answered 404 like a missing one.
+A `retry` is a new attempt: refused `409 attempt_refused` when the attempt gate would
+refuse it (services.intake.retry_gate: a step that needed approval needs a fresh one), and
+the review stays open.
 """
 
 import json
@@ -15,10 +18,11 @@ import asyncpg
 from fastapi import APIRouter, Depends, Query, Request
 from pydantic import ValidationError
 
+from events.definition import Resolution
 from events.inputs import ResolveReview
 from events.keys import resolve_id
 from services.config import Settings
-from services.intake import auth, queries, resolutions
+from services.intake import auth, queries, resolutions, retry_gate
 from services.intake.errors import ApiError
 from services.intake.openapi import errors, json_body, ok
 from services.intake.policy import operator
@@ -103,6 +107,8 @@ async def resolve_review(
             raise _not_found(review_id)
         if review["state"] != "open":
             raise already_resolved(review_id)
+        if body.resolution is Resolution.RETRY:
+            await retry_gate.check(conn, tenant, review)
         await resolutions.claim(conn, tenant, review_id, body, settings.pending_horizon_s)
     command = ResolveReview(
         # One resolution per review: a client's retry produces the same command again,

@@ -7,15 +7,19 @@ absent) happens later than the approval it was made under: the world may have mo
 refund of a charge (`"charge"` in its payload) must still fit what the provider says is
 left to refund, and the charge's authorization must not have been revoked; an operator may
 have refunded from the provider's dashboard meanwhile. A precondition that no longer holds
-stops the attempt: the dispatcher reports it as a refusal (no call is made) with the
-provider's balance as the evidence, so the operation ends `failed` with the reason on
-record and never a second refund.
+stops the attempt: no call is made, and the dispatcher asks for a review
+(`precondition_failed`) with the provider's balance as the evidence, never a second refund.
+The operation stays open for a person: a review `retry` once the precondition holds again
+(the attempt is checked again), or `not_applied` to fail it.
 """
 
 from typing import Any
 
 from events.inputs import Outcome
 from services.providers.classify import Seen
+
+# The review reason of an attempt stopped by a precondition.
+PRECONDITION_FAILED = "precondition_failed"
 
 
 def balance_needed(operation: str, payload: dict[str, Any]) -> str | None:

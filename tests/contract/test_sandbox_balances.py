@@ -47,6 +47,9 @@ def test_refunds_draw_down_the_balance_and_the_dashboard_and_revocation_count(
     revoked = _post(client, "/v1/payments/refund", {"charge": charge_id, "amount": 100})
     assert revoked.status_code == 422 and revoked.json()["error"] == "authorization_revoked"
     assert client.get(f"/v1/charges/{charge_id}/balance").json()["refundable"] == 200
+    client.post("/v1/dashboard/reinstate", json={"charge": charge_id})
+    assert client.get(f"/v1/charges/{charge_id}/balance").json()["revoked"] is False
+    assert _post(client, "/v1/payments/refund", {"charge": charge_id, "amount": 100}).is_success
     assert client.get("/v1/charges/ch_unknown/balance").status_code == 404
     # A refund naming no charge of this sandbox (a saga's undo) is not held to a balance.
     assert _post(client, "/v1/payments/refund", {"amount": 5000}).is_success

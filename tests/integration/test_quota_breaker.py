@@ -37,19 +37,10 @@ async def charges_applied(recon: Recon) -> list[dict[str, Any]]:
     return [c for c in calls if c["operation"] == "payments.charge" and c["kind"] == "apply"]
 
 
-async def open_reviews(recon: Recon) -> list[dict[str, Any]]:
-    response = await recon.http.get(
-        f"{recon.intake_url}/v1/reviews", params={"state": "open"}, headers=AGENT
-    )
-    response.raise_for_status()
-    reviews: list[dict[str, Any]] = response.json()["reviews"]
-    return reviews
-
-
 async def wait_for_reviews(recon: Recon, count: int, timeout: float = 180) -> list[dict[str, Any]]:
     deadline = time.monotonic() + timeout
     while True:
-        reviews = await open_reviews(recon)
+        reviews = await recon.open_reviews()
         if len(reviews) >= count or time.monotonic() > deadline:
             return reviews
         await asyncio.sleep(0.5)
@@ -110,7 +101,7 @@ async def test_a_burst_of_200_charges_is_stopped_at_the_quota_and_held_for_revie
     async def reviewed_again() -> bool:
         return any(
             r["tx_id"] == first["tx_id"] and r["id"] != first["id"]
-            for r in await open_reviews(recon)
+            for r in await recon.open_reviews()
         )
 
     deadline = time.monotonic() + 60

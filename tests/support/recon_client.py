@@ -94,6 +94,15 @@ class Recon:
             await asyncio.sleep(poll_s)
         raise AssertionError(f"{failure}: {last}")
 
+    async def open_reviews(self) -> list[dict[str, Any]]:
+        """The tenant's open reviews, as this client's key sees them."""
+        response = await self.http.get(
+            f"{self.intake_url}/v1/reviews", params={"state": "open"}, headers=self.headers
+        )
+        response.raise_for_status()
+        reviews: list[dict[str, Any]] = response.json()["reviews"]
+        return reviews
+
     async def effects(self, operation: str | None = None) -> list[dict[str, Any]]:
         params = {"operation": operation} if operation else {}
         response = await self.http.get(f"{self.sandbox_url}/v1/effects", params=params)

@@ -6,9 +6,9 @@ fails the transaction and compensates what ran."""
 from datetime import timedelta
 
 from support.approval_builders import AGENT, approve, gated_submit, reject
-from support.txbuilders import T0, observed
+from support.txbuilders import T0, observed, request_review, resolve
 
-from events.definition import OpStatus, TxStatus
+from events.definition import OpStatus, Resolution, TxStatus
 from events.inputs import DeciderInput, Outcome
 from events.transaction_events import Event
 from services.decider.transaction import TransactionState, decide, handle, initial_state
@@ -95,3 +95,44 @@ def test_a_stale_revision_at_apply_fails_the_step_for_good() -> None:
     events = decide(state, stale)
     assert types(events) == ["OperationFailed", "TransactionFailed"]
     assert events[1].reason == "stale_revision"  # type: ignore[union-attr]
+
+
+def in_review() -> TransactionState:
+    """The promote ran on its approval, its answer was lost, and a person was asked."""
+    return given(*_in_review_inputs())
+
+
+def test_a_review_retry_of_a_gated_step_needs_a_fresh_approval_not_the_spent_one() -> None:
+    state = in_review()
+    assert state.status is TxStatus.MANUAL_REVIEW
+    # The approval the first attempt ran on is spent: a retry on it alone is refused, on
+    # the chain, with the rule; the review stays open and nothing is dispatched.
+    refused = decide(state, resolve("promote", 1, Resolution.RETRY, n=10))
+    assert types(refused) == ["CommandRefused"]
+    assert refused[0].reason == "attempt_refused"  # type: ignore[union-attr]
+    assert "approval_required" in refused[0].rule  # type: ignore[union-attr]
+    # A person approves again (the step is in review, not run); the retry then dispatches
+    # attempt 2, which spends the new approval in turn.
+    again = decide(state, approve(20, approval_id="ap-2"))
+    assert types(again) == ["OperationApproved"]
+    approved = given(*_in_review_inputs(), approve(20, approval_id="ap-2"))
+    retried = decide(approved, resolve("promote", 1, Resolution.RETRY, n=30))
+    assert types(retried) == ["ReviewResolved", "OperationDispatched"]
+    assert retried[1].attempt == 2  # type: ignore[union-attr]
+
+
+def test_a_review_retry_after_the_fresh_approval_lapsed_is_refused() -> None:
+    approved = given(*_in_review_inputs(), approve(20, approval_id="ap-2", valid_s=5))
+    late = decide(approved, resolve("promote", 1, Resolution.RETRY, n=60))
+    assert types(late) == ["CommandRefused"]
+    assert "approval_expired" in late[0].rule  # type: ignore[union-attr]
+
+
+def _in_review_inputs() -> list[DeciderInput]:
+    return [
+        gated_submit(),
+        observed("reserve", 1, Outcome.SUCCEEDED),
+        approve(5),
+        observed("promote", 1, Outcome.UNKNOWN),
+        request_review("promote", 1),
+    ]

@@ -6,6 +6,7 @@ from datetime import timedelta
 
 from support.txbuilders import T0, abort, observed, request_review, resolve, submit
 
+from events.attempt_gate import NewAttempt, attempt_refusals
 from events.definition import Resolution, TxStatus
 from events.inputs import (
     AbortTransaction,
@@ -15,7 +16,6 @@ from events.inputs import (
     ReleaseTransaction,
 )
 from events.transaction_events import CommandRefused, Event, TransactionClaimed
-from services.decider.attempt_gate import NewAttempt, attempt_refusals
 from services.decider.transaction import TransactionState, decide, handle, initial_state
 
 LEASE_S = 60
@@ -149,10 +149,8 @@ def test_the_attempt_gate_refuses_a_review_retry_a_check_refuses() -> None:
         request_review("refund", 1),
     )
     op = state.operations[0]
-    attempt = NewAttempt(
-        "demo", "tx-1", op.spec, op.legs()[0][0], 2, T0, "review_retry", state.owner
-    )
-    assert attempt_refusals(attempt) == []  # nothing built in refuses yet
+    attempt = NewAttempt("demo", "tx-1", op.spec, op.legs()[0][0], 2, T0, "review_retry", None)
+    assert attempt_refusals(attempt) == []  # a step without approval: nothing built in refuses
     assert attempt_refusals(attempt, [lambda a: [f"approval for {a.spec.action} expired"]]) == [
         "approval for refund expired"
     ]

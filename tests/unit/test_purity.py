@@ -13,7 +13,6 @@ PURE = [
     ROOT / "services/decider/evidence.py",
     ROOT / "services/decider/finished.py",
     ROOT / "services/decider/ownership.py",
-    ROOT / "services/decider/attempt_gate.py",
     ROOT / "services/decider/approvals.py",
     ROOT / "services/decider/revisions.py",
     ROOT / "services/decider/side_effects.py",

@@ -71,6 +71,11 @@ def revoke(db: sqlite3.Connection, charge: str, at: str) -> None:
     db.execute("INSERT OR IGNORE INTO revoked_charges (charge, at) VALUES (?, ?)", (charge, at))
 
 
+def reinstate(db: sqlite3.Connection, charge: str) -> None:
+    ensure_schema(db)
+    db.execute("DELETE FROM revoked_charges WHERE charge = ?", (charge,))
+
+
 def refund_refusal(
     db: sqlite3.Connection, operation: Operation, payload: dict[str, Any]
 ) -> Refusal | None:

@@ -7,7 +7,8 @@
   `payments.refund` effect under a fresh key (drift sees it as an effect without intent),
   subject to the same balance rules; `{"effect": ...}` or the refusal;
 - `POST /v1/dashboard/revoke` `{"charge"}`: revokes the charge's authorization; later
-  refunds of it are refused.
+  refunds of it are refused;
+- `POST /v1/dashboard/reinstate` `{"charge"}`: the authorization holds again.
 """
 
 from __future__ import annotations
@@ -63,5 +64,17 @@ def dashboard_routes(store: SandboxStore) -> APIRouter:
 
         await asyncio.to_thread(write)
         return JSONResponse({"charge": charge, "revoked": True})
+
+    @router.post("/v1/dashboard/reinstate")
+    async def dashboard_reinstate(request: Request) -> Response:
+        body: dict[str, Any] = await request.json()
+        charge = str(body.get("charge"))
+
+        def write() -> None:
+            with store.transaction() as db:
+                balances.reinstate(db, charge)
+
+        await asyncio.to_thread(write)
+        return JSONResponse({"charge": charge, "revoked": False})
 
     return router
