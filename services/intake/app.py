@@ -41,7 +41,7 @@ from services.intake.produce import intake_producer
 from services.intake.request_span import RequestSpan
 from services.intake.submission import SubmissionRefused, SubmissionRequest
 from services.kafka_setup import ensure_topics
-from services.pg_pool import create_pool
+from services.postgres_start import open_pool
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +49,8 @@ log = logging.getLogger(__name__)
 def create_app(settings: Settings) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        pool = await create_pool(settings.database_url, min_size=1, max_size=10)
+        # Postgres restarting while the intake starts is waited out, not a crash.
+        pool = await open_pool(settings.database_url, min_size=1, max_size=10)
         try:
             async with pool.acquire() as conn:
                 await apply_schema(conn)

@@ -39,6 +39,7 @@ from services.intake.submission import SubmissionRefused
 from services.kafka_setup import ensure_topics
 from services.lifecycle import run_process
 from services.metrics import KAFKA_INTENTS
+from services.postgres_start import open_pool
 
 log = logging.getLogger(__name__)
 
@@ -143,7 +144,7 @@ async def run_intents(settings: Settings, stop: asyncio.Event) -> None:
         durability=settings.kafka_durability,
         extra=extra,
     )
-    pool = await asyncpg.create_pool(settings.database_url, min_size=1, max_size=4)
+    pool = await open_pool(settings.database_url, min_size=1, max_size=4)
     try:
         async with pool.acquire() as conn:
             await apply_schema(conn)

@@ -1,6 +1,6 @@
-"""The pull reconciler started while Postgres is unreachable (restarted by the chaos runner's
-nemesis at that moment, found by `make chaos CHAOS_ARGS="--brokers 3"`) waits for it
-instead of exiting; a database that does not exist still stops it at once.
+"""The pull reconciler and the intake started while Postgres is unreachable (restarted by the
+chaos runner's nemesis at that moment, found by `make chaos CHAOS_ARGS="--brokers 3"`) wait
+for it instead of exiting; a database that does not exist still stops them at once.
 
 Postgres is the session's real one; its address is a port that refuses connections until the
 test opens a relay to it there."""
@@ -13,10 +13,12 @@ from urllib.parse import urlsplit, urlunsplit
 import asyncpg
 import pytest
 from conftest import Infra
+from support.intake_app import intake_settings
 from support.relay import relay
 
 from events.topics import Topics
 from services.config import Settings
+from services.intake.app import create_app
 from services.postgres_start import open_pool
 from services.pull_reconciler.runtime import open_reconciler
 
@@ -59,6 +61,34 @@ async def test_the_reconciler_started_while_postgres_is_unreachable_waits_for_it
     async with relay(port, f"{postgres.hostname}:{postgres.port}"):
         # Postgres "comes back": the reconciler opens its pool and schema through it.
         assert await asyncio.wait_for(opening, 60)
+
+
+async def test_the_intake_started_while_postgres_is_unreachable_waits_for_it(
+    infra: Infra,
+    fresh_database: str,
+    topic_prefix: str,
+    free_port: Callable[[], int],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    port = free_port()
+    settings = await intake_settings(infra, _via_port(fresh_database, port), topic_prefix)
+    caplog.set_level(logging.WARNING, logger="services.postgres_start")
+    app = create_app(settings)
+
+    async def started() -> bool:
+        async with app.router.lifespan_context(app):
+            return bool(await app.state.pool.fetchval("SELECT 1") == 1)
+
+    starting = asyncio.create_task(started())
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 60
+    while not any("not reachable yet" in r.getMessage() for r in caplog.records):
+        assert not starting.done(), starting.exception()
+        assert loop.time() < deadline, "the pool never failed"
+        await asyncio.sleep(0.05)
+    postgres = urlsplit(fresh_database)
+    async with relay(port, f"{postgres.hostname}:{postgres.port}"):
+        assert await asyncio.wait_for(starting, 60)
 
 
 async def test_a_database_that_does_not_exist_is_refused_at_once(infra: Infra) -> None:

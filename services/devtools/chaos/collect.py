@@ -54,7 +54,10 @@ async def read_effects(stack: Stack) -> tuple[ProviderEffect, ...]:
     """Every effect the provider lists, with the number of calls that applied it, counted
     from the sandbox's call log (GET /v1/calls): the effects table holds one row per key
     whatever happens, so only the call log can show a key applied twice."""
-    async with httpx.AsyncClient(timeout=60) as client:
+    # Read once the run is quiescent: a 10,000-transaction run lists ~30,000 effects and
+    # ~40,000 calls, which a loaded sandbox took over a minute to answer (a 60 s timeout
+    # ended a run without its verdict).
+    async with httpx.AsyncClient(timeout=600) as client:
         effects = await client.get(f"{stack.sandbox_url}/v1/effects")
         effects.raise_for_status()
         calls = await client.get(f"{stack.sandbox_url}/v1/calls")
