@@ -362,13 +362,14 @@ def main(argv: list[str] | None = None) -> int:
         )
     else:
         result = asyncio.run(_with_own_stack(args))
+    # These three lines are parsed by ../shared/peer-bench/compare.py: keep their shape.
     print(
         f"\n{result['transactions']:.0f} transactions, concurrency "
         f"{result['concurrency']:.0f}, {result['seconds']:.1f} s\n"
-        f"throughput {result['throughput_tx_per_s']:.1f} tx/s, "
-        f"{result['retries']:.0f} submissions retried\n"
+        f"throughput {result['throughput_tx_per_s']:.1f} tx/s\n"
         f"accept->commit p50 {result['p50_ms']:.0f} ms, p99 {result['p99_ms']:.0f} ms, "
-        f"max {result['max_ms']:.0f} ms",
+        f"max {result['max_ms']:.0f} ms\n"
+        f"{result['retries']:.0f} submissions retried",
         flush=True,
     )
     if args.json:
