@@ -56,7 +56,7 @@ log = logging.getLogger(__name__)
 KILL_SWITCH_REFRESH_S = 0.2
 MAX_STALENESS_S = 0.5
 HOLD_LEASE_S = 60.0
-_AGENTS_CACHED = 10_000
+_INTENTS_CACHED = 10_000
 
 Resume = Callable[[list[store.Held]], Awaitable[None]]
 
@@ -69,7 +69,7 @@ class Gatekeeper:
         self.policies: dict[str, PolicyDocument] = {}
         self.switches: dict[str, list[Switch]] = {}
         self.refreshed_at = float("-inf")
-        self.agents: dict[tuple[str, str], tuple[str, int]] = {}
+        self.intents: dict[tuple[str, str], tuple[str, int]] = {}
         self.held = 0
         self._refreshing: asyncio.Lock = asyncio.Lock()
 
@@ -136,7 +136,7 @@ class Gatekeeper:
 
     async def _intent(self, tenant: str, tx_id: str) -> tuple[str, int]:
         """The transaction's agent, and the policy version its submission was checked under."""
-        found = self.agents.get((tenant, tx_id))
+        found = self.intents.get((tenant, tx_id))
         if found is None:
             pool = await self._pool()
             async with pool.acquire() as conn:
@@ -144,9 +144,9 @@ class Gatekeeper:
             # Every dispatch has an intent row (written before the submission was
             # produced); without one no agent can be named, and no grant applies.
             found = agents.get((tenant, tx_id), ("", 0))
-            if len(self.agents) >= _AGENTS_CACHED:
-                self.agents.clear()
-            self.agents[(tenant, tx_id)] = found
+            if len(self.intents) >= _INTENTS_CACHED:
+                self.intents.clear()
+            self.intents[(tenant, tx_id)] = found
         return found
 
     async def _current(self, tenant: str, checked_under: int) -> None:
