@@ -1,4 +1,5 @@
-"""Running a recon process: logging, settings, and a clean stop on SIGINT/SIGTERM."""
+"""Running a recon process: logging, settings, a clean stop on SIGINT/SIGTERM, and where
+every task waits on SIGQUIT (services.task_dump)."""
 
 import asyncio
 import os
@@ -6,7 +7,7 @@ import signal
 import sys
 from collections.abc import Awaitable, Callable
 
-from services import metrics
+from services import metrics, task_dump
 from services.config import DEFAULTS, ConfigError, Settings, load_settings
 from services.event_loop import LOOPS
 from services.event_loop import run as run_loop
@@ -54,6 +55,7 @@ def run_process(name: str, main: Main) -> None:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
+        loop.add_signal_handler(signal.SIGQUIT, task_dump.dump)
         await main(settings, stop)
 
     run_loop(guarded(), loop_name)

@@ -155,6 +155,12 @@ class Stack:
                 except httpx.HTTPError as error:
                     last = repr(error)
                 await asyncio.sleep(0.3)
+        # Alive but not ready: each recon process logs where its tasks wait
+        # (services.task_dump), for the log tails of whoever reads this failure.
+        for name, process in self.processes.items():
+            if name != "sandbox" and process.poll() is None:
+                process.send_signal(signal.SIGQUIT)
+        await asyncio.sleep(1)
         raise TimeoutError(f"stack not ready after {timeout:.0f}s: {last}")
 
 
