@@ -36,7 +36,7 @@ from events.canonical import fingerprint
 from events.definition import TX_ID_PATTERN, OperationSpec
 from services.config import Settings
 from services.intake import auth
-from services.intake.errors import ApiError, invalid_request, unknown_transaction
+from services.intake.errors import ApiError, invalid_request, parsed, unknown_transaction
 from services.intake.openapi import errors, json_body, ok
 from services.intake.preview_store import latest_preview
 from services.intake.previews import _step
@@ -100,10 +100,7 @@ async def approve(
     request: Request, who: Annotated[auth.Principal, Depends(auth.principal)]
 ) -> JSONResponse:
     approver = _operator(who)
-    try:
-        body = ApprovalRequest.model_validate_json(await request.body())
-    except ValidationError as exc:
-        raise invalid_request(exc.errors()) from None
+    body = parsed(await request.body(), ApprovalRequest)
     tenant, settings = who.tenant, request.app.state.settings
     async with request.app.state.pool.acquire() as conn:
         intent, state = await _step_of(conn, tenant, body.tx_id, body.action)

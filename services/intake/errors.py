@@ -2,9 +2,10 @@
 place (services.intake.app) where they, the domain's refusals and a database that does not
 answer become HTTP answers."""
 
-from typing import Any
+from typing import Any, TypeVar
 
 import asyncpg
+from pydantic import BaseModel, ValidationError
 
 # What a request meets when Postgres is down or restarting: answered 503, retry later.
 # A database that is down, crashed or still starting: 503, the client retries. Postgres
@@ -50,6 +51,17 @@ def not_yet_known(code: str, what: str, remaining_s: float, then: str, tail: str
 def invalid_request(errors: Any) -> ApiError:
     """422 with one `where: what` per problem, so a person can fix the request."""
     return ApiError(422, "invalid_request", summary(errors))
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def parsed(raw: bytes, model: type[M]) -> M:
+    """A request body as `model`, or the 422 that says what to fix."""
+    try:
+        return model.model_validate_json(raw)
+    except ValidationError as exc:
+        raise invalid_request(exc.errors()) from None
 
 
 def summary(errors: Any) -> str:

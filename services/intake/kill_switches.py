@@ -15,12 +15,12 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from events.governance import KillSwitchEngaged, KillSwitchReleased
 from services.governance import store
 from services.intake import auth
-from services.intake.errors import ApiError, invalid_request
+from services.intake.errors import ApiError, parsed
 from services.intake.openapi import errors, json_body, ok
 from services.intake.policy import operator, produce_change
 
@@ -67,10 +67,7 @@ class KillSwitchList(BaseModel):
 async def engage(
     request: Request, who: Annotated[auth.Principal, Depends(operator)]
 ) -> JSONResponse:
-    try:
-        body = KillSwitchRequest.model_validate_json(await request.body())
-    except ValidationError as exc:
-        raise invalid_request(exc.errors()) from None
+    body = parsed(await request.body(), KillSwitchRequest)
     assert who.operator is not None
     switch_id = f"ks_{uuid.uuid4().hex}"
     scope = body.scope.model_dump(exclude_none=True)

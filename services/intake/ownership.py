@@ -17,14 +17,14 @@ from typing import Annotated, TypeVar
 import asyncpg
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from events.definition import ACTION_PATTERN, Leg, TxStatus
 from events.inputs import ClaimTransaction, ReleaseTransaction, RequestReview
 from events.keys import agent_review_id, claim_id, release_id
 from services.config import Settings
 from services.intake import auth
-from services.intake.errors import ApiError, invalid_request, unknown_transaction
+from services.intake.errors import ApiError, parsed, unknown_transaction
 from services.intake.openapi import TxId, errors, json_body, ok
 from services.intake.produce import produce_command
 from services.intake.submission import SESSION_PATTERN
@@ -107,7 +107,7 @@ async def claim(tx_id: TxId, request: Request, tenant: str = Depends(auth.tenant
     """Take over a transaction whose owner's lease lapsed or was handed off; the owner's
     own claim renews its lease. `409 lease_held` while another session's lease holds."""
     settings: Settings = request.app.state.settings
-    who = _parse(await request.body())
+    who = parsed(await request.body(), SessionRequest)
     async with request.app.state.pool.acquire() as conn:
         status = await conn.fetchval(
             "SELECT status FROM transactions WHERE tenant = $1 AND tx_id = $2", tenant, tx_id
@@ -168,7 +168,7 @@ async def release(
     tx_id: TxId, request: Request, tenant: str = Depends(auth.tenant)
 ) -> JSONResponse:
     """The owner hands the transaction off: a successor may claim it at once."""
-    who = _parse(await request.body())
+    who = parsed(await request.body(), SessionRequest)
     async with request.app.state.pool.acquire() as conn:
         owner = await current_owner(conn, tenant, tx_id)
     if owner is None:
@@ -214,7 +214,7 @@ async def ask_review(
     """The owner asks for manual review of an operation that is `dispatched` or
     `unknown` (what a successor does rather than guess). `409 operation_not_in_flight`
     otherwise; `409 fenced` from a session that does not own the transaction."""
-    who = _parse_as(await request.body(), ReviewAsked)
+    who = parsed(await request.body(), ReviewAsked)
     async with request.app.state.pool.acquire() as conn:
         owner = await current_owner(conn, tenant, tx_id)
         row = await conn.fetchrow(
@@ -257,14 +257,3 @@ async def ask_review(
         },
         status_code=202,
     )
-
-
-def _parse(raw: bytes) -> SessionRequest:
-    return _parse_as(raw, SessionRequest)
-
-
-def _parse_as(raw: bytes, model: type[M]) -> M:
-    try:
-        return model.model_validate_json(raw)
-    except ValidationError as exc:
-        raise invalid_request(exc.errors()) from None

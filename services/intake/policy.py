@@ -20,7 +20,7 @@ from typing import Annotated, Any
 import asyncpg
 from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from events.governance import BreakerReset, GovernanceChange, PolicyReplaced
 from events.policy import PolicyDocument, open_policy
@@ -28,7 +28,7 @@ from services.config import Settings
 from services.governance import store
 from services.governance.gate import Named, Refusal, submission_refusal
 from services.intake import auth
-from services.intake.errors import ApiError, invalid_request
+from services.intake.errors import ApiError, parsed
 from services.intake.openapi import errors, json_body, ok
 from services.intake.produce import produce_acked
 from services.intake.submission import SubmissionRequest
@@ -147,10 +147,7 @@ async def get_policy(request: Request, tenant: str = Depends(auth.tenant)) -> di
 async def put_policy(
     request: Request, who: Annotated[auth.Principal, Depends(operator)]
 ) -> dict[str, Any]:
-    try:
-        document = PolicyDocument.model_validate_json(await request.body())
-    except ValidationError as exc:
-        raise invalid_request(exc.errors()) from None
+    document = parsed(await request.body(), PolicyDocument)
     assert who.operator is not None
     await install_policy(request, who.tenant, document, who.operator)
     return await get_policy(request, who.tenant)
@@ -219,10 +216,7 @@ async def reset_breaker(
     """Close a tripped breaker: new dispatches of that agent and operation count against
     the quota again. What it held stays in review; resolve each (`retry` re-checks the
     quota, `not_applied` fails it)."""
-    try:
-        body = BreakerResetRequest.model_validate_json(await request.body())
-    except ValidationError as exc:
-        raise invalid_request(exc.errors()) from None
+    body = parsed(await request.body(), BreakerResetRequest)
     assert who.operator is not None
     async with request.app.state.pool.acquire() as conn, conn.transaction():
         tripped = await store.reset_breaker(conn, who.tenant, body.agent_id, body.operation)

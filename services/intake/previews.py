@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
 from events.canonical import fingerprint
 from events.catalog import operation_info
@@ -26,7 +26,7 @@ from events.definition import OperationKind
 from services.config import Settings
 from services.intake import auth
 from services.intake.accept import plan
-from services.intake.errors import ApiError, invalid_request
+from services.intake.errors import ApiError, parsed
 from services.intake.example import example_transaction
 from services.intake.openapi import errors, json_body, ok
 from services.intake.preview_store import store_preview
@@ -67,10 +67,7 @@ class PreviewAnswer(BaseModel):
 )
 async def preview(request: Request, tenant: str = Depends(auth.tenant)) -> JSONResponse:
     settings: Settings = request.app.state.settings
-    try:
-        submission = SubmissionRequest.model_validate_json(await request.body())
-    except ValidationError as exc:
-        raise invalid_request(exc.errors()) from None
+    submission = parsed(await request.body(), SubmissionRequest)
     checked = await plan(request.app.state, tenant, submission)
     proposal_digest, specs = checked.fingerprint, checked.specs
     steps: list[dict[str, Any]] = []

@@ -10,27 +10,13 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from sandbox_process import Sandbox, start_sandbox, stop
-
-
-@pytest.fixture(scope="module")
-def sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox]:
-    running = start_sandbox(tmp_path_factory.mktemp("sandbox") / "sandbox.sqlite3")
-    yield running
-    stop(running.process)
-
-
-@pytest.fixture
-def client(sandbox: Sandbox) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=sandbox.url, timeout=10.0) as c:
-        yield c
-        c.delete("/v1/faults")
+from support.sandbox_process import Sandbox, start_sandbox, stop
 
 
 def new_key() -> str:

@@ -4,19 +4,10 @@ answers what the call would do from the provider's current state, and records no
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
-import pytest
-from sandbox_process import Sandbox, start_sandbox, stop
-
-
-@pytest.fixture(scope="module")
-def sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox]:
-    running = start_sandbox(tmp_path_factory.mktemp("sandbox") / "sandbox.sqlite3")
-    yield running
-    stop(running.process)
+from support.sandbox_process import Sandbox
 
 
 def test_every_operation_has_a_preview_that_records_no_effect(sandbox: Sandbox) -> None:

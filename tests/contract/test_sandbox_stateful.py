@@ -5,25 +5,9 @@ an irreversible delete, and the revision check that refuses a stale view for goo
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
-import pytest
-from sandbox_process import Sandbox, start_sandbox, stop
-
-
-@pytest.fixture(scope="module")
-def sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox]:
-    running = start_sandbox(tmp_path_factory.mktemp("sandbox") / "sandbox.sqlite3")
-    yield running
-    stop(running.process)
-
-
-@pytest.fixture
-def client(sandbox: Sandbox) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=sandbox.url, timeout=10.0) as c:
-        yield c
 
 
 def fresh(prefix: str) -> str:

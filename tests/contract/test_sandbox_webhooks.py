@@ -21,7 +21,7 @@ from typing import Any
 
 import httpx
 import pytest
-from sandbox_process import REPO_ROOT, Sandbox, command, start_sandbox, stop
+from support.sandbox_process import REPO_ROOT, Sandbox, command, start_sandbox, stop
 
 from reconcilers.signatures import Scheme, verify
 from services.devtools.ports import free_port
@@ -114,13 +114,6 @@ def sandbox(tmp_path_factory: pytest.TempPathFactory, receiver: Receiver) -> Ite
     running = start_sandbox(db, "--webhook-url", receiver.url)
     yield running
     stop(running.process)
-
-
-@pytest.fixture
-def client(sandbox: Sandbox) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=sandbox.url, timeout=10.0) as c:
-        yield c
-        c.delete("/v1/faults")
 
 
 # --- helpers ---------------------------------------------------------------------------------

@@ -7,7 +7,8 @@ test opens a relay to it there."""
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
@@ -27,6 +28,27 @@ def _via_port(url: str, port: int) -> str:
     parts = urlsplit(url)
     user = parts.netloc.rsplit("@", 1)[0]
     return urlunsplit(parts._replace(netloc=f"{user}@127.0.0.1:{port}"))
+
+
+async def _starts_once_postgres_answers(
+    start: Coroutine[Any, Any, bool],
+    caplog: pytest.LogCaptureFixture,
+    port: int,
+    database_url: str,
+) -> bool:
+    """Run `start` while Postgres is "down" (nothing answers on `port`) until its pool has
+    failed at least once with it still starting, then let Postgres "come back" (a relay to
+    the real server on `port`): what `start` returns once it got through."""
+    starting = asyncio.create_task(start)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 60
+    while not any("not reachable yet" in r.getMessage() for r in caplog.records):
+        assert not starting.done(), starting.exception()
+        assert loop.time() < deadline, "the pool never failed"
+        await asyncio.sleep(0.05)
+    postgres = urlsplit(database_url)
+    async with relay(port, f"{postgres.hostname}:{postgres.port}"):
+        return await asyncio.wait_for(starting, 60)
 
 
 async def test_the_reconciler_started_while_postgres_is_unreachable_waits_for_it(
@@ -49,18 +71,7 @@ async def test_the_reconciler_started_while_postgres_is_unreachable_waits_for_it
         async with open_reconciler(settings) as reconciler:
             return bool(await reconciler.pool.fetchval("SELECT 1") == 1)
 
-    opening = asyncio.create_task(opened())
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + 60
-    # Postgres is "down": the pool fails at least once, and the reconciler is still starting.
-    while not any("not reachable yet" in r.getMessage() for r in caplog.records):
-        assert not opening.done(), opening.exception()
-        assert loop.time() < deadline, "the pool never failed"
-        await asyncio.sleep(0.05)
-    postgres = urlsplit(fresh_database)
-    async with relay(port, f"{postgres.hostname}:{postgres.port}"):
-        # Postgres "comes back": the reconciler opens its pool and schema through it.
-        assert await asyncio.wait_for(opening, 60)
+    assert await _starts_once_postgres_answers(opened(), caplog, port, fresh_database)
 
 
 async def test_the_intake_started_while_postgres_is_unreachable_waits_for_it(
@@ -79,16 +90,7 @@ async def test_the_intake_started_while_postgres_is_unreachable_waits_for_it(
         async with app.router.lifespan_context(app):
             return bool(await app.state.pool.fetchval("SELECT 1") == 1)
 
-    starting = asyncio.create_task(started())
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + 60
-    while not any("not reachable yet" in r.getMessage() for r in caplog.records):
-        assert not starting.done(), starting.exception()
-        assert loop.time() < deadline, "the pool never failed"
-        await asyncio.sleep(0.05)
-    postgres = urlsplit(fresh_database)
-    async with relay(port, f"{postgres.hostname}:{postgres.port}"):
-        assert await asyncio.wait_for(starting, 60)
+    assert await _starts_once_postgres_answers(started(), caplog, port, fresh_database)
 
 
 async def test_a_database_that_does_not_exist_is_refused_at_once(infra: Infra) -> None:

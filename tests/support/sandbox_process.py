@@ -6,10 +6,12 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
+import pytest
 
 from services.devtools.ports import free_port
 
@@ -67,3 +69,19 @@ def stop(process: subprocess.Popen[bytes]) -> None:
     except subprocess.TimeoutExpired:
         process.kill()
         process.wait()
+
+
+# The contract tests' fixtures (registered in tests/conftest.py): one sandbox process and
+# database per test module, and a client that disarms whatever faults a test armed.
+@pytest.fixture(scope="module")
+def sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox]:
+    running = start_sandbox(tmp_path_factory.mktemp("sandbox") / "sandbox.sqlite3")
+    yield running
+    stop(running.process)
+
+
+@pytest.fixture
+def client(sandbox: Sandbox) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=sandbox.url, timeout=10.0) as c:
+        yield c
+        c.delete("/v1/faults")
