@@ -35,6 +35,10 @@ from services.decider.transaction import OperationState, TransactionState
 
 FINISHED = (TxStatus.COMMITTED, TxStatus.FAILED, TxStatus.COMPENSATED)
 
+# How a marker's serialisation begins (`kind` is its first field; a full TransactionState
+# has none): a restore recognises markers by it without parsing them.
+MARKER_PREFIX = b'{"kind":"finished"'
+
 
 class FinishedOperation(Message):
     action: str

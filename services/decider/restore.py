@@ -2,8 +2,10 @@
 
 The changelog holds one record per transaction once compacted: the full state of a
 live transaction, a small marker (services.decider.finished) for a finished one. So a
-restore reads as many full states as there are transactions in progress, not as many as
-were ever written (DESIGN: restore time bounded as history grows).
+restore parses as many full states as there are transactions in progress, not as many as
+were ever written (DESIGN: restore time bounded as history grows); of a marker it keeps
+only its key and offset (services.decider.finished_index), so memory does not grow with
+history either.
 
 A record that cannot be read is not skipped: forgetting a transaction would let a
 duplicate of its SubmitTransaction run it again. The restore fails, naming the record.
@@ -12,10 +14,11 @@ duplicate of its SubmitTransaction run it again. The restore fails, naming the r
 import json
 from dataclasses import dataclass, field
 
-from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 from pydantic import ValidationError
 
-from services.decider.finished import FinishedTransaction, finish, is_finished
+from events.keys import partition_key
+from services.decider.finished import MARKER_PREFIX, FinishedTransaction, finish, is_finished
 from services.decider.transaction import TransactionState
 
 StateKey = tuple[str, str]
@@ -28,18 +31,22 @@ class CorruptChangelog(Exception):
 
 @dataclass
 class Restored:
-    states: dict[StateKey, Stored] = field(default_factory=dict)
+    # Live transactions' full states.
+    states: dict[StateKey, TransactionState] = field(default_factory=dict)
+    # Finished transactions: Kafka key -> offset of the marker on the changelog.
+    finished: dict[bytes, int] = field(default_factory=dict)
     # Finished transactions whose latest record is still a full state (written before
     # markers existed): the decider rewrites them as markers so compaction can shrink them.
-    legacy: set[StateKey] = field(default_factory=set)
+    legacy: dict[StateKey, FinishedTransaction] = field(default_factory=dict)
 
     @property
     def live(self) -> int:
-        return sum(isinstance(s, TransactionState) for s in self.states.values())
+        return len(self.states)
 
-    @property
-    def finished(self) -> int:
-        return len(self.states) - self.live
+    def forget(self, key: StateKey) -> None:
+        self.states.pop(key, None)
+        self.finished.pop(partition_key(*key), None)
+        self.legacy.pop(key, None)
 
 
 def parse_stored(raw: bytes) -> tuple[Stored, bool]:
@@ -71,26 +78,33 @@ async def restore_partition(bootstrap: str, topic: str, partition: int) -> Resto
         while await consumer.position(tp) < end:
             batch = await consumer.getmany(tp, timeout_ms=1000, max_records=5000)
             for record in batch.get(tp, []):
-                if record.value is None:
-                    # A tombstone (a retention horizon's removal): the key is gone.
-                    if record.key is not None:
-                        tenant, _, tx_id = record.key.decode().partition("/")
-                        restored.states.pop((tenant, tx_id), None)
-                        restored.legacy.discard((tenant, tx_id))
-                    continue
-                try:
-                    stored, legacy = parse_stored(record.value)
-                except (ValueError, ValidationError) as error:
-                    raise CorruptChangelog(
-                        f"{topic}:{partition}@{record.offset} (key {record.key!r}) cannot be "
-                        f"read: {error}"
-                    ) from error
-                key = (stored.tenant, stored.tx_id)
-                restored.states[key] = stored
-                if legacy:
-                    restored.legacy.add(key)
-                else:
-                    restored.legacy.discard(key)
+                _restore_record(restored, record, f"{topic}:{partition}@{record.offset}")
         return restored
     finally:
         await consumer.stop()
+
+
+def _restore_record(restored: Restored, record: ConsumerRecord[bytes, bytes], at: str) -> None:
+    if record.value is None:
+        # A tombstone (a retention horizon's removal): the key is gone.
+        if record.key is not None:
+            tenant, _, tx_id = record.key.decode().partition("/")
+            restored.forget((tenant, tx_id))
+        return
+    if record.value.startswith(MARKER_PREFIX) and record.key is not None:
+        tenant, _, tx_id = record.key.decode().partition("/")
+        restored.forget((tenant, tx_id))
+        restored.finished[record.key] = record.offset
+        return
+    try:
+        stored, legacy = parse_stored(record.value)
+    except (ValueError, ValidationError) as error:
+        raise CorruptChangelog(f"{at} (key {record.key!r}) cannot be read: {error}") from error
+    key = (stored.tenant, stored.tx_id)
+    restored.forget(key)
+    if isinstance(stored, TransactionState):
+        restored.states[key] = stored
+    elif legacy:
+        restored.legacy[key] = stored
+    else:  # a marker without a key: cannot be indexed by it, so not read back
+        raise CorruptChangelog(f"{at}: a finished transaction's marker without a key")

@@ -39,6 +39,7 @@ from aiokafka.errors import (
     RecordListTooLargeError,
     RecordTooLargeError,
 )
+from aiokafka.structs import RecordMetadata
 from pydantic import ValidationError
 
 from events.dead_letters import dead_letter_headers
@@ -49,8 +50,9 @@ from services.config import Settings
 from services.crash_points import DECIDER_IN_OPEN_TRANSACTION, pause_point
 from services.decider.dispatch_log import log_dispatches
 from services.decider.finished import FinishedTransaction, finish, is_finished, revive
+from services.decider.finished_index import ChangelogReader, FinishedIndex
 from services.decider.restore import StateKey, Stored, restore_partition
-from services.decider.transaction import handle, initial_state
+from services.decider.transaction import TransactionState, handle, initial_state
 from services.kafka_clients import acked_producer, group_consumer
 from services.kafka_setup import ensure_topics
 from services.metrics import observe_lag
@@ -77,8 +79,10 @@ Origin = tuple[str, int, int]  # topic, partition, offset of an input
 @dataclass
 class OwnedPartition:
     producer: AIOKafkaProducer
-    # A live transaction's full state; a finished one's compact marker.
-    states: dict[StateKey, Stored] = field(default_factory=dict)
+    # Live transactions' full states.
+    states: dict[StateKey, TransactionState]
+    # Finished transactions: where their markers are.
+    finished: FinishedIndex
     # Per input partition, the offset of the next input to decide. A batch fetched while
     # the partition was being (re)taken can be handed out before the seek to the
     # committed offsets and again after it: what is below this was decided already.
@@ -94,7 +98,9 @@ class _Staged:
     # Only the transactions this batch changed, over the owned states: memory follows the
     # log once the transaction commits, without copying the partition's state each batch.
     changes: dict[StateKey, Stored] = field(default_factory=dict)
-    sends: list[asyncio.Future[object]] = field(default_factory=list)
+    # Each changed transaction's latest changelog send: a marker's offset comes from it.
+    changelog: dict[StateKey, asyncio.Future[RecordMetadata]] = field(default_factory=dict)
+    sends: list[asyncio.Future[RecordMetadata]] = field(default_factory=list)
 
     async def send(
         self,
@@ -104,12 +110,12 @@ class _Staged:
         *,
         partition: int | None = None,
         headers: list[tuple[str, bytes]] | None = None,
-    ) -> None:
-        self.sends.append(
-            await self.producer.send(
-                topic, value=value, key=key, partition=partition, headers=headers
-            )
+    ) -> asyncio.Future[RecordMetadata]:
+        sent: asyncio.Future[RecordMetadata] = await self.producer.send(
+            topic, value=value, key=key, partition=partition, headers=headers
         )
+        self.sends.append(sent)
+        return sent
 
 
 class PoisonInput(Exception):
@@ -146,6 +152,7 @@ class Decider:
         # Set when a partition could not be taken; the run loop stops on it (aiokafka
         # only logs an exception raised in a rebalance listener).
         self.failure: BaseException | None = None
+        self.changelog_reader = ChangelogReader(settings.kafka_bootstrap, self.topics.decider_state)
 
     # --- ownership -----------------------------------------------------------------
 
@@ -159,15 +166,18 @@ class Decider:
                 self.settings.kafka_bootstrap, self.topics.decider_state, partition
             )
             if restored.legacy:
+                sends = {}
                 async with producer.transaction():
                     for key in sorted(restored.legacy):
-                        marker = restored.states[key].model_dump_json().encode()
-                        await producer.send(
+                        marker = restored.legacy[key].model_dump_json().encode()
+                        sends[partition_key(*key)] = await producer.send(
                             self.topics.decider_state,
                             value=marker,
                             key=partition_key(*key),
                             partition=partition,
                         )
+                for kafka_key, sent in sends.items():
+                    restored.finished[kafka_key] = (await sent).offset
                 log.info(
                     "partition %d: %d finished states rewritten as markers",
                     partition,
@@ -176,13 +186,14 @@ class Decider:
         except BaseException:
             await _stop_quietly(producer)
             raise
-        self.owned[partition] = OwnedPartition(producer, restored.states)
+        finished = FinishedIndex(self.changelog_reader, partition, restored.finished)
+        self.owned[partition] = OwnedPartition(producer, restored.states, finished)
         log.info(
             "took partition %d with %d transactions (%d live, %d finished)",
             partition,
-            len(restored.states),
+            restored.live + len(finished),
             restored.live,
-            restored.finished,
+            len(finished),
         )
 
     async def drop(self, partition: int) -> None:
@@ -256,7 +267,12 @@ class Decider:
             # commit the rest: wait for every send so that a refusal aborts it all.
             await asyncio.gather(*staged.sends)
             await pause_point(DECIDER_IN_OPEN_TRANSACTION, flush=owned.producer.flush)
-        owned.states.update(staged.changes)
+        for key, kept in staged.changes.items():
+            if isinstance(kept, FinishedTransaction):
+                owned.states.pop(key, None)
+                owned.finished.put(partition_key(*key), kept, staged.changelog[key].result().offset)
+            else:
+                owned.states[key] = kept
         owned.next_offsets.update(offsets)
 
     async def _decide_one(
@@ -272,8 +288,11 @@ class Decider:
             await self._dead_letter(staged, tp, record, f"unreadable input: {error}")
             return
         key = (message.tenant, message.tx_id)
+        kafka_key = partition_key(*key)
         tracing.annotate(tx_id=message.tx_id, input=message.type)
-        stored = staged.changes[key] if key in staged.changes else owned.states.get(key)
+        stored = staged.changes.get(key) or owned.states.get(key)
+        if stored is None:
+            stored = await owned.finished.get(kafka_key)
         if isinstance(stored, FinishedTransaction):
             state = revive(stored)
         else:
@@ -294,7 +313,6 @@ class Decider:
             return
         if not envelopes:
             return
-        kafka_key = partition_key(*key)
         largest = max(len(value) for value in [*events, changelog]) + len(kafka_key)
         if largest > MAX_RECORD_BYTES:
             await self._dead_letter(
@@ -315,7 +333,7 @@ class Decider:
         # A finished transaction's full state is replaced by its marker under the same
         # key: compaction drops the full state, and a late duplicate still finds the
         # transaction finished instead of starting it again.
-        await staged.send(
+        staged.changelog[key] = await staged.send(
             self.topics.decider_state, changelog, kafka_key, partition=staged.partition
         )
 
@@ -352,6 +370,7 @@ class Decider:
                 for partition in list(self.owned):
                     await self.drop(partition)
             await self.consumer.stop()
+            await self.changelog_reader.stop()
 
     async def _process_batch(self, batch: dict[TopicPartition, list[ConsumerRecord]]) -> None:
         by_partition: dict[int, list[tuple[TopicPartition, list[ConsumerRecord]]]] = defaultdict(

@@ -57,18 +57,19 @@ async def test_restore_reads_only_live_state_and_a_finished_transaction_never_st
         stack.kill("decider")
 
         restored = await restore_partition(kafka_bootstrap, topics.decider_state, PARTITION)
-        assert restored.live == 1 and restored.finished == len(FINISHED)
+        assert restored.live == 1 and len(restored.finished) == len(FINISHED)
         assert isinstance(restored.states[("demo", "live-1")], TransactionState)
-        for tx_id in FINISHED:
-            marker = restored.states[("demo", tx_id)]
-            assert isinstance(marker, FinishedTransaction) and marker.status == "committed"
-        # What compaction keeps of a finished transaction is its small marker.
+        # What compaction keeps of a finished transaction is its small marker, and the
+        # restore keeps only where it is: the latest record under the transaction's key.
         changelog = await read_records(kafka_bootstrap, topics.decider_state)
-        last = {r.key: r.value for r in changelog}
+        last = {r.key: r for r in changelog}
         for tx_id in FINISHED:
-            value = last[partition_key("demo", tx_id)]
-            assert value is not None and json.loads(value)["kind"] == "finished"
-            assert len(value) < 600, value
+            key = partition_key("demo", tx_id)
+            assert restored.finished[key] == last[key].offset
+            value = last[key].value
+            assert value is not None and len(value) < 600, value
+            marker = FinishedTransaction.model_validate_json(value)
+            assert marker.tx_id == tx_id and marker.status == "committed"
 
         # A new decider restores from the markers, then reads the same intent again,
         # once as the very same command and once as a new one (a replay, a duplicate).
@@ -120,7 +121,7 @@ async def test_a_finished_full_state_from_before_markers_is_rewritten_as_a_marke
         await producer.stop()
 
     restored = await restore_partition(kafka_bootstrap, topics.decider_state, PARTITION)
-    assert restored.legacy == {("demo", "old-1")} and restored.finished == 1
+    assert list(restored.legacy) == [("demo", "old-1")] and not restored.finished
 
     async with lone_decider(kafka_bootstrap, topic_prefix, tmp_path) as stack:
 
@@ -133,4 +134,4 @@ async def test_a_finished_full_state_from_before_markers_is_rewritten_as_a_marke
     [*_, latest] = [r for r in changelog if r.key == partition_key("demo", "old-1")]
     assert latest.value is not None and json.loads(latest.value)["kind"] == "finished"
     again = await restore_partition(kafka_bootstrap, topics.decider_state, PARTITION)
-    assert again.legacy == set() and again.finished == 1
+    assert not again.legacy and again.finished == {partition_key("demo", "old-1"): latest.offset}

@@ -10,7 +10,7 @@ from support.txbuilders import abort, compensate, observed, plan, request_review
 from events.definition import Leg, OpStatus, Resolution, TxStatus
 from events.envelope import Envelope
 from events.inputs import DeciderInput, Outcome, Source
-from services.decider.finished import finish, is_finished, revive
+from services.decider.finished import MARKER_PREFIX, finish, is_finished, revive
 from services.decider.transaction import TransactionState, handle, initial_state
 
 COMMITTED: list[DeciderInput] = [
@@ -135,6 +135,16 @@ def test_the_marker_keeps_no_payload_and_no_input_ids() -> None:
     assert len(full.model_dump_json()) > 60_000
     assert len(marker) < 1_200, marker
     assert "blob" not in marker and "cmd-tx-1" not in marker
+
+
+def test_a_restore_tells_markers_from_full_states_by_their_first_bytes() -> None:
+    # services.decider.restore indexes markers without parsing them: a full state taken
+    # for a marker would be lost, a marker taken for a full state parsed in vain.
+    for inputs in HISTORIES.values():
+        full = run(inputs)
+        assert finish(full).model_dump_json().encode().startswith(MARKER_PREFIX)
+        assert not full.model_dump_json().encode().startswith(MARKER_PREFIX)
+        assert not run(inputs[:1]).model_dump_json().encode().startswith(MARKER_PREFIX)
 
 
 def test_a_transaction_waiting_for_a_person_or_a_provider_is_not_finished() -> None:

@@ -1,0 +1,118 @@
+"""Where the decider finds a finished transaction's marker: on the changelog itself.
+
+A marker as a Python object weighs ~6.7 KB (pydantic models, enums, tuples of legs); kept
+in memory for every finished transaction, the decider grew by that much per transaction
+of history, for ever (6.7 GB at a million). What must stay in memory is only that the
+transaction finished, so that a late duplicate of its SubmitTransaction starts nothing,
+and where its marker is: its Kafka key and the marker's offset on the changelog, ~110
+bytes. The marker itself is read back from that offset when a late input arrives for
+the transaction, which is rare except shortly after it finished (the provider's webhook
+for the last notification): the most recently finished or read markers stay in memory.
+
+The changelog's latest record per key is never compacted away, so the offset stays
+readable as long as it is the latest; a new marker or state for the key replaces the
+offset here in the same step as it is written.
+
+A marker is recognised on restore by its first bytes, not parsed (a million pydantic
+validations would cost ~17 s of restore); one that turns out unreadable when read back
+stops the decider with CorruptChangelog, as an unreadable record on restore does.
+"""
+
+from collections import OrderedDict
+
+from aiokafka import AIOKafkaConsumer, TopicPartition
+from pydantic import ValidationError
+
+from services.decider.finished import FinishedTransaction
+from services.decider.restore import CorruptChangelog
+
+# Markers kept in memory per partition: those that finished last are the ones late
+# webhooks and replies arrive for. 1024 x ~6.7 KB = ~7 MB per partition.
+RECENT_MARKERS = 1024
+
+
+class ChangelogReader:
+    """Reads single records of the decider's changelog by offset (one consumer per
+    process, no group, read_committed: a marker is only ever read after its transaction
+    committed). Paused between reads, so it fetches nothing in the background."""
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        self.topic = topic
+        self.consumer = AIOKafkaConsumer(
+            bootstrap_servers=bootstrap,
+            isolation_level="read_committed",
+            enable_auto_commit=False,
+            group_id=None,
+        )
+        self.started = False
+
+    async def read(self, partition: int, offset: int) -> bytes:
+        tp = TopicPartition(self.topic, partition)
+        if not self.started:
+            await self.consumer.start()
+            self.started = True
+        if self.consumer.assignment() != {tp}:
+            self.consumer.assign([tp])
+        self.consumer.seek(tp, offset)
+        self.consumer.resume(tp)
+        try:
+            while True:
+                fetched = await self.consumer.getmany(tp, timeout_ms=1000, max_records=1)
+                for record in fetched.get(tp, []):
+                    value: bytes | None = record.value
+                    if record.offset == offset and value is not None:
+                        return value
+                    raise CorruptChangelog(
+                        f"{self.topic}:{partition}@{offset} holds no marker "
+                        f"(the next record is at {record.offset})"
+                    )
+        finally:
+            self.consumer.pause(tp)
+
+    async def stop(self) -> None:
+        if self.started:
+            await self.consumer.stop()
+
+
+class FinishedIndex:
+    """One owned partition's finished transactions: Kafka key -> marker offset, and the
+    markers used last."""
+
+    def __init__(self, reader: ChangelogReader, partition: int, offsets: dict[bytes, int]):
+        self.reader = reader
+        self.partition = partition
+        self.offsets = offsets
+        self.recent: OrderedDict[bytes, FinishedTransaction] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self.offsets)
+
+    def __contains__(self, key: bytes) -> bool:
+        return key in self.offsets
+
+    async def get(self, key: bytes) -> FinishedTransaction | None:
+        offset = self.offsets.get(key)
+        if offset is None:
+            return None
+        marker = self.recent.get(key)
+        if marker is None:
+            raw = await self.reader.read(self.partition, offset)
+            try:
+                marker = FinishedTransaction.model_validate_json(raw)
+            except ValidationError as error:
+                raise CorruptChangelog(
+                    f"{self.reader.topic}:{self.partition}@{offset} (key {key!r}) cannot be "
+                    f"read: {error}"
+                ) from error
+        self._remember(key, marker)
+        return marker
+
+    def put(self, key: bytes, marker: FinishedTransaction, offset: int) -> None:
+        self.offsets[key] = offset
+        self._remember(key, marker)
+
+    def _remember(self, key: bytes, marker: FinishedTransaction) -> None:
+        self.recent[key] = marker
+        self.recent.move_to_end(key)
+        while len(self.recent) > RECENT_MARKERS:
+            self.recent.popitem(last=False)
