@@ -12,7 +12,6 @@ import asyncio
 import logging
 from datetime import UTC, datetime
 
-import httpx
 from aiokafka import ConsumerRecord, TopicPartition
 from opentelemetry.trace import SpanKind
 from pydantic import ValidationError
@@ -35,6 +34,7 @@ from services.kafka_setup import ensure_topics
 from services.kafka_start import start_kafka_client
 from services.providers.adapters import ProviderAdapter, build_adapters
 from services.providers.classify import Seen
+from services.providers.http import ProviderHttp
 from services.providers.preconditions import (
     PRECONDITION_FAILED,
     balance_needed,
@@ -349,13 +349,10 @@ async def run_dispatcher(settings: Settings, stop: asyncio.Event) -> None:
     await ensure_topics(
         settings.kafka_bootstrap, settings.topics, durability=settings.kafka_durability
     )
-    timeout = httpx.Timeout(
-        settings.provider_timeout_s, connect=min(2.0, settings.provider_timeout_s)
-    )
     projection = Projection(settings.database_url)
     try:
-        async with httpx.AsyncClient(timeout=timeout) as client:
-            adapters = build_adapters(client, settings.providers)
+        async with ProviderHttp(settings.provider_timeout_s, connect_s=2.0) as http:
+            adapters = build_adapters(http, settings.providers)
             await Dispatcher(settings, adapters, projection).run(stop)
     finally:
         await projection.close()

@@ -26,7 +26,6 @@ from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any
 
 import asyncpg
-import httpx
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -42,6 +41,7 @@ from services.intake.preview_store import latest_preview
 from services.intake.previews import _step
 from services.intake.produce import produce_command
 from services.providers.adapters import SandboxAdapter
+from services.providers.http import ProviderHttp
 
 router = APIRouter()
 
@@ -176,8 +176,8 @@ async def _still_true(
     now: datetime,
 ) -> None:
     """Ask the provider again: approve only what is true now."""
-    async with httpx.AsyncClient(timeout=httpx.Timeout(settings.provider_timeout_s)) as client:
-        adapter = SandboxAdapter(client, settings.providers[spec.provider])
+    async with ProviderHttp(settings.provider_timeout_s) as http:
+        adapter = SandboxAdapter(http, settings.providers[spec.provider])
         status, answer = await adapter.preview(spec.operation, spec.payload)
     try:
         fresh = _step(

@@ -15,7 +15,6 @@ bound to both: to what will be executed and to what the approver was shown.
 
 from typing import Any
 
-import httpx
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
@@ -32,6 +31,7 @@ from services.intake.openapi import errors, json_body, ok
 from services.intake.preview_store import store_preview
 from services.intake.submission import SubmissionRequest
 from services.providers.adapters import SandboxAdapter
+from services.providers.http import ProviderHttp
 
 router = APIRouter()
 
@@ -71,12 +71,11 @@ async def preview(request: Request, tenant: str = Depends(auth.tenant)) -> JSONR
     checked = await plan(request.app.state, tenant, submission)
     proposal_digest, specs = checked.fingerprint, checked.specs
     steps: list[dict[str, Any]] = []
-    timeout = httpx.Timeout(settings.provider_timeout_s)
-    async with httpx.AsyncClient(timeout=timeout) as client:
+    async with ProviderHttp(settings.provider_timeout_s) as http:
         for spec in specs:
             if spec.kind is not OperationKind.STEP:
                 continue
-            adapter = SandboxAdapter(client, settings.providers[spec.provider])
+            adapter = SandboxAdapter(http, settings.providers[spec.provider])
             status, body = await adapter.preview(spec.operation, spec.payload)
             steps.append(
                 _step(

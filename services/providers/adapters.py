@@ -4,16 +4,16 @@ Every adapter sends the operation's key as the provider's idempotency key and th
 key in the provider's metadata, so one id finds the effect from either side.
 """
 
+import json
 import time
 from typing import Any, Protocol
-
-import httpx
 
 from events.inputs import Outcome
 from events.safe_json import escape_unencodable
 from services import tracing
 from services.metrics import DISPATCH_SECONDS, LOOKUPS
 from services.providers.classify import Seen, classify_lookup, classify_response, unreachable
+from services.providers.http import Answer, ProviderUnreachable, Requester
 
 
 class ProviderAdapter(Protocol):
@@ -68,23 +68,24 @@ class ListingUnavailable(RuntimeError):
 class SandboxAdapter:
     """The sandbox provider's HTTP API (CONTRACT.md, "Sandbox provider")."""
 
-    def __init__(self, client: httpx.AsyncClient, base_url: str) -> None:
-        self.client = client
+    def __init__(self, http: Requester, base_url: str) -> None:
+        self.http = http
         self.base_url = base_url.rstrip("/")
 
     async def apply(self, operation: str, op_key: str, payload: dict[str, Any]) -> Seen:
         path = "/v1/" + operation.replace(".", "/")
         try:
-            response = await self.client.post(
+            response = await self.http.request(
+                "POST",
                 self.base_url + path,
                 json={**payload, "metadata": {"op_key": op_key}},
                 # The trace context goes with the call: the provider's log of it names the
                 # trace that made it (services.tracing).
                 headers={"Idempotency-Key": op_key, **tracing.http_headers()},
             )
-        except httpx.HTTPError as error:
-            return unreachable(error)
-        return classify_response(response.status_code, _json(response))
+        except ProviderUnreachable as error:
+            return unreachable(error.error)
+        return classify_response(response.status, _json(response))
 
     async def preview(self, operation: str, payload: dict[str, Any]) -> tuple[int | None, Any]:
         """What the provider says `operation` would do now, from its own state, without
@@ -92,60 +93,61 @@ class SandboxAdapter:
         and its answer."""
         path = "/v1/" + operation.replace(".", "/") + "/preview"
         try:
-            response = await self.client.post(self.base_url + path, json=payload)
-        except httpx.HTTPError as error:
-            return None, {"error": "provider_unreachable", "message": f"{type(error).__name__}"}
-        return response.status_code, _json(response)
+            response = await self.http.request("POST", self.base_url + path, json=payload)
+        except ProviderUnreachable as error:
+            return None, {"error": "provider_unreachable", "message": type(error.error).__name__}
+        return response.status, _json(response)
 
     async def lookup(self, operation: str, op_key: str) -> Seen:
         try:
-            response = await self.client.get(
+            response = await self.http.request(
+                "GET",
                 self.base_url + "/v1/effects",
                 params={"idempotency_key": op_key},
                 headers=tracing.http_headers(),
             )
-        except httpx.HTTPError as error:
-            seen = unreachable(error)
+        except ProviderUnreachable as error:
+            seen = unreachable(error.error)
             return Seen(Outcome.UNAVAILABLE, error=seen.error)
-        return classify_lookup(response.status_code, _json(response))
+        return classify_lookup(response.status, _json(response))
 
     async def balance(self, charge: str) -> tuple[int, Any]:
         try:
-            response = await self.client.get(
-                f"{self.base_url}/v1/charges/{charge}/balance", headers=tracing.http_headers()
+            response = await self.http.request(
+                "GET",
+                f"{self.base_url}/v1/charges/{charge}/balance",
+                headers=tracing.http_headers(),
             )
-        except httpx.HTTPError as error:
-            return 0, {"error": f"{type(error).__name__}: {error}"}
-        return response.status_code, _json(response)
+        except ProviderUnreachable as error:
+            return 0, {"error": str(error)}
+        return response.status, _json(response)
 
     async def list_effects(self) -> list[Any]:
         try:
-            response = await self.client.get(self.base_url + "/v1/effects")
-        except httpx.HTTPError as error:
-            raise ListingUnavailable(f"{type(error).__name__}: {error}") from error
+            response = await self.http.request("GET", self.base_url + "/v1/effects")
+        except ProviderUnreachable as error:
+            raise ListingUnavailable(str(error)) from error
         body = _json(response)
-        if response.status_code != 200 or not isinstance(body, dict):
-            raise ListingUnavailable(f"GET /v1/effects answered {response.status_code}: {body}")
+        if response.status != 200 or not isinstance(body, dict):
+            raise ListingUnavailable(f"GET /v1/effects answered {response.status}: {body}")
         effects = body.get("effects")
         if not isinstance(effects, list):
             raise ListingUnavailable(f"GET /v1/effects without an 'effects' list: {body}")
         return effects
 
 
-def _json(response: httpx.Response) -> Any:
+def _json(response: Answer) -> Any:
     # Escaped, not trusted: a provider's lone surrogate must become evidence in the
     # observation, not an observation that cannot be encoded (a crash, then a crash loop
     # on redelivery).
     try:
-        return escape_unencodable(response.json())
+        return escape_unencodable(json.loads(response.body))
     except ValueError:
-        # .text decodes with replacement characters: always encodable.
-        return {"text": response.text[:2000]}
+        # Decoded with replacement characters: always encodable.
+        return {"text": response.body.decode("utf-8", "replace")[:2000]}
 
 
-def build_adapters(
-    client: httpx.AsyncClient, providers: dict[str, str]
-) -> dict[str, ProviderAdapter]:
+def build_adapters(http: Requester, providers: dict[str, str]) -> dict[str, ProviderAdapter]:
     # Every configured provider speaks the sandbox's API for now; a Stripe adapter
     # will be chosen here by name.
-    return {name: Measured(name, SandboxAdapter(client, url)) for name, url in providers.items()}
+    return {name: Measured(name, SandboxAdapter(http, url)) for name, url in providers.items()}

@@ -23,7 +23,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 import asyncpg
-import httpx
 from aiokafka import AIOKafkaProducer
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
@@ -50,6 +49,7 @@ from services.kafka_start import start_kafka_client
 from services.postgres_start import open_pool
 from services.providers.adapters import ListingUnavailable, ProviderAdapter, build_adapters
 from services.providers.classify import Seen
+from services.providers.http import ProviderHttp
 from services.pull_reconciler.gauges import REFRESH_S, refresh_gauges
 
 log = logging.getLogger(__name__)
@@ -318,13 +318,8 @@ async def open_reconciler(settings: Settings) -> AsyncIterator[Reconciler]:
         producer = acked_producer(settings)
         await start_kafka_client(producer, "reconciler producer")
         try:
-            timeout = httpx.Timeout(
-                settings.provider_timeout_s, connect=min(2.0, settings.provider_timeout_s)
-            )
-            async with httpx.AsyncClient(timeout=timeout) as client:
-                yield Reconciler(
-                    settings, pool, producer, build_adapters(client, settings.providers)
-                )
+            async with ProviderHttp(settings.provider_timeout_s, connect_s=2.0) as http:
+                yield Reconciler(settings, pool, producer, build_adapters(http, settings.providers))
         finally:
             await producer.stop()
     finally:

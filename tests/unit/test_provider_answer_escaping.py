@@ -3,23 +3,29 @@ observation that can be written to Kafka, never a crash (issue 7, item 13)."""
 
 import json
 from datetime import UTC, datetime
-
-import httpx
+from typing import Any
 
 from events.inputs import OperationObserved, Outcome, Source
 from services.providers.adapters import SandboxAdapter
+from services.providers.http import Answer
+
+
+class Provider:
+    """Answers every request with the same status and body, as the bytes a provider sent."""
+
+    def __init__(self, status: int, body: bytes) -> None:
+        self.answer = Answer(status, body)
+
+    async def request(self, method: str, url: str, **_: Any) -> Answer:
+        return self.answer
 
 
 async def test_a_provider_answer_with_a_lone_surrogate_becomes_a_writable_observation() -> None:
     raw = b'{"id": "ch_\\ud800", "status": "succeeded", "note": "x\\udfff"}'
 
-    def provider(request: httpx.Request) -> httpx.Response:
-        return httpx.Response(200, content=raw, headers={"content-type": "application/json"})
-
-    async with httpx.AsyncClient(transport=httpx.MockTransport(provider)) as client:
-        seen = await SandboxAdapter(client, "http://provider").apply(
-            "payments.charge", "key-1", {"amount": 1}
-        )
+    seen = await SandboxAdapter(Provider(200, raw), "http://provider").apply(
+        "payments.charge", "key-1", {"amount": 1}
+    )
     assert seen.outcome is Outcome.SUCCEEDED
     observation = OperationObserved(
         message_id="m",
@@ -41,9 +47,8 @@ async def test_a_provider_answer_with_a_lone_surrogate_becomes_a_writable_observ
 
 
 async def test_a_numeric_provider_id_is_kept_as_text() -> None:
-    def provider(request: httpx.Request) -> httpx.Response:
-        return httpx.Response(200, json={"id": 12345, "status": "succeeded"})
-
-    async with httpx.AsyncClient(transport=httpx.MockTransport(provider)) as client:
-        seen = await SandboxAdapter(client, "http://provider").apply("payments.charge", "k", {})
+    answer = json.dumps({"id": 12345, "status": "succeeded"}).encode()
+    seen = await SandboxAdapter(Provider(200, answer), "http://provider").apply(
+        "payments.charge", "k", {}
+    )
     assert seen.remote_id == "12345"
