@@ -42,10 +42,16 @@ def tx_coordinates(index: int) -> tuple[str, str]:
     return TENANTS[index % len(TENANTS)], f"bench-{index:08d}"
 
 
-def _spec(tenant: str, tx_id: str, action: str, operation: str, kind: OperationKind,
-          payload: dict[str, object], undo: str | None) -> OperationSpec:
-    key = op_key(tenant=tenant, environment="bench", provider="sandbox", tx_id=tx_id,
-                 action=action)
+def _spec(
+    tenant: str,
+    tx_id: str,
+    action: str,
+    operation: str,
+    kind: OperationKind,
+    payload: dict[str, object],
+    undo: str | None,
+) -> OperationSpec:
+    key = op_key(tenant=tenant, environment="bench", provider="sandbox", tx_id=tx_id, action=action)
     return OperationSpec(
         action=action,
         kind=kind,
@@ -65,26 +71,48 @@ def transaction_records(index: int, start: datetime, webhook_every: int = 4) -> 
     key = partition_key(tenant, tx_id)
     at = start + timedelta(milliseconds=index * STEP_MS)
     ops = (
-        _spec(tenant, tx_id, "reserve", "inventory.reserve", OperationKind.STEP,
-              {"sku": f"sku-{index % 997}", "qty": 1}, "inventory.release"),
-        _spec(tenant, tx_id, "charge", "payments.charge", OperationKind.STEP,
-              {"amount": 1299 + index % 100, "currency": "usd", "customer": f"cus_{index}"},
-              "payments.refund"),
-        _spec(tenant, tx_id, "receipt", "email.send", OperationKind.ON_COMMIT,
-              {"to": f"buyer{index}@example.com", "template": "receipt"}, None),
-    )
-    inputs: list[tuple[str, DeciderInput]] = [(
-        "commands",
-        SubmitTransaction(
-            message_id=f"submit:{tenant}:{tx_id}:{index:016x}",
-            tenant=tenant,
-            tx_id=tx_id,
-            agent_id=f"agent-{index % 50}",
-            fingerprint=f"{index:064x}",
-            operations=ops,
-            issued_at=at,
+        _spec(
+            tenant,
+            tx_id,
+            "reserve",
+            "inventory.reserve",
+            OperationKind.STEP,
+            {"sku": f"sku-{index % 997}", "qty": 1},
+            "inventory.release",
         ),
-    )]
+        _spec(
+            tenant,
+            tx_id,
+            "charge",
+            "payments.charge",
+            OperationKind.STEP,
+            {"amount": 1299 + index % 100, "currency": "usd", "customer": f"cus_{index}"},
+            "payments.refund",
+        ),
+        _spec(
+            tenant,
+            tx_id,
+            "receipt",
+            "email.send",
+            OperationKind.ON_COMMIT,
+            {"to": f"buyer{index}@example.com", "template": "receipt"},
+            None,
+        ),
+    )
+    inputs: list[tuple[str, DeciderInput]] = [
+        (
+            "commands",
+            SubmitTransaction(
+                message_id=f"submit:{tenant}:{tx_id}:{index:016x}",
+                tenant=tenant,
+                tx_id=tx_id,
+                agent_id=f"agent-{index % 50}",
+                fingerprint=f"{index:064x}",
+                operations=ops,
+                issued_at=at,
+            ),
+        )
+    ]
     for n, spec in enumerate(ops, start=1):
         inputs.append(("observations", _answer(tenant, tx_id, spec, at, n, Source.RESPONSE)))
     if webhook_every and index % webhook_every == 0:
@@ -92,8 +120,10 @@ def transaction_records(index: int, start: datetime, webhook_every: int = 4) -> 
     state = initial_state(tenant, tx_id)
     records: list[Produced] = []
     for role, message in inputs:
-        issued = message.issued_at if isinstance(message, SubmitTransaction) else (
-            message.observed_at if isinstance(message, OperationObserved) else at
+        issued = (
+            message.issued_at
+            if isinstance(message, SubmitTransaction)
+            else (message.observed_at if isinstance(message, OperationObserved) else at)
         )
         ms = int(issued.timestamp() * 1000)
         records.append(Produced(role, key, message.model_dump_json().encode(), ms))
@@ -106,8 +136,9 @@ def transaction_records(index: int, start: datetime, webhook_every: int = 4) -> 
     return records
 
 
-def _answer(tenant: str, tx_id: str, spec: OperationSpec, at: datetime, n: int,
-            source: Source) -> OperationObserved:
+def _answer(
+    tenant: str, tx_id: str, spec: OperationSpec, at: datetime, n: int, source: Source
+) -> OperationObserved:
     attempt = 0 if source is Source.WEBHOOK else 1
     return OperationObserved(
         message_id=f"{spec.op_key}:{attempt}:{source.value}:succeeded:0",
