@@ -10,6 +10,7 @@ No consumer group, read_committed, as log_snapshot reads.
 
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from typing import TypeAlias
 
 from aiokafka import AIOKafkaConsumer
 from aiokafka.partitioner import DefaultPartitioner
@@ -17,7 +18,7 @@ from aiokafka.structs import ConsumerRecord, TopicPartition
 
 from services.cli.log_snapshot import AuditError
 
-Record = ConsumerRecord[bytes, bytes]
+Record: TypeAlias = "ConsumerRecord[bytes, bytes]"
 
 
 class PartitionReader:
