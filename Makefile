@@ -7,7 +7,7 @@ UV := $(shell command -v uv 2>/dev/null || echo python3 -m uv)
 # Never re-resolve: CI and developers run exactly what uv.lock pins.
 export UV_FROZEN := 1
 
-.PHONY: setup test lint fetch run bench properties simulate chaos
+.PHONY: setup test lint fetch run bench audit-bench properties simulate chaos
 
 .venv: pyproject.toml uv.lock
 	@command -v uv >/dev/null 2>&1 || python3 -m pip install --quiet uv==0.13.9
@@ -45,6 +45,9 @@ run: fetch
 
 bench: setup
 	$(UV) run python -m services.devtools.bench
+
+audit-bench: setup
+	$(UV) run python -m services.devtools.audit_bench
 
 # Long simulator runs beyond the 10,000 seeds of `make test`: SEEDS schedules from seed FIRST.
 SEEDS ?= 200000

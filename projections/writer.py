@@ -17,6 +17,7 @@ import asyncpg
 from events.definition import Leg, OperationKind, OpStatus, Resolution, TxStatus
 from events.drift import DriftDetected
 from events.envelope import Envelope
+from projections.table_writes import copy_rows, upsert_sql
 from projections.view import OpView, ReviewView, TxView, apply
 
 TxKey = tuple[str, str]
@@ -36,10 +37,16 @@ async def project_batch(
     topic: str,
     records: Sequence[Record],
     skipped: Iterable[tuple[int, int]] = (),
+    *,
+    bulk: bool = False,
 ) -> None:
     """Apply `records` (in the order consumed) and advance the stored offsets past them
     and past `skipped` (partition, offset) pairs, e.g. poison records already
-    dead-lettered."""
+    dead-lettered.
+
+    `bulk` (audit rebuild's large batches): the same rows through COPY into temporary
+    tables and one INSERT ... SELECT per table with the very ON CONFLICT clauses of the
+    row-by-row statements, instead of a statement per row (projections.table_writes)."""
     advanced = _advanced([(p, o) for p, o, _ in records], skipped)
     if not advanced:
         return
@@ -55,8 +62,15 @@ async def project_batch(
             if after is not before:
                 views[key] = after
                 changed.add(key)
-        await _insert_events(conn, [env for _, _, env in fresh])
-        await _upsert_views(conn, [views[key] for key in sorted(changed)])
+        envelopes = [env for _, _, env in fresh]
+        changed_views = [views[key] for key in sorted(changed)]
+        if bulk:
+            await copy_rows(conn, "events", [_event_row(env) for env in envelopes])
+            for table, rows in view_rows(changed_views).items():
+                await copy_rows(conn, table, rows)
+        else:
+            await _insert_events(conn, envelopes)
+            await _upsert_views(conn, changed_views)
         await _store_offsets(conn, topic, advanced)
 
 
@@ -208,83 +222,60 @@ def _review_view(row: asyncpg.Record) -> ReviewView:
 async def _insert_events(conn: asyncpg.Connection, envelopes: list[Envelope]) -> None:
     # Only a replay hits the conflict on (tenant, tx_id, seq). The same event_id under
     # another key is corruption and must fail the batch, hence the explicit target.
-    await conn.executemany(
-        "INSERT INTO events (tenant, tx_id, seq, event_id, type, schema_version,"
-        " causation_id, correlation_id, occurred_at, occurred_at_text, prev_hash, hash, data)"
-        " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13::jsonb)"
-        " ON CONFLICT (tenant, tx_id, seq) DO NOTHING",
-        [
-            (
-                env.tenant,
-                env.tx_id,
-                env.seq,
-                env.event_id,
-                env.type,
-                env.schema_version,
-                env.causation_id,
-                env.correlation_id,
-                datetime.fromisoformat(env.occurred_at),
-                env.occurred_at,
-                env.prev_hash,
-                env.hash,
-                json.dumps(env.data),
-            )
-            for env in envelopes
-        ],
+    await conn.executemany(upsert_sql("events"), [_event_row(env) for env in envelopes])
+
+
+def _event_row(env: Envelope) -> tuple[Any, ...]:
+    return (
+        env.tenant,
+        env.tx_id,
+        env.seq,
+        env.event_id,
+        env.type,
+        env.schema_version,
+        env.causation_id,
+        env.correlation_id,
+        datetime.fromisoformat(env.occurred_at),
+        env.occurred_at,
+        env.prev_hash,
+        env.hash,
+        json.dumps(env.data),
     )
 
 
 async def _upsert_views(conn: asyncpg.Connection, views: list[TxView]) -> None:
-    await conn.executemany(
-        "INSERT INTO transactions (tenant, tx_id, status, agent_id, last_seq, created_at,"
-        " updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7)"
-        " ON CONFLICT (tenant, tx_id) DO UPDATE SET status = EXCLUDED.status,"
-        " last_seq = EXCLUDED.last_seq, updated_at = EXCLUDED.updated_at",
-        [
+    for table, rows in view_rows(views).items():
+        await conn.executemany(upsert_sql(table), rows)
+
+
+def view_rows(views: list[TxView]) -> dict[str, list[tuple[Any, ...]]]:
+    """The rows of `transactions`, `operations` and `reviews` the views are written as."""
+    return {
+        "transactions": [
             (v.tenant, v.tx_id, v.status.value, v.agent_id, v.last_seq, v.created_at, v.updated_at)
             for v in views
         ],
-    )
-    await conn.executemany(
-        "INSERT INTO operations (tenant, tx_id, action, position, kind, provider, operation,"
-        " op_key, state, attempts, remote_id, evidence, updated_at, comp_op_key, comp_state,"
-        " comp_attempts, open_review_id)"
-        " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12::jsonb, $13, $14, $15,"
-        " $16, $17)"
-        " ON CONFLICT (tenant, tx_id, action) DO UPDATE SET state = EXCLUDED.state,"
-        " attempts = EXCLUDED.attempts, remote_id = EXCLUDED.remote_id,"
-        " evidence = EXCLUDED.evidence, updated_at = EXCLUDED.updated_at,"
-        " comp_op_key = EXCLUDED.comp_op_key, comp_state = EXCLUDED.comp_state,"
-        " comp_attempts = EXCLUDED.comp_attempts, open_review_id = EXCLUDED.open_review_id",
-        [_op_row(v, op) for v in views for op in v.operations],
-    )
-    await conn.executemany(
-        "INSERT INTO reviews (id, tenant, tx_id, action, leg, op_key, attempt, reason, state,"
-        " created_at, resolved_at, resolution, note, actor)"
-        " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)"
-        " ON CONFLICT (id) DO UPDATE SET state = EXCLUDED.state,"
-        " resolved_at = EXCLUDED.resolved_at, resolution = EXCLUDED.resolution,"
-        " note = EXCLUDED.note, actor = EXCLUDED.actor",
-        [
-            (
-                r.review_id,
-                v.tenant,
-                v.tx_id,
-                r.action,
-                r.leg.value,
-                r.op_key,
-                r.attempt,
-                r.reason,
-                r.state,
-                r.created_at,
-                r.resolved_at,
-                r.resolution.value if r.resolution else None,
-                r.note,
-                r.actor,
-            )
-            for v in views
-            for r in v.reviews
-        ],
+        "operations": [_op_row(v, op) for v in views for op in v.operations],
+        "reviews": [_review_row(v, r) for v in views for r in v.reviews],
+    }
+
+
+def _review_row(v: TxView, r: ReviewView) -> tuple[Any, ...]:
+    return (
+        r.review_id,
+        v.tenant,
+        v.tx_id,
+        r.action,
+        r.leg.value,
+        r.op_key,
+        r.attempt,
+        r.reason,
+        r.state,
+        r.created_at,
+        r.resolved_at,
+        r.resolution.value if r.resolution else None,
+        r.note,
+        r.actor,
     )
 
 

@@ -28,6 +28,12 @@ def add_audit_parser(commands: "argparse._SubParsersAction[argparse.ArgumentPars
     )
     verify.add_argument("--tenant", help="only this tenant's transactions")
     verify.add_argument("--tx", dest="tx_id", metavar="TX_ID", help="only this transaction")
+    verify.add_argument(
+        "--workers",
+        type=int,
+        metavar="N",
+        help="processes reading the partitions (default: one per core on a large log)",
+    )
     rebuild = sub.add_parser(
         "rebuild", help="project recon.events and recon.drift from offset 0 into a fresh database"
     )
@@ -72,7 +78,9 @@ def run_audit(args: argparse.Namespace, settings: Settings) -> int:
     try:
         if args.audit_command == "verify":
             return asyncio.run(
-                run_verify(settings, args.tenant, args.tx_id, args.progress_every, bar)
+                run_verify(
+                    settings, args.tenant, args.tx_id, args.progress_every, bar, args.workers
+                )
             )
         if args.audit_command == "timeline":
             return asyncio.run(run_timeline(settings, args.tenant, args.tx_id, args.progress_every))

@@ -123,7 +123,7 @@ async def _project_log(
             # As the live projector does (services.projector.runtime): one database
             # transaction per topic, each with its own offsets.
             try:
-                await project_batch(conn, events_topic, records, skipped=poison)
+                await project_batch(conn, events_topic, records, skipped=poison, bulk=True)
             except ViewError as exc:
                 raise AuditError(f"the log cannot be projected: {exc}") from exc
             await project_drift(conn, drift_topic, drift, skipped=drift_poison)

@@ -7,16 +7,23 @@ problem too. The chain is not a signature: it shows that an event was removed, r
 or altered after the fact, not who wrote it.
 """
 
+import asyncio
+import multiprocessing
+import os
 import re
 from collections import defaultdict
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
+from multiprocessing.sharedctypes import Synchronized
 
-from aiokafka.structs import ConsumerRecord
+from aiokafka.structs import ConsumerRecord, TopicPartition
 
-from events.envelope import Envelope, verify_chain
+from events.chain_link import Link, read_link
+from events.envelope import Chained, Envelope, verify_chain
 from events.keys import partition_key
 from projections.decode import decode_envelope
-from services.cli.log_snapshot import open_snapshot, where
+from services.cli.log_snapshot import LogSnapshot, open_partitions, open_snapshot, where
 from services.cli.progress import Progress
 from services.config import Settings
 
@@ -45,9 +52,10 @@ class Report:
     problems: list[Problem] = field(default_factory=list)
 
 
-def check_transaction(
-    tenant: str, tx_id: str, located: list[tuple[Envelope, str]]
-) -> list[Problem]:
+Located = tuple[Chained, str]  # an event (Envelope or Link) and where it is on the log
+
+
+def check_transaction(tenant: str, tx_id: str, located: list[Located]) -> list[Problem]:
     """verify_chain on one transaction's events (in log order), each problem placed."""
     problems = []
     for message in verify_chain([env for env, _ in located]):
@@ -61,8 +69,12 @@ def check_transaction(
 
 def _decode(
     record: ConsumerRecord[bytes, bytes], problems: list[Problem]
-) -> tuple[Envelope, str] | None:
-    decoded = decode_envelope(record.value)
+) -> tuple[Link | Envelope, str] | None:
+    # The fast reading when it can give the verdict (events.chain_link), else the
+    # reference one, which also words what is wrong with the record.
+    decoded: Link | Envelope | str | None = read_link(record.value)
+    if decoded is None:
+        decoded = decode_envelope(record.value)
     if isinstance(decoded, str):
         problems.append(Problem(decoded, where(record)))
         return None
@@ -79,32 +91,161 @@ def _decode(
     return decoded, where(record)
 
 
+@dataclass
+class _Part:
+    """What one reader found on its partitions: the unplaced problems, each transaction's
+    located events, and how many events matched the filter."""
+
+    problems: list[Problem] = field(default_factory=list)
+    log: dict[tuple[str, str], list[Located]] = field(default_factory=lambda: defaultdict(list))
+    events: int = 0
+
+
+async def _read(
+    snapshot: LogSnapshot,
+    tenant: str | None,
+    tx_id: str | None,
+    advance: Callable[[int], None],
+) -> _Part:
+    part = _Part()
+    async for batch in snapshot.batches():
+        advance(len(batch))
+        for record in batch:
+            decoded = _decode(record, part.problems)
+            if decoded is None:
+                continue
+            env = decoded[0]
+            if (tenant and env.tenant != tenant) or (tx_id and env.tx_id != tx_id):
+                continue
+            part.events += 1
+            part.log[(env.tenant, env.tx_id)].append(decoded)
+    return part
+
+
+def _chains(part: _Part) -> list[Problem]:
+    problems = []
+    for (t, tx), located in sorted(part.log.items()):
+        problems += check_transaction(t, tx, located)
+    return problems
+
+
+# --- reading partitions in several processes ------------------------------------------
+# Every record of a transaction sits in one partition (the key is tenant/tx_id), so each
+# process can check the chains of the partitions it reads on its own and hand back only
+# its problems and its transactions' names. A transaction found by two processes (a record
+# under a key of another partition: corruption, reported as such) is checked across
+# partitions by a second, single-process pass, so the verdict never depends on the split.
+
+_read_so_far: "Synchronized[int] | None" = None
+
+
+def _init_worker(counter: "Synchronized[int]") -> None:
+    global _read_so_far
+    _read_so_far = counter
+
+
+def _count(n: int) -> None:
+    assert _read_so_far is not None
+    with _read_so_far.get_lock():
+        _read_so_far.value += n
+
+
+def _verify_partitions(
+    bootstrap: str,
+    ends: dict[TopicPartition, int],
+    tenant: str | None,
+    tx_id: str | None,
+) -> tuple[list[Problem], list[Problem], list[tuple[str, str]], int]:
+    async def read() -> _Part:
+        async with open_partitions(bootstrap, {tp: 0 for tp in ends}, ends) as snapshot:
+            return await _read(snapshot, tenant, tx_id, _count)
+
+    part = asyncio.run(read())
+    return part.problems, _chains(part), list(part.log), part.events
+
+
+def _workers(requested: int | None, partitions: int, total: int) -> int:
+    if requested is not None:
+        return max(1, min(requested, partitions))
+    # Starting a process costs about a second (it imports pydantic and the models): only
+    # worth it on a log this large.
+    if total < PARALLEL_FROM:
+        return 1
+    return max(1, min(os.cpu_count() or 1, partitions))
+
+
+PARALLEL_FROM = 200_000
+
+
+async def _verify_in_processes(
+    settings: Settings,
+    snapshot: LogSnapshot,
+    workers: int,
+    tenant: str | None,
+    tx_id: str | None,
+    progress: Progress,
+) -> Report | None:
+    """None when a transaction spans the processes' partitions."""
+    shares: list[dict[TopicPartition, int]] = [{} for _ in range(workers)]
+    for i, (tp, end) in enumerate(sorted(snapshot.ends.items())):
+        shares[i % workers][tp] = end
+    context = multiprocessing.get_context("spawn")
+    counter: Synchronized[int] = context.Value("q", 0)
+    loop = asyncio.get_running_loop()
+    with (
+        ProcessPoolExecutor(workers, context, _init_worker, (counter,)) as pool,
+        progress,
+    ):
+        futures = [
+            loop.run_in_executor(
+                pool, _verify_partitions, settings.kafka_bootstrap, share, tenant, tx_id
+            )
+            for share in shares
+        ]
+        pending = asyncio.gather(*futures)
+        while not pending.done():
+            await asyncio.wait([pending], timeout=0.2)
+            progress.advance(counter.value - progress.count)
+        results = pending.result()
+    # As one process reports them: the records' own problems, then the chains' by
+    # transaction (a stable sort keeps each chain's problems in seq order).
+    read_problems: list[Problem] = []
+    chain_problems: list[Problem] = []
+    events, seen = 0, set[tuple[str, str]]()
+    for part_read, part_chains, keys, part_events in results:
+        if seen.intersection(keys):
+            return None
+        seen.update(keys)
+        read_problems += part_read
+        chain_problems += part_chains
+        events += part_events
+    chain_problems.sort(key=lambda p: (p.tenant or "", p.tx_id or ""))
+    return Report(transactions=len(seen), events=events, problems=read_problems + chain_problems)
+
+
 async def verify(
     settings: Settings,
     tenant: str | None,
     tx_id: str | None,
     progress_every: int,
     bar: bool | None = None,
+    workers: int | None = None,
 ) -> Report:
-    problems: list[Problem] = []
-    log: dict[tuple[str, str], list[tuple[Envelope, str]]] = defaultdict(list)
-    events = 0
     topic = settings.topics.events
     async with open_snapshot(settings.kafka_bootstrap, [topic]) as snapshot:
         progress = Progress("audit verify", progress_every, snapshot.total, bar=bar)
-        async for batch in progress.track(snapshot.batches()):
-            for record in batch:
-                decoded = _decode(record, problems)
-                if decoded is None:
-                    continue
-                env = decoded[0]
-                if (tenant and env.tenant != tenant) or (tx_id and env.tx_id != tx_id):
-                    continue
-                events += 1
-                log[(env.tenant, env.tx_id)].append(decoded)
-    for (t, tx), located in sorted(log.items()):
-        problems += check_transaction(t, tx, located)
-    return Report(transactions=len(log), events=events, problems=problems)
+        n = _workers(workers, len(snapshot.ends), snapshot.total)
+        if n > 1:
+            report = await _verify_in_processes(settings, snapshot, n, tenant, tx_id, progress)
+            if report is not None:
+                return report
+            # A transaction spans partitions: read it all again in this process.
+            await snapshot.rewind()
+            progress = Progress("audit verify", progress_every, snapshot.total, bar=bar)
+        with progress:
+            part = await _read(snapshot, tenant, tx_id, progress.advance)
+    problems = part.problems + _chains(part)
+    return Report(transactions=len(part.log), events=part.events, problems=problems)
 
 
 async def run_verify(
@@ -113,8 +254,9 @@ async def run_verify(
     tx_id: str | None,
     progress_every: int,
     bar: bool | None = None,
+    workers: int | None = None,
 ) -> int:
-    report = await verify(settings, tenant, tx_id, progress_every, bar)
+    report = await verify(settings, tenant, tx_id, progress_every, bar, workers)
     problems = report.problems
     for problem in problems:
         print(problem)

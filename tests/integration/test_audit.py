@@ -19,16 +19,20 @@ from aiokafka import AIOKafkaProducer
 from conftest import Infra, _with_database
 from support.compensation_support import failing_third_step
 from support.recon_client import Recon, transaction
-from support.txbuilders import log_of, observed, submit
+from support.txbuilders import log_of, observed, request_review, resolve, submit
 
+from events.definition import Resolution
 from events.envelope import Envelope
 from events.inputs import Outcome
 from events.keys import partition_key
 from events.topics import Topics
+from projections.schema import apply_schema
+from projections.writer import project_batch
 from services.cli.audit_compare import compare
 from services.config import Settings
 from services.devtools.infra._process import REPO_ROOT
 from services.devtools.stack import Stack
+from services.devtools.synthetic_log import simulated_start, transaction_records, tx_coordinates
 from services.kafka_setup import ensure_topics
 
 # Every projected table, ordered by its key.
@@ -251,3 +255,103 @@ async def test_verify_names_removed_and_altered_events(
     # The unreadable record belongs to no transaction, so it is reported whatever the filter.
     assert code == 1 and ": 1 transactions," in out, (out, err)
     assert not any(line.startswith("PROBLEM tenant=") for line in out.splitlines()), out
+
+
+async def _produce_synthetic(kafka_bootstrap: str, topics: Topics, count: int) -> None:
+    """`count` transactions of the audit benchmark's log (the real decider's events and
+    their inputs), with their simulated Kafka timestamps."""
+    start = simulated_start(count)
+    role_topic = {
+        "commands": topics.commands,
+        "observations": topics.observations,
+        "events": topics.events,
+    }
+    producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap, acks="all")
+    await producer.start()
+    try:
+        for i in range(count):
+            for r in transaction_records(i, start, webhook_every=2):
+                if r.role in role_topic:
+                    await producer.send(
+                        role_topic[r.role], r.value, r.key, timestamp_ms=r.timestamp_ms
+                    )
+        await producer.flush()
+    finally:
+        await producer.stop()
+
+
+async def test_timeline_reads_the_transactions_window_and_falls_back_to_its_partition(
+    kafka_bootstrap: str, topic_prefix: str, rebuild_database: str
+) -> None:
+    topics = Topics(topic_prefix)
+    await ensure_topics(kafka_bootstrap, topics)
+    await _produce_synthetic(kafka_bootstrap, topics, 60)
+    env = {
+        **os.environ,
+        "RECON_KAFKA_BOOTSTRAP": kafka_bootstrap,
+        "RECON_TOPIC_PREFIX": topic_prefix,
+        "RECON_DATABASE_URL": "postgresql://postgres@127.0.0.1:1/unreachable",
+    }
+    code, out, err = await cli(env, "audit", "rebuild", "--into", rebuild_database)
+    assert code == 0, (out, err)
+    projected = {**env, "RECON_DATABASE_URL": rebuild_database}
+    for i in (0, 31, 59):
+        tenant, tx_id = tx_coordinates(i)
+        # The whole log, read as before (no projection, no tenant: every partition).
+        every = ("--progress-every", "1")
+        code, everything, err = await cli(env, "audit", "timeline", "--tx", tx_id, *every)
+        assert code == 0 and "records read" in err, (everything, err)
+        kinds = [line.split()[3] for line in everything.splitlines()]
+        assert kinds[0] == "SubmitTransaction" and "TransactionCommitted" in kinds
+        assert kinds.count("OperationObserved") == (4 if i % 2 == 0 else 3), kinds
+        # The projection places it: the same lines, without reading the whole log.
+        code, out, err = await cli(projected, "audit", "timeline", "--tx", tx_id, *every)
+        assert code == 0 and out == everything, (out, everything, err)
+        assert "records read" not in err
+        # No projection but a tenant: its partition of each topic.
+        code, out, err = await cli(
+            env, "audit", "timeline", "--tx", tx_id, "--tenant", tenant, *every
+        )
+        assert code == 0 and out == everything, (out, everything, err)
+        assert "projection unreachable" in err
+    code, out, err = await cli(projected, "audit", "timeline", "--tx", "bench-99999999")
+    assert code == 1 and "nothing on the log" in out, (out, err)
+    code, out, err = await cli(projected, "audit", "verify", "--workers", "2")
+    assert code == 0 and ": 60 transactions," in out and " 0 problems" in out, (out, err)
+
+
+async def test_bulk_projection_writes_the_rows_of_the_row_by_row_one(
+    fresh_database: str, rebuild_database: str
+) -> None:
+    """projections.writer.project_batch with bulk=True (audit rebuild) against the live
+    projector's row-by-row writes, on the same records in the same batches: reviews
+    opened and resolved, a transaction spread over batches, an event replayed."""
+    logs = [
+        log_of(
+            submit(["a", "b"], tx_id="bulk-ok"),
+            observed("a", 1, Outcome.SUCCEEDED, tx_id="bulk-ok"),
+            observed("b", 1, Outcome.SUCCEEDED, 1, tx_id="bulk-ok"),
+            tx_id="bulk-ok",
+        ),
+        log_of(
+            submit(["a"]),
+            observed("a", 1, Outcome.UNKNOWN),
+            request_review("a", 1),
+            resolve("a", 1, Resolution.APPLIED),
+        ),
+    ]
+    records = [(0, o, env) for o, env in enumerate(e for log in logs for e in log)]
+    records.append(records[3])  # a replayed event: the row it would duplicate stays
+    batches = [records[:5], records[5:9], records[9:]]
+    urls = {False: fresh_database, True: rebuild_database}
+    for bulk, url in urls.items():
+        conn = await asyncpg.connect(url)
+        try:
+            await apply_schema(conn)
+            for batch in batches:
+                await project_batch(conn, "t.recon.events", batch, bulk=bulk)
+        finally:
+            await conn.close()
+    row_by_row, bulk_rows = await tables(fresh_database), await tables(rebuild_database)
+    assert row_by_row["reviews"] and len(row_by_row["transactions"]) == 2
+    assert row_by_row == bulk_rows

@@ -1,0 +1,167 @@
+"""A synthetic but valid recon log for the audit benchmark: transactions run through the
+real decider (services.decider.transaction.handle, so every event, hash chain and marker
+is what production writes), their inputs as the records of recon.commands and
+recon.observations, stamped with simulated Kafka times.
+
+Each transaction is the README's: reserve, charge, then a receipt on commit; every call
+answered at once, and one in `webhook_every` also confirmed by a late webhook (recorded
+as ObservationIgnored), for eleven or twelve events per transaction. Pure apart from the
+clock-free arithmetic: the same index yields the same records.
+"""
+
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from events.definition import Compensation, OperationKind, OperationSpec
+from events.envelope import Envelope
+from events.inputs import DeciderInput, OperationObserved, Outcome, Source, SubmitTransaction
+from events.keys import compensation_key, op_key, partition_key
+from services.decider.finished import finish, is_finished
+from services.decider.transaction import handle, initial_state
+
+TENANTS = ("demo", "acme", "globex")
+# Simulated spacing: transactions start STEP_MS apart, each answer comes ANSWER_MS after
+# the call, and the decider writes its events DECIDE_MS after the input.
+STEP_MS = 40
+ANSWER_MS = 180
+DECIDE_MS = 3
+
+
+@dataclass(frozen=True)
+class Produced:
+    """One record to produce: topic role ('commands', 'observations', 'events',
+    'decider_state'), key, value and Kafka timestamp (ms)."""
+
+    role: str
+    key: bytes
+    value: bytes
+    timestamp_ms: int
+
+
+def tx_coordinates(index: int) -> tuple[str, str]:
+    return TENANTS[index % len(TENANTS)], f"bench-{index:08d}"
+
+
+def _spec(
+    tenant: str,
+    tx_id: str,
+    action: str,
+    operation: str,
+    kind: OperationKind,
+    payload: dict[str, object],
+    undo: str | None,
+) -> OperationSpec:
+    key = op_key(tenant=tenant, environment="bench", provider="sandbox", tx_id=tx_id, action=action)
+    return OperationSpec(
+        action=action,
+        kind=kind,
+        provider="sandbox",
+        operation=operation,
+        payload=payload,
+        op_key=key,
+        compensation=Compensation(operation=undo) if undo else None,
+        compensation_key=compensation_key(key) if undo else None,
+    )
+
+
+def transaction_records(index: int, start: datetime, webhook_every: int = 4) -> list[Produced]:
+    """Every record of transaction `index`, in the order they are produced, and last its
+    finished-transaction marker (role 'decider_state')."""
+    tenant, tx_id = tx_coordinates(index)
+    key = partition_key(tenant, tx_id)
+    at = start + timedelta(milliseconds=index * STEP_MS)
+    ops = (
+        _spec(
+            tenant,
+            tx_id,
+            "reserve",
+            "inventory.reserve",
+            OperationKind.STEP,
+            {"sku": f"sku-{index % 997}", "qty": 1},
+            "inventory.release",
+        ),
+        _spec(
+            tenant,
+            tx_id,
+            "charge",
+            "payments.charge",
+            OperationKind.STEP,
+            {"amount": 1299 + index % 100, "currency": "usd", "customer": f"cus_{index}"},
+            "payments.refund",
+        ),
+        _spec(
+            tenant,
+            tx_id,
+            "receipt",
+            "email.send",
+            OperationKind.ON_COMMIT,
+            {"to": f"buyer{index}@example.com", "template": "receipt"},
+            None,
+        ),
+    )
+    inputs: list[tuple[str, DeciderInput]] = [
+        (
+            "commands",
+            SubmitTransaction(
+                message_id=f"submit:{tenant}:{tx_id}:{index:016x}",
+                tenant=tenant,
+                tx_id=tx_id,
+                agent_id=f"agent-{index % 50}",
+                fingerprint=f"{index:064x}",
+                operations=ops,
+                issued_at=at,
+            ),
+        )
+    ]
+    for n, spec in enumerate(ops, start=1):
+        inputs.append(("observations", _answer(tenant, tx_id, spec, at, n, Source.RESPONSE)))
+    if webhook_every and index % webhook_every == 0:
+        inputs.append(("observations", _answer(tenant, tx_id, ops[1], at, 5, Source.WEBHOOK)))
+    state = initial_state(tenant, tx_id)
+    records: list[Produced] = []
+    for role, message in inputs:
+        issued = (
+            message.issued_at
+            if isinstance(message, SubmitTransaction)
+            else (message.observed_at if isinstance(message, OperationObserved) else at)
+        )
+        ms = int(issued.timestamp() * 1000)
+        records.append(Produced(role, key, message.model_dump_json().encode(), ms))
+        state, envelopes = handle(state, message)
+        records += [_event(key, env, ms + DECIDE_MS) for env in envelopes]
+    assert is_finished(state), (tx_id, state.status)
+    records.append(
+        Produced("decider_state", key, finish(state).model_dump_json().encode(), ms + DECIDE_MS)
+    )
+    return records
+
+
+def _answer(
+    tenant: str, tx_id: str, spec: OperationSpec, at: datetime, n: int, source: Source
+) -> OperationObserved:
+    attempt = 0 if source is Source.WEBHOOK else 1
+    return OperationObserved(
+        message_id=f"{spec.op_key}:{attempt}:{source.value}:succeeded:0",
+        tenant=tenant,
+        tx_id=tx_id,
+        action=spec.action,
+        op_key=spec.op_key,
+        attempt=attempt,
+        source=source,
+        outcome=Outcome.SUCCEEDED,
+        status_code=200,
+        remote_id=f"eff_{spec.op_key[4:20]}",
+        body={"id": f"eff_{spec.op_key[4:20]}", "status": "succeeded"},
+        observed_at=at + timedelta(milliseconds=n * ANSWER_MS),
+        by_dispatcher=source is Source.RESPONSE,
+    )
+
+
+def _event(key: bytes, envelope: Envelope, timestamp_ms: int) -> Produced:
+    return Produced("events", key, envelope.model_dump_json().encode(), timestamp_ms)
+
+
+def simulated_start(transactions: int, now: datetime | None = None) -> datetime:
+    """The log ends about now: Kafka's time-based retention must not take the inputs."""
+    now = now or datetime.now(UTC)
+    return now - timedelta(milliseconds=transactions * STEP_MS + 10 * ANSWER_MS)
