@@ -88,6 +88,10 @@ async def open_reader(bootstrap: str, topics: list[str]) -> AsyncIterator[Partit
         isolation_level="read_committed",
         enable_auto_commit=False,
         group_id=None,
+        # Only records already written are read: a fetch at a partition's end must come
+        # back at once, not after the default 500 ms long poll, which each new window's
+        # seek would otherwise wait out behind the fetch in flight.
+        fetch_max_wait_ms=10,
     )
     await consumer.start()
     try:

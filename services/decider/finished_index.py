@@ -43,6 +43,7 @@ class ChangelogReader:
             isolation_level="read_committed",
             enable_auto_commit=False,
             group_id=None,
+            fetch_max_wait_ms=10,  # the record is there: never wait out a long poll
         )
         self.started = False
 

@@ -13,7 +13,9 @@ times, each as the operator runs it (`python -m services.cli` in a subprocess):
 
 `--decider` also writes each transaction's finished marker to recon.decider-state, starts
 `python -m services.decider` on the prefix and reports how long it takes to restore
-every partition and its resident memory once it has.
+every partition and its resident memory once it has. `--history N` adds N more finished
+transactions to the changelog only (copies of one generated marker under new ids), for a
+decider with that much history without generating its events.
 """
 
 from __future__ import annotations
@@ -160,6 +162,36 @@ async def _create_database(url: str, name: str) -> str:
     return _database(url, name)
 
 
+async def write_history(bootstrap: str, topics: Topics, transactions: int) -> float:
+    """`transactions` finished markers under new ids on recon.decider-state; seconds."""
+    from datetime import UTC, datetime
+
+    from events.keys import partition_key
+    from services.decider.finished import FinishedTransaction
+
+    [template] = [
+        FinishedTransaction.model_validate_json(r.value)
+        for r in transaction_records(0, datetime.now(UTC))
+        if r.role == "decider_state"
+    ]
+    producer = AIOKafkaProducer(
+        bootstrap_servers=bootstrap, acks=1, linger_ms=20, max_batch_size=1 << 20
+    )
+    await producer.start()
+    began = time.monotonic()
+    try:
+        with Progress("history", 50_000, transactions, unit="markers") as progress:
+            for i in range(transactions):
+                marker = template.model_copy(update={"tx_id": f"history-{i:08d}"})
+                key = partition_key(marker.tenant, marker.tx_id)
+                await producer.send(topics.decider_state, marker.model_dump_json().encode(), key)
+                progress.advance(1)
+            await producer.flush()
+    finally:
+        await producer.stop()
+    return time.monotonic() - began
+
+
 def _decider_restore(env: dict[str, str], partitions: int, timeout_s: float) -> tuple[float, int]:
     """Seconds from the decider's start until it logs `took partition` for every partition,
     and its VmRSS (KiB) then."""
@@ -270,11 +302,16 @@ def run(args: argparse.Namespace, bootstrap: str, database_url: str) -> list[tup
         )
     )
     if args.decider:
+        markers = made.counts.get("decider_state", 0)
+        if args.history:
+            seconds = asyncio.run(write_history(bootstrap, topics, args.history))
+            rows.append(("history", f"{args.history} more markers in {seconds:.1f} s"))
+            markers += args.history
         seconds, rss = _decider_restore(env, 4, args.decider_timeout)
         rows.append(
             (
                 "decider restore",
-                f"{seconds:.1f} s for {made.counts.get('decider_state', 0)} markers,"
+                f"{seconds:.1f} s for {markers} finished transactions,"
                 f" VmRSS {rss / 1024:.0f} MiB after",
             )
         )
@@ -294,6 +331,13 @@ def main(argv: list[str] | None = None) -> int:
         "--workers", type=int, default=os.cpu_count() or 1, help="generating processes"
     )
     parser.add_argument("--decider", action="store_true", help="also time a decider's restore")
+    parser.add_argument(
+        "--history",
+        type=int,
+        default=0,
+        metavar="N",
+        help="with --decider: N more finished transactions on the changelog only (0)",
+    )
     parser.add_argument("--decider-timeout", type=float, default=600.0, metavar="SECONDS")
     parser.add_argument(
         "--kafka", metavar="BOOTSTRAP", help="use this Kafka instead of starting one"
