@@ -49,7 +49,7 @@ from services.governance.gate import (
     quotas_for,
 )
 from services.metrics import KILL_SWITCHES_ENGAGED
-from services.pg_pool import UNREACHABLE
+from services.pg_pool import UNREACHABLE, create_pool
 
 log = logging.getLogger(__name__)
 
@@ -79,9 +79,9 @@ class Gatekeeper:
 
     async def _pool(self) -> asyncpg.Pool:
         if self.pool is None:
-            pool: asyncpg.Pool = await asyncpg.create_pool(
-                self.settings.database_url, min_size=1, max_size=4
-            )
+            # Without asyncpg's reset round trip per release (services.pg_pool): the
+            # governance store takes transaction-scoped advisory locks only.
+            pool = await create_pool(self.settings.database_url, min_size=1, max_size=4)
             async with pool.acquire() as conn:
                 await store.apply_governance_schema(conn)
             self.pool = pool
