@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from support.compensation_support import failing_third_step, time_of, undo_key
+from support.crash_support import wait_for_log
 from support.recon_client import Recon, effects_for, op, transaction
 from support.tests_support_log import read_event_log
 from support.topic_records import read_records
@@ -53,6 +54,11 @@ async def test_two_of_each_share_partitions_and_survivors_take_over(
     first = [transaction(t) for t in committed] + [failing_third_step(t) for t in compensated]
     accepted = await asyncio.gather(*(recon.submit(body) for body in first))
     assert all(a.status_code == 202 for a in accepted), [a.text for a in accepted]
+    # Shared work, not only shared partitions: every instance decided or called something.
+    for name in ("decider", "decider-2"):
+        await wait_for_log(stack, name, " dispatched (forward, attempt 1)")
+    for name in ("dispatcher", "dispatcher-2"):
+        await wait_for_log(stack, name, " attempt 1: succeeded via response")
     # Mid-run: some transactions are done, most are not.
     await recon.wait_terminal(committed[0], timeout=60)
 
