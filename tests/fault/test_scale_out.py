@@ -5,7 +5,11 @@ everything still settles once.
 
 Ownership is read twice: from the group coordinator (what each member was assigned) and,
 for the deciders, from their own logs (what each took and dropped), so a decider that
-writes partitions outside its share is seen even if the group looks right.
+holds a partition the group gave to another is seen even if the group looks right. Run
+with the second decider in a group of its own (so both own every partition), the test
+fails on ownership; with the ownership checks removed as well, it still fails, on a stall
+(same transactional ids: the first decider is fenced off partitions its group still gives
+it) or on a second provider call under one key (its own transactional ids: both write).
 """
 
 import asyncio
