@@ -32,8 +32,9 @@ from pathlib import Path
 import httpx
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
-from events.topics import Topics
+from events.topics import PARTITIONS, Topics
 from services.cli.progress import Progress
+from services.devtools.consumer_groups import wait_spread
 from services.devtools.cpu_account import CpuUse, snapshot
 from services.devtools.hops import hop_table, read_hops
 from services.devtools.infra._process import REPO_ROOT
@@ -215,7 +216,7 @@ async def _with_own_stack(args: argparse.Namespace) -> dict[str, float]:
     kafka.start()
     try:
         stack.start_all()
-        await stack.wait_ready()
+        await _start_instances(stack, {"decider": args.deciders, "dispatcher": args.dispatchers})
         if args.warmup:
             print(f"warming up with {args.warmup} transactions ...", flush=True)
             await drive(
@@ -249,9 +250,13 @@ async def _with_own_stack(args: argparse.Namespace) -> dict[str, float]:
         if args.profile:
             os.kill(stack.processes[args.profile].pid, signal.SIGUSR2)
         own = {k for k in roots if k != "provider (sandbox)"}
-        print("\nCPU over the measured run (all of each process tree):")
+        print(
+            f"\nCPU over the measured run (all of each process tree; {args.deciders} decider(s),"
+            f" {args.dispatchers} dispatcher(s)):"
+        )
         print(cpu.table(args.count, own, idle, result["seconds"]), flush=True)
         result.update({f"cpu_ms_per_tx:{k}": v * 1000 / args.count for k, v in cpu.seconds.items()})
+        result.update(deciders=args.deciders, dispatchers=args.dispatchers)
         if args.hops:
             print("\nhops of the measured transactions (ms between their records' CreateTime):")
             print(hop_table(await read_hops(kafka.bootstrap, Topics(), "bench-")), flush=True)
@@ -262,6 +267,19 @@ async def _with_own_stack(args: argparse.Namespace) -> dict[str, float]:
         postgres.stop()
         if args.profile:
             _print_profile(profile_out)
+
+
+async def _start_instances(stack: Stack, counts: dict[str, int]) -> None:
+    """Extra instances (`decider-2`, ...) beside the first of each, started before the CPU
+    roots are taken so the table counts them; measured only once each group has spread its
+    partitions over all of them (an instance that owns nothing would only add CPU)."""
+    for service, count in counts.items():
+        for i in range(2, count + 1):
+            stack.start(service, instance=f"-{i}")
+    await stack.wait_ready()
+    for service, count in counts.items():
+        group = f"{stack.topic_prefix}recon-{service}"
+        await wait_spread(stack.kafka_bootstrap, [group], count, timeout=90)
 
 
 def _pid(server: object) -> int:
@@ -327,6 +345,15 @@ def main(argv: list[str] | None = None) -> int:
         help="with its own stack: added to its ports (Kafka 19092, Postgres 15432, intake"
         " 18080, sandbox 18090) and to its directory, to run two benchmarks at once",
     )
+    for service in ("decider", "dispatcher"):
+        parser.add_argument(
+            f"--{service}s",
+            type=int,
+            default=1,
+            metavar="N",
+            help=f"with its own stack: {service} processes sharing the partitions, 1 to"
+            f" {PARTITIONS} (the partitions per topic; more would own none) (default: 1)",
+        )
     parser.add_argument(
         "--hops",
         action="store_true",
@@ -349,6 +376,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.count < 1 or args.concurrency < 1:
         parser.error("--count and --concurrency must be at least 1")
+    if not (1 <= args.deciders <= PARTITIONS and 1 <= args.dispatchers <= PARTITIONS):
+        parser.error(f"--deciders and --dispatchers must be between 1 and {PARTITIONS}")
     if args.url:
         result = asyncio.run(
             drive(
