@@ -9,22 +9,9 @@ was acknowledged survives a broker restart and a retried send is not duplicated.
 
 from typing import Any
 
-import aiokafka.producer.sender
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
 from services.config import Settings
-
-# How long a transactional producer waits before asking again to add a partition to its
-# next transaction when the broker answers CONCURRENT_TRANSACTIONS: the broker answers
-# EndTxn before it has written the previous transaction's markers, so a transaction begun
-# right after a commit (the decider's next batch on the partition) is refused until they
-# are written, ~1-3 ms later. aiokafka waits 20 ms (its BACKOFF_OVERRIDE): measured on one
-# producer committing back to back, 23 ms p50 for the first send of each transaction
-# instead of 3 ms, a third of the decider's hop. 2 ms costs a retry or two of a small
-# request instead. tests/unit/test_kafka_retry_backoff.py fails if an aiokafka
-# upgrade stops reading the name.
-TXN_RETRY_BACKOFF_S = 0.002
-aiokafka.producer.sender.BACKOFF_OVERRIDE = TXN_RETRY_BACKOFF_S
 
 # How long fetched records may wait to be taken before aiokafka fetches the other partitions
 # of their broker without them (its default: 100 ms, not a constructor option). One
