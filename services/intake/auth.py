@@ -70,7 +70,9 @@ def tenant_for(
     return principal_for(authorization, api_keys, operator_keys).tenant
 
 
-def principal(
+# Both dependencies are coroutines: FastAPI runs a plain `def` dependency in a worker
+# thread, two thread hand-offs per authenticated request for a dictionary lookup.
+async def principal(
     request: Request,
     _declared: Annotated[HTTPAuthorizationCredentials | None, Depends(_declare_bearer)],
 ) -> Principal:
@@ -81,6 +83,6 @@ def principal(
     )
 
 
-def tenant(who: Annotated[Principal, Depends(principal)]) -> str:
+async def tenant(who: Annotated[Principal, Depends(principal)]) -> str:
     """FastAPI dependency: the tenant of the request's API key (agent or operator)."""
     return who.tenant
