@@ -25,13 +25,6 @@ Record = tuple[int, int, Envelope]  # partition, offset, envelope
 DriftRecord = tuple[int, int, DriftDetected]  # partition, offset, report
 
 
-async def load_offsets(conn: asyncpg.Connection, topic: str) -> dict[int, int]:
-    rows = await conn.fetch(
-        "SELECT partition, next_offset FROM projection_offsets WHERE topic = $1", topic
-    )
-    return {row["partition"]: row["next_offset"] for row in rows}
-
-
 async def project_batch(
     conn: asyncpg.Connection,
     topic: str,

@@ -19,10 +19,12 @@ import asyncpg
 from services.cli.audit import add_audit_parser, run_audit
 from services.cli.progress import Progress, add_progress_flag
 from services.config import ConfigError, Settings, load_settings
-from services.pull_reconciler.runtime import open_reconciler
 
 
 async def _scan(settings: Settings, bar: bool | None) -> int:
+    # Imported here: the reconciler (provider adapters, aiohttp) is the drift scan's alone.
+    from services.pull_reconciler.runtime import open_reconciler
+
     async with open_reconciler(settings) as reconciler:
         progress = Progress("drift scan", 1, len(reconciler.adapters), unit="providers", bar=bar)
         with progress:

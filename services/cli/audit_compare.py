@@ -20,7 +20,7 @@ from typing import Any
 
 import asyncpg
 
-from projections.writer import load_offsets
+from projections.offsets import load_offsets
 from services.config import Settings
 
 Row = dict[str, Any]

@@ -15,7 +15,7 @@ from typing import Any
 import asyncpg
 
 from events.keys import partition_key
-from projections.writer import load_offsets
+from projections.offsets import load_offsets
 from services.cli.log_snapshot import open_snapshot
 from services.cli.partition_reader import Record, open_reader
 from services.cli.progress import Progress

@@ -19,8 +19,9 @@ from events.dead_letters import dead_letter_headers
 from events.drift import DriftDetected
 from events.envelope import Envelope
 from projections.decode import decode_drift, decode_envelope
+from projections.offsets import load_offsets
 from projections.schema import apply_schema
-from projections.writer import DriftRecord, Record, load_offsets, project_batch, project_drift
+from projections.writer import DriftRecord, Record, project_batch, project_drift
 from services.config import Settings
 from services.kafka_clients import acked_producer, group_consumer
 from services.kafka_setup import ensure_topics

@@ -15,8 +15,9 @@ from events.drift import DriftDetected, DriftKind, drift_id
 from events.envelope import Envelope
 from events.inputs import Outcome, Source
 from events.keys import review_id
+from projections.offsets import load_offsets
 from projections.schema import apply_schema
-from projections.writer import Record, load_offsets, project_batch, project_drift
+from projections.writer import Record, project_batch, project_drift
 
 TOPIC = "recon.events"
 
