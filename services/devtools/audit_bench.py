@@ -192,6 +192,32 @@ async def write_history(bootstrap: str, topics: Topics, transactions: int) -> fl
     return time.monotonic() - began
 
 
+async def skip_inputs(bootstrap: str, topics: Topics) -> None:
+    """Commit the decider group's offsets at the end of its input topics: the decider
+    started to time its restore must not decide the generated commands and observations
+    (it would add events to the log the audit paths were measured on)."""
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap,
+        group_id=f"{topics.prefix}recon-decider",
+        enable_auto_commit=False,
+    )
+    await consumer.start()
+    try:
+        await consumer._client.set_topics(list(topics.decider_inputs()))
+        partitions = [
+            TopicPartition(topic, p)
+            for topic in topics.decider_inputs()
+            for p in consumer.partitions_for_topic(topic) or ()
+        ]
+        consumer.assign(partitions)
+        ends = await consumer.end_offsets(partitions)
+        await consumer.commit(dict(ends))
+    finally:
+        await consumer.stop()
+
+
 def _decider_restore(env: dict[str, str], partitions: int, timeout_s: float) -> tuple[float, int]:
     """Seconds from the decider's start until it logs `took partition` for every partition,
     and its VmRSS (KiB) then."""
@@ -307,6 +333,7 @@ def run(args: argparse.Namespace, bootstrap: str, database_url: str) -> list[tup
             seconds = asyncio.run(write_history(bootstrap, topics, args.history))
             rows.append(("history", f"{args.history} more markers in {seconds:.1f} s"))
             markers += args.history
+        asyncio.run(skip_inputs(bootstrap, topics))
         seconds, rss = _decider_restore(env, 4, args.decider_timeout)
         rows.append(
             (
