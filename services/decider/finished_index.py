@@ -18,6 +18,7 @@ validations would cost ~17 s of restore); one that turns out unreadable when rea
 stops the decider with CorruptChangelog, as an unreadable record on restore does.
 """
 
+import time
 from collections import OrderedDict
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
@@ -25,6 +26,9 @@ from pydantic import ValidationError
 
 from services.decider.finished import FinishedTransaction
 from services.decider.restore import CorruptChangelog
+
+# How long reading one marker back may take (a broker away) before the batch is failed.
+READ_TIMEOUT_S = 30.0
 
 # Markers kept in memory per partition: those that finished last are the ones late
 # webhooks and replies arrive for. 1024 x ~6.7 KB = ~7 MB per partition.
@@ -44,6 +48,9 @@ class ChangelogReader:
             enable_auto_commit=False,
             group_id=None,
             fetch_max_wait_ms=10,  # the record is there: never wait out a long poll
+            # An offset that is gone raises (a KafkaError: the decider restores the
+            # partition and reads its inputs again) instead of jumping to the end.
+            auto_offset_reset="none",
         )
         self.started = False
 
@@ -56,8 +63,13 @@ class ChangelogReader:
             self.consumer.assign([tp])
         self.consumer.seek(tp, offset)
         self.consumer.resume(tp)
+        deadline = time.monotonic() + READ_TIMEOUT_S
         try:
             while True:
+                if time.monotonic() > deadline:
+                    # Handled as any Kafka failure of a batch: restore, read again. Never
+                    # a wait without end while the decider holds its partitions.
+                    raise TimeoutError(f"{self.topic}:{partition}@{offset} not read in time")
                 fetched = await self.consumer.getmany(tp, timeout_ms=1000, max_records=1)
                 for record in fetched.get(tp, []):
                     value: bytes | None = record.value

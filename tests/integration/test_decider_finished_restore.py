@@ -5,7 +5,9 @@ by a decider that restored from that changelog, starts nothing (promise 1)."""
 import json
 from pathlib import Path
 
+import pytest
 from aiokafka import AIOKafkaProducer
+from aiokafka.errors import KafkaError
 from support.decider_support import event_types, eventually, lone_decider, produce
 from support.topic_records import read_records
 from support.txbuilders import observed, submit
@@ -13,8 +15,9 @@ from support.txbuilders import observed, submit
 from events.inputs import Outcome
 from events.keys import partition_key
 from events.topics import Topics
-from services.decider.finished import FinishedTransaction
-from services.decider.restore import restore_partition
+from services.decider.finished import FinishedTransaction, finish
+from services.decider.finished_index import ChangelogReader, FinishedIndex
+from services.decider.restore import CorruptChangelog, restore_partition
 from services.decider.transaction import TransactionState, handle, initial_state
 from services.kafka_setup import ensure_topics
 
@@ -135,3 +138,44 @@ async def test_a_finished_full_state_from_before_markers_is_rewritten_as_a_marke
     assert latest.value is not None and json.loads(latest.value)["kind"] == "finished"
     again = await restore_partition(kafka_bootstrap, topics.decider_state, PARTITION)
     assert not again.legacy and again.finished == {partition_key("demo", "old-1"): latest.offset}
+
+
+async def test_a_marker_is_read_back_by_its_offset_and_a_bad_offset_fails_the_batch(
+    kafka_bootstrap: str, topic_prefix: str
+) -> None:
+    """What the decider does with a finished transaction a late input arrives for
+    (services.decider.finished_index): the marker at the indexed offset; an offset that
+    holds something else, or nothing, fails the batch with an error the decider answers
+    by restoring the partition (never a wait without end, never a wrong state)."""
+    topics = Topics(topic_prefix)
+    await ensure_topics(kafka_bootstrap, topics)
+    done = initial_state("demo", "old-2")
+    for message in (
+        submit(["a"], tx_id="old-2"),
+        observed("a", 1, Outcome.SUCCEEDED, tx_id="old-2"),
+    ):
+        done, _ = handle(done, message)
+    marker = finish(done)
+    producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap, acks="all")
+    await producer.start()
+    try:
+        key = partition_key("demo", "old-2")
+        at = await producer.send_and_wait(
+            topics.decider_state, marker.model_dump_json().encode(), key, partition=PARTITION
+        )
+        garbage = await producer.send_and_wait(
+            topics.decider_state, b'{"kind":"finished", broken', key, partition=PARTITION
+        )
+    finally:
+        await producer.stop()
+    reader = ChangelogReader(kafka_bootstrap, topics.decider_state)
+    try:
+        index = FinishedIndex(reader, PARTITION, {key: at.offset})
+        assert await index.get(key) == marker
+        assert await FinishedIndex(reader, PARTITION, {}).get(key) is None
+        with pytest.raises(CorruptChangelog):
+            await FinishedIndex(reader, PARTITION, {key: garbage.offset}).get(key)
+        with pytest.raises(KafkaError):  # past the end: OffsetOutOfRange
+            await FinishedIndex(reader, PARTITION, {key: garbage.offset + 100}).get(key)
+    finally:
+        await reader.stop()
