@@ -100,9 +100,6 @@ class FinishedIndex:
     def __len__(self) -> int:
         return len(self.offsets)
 
-    def __contains__(self, key: bytes) -> bool:
-        return key in self.offsets
-
     async def get(self, key: bytes) -> FinishedTransaction | None:
         offset = self.offsets.get(key)
         if offset is None:

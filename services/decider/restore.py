@@ -43,9 +43,9 @@ class Restored:
     def live(self) -> int:
         return len(self.states)
 
-    def forget(self, key: StateKey) -> None:
+    def forget(self, key: StateKey, kafka_key: bytes) -> None:
         self.states.pop(key, None)
-        self.finished.pop(partition_key(*key), None)
+        self.finished.pop(kafka_key, None)
         self.legacy.pop(key, None)
 
 
@@ -88,12 +88,10 @@ def _restore_record(restored: Restored, record: ConsumerRecord[bytes, bytes], at
     if record.value is None:
         # A tombstone (a retention horizon's removal): the key is gone.
         if record.key is not None:
-            tenant, _, tx_id = record.key.decode().partition("/")
-            restored.forget((tenant, tx_id))
+            restored.forget(_state_key(record.key), record.key)
         return
     if record.value.startswith(MARKER_PREFIX) and record.key is not None:
-        tenant, _, tx_id = record.key.decode().partition("/")
-        restored.forget((tenant, tx_id))
+        restored.forget(_state_key(record.key), record.key)
         restored.finished[record.key] = record.offset
         return
     try:
@@ -101,10 +99,15 @@ def _restore_record(restored: Restored, record: ConsumerRecord[bytes, bytes], at
     except (ValueError, ValidationError) as error:
         raise CorruptChangelog(f"{at} (key {record.key!r}) cannot be read: {error}") from error
     key = (stored.tenant, stored.tx_id)
-    restored.forget(key)
+    restored.forget(key, partition_key(*key))
     if isinstance(stored, TransactionState):
         restored.states[key] = stored
     elif legacy:
         restored.legacy[key] = stored
     else:  # a marker without a key: cannot be indexed by it, so not read back
         raise CorruptChangelog(f"{at}: a finished transaction's marker without a key")
+
+
+def _state_key(kafka_key: bytes) -> StateKey:
+    tenant, _, tx_id = kafka_key.decode().partition("/")
+    return tenant, tx_id

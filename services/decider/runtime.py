@@ -98,8 +98,11 @@ class _Staged:
     # Only the transactions this batch changed, over the owned states: memory follows the
     # log once the transaction commits, without copying the partition's state each batch.
     changes: dict[StateKey, Stored] = field(default_factory=dict)
-    # Each changed transaction's latest changelog send: a marker's offset comes from it.
-    changelog: dict[StateKey, asyncio.Future[RecordMetadata]] = field(default_factory=dict)
+    # Each changed transaction's Kafka key and latest changelog send: a marker's offset
+    # comes from it.
+    changelog: dict[StateKey, tuple[bytes, asyncio.Future[RecordMetadata]]] = field(
+        default_factory=dict
+    )
     sends: list[asyncio.Future[RecordMetadata]] = field(default_factory=list)
 
     async def send(
@@ -170,10 +173,11 @@ class Decider:
                 async with producer.transaction():
                     for key in sorted(restored.legacy):
                         marker = restored.legacy[key].model_dump_json().encode()
-                        sends[partition_key(*key)] = await producer.send(
+                        kafka_key = partition_key(*key)
+                        sends[kafka_key] = await producer.send(
                             self.topics.decider_state,
                             value=marker,
-                            key=partition_key(*key),
+                            key=kafka_key,
                             partition=partition,
                         )
                 for kafka_key, sent in sends.items():
@@ -269,8 +273,9 @@ class Decider:
             await pause_point(DECIDER_IN_OPEN_TRANSACTION, flush=owned.producer.flush)
         for key, kept in staged.changes.items():
             if isinstance(kept, FinishedTransaction):
+                kafka_key, sent = staged.changelog[key]
                 owned.states.pop(key, None)
-                owned.finished.put(partition_key(*key), kept, staged.changelog[key].result().offset)
+                owned.finished.put(kafka_key, kept, sent.result().offset)
             else:
                 owned.states[key] = kept
         owned.next_offsets.update(offsets)
@@ -333,8 +338,11 @@ class Decider:
         # A finished transaction's full state is replaced by its marker under the same
         # key: compaction drops the full state, and a late duplicate still finds the
         # transaction finished instead of starting it again.
-        staged.changelog[key] = await staged.send(
-            self.topics.decider_state, changelog, kafka_key, partition=staged.partition
+        staged.changelog[key] = (
+            kafka_key,
+            await staged.send(
+                self.topics.decider_state, changelog, kafka_key, partition=staged.partition
+            ),
         )
 
     async def _dead_letter(

@@ -99,17 +99,20 @@ async def test_restore_reads_only_live_state_and_a_finished_transaction_never_st
     ]
 
 
+def committed(tx_id: str) -> TransactionState:
+    """The full state of a one-step transaction that committed."""
+    done = initial_state("demo", tx_id)
+    for message in (submit(["a"], tx_id=tx_id), observed("a", 1, Outcome.SUCCEEDED, tx_id=tx_id)):
+        done, _ = handle(done, message)
+    return done
+
+
 async def test_a_finished_full_state_from_before_markers_is_rewritten_as_a_marker(
     kafka_bootstrap: str, topic_prefix: str, tmp_path: Path
 ) -> None:
     topics = Topics(topic_prefix)
     await ensure_topics(kafka_bootstrap, topics)
-    done = initial_state("demo", "old-1")
-    for message in (
-        submit(["a"], tx_id="old-1"),
-        observed("a", 1, Outcome.SUCCEEDED, tx_id="old-1"),
-    ):
-        done, _ = handle(done, message)
+    done = committed("old-1")
     assert done.status == "committed"
     producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap, acks="all")
     await producer.start()
@@ -149,12 +152,7 @@ async def test_a_marker_is_read_back_by_its_offset_and_a_bad_offset_fails_the_ba
     by restoring the partition (never a wait without end, never a wrong state)."""
     topics = Topics(topic_prefix)
     await ensure_topics(kafka_bootstrap, topics)
-    done = initial_state("demo", "old-2")
-    for message in (
-        submit(["a"], tx_id="old-2"),
-        observed("a", 1, Outcome.SUCCEEDED, tx_id="old-2"),
-    ):
-        done, _ = handle(done, message)
+    done = committed("old-2")
     marker = finish(done)
     producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap, acks="all")
     await producer.start()
