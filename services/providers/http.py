@@ -20,6 +20,12 @@ import aiohttp
 # call into an unknown outcome and a lookup.
 KEEP_ALIVE_S = 2.0
 
+# The largest answer read from a provider. An answer becomes evidence in an observation,
+# and the decider refuses records over 512 KiB (services.decider.runtime): a larger one
+# is not read at all, and the outcome is unknown (a lookup settles it), rather than an
+# observation that could never be decided.
+MAX_ANSWER_BYTES = 256 * 1024
+
 
 class ProviderUnreachable(Exception):
     def __init__(self, error: BaseException) -> None:
@@ -89,7 +95,12 @@ class ProviderHttp:
             async with self._session.request(
                 method, url, json=json, params=params, headers=headers
             ) as response:
-                return Answer(response.status, await response.read())
+                body = bytearray()
+                async for chunk in response.content.iter_any():
+                    body += chunk
+                    if len(body) > MAX_ANSWER_BYTES:
+                        raise ValueError(f"answer over {MAX_ANSWER_BYTES} bytes")
+                return Answer(response.status, bytes(body))
         except (TimeoutError, aiohttp.ClientError, OSError, ValueError) as error:
             # ValueError: aiohttp's InvalidURL and a header it cannot encode.
             raise ProviderUnreachable(error) from error
