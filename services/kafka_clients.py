@@ -59,3 +59,23 @@ def acked_producer(settings: Settings, **overrides: Any) -> AIOKafkaProducer:
         "acks": "all",
     }
     return AIOKafkaProducer(**(options | overrides))
+
+
+def transaction_failure(producer: AIOKafkaProducer) -> BaseException | None:
+    """The error that moved a transactional producer to its fatal state, if it is there.
+
+    aiokafka's sender learns of a fence (`ProducerFenced`: another process initialised the
+    transactional id) in the background, from whichever request meets it first. Every
+    `send` or `send_offsets_to_transaction` after that raises `IllegalOperation("... not in
+    transaction")`, which is no KafkaError and names no cause; the cause is only on the
+    transaction's waiter. Callers re-raise it, so a fence is handled as a fence, whichever
+    call happened to meet it.
+    """
+    manager = producer._txn_manager
+    if manager is None or not manager.is_fatal_error():
+        return None
+    waiter = manager.wait_for_transaction_end()
+    if not waiter.done() or waiter.cancelled():
+        return None
+    failure: BaseException | None = waiter.exception()
+    return failure

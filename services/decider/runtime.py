@@ -33,6 +33,7 @@ from aiokafka import AIOKafkaProducer, ConsumerRecord, TopicPartition
 from aiokafka.abc import ConsumerRebalanceListener
 from aiokafka.coordinator.assignors.range import RangePartitionAssignor
 from aiokafka.errors import (
+    IllegalOperation,
     KafkaError,
     MessageSizeTooLargeError,
     ProducerFenced,
@@ -53,7 +54,7 @@ from services.decider.finished import FinishedTransaction, finish, is_finished, 
 from services.decider.finished_index import ChangelogReader, FinishedIndex
 from services.decider.restore import StateKey, Stored, restore_partition
 from services.decider.transaction import TransactionState, handle, initial_state
-from services.kafka_clients import acked_producer, group_consumer
+from services.kafka_clients import acked_producer, group_consumer, transaction_failure
 from services.kafka_setup import ensure_topics
 from services.metrics import observe_lag
 
@@ -259,18 +260,26 @@ class Decider:
             return
         staged = _Staged(owned.producer, partition)
         offsets: dict[TopicPartition, int] = {}
-        async with owned.producer.transaction():
-            for tp, records in batches:
-                for record in records:
-                    # One span per decided input, under the context its producer sent.
-                    with tracing.span("decider.decide", tracing.context_from(record.headers)):
-                        await self._decide_one(owned, staged, tp, record)
-                offsets[tp] = records[-1].offset + 1
-            await owned.producer.send_offsets_to_transaction(offsets, self.group_id)
-            # A record the broker refuses fails its own send, and aiokafka may still
-            # commit the rest: wait for every send so that a refusal aborts it all.
-            await asyncio.gather(*staged.sends)
-            await pause_point(DECIDER_IN_OPEN_TRANSACTION, flush=owned.producer.flush)
+        try:
+            async with owned.producer.transaction():
+                for tp, records in batches:
+                    for record in records:
+                        # One span per decided input, under the context its producer sent.
+                        with tracing.span("decider.decide", tracing.context_from(record.headers)):
+                            await self._decide_one(owned, staged, tp, record)
+                    offsets[tp] = records[-1].offset + 1
+                await owned.producer.send_offsets_to_transaction(offsets, self.group_id)
+                # A record the broker refuses fails its own send, and aiokafka may still
+                # commit the rest: wait for every send so that a refusal aborts it all.
+                await asyncio.gather(*staged.sends)
+                await pause_point(DECIDER_IN_OPEN_TRANSACTION, flush=owned.producer.flush)
+        except IllegalOperation as error:
+            # A fence the sender met between two of our calls (kafka_clients.transaction_
+            # failure): raise it as itself, so it is handled as a fence, not as a crash.
+            failure = transaction_failure(owned.producer)
+            if failure is None:
+                raise
+            raise failure from error
         for key, kept in staged.changes.items():
             if isinstance(kept, FinishedTransaction):
                 kafka_key, sent = staged.changelog[key]
