@@ -111,8 +111,7 @@ def test_a_submission_passes_only_when_everything_it_names_is_granted(
                 # An undo rides on its step's grant only when it is the one undo the
                 # step declares, and not destructive (before issue 18 any operation did).
                 assert granted_in_document(policy, agent_id, undo) or (
-                    undo == declared_undo(op)
-                    and side_effect_of(undo) is not SideEffect.DESTRUCTIVE
+                    undo == declared_undo(op) and side_effect_of(undo) is not SideEffect.DESTRUCTIVE
                 )
     else:
         assert not granted_in_document(policy, agent_id, refusal.operation)
