@@ -23,7 +23,9 @@ def step(
     undo_payload: dict[str, Any] | None = None,
 ) -> Operation:
     """Any operation; `undo` names its compensating operation (None: irreversible, so it
-    may only be the last step, or a notification)."""
+    may only be the last step, or a notification): the one its operation declares in recon's
+    catalog. recon derives the undo's payload itself and refuses an `undo_payload`
+    (`compensation_payload_not_allowed`); the parameter stays for older servers."""
     compensation = None if undo is None else Compensation(operation=undo, payload=undo_payload)
     return Operation(
         action=action,

@@ -85,6 +85,7 @@ from events.transaction_events import (
     TransactionFailed,
     TransactionNeedsReview,
 )
+from events.undo import undo_payload
 from services.decider import approvals, ownership
 from services.decider.evidence import evidence_of, evidence_of_review
 from services.decider.ownership import Owner
@@ -571,12 +572,11 @@ def _dispatch(
 
 
 def _undo_payload(op: OperationState) -> dict[str, Any]:
-    """What the undo sends: the agent's own payload for it when given, else the original
-    payload with a reference to what it reverses (the provider's id and our key)."""
+    """What the undo sends: derived from the step and its evidence (events.undo), never a
+    payload the agent wrote for it; the intake refuses one, and one recorded before it did
+    is ignored here rather than sent ungoverned."""
     assert op.spec.compensation is not None
-    if op.spec.compensation.payload is not None:
-        return op.spec.compensation.payload
-    return {**op.spec.payload, "reverses": {"op_key": op.spec.op_key, "remote_id": op.remote_id}}
+    return undo_payload(op.spec.payload, op.spec.op_key, op.remote_id)
 
 
 # --- evolve -------------------------------------------------------------------------

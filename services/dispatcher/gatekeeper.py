@@ -45,6 +45,7 @@ from services.governance.gate import (
     Verdict,
     amount_of,
     blocking,
+    counts_amount,
     dispatch_verdict,
     quotas_for,
 )
@@ -193,8 +194,18 @@ class Gatekeeper:
         if decision.verdict is Verdict.REVIEW:
             await self.review(envelope, dispatch, decision.reason)
             return False
+        # Undo legs count too: a compensation is a call to a provider like any other.
         quotas = quotas_for(policy, agent_id, dispatch.operation)
-        if dispatch.leg is Leg.FORWARD and quotas:
+        if quotas:
+            amount = amount_of(dispatch.payload)
+            if amount is None and counts_amount(quotas):
+                log.warning(
+                    "%s %s: an amount quota cannot read the payload's amount, held for review",
+                    envelope.tx_id,
+                    dispatch.action,
+                )
+                await self.review(envelope, dispatch, "amount_unreadable")
+                return False
             pool = await self._pool()
             async with pool.acquire() as conn:
                 refused = await store.reserve_quota(
@@ -203,7 +214,7 @@ class Gatekeeper:
                     agent_id=agent_id,
                     operation=dispatch.operation,
                     op_key=dispatch.op_key,
-                    amount=amount_of(dispatch.payload),
+                    amount=amount or 0,
                     quotas=quotas,
                 )
             if refused is not None:

@@ -2,14 +2,16 @@
 
 - Grants (`submission_refusal`, at the intake): every operation a submission names must be
   granted to its agent, unless it is a `read`. A step's compensation is granted with the step
-  (undoing what was allowed must stay possible) unless the compensation is itself
-  `destructive`, which needs its own grant.
+  (undoing what was allowed must stay possible) only when it is the one undo the step's
+  operation declares (events.undo) and not `destructive`; anything else named as an undo
+  needs its own grant (and the intake refuses it anyway: `compensation_not_allowed`).
 - The same rules at the dispatcher (`dispatch_verdict`), for submissions, saga compensations
   and review retries alike, because a policy may change after a submission was accepted: a
   forward leg no longer granted is held for a person (`not_granted`); an undo is never
   refused by a grant (it was checked when declared, and refusing it would leave a saga half
   done). A kill switch matching the dispatch holds it, whatever the leg.
-- Quotas (`quota_refusal`): given the claims already counted in the windows, would one more
+- Quotas (`quota_refusal`), for forward legs and undos alike (an undo is a call like any
+  other, and a refund moves money): given the claims already counted in the windows, would one more
   dispatch of this amount exceed any quota? The caller evaluates it under a lock that
   serialises every reservation of one (tenant, agent, operation), so any interleaving of
   dispatchers is one sequence of these decisions (services.governance.store).
@@ -22,6 +24,7 @@ from typing import Any
 
 from events.catalog import CATALOG, SideEffect
 from events.policy import PolicyDocument, Quota
+from events.undo import declared_undo
 
 
 @dataclass(frozen=True)
@@ -70,10 +73,11 @@ def grant_refusal(
         return None
     if (
         undo_of is not None
+        and operation == declared_undo(undo_of)
         and side_effect is not SideEffect.DESTRUCTIVE
         and is_granted(policy, agent_id, undo_of)
     ):
-        return None  # implied by the step's grant
+        return None  # implied by the step's grant: the one undo the step declares
     rule, _ = policy.for_agent(agent_id)
     what = f"the compensation of {undo_of!r}, " if undo_of else ""
     return Refusal(
@@ -191,13 +195,22 @@ def quotas_for(policy: PolicyDocument, agent_id: str, operation: str) -> tuple[Q
     return tuple(q for q in agent.quotas if q.operation == operation)
 
 
-def amount_of(payload: Mapping[str, Any]) -> int:
+def amount_of(payload: Mapping[str, Any]) -> int | None:
     """The amount a dispatch counts against `max_amount`: the payload's integer `amount`
-    (minor units), else 0."""
-    amount = payload.get("amount")
-    if isinstance(amount, bool) or not isinstance(amount, int):
+    (minor units), 0 when it has none, None when it has one that is not a non-negative
+    JSON integer (a string, a float, a boolean): the provider may still read that as money,
+    so a quota on amounts cannot count it and must refuse it (`amount_unreadable`)."""
+    if "amount" not in payload:
         return 0
-    return max(amount, 0)
+    amount = payload["amount"]
+    if isinstance(amount, bool) or not isinstance(amount, int) or amount < 0:
+        return None
+    return amount
+
+
+def counts_amount(quotas: Sequence[Quota]) -> bool:
+    """Whether any of these quotas caps the amount (and so needs one it can read)."""
+    return any(q.max_amount is not None for q in quotas)
 
 
 def quota_refusal(

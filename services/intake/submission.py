@@ -22,6 +22,8 @@ from events.definition import (
 )
 from events.inputs import SubmitTransaction
 from events.keys import compensation_key, default_session, op_key, submit_id
+from events.payload_schemas import payload_problem
+from events.undo import declared_undo
 
 MAX_OPERATIONS = 20
 
@@ -143,8 +145,49 @@ def check(
                 f"action {op.action!r}: unknown provider {op.provider!r}; known providers: "
                 f"{', '.join(sorted(providers))}",
             )
+        _check_payload(op)
+        _check_compensation(op, approval_required)
     _check_irreversible_steps(submission)
     _check_gated_notifications(submission, approval_required)
+
+
+def _check_payload(op: "OperationRequest") -> None:
+    problem = payload_problem(op.operation, op.payload)
+    if problem is not None:
+        raise SubmissionRefused(
+            "invalid_payload", f"action {op.action!r} ({op.operation}): {problem}"
+        )
+
+
+def _check_compensation(op: "OperationRequest", required: Collection[str]) -> None:
+    """An undo runs under its step's grant, with no person and with a payload recon derives
+    (events.undo), so the agent may only name the one undo its step's operation declares,
+    without a payload of its own, and never one that needs a person's approval: nobody
+    could approve it before the saga sends it."""
+    undo = op.compensation
+    if undo is None:
+        return
+    allowed = declared_undo(op.operation)
+    if undo.operation != allowed:
+        what = f"only {allowed!r}" if allowed else "none: leave the compensation out"
+        raise SubmissionRefused(
+            "compensation_not_allowed",
+            f"action {op.action!r}: {undo.operation!r} is not the undo of {op.operation!r}; "
+            f"the undo it allows is {what}",
+        )
+    if undo.payload is not None:
+        raise SubmissionRefused(
+            "compensation_payload_not_allowed",
+            f"action {op.action!r}: a compensation's payload is derived from the step and "
+            f'the evidence of its confirmation; send {{"operation": {allowed!r}}} alone',
+        )
+    if needs_approval(operation_info(op.provider, undo.operation), required):
+        raise SubmissionRefused(
+            "approval_required_in_compensation",
+            f"action {op.action!r}: its undo {undo.operation!r} needs a person's approval "
+            "under this tenant's approval classes, and a compensation runs without one; "
+            "make the step the last one, without a compensation",
+        )
 
 
 def _check_gated_notifications(submission: SubmissionRequest, required: Collection[str]) -> None:

@@ -197,14 +197,29 @@ async def test_seed_003_checks_around_an_approved_waitlist_promotion(
     assert await recon.calls(op(tx, "promote")["op_key"]) == []
 
     # Check 5: the promotion runs, the charge is declined, and the undo is refused by the
-    # provider (its restore names no promotion): the transaction is held for a person, with
-    # the whole trail.
-    broken = promotion("promo-5", "u6", 50, payload={"reverses": {"op_key": "no-such"}})
+    # provider (the promotion was restored outside recon meanwhile, while the charge was
+    # held up): the transaction is held for a person, with the whole trail. (The undo's
+    # payload is recon's to derive; an agent naming another promotion in it is refused at
+    # submission, issue 18, so the refusal comes from the provider's side here.)
+    broken = promotion("promo-5", "u6", 50)
     broken["steps"][1]["payload"]["customer"] = "cus_decline"
     view = (await gov.preview(broken)).json()
     assert (await recon.submit(broken)).status_code == 202
     await gov.waiting("promo-5")
+    await recon.arm("payments.charge", "delay", delay_ms=3000)
     assert (await gov.approve("promo-5", view["digest"])).status_code == 201
+    promoted = await recon.wait_until(
+        "promo-5",
+        lambda t: op(t, "promote")["state"] == "confirmed",
+        timeout=60,
+        failure="the promotion was not confirmed",
+    )
+    outside = await recon.http.post(
+        f"{recon.sandbox_url}/v1/waitlist/restore",
+        json={"reverses": {"op_key": op(promoted, "promote")["op_key"]}},
+        headers={"Idempotency-Key": "restored-outside-recon"},
+    )
+    assert outside.status_code == 200, outside.text
     tx = await recon.wait_until(
         "promo-5",
         lambda t: t["status"] == "manual_review",

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from events.catalog import CATALOG, SideEffect
 from events.policy import AgentPolicy, PolicyDocument, Quota, open_policy
+from events.undo import declared_undo
 from services.governance.gate import (
     Claim,
     Named,
@@ -107,9 +108,10 @@ def test_a_submission_passes_only_when_everything_it_names_is_granted(
         for op, undo in named:
             assert granted_in_document(policy, agent_id, op)
             if undo is not None:
-                # An undo rides on its step's grant unless it is destructive.
+                # An undo rides on its step's grant only when it is the one undo the
+                # step declares, and not destructive (before issue 18 any operation did).
                 assert granted_in_document(policy, agent_id, undo) or (
-                    side_effect_of(undo) is not SideEffect.DESTRUCTIVE
+                    undo == declared_undo(op) and side_effect_of(undo) is not SideEffect.DESTRUCTIVE
                 )
     else:
         assert not granted_in_document(policy, agent_id, refusal.operation)
