@@ -25,6 +25,7 @@ from projections.schema import apply_schema
 from services.config import Settings
 from services.governance import store
 from services.intake import kafka_intents
+from services.intake.accept import accept_submission
 
 # agent-7 may refund, not charge.
 POLICY = {"version": 1, "agents": {"agent-7": {"grants": ["payments.refund"]}}}
@@ -114,13 +115,12 @@ async def test_an_unforeseen_failure_is_answered_and_dead_lettered_not_a_crash_l
 ) -> None:
     settings = await intake_settings(infra, fresh_database, topic_prefix)
     await install(settings, GRANTED)
-    accept = kafka_intents.accept_submission
 
     async def buggy(state: Any, tenant: str, raw: bytes, **kw: Any) -> dict[str, Any]:
         # A bug nobody foresaw, for one body only: the fault injected is the bug itself.
         if b"k-bug" in raw:
             raise ZeroDivisionError("division by zero")
-        return await accept(state, tenant, raw, **kw)
+        return await accept_submission(state, tenant, raw, **kw)
 
     monkeypatch.setattr(kafka_intents, "accept_submission", buggy)
     async with door(settings) as (produce, task):
