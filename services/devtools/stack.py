@@ -3,7 +3,8 @@
 `python -m services.devtools.stack` (what `make run` runs) starts Kafka and Postgres from
 services.devtools.infra, the sandbox provider and every recon service, prints the URLs and a
 first request, and stops everything on Ctrl-C. The end-to-end tests use the same
-`Stack` to start real processes and to kill them.
+`Stack` to start real processes and to kill them. A service that exits is started again
+after a back-off (services.devtools.restarts), logged loudly; it never stops the rest.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import httpx
 
 from services.devtools.infra._process import REPO_ROOT, signal_group, terminate
 from services.devtools.ports import free_port
+from services.devtools.restarts import Restarts
 from services.intake.example import example_curl
 
 # Start order: the provider first, the intake last (its /healthz waits for the others).
@@ -230,14 +232,28 @@ def main(argv: list[str] | None = None) -> int:
             f"Try:\n{example_curl(stack.intake_url)}\n\nCtrl-C stops everything.",
             flush=True,
         )
+        restarts = Restarts()
+        for name in stack.processes:
+            restarts.started(name, time.monotonic())
+        # Services that exited, and when each is started again.
+        due: dict[str, float] = {}
         while not stopping:
+            now = time.monotonic()
             for name, process in stack.processes.items():
-                if process.poll() is not None:
+                if name not in due and process.poll() is not None:
+                    delay = restarts.exited(name, now)
+                    due[name] = now + delay
                     print(
-                        f"{name} exited ({process.returncode}); see {stack.log_dir}/{name}.log",
+                        f"!!! {name} exited ({process.returncode}); restarting it in "
+                        f"{delay:.0f} s; see {stack.log_dir}/{name}.log",
+                        file=sys.stderr,
                         flush=True,
                     )
-                    stopping = True
+            for name, at in list(due.items()):
+                if now >= at:
+                    del due[name]
+                    stack.start(name)
+                    restarts.started(name, now)
             time.sleep(0.5)
     finally:
         print("stopping ...", flush=True)

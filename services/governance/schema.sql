@@ -69,3 +69,19 @@ CREATE TABLE IF NOT EXISTS held_dispatches (
     claimed_until  timestamptz,
     PRIMARY KEY (tenant, op_key, attempt)
 );
+
+-- Stored previews (services.intake.preview_store): what an approval is checked against.
+-- Bounded: a new preview of a proposal replaces the older ones (an approval must name the
+-- latest), and a preview is deleted PREVIEW_RETENTION_S after it was made.
+CREATE TABLE IF NOT EXISTS previews (
+    tenant          text NOT NULL,
+    preview_id      text NOT NULL,
+    tx_id           text NOT NULL,
+    proposal_digest text NOT NULL,
+    digest          text NOT NULL,
+    body            jsonb NOT NULL,
+    created_at      timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (tenant, preview_id)
+);
+CREATE INDEX IF NOT EXISTS previews_by_proposal ON previews (tenant, proposal_digest, created_at);
+CREATE INDEX IF NOT EXISTS previews_by_age ON previews (created_at);

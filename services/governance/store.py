@@ -21,6 +21,9 @@ from services.governance.gate import Claim, Switch, reserve
 
 SCHEMA = Path(__file__).with_name("schema.sql").read_text()
 _LOCK_ID = 0x676F76  # "gov": serialises concurrent start-ups
+# How long a quota claim is kept at least, whatever its windows: a dispatch re-delivered
+# within it is recognised by its key and not counted twice (reserve_quota).
+CLAIM_DEDUPE_S = 86400.0
 
 
 async def apply_governance_schema(conn: asyncpg.Connection) -> None:
@@ -258,6 +261,17 @@ async def reserve_quota(
                 decided.quota.model_dump_json(),
             )
             return decided.quota
+        # A claim older than every window of its quotas counts for none of them: deleted
+        # here, under this triple's lock, so the table holds windows, not history. Kept at
+        # least CLAIM_DEDUPE_S so a late re-delivery of the same key is still not counted.
+        await conn.execute(
+            "DELETE FROM quota_claims WHERE tenant = $1 AND agent_id = $2 AND operation = $3"
+            " AND claimed_at <= to_timestamp($4)",
+            tenant,
+            agent_id,
+            operation,
+            now - max(longest, CLAIM_DEDUPE_S),
+        )
         await conn.execute(
             "INSERT INTO quota_claims (tenant, agent_id, operation, op_key, amount, claimed_at)"
             " VALUES ($1, $2, $3, $4, $5, to_timestamp($6))",

@@ -8,7 +8,10 @@ broker's authentication of the producer, never the record, says whose intent it 
 record is accepted by the same function as the HTTP route (services.intake.accept): same
 checks, same `intents` guard, same SubmitTransaction and op keys. Every record is answered
 on `recon.intent-replies.T`, keyed by tx_id: the HTTP 202 body for an accepted intent, and
-for a refusal the HTTP API's status and error code, with nothing recorded.
+for a refusal the HTTP API's status and error code, with nothing recorded. A failure nobody
+foresaw (a bug, a body no check expected) is answered too, as a 500 `internal_error` naming
+its reason, and the record is dead-lettered (recon.dead-letters) and passed: one record must
+never stop the door for every tenant by crashing the process on each re-read.
 
 Delivery: the shared at-least-once policy (services.at_least_once): offsets are committed
 once the command and the reply are acknowledged; a crash re-reads the record and accepts it
@@ -25,7 +28,8 @@ import logging
 from typing import Any
 
 import asyncpg
-from aiokafka import ConsumerRecord
+from aiokafka import ConsumerRecord, TopicPartition
+from aiokafka.errors import KafkaError
 from starlette.datastructures import State
 
 from projections.schema import apply_schema
@@ -33,6 +37,7 @@ from services.at_least_once import AtLeastOnceConsumer, Batch, RetryBatch
 from services.config import Settings
 from services.intake.accept import accept_submission
 from services.intake.errors import DATABASE_DOWN, ApiError
+from services.intake.policy import GateRefused
 from services.intake.produce import intake_producer
 from services.intake.response_models import IntentRefused
 from services.intake.submission import SubmissionRefused
@@ -111,11 +116,30 @@ class IntentSubscriber:
             answer = _refused(key_tx_id, refusal.status, refusal.code, refusal.message)
         except SubmissionRefused as refusal:
             answer = _refused(key_tx_id, 422, refusal.code, refusal.message)
+        except GateRefused as refusal:
+            answer = _refused(
+                key_tx_id, refusal.status, refusal.refusal.error, refusal.refusal.message
+            )
         except DATABASE_DOWN as error:
             raise RetryBatch(repr(error)) from None
         except UNSTORABLE:
             answer = _refused(
                 key_tx_id, 422, "invalid_request", "text must not contain NUL (\\u0000) characters"
+            )
+        except (KafkaError, RetryBatch):
+            raise  # the at-least-once policy reads the batch again
+        except Exception as error:
+            # Unforeseen: answered and set aside, never a crash loop (module docstring).
+            log.exception("intent %s failed unexpectedly", key_tx_id or "(unkeyed)")
+            reason = f"unexpected {type(error).__name__}: {error}"
+            tp = TopicPartition(record.topic, record.partition)
+            await self.inputs.dead_letter(tp, record, reason)
+            answer = _refused(
+                key_tx_id,
+                500,
+                "internal_error",
+                f"recon could not judge this intent ({reason}); the record was set aside "
+                "on the dead-letter topic for an operator",
             )
         KAFKA_INTENTS.labels(str(answer.get("error", "accepted"))).inc()
         origin = f"{record.topic}:{record.partition}:{record.offset}"

@@ -40,6 +40,9 @@ router = APIRouter()
 class GateRefused(Exception):
     """A submission outside its agent's grant: 403 naming the rule."""
 
+    # The one status of this refusal, for the HTTP door (install) and the Kafka door.
+    status = 403
+
     def __init__(self, refusal: Refusal) -> None:
         super().__init__(refusal.message)
         self.refusal = refusal
@@ -48,7 +51,7 @@ class GateRefused(Exception):
 def install(app: FastAPI) -> None:
     @app.exception_handler(GateRefused)
     async def gate_refused(request: Request, exc: GateRefused) -> JSONResponse:
-        return JSONResponse(exc.refusal.body(), status_code=403)
+        return JSONResponse(exc.refusal.body(), status_code=exc.status)
 
 
 def operator(who: Annotated[auth.Principal, Depends(auth.principal)]) -> auth.Principal:

@@ -23,7 +23,7 @@ from events.canonical import fingerprint
 from events.catalog import operation_info
 from events.definition import OperationKind
 from services.config import Settings
-from services.intake import auth
+from services.intake import auth, policy
 from services.intake.accept import plan
 from services.intake.errors import ApiError, parsed
 from services.intake.example import example_transaction
@@ -61,7 +61,7 @@ class PreviewAnswer(BaseModel):
 
 @router.post(
     "/v1/previews",
-    responses={**ok(PreviewAnswer), **errors(401, 409, 413, 422, 503)},
+    responses={**ok(PreviewAnswer), **errors(401, 403, 409, 413, 422, 503)},
     summary="Preview a proposal: its effect, computed by each provider, nothing applied",
     openapi_extra=json_body(SubmissionRequest, example=example_transaction()),
 )
@@ -69,6 +69,10 @@ async def preview(request: Request, tenant: str = Depends(auth.tenant)) -> JSONR
     settings: Settings = request.app.state.settings
     submission = parsed(await request.body(), SubmissionRequest)
     checked = await plan(request.app.state, tenant, submission)
+    # The grant gate of the submission, before any provider is asked: a preview reads the
+    # provider's state (a waitlist, a balance), which an agent denied the operation must
+    # not read through it.
+    policy.refuse_ungranted(checked.policy, submission)
     proposal_digest, specs = checked.fingerprint, checked.specs
     steps: list[dict[str, Any]] = []
     async with ProviderHttp(settings.provider_timeout_s) as http:

@@ -28,6 +28,7 @@ PURE = [
     ROOT / "services/providers/preconditions.py",
     ROOT / "services/intake/submission.py",
     ROOT / "services/intake/operation_record.py",
+    ROOT / "services/devtools/restarts.py",
     ROOT / "services/devtools/sandbox/catalog.py",
     ROOT / "services/devtools/sandbox/fingerprint.py",
     ROOT / "services/devtools/chaos/checks.py",
