@@ -543,9 +543,7 @@ def _advance(state: TransactionState, now: datetime) -> list[Event]:
             if state.aborting:
                 if any(s.forward.in_flight for s in steps):
                     return []  # in-flight steps settle first
-                return [
-                    TransactionFailed(action="", reason="aborted", compensable=_compensable(state))
-                ]
+                return _aborted(state)
             for step in steps:
                 if step.status is OpStatus.CONFIRMED:
                     continue
@@ -570,6 +568,27 @@ def _advance(state: TransactionState, now: datetime) -> list[Event]:
             return []
         case _:
             assert_never(state.status)
+
+
+def _aborted(state: TransactionState) -> list[Event]:
+    """An abort once nothing is in flight. It fails the transaction only when that is
+    true: a confirmed step that has no undo is an effect that stands, and a `failed`
+    transaction with nothing to undo would tell the agent it never happened (issue 18,
+    item 17). If every step was confirmed, the abort came too late: the transaction
+    commits and the trail says why. If some did not run, no status is true without a
+    person: the transaction goes to review, naming the step whose effect stands."""
+    stands = [
+        s for s in state.steps() if s.status is OpStatus.CONFIRMED and s.spec.compensation is None
+    ]
+    if not stands:
+        return [TransactionFailed(action="", reason="aborted", compensable=_compensable(state))]
+    too_late = CommandIgnored(command="AbortTransaction", reason="abort_too_late_effect_stands")
+    if all(s.status is OpStatus.CONFIRMED for s in state.steps()):
+        return [too_late, TransactionCommitted(), *_notify(state, OperationKind.ON_COMMIT)]
+    return [
+        too_late,
+        TransactionNeedsReview(action=stands[-1].spec.action, reason="aborted_after_irreversible"),
+    ]
 
 
 def _notify(state: TransactionState, kind: OperationKind) -> list[Event]:
