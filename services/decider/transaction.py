@@ -28,7 +28,7 @@ the projection applies too.
 from datetime import datetime
 from typing import Any, assert_never
 
-from pydantic import model_validator
+from pydantic import field_validator, model_validator
 
 from events.approval_events import OperationRejected
 from events.approval_inputs import ApproveOperation, RejectOperation
@@ -88,6 +88,12 @@ from events.transaction_events import (
 from events.undo import undo_payload
 from services.decider import approvals, ownership
 from services.decider.evidence import evidence_of, evidence_of_review
+from services.decider.input_bounds import (
+    SEEN_WINDOW,
+    counts_against_sessions,
+    remember,
+    session_cap,
+)
 from services.decider.ownership import Owner
 from services.decider.revisions import rejection_reason
 from services.decider.side_effects import leg_info
@@ -150,7 +156,16 @@ class TransactionState(Message):
     # Chain bookkeeping, advanced by `record` from the envelopes.
     seq: int = 0
     last_hash: str = GENESIS_HASH
-    seen: frozenset[str] = frozenset()
+    # The latest input ids only, and a count of session-caused events: both bounded
+    # (services.decider.input_bounds), or an agent key could grow the state without end.
+    seen: tuple[str, ...] = ()
+    session_events: int = 0
+
+    @field_validator("seen", mode="before")
+    @classmethod
+    def _window(cls, value: Any) -> Any:
+        # Changelog records written before the window kept every id (a JSON list).
+        return tuple(value)[-SEEN_WINDOW:] if isinstance(value, (list, tuple, set)) else value
 
     def operation(self, action: str) -> OperationState | None:
         return next((op for op in self.operations if op.spec.action == action), None)
@@ -189,6 +204,9 @@ def decide(state: TransactionState, message: DeciderInput) -> list[Event]:
         return []
     if state.status is None and not isinstance(message, SubmitTransaction):
         return []  # not ours to judge: the runtime dead-letters it
+    capped = _capped(state, message)
+    if capped is not None:
+        return capped
     match message:
         case SubmitTransaction():
             events = _submit(state, message)
@@ -219,6 +237,26 @@ def decide(state: TransactionState, message: DeciderInput) -> list[Event]:
         case _:
             assert_never(message)
     return events + _advance(_fold(state, events), _time_of(message)) if events else []
+
+
+def _capped(state: TransactionState, message: DeciderInput) -> list[Event] | None:
+    """Past the cap on session-caused events, a command from a session other than the
+    owner's is not judged (services.decider.input_bounds)."""
+    match message:
+        case (
+            SubmitTransaction()
+            | ClaimTransaction()
+            | ReleaseTransaction()
+            | AbortTransaction()
+            | RequestReview()
+        ):
+            session, agent = message.session_id, message.agent_id
+        case _:
+            return None
+    owner = state.owner
+    if session is None or (owner and (agent, session) == (owner.agent_id, owner.session_id)):
+        return None
+    return session_cap(state.session_events, message.type, agent, session)
 
 
 def _submit(state: TransactionState, cmd: SubmitTransaction) -> list[Event]:
@@ -506,9 +544,7 @@ def _advance(state: TransactionState, now: datetime) -> list[Event]:
             if state.aborting:
                 if any(s.forward.in_flight for s in steps):
                     return []  # in-flight steps settle first
-                return [
-                    TransactionFailed(action="", reason="aborted", compensable=_compensable(state))
-                ]
+                return _aborted(state)
             for step in steps:
                 if step.status is OpStatus.CONFIRMED:
                     continue
@@ -533,6 +569,27 @@ def _advance(state: TransactionState, now: datetime) -> list[Event]:
             return []
         case _:
             assert_never(state.status)
+
+
+def _aborted(state: TransactionState) -> list[Event]:
+    """An abort once nothing is in flight. It fails the transaction only when that is
+    true: a confirmed step that has no undo is an effect that stands, and a `failed`
+    transaction with nothing to undo would tell the agent it never happened (issue 18,
+    item 17). If every step was confirmed, the abort came too late: the transaction
+    commits and the trail says why. If some did not run, no status is true without a
+    person: the transaction goes to review, naming the step whose effect stands."""
+    stands = [
+        s for s in state.steps() if s.status is OpStatus.CONFIRMED and s.spec.compensation is None
+    ]
+    if not stands:
+        return [TransactionFailed(action="", reason="aborted", compensable=_compensable(state))]
+    too_late = CommandIgnored(command="AbortTransaction", reason="abort_too_late_effect_stands")
+    if all(s.status is OpStatus.CONFIRMED for s in state.steps()):
+        return [too_late, TransactionCommitted(), *_notify(state, OperationKind.ON_COMMIT)]
+    return [
+        too_late,
+        TransactionNeedsReview(action=stands[-1].spec.action, reason="aborted_after_irreversible"),
+    ]
 
 
 def _notify(state: TransactionState, kind: OperationKind) -> list[Event]:
@@ -634,12 +691,14 @@ def _fold(state: TransactionState, events: list[Event]) -> TransactionState:
 def record(state: TransactionState, envelope: Envelope) -> TransactionState:
     """Apply one sealed event: business state plus chain bookkeeping. Restoring a
     decider from the events is a fold of `record`."""
-    state = evolve(state, envelope.event())
+    event = envelope.event()
+    state = evolve(state, event)
     return state.model_copy(
         update={
             "seq": envelope.seq,
             "last_hash": envelope.hash,
-            "seen": state.seen | {envelope.causation_id},
+            "seen": remember(state.seen, envelope.causation_id),
+            "session_events": state.session_events + counts_against_sessions(event),
         }
     )
 

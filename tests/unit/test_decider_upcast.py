@@ -73,7 +73,11 @@ def run(inputs: list[DeciderInput]) -> TransactionState:
 def test_a_v1_state_restores_to_the_legs_the_decider_reaches_now() -> None:
     restored, _ = parse_stored(V1_STATE.encode())
 
-    assert restored == run(UNDO_IN_REVIEW)
+    # v1 kept the ids as a set (no order); they restore into the window as written.
+    expected = run(UNDO_IN_REVIEW)
+    assert isinstance(restored, TransactionState)
+    assert set(restored.seen) == set(expected.seen)
+    assert restored.model_copy(update={"seen": expected.seen}) == expected
     assert isinstance(restored, TransactionState)
     reserve, charge = restored.operations
     # v1 overwrote the forward status with the undo's progress: the forward leg was
