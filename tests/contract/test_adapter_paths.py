@@ -7,11 +7,11 @@ from __future__ import annotations
 import uuid
 
 import httpx
+from support.sandbox_process import Sandbox
 
 from services.providers.adapters import SandboxAdapter
 from services.providers.http import ProviderHttp
 from services.providers.preconditions import judge_balance
-from support.sandbox_process import Sandbox
 
 # The attack from the issue: with the segment unescaped this reads GET /v1/effects?operation=...
 TRAVERSAL = "x/../../effects?operation=payments.charge&"
