@@ -61,7 +61,7 @@ class PreviewAnswer(BaseModel):
 
 @router.post(
     "/v1/previews",
-    responses={**ok(PreviewAnswer), **errors(401, 409, 413, 422, 503)},
+    responses={**ok(PreviewAnswer), **errors(401, 403, 409, 413, 422, 503)},
     summary="Preview a proposal: its effect, computed by each provider, nothing applied",
     openapi_extra=json_body(SubmissionRequest, example=example_transaction()),
 )
