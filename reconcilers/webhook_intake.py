@@ -1,5 +1,12 @@
 """What a verified provider webhook means for recon: an observation of one of its
-operations, or drift (an effect nobody intended).
+operations, or drift (an effect nobody intended, or one whose metadata names another).
+
+Matched on the idempotency key only (issue 18, item 13). `metadata.op_key` is whatever the
+caller who created the effect at the provider wrote: anyone with an account at the shared
+provider can put a victim's op key there, so it never makes a match. Recon sends the same
+key in both places; an effect under one of recon's idempotency keys whose metadata names
+another key is a disagreement, reported as `mismatch` drift to the matched operation's
+tenant, never an observation.
 
 Pure: the clock reading, the delivery id and the matched operation arrive as arguments.
 Only bodies whose signature was already verified reach this module.
@@ -29,9 +36,11 @@ class EffectNotice:
     type: str
     effect: dict[str, Any]
     effect_id: str
-    # The keys under which recon may know the effect: the idempotency key it sent, and
-    # the op key it put in the provider's metadata (the same key when recon sent it).
+    # The keys under which recon may know the effect: the idempotency key it sent (the
+    # provider ties the effect to it; nobody but recon knows it before the call).
     keys: tuple[str, ...]
+    # The op key the effect's metadata claims: only compared, never matched on.
+    claimed_op_key: str | None = None
 
 
 @dataclass(frozen=True)
@@ -67,9 +76,29 @@ def parse_notice(body: bytes) -> EffectNotice:
         keys.append(idempotency_key)
     metadata = effect.get("metadata")
     meta_key = metadata.get("op_key") if isinstance(metadata, dict) else None
-    if isinstance(meta_key, str) and meta_key and meta_key not in keys:
-        keys.append(meta_key)
-    return EffectNotice(type=event["type"], effect=effect, effect_id=effect_id, keys=tuple(keys))
+    return EffectNotice(
+        type=event["type"],
+        effect=effect,
+        effect_id=effect_id,
+        keys=tuple(keys),
+        claimed_op_key=meta_key if isinstance(meta_key, str) and meta_key else None,
+    )
+
+
+def meaning(
+    provider: str,
+    delivery_id: str,
+    notice: EffectNotice,
+    op: MatchedOperation | None,
+    now: datetime,
+) -> OperationObserved | DriftDetected:
+    """The one judge of a verified effect notice: an observation of the operation its
+    idempotency key names, or drift."""
+    if op is None:
+        return effect_without_intent(provider, notice, now)
+    if notice.claimed_op_key is not None and notice.claimed_op_key != op.op_key:
+        return metadata_mismatch(provider, notice, op, now)
+    return observation(provider, delivery_id, notice, op, now)
 
 
 def observation(
@@ -105,5 +134,29 @@ def effect_without_intent(provider: str, notice: EffectNotice, now: datetime) ->
         provider=provider,
         effect_id=notice.effect_id,
         detail={"effect": notice.effect, "source": "webhook"},
+        detected_at=now.isoformat(),
+    )
+
+
+def metadata_mismatch(
+    provider: str, notice: EffectNotice, op: MatchedOperation, now: datetime
+) -> DriftDetected:
+    """An effect under `op`'s idempotency key whose metadata names another op key: recon
+    never sends that, so something other than recon touched the effect; a person looks."""
+    kind = DriftKind.MISMATCH
+    return DriftDetected(
+        drift_id=drift_id(kind, provider, notice.effect_id),
+        kind=kind,
+        provider=provider,
+        tenant=op.tenant,
+        tx_id=op.tx_id,
+        action=op.action,
+        op_key=op.op_key,
+        effect_id=notice.effect_id,
+        detail={
+            "source": "webhook",
+            "metadata_op_key": {"recon": op.op_key, "provider": notice.claimed_op_key},
+            "effect": notice.effect,
+        },
         detected_at=now.isoformat(),
     )

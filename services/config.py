@@ -39,6 +39,8 @@ DEFAULTS: dict[str, str] = {
     "RECON_DATABASE_URL": "postgresql://postgres@127.0.0.1:5432/postgres",
     "RECON_API_KEYS": "demo-key=demo",
     "RECON_OPERATOR_KEYS": "ops-key=demo:operator",
+    "RECON_ADMIN_KEYS": "",
+    "RECON_TENANT_RESOURCES": "demo=*",
     "RECON_PROVIDERS": "sandbox=http://127.0.0.1:8090",
     "RECON_ENVIRONMENT": "dev",
     "RECON_APPROVAL_REQUIRED": "destructive",
@@ -200,6 +202,14 @@ class Settings:
     operator_keys: dict[str, Operator] = field(
         default_factory=lambda: operator_keys(DEFAULTS["RECON_OPERATOR_KEYS"], {})
     )
+    # Deployment admin key -> person (RECON_ADMIN_KEYS): the one role that sees drift
+    # belonging to no tenant in full; no tenant's key, operator or agent, does.
+    admin_keys: dict[str, str] = field(default_factory=dict)
+    # tenant -> patterns of the provider resources its own provider account holds
+    # (services.governance.resources); out of the box the demo tenant holds the sandbox.
+    tenant_resources: dict[str, tuple[str, ...]] = field(
+        default_factory=lambda: tenant_resources(DEFAULTS["RECON_TENANT_RESOURCES"])
+    )
     # provider name -> base URL of its API
     providers: dict[str, str] = field(default_factory=dict)
     intake_host: str = DEFAULTS["RECON_INTAKE_HOST"]
@@ -326,6 +336,27 @@ def operator_keys(raw: str, api_keys: dict[str, str]) -> dict[str, Operator]:
     return operators
 
 
+def admin_keys(raw: str, tenant_keys: set[str]) -> dict[str, str]:
+    """RECON_ADMIN_KEYS: "key=person,...". Deployment-wide, so apart from every tenant's
+    keys: a key that named a tenant too would carry the admin's view into a tenant's."""
+    admins = _pairs("RECON_ADMIN_KEYS", raw)
+    if tenant_keys & admins.keys():
+        raise ConfigError(
+            "RECON_ADMIN_KEYS: a key is also listed in RECON_API_KEYS or RECON_OPERATOR_KEYS"
+        )
+    return admins
+
+
+def tenant_resources(raw: str) -> dict[str, tuple[str, ...]]:
+    """RECON_TENANT_RESOURCES: "tenant=pattern|pattern,..."."""
+    return {
+        _valid_tenant("RECON_TENANT_RESOURCES", tenant): tuple(
+            p.strip() for p in patterns.split("|") if p.strip()
+        )
+        for tenant, patterns in _pairs("RECON_TENANT_RESOURCES", raw).items()
+    }
+
+
 def _body_limit(name: str) -> int:
     limit = _int(name, minimum=1024)
     if limit > MAX_BODY_BYTES_CEILING:
@@ -384,6 +415,7 @@ def load_settings() -> Settings:
         _env("RECON_WEBHOOK_SECRETS"),
         _env("RECON_WEBHOOK_SCHEMES"),
     )
+    operators = operator_keys(_env("RECON_OPERATOR_KEYS"), api_keys)
     port = _env("RECON_INTAKE_PORT")
     if not port.isdigit():
         raise ConfigError(f"RECON_INTAKE_PORT: expected a port number, got {port!r}")
@@ -393,7 +425,9 @@ def load_settings() -> Settings:
         topics=Topics(_env("RECON_TOPIC_PREFIX")),
         environment=_env("RECON_ENVIRONMENT"),
         api_keys=api_keys,
-        operator_keys=operator_keys(_env("RECON_OPERATOR_KEYS"), api_keys),
+        operator_keys=operators,
+        admin_keys=admin_keys(_env("RECON_ADMIN_KEYS"), {*api_keys, *operators}),
+        tenant_resources=tenant_resources(_env("RECON_TENANT_RESOURCES")),
         providers=_pairs("RECON_PROVIDERS", _env("RECON_PROVIDERS")),
         intake_host=_env("RECON_INTAKE_HOST"),
         intake_port=int(port),

@@ -19,7 +19,7 @@ from events.definition import OperationSpec
 from events.policy import PolicyDocument
 from services import tracing
 from services.config import Settings
-from services.intake import intents, policy
+from services.intake import intents, policy, resource_owners
 from services.intake.errors import ApiError, invalid_request
 from services.intake.produce import produce_command
 from services.intake.submission import (
@@ -48,6 +48,9 @@ async def plan(state: State, tenant: str, submission: SubmissionRequest) -> Plan
     settings: Settings = state.settings
     async with state.pool.acquire() as conn:
         document = await policy.in_force(conn, tenant)
+        # A charge, record or waitlist named in a payload must be the tenant's own (one
+        # judge for the submission, the preview and the Kafka door alike).
+        await resource_owners.refuse_foreign(conn, tenant, submission, settings.tenant_resources)
     approval_required = policy.approval_classes(document, settings.approval_required)
     check(submission, settings.providers, approval_required)
     try:

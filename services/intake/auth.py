@@ -3,8 +3,11 @@ cannot act for another tenant by writing its name.
 
 Two kinds of key (CONTRACT.md, "v1 additions"): agent keys (RECON_API_KEYS, key=tenant)
 and operator keys (RECON_OPERATOR_KEYS, key=tenant:person). An operator key authenticates
-as its tenant too, and also names the person; it sees what only operators may see (the full
-detail of drift that belongs to no tenant), never another tenant's own data.
+as its tenant too, and also names the person; it never sees another tenant's own data.
+
+A third kind, deployment admin keys (RECON_ADMIN_KEYS, key=person), belongs to no tenant:
+it is accepted only where `viewer` is the dependency (`GET /v1/drift`, for the drift that
+belongs to no tenant, in full) and is an unknown key (`401`) everywhere else.
 """
 
 import hmac
@@ -62,6 +65,32 @@ def principal_for(
     return found
 
 
+@dataclass(frozen=True)
+class Admin:
+    """A deployment admin key's person: sees what belongs to no tenant, nothing of any
+    tenant's own."""
+
+    person: str
+
+
+def viewer_for(
+    authorization: str | None,
+    api_keys: dict[str, str],
+    operator_keys: dict[str, Operator] | None,
+    admin_keys: dict[str, str],
+) -> Principal | Admin:
+    scheme, _, key = (authorization or "").partition(" ")
+    presented = key.strip().encode()
+    admin = None
+    # Every admin key compared, in constant time, as principal_for does for the others.
+    for known, person in admin_keys.items():
+        if scheme.lower() == "bearer" and hmac.compare_digest(known.encode(), presented):
+            admin = Admin(person)
+    if admin is not None:
+        return admin
+    return principal_for(authorization, api_keys, operator_keys)
+
+
 def tenant_for(
     authorization: str | None,
     api_keys: dict[str, str],
@@ -80,6 +109,20 @@ async def principal(
     settings = request.app.state.settings
     return principal_for(
         request.headers.get("authorization"), settings.api_keys, settings.operator_keys
+    )
+
+
+async def viewer(
+    request: Request,
+    _declared: Annotated[HTTPAuthorizationCredentials | None, Depends(_declare_bearer)],
+) -> Principal | Admin:
+    """FastAPI dependency for the views a deployment admin key may read too."""
+    settings = request.app.state.settings
+    return viewer_for(
+        request.headers.get("authorization"),
+        settings.api_keys,
+        settings.operator_keys,
+        settings.admin_keys,
     )
 
 

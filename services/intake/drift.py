@@ -6,9 +6,10 @@ Who sees what:
   only (agent and operator keys alike).
 - An effect that matches no intent has no tenant. Its payload may hold another tenant's
   customer, email or amount (an intent not yet known to the scan, a stray charge on the
-  shared provider account), so a tenant's agent key sees it redacted: kind, provider,
-  effect id, operation and when it was found, nothing of the payload. Operator keys
-  (RECON_OPERATOR_KEYS) see its full detail.
+  shared provider account), so every tenant's key, agent and operator alike, sees it
+  redacted: kind, provider, effect id, operation and when it was found, nothing of the
+  payload. Its full detail is for the deployment admin role only (RECON_ADMIN_KEYS, a key
+  set apart from every tenant's), which sees that drift and no tenant's own.
 """
 
 import json
@@ -36,20 +37,23 @@ def redacted(detail: dict[str, Any]) -> dict[str, Any]:
         "operation": operation,
         "redacted": True,
         "message": "an effect that matches no intent of this deployment; its detail is "
-        "shown to operator keys only",
+        "shown to the deployment's admin keys only",
     }
 
 
 @router.get("/v1/drift", responses={**ok(DriftList), **errors(401, 503)}, response_model=None)
 async def list_drift(
-    request: Request, who: Annotated[auth.Principal, Depends(auth.principal)]
+    request: Request, who: Annotated[auth.Principal | auth.Admin, Depends(auth.viewer)]
 ) -> dict[str, Any]:
+    admin = isinstance(who, auth.Admin)
+    # An admin belongs to no tenant: `tenant = NULL` matches no tenant's row.
+    tenant = None if isinstance(who, auth.Admin) else who.tenant
     async with request.app.state.pool.acquire() as conn:
-        rows = await queries.drift(conn, who.tenant)
+        rows = await queries.drift(conn, tenant)
     drift = []
     for row in rows:
         detail = json.loads(row["detail"])
-        if row["tenant"] is None and not who.is_operator:
+        if row["tenant"] is None and not admin:
             detail = redacted(detail)
         drift.append(
             {

@@ -181,8 +181,9 @@ async def review_state(
     return row
 
 
-async def drift(conn: asyncpg.Connection, tenant: str) -> list[asyncpg.Record]:
-    """The tenant's drift and the drift that belongs to no tenant (shown redacted)."""
+async def drift(conn: asyncpg.Connection, tenant: str | None) -> list[asyncpg.Record]:
+    """A tenant's drift and the drift that belongs to no tenant (shown redacted); for no
+    tenant (a deployment admin), the drift that belongs to no tenant only."""
     rows: list[asyncpg.Record] = await conn.fetch(
         "SELECT drift_id, tenant, kind, provider, tx_id, action, op_key, effect_id, detail,"
         " detected_at FROM drift WHERE tenant = $1 OR tenant IS NULL"

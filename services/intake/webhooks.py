@@ -20,13 +20,13 @@ import asyncpg
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
+from events.inputs import OperationObserved
 from events.keys import partition_key
 from reconcilers.signatures import Scheme, SignatureError, SignatureErrorCode, verify
 from reconcilers.webhook_intake import (
     EFFECT_SUCCEEDED,
     WebhookBodyError,
-    effect_without_intent,
-    observation,
+    meaning,
     parse_notice,
 )
 from services.config import Settings
@@ -95,30 +95,30 @@ async def receive(provider: ProviderName, request: Request) -> JSONResponse:
             return JSONResponse({"status": "ignored", "type": notice.type})
         matched = await queries.operation_by_key(conn, notice.keys)
     producer = request.app.state.producer
-    if matched is not None:
-        obs = observation(provider, delivery_id, notice, matched, now)
+    found = meaning(provider, delivery_id, notice, matched, now)
+    if isinstance(found, OperationObserved):
         await produce_acked(
             producer,
             settings.topics.observations,
-            partition_key(matched.tenant, matched.tx_id),
-            obs.model_dump_json().encode(),
-            f"the webhook observation {obs.message_id}",
+            partition_key(found.tenant, found.tx_id),
+            found.model_dump_json().encode(),
+            f"the webhook observation {found.message_id}",
         )
     else:
-        drift = effect_without_intent(provider, notice, now)
         log.warning(
-            "webhook %s/%s: effect %s matches no intent; reporting drift %s",
+            "webhook %s/%s: effect %s is %s; reporting drift %s",
             provider,
             delivery_id,
             notice.effect_id,
-            drift.drift_id,
+            found.kind.value,
+            found.drift_id,
         )
         await produce_acked(
             producer,
             settings.topics.drift,
-            drift.drift_id.encode(),
-            drift.model_dump_json().encode(),
-            f"the drift report {drift.drift_id}",
+            found.drift_id.encode(),
+            found.model_dump_json().encode(),
+            f"the drift report {found.drift_id}",
         )
     async with pool.acquire() as conn:
         await _remember(conn, provider, delivery_id, now)

@@ -14,6 +14,7 @@ from services import tracing
 from services.metrics import DISPATCH_SECONDS, LOOKUPS
 from services.providers.classify import Seen, classify_lookup, classify_response, unreachable
 from services.providers.http import Answer, ProviderUnreachable, Requester
+from services.providers.paths import UnsafeSegment, segment
 
 
 class ProviderAdapter(Protocol):
@@ -113,9 +114,14 @@ class SandboxAdapter:
 
     async def balance(self, charge: str) -> tuple[int, Any]:
         try:
+            # The charge id is the agent's string: one escaped segment, never a path.
+            path = f"/v1/charges/{segment(charge)}/balance"
+        except UnsafeSegment as error:
+            return 0, {"error": str(error)}
+        try:
             response = await self.http.request(
                 "GET",
-                f"{self.base_url}/v1/charges/{charge}/balance",
+                self.base_url + path,
                 headers=tracing.http_headers(),
             )
         except ProviderUnreachable as error:

@@ -21,6 +21,24 @@ from services.providers.classify import Seen
 # The review reason of an attempt stopped by a precondition.
 PRECONDITION_FAILED = "precondition_failed"
 
+# What of the provider's balance answer becomes evidence: the numbers the judgement read,
+# nothing else. The answer is stored where the agent can read it (the review, the
+# operation's record), so whatever else the provider put there (or another resource's
+# answer, reached through a crafted charge id) must not ride along.
+BALANCE_FIELDS = {"charge": str, "amount": int, "refunded": int, "refundable": int, "revoked": bool}
+
+
+def balance_evidence(body: Any) -> dict[str, Any]:
+    """The allow-listed, typed fields of a balance answer (an allow-list, so a field the
+    provider adds later stays out until someone decides otherwise)."""
+    if not isinstance(body, dict):
+        return {}
+    return {
+        name: body[name]
+        for name, kind in BALANCE_FIELDS.items()
+        if isinstance(body.get(name), kind) and (kind is bool or not isinstance(body[name], bool))
+    }
+
 
 def balance_needed(operation: str, payload: dict[str, Any]) -> str | None:
     """The charge whose balance this operation's precondition reads, if any."""
@@ -41,7 +59,7 @@ def judge_balance(payload: dict[str, Any], status: int, body: Any) -> Seen | Non
         return Seen(
             Outcome.UNKNOWN,
             status_code=status,
-            body=body,
+            body=balance_evidence(body),
             error="precondition_unverified: the refundable balance could not be read",
         )
     amount = payload.get("amount")
@@ -54,6 +72,6 @@ def judge_balance(payload: dict[str, Any], status: int, body: Any) -> Seen | Non
         return None
     return Seen(
         Outcome.REJECTED,
-        body={"precondition": "refundable_balance", "balance": body},
+        body={"precondition": "refundable_balance", "balance": balance_evidence(body)},
         error=f"precondition_failed: {reason}; no new attempt was sent",
     )

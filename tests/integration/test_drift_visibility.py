@@ -1,6 +1,7 @@
 """Who sees which drift through `GET /v1/drift`: a tenant's own drift to that tenant only;
-drift that belongs to no tenant (an effect matching no intent) to every tenant without its
-payload, and in full only to operator keys. Real intake app, real Postgres and Kafka; the
+drift that belongs to no tenant (an effect matching no intent) to every tenant's key, agent
+and operator alike, without its payload, and in full only to the deployment's admin keys
+(RECON_ADMIN_KEYS), which see no tenant's own drift. Real intake app, real Postgres and Kafka; the
 drift rows are written by the projector's own writer."""
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ ACME = {"Authorization": "Bearer key-acme"}
 GLOBEX = {"Authorization": "Bearer key-globex"}
 GLOBEX_OPERATOR = {"Authorization": "Bearer ops-globex"}
 ACME_OPERATOR = {"Authorization": "Bearer ops-acme"}
+ADMIN = {"Authorization": "Bearer admin-key"}
 # Acme's customer, email and amount: what must never reach another tenant.
 SECRET_PAYLOAD = {"amount": 987654, "currency": "usd", "customer": "cus_acme_vip"}
 EMAIL_PAYLOAD = {"to": "ceo@acme.example", "template": "receipt"}
@@ -37,6 +39,7 @@ settings = settings_fixture(
         "ops-acme": Operator("acme", "alice"),
         "ops-globex": Operator("globex", "gus"),
     },
+    admin_keys={"admin-key": "ada"},
 )
 
 
@@ -121,12 +124,21 @@ async def test_another_tenants_key_never_sees_a_tenants_drift_payload(
     for secret in ("cus_acme_vip", "987654", "ceo@acme.example", "rk1_unknown"):
         assert secret not in text
 
-    # An operator of globex sees the tenant-less drift in full, still not acme's own drift.
+    # An operator of globex sees the tenant-less drift redacted too (issue 18, item 13:
+    # this test asserted the full detail here, the very leak closed), not acme's own drift.
     operator = await _drift(client, GLOBEX_OPERATOR)
     assert sorted(d["effect_id"] for d in operator) == ["ch_stray", "em_stray"]
-    stray = next(d for d in operator if d["effect_id"] == "ch_stray")
+    assert all(d["detail"]["redacted"] is True for d in operator)
+    text = json.dumps(operator)
+    for secret in ("cus_acme_vip", "987654", "ceo@acme.example", "rk1_unknown", "rk1_acme"):
+        assert secret not in text
+
+    # The deployment admin sees the tenant-less drift in full, and no tenant's own drift.
+    admin = await _drift(client, ADMIN)
+    assert sorted(d["effect_id"] for d in admin) == ["ch_stray", "em_stray"]
+    stray = next(d for d in admin if d["effect_id"] == "ch_stray")
     assert stray["detail"]["payload"] == SECRET_PAYLOAD
-    assert "rk1_acme" not in json.dumps(operator)
+    assert "rk1_acme" not in json.dumps(admin)
 
     # Acme's agent key: its own drift in full, tenant-less drift redacted.
     acme = await _drift(client, ACME)
@@ -136,7 +148,15 @@ async def test_another_tenants_key_never_sees_a_tenants_drift_payload(
         "provider": 1,
     }
     assert all(d["detail"].get("redacted") for d in acme if d["kind"] != "mismatch")
-    assert len(await _drift(client, ACME_OPERATOR)) == 3
+    acme_operator = await _drift(client, ACME_OPERATOR)
+    assert len(acme_operator) == 3
+    assert all(d["detail"].get("redacted") for d in acme_operator if d["kind"] != "mismatch")
+
+
+async def test_an_admin_key_opens_no_other_door(client: httpx.AsyncClient) -> None:
+    # Deployment-wide, not a tenant's: every tenant-scoped route takes it for an unknown key.
+    assert (await client.get("/v1/transactions/nope", headers=ADMIN)).status_code == 401
+    assert (await client.get("/v1/reviews", headers=ADMIN)).status_code == 401
 
 
 async def test_an_operator_key_authenticates_as_its_tenant(

@@ -117,7 +117,7 @@ async def test_webhooks_confirm_lost_responses_once_and_report_unintended_effect
     assert all(d["status"] == "delivered" for d in duplicated.json()["deliveries"])
 
     # An effect nobody asked recon for: reported as drift, once, to every tenant (redacted;
-    # in full to operator keys, README "Drift").
+    # in full to the deployment's admin keys only, README "Drift").
     stray = await recon.http.post(
         f"{recon.sandbox_url}/v1/effects/unrecorded",
         json={"operation": "payments.refund", "payload": {"amount": 500, "currency": "usd"}},
@@ -159,10 +159,17 @@ async def test_webhooks_confirm_lost_responses_once_and_report_unintended_effect
     )
     assert drift["detail"]["redacted"] is True
     assert drift["detail"]["operation"] == "payments.refund"
+    # An operator key of the tenant sees it redacted too (this asserted the full detail for
+    # operator keys: the leak issue 18, item 13 closes); the admin key sees it in full.
     operator = await recon.http.get(
         f"{recon.intake_url}/v1/drift", headers={"Authorization": "Bearer ops-key"}
     )
-    [full] = [d for d in operator.json()["drift"] if d["effect_id"] == effect_id]
+    [seen] = [d for d in operator.json()["drift"] if d["effect_id"] == effect_id]
+    assert seen["detail"]["redacted"] is True
+    admin = await recon.http.get(
+        f"{recon.intake_url}/v1/drift", headers={"Authorization": "Bearer admin-key"}
+    )
+    [full] = [d for d in admin.json()["drift"] if d["effect_id"] == effect_id]
     assert full["detail"]["effect"]["id"] == effect_id
 
 

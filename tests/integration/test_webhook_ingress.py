@@ -337,3 +337,46 @@ async def test_a_webhook_with_a_lone_surrogate_or_nul_is_recorded_escaped_not_re
     [(_, raw)] = await records(settings, settings.topics.drift)
     drift = DriftDetected.model_validate_json(raw)
     assert drift.effect_id == "ch_odd\\ud800"
+
+
+def _with_effect(event_id: str, effect_id: str, key: str, meta_key: str) -> bytes:
+    event = json.loads(event_body(event_id, effect_id, key))
+    event["data"]["effect"]["metadata"] = {"op_key": meta_key}
+    return json.dumps(event).encode()
+
+
+async def test_metadata_naming_an_operation_never_matches_it_and_a_disagreement_is_drift(
+    client: httpx.AsyncClient, settings: Settings
+) -> None:
+    # Given an effect someone else created at the shared provider under their own key,
+    # with acme's op key written into its metadata (issue 18, item 13)
+    spoof = _with_effect("evt_spoof", "ch_spoof", "their-own-key", OP_KEY)
+    # and an effect under acme's key whose metadata names another operation
+    odd = _with_effect("evt_odd", "ch_odd", OP_KEY, "rk1_" + "c" * 40)
+    for event_id, body in (("evt_spoof", spoof), ("evt_odd", odd)):
+        response = await client.post(
+            "/v1/webhooks/sandbox", content=body, headers=signed(Scheme.STANDARD, event_id, body)
+        )
+        assert response.status_code == 200, response.text
+
+    # Then neither confirms acme's operation
+    assert await observations(settings) == []
+    reports = {
+        DriftDetected.model_validate_json(value).effect_id: DriftDetected.model_validate_json(value)
+        for _, value in await records(settings, settings.topics.drift)
+    }
+    # the spoof is an effect nobody intended (no tenant: it is not acme's)
+    assert (reports["ch_spoof"].kind, reports["ch_spoof"].tenant) == (
+        DriftKind.EFFECT_WITHOUT_INTENT,
+        None,
+    )
+    # the disagreement is acme's mismatch drift, naming both keys
+    assert (reports["ch_odd"].kind, reports["ch_odd"].tenant, reports["ch_odd"].op_key) == (
+        DriftKind.MISMATCH,
+        "acme",
+        OP_KEY,
+    )
+    assert reports["ch_odd"].detail["metadata_op_key"] == {
+        "recon": OP_KEY,
+        "provider": "rk1_" + "c" * 40,
+    }

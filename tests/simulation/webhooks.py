@@ -1,13 +1,13 @@
 """The webhook ingress: the provider's deliveries through the real intake
-(reconcilers.webhook_intake), matched to an operation by either of its keys, with a
+(reconcilers.webhook_intake), matched to an operation by its idempotency key, with a
 dedupe table that may miss (the decider's message-id dedupe then catches the repeat)."""
 
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from events.inputs import DeciderInput
-from reconcilers.webhook_intake import MatchedOperation, observation, parse_notice
+from events.inputs import DeciderInput, OperationObserved
+from reconcilers.webhook_intake import MatchedOperation, meaning, parse_notice
 
 from .clock import Clock
 from .provider import Provider
@@ -29,6 +29,7 @@ class SimWebhooks:
         self.seen.add(delivery.delivery_id)
         notice = parse_notice(delivery.body)
         op = next((self.operations[k] for k in notice.keys if k in self.operations), None)
-        if op is None:
-            return  # drift: an effect without an intent (none in these schedules)
-        self.send(observation("sandbox", delivery.delivery_id, notice, op, self.clock.at()))
+        found = meaning("sandbox", delivery.delivery_id, notice, op, self.clock.at())
+        if isinstance(found, OperationObserved):
+            self.send(found)
+        # else drift: none in these schedules

@@ -52,8 +52,15 @@ async def stack(
     free_port: Callable[[], int],
 ) -> AsyncIterator[Stack]:
     logs = tmp_path / "logs"
+    # A deployment admin key (README "Drift"): the one key that sees tenant-less drift in full.
     async with running_stack(
-        infra, fresh_database, topic_prefix, logs, free_port, RECON_LOG_LEVEL="INFO"
+        infra,
+        fresh_database,
+        topic_prefix,
+        logs,
+        free_port,
+        RECON_LOG_LEVEL="INFO",
+        RECON_ADMIN_KEYS="admin-key=ada",
     ) as stack:
         yield stack
 

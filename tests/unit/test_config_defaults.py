@@ -64,3 +64,12 @@ def test_the_dataclass_defaults_are_the_environment_defaults(
         webhook_schemes=loaded.webhook_schemes,
     )
     assert loaded == built
+
+
+def test_an_admin_key_is_apart_from_every_tenants_keys() -> None:
+    from services.config import ConfigError, admin_keys
+
+    assert admin_keys("adm-1=ada, adm-2=bob", {"demo-key"}) == {"adm-1": "ada", "adm-2": "bob"}
+    assert admin_keys("", {"demo-key"}) == {}
+    with pytest.raises(ConfigError, match="RECON_ADMIN_KEYS"):
+        admin_keys("ops-key=ada", {"demo-key", "ops-key"})

@@ -26,6 +26,8 @@ PURE = [
     ROOT / "reconcilers/drift.py",
     ROOT / "services/providers/classify.py",
     ROOT / "services/providers/preconditions.py",
+    ROOT / "services/providers/paths.py",
+    ROOT / "services/governance/resources.py",
     ROOT / "services/intake/submission.py",
     ROOT / "services/intake/operation_record.py",
     ROOT / "services/devtools/restarts.py",

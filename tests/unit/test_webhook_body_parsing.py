@@ -1,9 +1,20 @@
 """reconcilers.webhook_intake.parse_notice refuses what it cannot read with a
 WebhookBodyError (a 400), never another exception (a 500 the provider retries forever)."""
 
+import json
+from datetime import UTC, datetime
+
 import pytest
 
-from reconcilers.webhook_intake import WebhookBodyError, parse_notice
+from events.drift import DriftDetected, DriftKind
+from events.inputs import OperationObserved
+from reconcilers.webhook_intake import (
+    EffectNotice,
+    MatchedOperation,
+    WebhookBodyError,
+    meaning,
+    parse_notice,
+)
 
 
 def test_a_webhook_body_nested_too_deeply_is_refused_not_a_crash() -> None:
@@ -12,3 +23,38 @@ def test_a_webhook_body_nested_too_deeply_is_refused_not_a_crash() -> None:
 
     with pytest.raises(WebhookBodyError, match="nested too deeply"):
         parse_notice(deep)
+
+
+def _notice(idempotency_key: str | None, meta_key: str | None) -> EffectNotice:
+    effect: dict[str, object] = {"id": "ch_1", "operation": "payments.charge"}
+    if idempotency_key is not None:
+        effect["idempotency_key"] = idempotency_key
+    if meta_key is not None:
+        effect["metadata"] = {"op_key": meta_key}
+    return parse_notice(
+        json.dumps({"type": "effect.succeeded", "data": {"effect": effect}}).encode()
+    )
+
+
+OP = MatchedOperation(tenant="acme", tx_id="tx", action="charge", op_key="rk1_mine")
+NOW = datetime(2026, 12, 1, tzinfo=UTC)
+
+
+def test_the_metadata_op_key_is_never_a_key_to_match_on() -> None:
+    # Given an effect anyone could create at the provider, naming acme's op key
+    notice = _notice("their-own-key", "rk1_mine")
+    # Then only the idempotency key is looked up
+    assert notice.keys == ("their-own-key",)
+    assert _notice(None, "rk1_mine").keys == ()
+
+
+def test_a_notice_is_an_observation_only_when_its_keys_agree() -> None:
+    agreeing = meaning("sandbox", "d1", _notice("rk1_mine", "rk1_mine"), OP, NOW)
+    assert isinstance(agreeing, OperationObserved) and agreeing.op_key == "rk1_mine"
+    no_metadata = meaning("sandbox", "d2", _notice("rk1_mine", None), OP, NOW)
+    assert isinstance(no_metadata, OperationObserved)
+    disagreeing = meaning("sandbox", "d3", _notice("rk1_mine", "rk1_other"), OP, NOW)
+    assert isinstance(disagreeing, DriftDetected)
+    assert (disagreeing.kind, disagreeing.tenant) == (DriftKind.MISMATCH, "acme")
+    unmatched = meaning("sandbox", "d4", _notice("their-own-key", "rk1_mine"), None, NOW)
+    assert isinstance(unmatched, DriftDetected) and unmatched.tenant is None

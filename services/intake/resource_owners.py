@@ -1,0 +1,56 @@
+"""The intake's side of services.governance.resources: refuse a submission (or a preview)
+that names a provider resource its tenant has no claim to, before anything is recorded.
+
+What the tenant's confirmed operations created is read from the projected operations
+(`remote_id`), scoped to the tenant: one tenant's charge is never another's to refund.
+"""
+
+import asyncpg
+
+from services.governance.resources import (
+    NamedResource,
+    ResourceNotOwned,
+    held_by_account,
+    named_resource,
+)
+from services.intake.errors import ApiError
+from services.intake.submission import SubmissionRequest
+
+# An operation that was confirmed created its resource; one compensated since did too (a
+# refunded charge is still the tenant's, and the provider judges what is left of it).
+_CREATED = ["confirmed", "compensating", "compensated"]
+
+
+def named_resources(submission: SubmissionRequest) -> list[NamedResource]:
+    named = []
+    for _, op in submission.operations():
+        found = named_resource(op.action, op.operation, op.provider_payload())
+        if found is not None:
+            named.append(found)
+        if op.compensation is not None and op.compensation.payload is not None:
+            undo = named_resource(op.action, op.compensation.operation, op.compensation.payload)
+            if undo is not None:
+                named.append(undo)
+    return named
+
+
+async def refuse_foreign(
+    conn: asyncpg.Connection,
+    tenant: str,
+    submission: SubmissionRequest,
+    accounts: dict[str, tuple[str, ...]],
+) -> None:
+    """Raise a 403 `resource_not_owned` naming the first resource the tenant may not act on."""
+    for named in named_resources(submission):
+        if held_by_account(named.value, accounts.get(tenant, ())):
+            continue
+        created = await conn.fetchval(
+            "SELECT 1 FROM operations WHERE tenant = $1 AND remote_id = $2"
+            " AND state = ANY($3::text[]) LIMIT 1",
+            tenant,
+            named.value,
+            _CREATED,
+        )
+        if created is None:
+            refusal = ResourceNotOwned(named)
+            raise ApiError(403, refusal.code, str(refusal))
