@@ -37,8 +37,7 @@ async def store_preview(
             json.dumps(body),
         )
         await conn.execute(
-            "DELETE FROM previews WHERE tenant = $1 AND proposal_digest = $2"
-            " AND preview_id <> $3",
+            "DELETE FROM previews WHERE tenant = $1 AND proposal_digest = $2 AND preview_id <> $3",
             tenant,
             proposal_digest,
             preview_id,
