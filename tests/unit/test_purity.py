@@ -16,6 +16,7 @@ PURE = [
     ROOT / "services/decider/approvals.py",
     ROOT / "services/decider/revisions.py",
     ROOT / "services/decider/side_effects.py",
+    ROOT / "services/decider/input_bounds.py",
     ROOT / "events/legs.py",
     ROOT / "services/saga/reactor.py",
     ROOT / "projections/view.py",
