@@ -62,8 +62,9 @@ class Recon:
         """As the submitting session (or the session `body` names, with its token when this
         client submitted as it), like the SDK."""
         owner = self.owners.get(tx_id)
-        if owner is not None and (body or {}).get("session_id", owner["session_id"]) == (
-            owner["session_id"]
+        if (
+            owner is not None
+            and (body or {}).get("session_id", owner["session_id"]) == (owner["session_id"])
         ):
             body = {**owner, **(body or {})}
         return await self.http.post(
