@@ -103,7 +103,7 @@ async def test_a_claim_is_judged_on_the_intent_granted_and_governs_the_successor
         async def taken() -> bool:
             answer = await claim("agent-B", "s-B")
             assert answer.status_code in (200, 409), answer.text
-            return answer.status_code == 200
+            return bool(answer.status_code == 200)
 
         await _until(taken, "B could never claim", timeout=LEASE_S + 60)
 
