@@ -76,6 +76,9 @@ class AbortTransaction(Message):
     # a session that no longer owns the transaction is fenced.
     agent_id: str | None = Field(default=None, exclude_if=lambda v: v is None)
     session_id: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    # The person, when an operator key asks: only a person may abort an owned transaction
+    # without naming the owning session (issue 18, item 5).
+    operator: str | None = Field(default=None, exclude_if=lambda v: v is None)
 
 
 class PlanCompensation(Message):

@@ -87,6 +87,10 @@ class OperationDispatched(Message):
     provider: str
     operation: str
     payload: dict[str, Any]
+    # The agent the call is charged to when it is not the submitter: the successor that
+    # claimed the transaction (issue 18, item 8). The gate judges grants, quotas and kill
+    # switches on it; absent, on the submitting agent (the intents row).
+    agent_id: str | None = Field(default=None, exclude_if=lambda v: v is None)
 
 
 class OperationUnknown(Message):

@@ -157,6 +157,9 @@ ALTER TABLE intents ADD COLUMN IF NOT EXISTS attempted_at timestamptz NOT NULL D
 -- The tenant's policy version the intake checked the submission under: a dispatcher whose
 -- cached policy is older re-reads it before deciding (services.dispatcher.gatekeeper).
 ALTER TABLE intents ADD COLUMN IF NOT EXISTS policy_version integer NOT NULL DEFAULT 0;
+-- The submitting session, the transaction's first owner: a claim answered before the
+-- projection shows the transaction is judged against it (services.intake.ownership).
+ALTER TABLE intents ADD COLUMN IF NOT EXISTS session_id text;
 -- The same for a review's resolution claim (`produced` above): a different resolution may
 -- take over an unacknowledged claim once its last attempt is older than the horizon.
 ALTER TABLE review_resolutions

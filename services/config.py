@@ -74,6 +74,8 @@ DEFAULTS: dict[str, str] = {
     "RECON_METRICS_PORT": "",
     "RECON_METRICS_HOST": "127.0.0.1",
     "RECON_OWNER_LEASE_S": "300",
+    # Signs owner tokens (services.intake.owner_token); set your own outside development.
+    "RECON_OWNER_TOKEN_SECRET": "recon-dev-owner-token-secret",
     "RECON_POLICY_FILE": "",
 }
 
@@ -240,6 +242,8 @@ class Settings:
     metrics_host: str = DEFAULTS["RECON_METRICS_HOST"]
     # How long an agent session owns a transaction after its submission or claim.
     owner_lease_s: int = int(DEFAULTS["RECON_OWNER_LEASE_S"])
+    # The key of the owner tokens a submission or a claim returns (issue 18, item 5).
+    owner_token_secret: str = DEFAULTS["RECON_OWNER_TOKEN_SECRET"]
     # Policy documents per tenant installed by the intake at start-up (services.intake.policy).
     policy_file: str = ""
 
@@ -449,6 +453,7 @@ def load_settings() -> Settings:
         metrics_port=_metrics_port(),
         metrics_host=_env("RECON_METRICS_HOST"),
         owner_lease_s=_int("RECON_OWNER_LEASE_S", minimum=1),
+        owner_token_secret=_env("RECON_OWNER_TOKEN_SECRET"),
         policy_file=_policy_file(),
         approval_required=_approval_required(),
     )

@@ -14,7 +14,7 @@ from typing import Any
 from urllib.parse import quote
 
 from recon_sdk.errors import error_for
-from recon_sdk.models import TransactionRequest
+from recon_sdk.models import Owner, TransactionRequest
 
 
 @dataclass(frozen=True)
@@ -49,8 +49,13 @@ def get_events(tx_id: str) -> Call:
     return Call("GET", f"/v1/transactions/{_seg(tx_id)}/events", idempotent=True)
 
 
-def abort(tx_id: str, reason: str | None, actor: str | None) -> Call:
-    body = {k: v for k, v in (("reason", reason), ("actor", actor)) if v is not None}
+def abort(tx_id: str, reason: str | None, actor: str | None, owner: Owner | None = None) -> Call:
+    body: dict[str, Any] = {
+        k: v for k, v in (("reason", reason), ("actor", actor)) if v is not None
+    }
+    if owner is not None:
+        # An agent's abort names its session and proves it (recon refuses one without).
+        body.update(owner.model_dump(include={"agent_id", "session_id", "owner_token"}))
     return Call("POST", f"/v1/transactions/{_seg(tx_id)}/abort", json=body or None)
 
 

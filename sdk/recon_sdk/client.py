@@ -21,6 +21,7 @@ from recon_sdk.models import (
     AbortRequested,
     Accepted,
     Event,
+    Owner,
     Resolution,
     Review,
     ReviewResolving,
@@ -59,6 +60,8 @@ class AsyncRecon:
         url, headers = _settings(base_url, api_key)
         self._http = http or httpx.AsyncClient(timeout=timeout)
         self._url, self._headers, self._retries = url, headers, retries
+        # The sessions this client's submissions own, by tx_id: its aborts carry them.
+        self._owners: dict[str, Owner] = {}
 
     async def __aenter__(self) -> Self:
         return self
@@ -93,7 +96,10 @@ class AsyncRecon:
 
     async def submit(self, tx: Submission) -> Accepted:
         """Submit a transaction; safe to repeat (the same tx_id and body is one intent)."""
-        return Accepted.model_validate(await self._send(calls.submit(tx)))
+        accepted = Accepted.model_validate(await self._send(calls.submit(tx)))
+        if accepted.owner is not None:
+            self._owners[accepted.tx_id] = accepted.owner
+        return accepted
 
     async def get(self, tx_id: str) -> Transaction:
         return Transaction.model_validate(await self._send(calls.get_transaction(tx_id)))
@@ -133,9 +139,17 @@ class AsyncRecon:
         return await self.wait(tx.tx_id, timeout=timeout)
 
     async def abort(
-        self, tx_id: str, *, reason: str | None = None, actor: str | None = None
+        self,
+        tx_id: str,
+        *,
+        reason: str | None = None,
+        actor: str | None = None,
+        owner: Owner | None = None,
     ) -> AbortRequested:
-        body = await self._send(calls.abort(tx_id, reason, actor))
+        """`owner`: the session to abort as; by default the one this client's submission
+        of `tx_id` returned (an operator key needs none)."""
+        chosen = owner or self._owners.get(tx_id)
+        body = await self._send(calls.abort(tx_id, reason, actor, chosen))
         return AbortRequested.model_validate(body)
 
     async def reviews(
@@ -188,6 +202,8 @@ class Recon:
         url, headers = _settings(base_url, api_key)
         self._http = http or httpx.Client(timeout=timeout)
         self._url, self._headers, self._retries = url, headers, retries
+        # The sessions this client's submissions own, by tx_id: its aborts carry them.
+        self._owners: dict[str, Owner] = {}
 
     def __enter__(self) -> Self:
         return self
@@ -222,7 +238,10 @@ class Recon:
 
     def submit(self, tx: Submission) -> Accepted:
         """Submit a transaction; safe to repeat (the same tx_id and body is one intent)."""
-        return Accepted.model_validate(self._send(calls.submit(tx)))
+        accepted = Accepted.model_validate(self._send(calls.submit(tx)))
+        if accepted.owner is not None:
+            self._owners[accepted.tx_id] = accepted.owner
+        return accepted
 
     def get(self, tx_id: str) -> Transaction:
         return Transaction.model_validate(self._send(calls.get_transaction(tx_id)))
@@ -259,9 +278,17 @@ class Recon:
         return self.wait(tx.tx_id, timeout=timeout)
 
     def abort(
-        self, tx_id: str, *, reason: str | None = None, actor: str | None = None
+        self,
+        tx_id: str,
+        *,
+        reason: str | None = None,
+        actor: str | None = None,
+        owner: Owner | None = None,
     ) -> AbortRequested:
-        return AbortRequested.model_validate(self._send(calls.abort(tx_id, reason, actor)))
+        """`owner`: the session to abort as; by default the one this client's submission
+        of `tx_id` returned (an operator key needs none)."""
+        chosen = owner or self._owners.get(tx_id)
+        return AbortRequested.model_validate(self._send(calls.abort(tx_id, reason, actor, chosen)))
 
     def reviews(self, *, state: str | None = None, older_than_s: int | None = None) -> list[Review]:
         body = self._send(calls.list_reviews(state, older_than_s))

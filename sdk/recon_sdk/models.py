@@ -68,12 +68,23 @@ class OperationKey(_Answer):
     op_key: str
 
 
+class Owner(_Answer):
+    """The session that owns a transaction and the token that proves it: an abort (or a
+    release, a review request) from an agent key must carry all three."""
+
+    agent_id: str
+    session_id: str
+    owner_token: str
+
+
 class Accepted(_Answer):
-    """The answer to a submission: the transaction's op keys, stable across retries."""
+    """The answer to a submission: the transaction's op keys, stable across retries, and
+    the owning session with its token (keep it secret: it is what lets this session abort)."""
 
     tx_id: str
     status: str
     operations: list[OperationKey]
+    owner: Owner | None = None  # None only from a recon older than owner tokens
 
     def op_key(self, action: str) -> str:
         return next(o.op_key for o in self.operations if o.action == action)

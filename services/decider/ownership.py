@@ -7,8 +7,10 @@ lease (`lease_s` from the submission). When the lease has lapsed, or the owner h
 transaction off, another session of the tenant may claim it (`TransactionClaimed`); the
 owner's own claim renews its lease. From a claim on, every earlier session is fenced: a
 command it sends is refused and recorded (`CommandRefused`, reason `fenced`), and nothing
-else happens. A command that names no session (an operator's, or a client's from before
-sessions) is not fenced: sessions fence agents, not people.
+else happens. An agent's command that names no session is refused too (`session_required`,
+issue 18 item 5): every submission has an owner, so a session-less command would walk
+around the fence. Only a person (an operator's abort) or recon itself (a reconciler's
+review request) may act without naming the owning session.
 
 What a successor may do is what the API offers it: continue (recon does that by itself),
 abort, or ask for review. It can never change what was accepted: a submission with another
@@ -25,6 +27,7 @@ from events.rules import IMMUTABLE_RULE
 from events.transaction_events import (
     CommandRefused,
     Event,
+    OperationDispatched,
     OwnershipReleased,
     TransactionAccepted,
     TransactionClaimed,
@@ -112,7 +115,7 @@ def claim(owner: Owner | None, status: TxStatus | None, cmd: ClaimTransaction) -
 
 
 def release(owner: Owner | None, cmd: ReleaseTransaction) -> list[Event]:
-    refusal = fence(owner, cmd.type, cmd.agent_id, cmd.session_id)
+    refusal = fence(owner, cmd.type, cmd.agent_id, cmd.session_id, by_agent=True)
     if refusal is not None:
         return [refusal]
     if owner is None or owner.released:
@@ -121,12 +124,29 @@ def release(owner: Owner | None, cmd: ReleaseTransaction) -> list[Event]:
 
 
 def fence(
-    owner: Owner | None, command: str, agent_id: str | None, session_id: str | None
+    owner: Owner | None,
+    command: str,
+    agent_id: str | None,
+    session_id: str | None,
+    *,
+    by_agent: bool,
 ) -> CommandRefused | None:
     """The refusal of a command from a session that does not own the transaction, or
-    None when it may go on."""
-    if session_id is None or owner is None:
+    None when it may go on. `by_agent`: an agent asks (not a person, not recon itself),
+    so it must name the owning session."""
+    if owner is None:
         return None
+    if session_id is None:
+        if not by_agent:
+            return None
+        return CommandRefused(
+            command=command,
+            reason="session_required",
+            rule=f"an agent's command must name the session that owns the transaction"
+            f" (session {owner.session_id} of {owner.agent_id}), with its owner token",
+            agent_id=agent_id,
+            session_id=None,
+        )
     if (agent_id, session_id) == (owner.agent_id, owner.session_id):
         return None
     return CommandRefused(
@@ -157,3 +177,20 @@ def evolve_owner(owner: Owner | None, event: Event) -> Owner | None:
             return owner.model_copy(update={"released": True})
         case _:
             return owner
+
+
+def charged_to(submitter: str, owner: Owner | None, events: list[Event]) -> list[Event]:
+    """`events` with each dispatch naming the agent it is charged to when that is not the
+    submitter: after a claim the successor asks for the calls, so the gate must govern the
+    successor (its grants, quotas and kill switches), not the agent that left (issue 18,
+    item 8). The owner is followed through `events`, so a dispatch after a claim in the
+    same decision is charged to the claimant."""
+    charged: list[Event] = []
+    for event in events:
+        if isinstance(event, TransactionAccepted):
+            submitter = event.agent_id
+        owner = evolve_owner(owner, event)
+        if isinstance(event, OperationDispatched) and owner and owner.agent_id != submitter:
+            event = event.model_copy(update={"agent_id": owner.agent_id})
+        charged.append(event)
+    return charged

@@ -236,7 +236,10 @@ def decide(state: TransactionState, message: DeciderInput) -> list[Event]:
                 events += _fail_if_step(_fold(state, events), rejected, message.reason)
         case _:
             assert_never(message)
-    return events + _advance(_fold(state, events), _time_of(message)) if events else []
+    if not events:
+        return []
+    events = events + _advance(_fold(state, events), _time_of(message))
+    return ownership.charged_to(state.agent_id, state.owner, events)
 
 
 def _capped(state: TransactionState, message: DeciderInput) -> list[Event] | None:
@@ -366,7 +369,9 @@ def _observe(state: TransactionState, obs: OperationObserved) -> list[Event]:
 
 
 def _abort(state: TransactionState, cmd: AbortTransaction) -> list[Event]:
-    fenced = ownership.fence(state.owner, cmd.type, cmd.agent_id, cmd.session_id)
+    fenced = ownership.fence(
+        state.owner, cmd.type, cmd.agent_id, cmd.session_id, by_agent=cmd.operator is None
+    )
     if fenced is not None:
         return [fenced]
     before_commit = state.status in approvals.OPEN or (
@@ -400,7 +405,11 @@ def _compensate(state: TransactionState, cmd: CompensateOperation) -> list[Event
 
 
 def _request_review(state: TransactionState, cmd: RequestReview) -> list[Event]:
-    fenced = ownership.fence(state.owner, cmd.type, cmd.agent_id, cmd.session_id)
+    # recon's own requests (a reconciler's, the gate's) name no agent; an agent's must
+    # name its session.
+    fenced = ownership.fence(
+        state.owner, cmd.type, cmd.agent_id, cmd.session_id, by_agent=cmd.agent_id is not None
+    )
     if fenced is not None:
         return [fenced]
     op = state.operation(cmd.action)

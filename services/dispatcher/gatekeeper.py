@@ -136,7 +136,8 @@ class Gatekeeper:
             await store.forget_held(conn, held)
 
     async def _intent(self, tenant: str, tx_id: str) -> tuple[str, int]:
-        """The transaction's agent, and the policy version its submission was checked under."""
+        """The transaction's submitting agent, and the policy version its submission was
+        checked under."""
         found = self.intents.get((tenant, tx_id))
         if found is None:
             pool = await self._pool()
@@ -175,7 +176,10 @@ class Gatekeeper:
     ) -> bool:
         await self._fresh()
         tenant = envelope.tenant
-        agent_id, checked_under = await self._intent(tenant, envelope.tx_id)
+        submitter, checked_under = await self._intent(tenant, envelope.tx_id)
+        # The agent the call is charged to: the successor once one claimed the transaction
+        # (the decider names it on the dispatch), else the submitter.
+        agent_id = dispatch.agent_id or submitter
         await self._current(tenant, checked_under)
         if not self._governed(tenant):
             return True
@@ -238,7 +242,8 @@ class Gatekeeper:
         tenant = envelope.tenant
         if not self.switches.get(tenant):
             return True
-        agent_id, _ = await self._intent(tenant, envelope.tx_id)
+        submitter, _ = await self._intent(tenant, envelope.tx_id)
+        agent_id = dispatch.agent_id or submitter
         held_by = blocking(self.switches[tenant], agent_id, dispatch.provider, dispatch.operation)
         if held_by:
             await self._hold(envelope, dispatch, partition, agent_id, held_by)

@@ -23,6 +23,7 @@ from enum import StrEnum
 from typing import Any
 
 from events.catalog import CATALOG, SideEffect
+from events.definition import OperationSpec
 from events.policy import PolicyDocument, Quota
 from events.undo import declared_undo
 
@@ -112,6 +113,32 @@ def submission_refusal(
         if refusal is not None:
             return refusal
     return None
+
+
+def successor_refusal(
+    policy: PolicyDocument, agent_id: str, operations: Iterable[OperationSpec]
+) -> Refusal | None:
+    """The first operation of an accepted transaction that `agent_id` is not granted, or
+    None: an agent that claims a transaction takes over every call it may still cause (its
+    steps, their undos, its notifications), so it must be granted them as its submitter
+    was (issue 18, item 8). The one judge of a claim's grant; the agent id is the one the
+    claim carries."""
+    return submission_refusal(
+        policy,
+        agent_id,
+        [
+            named
+            for spec in operations
+            for named in (
+                (Named(spec.operation),)
+                + (
+                    (Named(spec.compensation.operation, undo_of=spec.operation),)
+                    if spec.compensation is not None
+                    else ()
+                )
+            )
+        ],
+    )
 
 
 # --- kill switches ------------------------------------------------------------------

@@ -20,7 +20,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from events.definition import TxStatus
 from events.inputs import AbortTransaction
 from events.keys import abort_id, session_abort_id
-from services.intake import auth, ownership, queries
+from services.config import Settings
+from services.decider import ownership as rules
+from services.intake import auth, owner_token, ownership, queries
 from services.intake.errors import ApiError, unknown_transaction
 from services.intake.openapi import TxId, errors, json_body, ok
 from services.intake.produce import produce_command
@@ -35,34 +37,58 @@ class AbortRequest(BaseModel):
 
     reason: Annotated[str, Field(min_length=1, max_length=1000)] = "aborted by request"
     actor: Annotated[str, Field(min_length=1, max_length=128)] = "agent"
-    # The asking agent's session, if an agent asks: a session that no longer owns the
-    # transaction is fenced (services.intake.ownership), `409 fenced`, and recorded.
+    # The asking agent's session and the owner token its submission or claim returned:
+    # required from an agent key (issue 18, item 5); an operator key may omit them. A
+    # session that no longer owns the transaction is fenced, `409 fenced`, and recorded.
     agent_id: Annotated[str | None, Field(min_length=1, max_length=128)] = None
     session_id: Annotated[str | None, Field(pattern=SESSION_PATTERN)] = None
+    owner_token: Annotated[str | None, Field(min_length=1, max_length=128)] = None
 
 
 @router.post(
     "/v1/transactions/{tx_id}/abort",
     status_code=202,
-    responses={**ok(AbortRequested, 202), **errors(401, 404, 409, 413, 422, 503)},
-    # Optional: an empty body is the default reason and actor.
+    responses={**ok(AbortRequested, 202), **errors(401, 403, 404, 409, 413, 422, 503)},
+    # Optional for an operator: an empty body is the default reason and actor.
     openapi_extra=json_body(AbortRequest, required=False),
 )
-async def abort(tx_id: TxId, request: Request, tenant: str = Depends(auth.tenant)) -> JSONResponse:
+async def abort(
+    tx_id: TxId, request: Request, who: Annotated[auth.Principal, Depends(auth.principal)]
+) -> JSONResponse:
     # Parsed here, after authentication, so nothing about the body is revealed to a
     # caller without a key (the same order as submissions).
+    settings: Settings = request.app.state.settings
+    tenant = who.tenant
     body = _parse(await request.body())
     async with request.app.state.pool.acquire() as conn:
         found = await queries.transaction(conn, tenant, tx_id)
-        owner = await ownership.current_owner(conn, tenant, tx_id) if body.session_id else None
+        known = await ownership.known_transaction(conn, tenant, tx_id, settings.owner_lease_s)
     if found is None:
         raise unknown_transaction(tx_id)
+    owner = known.owner if known else None
     if found["status"] == TxStatus.COMMITTED.value:
         raise ApiError(
             409,
             "already_committed",
             f"transaction {tx_id!r} is committed; an abort is only possible before commit. "
             "Undo its effects with a new transaction (a refund, a release) instead",
+        )
+    if owner is not None and not who.is_operator:
+        # Nothing is produced for a refused request: the decider would refuse it too.
+        if body.session_id is None or body.agent_id is None:
+            raise ApiError(
+                403,
+                "session_required",
+                f"an agent's abort must name its agent_id, session_id and owner_token: the"
+                f" transaction is owned by session {owner.session_id} of {owner.agent_id}",
+            )
+        owner_token.check(
+            settings.owner_token_secret,
+            tenant,
+            tx_id,
+            body.agent_id,
+            body.session_id,
+            body.owner_token,
         )
     command = AbortTransaction(
         # Deterministic, like every command: a retried request is the same command. An
@@ -77,11 +103,15 @@ async def abort(tx_id: TxId, request: Request, tenant: str = Depends(auth.tenant
         issued_at=datetime.now(UTC),
         agent_id=body.agent_id,
         session_id=body.session_id,
+        operator=who.operator,
+    )
+    fenced = rules.fence(
+        owner, command.type, body.agent_id, body.session_id, by_agent=not who.is_operator
     )
     await produce_command(request.app.state, command, "the abort")
-    if owner is not None and ownership.is_fenced(owner, body.agent_id, body.session_id):
+    if fenced is not None:
         # Produced all the same: the decider records the refusal on the chain.
-        raise ownership.fenced_error(owner)
+        raise ApiError(409, "fenced", f"{fenced.rule}; the command was refused and recorded")
     return JSONResponse({"tx_id": tx_id, "status": "abort_requested"}, status_code=202)
 
 

@@ -16,6 +16,7 @@ from pydantic import ValidationError
 from starlette.datastructures import State
 
 from events.definition import OperationSpec
+from events.keys import default_session
 from events.policy import PolicyDocument
 from services import tracing
 from services.config import Settings
@@ -99,6 +100,7 @@ async def accept_submission(
         submission.agent_id,
         specs,
         policy_version=checked.policy.version,
+        session_id=submission.session_id or default_session(submission.agent_id),
     )
     async with state.pool.acquire() as conn:
         await intents.claim(conn, intent, settings.pending_horizon_s)
@@ -121,4 +123,6 @@ async def accept_submission(
         "tx_id": submission.tx_id,
         "status": "accepted",
         "operations": [{"action": s.action, "op_key": s.op_key} for s in specs],
+        # The owning session; the HTTP route adds its owner token (services.intake.owner_token).
+        "owner": {"agent_id": submission.agent_id, "session_id": intent.session_id},
     }

@@ -47,6 +47,8 @@ class Intent:
     operations: tuple[OperationSpec, ...]
     # The version of the tenant's policy the submission was checked under (0: none).
     policy_version: int = 0
+    # The submitting session (its first owner); None only for rows from before sessions.
+    session_id: str | None = None
 
     def operations_json(self) -> str:
         return json.dumps([spec.model_dump(mode="json") for spec in self.operations])
@@ -57,8 +59,8 @@ async def claim(conn: asyncpg.Connection, intent: Intent, horizon_s: float) -> N
     async with conn.transaction():
         inserted = await conn.fetchval(
             "INSERT INTO intents"
-            " (tenant, tx_id, fingerprint, agent_id, operations, produced, policy_version)"
-            " VALUES ($1, $2, $3, $4, $5::jsonb, false, $6)"
+            " (tenant, tx_id, fingerprint, agent_id, operations, produced, policy_version,"
+            " session_id) VALUES ($1, $2, $3, $4, $5::jsonb, false, $6, $7)"
             " ON CONFLICT (tenant, tx_id) DO NOTHING RETURNING 1",
             intent.tenant,
             intent.tx_id,
@@ -66,6 +68,7 @@ async def claim(conn: asyncpg.Connection, intent: Intent, horizon_s: float) -> N
             intent.agent_id,
             intent.operations_json(),
             intent.policy_version,
+            intent.session_id,
         )
         if inserted:
             await _write_keys(conn, intent)

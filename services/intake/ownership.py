@@ -1,17 +1,21 @@
-"""Agent sessions through the API (issue 12, item 1; CONTRACT.md "v1 additions"):
+"""Agent sessions through the API (issue 12, item 1; issue 18, items 5, 8, 16):
 `POST /v1/transactions/{tx_id}/claim` and `/release`, and the fence every session-bearing
-command passes (an abort).
+command passes (an abort, a review request).
 
 The decider decides (services.decider.ownership, on the commands' `issued_at`); the intake
-answers from the log as projected (`events`), which may lag it by a moment. So a claim the
-intake lets through may still be refused on the log (`CommandRefused`, reason
-`lease_held`), and a fenced session's command is produced all the same, so that its
-refusal is recorded on the transaction's chain, before it is answered `409 fenced`.
+asks that same rule first, on the transaction as it can see it (`known_transaction`: the
+intents row, so a claim right after the submission's 202 is judged like any other, and the
+projected log, which may lag the decider by a moment). So a claim the intake lets through
+may still be refused on the log (`CommandRefused`, reason `lease_held`), and a fenced
+session's command is produced all the same, so that its refusal is recorded on the
+transaction's chain, before it is answered `409 fenced`. A session proves it is the one it
+names with its owner token (services.intake.owner_token); a claimant must be granted every
+operation of the transaction (services.governance.gate.successor_refusal).
 """
 
 import json
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Annotated, TypeVar
 
 import asyncpg
@@ -19,11 +23,14 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
-from events.definition import ACTION_PATTERN, Leg, TxStatus
+from events.definition import ACTION_PATTERN, Leg, OperationSpec, TxStatus
 from events.inputs import ClaimTransaction, ReleaseTransaction, RequestReview
 from events.keys import agent_review_id, claim_id, release_id
+from events.transaction_events import CommandRefused
 from services.config import Settings
-from services.intake import auth
+from services.decider import ownership as rules
+from services.governance.gate import successor_refusal
+from services.intake import auth, owner_token, policy
 from services.intake.errors import ApiError, parsed, unknown_transaction
 from services.intake.openapi import TxId, errors, json_body, ok
 from services.intake.produce import produce_command
@@ -31,8 +38,6 @@ from services.intake.submission import SESSION_PATTERN
 
 router = APIRouter()
 M = TypeVar("M", bound=BaseModel)
-
-FINISHED = {TxStatus.COMMITTED.value, TxStatus.FAILED.value, TxStatus.COMPENSATED.value}
 
 
 class SessionRequest(BaseModel):
@@ -42,6 +47,10 @@ class SessionRequest(BaseModel):
 
     agent_id: Annotated[str, Field(min_length=1, max_length=128)]
     session_id: Annotated[str, Field(pattern=SESSION_PATTERN)]
+    # The session's owner token (services.intake.owner_token): required by /release and
+    # /review, and by /claim when it renews the owner's own lease; a take-over's claim
+    # needs none and gets one.
+    owner_token: Annotated[str | None, Field(min_length=1, max_length=128)] = None
 
 
 class ClaimAnswer(BaseModel):
@@ -50,6 +59,9 @@ class ClaimAnswer(BaseModel):
     agent_id: str
     session_id: str
     previous_session_id: str | None = None
+    owner_token: str | None = Field(
+        default=None, description="the claimant's owner token (the claim's answer only)"
+    )
 
 
 @dataclass(frozen=True)
@@ -81,62 +93,96 @@ async def current_owner(conn: asyncpg.Connection, tenant: str, tx_id: str) -> Ow
     )
 
 
-def is_fenced(owner: Owner | None, agent_id: str | None, session_id: str | None) -> bool:
-    """The decider's rule (services.decider.ownership.fence), as far as the projection
-    shows: a command naming a session that does not own the transaction."""
-    if session_id is None or owner is None or owner.session_id is None:
-        return False
-    return (agent_id, session_id) != (owner.agent_id, owner.session_id)
+def fenced_error(refusal: CommandRefused) -> ApiError:
+    return ApiError(409, "fenced", f"{refusal.rule}; the command was refused and recorded")
 
 
-def fenced_error(owner: Owner) -> ApiError:
-    return ApiError(
-        409,
-        "fenced",
-        f"this session does not own the transaction: session {owner.session_id} of"
-        f" {owner.agent_id} does (it claimed it); the command was refused and recorded",
+def check_token(settings: Settings, tenant: str, tx_id: str, who: SessionRequest) -> None:
+    owner_token.check(
+        settings.owner_token_secret, tenant, tx_id, who.agent_id, who.session_id, who.owner_token
+    )
+
+
+@dataclass(frozen=True)
+class Known:
+    """An accepted transaction as the claim's judge needs it."""
+
+    status: TxStatus
+    owner: rules.Owner | None
+    operations: tuple[OperationSpec, ...]
+
+
+async def known_transaction(
+    conn: asyncpg.Connection, tenant: str, tx_id: str, lease_s: int
+) -> Known | None:
+    """The transaction from its intents row and what the projection shows of it, or None
+    when it was never accepted. Read your writes (issue 18, item 16): right after the
+    submission's 202 the projection may show nothing yet, and the transaction is then
+    `accepted`, owned by its submitting session for a lease from the submission's produce."""
+    intent = await conn.fetchrow(
+        "SELECT agent_id, session_id, operations, attempted_at FROM intents"
+        " WHERE tenant = $1 AND tx_id = $2 AND produced",
+        tenant,
+        tx_id,
+    )
+    if intent is None:
+        return None
+    status = await conn.fetchval(
+        "SELECT status FROM transactions WHERE tenant = $1 AND tx_id = $2", tenant, tx_id
+    )
+    projected = await current_owner(conn, tenant, tx_id)
+    owner: rules.Owner | None = None
+    if projected is not None:
+        if projected.session_id is not None and projected.lease_expires_at is not None:
+            owner = rules.Owner(
+                agent_id=projected.agent_id,
+                session_id=projected.session_id,
+                lease_expires_at=projected.lease_expires_at,
+                released=projected.released,
+            )
+    elif intent["session_id"] is not None:
+        owner = rules.Owner(
+            agent_id=intent["agent_id"],
+            session_id=intent["session_id"],
+            lease_expires_at=intent["attempted_at"] + timedelta(seconds=lease_s),
+        )
+    return Known(
+        status=TxStatus(status) if status is not None else TxStatus.ACCEPTED,
+        owner=owner,
+        operations=tuple(
+            OperationSpec.model_validate(op) for op in json.loads(intent["operations"])
+        ),
     )
 
 
 @router.post(
     "/v1/transactions/{tx_id}/claim",
-    responses={**ok(ClaimAnswer), **errors(401, 404, 409, 413, 422, 503)},
+    responses={**ok(ClaimAnswer), **errors(401, 403, 404, 409, 413, 422, 503)},
     openapi_extra=json_body(SessionRequest),
 )
 async def claim(tx_id: TxId, request: Request, tenant: str = Depends(auth.tenant)) -> JSONResponse:
     """Take over a transaction whose owner's lease lapsed or was handed off; the owner's
-    own claim renews its lease. `409 lease_held` while another session's lease holds."""
+    own claim renews its lease. `409 lease_held` while another session's lease holds;
+    `403 not_granted` when the claiming agent is not granted every operation of the
+    transaction (the successor is the one governed from then on)."""
     settings: Settings = request.app.state.settings
     who = parsed(await request.body(), SessionRequest)
     async with request.app.state.pool.acquire() as conn:
-        status = await conn.fetchval(
-            "SELECT status FROM transactions WHERE tenant = $1 AND tx_id = $2", tenant, tx_id
-        )
-        owner = await current_owner(conn, tenant, tx_id)
-    if status is None:
+        known = await known_transaction(conn, tenant, tx_id, settings.owner_lease_s)
+        document = await policy.in_force(conn, tenant)
+    if known is None:
         raise unknown_transaction(tx_id)
-    if status in FINISHED:
-        raise ApiError(
-            409, "transaction_finished", f"transaction {tx_id!r} is {status}: nothing to take over"
-        )
-    now = datetime.now(UTC)
-    mine = owner is not None and (owner.agent_id, owner.session_id) == (
+    refusal = successor_refusal(document, who.agent_id, known.operations)
+    if refusal is not None:
+        raise policy.GateRefused(refusal)
+    if known.owner is not None and (known.owner.agent_id, known.owner.session_id) == (
         who.agent_id,
         who.session_id,
-    )
-    if (
-        owner is not None
-        and not mine
-        and not owner.released
-        and owner.lease_expires_at is not None
-        and now < owner.lease_expires_at
     ):
-        raise ApiError(
-            409,
-            "lease_held",
-            f"session {owner.session_id} of {owner.agent_id} holds the lease until"
-            f" {owner.lease_expires_at.isoformat()}; claim once it lapses or is handed off",
-        )
+        # A renewal: the owner's name is readable by every agent key, so only its token
+        # may renew (and keep) the lease.
+        check_token(settings, tenant, tx_id, who)
+    now = datetime.now(UTC)
     command = ClaimTransaction(
         message_id=claim_id(tenant, tx_id, who.session_id, now.isoformat()),
         tenant=tenant,
@@ -146,6 +192,11 @@ async def claim(tx_id: TxId, request: Request, tenant: str = Depends(auth.tenant
         lease_s=settings.owner_lease_s,
         issued_at=now,
     )
+    # The decider's own rule, on what the intake can see (it may lag the log by a moment:
+    # a claim let through here may still be refused on the log, and recorded there).
+    for verdict in rules.claim(known.owner, known.status, command):
+        if isinstance(verdict, CommandRefused):
+            raise ApiError(409, verdict.reason, verdict.rule)
     await produce_command(request.app.state, command, "the claim")
     return JSONResponse(
         {
@@ -153,7 +204,10 @@ async def claim(tx_id: TxId, request: Request, tenant: str = Depends(auth.tenant
             "status": "claim_requested",
             "agent_id": who.agent_id,
             "session_id": who.session_id,
-            "previous_session_id": owner.session_id if owner else None,
+            "previous_session_id": known.owner.session_id if known.owner else None,
+            "owner_token": owner_token.owner_token(
+                settings.owner_token_secret, tenant, tx_id, who.agent_id, who.session_id
+            ),
         }
     )
 
@@ -161,18 +215,20 @@ async def claim(tx_id: TxId, request: Request, tenant: str = Depends(auth.tenant
 @router.post(
     "/v1/transactions/{tx_id}/release",
     status_code=202,
-    responses={**ok(ClaimAnswer, 202), **errors(401, 404, 409, 413, 422, 503)},
+    responses={**ok(ClaimAnswer, 202), **errors(401, 403, 404, 409, 413, 422, 503)},
     openapi_extra=json_body(SessionRequest),
 )
 async def release(
     tx_id: TxId, request: Request, tenant: str = Depends(auth.tenant)
 ) -> JSONResponse:
     """The owner hands the transaction off: a successor may claim it at once."""
+    settings: Settings = request.app.state.settings
     who = parsed(await request.body(), SessionRequest)
     async with request.app.state.pool.acquire() as conn:
-        owner = await current_owner(conn, tenant, tx_id)
-    if owner is None:
+        known = await known_transaction(conn, tenant, tx_id, settings.owner_lease_s)
+    if known is None:
         raise unknown_transaction(tx_id)
+    check_token(settings, tenant, tx_id, who)
     command = ReleaseTransaction(
         message_id=release_id(tenant, tx_id, who.session_id),
         tenant=tenant,
@@ -181,9 +237,10 @@ async def release(
         session_id=who.session_id,
         issued_at=datetime.now(UTC),
     )
+    fenced = rules.fence(known.owner, command.type, who.agent_id, who.session_id, by_agent=True)
     await produce_command(request.app.state, command, "the release")
-    if is_fenced(owner, who.agent_id, who.session_id):
-        raise fenced_error(owner)
+    if fenced is not None:
+        raise fenced_error(fenced)
     return JSONResponse(
         {
             "tx_id": tx_id,
@@ -205,7 +262,7 @@ class ReviewAsked(SessionRequest):
 @router.post(
     "/v1/transactions/{tx_id}/review",
     status_code=202,
-    responses={**ok(ClaimAnswer, 202), **errors(401, 404, 409, 413, 422, 503)},
+    responses={**ok(ClaimAnswer, 202), **errors(401, 403, 404, 409, 413, 422, 503)},
     openapi_extra=json_body(ReviewAsked),
 )
 async def ask_review(
@@ -214,9 +271,10 @@ async def ask_review(
     """The owner asks for manual review of an operation that is `dispatched` or
     `unknown` (what a successor does rather than guess). `409 operation_not_in_flight`
     otherwise; `409 fenced` from a session that does not own the transaction."""
+    settings: Settings = request.app.state.settings
     who = parsed(await request.body(), ReviewAsked)
     async with request.app.state.pool.acquire() as conn:
-        owner = await current_owner(conn, tenant, tx_id)
+        known = await known_transaction(conn, tenant, tx_id, settings.owner_lease_s)
         row = await conn.fetchrow(
             "SELECT op_key, state, attempts FROM operations"
             " WHERE tenant = $1 AND tx_id = $2 AND action = $3",
@@ -224,10 +282,11 @@ async def ask_review(
             tx_id,
             who.action,
         )
-    if owner is None or row is None:
+    if known is None or row is None:
         raise unknown_transaction(tx_id)
-    fenced = is_fenced(owner, who.agent_id, who.session_id)
-    if not fenced and row["state"] not in ("dispatched", "unknown"):
+    check_token(settings, tenant, tx_id, who)
+    fenced = rules.fence(known.owner, "RequestReview", who.agent_id, who.session_id, by_agent=True)
+    if fenced is None and row["state"] not in ("dispatched", "unknown"):
         raise ApiError(
             409,
             "operation_not_in_flight",
@@ -246,8 +305,8 @@ async def ask_review(
         session_id=who.session_id,
     )
     await produce_command(request.app.state, command, "the review request")
-    if fenced:
-        raise fenced_error(owner)
+    if fenced is not None:
+        raise fenced_error(fenced)
     return JSONResponse(
         {
             "tx_id": tx_id,

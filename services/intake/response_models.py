@@ -16,10 +16,21 @@ class OperationKey(BaseModel):
     op_key: str
 
 
+class OwnerSession(BaseModel):
+    agent_id: str
+    session_id: str
+    owner_token: str = Field(
+        description="proves this session owns the transaction: send it with the session's"
+        " abort, release, review and renewing claim; returned only to the submitter"
+        " and to a claimant"
+    )
+
+
 class SubmissionAccepted(BaseModel):
     tx_id: str
     status: str
     operations: list[OperationKey]
+    owner: OwnerSession
 
 
 class IntentRefused(BaseModel):

@@ -15,7 +15,7 @@ import asyncpg
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 
-from services.intake import auth, queries
+from services.intake import auth, owner_token, queries
 from services.intake.accept import accept_submission
 from services.intake.errors import unknown_transaction
 from services.intake.example import example_transaction
@@ -38,6 +38,16 @@ async def submit(request: Request, tenant: str = Depends(auth.tenant)) -> JSONRe
     # The body is read here rather than by FastAPI so that authentication is checked
     # before anything about the body is revealed, malformed JSON included.
     answer = await accept_submission(request.app.state, tenant, await request.body())
+    # Only the submitter's answer carries the token: it is what the session's later
+    # commands prove ownership with (issue 18, item 5).
+    owner = answer["owner"]
+    owner["owner_token"] = owner_token.owner_token(
+        request.app.state.settings.owner_token_secret,
+        tenant,
+        answer["tx_id"],
+        owner["agent_id"],
+        owner["session_id"],
+    )
     return JSONResponse(answer, status_code=202)
 
 

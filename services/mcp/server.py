@@ -9,7 +9,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 from pydantic import Field
-from recon_sdk import AsyncRecon, NotFound, ReconError
+from recon_sdk import AsyncRecon, NotFound, Owner, ReconError
 
 from events.definition import TX_ID_PATTERN
 from services.intake.abort import AbortRequest
@@ -38,6 +38,10 @@ def build_server(settings: McpSettings) -> MCPServer[Any]:
         ),
     )
 
+    # The sessions this server's submissions own, by tx_id: its aborts name and prove
+    # them (recon refuses an agent's abort without its session's owner token).
+    owners: dict[str, Owner] = {}
+
     async def call(use: Callable[[AsyncRecon], Awaitable[T]]) -> T:
         async with AsyncRecon(settings.intake_url, api_key=settings.api_key) as recon:
             try:
@@ -60,6 +64,8 @@ def build_server(settings: McpSettings) -> MCPServer[Any]:
         Answers the operation keys; read it with get_transaction."""
         body = transaction.model_dump(mode="json", exclude_defaults=True)
         accepted = await call(lambda recon: recon.submit(body))
+        if accepted.owner is not None:
+            owners[accepted.tx_id] = accepted.owner
         return accepted.model_dump(mode="json")
 
     @server.tool(annotations=READ_ONLY)
@@ -90,11 +96,19 @@ def build_server(settings: McpSettings) -> MCPServer[Any]:
         )
     )
     async def abort_transaction(
-        tx_id: TxId, reason: Reason = "aborted by request", actor: Actor = "agent"
+        tx_id: TxId,
+        reason: Reason = "aborted by request",
+        actor: Actor = "agent",
+        owner: Owner | None = None,
     ) -> dict[str, Any]:
         """Abort before commit: no further step is dispatched and confirmed steps are
-        undone. After commit the answer is `already_committed`."""
-        requested = await call(lambda recon: recon.abort(tx_id, reason=reason, actor=actor))
+        undone. After commit the answer is `already_committed`. `owner`: the `owner` of
+        the submission's answer; by default the one this server's submission returned.
+        After another session claimed the transaction the answer is `fenced`."""
+        chosen = owner or owners.get(tx_id)
+        requested = await call(
+            lambda recon: recon.abort(tx_id, reason=reason, actor=actor, owner=chosen)
+        )
         return requested.model_dump(mode="json")
 
     @server.tool(annotations=READ_ONLY)

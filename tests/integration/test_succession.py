@@ -142,7 +142,12 @@ async def test_a_successor_inherits_the_recorded_refund_and_a_stale_precondition
     # Nor may A ask a person to review it any more.
     asked = await recon.http.post(
         f"{url}/v1/transactions/refund-42/review",
-        json={"agent_id": "agent-A", "session_id": "s-A", "action": "partial_refund"},
+        json={
+            "agent_id": "agent-A",
+            "session_id": "s-A",
+            "owner_token": recon.owners["refund-42"]["owner_token"],
+            "action": "partial_refund",
+        },
         headers=headers,
     )
     assert asked.status_code == 409 and asked.json()["error"] == "fenced", asked.text

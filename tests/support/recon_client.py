@@ -24,6 +24,9 @@ class Recon:
         self.intake_url = intake_url
         self.sandbox_url = sandbox_url
         self.headers = {"Authorization": f"Bearer {api_key}"}
+        # The owning sessions the submissions returned (with their owner tokens), by tx_id:
+        # an agent's abort must name and prove its session, as the SDK's does.
+        self.owners: dict[str, dict[str, str]] = {}
 
     async def close(self) -> None:
         await self.http.aclose()
@@ -46,6 +49,8 @@ class Recon:
             if response.status_code == 503 and retry_unavailable:
                 await asyncio.sleep(0.5)
                 continue
+            if response.status_code in (200, 202) and "owner" in response.json():
+                self.owners[response.json()["tx_id"]] = response.json()["owner"]
             return response
 
     async def get(self, tx_id: str) -> httpx.Response:
@@ -54,6 +59,14 @@ class Recon:
         )
 
     async def abort(self, tx_id: str, body: dict[str, Any] | None = None) -> httpx.Response:
+        """As the submitting session (or the session `body` names, with its token when this
+        client submitted as it), like the SDK."""
+        owner = self.owners.get(tx_id)
+        if (
+            owner is not None
+            and (body or {}).get("session_id", owner["session_id"]) == (owner["session_id"])
+        ):
+            body = {**owner, **(body or {})}
         return await self.http.post(
             f"{self.intake_url}/v1/transactions/{tx_id}/abort",
             headers=self.headers,

@@ -15,7 +15,12 @@ from events.inputs import (
     Outcome,
     ReleaseTransaction,
 )
-from events.transaction_events import CommandRefused, Event, TransactionClaimed
+from events.transaction_events import (
+    CommandRefused,
+    Event,
+    OperationDispatched,
+    TransactionClaimed,
+)
 from services.decider.transaction import TransactionState, decide, handle, initial_state
 
 LEASE_S = 60
@@ -136,10 +141,42 @@ def test_a_finished_transaction_cannot_be_claimed() -> None:
     assert isinstance(refused, CommandRefused) and refused.reason == "transaction_finished"
 
 
-def test_a_command_without_a_session_is_never_fenced() -> None:
-    # An operator's abort (and a client's from before sessions) names no session.
+def test_an_agents_command_without_a_session_is_refused_and_a_persons_is_not() -> None:
+    # Issue 18, item 5 (this test asserted the hole before: every session-less command
+    # went through, so a predecessor's SDK abort after a claim was obeyed).
     state = given(submitted(), claim("agent-2", "s-B", LEASE_S))
-    assert types(decide(state, abort(1)))[0] == "TransactionAbortRequested"
+    [refused] = decide(state, abort(1))
+    assert isinstance(refused, CommandRefused) and refused.reason == "session_required"
+    assert "s-B" in refused.rule
+    by_operator = abort(2).model_copy(update={"operator": "ops@example.com"})
+    assert types(decide(state, by_operator))[0] == "TransactionAbortRequested"
+    # recon's own review request (a reconciler's) names no agent and is not fenced.
+    unknown = given(
+        submitted(), observed("refund", 1, Outcome.UNKNOWN), claim("agent-2", "s-B", 61)
+    )
+    assert types(decide(unknown, request_review("refund", 1)))[0] == "OperationNeedsReview"
+
+
+def test_after_a_claim_every_dispatch_is_charged_to_the_successor() -> None:
+    # Issue 18, item 8: the gate governs the agent the dispatch names.
+    first = [
+        e
+        for e in decide(initial_state("demo", "tx-1"), submitted())
+        if e.type == ("OperationDispatched")
+    ]
+    assert [e.agent_id for e in first] == [None]  # the submitter: the intents row
+    state = given(
+        submitted(),
+        observed("refund", 1, Outcome.UNKNOWN),
+        request_review("refund", 1),
+        claim("agent-2", "s-B", LEASE_S),
+    )
+    retried = [
+        e
+        for e in decide(state, resolve("refund", 1, Resolution.RETRY, n=LEASE_S + 1))
+        if isinstance(e, OperationDispatched)
+    ]
+    assert [(e.attempt, e.agent_id) for e in retried] == [(2, "agent-2")]
 
 
 def test_the_attempt_gate_refuses_a_review_retry_a_check_refuses() -> None:

@@ -7,8 +7,10 @@ from dataclasses import dataclass, field
 
 from hypothesis import given
 from hypothesis import strategies as st
+from support.txbuilders import spec
 
 from events.catalog import CATALOG, SideEffect
+from events.definition import OperationKind
 from events.policy import AgentPolicy, PolicyDocument, Quota, open_policy
 from events.undo import declared_undo
 from services.governance.gate import (
@@ -21,6 +23,7 @@ from services.governance.gate import (
     reserve,
     side_effect_of,
     submission_refusal,
+    successor_refusal,
 )
 
 OPERATIONS = sorted(CATALOG)
@@ -116,6 +119,30 @@ def test_a_submission_passes_only_when_everything_it_names_is_granted(
     else:
         assert not granted_in_document(policy, agent_id, refusal.operation)
         assert refusal.rule in (f"agents.{agent_id}.grants", "default.grants")
+
+
+def test_a_claimant_must_be_granted_what_the_transaction_still_may_call() -> None:
+    # Issue 18, item 8: given a transaction with a charge (refunded if undone) and a
+    # receipt, when agents claim it, then only one granted the charge and the email may.
+    operations = (
+        spec("charge"),
+        spec("receipt", OperationKind.ON_COMMIT, "email.send"),
+    )
+    policy = PolicyDocument(
+        version=2,
+        agents={
+            "agent-1": AgentPolicy(grants=("payments.charge", "email.send")),
+            "agent-2": AgentPolicy(grants=("payments.charge",)),
+        },
+    )
+    assert successor_refusal(policy, "agent-1", operations) is None
+    refused = successor_refusal(policy, "agent-2", operations)
+    assert refused is not None and (refused.error, refused.operation) == (
+        "not_granted",
+        "email.send",
+    )
+    stranger = successor_refusal(policy, "agent-9", operations)
+    assert stranger is not None and stranger.operation == "payments.charge"
 
 
 def test_without_a_document_everything_in_the_catalog_is_granted() -> None:

@@ -134,12 +134,14 @@ class Workload:
         fault = KIND_FAULTS.get(item.kind)
         if fault is not None:
             await _post(client, f"{self.sandbox_url}/v1/faults", fault, {}, 10)
+        owner: dict[str, Any] = {}
         status = await _post(
             client,
             f"{self.intake_url}/v1/transactions",
             item.body,
             self.headers,
             self.answer_within_s,
+            answer=owner,
         )
         answered = status is not None and 200 <= status < 300
         if status is not None and not answered:
@@ -150,7 +152,9 @@ class Workload:
             await _post(
                 client,
                 f"{self.intake_url}/v1/transactions/{item.tx_id}/abort",
-                {"reason": "chaos", "actor": "chaos"},
+                # As the submitting session, with its owner token (an agent's abort
+                # must name and prove it).
+                {"reason": "chaos", "actor": "chaos", **owner.get("owner", {})},
                 self.headers,
                 self.answer_within_s,
             )
@@ -162,6 +166,7 @@ async def _post(
     body: dict[str, Any],
     headers: dict[str, str],
     within_s: float,
+    answer: dict[str, Any] | None = None,
 ) -> int | None:
     """POST until an answer that is not a 5xx, or None when none came in time. Resending is
     safe: submissions are idempotent per tx_id and aborts per transaction."""
@@ -172,6 +177,8 @@ async def _post(
             response = await client.post(url, json=body, headers=headers)
             last = response.status_code
             if last < 500:
+                if answer is not None and last < 300:
+                    answer.update(response.json())  # the caller wants the body too
                 return last
         except httpx.HTTPError:
             pass
