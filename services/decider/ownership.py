@@ -8,9 +8,11 @@ transaction off, another session of the tenant may claim it (`TransactionClaimed
 owner's own claim renews its lease. From a claim on, every earlier session is fenced: a
 command it sends is refused and recorded (`CommandRefused`, reason `fenced`), and nothing
 else happens. An agent's command that names no session is refused too (`session_required`,
-issue 18 item 5): every submission has an owner, so a session-less command would walk
-around the fence. Only a person (an operator's abort) or recon itself (a reconciler's
-review request) may act without naming the owning session.
+issue 18 item 5) once a named session owns the transaction: a session-less command would
+walk around the fence. A submission that named no session is owned by its agent's default
+session, and its session-less commands are that owner's (CONTRACT v1's plain abort). Only
+a person (an operator's abort) or recon itself (a reconciler's review request) may act
+without naming the owning session otherwise.
 
 What a successor may do is what the API offers it: continue (recon does that by itself),
 abort, or ask for review. It can never change what was accepted: a submission with another
@@ -22,6 +24,7 @@ from datetime import datetime, timedelta
 
 from events.definition import TxStatus
 from events.inputs import ClaimTransaction, ReleaseTransaction, SubmitTransaction
+from events.keys import default_session
 from events.model import Message
 from events.rules import IMMUTABLE_RULE
 from events.transaction_events import (
@@ -137,7 +140,11 @@ def fence(
     if owner is None:
         return None
     if session_id is None:
-        if not by_agent:
+        # A client from before sessions (CONTRACT v1's plain abort) owns what it submits
+        # under its default session and never proves one: while that session owns the
+        # transaction nobody is fenced, so there is no fence to walk around. Once a
+        # session of its own owns it (a named submission, a claim), an agent must name it.
+        if not by_agent or owner.session_id == default_session(owner.agent_id):
             return None
         return CommandRefused(
             command=command,

@@ -73,14 +73,14 @@ async def abort(
             f"transaction {tx_id!r} is committed; an abort is only possible before commit. "
             "Undo its effects with a new transaction (a refund, a release) instead",
         )
-    if owner is not None and not who.is_operator:
-        # Nothing is produced for a refused request: the decider would refuse it too.
-        if body.session_id is None or body.agent_id is None:
+    by_agent = not who.is_operator
+    if owner is not None and by_agent and body.session_id is not None:
+        if body.agent_id is None:
             raise ApiError(
                 403,
                 "session_required",
-                f"an agent's abort must name its agent_id, session_id and owner_token: the"
-                f" transaction is owned by session {owner.session_id} of {owner.agent_id}",
+                "an agent's abort that names a session_id must name its agent_id and"
+                " owner_token too",
             )
         owner_token.check(
             settings.owner_token_secret,
@@ -105,9 +105,14 @@ async def abort(
         session_id=body.session_id,
         operator=who.operator,
     )
-    fenced = rules.fence(
-        owner, command.type, body.agent_id, body.session_id, by_agent=not who.is_operator
-    )
+    fenced = rules.fence(owner, command.type, body.agent_id, body.session_id, by_agent=by_agent)
+    if fenced is not None and fenced.reason == "session_required":
+        # Nothing is produced for a refused request: the decider would refuse it too.
+        raise ApiError(
+            403,
+            "session_required",
+            f"{fenced.rule}: name agent_id, session_id and owner_token in the abort's body",
+        )
     await produce_command(request.app.state, command, "the abort")
     if fenced is not None:
         # Produced all the same: the decider records the refusal on the chain.

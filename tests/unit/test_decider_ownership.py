@@ -15,6 +15,7 @@ from events.inputs import (
     Outcome,
     ReleaseTransaction,
 )
+from events.keys import default_session
 from events.transaction_events import (
     CommandRefused,
     Event,
@@ -155,6 +156,18 @@ def test_an_agents_command_without_a_session_is_refused_and_a_persons_is_not() -
         submitted(), observed("refund", 1, Outcome.UNKNOWN), claim("agent-2", "s-B", 61)
     )
     assert types(decide(unknown, request_review("refund", 1)))[0] == "OperationNeedsReview"
+
+
+def test_a_client_without_sessions_aborts_what_its_default_session_owns_until_a_claim() -> None:
+    # CONTRACT v1's plain abort (no body) keeps working for a submission that named no
+    # session; once a successor's named session owns the transaction it is refused.
+    plain = submit(["refund"]).model_copy(
+        update={"session_id": default_session("agent-1"), "lease_s": LEASE_S}
+    )
+    assert types(decide(given(plain), abort(1)))[0] == "TransactionAbortRequested"
+    claimed = given(plain, claim("agent-2", "s-B", LEASE_S))
+    [refused] = decide(claimed, abort(2))
+    assert isinstance(refused, CommandRefused) and refused.reason == "session_required"
 
 
 def test_after_a_claim_every_dispatch_is_charged_to_the_successor() -> None:
