@@ -157,6 +157,9 @@ ALTER TABLE intents ADD COLUMN IF NOT EXISTS attempted_at timestamptz NOT NULL D
 -- The tenant's policy version the intake checked the submission under: a dispatcher whose
 -- cached policy is older re-reads it before deciding (services.dispatcher.gatekeeper).
 ALTER TABLE intents ADD COLUMN IF NOT EXISTS policy_version integer NOT NULL DEFAULT 0;
+-- The principal that submitted the intent (services.intake.auth.Principal.name); NULL for
+-- the Kafka door and for intents from before it was recorded.
+ALTER TABLE intents ADD COLUMN IF NOT EXISTS submitted_by text;
 -- The same for a review's resolution claim (`produced` above): a different resolution may
 -- take over an unacknowledged claim once its last attempt is older than the horizon.
 ALTER TABLE review_resolutions

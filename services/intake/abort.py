@@ -48,10 +48,14 @@ class AbortRequest(BaseModel):
     # Optional: an empty body is the default reason and actor.
     openapi_extra=json_body(AbortRequest, required=False),
 )
-async def abort(tx_id: TxId, request: Request, tenant: str = Depends(auth.tenant)) -> JSONResponse:
+async def abort(
+    tx_id: TxId, request: Request, key: Annotated[auth.Principal, Depends(auth.principal)]
+) -> JSONResponse:
     # Parsed here, after authentication, so nothing about the body is revealed to a
     # caller without a key (the same order as submissions).
+    tenant = key.tenant
     body = _parse(await request.body())
+    key.speak_for(body.agent_id)
     async with request.app.state.pool.acquire() as conn:
         found = await queries.transaction(conn, tenant, tx_id)
         owner = await ownership.current_owner(conn, tenant, tx_id) if body.session_id else None

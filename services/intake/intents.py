@@ -47,6 +47,9 @@ class Intent:
     operations: tuple[OperationSpec, ...]
     # The version of the tenant's policy the submission was checked under (0: none).
     policy_version: int = 0
+    # The principal that submitted it (services.intake.auth.Principal.name); None: the
+    # Kafka door, whose producer the broker authenticates.
+    submitted_by: str | None = None
 
     def operations_json(self) -> str:
         return json.dumps([spec.model_dump(mode="json") for spec in self.operations])
@@ -57,8 +60,9 @@ async def claim(conn: asyncpg.Connection, intent: Intent, horizon_s: float) -> N
     async with conn.transaction():
         inserted = await conn.fetchval(
             "INSERT INTO intents"
-            " (tenant, tx_id, fingerprint, agent_id, operations, produced, policy_version)"
-            " VALUES ($1, $2, $3, $4, $5::jsonb, false, $6)"
+            " (tenant, tx_id, fingerprint, agent_id, operations, produced, policy_version,"
+            " submitted_by)"
+            " VALUES ($1, $2, $3, $4, $5::jsonb, false, $6, $7)"
             " ON CONFLICT (tenant, tx_id) DO NOTHING RETURNING 1",
             intent.tenant,
             intent.tx_id,
@@ -66,6 +70,7 @@ async def claim(conn: asyncpg.Connection, intent: Intent, horizon_s: float) -> N
             intent.agent_id,
             intent.operations_json(),
             intent.policy_version,
+            intent.submitted_by,
         )
         if inserted:
             await _write_keys(conn, intent)
@@ -95,7 +100,8 @@ async def claim(conn: asyncpg.Connection, intent: Intent, horizon_s: float) -> N
             raise _pending(intent.tx_id, horizon_s - row["age_s"])
         await conn.execute(
             "UPDATE intents SET fingerprint = $3, agent_id = $4, operations = $5::jsonb,"
-            " created_at = now(), attempted_at = now(), policy_version = $6"
+            " created_at = now(), attempted_at = now(), policy_version = $6,"
+            " submitted_by = $7"
             " WHERE tenant = $1 AND tx_id = $2",
             intent.tenant,
             intent.tx_id,
@@ -103,6 +109,7 @@ async def claim(conn: asyncpg.Connection, intent: Intent, horizon_s: float) -> N
             intent.agent_id,
             intent.operations_json(),
             intent.policy_version,
+            intent.submitted_by,
         )
         await conn.execute(
             "DELETE FROM intent_keys WHERE tenant = $1 AND tx_id = $2",

@@ -103,11 +103,15 @@ def fenced_error(owner: Owner) -> ApiError:
     responses={**ok(ClaimAnswer), **errors(401, 404, 409, 413, 422, 503)},
     openapi_extra=json_body(SessionRequest),
 )
-async def claim(tx_id: TxId, request: Request, tenant: str = Depends(auth.tenant)) -> JSONResponse:
+async def claim(
+    tx_id: TxId, request: Request, key: Annotated[auth.Principal, Depends(auth.principal)]
+) -> JSONResponse:
     """Take over a transaction whose owner's lease lapsed or was handed off; the owner's
     own claim renews its lease. `409 lease_held` while another session's lease holds."""
     settings: Settings = request.app.state.settings
+    tenant = key.tenant
     who = parsed(await request.body(), SessionRequest)
+    key.speak_for(who.agent_id)
     async with request.app.state.pool.acquire() as conn:
         status = await conn.fetchval(
             "SELECT status FROM transactions WHERE tenant = $1 AND tx_id = $2", tenant, tx_id

@@ -38,6 +38,10 @@ def build_server(settings: McpSettings) -> MCPServer[Any]:
         ),
     )
 
+    def _as_configured_agent(body: dict[str, Any]) -> dict[str, Any]:
+        # The model does not choose who it is: the deployment does.
+        return body if settings.agent_id is None else {**body, "agent_id": settings.agent_id}
+
     async def call(use: Callable[[AsyncRecon], Awaitable[T]]) -> T:
         async with AsyncRecon(settings.intake_url, api_key=settings.api_key) as recon:
             try:
@@ -58,7 +62,7 @@ def build_server(settings: McpSettings) -> MCPServer[Any]:
         """Submit a transaction: `steps` run in order (each with a `compensation` that
         undoes it if a later step fails), `on_commit` notifications run after commit.
         Answers the operation keys; read it with get_transaction."""
-        body = transaction.model_dump(mode="json", exclude_defaults=True)
+        body = _as_configured_agent(transaction.model_dump(mode="json", exclude_defaults=True))
         accepted = await call(lambda recon: recon.submit(body))
         return accepted.model_dump(mode="json")
 
@@ -73,7 +77,7 @@ def build_server(settings: McpSettings) -> MCPServer[Any]:
     async def preview(transaction: SubmissionRequest) -> dict[str, Any]:
         """What the transaction would do, computed by the providers, without doing it
         (each step's effects, reversibility and whether it needs approval)."""
-        body = transaction.model_dump(mode="json", exclude_defaults=True)
+        body = _as_configured_agent(transaction.model_dump(mode="json", exclude_defaults=True))
         async with AsyncRecon(settings.intake_url, api_key=settings.api_key) as recon:
             try:
                 return await recon.preview(body)

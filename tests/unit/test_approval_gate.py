@@ -136,3 +136,14 @@ def _in_review_inputs() -> list[DeciderInput]:
         observed("promote", 1, Outcome.UNKNOWN),
         request_review("promote", 1),
     ]
+
+
+def test_refusing_a_step_approved_ahead_revokes_its_unspent_approval() -> None:
+    # Approved while the reserve is still in flight: the promote is pending, its approval
+    # live. Refusing it now fails the transaction: the approval is never dispatched on.
+    events = decide(given(gated_submit(), approve(1)), reject(2))
+    assert types(events) == ["OperationRejected", "TransactionFailed"]
+    revoked = given(gated_submit(), approve(1), reject(2))
+    assert revoked.operation("promote").status is OpStatus.FAILED  # type: ignore[union-attr]
+    after = decide(revoked, observed("reserve", 1, Outcome.SUCCEEDED))
+    assert [e.action for e in after if e.type == "OperationDispatched"] != ["promote"]
