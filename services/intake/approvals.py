@@ -181,6 +181,12 @@ async def approve(
     )
 
 
+def stale_rejection_id(tenant: str, tx_id: str, action: str, approver: str, now: datetime) -> str:
+    """One per request: the decider drops a repeated message_id, and a stale answer may
+    come again (an earlier one reached a step not yet waiting, and was ignored)."""
+    return "stale-" + fingerprint([tenant, tx_id, action, approver, now.isoformat()])[:32]
+
+
 async def _still_true(
     request: Request,
     settings: Settings,
@@ -203,10 +209,7 @@ async def _still_true(
         if refused.code == "stale_revision":
             # Definitive: the step ends `failed`, reason stale_revision; the agent re-plans.
             stale = RejectOperation(
-                # One per request: the decider drops a repeated message_id, and a stale
-                # answer may come again (an earlier one reached a step not yet waiting).
-                message_id="stale-"
-                + fingerprint([tenant, body.tx_id, body.action, approver, now.isoformat()])[:32],
+                message_id=stale_rejection_id(tenant, body.tx_id, body.action, approver, now),
                 tenant=tenant,
                 tx_id=body.tx_id,
                 action=body.action,
