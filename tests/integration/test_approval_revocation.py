@@ -30,7 +30,7 @@ def reserve_then_wipe(tx_id: str, record: str) -> dict[str, Any]:
                 "action": "wipe",
                 "provider": "sandbox",
                 "operation": "records.delete",
-                "payload": {"resource": record},
+                "payload": {"resource": record, "expected_revision": 1},
             },
         ],
         "on_commit": [
@@ -48,7 +48,8 @@ async def test_refusing_a_step_approved_ahead_revokes_the_approval(
     stack: Stack, recon: Recon
 ) -> None:
     seeded = await recon.http.post(
-        f"{recon.sandbox_url}/v1/records", json={"resource": "rec-revoke", "data": {"n": 1}}
+        f"{recon.sandbox_url}/v1/records",
+        json={"resource": "rec-revoke", "data": {"n": 1}, "revision": 1},
     )
     assert seeded.status_code == 201, seeded.text
     # The reserve hangs, so the wipe stays `pending` while it is approved and refused.
