@@ -160,6 +160,9 @@ ALTER TABLE intents ADD COLUMN IF NOT EXISTS policy_version integer NOT NULL DEF
 -- The submitting session, the transaction's first owner: a claim answered before the
 -- projection shows the transaction is judged against it (services.intake.ownership).
 ALTER TABLE intents ADD COLUMN IF NOT EXISTS session_id text;
+-- The principal that submitted the intent (services.intake.auth.Principal.name); NULL for
+-- the Kafka door and for intents from before it was recorded.
+ALTER TABLE intents ADD COLUMN IF NOT EXISTS submitted_by text;
 -- The same for a review's resolution claim (`produced` above): a different resolution may
 -- take over an unacknowledged claim once its last attempt is older than the horizon.
 ALTER TABLE review_resolutions

@@ -200,6 +200,9 @@ class Settings:
     environment: str
     # API key -> tenant. The key names the tenant; request bodies never do.
     api_keys: dict[str, str] = field(default_factory=dict)
+    # API key -> the agents it may submit, abort and claim as (RECON_API_KEYS
+    # "key=tenant:a|b"); a key not listed here speaks for any agent of its tenant.
+    key_agents: dict[str, frozenset[str]] = field(default_factory=dict)
     # Operator key -> (tenant, person); authenticates as the tenant, and as an operator.
     operator_keys: dict[str, Operator] = field(
         default_factory=lambda: operator_keys(DEFAULTS["RECON_OPERATOR_KEYS"], {})
@@ -322,6 +325,26 @@ def _valid_tenant(name: str, tenant: str) -> str:
     return tenant
 
 
+def agent_keys(raw: str) -> tuple[dict[str, str], dict[str, frozenset[str]]]:
+    """RECON_API_KEYS: "key=tenant" or "key=tenant:agent-a|agent-b,...": key -> tenant, and
+    key -> the agents it speaks for, for the keys that name them (the others speak for
+    any agent of their tenant: the deployment chose so by naming none)."""
+    tenants: dict[str, str] = {}
+    agents: dict[str, frozenset[str]] = {}
+    for key, value in _pairs("RECON_API_KEYS", raw).items():
+        tenant, sep, named = value.partition(":")
+        tenants[key] = _valid_tenant("RECON_API_KEYS", tenant.strip())
+        if sep:
+            bound = frozenset(a.strip() for a in named.split("|") if a.strip())
+            if not bound or any(len(a) > 128 for a in bound):
+                raise ConfigError(
+                    f"RECON_API_KEYS: key of tenant {tenant!r}: after ':' name one or more "
+                    "agent ids (at most 128 characters each) separated by '|'"
+                )
+            agents[key] = bound
+    return tenants, agents
+
+
 def operator_keys(raw: str, api_keys: dict[str, str]) -> dict[str, Operator]:
     """RECON_OPERATOR_KEYS: "key=tenant:person,..."."""
     operators: dict[str, Operator] = {}
@@ -412,9 +435,7 @@ def _approval_required() -> frozenset[str]:
 
 
 def load_settings() -> Settings:
-    api_keys = _pairs("RECON_API_KEYS", _env("RECON_API_KEYS"))
-    for tenant in api_keys.values():
-        _valid_tenant("RECON_API_KEYS", tenant)
+    api_keys, key_agents = agent_keys(_env("RECON_API_KEYS"))
     webhook_secrets, webhook_schemes = webhook_settings(
         _env("RECON_WEBHOOK_SECRETS"),
         _env("RECON_WEBHOOK_SCHEMES"),
@@ -432,6 +453,7 @@ def load_settings() -> Settings:
         operator_keys=operators,
         admin_keys=admin_keys(_env("RECON_ADMIN_KEYS"), {*api_keys, *operators}),
         tenant_resources=tenant_resources(_env("RECON_TENANT_RESOURCES")),
+        key_agents=key_agents,
         providers=_pairs("RECON_PROVIDERS", _env("RECON_PROVIDERS")),
         intake_host=_env("RECON_INTAKE_HOST"),
         intake_port=int(port),

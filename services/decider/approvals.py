@@ -96,11 +96,17 @@ def _spent_on(state: TransactionState, action: str) -> bool:
 
 
 def reject(state: TransactionState, cmd: RejectOperation) -> list[Event]:
-    """The step never runs; the caller fails the transaction (compensating what ran)."""
+    """The step never runs; the caller fails the transaction (compensating what ran).
+
+    A gated step approved ahead (still `pending`, its approval live) may be refused too:
+    that is how an unspent approval is revoked."""
     op = state.operation(cmd.action)
     if (
         op is None
-        or op.forward.status is not LegStatus.AWAITING_APPROVAL
+        or op.spec.kind is not OperationKind.STEP
+        or not op.spec.approval_required
+        or op.forward.status not in NOT_STARTED
+        or (op.forward.status is LegStatus.PENDING and current(state, cmd.action) is None)
         or state.status not in OPEN
     ):
         return [CommandIgnored(command=cmd.type, reason="step_not_awaiting_approval")]

@@ -60,6 +60,7 @@ async def abort(
     settings: Settings = request.app.state.settings
     tenant = who.tenant
     body = _parse(await request.body())
+    who.speak_for(body.agent_id)
     async with request.app.state.pool.acquire() as conn:
         found = await queries.transaction(conn, tenant, tx_id)
         known = await ownership.known_transaction(conn, tenant, tx_id, settings.owner_lease_s)

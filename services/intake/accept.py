@@ -21,6 +21,7 @@ from events.policy import PolicyDocument
 from services import tracing
 from services.config import Settings
 from services.intake import intents, policy, resource_owners
+from services.intake.auth import Principal
 from services.intake.errors import ApiError, invalid_request
 from services.intake.produce import produce_command
 from services.intake.submission import (
@@ -70,11 +71,18 @@ async def plan(state: State, tenant: str, submission: SubmissionRequest) -> Plan
 
 
 async def accept_submission(
-    state: State, tenant: str, raw: bytes, *, keyed_tx_id: str | None = None
+    state: State,
+    tenant: str,
+    raw: bytes,
+    *,
+    keyed_tx_id: str | None = None,
+    who: Principal | None = None,
 ) -> dict[str, Any]:
     """Validate `raw`, claim its tx_id, produce its command and wait for Kafka's ack; the
     answer is the 202 body. `state` holds `settings`, `pool` and `producer`. `keyed_tx_id`:
-    the tx_id the Kafka record's key names, which the body must name too."""
+    the tx_id the Kafka record's key names, which the body must name too. `who`: the API
+    key's principal (HTTP); the body's `agent_id` must be one it speaks for, and it is
+    recorded as the submitter, whom separation of duties judges."""
     settings: Settings = state.settings
     try:
         submission = SubmissionRequest.model_validate_json(raw)
@@ -87,6 +95,8 @@ async def accept_submission(
             f"the record key names tx_id {keyed_tx_id!r} but the body {submission.tx_id!r}; "
             "key the record <tenant>/<tx_id> of its body",
         )
+    if who is not None:
+        who.speak_for(submission.agent_id)
     checked = await plan(state, tenant, submission)
     fingerprint, specs = checked.fingerprint, checked.specs
     # The policy gate: an ungranted operation is refused (403) with nothing recorded, not
@@ -101,6 +111,7 @@ async def accept_submission(
         specs,
         policy_version=checked.policy.version,
         session_id=submission.session_id or default_session(submission.agent_id),
+        submitted_by=who.name if who is not None else None,
     )
     async with state.pool.acquire() as conn:
         await intents.claim(conn, intent, settings.pending_horizon_s)

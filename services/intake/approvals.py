@@ -32,7 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from events.approval_inputs import ApproveOperation, RejectOperation
 from events.canonical import fingerprint
-from events.definition import TX_ID_PATTERN, OperationSpec
+from events.definition import TX_ID_PATTERN, OperationKind, OperationSpec
 from services.config import Settings
 from services.intake import auth
 from services.intake.errors import ApiError, invalid_request, parsed, unknown_transaction
@@ -105,11 +105,22 @@ async def approve(
     async with request.app.state.pool.acquire() as conn:
         intent, state = await _step_of(conn, tenant, body.tx_id, body.action)
         preview = await latest_preview(conn, tenant, intent["fingerprint"])
-    if approver == intent["agent_id"]:
+    # On principals: the approver must be neither the agent the transaction names nor
+    # the person whose operator key submitted it (as whichever agent).
+    if approver == intent["agent_id"] or intent["submitted_by"] == f"operator:{approver}":
         raise ApiError(
             403,
             "separation_of_duties",
             f"{approver!r} requested this transaction and may not approve it",
+        )
+    spec = _spec(intent, body.action)
+    if spec.kind is not OperationKind.STEP or not spec.approval_required:
+        # The decider's rule too (approval_not_required): only a gated step waits for one,
+        # and only gated steps are in the preview the approval would be bound to.
+        raise ApiError(
+            409,
+            "approval_not_required",
+            f"{body.action!r} is not a step that waits for approval; nothing to approve",
         )
     if state not in APPROVABLE:
         raise ApiError(409, "approval_used", f"step {body.action!r} already ran ({state})")
@@ -127,8 +138,25 @@ async def approve(
             f"an approval that expires in {body.expires_in_s}s has already lapsed; "
             "give expires_in_s of at least 1",
         )
-    spec = _spec(intent, body.action)
-    shown = next(s for s in _json(preview["body"])["steps"] if s["action"] == body.action)
+    shown = next((s for s in _json(preview["body"])["steps"] if s["action"] == body.action), None)
+    if shown is None:
+        raise ApiError(
+            409,
+            "digest_mismatch",
+            f"the preview does not show step {body.action!r}; preview it and approve that",
+        )
+    pinned = spec.payload.get("expected_revision")
+    if shown.get("current_revision") is not None and not isinstance(pinned, int):
+        # An approval of a revisioned resource must hold only for the state it was shown:
+        # without `expected_revision` the provider would apply the step to whatever the
+        # resource became between the approval and the dispatch.
+        raise ApiError(
+            409,
+            "expected_revision_required",
+            f"step {body.action!r} changes {shown.get('resource')!r}, at revision "
+            f"{shown['current_revision']}, but names no expected_revision: submit it again "
+            "under a new tx_id with that expected_revision, preview it and approve that",
+        )
     now = datetime.now(UTC)
     await _still_true(request, settings, tenant, body, spec, shown, approver, now)
     # One per request: an approval given again after an earlier one expired is a new
@@ -165,6 +193,12 @@ async def approve(
     )
 
 
+def stale_rejection_id(tenant: str, tx_id: str, action: str, approver: str, now: datetime) -> str:
+    """One per request: the decider drops a repeated message_id, and a stale answer may
+    come again (an earlier one reached a step not yet waiting, and was ignored)."""
+    return "stale-" + fingerprint([tenant, tx_id, action, approver, now.isoformat()])[:32]
+
+
 async def _still_true(
     request: Request,
     settings: Settings,
@@ -187,7 +221,7 @@ async def _still_true(
         if refused.code == "stale_revision":
             # Definitive: the step ends `failed`, reason stale_revision; the agent re-plans.
             stale = RejectOperation(
-                message_id=f"stale-{body.tx_id}-{body.action}",
+                message_id=stale_rejection_id(tenant, body.tx_id, body.action, approver, now),
                 tenant=tenant,
                 tx_id=body.tx_id,
                 action=body.action,
@@ -241,11 +275,22 @@ async def reject(
                 who.tenant,
                 op_key,
             )
+        gated = row is not None and await _gated(conn, who.tenant, row["tx_id"], row["action"])
+        approved_ahead = row is not None and await _approved(
+            conn, who.tenant, row["tx_id"], row["action"]
+        )
     if row is None:
         raise ApiError(404, "not_found", f"no operation {op_key!r} for this API key's tenant")
-    if row["state"] != "awaiting_approval":
+    # A gated step not started yet may be refused whether it waits or was approved ahead
+    # (`pending` with a live approval): refusing it revokes that approval, since the step
+    # never runs. Once dispatched, the approval is spent and there is nothing to revoke.
+    waits = row["state"] == "awaiting_approval" or (row["state"] == "pending" and approved_ahead)
+    if not (gated and waits):
         raise ApiError(
-            409, "not_awaiting_approval", f"operation {op_key!r} is {row['state']}, not waiting"
+            409,
+            "not_awaiting_approval",
+            f"operation {op_key!r} is {row['state']}: only a gated step not started yet "
+            "(waiting, or approved ahead) can be refused",
         )
     command = RejectOperation(
         message_id=f"reject-{row['tx_id']}-{row['action']}",
@@ -268,7 +313,8 @@ async def _step_of(
     conn: asyncpg.Connection, tenant: str, tx_id: str, action: str
 ) -> tuple[asyncpg.Record, str]:
     intent = await conn.fetchrow(
-        "SELECT fingerprint, agent_id, operations FROM intents WHERE tenant = $1 AND tx_id = $2",
+        "SELECT fingerprint, agent_id, operations, submitted_by FROM intents"
+        " WHERE tenant = $1 AND tx_id = $2",
         tenant,
         tx_id,
     )
@@ -284,6 +330,30 @@ async def _step_of(
         # Not projected yet (or no such step): nothing to approve until it waits.
         raise ApiError(404, "not_found", f"no step {action!r} of {tx_id!r} (yet)")
     return intent, str(state)
+
+
+async def _approved(conn: asyncpg.Connection, tenant: str, tx_id: str, action: str) -> bool:
+    # Whether it is still unspent the decider judges (services.decider.approvals.reject):
+    # a `pending` step has not been dispatched, so only an expiry can have spent it.
+    return bool(
+        await conn.fetchval(
+            "SELECT 1 FROM events WHERE tenant = $1 AND tx_id = $2"
+            " AND type = 'OperationApproved' AND data->>'action' = $3 LIMIT 1",
+            tenant,
+            tx_id,
+            action,
+        )
+    )
+
+
+async def _gated(conn: asyncpg.Connection, tenant: str, tx_id: str, action: str) -> bool:
+    operations = await conn.fetchval(
+        "SELECT operations FROM intents WHERE tenant = $1 AND tx_id = $2", tenant, tx_id
+    )
+    return operations is not None and any(
+        spec.kind is OperationKind.STEP and spec.approval_required and spec.action == action
+        for spec in map(OperationSpec.model_validate, _json(operations))
+    )
 
 
 def _json(value: Any) -> Any:

@@ -36,6 +36,29 @@ _UNAUTHORIZED = "send `Authorization: Bearer <api key>` with a key issued for yo
 class Principal:
     tenant: str
     operator: str | None = None  # the person, when the key is an operator key
+    # The agents an agent key speaks for (RECON_API_KEYS "key=tenant:a|b"); None: any agent
+    # of its tenant (a key naming none, or an operator key, whose person is recorded).
+    agents: frozenset[str] | None = None
+
+    @property
+    def name(self) -> str:
+        """Who submitted, as recorded with the intent and judged for separation of duties:
+        the operator's person for an operator key, else the agent key's own agent(s)."""
+        if self.operator is not None:
+            return f"operator:{self.operator}"
+        return "agent:" + "|".join(sorted(self.agents)) if self.agents else "agent-key"
+
+    def speak_for(self, agent_id: str | None) -> None:
+        """Refuse an `agent_id` the key does not speak for (403 `agent_not_bound`): grants,
+        quotas and ownership key on the agent, so the agent comes from the credential."""
+        if agent_id is None or self.agents is None or agent_id in self.agents:
+            return
+        raise ApiError(
+            403,
+            "agent_not_bound",
+            f"this API key speaks for {', '.join(sorted(self.agents))}, not {agent_id!r}: "
+            "use that agent's own key",
+        )
 
     @property
     def is_operator(self) -> bool:
@@ -46,6 +69,7 @@ def principal_for(
     authorization: str | None,
     api_keys: dict[str, str],
     operator_keys: dict[str, Operator] | None = None,
+    key_agents: dict[str, frozenset[str]] | None = None,
 ) -> Principal:
     scheme, _, key = (authorization or "").partition(" ")
     if scheme.lower() != "bearer" or not key.strip():
@@ -56,7 +80,7 @@ def principal_for(
     # how much of a guessed key was right, nor which kind of key it was.
     for known, owner in api_keys.items():
         if hmac.compare_digest(known.encode(), presented):
-            found = Principal(owner)
+            found = Principal(owner, agents=(key_agents or {}).get(known))
     for known, operator in (operator_keys or {}).items():
         if hmac.compare_digest(known.encode(), presented):
             found = Principal(operator.tenant, operator.person)
@@ -108,7 +132,10 @@ async def principal(
     """FastAPI dependency: who the request's API key names."""
     settings = request.app.state.settings
     return principal_for(
-        request.headers.get("authorization"), settings.api_keys, settings.operator_keys
+        request.headers.get("authorization"),
+        settings.api_keys,
+        settings.operator_keys,
+        settings.key_agents,
     )
 
 

@@ -49,6 +49,9 @@ class Intent:
     policy_version: int = 0
     # The submitting session (its first owner); None only for rows from before sessions.
     session_id: str | None = None
+    # The principal that submitted it (services.intake.auth.Principal.name); None: the
+    # Kafka door, whose producer the broker authenticates.
+    submitted_by: str | None = None
 
     def operations_json(self) -> str:
         return json.dumps([spec.model_dump(mode="json") for spec in self.operations])
@@ -60,7 +63,7 @@ async def claim(conn: asyncpg.Connection, intent: Intent, horizon_s: float) -> N
         inserted = await conn.fetchval(
             "INSERT INTO intents"
             " (tenant, tx_id, fingerprint, agent_id, operations, produced, policy_version,"
-            " session_id) VALUES ($1, $2, $3, $4, $5::jsonb, false, $6, $7)"
+            " session_id, submitted_by) VALUES ($1, $2, $3, $4, $5::jsonb, false, $6, $7, $8)"
             " ON CONFLICT (tenant, tx_id) DO NOTHING RETURNING 1",
             intent.tenant,
             intent.tx_id,
@@ -69,6 +72,7 @@ async def claim(conn: asyncpg.Connection, intent: Intent, horizon_s: float) -> N
             intent.operations_json(),
             intent.policy_version,
             intent.session_id,
+            intent.submitted_by,
         )
         if inserted:
             await _write_keys(conn, intent)
@@ -98,7 +102,8 @@ async def claim(conn: asyncpg.Connection, intent: Intent, horizon_s: float) -> N
             raise _pending(intent.tx_id, horizon_s - row["age_s"])
         await conn.execute(
             "UPDATE intents SET fingerprint = $3, agent_id = $4, operations = $5::jsonb,"
-            " created_at = now(), attempted_at = now(), policy_version = $6"
+            " created_at = now(), attempted_at = now(), policy_version = $6,"
+            " submitted_by = $7"
             " WHERE tenant = $1 AND tx_id = $2",
             intent.tenant,
             intent.tx_id,
@@ -106,6 +111,7 @@ async def claim(conn: asyncpg.Connection, intent: Intent, horizon_s: float) -> N
             intent.agent_id,
             intent.operations_json(),
             intent.policy_version,
+            intent.submitted_by,
         )
         await conn.execute(
             "DELETE FROM intent_keys WHERE tenant = $1 AND tx_id = $2",

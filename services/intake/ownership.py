@@ -160,13 +160,17 @@ async def known_transaction(
     responses={**ok(ClaimAnswer), **errors(401, 403, 404, 409, 413, 422, 503)},
     openapi_extra=json_body(SessionRequest),
 )
-async def claim(tx_id: TxId, request: Request, tenant: str = Depends(auth.tenant)) -> JSONResponse:
+async def claim(
+    tx_id: TxId, request: Request, key: Annotated[auth.Principal, Depends(auth.principal)]
+) -> JSONResponse:
     """Take over a transaction whose owner's lease lapsed or was handed off; the owner's
     own claim renews its lease. `409 lease_held` while another session's lease holds;
     `403 not_granted` when the claiming agent is not granted every operation of the
     transaction (the successor is the one governed from then on)."""
     settings: Settings = request.app.state.settings
+    tenant = key.tenant
     who = parsed(await request.body(), SessionRequest)
+    key.speak_for(who.agent_id)
     async with request.app.state.pool.acquire() as conn:
         known = await known_transaction(conn, tenant, tx_id, settings.owner_lease_s)
         document = await policy.in_force(conn, tenant)

@@ -9,7 +9,7 @@ Kafka has acknowledged it (services.intake.intents).
 """
 
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Annotated, Any, TypeVar
 
 import asyncpg
 from fastapi import APIRouter, Depends, Request
@@ -34,10 +34,13 @@ T = TypeVar("T")
     responses={**ok(SubmissionAccepted, 202), **errors(401, 403, 409, 413, 422, 503)},
     openapi_extra=json_body(SubmissionRequest, example=example_transaction()),
 )
-async def submit(request: Request, tenant: str = Depends(auth.tenant)) -> JSONResponse:
+async def submit(
+    request: Request, who: Annotated[auth.Principal, Depends(auth.principal)]
+) -> JSONResponse:
     # The body is read here rather than by FastAPI so that authentication is checked
     # before anything about the body is revealed, malformed JSON included.
-    answer = await accept_submission(request.app.state, tenant, await request.body())
+    tenant = who.tenant
+    answer = await accept_submission(request.app.state, tenant, await request.body(), who=who)
     # Only the submitter's answer carries the token: it is what the session's later
     # commands prove ownership with (issue 18, item 5).
     owner = answer["owner"]

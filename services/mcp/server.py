@@ -41,6 +41,9 @@ def build_server(settings: McpSettings) -> MCPServer[Any]:
     # The sessions this server's submissions own, by tx_id: its aborts name and prove
     # them (recon refuses an agent's abort without its session's owner token).
     owners: dict[str, Owner] = {}
+    def _as_configured_agent(body: dict[str, Any]) -> dict[str, Any]:
+        # The model does not choose who it is: the deployment does.
+        return body if settings.agent_id is None else {**body, "agent_id": settings.agent_id}
 
     async def call(use: Callable[[AsyncRecon], Awaitable[T]]) -> T:
         async with AsyncRecon(settings.intake_url, api_key=settings.api_key) as recon:
@@ -62,7 +65,7 @@ def build_server(settings: McpSettings) -> MCPServer[Any]:
         """Submit a transaction: `steps` run in order (each with a `compensation` that
         undoes it if a later step fails), `on_commit` notifications run after commit.
         Answers the operation keys; read it with get_transaction."""
-        body = transaction.model_dump(mode="json", exclude_defaults=True)
+        body = _as_configured_agent(transaction.model_dump(mode="json", exclude_defaults=True))
         accepted = await call(lambda recon: recon.submit(body))
         if accepted.owner is not None:
             owners[accepted.tx_id] = accepted.owner
@@ -79,7 +82,7 @@ def build_server(settings: McpSettings) -> MCPServer[Any]:
     async def preview(transaction: SubmissionRequest) -> dict[str, Any]:
         """What the transaction would do, computed by the providers, without doing it
         (each step's effects, reversibility and whether it needs approval)."""
-        body = transaction.model_dump(mode="json", exclude_defaults=True)
+        body = _as_configured_agent(transaction.model_dump(mode="json", exclude_defaults=True))
         async with AsyncRecon(settings.intake_url, api_key=settings.api_key) as recon:
             try:
                 return await recon.preview(body)

@@ -18,7 +18,9 @@ def delete_tx(tx_id: str, record: str) -> dict[str, Any]:
                 "action": "wipe",
                 "provider": "sandbox",
                 "operation": "records.delete",
-                "payload": {"resource": record},
+                # Pinned: an approval of a revisioned resource needs the revision it was
+                # shown (409 expected_revision_required otherwise).
+                "payload": {"resource": record, "expected_revision": 1},
             }
         ],
     }
@@ -56,7 +58,8 @@ async def test_destructive_step_is_sent_once_and_waits_unknown_until_a_lookup_se
 ) -> None:
     for record in ("rec-lost", "rec-failed"):
         seeded = await recon.http.post(
-            f"{recon.sandbox_url}/v1/records", json={"resource": record, "data": {"n": 1}}
+            f"{recon.sandbox_url}/v1/records",
+            json={"resource": record, "data": {"n": 1}, "revision": 1},
         )
         assert seeded.status_code == 201, seeded.text
     # The first delete is done but its answer is lost, its lookups fail for now and its

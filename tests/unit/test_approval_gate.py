@@ -12,6 +12,7 @@ from events.definition import OpStatus, Resolution, TxStatus
 from events.inputs import DeciderInput, Outcome
 from events.transaction_events import Event
 from services.decider.transaction import TransactionState, decide, handle, initial_state
+from services.intake.approvals import stale_rejection_id
 
 
 def given(*inputs: DeciderInput) -> TransactionState:
@@ -136,3 +137,28 @@ def _in_review_inputs() -> list[DeciderInput]:
         observed("promote", 1, Outcome.UNKNOWN),
         request_review("promote", 1),
     ]
+
+
+def test_refusing_a_step_approved_ahead_revokes_its_unspent_approval() -> None:
+    # Approved while the reserve is still in flight: the promote is pending, its approval
+    # live. Refusing it now fails the transaction: the approval is never dispatched on.
+    events = decide(given(gated_submit(), approve(1)), reject(2))
+    assert types(events) == ["OperationRejected", "TransactionFailed"]
+    revoked = given(gated_submit(), approve(1), reject(2))
+    assert revoked.operation("promote").status is OpStatus.FAILED  # type: ignore[union-attr]
+    after = decide(revoked, observed("reserve", 1, Outcome.SUCCEEDED))
+    assert [e.action for e in after if e.type == "OperationDispatched"] != ["promote"]
+
+
+def test_a_second_stale_revision_refusal_is_a_new_command_not_a_duplicate() -> None:
+    # The first came while the step was still pending (ignored); the second, once it waits,
+    # must reach the decider: the dedupe by message_id would drop a repeated id.
+    first = stale_rejection_id("demo", "tx-1", "promote", "ops", T0)
+    second = stale_rejection_id("demo", "tx-1", "promote", "ops", T0 + timedelta(seconds=1))
+    assert first != second
+    state = given(gated_submit())
+    ignored = reject(1, reason="stale_revision").model_copy(update={"message_id": first})
+    assert types(decide(state, ignored)) == ["CommandIgnored"]
+    state = waiting()
+    ends = reject(2, reason="stale_revision").model_copy(update={"message_id": second})
+    assert types(decide(state, ends))[0] == "OperationRejected"
