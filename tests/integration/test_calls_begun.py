@@ -148,6 +148,51 @@ async def test_a_dispatch_nobody_began_is_sent_even_when_the_provider_cannot_be_
                 await sandbox.delete("/v1/faults")
 
 
+async def test_a_dispatch_whose_call_was_begun_is_looked_up_first_and_not_sent_blind(
+    conn: asyncpg.Connection,
+    kafka_bootstrap: str,
+    fresh_database: str,
+    topic_prefix: str,
+    provider: Sandbox,
+) -> None:
+    """A held dispatch claimed again after its resumer died mid-call (or a dispatch whose
+    owner died after beginning it): the record says a call may have been made, so it is a
+    redelivery even when nothing about its offset or its claim says so."""
+    settings = Settings(
+        kafka_bootstrap=kafka_bootstrap,
+        database_url=fresh_database,
+        topics=Topics(topic_prefix),
+        environment="test",
+        providers={"sandbox": provider.url},
+    )
+    await ensure_topics(kafka_bootstrap, settings.topics)
+    assert await begin(conn, "k_begun_before") == calls_begun.Begun(switches=(), written=True)
+    async with httpx.AsyncClient(base_url=provider.url) as sandbox:
+        armed = await sandbox.post(
+            "/v1/faults",
+            json={"operation": "payments.charge", "mode": "lookup_unavailable", "times": 20},
+        )
+        assert armed.status_code < 300, armed.text
+        projection = Projection(fresh_database)
+        async with ProviderHttp(5.0, connect_s=2.0) as http:
+            dispatcher = Dispatcher(settings, build_adapters(http, settings.providers), projection)
+            await dispatcher.producer.start()
+            try:
+                envelope, dispatch = charge("begun-2", "k_begun_before")
+                await Call(dispatcher, envelope, dispatch, 0).run()
+                await sandbox.delete("/v1/faults")
+                effects = (
+                    await sandbox.get("/v1/effects", params={"idempotency_key": "k_begun_before"})
+                ).json()["effects"]
+                # Lookups unavailable: the outcome stays unknown for later lookups; no blind call.
+                assert effects == []
+            finally:
+                await dispatcher.gate.close()
+                await dispatcher.producer.stop()
+                await projection.close()
+                await sandbox.delete("/v1/faults")
+
+
 async def test_a_resumed_hold_keeps_its_claim_while_its_call_outlasts_the_lease(
     conn: asyncpg.Connection,
     fresh_database: str,
