@@ -50,7 +50,7 @@ IN_FLIGHT = ("dispatched", "unknown")
 # The undo's operation name is not a column of `operations`; its dispatch event holds it.
 _CANDIDATES = """
 SELECT tenant, tx_id, action, 'forward' AS leg, op_key, attempts AS attempt, provider,
-       operation, updated_at
+       operation, updated_at, state
   FROM operations WHERE state = ANY($1::text[])
 UNION ALL
 SELECT o.tenant, o.tx_id, o.action, 'compensation', o.comp_op_key, o.comp_attempts, o.provider,
@@ -58,7 +58,7 @@ SELECT o.tenant, o.tx_id, o.action, 'compensation', o.comp_op_key, o.comp_attemp
                   WHERE e.tenant = o.tenant AND e.tx_id = o.tx_id
                     AND e.type = 'OperationDispatched' AND e.data->>'op_key' = o.comp_op_key
                   ORDER BY e.seq DESC LIMIT 1), o.operation),
-       o.updated_at
+       o.updated_at, o.comp_state
   FROM operations o WHERE o.comp_state = ANY($1::text[]) AND o.comp_op_key IS NOT NULL
 """
 
@@ -73,6 +73,7 @@ async def apply_reconciler_schema(conn: asyncpg.Connection) -> None:
 async def in_flight_legs(conn: asyncpg.Connection) -> list[Candidate]:
     rows = await conn.fetch(_CANDIDATES, list(IN_FLIGHT))
     held = await _held(conn)
+    begun = await _begun(conn)
     return [
         Candidate(
             tenant=row["tenant"],
@@ -86,8 +87,33 @@ async def in_flight_legs(conn: asyncpg.Connection) -> list[Candidate]:
             since=row["updated_at"],
         )
         for row in rows
-        if (row["tenant"], row["op_key"], row["attempt"]) not in held
+        if (row["tenant"], row["op_key"], row["attempt"]) not in held and _maybe_sent(row, begun)
     ]
+
+
+def _maybe_sent(row: asyncpg.Record, begun: set[tuple[str, str, str, int]] | None) -> bool:
+    """False only for a leg still `dispatched` whose call no dispatcher began."""
+    if row["state"] != "dispatched" or begun is None:
+        return True
+    return (row["tenant"], row["op_key"], row["leg"], row["attempt"]) in begun
+
+
+async def _begun(conn: asyncpg.Connection) -> set[tuple[str, str, str, int]] | None:
+    """The calls a dispatcher began (`calls_begun`, services/dispatcher/calls_begun.py). A
+    leg still `dispatched` without one was never sent: no dispatcher has picked it up yet
+    (a rejoin, a backlog), so it is not stuck at a provider, not looked up, and never sent
+    to review unsent once a budget runs out; the dispatcher that reads it sends it. A leg
+    `unknown` was seen by a dispatcher, begun or not, and is looked up as before. None: no
+    dispatcher has run against this database (the table does not exist), nothing to tell."""
+    if await conn.fetchval("SELECT to_regclass('calls_begun')") is None:
+        return None
+    rows = await conn.fetch(
+        "SELECT c.tenant, c.op_key, c.leg, c.attempt FROM calls_begun c"
+        " JOIN operations o ON o.tenant = c.tenant"
+        " AND c.op_key IN (o.op_key, o.comp_op_key)"
+        " WHERE o.state = 'dispatched' OR o.comp_state = 'dispatched'"
+    )
+    return {(r["tenant"], r["op_key"], r["leg"], r["attempt"]) for r in rows}
 
 
 async def _held(conn: asyncpg.Connection) -> set[tuple[str, str, int]]:

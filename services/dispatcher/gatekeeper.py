@@ -3,12 +3,16 @@ quotas (services.governance.gate), for every dispatch whatever started it (a sub
 step, a saga compensation, a review `retry`, a lookup-first re-send).
 
 - Kill switches: the engaged switches are re-read from Postgres every
-  `KILL_SWITCH_REFRESH_S`, and a decision is never taken on a view older than
-  `MAX_STALENESS_S` (it is re-read first), so a switch is in force at every dispatcher
-  within a second of the API's 201. A stopped dispatch is held (`held_dispatches`) and its
-  offset committed like any other; the `run` loop dispatches held work, lookup first, once
-  no switch matches it (claimed with a lease, so a dispatcher that dies lets another take
-  it). In-flight calls are not interrupted: they settle and are reconciled as usual.
+  `KILL_SWITCH_REFRESH_S` (a view at most `MAX_STALENESS_S` old holds most work early), but
+  the judge is `begin`: right before the provider call, after any lookup and precondition,
+  one statement checks the engaged switches and writes the durable "about to call" record
+  (services.dispatcher.calls_begun), so from the API's 201 on no new call for the switch's
+  scope is begun anywhere. A stopped dispatch is held (`held_dispatches`) and its offset
+  committed like any other; the `run` loop dispatches held work once no switch matches it,
+  claimed with a lease renewed while the calls run and in batches sized to it, so a
+  dispatcher that dies lets another take it, and a live one never loses it mid-call. A
+  claimed row is a redelivery exactly when its call was begun. In-flight calls are not
+  interrupted: they settle and are reconciled as usual.
 - Policies: a dispatch is judged by a view at least as new as the policy version its
   submission was checked under (the intake writes it on the intent row; an older view is
   re-read first), so a policy is in force for every submission accepted after its PUT
@@ -25,7 +29,7 @@ step, a saga compensation, a review `retry`, a lookup-first re-send).
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from datetime import UTC, datetime
 
 import asyncpg
@@ -39,12 +43,12 @@ from events.policy import PolicyDocument, open_policy
 from events.transaction_events import OperationDispatched
 from services.at_least_once import RetryBatch
 from services.config import Settings
+from services.dispatcher import calls_begun
 from services.governance import store
 from services.governance.gate import (
     Switch,
     Verdict,
     amount_of,
-    blocking,
     counts_amount,
     dispatch_verdict,
     quotas_for,
@@ -57,9 +61,14 @@ log = logging.getLogger(__name__)
 KILL_SWITCH_REFRESH_S = 0.2
 MAX_STALENESS_S = 0.5
 HOLD_LEASE_S = 60.0
+# Renewed this often while a resume runs: two renewals may fail before the lease lapses.
+HOLD_RENEW_S = HOLD_LEASE_S / 3
+# Held dispatches resumed at once: one wave of the dispatcher's concurrent calls
+# (runtime.MAX_CONCURRENT_CALLS), so a claimed row waits for at most one call before its own.
+RESUME_BATCH = 64
 _INTENTS_CACHED = 10_000
 
-Resume = Callable[[list[store.Held]], Awaitable[None]]
+Resume = Callable[[list[store.Held]], Coroutine[None, None, None]]
 
 
 class Gatekeeper:
@@ -115,10 +124,10 @@ class Gatekeeper:
                 await self.refresh()
                 pool = await self._pool()
                 async with pool.acquire() as conn:
-                    released = await store.claim_released(conn, HOLD_LEASE_S)
+                    released = await store.claim_released(conn, HOLD_LEASE_S, RESUME_BATCH)
                 if released:
                     log.info("%d held dispatches released", len(released))
-                    await resume(released)
+                    await self._resume_leased(resume, released)
             except UNREACHABLE as error:
                 log.warning("governance state unavailable: %r", error)
             except Exception:
@@ -129,6 +138,22 @@ class Gatekeeper:
                 await asyncio.wait_for(stop.wait(), KILL_SWITCH_REFRESH_S)
             except TimeoutError:
                 pass
+
+    async def _resume_leased(self, resume: Resume, released: list[store.Held]) -> None:
+        """Run the resume while renewing its claims: a call that outlasts the lease must not
+        let another dispatcher claim its row and call again."""
+        calls = asyncio.create_task(resume(released))
+        while True:
+            done, _ = await asyncio.wait({calls}, timeout=HOLD_RENEW_S)
+            if done:
+                calls.result()
+                return
+            try:
+                pool = await self._pool()
+                async with pool.acquire() as conn:
+                    await store.renew_claims(conn, released, HOLD_LEASE_S)
+            except UNREACHABLE as error:
+                log.warning("renewing held dispatch claims failed: %r", error)
 
     async def forget(self, held: store.Held) -> None:
         pool = await self._pool()
@@ -233,22 +258,43 @@ class Gatekeeper:
                 return False
         return True
 
-    async def still_clear(
+    async def was_begun(self, envelope: Envelope, dispatch: OperationDispatched) -> bool:
+        """Whether a call of this attempt was begun before (by anyone): a redelivery."""
+        try:
+            pool = await self._pool()
+            async with pool.acquire() as conn:
+                return await calls_begun.was_begun(
+                    conn, envelope.tenant, dispatch.op_key, dispatch.leg.value, dispatch.attempt
+                )
+        except UNREACHABLE as error:
+            raise RetryBatch(f"governance state unavailable: {error}") from error
+
+    async def begin(
         self, envelope: Envelope, dispatch: OperationDispatched, partition: int
-    ) -> bool:
-        """Checked again right before an apply that followed a lookup: a switch engaged
-        while the lookup ran holds the apply."""
-        await self._fresh()
-        tenant = envelope.tenant
-        if not self.switches.get(tenant):
-            return True
-        submitter, _ = await self._intent(tenant, envelope.tx_id)
-        agent_id = dispatch.agent_id or submitter
-        held_by = blocking(self.switches[tenant], agent_id, dispatch.provider, dispatch.operation)
-        if held_by:
-            await self._hold(envelope, dispatch, partition, agent_id, held_by)
-            return False
-        return True
+    ) -> calls_begun.Begun | None:
+        """Right before the call: None if an engaged switch holds it (now held), else the
+        durable record of the call about to be made."""
+        try:
+            submitter, _ = await self._intent(envelope.tenant, envelope.tx_id)
+            agent_id = dispatch.agent_id or submitter  # the successor after a claim
+            pool = await self._pool()
+            async with pool.acquire() as conn:
+                begun = await calls_begun.begin(
+                    conn,
+                    tenant=envelope.tenant,
+                    op_key=dispatch.op_key,
+                    leg=dispatch.leg.value,
+                    attempt=dispatch.attempt,
+                    agent_id=agent_id,
+                    provider=dispatch.provider,
+                    operation=dispatch.operation,
+                )
+            if begun.switches:
+                await self._hold(envelope, dispatch, partition, agent_id, begun.switches)
+                return None
+            return begun
+        except UNREACHABLE as error:
+            raise RetryBatch(f"governance state unavailable: {error}") from error
 
     async def _hold(
         self,

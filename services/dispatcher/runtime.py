@@ -2,10 +2,12 @@
 
 At-least-once by design, made safe by keys and lookups (the shared policy,
 services.at_least_once): offsets are committed only after every observation of the batch is
-acknowledged by Kafka, so a crash re-delivers the dispatch. A re-delivered dispatch
-(anything below the partition's end offset when this process took the partition, or a
-batch read again after a failure) and any later attempt look up before they apply; a
-dispatch whose attempt the projection proves over is not acted on at all.
+acknowledged by Kafka, so a crash re-delivers the dispatch. A dispatch is a redelivery when
+its call was begun before (services.dispatcher.calls_begun, a durable record written right
+before every provider call), not when its offset is old: a redelivery and any later attempt
+look up before they apply, and a dispatch nobody got as far as calling is sent as a first
+send, even on a provider that cannot be asked. A dispatch whose attempt the projection
+proves over is not acted on at all.
 """
 
 import asyncio
@@ -65,8 +67,6 @@ class Dispatcher:
         self.adapters = adapters
         self.projection = projection
         self.calls = asyncio.Semaphore(MAX_CONCURRENT_CALLS)
-        # Offsets below these were possibly handled by a previous owner.
-        self.replay_until: dict[TopicPartition, int] = {}
         # Dispatches not acted on because their attempt was over (a reset group re-reading).
         self.skipped = 0
         self.producer = acked_producer(settings)
@@ -78,8 +78,6 @@ class Dispatcher:
             [self.topics.events],
             self.producer,
             max_records=200,
-            on_assigned=self._assigned,
-            on_rewind=self._rewound,
         )
 
     async def run(self, stop: asyncio.Event) -> None:
@@ -95,8 +93,9 @@ class Dispatcher:
             await self.producer.stop()
 
     async def _resume(self, released: list[Held]) -> None:
-        """Dispatch what a kill switch held, now released: lookup first (a dispatcher may
-        have died after its call and before forgetting the hold), through the gate again."""
+        """Dispatch what a kill switch held, now released, through the gate again. A row
+        claimed again (a dispatcher died after its call and before forgetting the hold) is a
+        redelivery exactly when its call was begun: Call.run asks the durable record."""
         items: list[tuple[Held, Envelope, OperationDispatched]] = []
         for held in released:
             env = Envelope.model_validate_json(held.envelope)
@@ -111,20 +110,12 @@ class Dispatcher:
             reason = over_because(dispatch, projected.get((env.tenant, env.tx_id, dispatch.action)))
             if reason is None:
                 async with self.calls:
-                    await Call(self, env, dispatch, held.partition).run(lookup_first=True)
+                    await Call(self, env, dispatch, held.partition).run()
             else:
                 log.info("%s %s held, then not dispatched: %s", env.tx_id, dispatch.action, reason)
             await self.gate.forget(held)
 
         await asyncio.gather(*(one(*item) for item in items))
-
-    async def _assigned(self, assigned: set[TopicPartition]) -> None:
-        ends = await self.inputs.consumer.end_offsets(list(assigned))
-        self.replay_until.update(ends)
-
-    def _rewound(self, batch: Batch) -> None:
-        for tp, records in batch.items():
-            self.replay_until[tp] = max(self.replay_until.get(tp, 0), records[-1].offset + 1)
 
     async def _handle_batch(self, batch: Batch) -> None:
         dispatches: list[Dispatch] = []
@@ -177,7 +168,6 @@ class Dispatcher:
     ) -> None:
         if not self.inputs.owns(tp):
             return  # revoked meanwhile: the new owner reads it again
-        redelivered = record.offset < self.replay_until.get(tp, 0)
         async with self.calls:
             # The call's span continues the trace of the decision that dispatched it; its
             # context goes to the provider (HTTP headers) and back in the observations.
@@ -190,9 +180,7 @@ class Dispatcher:
                 attempt=dispatch.attempt,
                 action=dispatch.action,
             ):
-                await Call(self, envelope, dispatch, tp.partition).run(
-                    lookup_first=dispatch.lookup_first or redelivered, redelivered=redelivered
-                )
+                await Call(self, envelope, dispatch, tp.partition).run()
 
 
 class Call:
@@ -211,7 +199,7 @@ class Call:
         self.partition = partition
         self.lookups = 0
 
-    async def run(self, *, lookup_first: bool, redelivered: bool = False) -> None:
+    async def run(self) -> None:
         adapter = self.d.adapters.get(self.dispatch.provider)
         if adapter is None:
             # Intake refuses unknown providers; reaching here means configuration
@@ -222,23 +210,21 @@ class Call:
             )
             return
         op, key = self.dispatch.operation, self.dispatch.op_key
+        info = operation_info(self.dispatch.provider, op)
         # The policy gate (services.dispatcher.gatekeeper): held or sent to review, or on.
         if not await self.d.gate.clear(self.envelope, self.dispatch, self.partition):
             return
-        if lookup_first:
+        # Judged by what happened, not by an offset: a row means a call may have been made.
+        redelivered = await self.d.gate.was_begun(self.envelope, self.dispatch)
+        if self.dispatch.lookup_first or redelivered:
             seen = await self.lookup(adapter)
             if seen.outcome is not Outcome.ABSENT:
                 await self.report(Source.LOOKUP, seen)
                 if seen.outcome is not Outcome.SUCCEEDED:
                     await self.resolve(adapter)
                 return
-            info = operation_info(self.dispatch.provider, op)
             if redelivered and not redelivery_may_apply(info):
-                # A previous owner may have made this call and died before reporting: for
-                # a destructive operation "absent" is not proof enough to call again.
-                await self.report(Source.LOOKUP, Seen(Outcome.UNKNOWN, error=NOT_RESENT))
-                return
-            if not await self.d.gate.still_clear(self.envelope, self.dispatch, self.partition):
+                await self.not_resent()
                 return
         if self.dispatch.attempt > 1:
             # A new attempt: what held when the first was approved must hold now.
@@ -246,11 +232,25 @@ class Call:
             if stopped is not None:
                 await self.stop(stopped)
                 return
+        # The last gate, after the lookup and the precondition's provider call: the kill
+        # switches, checked by the statement that records the call about to be made.
+        begun = await self.d.gate.begin(self.envelope, self.dispatch, self.partition)
+        if begun is None:
+            return
+        if not begun.written and not redelivered and not redelivery_may_apply(info):
+            # Another dispatcher began this very call meanwhile (a zombie, a lost lease).
+            await self.not_resent()
+            return
         seen = await adapter.apply(op, key, self.dispatch.payload)
         await pause_point(DISPATCHER_AFTER_PROVIDER_ANSWERED)
         await self.report(Source.RESPONSE, seen)
         if seen.outcome is Outcome.UNKNOWN:
             await self.resolve(adapter)
+
+    async def not_resent(self) -> None:
+        """A previous call of this attempt was begun and may still land: for a destructive
+        operation "absent" is not proof enough to call again."""
+        await self.report(Source.LOOKUP, Seen(Outcome.UNKNOWN, error=NOT_RESENT))
 
     async def preconditions(self, adapter: ProviderAdapter) -> Seen | None:
         charge = balance_needed(self.dispatch.operation, self.dispatch.payload)

@@ -85,3 +85,16 @@ CREATE TABLE IF NOT EXISTS previews (
 );
 CREATE INDEX IF NOT EXISTS previews_by_proposal ON previews (tenant, proposal_digest, created_at);
 CREATE INDEX IF NOT EXISTS previews_by_age ON previews (created_at);
+-- One row per provider call a dispatcher is about to make, written (services/dispatcher/
+-- calls_begun.py) after every gate and precondition and right before the call, in the one
+-- statement that also checks the engaged kill switches. Its presence, not an offset, is what
+-- makes a dispatch a redelivery: "a previous owner may have sent this" is exactly "a row
+-- exists", and "it never saw this" is "no row".
+CREATE TABLE IF NOT EXISTS calls_begun (
+    tenant      text NOT NULL,
+    op_key      text NOT NULL,
+    leg         text NOT NULL,
+    attempt     integer NOT NULL,
+    begun_at    timestamptz NOT NULL DEFAULT clock_timestamp(),
+    PRIMARY KEY (tenant, op_key, leg, attempt)
+);

@@ -384,6 +384,17 @@ async def hold(
     )
 
 
+def switch_matches(agent_id: str, provider: str, operation: str) -> str:
+    """SQL: an engaged switch `k` whose scope covers the call (the SQL form of
+    `gate.blocking`, for statements that must check and write in one snapshot)."""
+    return (
+        "k.released_at IS NULL"
+        f" AND coalesce(k.scope->>'agent_id', {agent_id}) = {agent_id}"
+        f" AND coalesce(k.scope->>'provider', {provider}) = {provider}"
+        f" AND coalesce(k.scope->>'operation', {operation}) = {operation}"
+    )
+
+
 async def claim_released(conn: asyncpg.Connection, lease_s: float, limit: int = 200) -> list[Held]:
     """Claim (for `lease_s`) held dispatches that no engaged switch of their tenant matches
     any more. A claimer that dies lets its lease lapse, and another claims them again."""
@@ -392,10 +403,7 @@ async def claim_released(conn: asyncpg.Connection, lease_s: float, limit: int = 
         "  SELECT h.tenant, h.op_key, h.attempt FROM held_dispatches h"
         "  WHERE (h.claimed_until IS NULL OR h.claimed_until < clock_timestamp())"
         "  AND NOT EXISTS (SELECT 1 FROM kill_switches k WHERE k.tenant = h.tenant"
-        "   AND k.released_at IS NULL"
-        "   AND coalesce(k.scope->>'agent_id', h.agent_id) = h.agent_id"
-        "   AND coalesce(k.scope->>'provider', h.provider) = h.provider"
-        "   AND coalesce(k.scope->>'operation', h.operation) = h.operation)"
+        f"   AND {switch_matches('h.agent_id', 'h.provider', 'h.operation')})"
         "  ORDER BY h.held_at LIMIT $2 FOR UPDATE SKIP LOCKED)"
         " UPDATE held_dispatches h SET claimed_until = clock_timestamp()"
         "  + make_interval(secs => $1) FROM free"
@@ -407,6 +415,22 @@ async def claim_released(conn: asyncpg.Connection, lease_s: float, limit: int = 
     return [
         Held(r["tenant"], r["op_key"], r["attempt"], r["partition"], r["envelope"]) for r in rows
     ]
+
+
+async def renew_claims(conn: asyncpg.Connection, held: list[Held], lease_s: float) -> None:
+    """Extend the lease of held dispatches still being resumed, so no other dispatcher claims
+    one while its call runs."""
+    await conn.execute(
+        "UPDATE held_dispatches h SET claimed_until = clock_timestamp()"
+        " + make_interval(secs => $1)"
+        " FROM unnest($2::text[], $3::text[], $4::int[]) AS w(tenant, op_key, attempt)"
+        " WHERE (h.tenant, h.op_key, h.attempt) = (w.tenant, w.op_key, w.attempt)"
+        " AND h.claimed_until IS NOT NULL",
+        lease_s,
+        [h.tenant for h in held],
+        [h.op_key for h in held],
+        [h.attempt for h in held],
+    )
 
 
 async def forget_held(conn: asyncpg.Connection, held: Held) -> None:

@@ -2,10 +2,10 @@
 of the tenant, or of one agent, provider or operation (the fields of `scope`, all of which
 must match; an empty scope is the whole tenant), and releases it later.
 
-A switch is in force once this route answers 201: every dispatcher re-reads the engaged
-switches at least every `KILL_SWITCH_REFRESH_S` (services.dispatcher.kill_switch) and
-checks them immediately before each provider call, so nothing new reaches a provider
-within a second of the answer. Dispatches it stops are held, never dropped, and are
+A switch is in force once this route answers 201 (it answers after the switch row is
+committed): every provider call is begun by one statement that checks the engaged switches
+and records the call (services.dispatcher.calls_begun), so no call begun after the answer
+reaches a provider for the switch's scope. Dispatches it stops are held, never dropped, and are
 dispatched when it is released. Engaging and releasing are records on recon.governance,
 written as policy changes are (services.intake.policy).
 """

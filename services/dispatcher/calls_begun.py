@@ -1,0 +1,82 @@
+"""The durable "about to call" record (`calls_begun`, services/governance/schema.sql).
+
+A dispatcher writes one row per (tenant, op_key, leg, attempt) right before it calls the
+provider, after every gate and precondition. Two questions are answered by it, exactly:
+
+- Is this dispatch a redelivery? Only if a row exists: some dispatcher (a dead owner, a
+  resume that lost its lease, this one before a rewind) may have made the call. Without a
+  row no call was ever made under this attempt, whatever the offset says, so a dispatch read
+  again after a rebalance, or a held dispatch claimed again, is a first send when nobody
+  got as far as the provider, and a looked-up-first redelivery when somebody did.
+- Does a kill switch stop this call? The row is written by the statement that checks the
+  engaged switches (`begin`), so a switch whose 201 was answered before the statement ran
+  is seen: from the 201 on, no new call for its scope is begun. A call begun before it is
+  in flight, and settles as usual.
+
+The row is written before the call, never after: a crash between the two leaves a row for
+a call that may not have been made (a lookup settles it), never a call without a row.
+"""
+
+from dataclasses import dataclass
+
+import asyncpg
+
+from services.governance.store import switch_matches
+
+
+@dataclass(frozen=True)
+class Begun:
+    # The engaged switches that cover the call; when not empty nothing was written.
+    switches: tuple[str, ...]
+    # Whether this statement wrote the row (False: it existed, the call was begun before).
+    written: bool
+
+
+async def was_begun(
+    conn: asyncpg.Connection, tenant: str, op_key: str, leg: str, attempt: int
+) -> bool:
+    return bool(
+        await conn.fetchval(
+            "SELECT 1 FROM calls_begun"
+            " WHERE tenant = $1 AND op_key = $2 AND leg = $3 AND attempt = $4",
+            tenant,
+            op_key,
+            leg,
+            attempt,
+        )
+    )
+
+
+async def begin(
+    conn: asyncpg.Connection,
+    *,
+    tenant: str,
+    op_key: str,
+    leg: str,
+    attempt: int,
+    agent_id: str,
+    provider: str,
+    operation: str,
+) -> Begun:
+    """Record the call unless an engaged switch covers it, in one statement (one snapshot:
+    a switch cannot be engaged between the check and the write as this statement sees it)."""
+    row = await conn.fetchrow(
+        "WITH blockers AS ("
+        "  SELECT k.switch_id FROM kill_switches k WHERE k.tenant = $1"
+        f"  AND {switch_matches('$5::text', '$6::text', '$7::text')}),"
+        " written AS ("
+        "  INSERT INTO calls_begun (tenant, op_key, leg, attempt)"
+        "  SELECT $1, $2, $3, $4 WHERE NOT EXISTS (SELECT 1 FROM blockers)"
+        "  ON CONFLICT DO NOTHING RETURNING 1)"
+        " SELECT coalesce((SELECT array_agg(switch_id ORDER BY switch_id) FROM blockers),"
+        "  '{}'::text[]) AS switches, EXISTS (SELECT 1 FROM written) AS written",
+        tenant,
+        op_key,
+        leg,
+        attempt,
+        agent_id,
+        provider,
+        operation,
+    )
+    assert row is not None
+    return Begun(tuple(row["switches"]), bool(row["written"]))

@@ -1,0 +1,247 @@
+"""Issue 18, items 11, 12 and 18: a dispatch is a redelivery when its call was begun (a
+durable record written right before the call), not when its offset is old; the kill switch
+is judged by the statement that writes that record, after lookups and preconditions; and a
+resumed held dispatch keeps its claim for as long as its call runs.
+
+Real parts: Postgres, Kafka (the observations a call reports) and the sandbox provider as a
+subprocess, called through the production adapters."""
+
+import asyncio
+from collections.abc import AsyncIterator, Iterator
+from datetime import UTC, datetime
+
+import asyncpg
+import httpx
+import pytest
+from support.sandbox_process import Sandbox, start_sandbox, stop
+
+from events.definition import Leg
+from events.envelope import GENESIS_HASH, Envelope, seal
+from events.topics import Topics
+from events.transaction_events import OperationDispatched
+from projections.schema import apply_schema
+from services.config import Settings
+from services.dispatcher import calls_begun, gatekeeper
+from services.dispatcher.gatekeeper import Gatekeeper
+from services.dispatcher.in_flight import Projection
+from services.dispatcher.runtime import Call, Dispatcher
+from services.governance import store
+from services.kafka_setup import ensure_topics
+from services.providers.adapters import build_adapters
+from services.providers.http import ProviderHttp
+
+TENANT = "demo"
+
+
+@pytest.fixture(scope="module")
+def provider(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox]:
+    running = start_sandbox(tmp_path_factory.mktemp("calls-begun") / "sandbox.sqlite3")
+    yield running
+    stop(running.process)
+
+
+@pytest.fixture
+async def conn(fresh_database: str) -> AsyncIterator[asyncpg.Connection]:
+    connection = await asyncpg.connect(fresh_database)
+    await apply_schema(connection)  # the intents rows the gate reads
+    await store.apply_governance_schema(connection)
+    yield connection
+    await connection.close()
+
+
+def charge(tx_id: str, op_key: str) -> tuple[Envelope, OperationDispatched]:
+    dispatch = OperationDispatched(
+        action="charge",
+        leg=Leg.FORWARD,
+        op_key=op_key,
+        attempt=1,
+        lookup_first=False,
+        provider="sandbox",
+        operation="payments.charge",
+        payload={"amount": 1299, "currency": "usd", "customer": "cus_1"},
+    )
+    [envelope] = seal(
+        tenant=TENANT,
+        tx_id=tx_id,
+        last_seq=0,
+        last_hash=GENESIS_HASH,
+        events=[dispatch],
+        causation_id="test",
+        occurred_at=datetime.now(UTC),
+    )
+    return envelope, dispatch
+
+
+async def begin(conn: asyncpg.Connection, op_key: str) -> calls_begun.Begun:
+    return await calls_begun.begin(
+        conn,
+        tenant=TENANT,
+        op_key=op_key,
+        leg="forward",
+        attempt=1,
+        agent_id="agent-7",
+        provider="sandbox",
+        operation="payments.charge",
+    )
+
+
+async def test_a_switch_engaged_before_the_call_is_begun_stops_it_and_nothing_is_recorded(
+    conn: asyncpg.Connection,
+) -> None:
+    # Given a switch on charges whose 201 was answered (its row committed)
+    await store.engage(conn, "ks_1", TENANT, {"operation": "payments.charge"}, "stop", "ops")
+    await store.engage(conn, "ks_other", "other", {}, "another tenant's", "ops")
+    # When a dispatcher is about to call, however old its cached view of the switches
+    held = await begin(conn, "k_switched")
+    # Then the call is not begun, and the switch that stopped it is named
+    assert held == calls_begun.Begun(switches=("ks_1",), written=False)
+    assert not await calls_begun.was_begun(conn, TENANT, "k_switched", "forward", 1)
+
+    # Once released, the call is begun exactly once; a second begin finds the record.
+    assert await store.release(conn, TENANT, "ks_1", "ops") is not None
+    assert await begin(conn, "k_switched") == calls_begun.Begun(switches=(), written=True)
+    assert await calls_begun.was_begun(conn, TENANT, "k_switched", "forward", 1)
+    assert await begin(conn, "k_switched") == calls_begun.Begun(switches=(), written=False)
+
+
+async def test_a_dispatch_nobody_began_is_sent_even_when_the_provider_cannot_be_asked(
+    conn: asyncpg.Connection,
+    kafka_bootstrap: str,
+    fresh_database: str,
+    topic_prefix: str,
+    provider: Sandbox,
+) -> None:
+    """The dispatch a restarted dispatcher reads below its assignment's end offset, which no
+    dispatcher ever called: with lookups unavailable, judging it by its offset (look up
+    first) would never make the call and lose a legitimate effect to a review."""
+    settings = Settings(
+        kafka_bootstrap=kafka_bootstrap,
+        database_url=fresh_database,
+        topics=Topics(topic_prefix),
+        environment="test",
+        providers={"sandbox": provider.url},
+    )
+    await ensure_topics(kafka_bootstrap, settings.topics)
+    async with httpx.AsyncClient(base_url=provider.url) as sandbox:
+        armed = await sandbox.post(
+            "/v1/faults",
+            json={"operation": "payments.charge", "mode": "lookup_unavailable", "times": 20},
+        )
+        assert armed.status_code < 300, armed.text
+        projection = Projection(fresh_database)
+        async with ProviderHttp(5.0, connect_s=2.0) as http:
+            dispatcher = Dispatcher(settings, build_adapters(http, settings.providers), projection)
+            await dispatcher.producer.start()
+            try:
+                envelope, dispatch = charge("begun-1", "k_never_begun")
+                await Call(dispatcher, envelope, dispatch, 0).run()
+                await sandbox.delete("/v1/faults")  # the witness is the provider's own lookup
+                effects = (
+                    await sandbox.get("/v1/effects", params={"idempotency_key": "k_never_begun"})
+                ).json()["effects"]
+                assert len(effects) == 1, effects
+                assert await dispatcher.gate.was_begun(envelope, dispatch)
+            finally:
+                await dispatcher.gate.close()
+                await dispatcher.producer.stop()
+                await projection.close()
+                await sandbox.delete("/v1/faults")
+
+
+async def test_a_dispatch_whose_call_was_begun_is_looked_up_first_and_not_sent_blind(
+    conn: asyncpg.Connection,
+    kafka_bootstrap: str,
+    fresh_database: str,
+    topic_prefix: str,
+    provider: Sandbox,
+) -> None:
+    """A held dispatch claimed again after its resumer died mid-call (or a dispatch whose
+    owner died after beginning it): the record says a call may have been made, so it is a
+    redelivery even when nothing about its offset or its claim says so."""
+    settings = Settings(
+        kafka_bootstrap=kafka_bootstrap,
+        database_url=fresh_database,
+        topics=Topics(topic_prefix),
+        environment="test",
+        providers={"sandbox": provider.url},
+    )
+    await ensure_topics(kafka_bootstrap, settings.topics)
+    assert await begin(conn, "k_begun_before") == calls_begun.Begun(switches=(), written=True)
+    async with httpx.AsyncClient(base_url=provider.url) as sandbox:
+        armed = await sandbox.post(
+            "/v1/faults",
+            json={"operation": "payments.charge", "mode": "lookup_unavailable", "times": 20},
+        )
+        assert armed.status_code < 300, armed.text
+        projection = Projection(fresh_database)
+        async with ProviderHttp(5.0, connect_s=2.0) as http:
+            dispatcher = Dispatcher(settings, build_adapters(http, settings.providers), projection)
+            await dispatcher.producer.start()
+            try:
+                envelope, dispatch = charge("begun-2", "k_begun_before")
+                await Call(dispatcher, envelope, dispatch, 0).run()
+                await sandbox.delete("/v1/faults")
+                effects = (
+                    await sandbox.get("/v1/effects", params={"idempotency_key": "k_begun_before"})
+                ).json()["effects"]
+                # Lookups unavailable: the outcome stays unknown for later lookups; no blind call.
+                assert effects == []
+            finally:
+                await dispatcher.gate.close()
+                await dispatcher.producer.stop()
+                await projection.close()
+                await sandbox.delete("/v1/faults")
+
+
+async def test_a_resumed_hold_keeps_its_claim_while_its_call_outlasts_the_lease(
+    conn: asyncpg.Connection,
+    fresh_database: str,
+    kafka_bootstrap: str,
+    topic_prefix: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(gatekeeper, "HOLD_LEASE_S", 0.6)
+    monkeypatch.setattr(gatekeeper, "HOLD_RENEW_S", 0.1)
+    await store.hold(
+        conn,
+        tenant=TENANT,
+        tx_id="held-1",
+        action="charge",
+        op_key="k_held",
+        attempt=1,
+        agent_id="agent-7",
+        provider="sandbox",
+        operation="payments.charge",
+        partition=0,
+        envelope="{}",
+        switch_ids=("ks_1",),
+    )
+    claimed = await store.claim_released(conn, gatekeeper.HOLD_LEASE_S, gatekeeper.RESUME_BATCH)
+    assert [h.op_key for h in claimed] == ["k_held"]
+    settings = Settings(
+        kafka_bootstrap=kafka_bootstrap,
+        database_url=fresh_database,
+        topics=Topics(topic_prefix),
+        environment="test",
+    )
+    gate = Gatekeeper(settings, producer=None)  # never produces here
+    claimed_by_another: list[list[str]] = []
+
+    async def slow_call(released: list[store.Held]) -> None:
+        # A call three leases long: a second dispatcher keeps trying to claim the row.
+        for _ in range(9):
+            await asyncio.sleep(0.2)
+            again = await store.claim_released(conn, 60.0)
+            claimed_by_another.append([h.op_key for h in again])
+
+    try:
+        await gate._resume_leased(slow_call, claimed)
+    finally:
+        await gate.close()
+    assert claimed_by_another == [[]] * 9
+
+
+def test_the_resume_batch_fits_the_lease() -> None:
+    # One wave of concurrent calls, each bounded by the provider timeout and the lookups.
+    assert gatekeeper.RESUME_BATCH <= 64
+    assert gatekeeper.HOLD_RENEW_S * 2 < gatekeeper.HOLD_LEASE_S
