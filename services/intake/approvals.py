@@ -145,18 +145,6 @@ async def approve(
             "digest_mismatch",
             f"the preview does not show step {body.action!r}; preview it and approve that",
         )
-    pinned = spec.payload.get("expected_revision")
-    if shown.get("current_revision") is not None and not isinstance(pinned, int):
-        # An approval of a revisioned resource must hold only for the state it was shown:
-        # without `expected_revision` the provider would apply the step to whatever the
-        # resource became between the approval and the dispatch.
-        raise ApiError(
-            409,
-            "expected_revision_required",
-            f"step {body.action!r} changes {shown.get('resource')!r}, at revision "
-            f"{shown['current_revision']}, but names no expected_revision: submit it again "
-            "under a new tx_id with that expected_revision, preview it and approve that",
-        )
     now = datetime.now(UTC)
     await _still_true(request, settings, tenant, body, spec, shown, approver, now)
     # One per request: an approval given again after an earlier one expired is a new

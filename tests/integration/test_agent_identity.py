@@ -8,8 +8,6 @@ from typing import Any
 from support.recon_client import Recon
 from support.stack_fixtures import StackWith
 
-from services.devtools.stack import Stack
-
 BOT = {"Authorization": "Bearer bot-key"}
 OPS = {"Authorization": "Bearer ops-key"}
 
@@ -69,35 +67,3 @@ async def test_a_bound_key_speaks_only_for_its_agent_and_an_operator_not_for_its
         assert approved.status_code == 403, approved.text
         assert approved.json()["error"] == "separation_of_duties"
 
-
-async def test_approving_a_revisioned_step_without_expected_revision_is_refused(
-    stack: Stack, recon: Recon
-) -> None:
-    """The approval binds to the provider state it was shown only through the step's
-    expected_revision: without one it is refused, and nothing is recorded."""
-    seeded = await recon.http.post(
-        f"{recon.sandbox_url}/v1/records", json={"resource": "rec-pin", "data": {}, "revision": 3}
-    )
-    assert seeded.status_code == 201, seeded.text
-    body = delete_tx("unpinned", "agent-7", "rec-pin")
-    assert (await recon.submit(body)).status_code == 202
-    await recon.wait_until(
-        "unpinned",
-        lambda t: t["status"] == "awaiting_approval",
-        timeout=60,
-        failure="the delete did not wait for approval",
-    )
-    preview = await recon.http.post(
-        f"{recon.intake_url}/v1/previews", json=body, headers=recon.headers
-    )
-    assert preview.status_code == 200, preview.text
-    approved = await recon.http.post(
-        f"{recon.intake_url}/v1/approvals",
-        json={"tx_id": "unpinned", "action": "wipe", "digest": preview.json()["digest"]},
-        headers=OPS,
-    )
-    assert approved.status_code == 409, approved.text
-    assert approved.json()["error"] == "expected_revision_required"
-    assert "revision 3" in approved.json()["message"]
-    events = [e["type"] for e in await recon.events("unpinned")]
-    assert "OperationApproved" not in events and "ApprovalRefused" not in events

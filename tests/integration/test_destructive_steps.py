@@ -18,9 +18,7 @@ def delete_tx(tx_id: str, record: str) -> dict[str, Any]:
                 "action": "wipe",
                 "provider": "sandbox",
                 "operation": "records.delete",
-                # Pinned: an approval of a revisioned resource needs the revision it was
-                # shown (409 expected_revision_required otherwise).
-                "payload": {"resource": record, "expected_revision": 1},
+                "payload": {"resource": record},
             }
         ],
     }
