@@ -5,6 +5,7 @@ import asyncio
 import time
 from collections import defaultdict
 
+from support.pull_support import wait_calls_arrived
 from support.recon_client import Recon, op, transaction
 from support.topic_records import read_topic
 
@@ -50,6 +51,7 @@ async def test_double_ticks_and_two_processes_do_not_duplicate_lookups(
             break
         assert time.monotonic() < deadline, states
         await asyncio.sleep(0.05)
+    await wait_calls_arrived(recon, "payments.charge")
     stack.kill("dispatcher")
 
     # Two reconciler processes, plus this process firing every tick twice at once.

@@ -175,6 +175,9 @@ async def test_accepted_intent_is_in_kafka_before_the_answer(
 
     assert response.status_code == 202, response.text
     answer = response.json()
+    # The submitting session's owner token (issue 18, item 5): an extra field, checked by
+    # the succession tests.
+    assert answer.pop("owner")["session_id"] == "agent-7:default"
     assert answer == {
         "tx_id": "order-42",
         "status": "accepted",

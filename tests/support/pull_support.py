@@ -39,6 +39,23 @@ async def wait_op_state(recon: Recon, tx_id: str, action: str, state: str) -> di
     raise AssertionError(f"{tx_id} {action} never {state}: {last}")
 
 
+async def wait_calls_arrived(recon: Recon, operation: str, mode: str = "delay") -> None:
+    """Until the provider has taken every armed `mode` fault of `operation`: a call consumes
+    one when it arrives, so the calls it holds have reached the provider. A dispatcher
+    killed only then leaves each of them begun (services/dispatcher/calls_begun.py), which
+    is what lets the reconciler look them up; a dispatch no dispatcher began waits for one
+    instead (issue 18, item 18)."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        response = await recon.http.get(f"{recon.sandbox_url}/v1/faults")
+        response.raise_for_status()
+        armed = response.json()["faults"]
+        if not any(f["operation"] == operation and f["mode"] == mode for f in armed):
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"the {operation} calls held by {mode!r} never reached the provider")
+
+
 async def strand_charge(
     stack: Stack, recon: Recon, tx_id: str, *, lookups_unavailable: bool = False
 ) -> None:
@@ -49,6 +66,7 @@ async def strand_charge(
     await recon.arm("payments.charge", "delay", delay_ms=2000)
     assert (await recon.submit(transaction(tx_id, receipt=False))).status_code == 202
     await wait_op_state(recon, tx_id, "charge", "dispatched")
+    await wait_calls_arrived(recon, "payments.charge")
     stack.kill("dispatcher")
     if lookups_unavailable:
         # Only now: the sandbox refuses lookups of keys it does not know yet under any
