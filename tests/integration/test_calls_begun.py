@@ -8,6 +8,7 @@ subprocess, called through the production adapters."""
 
 import asyncio
 from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 
 import asyncpg
@@ -104,19 +105,15 @@ async def test_a_switch_engaged_before_the_call_is_begun_stops_it_and_nothing_is
     assert await begin(conn, "k_switched") == calls_begun.Begun(switches=(), written=False)
 
 
-async def test_a_dispatch_nobody_began_is_sent_even_when_the_provider_cannot_be_asked(
-    conn: asyncpg.Connection,
-    kafka_bootstrap: str,
-    fresh_database: str,
-    topic_prefix: str,
-    provider: Sandbox,
-) -> None:
-    """The dispatch a restarted dispatcher reads below its assignment's end offset, which no
-    dispatcher ever called: with lookups unavailable, judging it by its offset (look up
-    first) would never make the call and lose a legitimate effect to a review."""
+@asynccontextmanager
+async def dispatcher_with_lookups_down(
+    kafka_bootstrap: str, database_url: str, topic_prefix: str, provider: Sandbox
+) -> AsyncIterator[tuple[Dispatcher, httpx.AsyncClient]]:
+    """A production dispatcher against the sandbox, whose charge lookups answer 503 until
+    the test disarms them: only the call-begun record can tell it what to do."""
     settings = Settings(
         kafka_bootstrap=kafka_bootstrap,
-        database_url=fresh_database,
+        database_url=database_url,
         topics=Topics(topic_prefix),
         environment="test",
         providers={"sandbox": provider.url},
@@ -128,24 +125,44 @@ async def test_a_dispatch_nobody_began_is_sent_even_when_the_provider_cannot_be_
             json={"operation": "payments.charge", "mode": "lookup_unavailable", "times": 20},
         )
         assert armed.status_code < 300, armed.text
-        projection = Projection(fresh_database)
+        projection = Projection(database_url)
         async with ProviderHttp(5.0, connect_s=2.0) as http:
             dispatcher = Dispatcher(settings, build_adapters(http, settings.providers), projection)
             await dispatcher.producer.start()
             try:
-                envelope, dispatch = charge("begun-1", "k_never_begun")
-                await Call(dispatcher, envelope, dispatch, 0).run()
-                await sandbox.delete("/v1/faults")  # the witness is the provider's own lookup
-                effects = (
-                    await sandbox.get("/v1/effects", params={"idempotency_key": "k_never_begun"})
-                ).json()["effects"]
-                assert len(effects) == 1, effects
-                assert await dispatcher.gate.was_begun(envelope, dispatch)
+                yield dispatcher, sandbox
             finally:
                 await dispatcher.gate.close()
                 await dispatcher.producer.stop()
                 await projection.close()
                 await sandbox.delete("/v1/faults")
+
+
+async def effects_under(sandbox: httpx.AsyncClient, key: str) -> list[dict[str, object]]:
+    await sandbox.delete("/v1/faults")  # the witness is the provider's own lookup
+    response = await sandbox.get("/v1/effects", params={"idempotency_key": key})
+    effects: list[dict[str, object]] = response.json()["effects"]
+    return effects
+
+
+async def test_a_dispatch_nobody_began_is_sent_even_when_the_provider_cannot_be_asked(
+    conn: asyncpg.Connection,
+    kafka_bootstrap: str,
+    fresh_database: str,
+    topic_prefix: str,
+    provider: Sandbox,
+) -> None:
+    """The dispatch a restarted dispatcher reads below its assignment's end offset, which no
+    dispatcher ever called: with lookups unavailable, judging it by its offset (look up
+    first) would never make the call and lose a legitimate effect to a review."""
+    async with dispatcher_with_lookups_down(
+        kafka_bootstrap, fresh_database, topic_prefix, provider
+    ) as (dispatcher, sandbox):
+        envelope, dispatch = charge("begun-1", "k_never_begun")
+        await Call(dispatcher, envelope, dispatch, 0).run()
+        effects = await effects_under(sandbox, "k_never_begun")
+        assert len(effects) == 1, effects
+        assert await dispatcher.gate.was_begun(envelope, dispatch)
 
 
 async def test_a_dispatch_whose_call_was_begun_is_looked_up_first_and_not_sent_blind(
@@ -158,39 +175,14 @@ async def test_a_dispatch_whose_call_was_begun_is_looked_up_first_and_not_sent_b
     """A held dispatch claimed again after its resumer died mid-call (or a dispatch whose
     owner died after beginning it): the record says a call may have been made, so it is a
     redelivery even when nothing about its offset or its claim says so."""
-    settings = Settings(
-        kafka_bootstrap=kafka_bootstrap,
-        database_url=fresh_database,
-        topics=Topics(topic_prefix),
-        environment="test",
-        providers={"sandbox": provider.url},
-    )
-    await ensure_topics(kafka_bootstrap, settings.topics)
     assert await begin(conn, "k_begun_before") == calls_begun.Begun(switches=(), written=True)
-    async with httpx.AsyncClient(base_url=provider.url) as sandbox:
-        armed = await sandbox.post(
-            "/v1/faults",
-            json={"operation": "payments.charge", "mode": "lookup_unavailable", "times": 20},
-        )
-        assert armed.status_code < 300, armed.text
-        projection = Projection(fresh_database)
-        async with ProviderHttp(5.0, connect_s=2.0) as http:
-            dispatcher = Dispatcher(settings, build_adapters(http, settings.providers), projection)
-            await dispatcher.producer.start()
-            try:
-                envelope, dispatch = charge("begun-2", "k_begun_before")
-                await Call(dispatcher, envelope, dispatch, 0).run()
-                await sandbox.delete("/v1/faults")
-                effects = (
-                    await sandbox.get("/v1/effects", params={"idempotency_key": "k_begun_before"})
-                ).json()["effects"]
-                # Lookups unavailable: the outcome stays unknown for later lookups; no blind call.
-                assert effects == []
-            finally:
-                await dispatcher.gate.close()
-                await dispatcher.producer.stop()
-                await projection.close()
-                await sandbox.delete("/v1/faults")
+    async with dispatcher_with_lookups_down(
+        kafka_bootstrap, fresh_database, topic_prefix, provider
+    ) as (dispatcher, sandbox):
+        envelope, dispatch = charge("begun-2", "k_begun_before")
+        await Call(dispatcher, envelope, dispatch, 0).run()
+        # Lookups unavailable: the outcome stays unknown for later lookups; no blind call.
+        assert await effects_under(sandbox, "k_begun_before") == []
 
 
 async def test_a_resumed_hold_keeps_its_claim_while_its_call_outlasts_the_lease(
