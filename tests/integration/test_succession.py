@@ -338,7 +338,14 @@ async def test_a_new_attempt_needs_the_precondition_again_and_a_fresh_approval(
     await recon.http.delete(f"{stack.sandbox_url}/v1/faults")
     stopped = await open_review()
     assert stopped["reason"] == "precondition_failed"
-    tx = (await recon.get("refund-50")).json()
+
+    def stop_recorded(tx: dict[str, Any]) -> bool:
+        # The review's row and the operation's evidence are separate projections: wait for
+        # the evidence of the stop rather than read it once.
+        body = op(tx, "partial_refund")["evidence"][-1].get("body")
+        return isinstance(body, dict) and "balance" in body
+
+    tx = await recon.wait_until("refund-50", stop_recorded, 30, "the stop's evidence is missing")
     last = op(tx, "partial_refund")["evidence"][-1]
     assert last["body"]["balance"]["revoked"] is True, last
 
