@@ -40,9 +40,7 @@ SERVICES = (
 # The module each runs as (`python -m ...`); a name is also the process's log file.
 MODULES = {
     **{name: f"services.{name}" for name in SERVICES},
-    # Through its forwarder (services/sandbox.py): the peer benchmark's CPU probe
-    # (../shared/peer-bench/cpuprobe.py) knows the provider by `-m services.sandbox`.
-    "sandbox": "services.sandbox",
+    "sandbox": "services.devtools.sandbox",
     "reconciler": "services.pull_reconciler",
     "intents": "services.intake.kafka_intents",
 }

@@ -19,7 +19,7 @@ from referencing.jsonschema import DRAFT202012
 from events.drift import DriftDetected, DriftKind, drift_id
 from events.envelope import GENESIS_HASH, seal
 from events.transaction_events import TransactionAccepted, TransactionCommitted
-from services.devtools.schemas import DOCS, GENERATED, render, stale
+from services.contract.schemas import DOCS, GENERATED, render, stale
 from services.intake.example import example_transaction
 from services.intake.submission import SubmissionRequest, operation_specs, submit_command
 
@@ -38,7 +38,7 @@ def asyncapi() -> dict[str, Any]:
 
 def test_checked_in_schemas_are_what_the_code_generates() -> None:
     assert stale() == [], (
-        "docs/ is stale: run `uv run python -m services.devtools.schemas --write` and commit"
+        "docs/ is stale: run `uv run python -m services.contract.schemas --write` and commit"
     )
 
 

@@ -13,8 +13,9 @@ FOLDERS = ("events", "projections", "reconcilers", "services")
 # What each library folder may import of the others (never services/).
 LIBRARIES = {"events": set(), "projections": {"events"}, "reconcilers": {"events", "projections"}}
 # The operator commands run one drift scan through the reconciler's own runtime; the MCP
-# server's tool schemas are the intake's request models.
-ALLOWED = {("cli", "pull_reconciler"), ("mcp", "intake")}
+# server's tool schemas are the intake's request models; the published OpenAPI document is
+# the intake's own.
+ALLOWED = {("cli", "pull_reconciler"), ("mcp", "intake"), ("contract", "intake")}
 # Pure rules a process may ask of another, so that a rule has one judge: the intake answers a
 # claim synchronously with the decider's own ownership rule (issue 18, item 16).
 SHARED_RULES = {"services.decider.ownership"}
@@ -57,7 +58,7 @@ def test_production_imports_no_development_tool() -> None:
 
 
 def test_a_process_imports_no_other_process() -> None:
-    for room in (*PROCESSES, "cli", "providers", "mcp"):
+    for room in (*PROCESSES, "cli", "contract", "providers", "mcp"):
         for path in _modules(f"services/{room}"):
             others = {
                 _room(m)

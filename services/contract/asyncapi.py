@@ -1,5 +1,5 @@
 """The AsyncAPI 3.0 document of recon's Kafka topics, generated from the message models
-(docs/asyncapi.json; `python -m services.devtools.schemas --write` writes it).
+(docs/asyncapi.json; `python -m services.contract.schemas --write` writes it).
 
 Every message schema is the pydantic model's own JSON schema, and the lists of commands
 and events are read from the discriminated unions the consumers parse with

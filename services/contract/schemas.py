@@ -1,9 +1,9 @@
 """The published schemas, generated from the code and checked in under docs/:
 docs/openapi.json (the intake API, FastAPI's document as the intake serves it at
-/openapi.json) and docs/asyncapi.json (the Kafka topics, services.devtools.asyncapi).
+/openapi.json) and docs/asyncapi.json (the Kafka topics, services.contract.asyncapi).
 
-    python -m services.devtools.schemas --write   # regenerate after changing the API
-    python -m services.devtools.schemas --check   # exit 1 if a file differs from the code
+    python -m services.contract.schemas --write   # regenerate after changing the API
+    python -m services.contract.schemas --check   # exit 1 if a file differs from the code
 
 tests/unit/test_published_schemas.py fails while a checked-in file differs.
 """
@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from services.config import load_settings
-from services.devtools.asyncapi import asyncapi_document
+from services.contract.asyncapi import asyncapi_document
 from services.intake.app import create_app
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
@@ -55,7 +55,7 @@ def write(docs: Path = DOCS) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m services.devtools.schemas")
+    parser = argparse.ArgumentParser(prog="python -m services.contract.schemas")
     mode = parser.add_mutually_exclusive_group(required=True)
     mode.add_argument("--write", action="store_true", help="regenerate docs/*.json")
     mode.add_argument("--check", action="store_true", help="exit 1 if docs/ is stale")
@@ -67,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     outdated = stale()
     if outdated:
         print(
-            f"stale: {', '.join(outdated)}; run `uv run python -m services.devtools.schemas "
+            f"stale: {', '.join(outdated)}; run `uv run python -m services.contract.schemas "
             "--write` and commit docs/",
             file=sys.stderr,
         )
