@@ -22,6 +22,8 @@ class CatalogEntry(BaseModel):
     # `class` is a Python keyword: the field carries it as its alias (the answer's name).
     side_effect: Literal["read", "write", "destructive"] = Field(alias="class")
     reversibility: Literal["reversible", "compensating_only", "irreversible"]
+    # The one operation a step's `compensation` may name (events.catalog); None: it has none.
+    undo: str | None = None
 
 
 class Catalog(BaseModel):
@@ -38,6 +40,7 @@ async def catalog(request: Request, tenant: str = Depends(auth.tenant)) -> dict[
                 "operation": info.name,
                 "class": info.side_effect.value,
                 "reversibility": info.reversibility.value,
+                "undo": info.undo,
             }
             for provider in sorted(settings.providers)
             for info in PROVIDER_CATALOGS.get(provider, CATALOG).values()

@@ -21,7 +21,7 @@ async def _get(key: str | None) -> httpx.Response:
         return await http.get("/v1/catalog", headers=headers)
 
 
-async def test_the_catalog_lists_every_providers_operations_with_class_and_reversibility() -> None:
+async def test_the_catalog_lists_every_providers_operations_with_class_reversibility_and_undo() -> None:
     agent, operator = await _get("demo-key"), await _get("ops-key")
     assert agent.status_code == 200, agent.text
     assert agent.json() == operator.json()
@@ -35,7 +35,11 @@ async def test_the_catalog_lists_every_providers_operations_with_class_and_rever
         "operation": "records.delete",
         "class": "destructive",
         "reversibility": "irreversible",
+        "undo": None,
     }
     assert by_name["payments.charge"]["class"] == "write"
+    # The undo an agent may name as the step's compensation, and no other.
+    assert by_name["payments.charge"]["undo"] == "payments.refund"
+    assert by_name["inventory.reserve"]["undo"] == "inventory.release"
     assert by_name["payments.charge"]["reversibility"] == "compensating_only"
     assert (await _get(None)).status_code == 401
