@@ -17,6 +17,7 @@ import asyncpg
 from events.definition import Leg, OperationKind, OpStatus, Resolution, TxStatus
 from events.drift import DriftDetected
 from events.envelope import Envelope
+from projections.moves import Moves
 from projections.table_writes import copy_rows, upsert_sql
 from projections.view import OpView, ReviewView, TxView, apply
 
@@ -32,17 +33,19 @@ async def project_batch(
     skipped: Iterable[tuple[int, int]] = (),
     *,
     bulk: bool = False,
-) -> None:
+) -> Moves:
     """Apply `records` (in the order consumed) and advance the stored offsets past them
     and past `skipped` (partition, offset) pairs, e.g. poison records already
-    dead-lettered.
+    dead-lettered. Answers what the records applied moved (nothing for those a previous
+    batch had applied already), for the metrics once the transaction has committed.
 
     `bulk` (audit rebuild's large batches): the same rows through COPY into temporary
     tables and one INSERT ... SELECT per table with the very ON CONFLICT clauses of the
     row-by-row statements, instead of a statement per row (projections.table_writes)."""
+    moves = Moves()
     advanced = _advanced([(p, o) for p, o, _ in records], skipped)
     if not advanced:
-        return
+        return moves
     async with conn.transaction():
         stored = await _lock_offsets(conn, topic, sorted(advanced))
         fresh = [(p, o, env) for p, o, env in records if o >= stored[p]]
@@ -52,6 +55,7 @@ async def project_batch(
             key = (envelope.tenant, envelope.tx_id)
             before = views.get(key)
             after = apply(before, envelope)
+            moves.add(before, after)
             if after is not before:
                 views[key] = after
                 changed.add(key)
@@ -65,6 +69,7 @@ async def project_batch(
             await _insert_events(conn, envelopes)
             await _upsert_views(conn, changed_views)
         await _store_offsets(conn, topic, advanced)
+    return moves
 
 
 async def project_drift(

@@ -5,11 +5,11 @@ Each family is fed where what it counts already happens, at the cost of a counte
 increment (or one histogram observation) per record at most: nothing here may add per
 record work beyond that (the CPU per transaction is watched).
 
-- transactions by status, operations by state, reviews opened: from the events the saga
-  orchestrator already reads (`observe_event`: the event's type and a field of its data,
-  no parsing), so each is counted once per event (again after a redelivery: counters
-  count at least once). `running` is not counted: no event of its own marks it (the first
-  dispatch of the first step does, which an event alone does not tell);
+- transactions by status, operations by state, reviews opened: by the projector, from the
+  views it folds with the decider's own rules (projections.moves), once the batch that
+  moved them committed: every status the API shows is counted (`running` and
+  `awaiting_approval` too), each transition once, never again after a redelivery (an
+  envelope already applied moves nothing);
 - dispatch latency and lookups: at the provider adapters (services.providers.measured),
   shared by the dispatcher and the reconciler;
 - webhook verifications: the intake's webhook route;
@@ -27,6 +27,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import IllegalStateError
 from prometheus_client import Counter, Gauge, Histogram, start_http_server
 
+from projections.moves import Moves
 from services.config import Settings
 
 log = logging.getLogger(__name__)
@@ -100,41 +101,18 @@ def serve(process: str, settings: Settings) -> int | None:
     return port
 
 
-# --- events (the saga orchestrator reads them all) -------------------------------------
-
-_TX_STATUS = {
-    "TransactionAccepted": "accepted",
-    "TransactionCommitted": "committed",
-    "TransactionCompensated": "compensated",
-    "TransactionNeedsReview": "manual_review",
-}
-_OP_STATE = {
-    "OperationUnknown": "unknown",
-    "OperationConfirmed": "confirmed",
-    "OperationFailed": "failed",
-    "OperationNeedsReview": "manual_review",
-    "OperationCompensated": "compensated",
-}
+# --- transitions (the projector's, once its batch committed) ---------------------------
 
 
-def observe_event(event_type: str, data: Mapping[str, Any]) -> None:
-    """Count what `event_type` moves, from its raw data: a dict lookup and an increment."""
-    status = _TX_STATUS.get(event_type)
-    if status is not None:
-        TRANSACTIONS.labels(status).inc()
-        if event_type == "TransactionAccepted":
-            OPERATIONS.labels("pending").inc(len(data.get("operations") or ()))
-        return
-    state = _OP_STATE.get(event_type)
-    if state is not None:
-        OPERATIONS.labels(state).inc()
-        if event_type == "OperationNeedsReview":
-            REVIEWS_OPENED.inc()
-    elif event_type == "OperationDispatched":
-        undo = data.get("leg") == "compensation"
-        OPERATIONS.labels("compensating" if undo else "dispatched").inc()
-    elif event_type == "TransactionFailed":
-        TRANSACTIONS.labels("compensating" if data.get("compensable") else "failed").inc()
+def count_moves(moves: Moves) -> None:
+    """The statuses a committed batch moved transactions and operations into: a few
+    increments per batch, read off the views the projector folds anyway."""
+    for status, n in moves.transactions.items():
+        TRANSACTIONS.labels(status.value).inc(n)
+    for state, n in moves.operations.items():
+        OPERATIONS.labels(state.value).inc(n)
+    if moves.reviews_opened:
+        REVIEWS_OPENED.inc(moves.reviews_opened)
 
 
 # --- consumers -----------------------------------------------------------------------

@@ -25,7 +25,7 @@ from projections.writer import DriftRecord, Record, project_batch, project_drift
 from services.config import Settings
 from services.kafka_clients import acked_producer, group_consumer
 from services.kafka_setup import ensure_topics
-from services.metrics import observe_lag
+from services.metrics import count_moves, observe_lag
 from services.pg_pool import create_pool
 
 log = logging.getLogger(__name__)
@@ -141,7 +141,8 @@ class Projector:
         # One database transaction per topic, each with its own offsets: the two topics
         # are independent, so each is exactly-once on its own.
         async with self.pool.acquire() as conn:
-            await project_batch(conn, self.topic, records, skipped=poison)
+            moves = await project_batch(conn, self.topic, records, skipped=poison)
+            count_moves(moves)  # committed: counted once, whatever happens next
             await project_drift(conn, self.drift_topic, drift, skipped=drift_poison)
         log.debug(
             "projected %d events (%d dead-lettered) up to %s",

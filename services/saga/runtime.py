@@ -26,7 +26,6 @@ from services.crash_points import SAGA_AFTER_COMMANDS_ACKED, pause_point
 from services.kafka_clients import acked_producer
 from services.kafka_setup import ensure_topics
 from services.kafka_start import start_kafka_client
-from services.metrics import observe_event
 from services.saga.reactor import react
 
 log = logging.getLogger(__name__)
@@ -78,7 +77,6 @@ class Orchestrator:
     async def _react(self, tp: TopicPartition, record: ConsumerRecord) -> list[Command]:
         try:
             envelope = Envelope.model_validate_json(record.value)
-            observe_event(envelope.type, envelope.data)
             return react(envelope)
         except ValidationError as error:
             # The decider is the only writer of recon.events, so this is a bug upstream;

@@ -107,6 +107,9 @@ async def test_a_scrape_shows_every_metric_family_fed(fast_stack: Stack) -> None
                 "transactions committed": total(
                     samples, "recon_transactions_total", status="committed"
                 ),
+                "transactions running": total(
+                    samples, "recon_transactions_total", status="running"
+                ),
                 "transactions in review": total(
                     samples, "recon_transactions_total", status="manual_review"
                 ),
@@ -135,6 +138,9 @@ async def test_a_scrape_shows_every_metric_family_fed(fast_stack: Stack) -> None
                 break
             await asyncio.sleep(0.3)
         assert all(fed.values()), fed
+        # Counted once per transition, by the projector, from the views it committed.
+        assert total(samples, "recon_transactions_total", status="accepted") == 2
+        assert total(samples, "recon_transactions_total", status="committed") == 1
         # Consumer lag is a gauge per group and partition: present for every consumer.
         lagging = {
             labels["group"].removeprefix(stack.topic_prefix)

@@ -21,7 +21,7 @@ async def _get(key: str | None) -> httpx.Response:
         return await http.get("/v1/catalog", headers=headers)
 
 
-async def test_the_catalog_lists_every_providers_operations_with_class_reversibility_and_undo() -> None:
+async def test_the_catalog_lists_each_operations_class_reversibility_and_undo() -> None:
     agent, operator = await _get("demo-key"), await _get("ops-key")
     assert agent.status_code == 200, agent.text
     assert agent.json() == operator.json()

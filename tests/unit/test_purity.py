@@ -20,6 +20,7 @@ PURE = [
     ROOT / "events/legs.py",
     ROOT / "services/saga/reactor.py",
     ROOT / "projections/view.py",
+    ROOT / "projections/moves.py",
     ROOT / "projections/decode.py",
     ROOT / "reconcilers/signatures.py",
     ROOT / "reconcilers/webhook_intake.py",

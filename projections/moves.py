@@ -1,0 +1,33 @@
+"""What one projected event moved: the statuses a transaction and its operations entered,
+and the reviews it opened, read off the view before and after the event (projections.view),
+so the metrics count exactly the transitions the API shows, by the decider's own rules
+(events.legs) and not by a second table of which event means what.
+
+Pure: no I/O, no clock.
+"""
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+from events.definition import OpStatus, TxStatus
+from projections.view import TxView
+
+
+@dataclass
+class Moves:
+    """Counts over a batch: status -> how many transactions (operations) entered it."""
+
+    transactions: Counter[TxStatus] = field(default_factory=Counter)
+    operations: Counter[OpStatus] = field(default_factory=Counter)
+    reviews_opened: int = 0
+
+    def add(self, before: TxView | None, after: TxView) -> None:
+        if before is after:
+            return  # a re-applied envelope, or an event that moved nothing
+        if before is None or before.status is not after.status:
+            self.transactions[after.status] += 1
+        old = {} if before is None else {op.action: op.state for op in before.operations}
+        for op in after.operations:
+            if old.get(op.action) is not op.state:
+                self.operations[op.state] += 1
+        self.reviews_opened += len(after.reviews) - (0 if before is None else len(before.reviews))
