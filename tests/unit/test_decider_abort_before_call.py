@@ -7,12 +7,13 @@ from support.txbuilders import abort, observed, submit
 from events.aborted_before_call import ABORTED_BEFORE_CALL
 from events.definition import TxStatus
 from events.inputs import DeciderInput, OperationObserved, Outcome, Source
-from events.transaction_events import TransactionFailed
+from events.transaction_events import Event, TransactionFailed
 from services.decider.transaction import TransactionState, handle, initial_state
 
 
-def given(*inputs: DeciderInput) -> tuple[TransactionState, list[str], list[object]]:
-    state, types, events = initial_state("demo", "tx-1"), [], []
+def given(*inputs: DeciderInput) -> tuple[TransactionState, list[str], list[Event]]:
+    state, types = initial_state("demo", "tx-1"), []
+    events: list[Event] = []
     for message in inputs:
         state, envelopes = handle(state, message)
         types += [e.type for e in envelopes]
@@ -26,7 +27,7 @@ def not_begun(action: str, source: Source = Source.RESPONSE) -> OperationObserve
     )
 
 
-def failed(events: list[object]) -> TransactionFailed:
+def failed(events: list[Event]) -> TransactionFailed:
     [end] = [e for e in events if isinstance(e, TransactionFailed)]
     return end
 
