@@ -163,6 +163,11 @@ ALTER TABLE intents ADD COLUMN IF NOT EXISTS session_id text;
 -- The principal that submitted the intent (services.intake.auth.Principal.name); NULL for
 -- the Kafka door and for intents from before it was recorded.
 ALTER TABLE intents ADD COLUMN IF NOT EXISTS submitted_by text;
+-- When an abort of the transaction was first asked through the API (services.intake.
+-- abort_record), written before its AbortTransaction is produced. The dispatcher's last gate
+-- (services/dispatcher/calls_begun.py) reads it in the statement that begins a call: a step's
+-- call not begun by then never is (issue 18, item 17). NULL: no abort asked.
+ALTER TABLE intents ADD COLUMN IF NOT EXISTS abort_requested_at timestamptz;
 -- The same for a review's resolution claim (`produced` above): a different resolution may
 -- take over an unacknowledged claim once its last attempt is older than the horizon.
 ALTER TABLE review_resolutions

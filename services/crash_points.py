@@ -27,6 +27,9 @@ PAUSE_FILE_ENV = "RECON_PAUSE_FILE"
 
 # The windows the runtimes name.
 DISPATCHER_AFTER_PROVIDER_ANSWERED = "dispatcher.after_provider_answered"
+# Every gate passed, the "about to call" record not written yet: an abort or a switch
+# recorded now must still stop the call.
+DISPATCHER_BEFORE_CALL_BEGUN = "dispatcher.before_call_begun"
 SAGA_AFTER_COMMANDS_ACKED = "saga.after_commands_acked"
 DECIDER_IN_OPEN_TRANSACTION = "decider.in_open_transaction"
 

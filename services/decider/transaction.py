@@ -10,7 +10,9 @@ Rules it enforces (DESIGN.md promises 1-5):
   only after TransactionCompensated);
 - a definitive failure, a review resolved `not_applied` or an abort fails the
   transaction; the confirmed steps before it are then undone in reverse order, one at a
-  time, each undo under its own stable key, as the saga orchestrator asks;
+  time, each undo under its own stable key, as the saga orchestrator asks; a step's call
+  the dispatcher did not begin because the abort was recorded first
+  (events.aborted_before_call) is that abort;
 - an observation must carry the attempt of the current dispatch of its leg (the fencing
   token), otherwise it is recorded and ignored. Webhooks (told apart by their source,
   not their attempt number) are sightings not tied to a dispatch: they can prove an
@@ -30,6 +32,7 @@ from typing import Any, assert_never
 
 from pydantic import field_validator, model_validator
 
+from events.aborted_before_call import aborted_before_call
 from events.approval_events import OperationRejected
 from events.approval_inputs import ApproveOperation, RejectOperation
 from events.approval_ledger import Approval, evolve_approvals
@@ -97,6 +100,9 @@ from services.decider.input_bounds import (
 from services.decider.ownership import Owner
 from services.decider.revisions import rejection_reason
 from services.decider.side_effects import leg_info
+
+# Why an abort is on the log before its command: the dispatcher found it recorded.
+ABORT_SEEN = "abort recorded before the step's call was begun"
 
 # A `write` is re-sent (under the same key) only after a lookup proved it absent, and
 # at most this many times in all; past that a person decides. Per class in
@@ -323,6 +329,13 @@ def _observe(state: TransactionState, obs: OperationObserved) -> list[Event]:
                 # The undo was refused: the world is now inconsistent; a person decides.
                 return _review(state, op, leg, attempt, "compensation_rejected", evidence)
             failed = OperationFailed(action=action, attempt=attempt, evidence=evidence)
+            if op.spec.kind is OperationKind.STEP and aborted_before_call(obs):
+                # The abort, recorded at the intake, stopped the call before any was begun:
+                # it is the abort, even if its command is still on its way (or was never
+                # produced); `_advance` then ends it as every abort ends.
+                if state.aborting:
+                    return [failed]
+                return [TransactionAbortRequested(actor="recon", reason=ABORT_SEEN), failed]
             reason = rejection_reason(obs)  # "stale_revision": the agent must re-plan
             return [failed, *_fail_if_step(_fold(state, [failed]), op, reason)]
         case Outcome.UNKNOWN | Outcome.UNAVAILABLE:

@@ -12,6 +12,12 @@ provider, after every gate and precondition. Two questions are answered by it, e
   engaged switches (`begin`), so a switch whose 201 was answered before the statement ran
   is seen: from the 201 on, no new call for its scope is begun. A call begun before it is
   in flight, and settles as usual.
+- Does an abort stop this call? A step's forward call is not begun once the transaction's
+  abort is recorded on its intent row (services.intake.abort_record, written before the
+  abort's 202) unless a call of that leg was begun before (any attempt): then the call
+  stands and the decider's too-late rule applies. Checked by the same statement, so an
+  abort recorded before it ran is seen, and one recorded after finds the row. Undo legs and
+  notifications are never stopped: an abort must still be able to undo, and to tell.
 
 The row is written before the call, never after: a crash between the two leaves a row for
 a call that may not have been made (a lookup settles it), never a call without a row.
@@ -30,6 +36,9 @@ class Begun:
     switches: tuple[str, ...]
     # Whether this statement wrote the row (False: it existed, the call was begun before).
     written: bool
+    # The transaction's abort was recorded and no call of this step was ever begun: nothing
+    # was written, and the call must not be made (events.aborted_before_call).
+    aborted: bool = False
 
 
 async def was_begun(
@@ -51,6 +60,7 @@ async def begin(
     conn: asyncpg.Connection,
     *,
     tenant: str,
+    tx_id: str,
     op_key: str,
     leg: str,
     attempt: int,
@@ -58,18 +68,30 @@ async def begin(
     provider: str,
     operation: str,
 ) -> Begun:
-    """Record the call unless an engaged switch covers it, in one statement (one snapshot:
-    a switch cannot be engaged between the check and the write as this statement sees it)."""
+    """Record the call unless an engaged switch covers it or an abort stops it, in one
+    statement (one snapshot: a switch cannot be engaged, nor an abort recorded, between the
+    check and the write as this statement sees it)."""
     row = await conn.fetchrow(
         "WITH blockers AS ("
         "  SELECT k.switch_id FROM kill_switches k WHERE k.tenant = $1"
         f"  AND {switch_matches('$5::text', '$6::text', '$7::text')}),"
+        # A forward leg of a step (not a notification) of an aborted transaction, never
+        # begun under any attempt: one primary-key probe of the intent row per call.
+        " aborted AS ("
+        "  SELECT 1 FROM intents i WHERE i.tenant = $1 AND i.tx_id = $8"
+        "  AND i.abort_requested_at IS NOT NULL AND $3 = 'forward'"
+        "  AND i.operations @> jsonb_build_array("
+        "   jsonb_build_object('op_key', $2::text, 'kind', 'step'))"
+        "  AND NOT EXISTS (SELECT 1 FROM calls_begun c"
+        "   WHERE c.tenant = $1 AND c.op_key = $2 AND c.leg = $3)),"
         " written AS ("
         "  INSERT INTO calls_begun (tenant, op_key, leg, attempt)"
-        "  SELECT $1, $2, $3, $4 WHERE NOT EXISTS (SELECT 1 FROM blockers)"
+        "  SELECT $1, $2, $3, $4"
+        "  WHERE NOT EXISTS (SELECT 1 FROM blockers) AND NOT EXISTS (SELECT 1 FROM aborted)"
         "  ON CONFLICT DO NOTHING RETURNING 1)"
         " SELECT coalesce((SELECT array_agg(switch_id ORDER BY switch_id) FROM blockers),"
-        "  '{}'::text[]) AS switches, EXISTS (SELECT 1 FROM written) AS written",
+        "  '{}'::text[]) AS switches, EXISTS (SELECT 1 FROM written) AS written,"
+        "  EXISTS (SELECT 1 FROM aborted) AS aborted",
         tenant,
         op_key,
         leg,
@@ -77,6 +99,7 @@ async def begin(
         agent_id,
         provider,
         operation,
+        tx_id,
     )
     assert row is not None
-    return Begun(tuple(row["switches"]), bool(row["written"]))
+    return Begun(tuple(row["switches"]), bool(row["written"]), bool(row["aborted"]))

@@ -273,7 +273,8 @@ class Gatekeeper:
         self, envelope: Envelope, dispatch: OperationDispatched, partition: int
     ) -> calls_begun.Begun | None:
         """Right before the call: None if an engaged switch holds it (now held), else the
-        durable record of the call about to be made."""
+        durable record of the call about to be made, or `aborted`: not to be made at all
+        (an abort stops it whatever the switches: held, it could only be refused later)."""
         try:
             submitter, _ = await self._intent(envelope.tenant, envelope.tx_id)
             agent_id = dispatch.agent_id or submitter  # the successor after a claim
@@ -282,6 +283,7 @@ class Gatekeeper:
                 begun = await calls_begun.begin(
                     conn,
                     tenant=envelope.tenant,
+                    tx_id=envelope.tx_id,
                     op_key=dispatch.op_key,
                     leg=dispatch.leg.value,
                     attempt=dispatch.attempt,
@@ -289,7 +291,7 @@ class Gatekeeper:
                     provider=dispatch.provider,
                     operation=dispatch.operation,
                 )
-            if begun.switches:
+            if begun.switches and not begun.aborted:
                 await self._hold(envelope, dispatch, partition, agent_id, begun.switches)
                 return None
             return begun

@@ -18,6 +18,7 @@ from aiokafka import ConsumerRecord, TopicPartition
 from opentelemetry.trace import SpanKind
 from pydantic import ValidationError
 
+from events.aborted_before_call import ABORTED_BEFORE_CALL
 from events.catalog import operation_info
 from events.envelope import Envelope
 from events.inputs import Evidence, OperationObserved, Outcome, Source
@@ -27,7 +28,11 @@ from events.transaction_events import OperationDispatched
 from services import tracing
 from services.at_least_once import AtLeastOnceConsumer, Batch, RetryBatch
 from services.config import Settings
-from services.crash_points import DISPATCHER_AFTER_PROVIDER_ANSWERED, pause_point
+from services.crash_points import (
+    DISPATCHER_AFTER_PROVIDER_ANSWERED,
+    DISPATCHER_BEFORE_CALL_BEGUN,
+    pause_point,
+)
 from services.dispatcher.gatekeeper import Gatekeeper
 from services.dispatcher.in_flight import Projection, ProjectionUnavailable, over_because
 from services.governance.store import Held
@@ -233,9 +238,17 @@ class Call:
                 await self.stop(stopped)
                 return
         # The last gate, after the lookup and the precondition's provider call: the kill
-        # switches, checked by the statement that records the call about to be made.
+        # switches and the transaction's abort, checked by the statement that records the
+        # call about to be made.
+        await pause_point(DISPATCHER_BEFORE_CALL_BEGUN)
         begun = await self.d.gate.begin(self.envelope, self.dispatch, self.partition)
         if begun is None:
+            return
+        if begun.aborted:
+            # Never begun, never to be: a definitive "not applied" the decider reads as the
+            # abort (events.aborted_before_call).
+            log.info("%s %s: aborted before its call was begun", self.envelope.tx_id, op)
+            await self.report(Source.RESPONSE, Seen(Outcome.REJECTED, error=ABORTED_BEFORE_CALL))
             return
         if not begun.written and not redelivered and not redelivery_may_apply(info):
             # Another dispatcher began this very call meanwhile (a zombie, a lost lease).

@@ -1,9 +1,13 @@
 """`POST /v1/transactions/{tx_id}/abort` (CONTRACT.md).
 
-The intake only turns the request into an AbortTransaction command; the decider judges it
+The intake turns the request into an AbortTransaction command; the decider judges it
 against the transaction as it is in the log: before commit it stops further dispatch, lets
 in-flight steps settle and fails the transaction, and the saga orchestrator then undoes the
 confirmed steps; once compensation has started, or after commit, it records CommandIgnored.
+Before producing it, the intake records the abort on the intent row
+(services.intake.abort_record), so that a step dispatched before the decider read the
+abort (the first one is dispatched in the decision that accepts the transaction) is not
+called if no dispatcher has begun its call yet.
 
 The 409 for a committed transaction is answered from the projection, which may lag the log
 by a moment: an abort that races the commit is answered 202 and ignored by the decider, so
@@ -23,6 +27,7 @@ from events.keys import abort_id, session_abort_id
 from services.config import Settings
 from services.decider import ownership as rules
 from services.intake import auth, owner_token, ownership, queries
+from services.intake.abort_record import record_abort
 from services.intake.errors import ApiError, unknown_transaction
 from services.intake.openapi import TxId, errors, json_body, ok
 from services.intake.produce import produce_command
@@ -114,6 +119,12 @@ async def abort(
             "session_required",
             f"{fenced.rule}: name agent_id, session_id and owner_token in the abort's body",
         )
+    if fenced is None:
+        # Before the produce: a step whose call is not begun yet is stopped even if the
+        # command is slow to reach the decider (services.intake.abort_record). A fenced
+        # session's abort is refused on the log, so it must not stop anything here.
+        async with request.app.state.pool.acquire() as conn:
+            await record_abort(conn, tenant, tx_id)
     await produce_command(request.app.state, command, "the abort")
     if fenced is not None:
         # Produced all the same: the decider records the refusal on the chain.

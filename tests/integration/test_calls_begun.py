@@ -77,6 +77,7 @@ async def begin(conn: asyncpg.Connection, op_key: str) -> calls_begun.Begun:
     return await calls_begun.begin(
         conn,
         tenant=TENANT,
+        tx_id="begun-1",
         op_key=op_key,
         leg="forward",
         attempt=1,

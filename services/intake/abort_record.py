@@ -1,0 +1,27 @@
+"""The durable record of an abort asked through the API: `intents.abort_requested_at`
+(projections/schema.sql), keyed by the caller's tenant and the tx_id.
+
+Written before the AbortTransaction is produced, so the dispatcher's last gate
+(services/dispatcher/calls_begun.py `begin`) sees the abort even while the command is on
+its way to the decider: a step whose call no dispatcher has begun by then is never called,
+and the decider ends the transaction as aborted (issue 18, item 17). A call already begun
+stands; the decider's too-late rule says what the abort then does.
+
+An intake that dies between this row and the produce leaves an abort that was asked and
+never answered: a step not begun yet is still stopped (the dispatcher's refusal is the abort
+on the log), and the agent's retry, the same command, adds nothing. Only an intent whose
+command Kafka acknowledged (`produced`) is marked: an unacknowledged row may still be taken
+over by another body, which must not inherit an abort.
+"""
+
+import asyncpg
+
+
+async def record_abort(conn: asyncpg.Connection, tenant: str, tx_id: str) -> None:
+    # The first time is kept: a second abort asks nothing new.
+    await conn.execute(
+        "UPDATE intents SET abort_requested_at = clock_timestamp()"
+        " WHERE tenant = $1 AND tx_id = $2 AND produced AND abort_requested_at IS NULL",
+        tenant,
+        tx_id,
+    )
