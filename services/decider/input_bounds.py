@@ -84,11 +84,14 @@ def capped(
     command: str,
     agent_id: str | None,
     session_id: str | None,
+    *,
+    by_agent: bool = True,
 ) -> list[Event] | None:
     """None when a session-bearing command may be judged; otherwise what is recorded
-    instead (`session_cap`). The owner's session and commands that name no session (an
-    operator's, recon's) are never capped."""
-    if session_id is None:
+    instead (`session_cap`). The owner's session, a person's command (`by_agent` false:
+    an operator's abort, even one naming a session) and commands that name no session
+    (recon's) are never capped."""
+    if session_id is None or not by_agent:
         return None
     if owner is not None and (agent_id, session_id) == (owner.agent_id, owner.session_id):
         return None

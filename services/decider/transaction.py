@@ -251,17 +251,20 @@ def _capped(state: TransactionState, message: DeciderInput) -> list[Event] | Non
     """Past the cap on session-caused events, a command from a session other than the
     owner's is not judged (services.decider.input_bounds)."""
     match message:
-        case (
-            SubmitTransaction()
-            | ClaimTransaction()
-            | ReleaseTransaction()
-            | AbortTransaction()
-            | RequestReview()
-        ):
-            session, agent = message.session_id, message.agent_id
+        case AbortTransaction():
+            by_agent = message.operator is None
+        case SubmitTransaction() | ClaimTransaction() | ReleaseTransaction() | RequestReview():
+            by_agent = True
         case _:
             return None
-    return capped(state.session_events, state.owner, message.type, agent, session)
+    return capped(
+        state.session_events,
+        state.owner,
+        message.type,
+        message.agent_id,
+        message.session_id,
+        by_agent=by_agent,
+    )
 
 
 def _submit(state: TransactionState, cmd: SubmitTransaction) -> list[Event]:

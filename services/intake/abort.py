@@ -48,7 +48,7 @@ class AbortRequest(BaseModel):
 @router.post(
     "/v1/transactions/{tx_id}/abort",
     status_code=202,
-    responses={**ok(AbortRequested, 202), **errors(401, 403, 404, 409, 413, 422, 503)},
+    responses={**ok(AbortRequested, 202), **errors(401, 403, 404, 409, 413, 422, 429, 503)},
     # Optional for an operator: an empty body is the default reason and actor.
     openapi_extra=json_body(AbortRequest, required=False),
 )
@@ -114,6 +114,8 @@ async def abort(
             "session_required",
             f"{fenced.rule}: name agent_id, session_id and owner_token in the abort's body",
         )
+    if known is not None:
+        known.refuse_past_cap(command.type, body.agent_id, body.session_id, by_agent=by_agent)
     await produce_command(request.app.state, command, "the abort")
     if fenced is not None:
         # Produced all the same: the decider records the refusal on the chain.

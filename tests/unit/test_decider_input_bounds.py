@@ -132,3 +132,14 @@ def test_the_record_of_refusals_stays_bounded() -> None:
         state, _ = handle(state, again(fenced_abort(n), n))
     assert len(state.refused) <= MAX_SESSION_EVENTS
     assert len(state.model_dump_json()) < MAX_RECORD_BYTES // 8
+
+
+def test_an_operators_abort_naming_a_session_is_judged_past_the_cap_not_dropped() -> None:
+    # A person is never capped: naming a session other than the owner's, the operator's
+    # abort is fenced as below the cap (recorded), not dropped unheard.
+    state = in_review()
+    for n in range(MAX_SESSION_EVENTS + 5):
+        state, _ = handle(state, fenced_abort(n))
+    by_operator = fenced_abort(9_999).model_copy(update={"operator": "ops-key"})
+    _, envelopes = handle(state, by_operator)
+    assert [e.event().model_dump().get("reason") for e in envelopes] == ["fenced"]
