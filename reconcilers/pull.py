@@ -8,6 +8,13 @@ processes that planned from the same snapshot cannot both do lookup n of one leg
 
 Bookkeeping is per (op_key, attempt): a re-dispatch (attempt + 1) is a new call with a
 fresh budget, exactly as the decider fences observations by attempt.
+
+A review request that never takes effect (lost between the claim and the send, or read by
+a decider that dead-letters it) leaves the leg in flight. It is asked again after
+`review_retry`, doubling after each request up to `review_retry_max`, and after
+`review_requests` requests no more: the planner gives the leg up once (`GiveUp`), which
+the runtime logs loudly and counts in a gauge (recon_reconciler_legs_given_up), because
+only a person can move it now.
 """
 
 from dataclasses import dataclass
@@ -30,6 +37,14 @@ class Policy:
     # the process may have died between the claim and the send (the request carries the
     # same message id, so a repeat that did arrive is dropped by the decider).
     review_retry: timedelta = timedelta(seconds=60)
+    # ... doubling after each request up to this, and given up after this many requests:
+    # about 4 h of asking at the defaults, never a request a minute for ever.
+    review_retry_max: timedelta = timedelta(hours=1)
+    review_requests: int = 8
+
+    def review_wait(self, requests: int) -> timedelta:
+        """How long to wait after request number `requests` before asking again."""
+        return min(self.review_retry * (1 << max(requests - 1, 0)), self.review_retry_max)
 
     def delay_after(self, n: int) -> timedelta:
         """How long to wait after lookup n before lookup n + 1 (or, after the last one,
@@ -62,6 +77,8 @@ class Lease:
     next_at: datetime
     review_requested: bool = False
     review_requested_at: datetime | None = None  # when it was claimed (if known)
+    review_requests: int = 0  # how many times it was claimed (0 on rows older than that)
+    given_up: bool = False
 
 
 @dataclass(frozen=True)
@@ -79,9 +96,18 @@ class Escalate:
 
     leg: Candidate
     lookups: int
+    requests: int = 0  # review requests claimed so far (the claim's compare-and-set)
 
 
-Step = Lookup | Escalate
+@dataclass(frozen=True)
+class GiveUp:
+    """Asked for review `requests` times and the leg is still in flight: stop asking."""
+
+    leg: Candidate
+    requests: int
+
+
+Step = Lookup | Escalate | GiveUp
 LeaseKey = tuple[str, int]
 
 
@@ -102,8 +128,14 @@ def plan(
             # Already asked. Normally the leg then leaves `dispatched`/`unknown` and is no
             # candidate at all; still in flight past review_retry, the request was lost.
             claimed = lease.review_requested_at
-            if claimed is not None and now - claimed >= policy.review_retry:
-                steps.append(Escalate(leg, lease.lookups))
+            if lease.given_up or claimed is None:
+                continue
+            if now - claimed < policy.review_wait(lease.review_requests):
+                continue
+            if lease.review_requests < policy.review_requests:
+                steps.append(Escalate(leg, lease.lookups, lease.review_requests))
+            else:
+                steps.append(GiveUp(leg, lease.review_requests))
             continue
         if now < lease.next_at:
             continue  # backing off

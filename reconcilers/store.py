@@ -10,8 +10,10 @@ costs one lookup of the budget, never a second report of lookup n (and a repeate
 report would carry the same message id, which the decider drops).
 
 The review request is claimed the same way, but its claim expires (the planner's
-`review_retry`): a crash between the claim and the send would otherwise leave the leg
-`unknown` forever, never looked up again and never reviewed.
+`review_retry`, doubling per request): a crash between the claim and the send would
+otherwise leave the leg `unknown` forever, never looked up again and never reviewed. Each
+claim moves `review_requests` from n to n + 1, and past the planner's limit the lease is
+marked given up (`given_up_at`), once.
 """
 
 import json
@@ -37,6 +39,11 @@ CREATE TABLE IF NOT EXISTS reconciler_leases (
     updated_at          timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (op_key, attempt)
 );
+-- Added later: rows from before count as asked 0 times, never given up.
+ALTER TABLE reconciler_leases ADD COLUMN IF NOT EXISTS review_requests integer NOT NULL DEFAULT 0;
+ALTER TABLE reconciler_leases ADD COLUMN IF NOT EXISTS given_up_at timestamptz;
+CREATE INDEX IF NOT EXISTS reconciler_leases_given_up ON reconciler_leases (op_key)
+    WHERE given_up_at IS NOT NULL;
 -- Drift ids already produced to recon.drift, so the next scan does not report them again.
 CREATE TABLE IF NOT EXISTS reconciler_drift_reported (
     drift_id    text PRIMARY KEY,
@@ -131,7 +138,8 @@ async def leases_for(conn: asyncpg.Connection, keys: list[LeaseKey]) -> dict[Lea
     if not keys:
         return {}
     rows = await conn.fetch(
-        "SELECT op_key, attempt, lookups, next_at, review_requested_at FROM reconciler_leases"
+        "SELECT op_key, attempt, lookups, next_at, review_requested_at, review_requests,"
+        " given_up_at FROM reconciler_leases"
         " WHERE (op_key, attempt) IN (SELECT * FROM unnest($1::text[], $2::int[]))",
         [k for k, _ in keys],
         [a for _, a in keys],
@@ -144,6 +152,8 @@ async def leases_for(conn: asyncpg.Connection, keys: list[LeaseKey]) -> dict[Lea
             next_at=row["next_at"],
             review_requested=row["review_requested_at"] is not None,
             review_requested_at=row["review_requested_at"],
+            review_requests=row["review_requests"],
+            given_up=row["given_up_at"] is not None,
         )
         for row in rows
     }
@@ -181,15 +191,18 @@ async def claim_review(
     op_key: str,
     attempt: int,
     lookups: int,
+    requests: int,
     now: datetime,
     stale_before: datetime,
 ) -> bool:
-    """Take the review request of (op_key, attempt): the first time, or again once an
-    earlier claim is older than `stale_before` (its holder may have died before sending;
-    the claim expires instead of blocking the leg from review forever)."""
+    """Take review request number `requests` + 1 of (op_key, attempt): the first time, or
+    again once an earlier claim is older than `stale_before` (its holder may have died
+    before sending; the claim expires instead of blocking the leg from review forever)."""
     row = await conn.fetchrow(
-        "UPDATE reconciler_leases SET review_requested_at = $4, updated_at = $4"
-        " WHERE op_key = $1 AND attempt = $2 AND lookups = $3"
+        "UPDATE reconciler_leases SET review_requested_at = $4, updated_at = $4,"
+        " review_requests = $6 + 1"
+        " WHERE op_key = $1 AND attempt = $2 AND lookups = $3 AND review_requests = $6"
+        " AND given_up_at IS NULL"
         " AND (review_requested_at IS NULL OR review_requested_at <= $5)"
         " RETURNING 1",
         op_key,
@@ -197,18 +210,54 @@ async def claim_review(
         lookups,
         now,
         stale_before,
+        requests,
     )
     return row is not None
 
 
 async def release_review(conn: asyncpg.Connection, op_key: str, attempt: int) -> None:
-    """The review request did not reach Kafka: let the next tick ask again."""
+    """The review request did not reach Kafka: let the next tick ask again (it was not
+    one of the requests that count)."""
     await conn.execute(
-        "UPDATE reconciler_leases SET review_requested_at = NULL"
+        "UPDATE reconciler_leases SET review_requested_at = NULL,"
+        " review_requests = greatest(review_requests - 1, 0)"
         " WHERE op_key = $1 AND attempt = $2",
         op_key,
         attempt,
     )
+
+
+async def give_up(
+    conn: asyncpg.Connection, op_key: str, attempt: int, requests: int, now: datetime
+) -> bool:
+    """Mark the leg given up after `requests` review requests; False if it already was."""
+    row = await conn.fetchrow(
+        "UPDATE reconciler_leases SET given_up_at = $4, updated_at = $4"
+        " WHERE op_key = $1 AND attempt = $2 AND review_requests = $3 AND given_up_at IS NULL"
+        " RETURNING 1",
+        op_key,
+        attempt,
+        requests,
+        now,
+    )
+    return row is not None
+
+
+# A given-up lease of a leg that settled since (a person resolved it) is history, not an
+# alarm: only those whose leg is still in flight are counted.
+_GIVEN_UP_IN_FLIGHT = """
+SELECT count(*) FROM reconciler_leases l
+ WHERE l.given_up_at IS NOT NULL
+   AND (EXISTS (SELECT 1 FROM operations o WHERE o.op_key = l.op_key
+                   AND o.attempts = l.attempt AND o.state = ANY($1::text[]))
+        OR EXISTS (SELECT 1 FROM operations o WHERE o.comp_op_key = l.op_key
+                   AND o.comp_attempts = l.attempt AND o.comp_state = ANY($1::text[])))
+"""
+
+
+async def given_up_in_flight(conn: asyncpg.Connection) -> int:
+    """Legs still in flight whose review requests the reconciler stopped sending."""
+    return int(await conn.fetchval(_GIVEN_UP_IN_FLIGHT, list(IN_FLIGHT)) or 0)
 
 
 async def record_outcome(conn: asyncpg.Connection, op_key: str, attempt: int, outcome: str) -> None:

@@ -75,6 +75,11 @@ CONSUMER_LAG = Gauge(
     ["group", "topic", "partition"],
 )
 REVIEWS_OPEN = Gauge("recon_reviews_open", "Manual reviews open now (refreshed by the reconciler)")
+LEGS_GIVEN_UP = Gauge(
+    "recon_reconciler_legs_given_up",
+    "Operation legs still in flight whose review requests never took effect, so the pull"
+    " reconciler stopped asking: a person must look (alert when above 0)",
+)
 KILL_SWITCHES_ENGAGED = Gauge(
     "recon_kill_switches_engaged",
     "Kill switches engaged now, every tenant (as the dispatcher's last refresh saw them)",

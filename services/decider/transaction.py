@@ -93,9 +93,12 @@ from services.decider import approvals, ownership
 from services.decider.evidence import evidence_of, evidence_of_review
 from services.decider.input_bounds import (
     SEEN_WINDOW,
+    RefusalKey,
+    capped,
     counts_against_sessions,
     remember,
-    session_cap,
+    remember_refusal,
+    repeated,
 )
 from services.decider.ownership import Owner
 from services.decider.revisions import rejection_reason
@@ -162,10 +165,12 @@ class TransactionState(Message):
     # Chain bookkeeping, advanced by `record` from the envelopes.
     seq: int = 0
     last_hash: str = GENESIS_HASH
-    # The latest input ids only, and a count of session-caused events: both bounded
-    # (services.decider.input_bounds), or an agent key could grow the state without end.
+    # The latest input ids only, a count of session-caused events and the refusals of
+    # sessions' commands already recorded: all bounded (services.decider.input_bounds), or
+    # an agent key could grow the state without end.
     seen: tuple[str, ...] = ()
     session_events: int = 0
+    refused: tuple[RefusalKey, ...] = ()
 
     @field_validator("seen", mode="before")
     @classmethod
@@ -210,9 +215,9 @@ def decide(state: TransactionState, message: DeciderInput) -> list[Event]:
         return []
     if state.status is None and not isinstance(message, SubmitTransaction):
         return []  # not ours to judge: the runtime dead-letters it
-    capped = _capped(state, message)
-    if capped is not None:
-        return capped
+    past_cap = _capped(state, message)
+    if past_cap is not None:
+        return past_cap
     match message:
         case SubmitTransaction():
             events = _submit(state, message)
@@ -242,7 +247,7 @@ def decide(state: TransactionState, message: DeciderInput) -> list[Event]:
                 events += _fail_if_step(_fold(state, events), rejected, message.reason)
         case _:
             assert_never(message)
-    if not events:
+    if not events or repeated(state.refused, events):
         return []
     events = events + _advance(_fold(state, events), _time_of(message))
     return ownership.charged_to(state.agent_id, state.owner, events)
@@ -252,20 +257,20 @@ def _capped(state: TransactionState, message: DeciderInput) -> list[Event] | Non
     """Past the cap on session-caused events, a command from a session other than the
     owner's is not judged (services.decider.input_bounds)."""
     match message:
-        case (
-            SubmitTransaction()
-            | ClaimTransaction()
-            | ReleaseTransaction()
-            | AbortTransaction()
-            | RequestReview()
-        ):
-            session, agent = message.session_id, message.agent_id
+        case AbortTransaction():
+            by_agent = message.operator is None
+        case SubmitTransaction() | ClaimTransaction() | ReleaseTransaction() | RequestReview():
+            by_agent = True
         case _:
             return None
-    owner = state.owner
-    if session is None or (owner and (agent, session) == (owner.agent_id, owner.session_id)):
-        return None
-    return session_cap(state.session_events, message.type, agent, session)
+    return capped(
+        state.session_events,
+        state.owner,
+        message.type,
+        message.agent_id,
+        message.session_id,
+        by_agent=by_agent,
+    )
 
 
 def _submit(state: TransactionState, cmd: SubmitTransaction) -> list[Event]:
@@ -721,6 +726,7 @@ def record(state: TransactionState, envelope: Envelope) -> TransactionState:
             "last_hash": envelope.hash,
             "seen": remember(state.seen, envelope.causation_id),
             "session_events": state.session_events + counts_against_sessions(event),
+            "refused": remember_refusal(state.refused, event),
         }
     )
 

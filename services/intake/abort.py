@@ -53,7 +53,7 @@ class AbortRequest(BaseModel):
 @router.post(
     "/v1/transactions/{tx_id}/abort",
     status_code=202,
-    responses={**ok(AbortRequested, 202), **errors(401, 403, 404, 409, 413, 422, 503)},
+    responses={**ok(AbortRequested, 202), **errors(401, 403, 404, 409, 413, 422, 429, 503)},
     # Optional for an operator: an empty body is the default reason and actor.
     openapi_extra=json_body(AbortRequest, required=False),
 )
@@ -119,6 +119,8 @@ async def abort(
             "session_required",
             f"{fenced.rule}: name agent_id, session_id and owner_token in the abort's body",
         )
+    if known is not None:
+        known.refuse_past_cap(command.type, body.agent_id, body.session_id, by_agent=by_agent)
     if fenced is None:
         # Before the produce: a step whose call is not begun yet is stopped even if the
         # command is slow to reach the decider (services.intake.abort_record). A fenced

@@ -78,6 +78,8 @@ _MEANING = {
     409: "conflicts with what was already recorded; `error` names the conflict",
     413: "the body is larger than the intake accepts; nothing was recorded",
     422: "invalid request; `message` says what to fix, and nothing was recorded",
+    429: "`too_many_commands`: the transaction took its cap of commands from agent sessions;"
+    " only its owner's session and operators are heard now, nothing was recorded",
     503: "Postgres or Kafka is unavailable; nothing was accepted, retry the same request",
 }
 

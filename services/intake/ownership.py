@@ -34,6 +34,7 @@ from services.intake import auth, owner_token, policy
 from services.intake.errors import ApiError, parsed, unknown_transaction
 from services.intake.openapi import TxId, errors, json_body, ok
 from services.intake.produce import produce_command
+from services.intake.session_cap import refuse_past_cap, session_events
 from services.intake.submission import SESSION_PATTERN
 
 router = APIRouter()
@@ -73,23 +74,29 @@ class Owner:
 
 
 async def current_owner(conn: asyncpg.Connection, tenant: str, tx_id: str) -> Owner | None:
-    """The owner as the projected log shows it; None when no event of the tx is projected."""
-    row = await conn.fetchrow(
+    """The owner as the projected log shows it; None when no event of the tx is projected.
+    A release names no lease: the owner is then the one its acceptance or claim before it
+    named, released (the decider's evolve_owner), so its successor's fence still holds
+    for every other session."""
+    rows = await conn.fetch(
         "SELECT type, data FROM events WHERE tenant = $1 AND tx_id = $2 AND type IN"
         " ('TransactionAccepted', 'TransactionClaimed', 'OwnershipReleased')"
-        " ORDER BY seq DESC LIMIT 1",
+        " ORDER BY seq DESC LIMIT 2",
         tenant,
         tx_id,
     )
-    if row is None:
+    if not rows:
         return None
+    released = rows[0]["type"] == "OwnershipReleased"
+    # A release is recorded once per owner, so the row before it is that owner's.
+    row = rows[1] if released and len(rows) > 1 else rows[0]
     data = json.loads(row["data"])
     until = data.get("lease_expires_at")
     return Owner(
         agent_id=data["agent_id"],
         session_id=data.get("session_id"),
         lease_expires_at=datetime.fromisoformat(until) if until else None,
-        released=row["type"] == "OwnershipReleased",
+        released=released,
     )
 
 
@@ -110,6 +117,16 @@ class Known:
     status: TxStatus
     owner: rules.Owner | None
     operations: tuple[OperationSpec, ...]
+    # Projected events that count against agent sessions (services.intake.session_cap).
+    session_events: int = 0
+
+    def refuse_past_cap(
+        self, command: str, agent_id: str | None, session_id: str | None, *, by_agent: bool
+    ) -> None:
+        """`429 too_many_commands` when the decider would not judge this command."""
+        refuse_past_cap(
+            self.session_events, self.owner, command, agent_id, session_id, by_agent=by_agent
+        )
 
 
 async def known_transaction(
@@ -152,12 +169,13 @@ async def known_transaction(
         operations=tuple(
             OperationSpec.model_validate(op) for op in json.loads(intent["operations"])
         ),
+        session_events=await session_events(conn, tenant, tx_id),
     )
 
 
 @router.post(
     "/v1/transactions/{tx_id}/claim",
-    responses={**ok(ClaimAnswer), **errors(401, 403, 404, 409, 413, 422, 503)},
+    responses={**ok(ClaimAnswer), **errors(401, 403, 404, 409, 413, 422, 429, 503)},
     openapi_extra=json_body(SessionRequest),
 )
 async def claim(
@@ -196,6 +214,7 @@ async def claim(
         lease_s=settings.owner_lease_s,
         issued_at=now,
     )
+    known.refuse_past_cap(command.type, who.agent_id, who.session_id, by_agent=True)
     # The decider's own rule, on what the intake can see (it may lag the log by a moment:
     # a claim let through here may still be refused on the log, and recorded there).
     for verdict in rules.claim(known.owner, known.status, command):
@@ -219,7 +238,7 @@ async def claim(
 @router.post(
     "/v1/transactions/{tx_id}/release",
     status_code=202,
-    responses={**ok(ClaimAnswer, 202), **errors(401, 403, 404, 409, 413, 422, 503)},
+    responses={**ok(ClaimAnswer, 202), **errors(401, 403, 404, 409, 413, 422, 429, 503)},
     openapi_extra=json_body(SessionRequest),
 )
 async def release(
@@ -241,6 +260,7 @@ async def release(
         session_id=who.session_id,
         issued_at=datetime.now(UTC),
     )
+    known.refuse_past_cap(command.type, who.agent_id, who.session_id, by_agent=True)
     fenced = rules.fence(known.owner, command.type, who.agent_id, who.session_id, by_agent=True)
     await produce_command(request.app.state, command, "the release")
     if fenced is not None:
@@ -266,7 +286,7 @@ class ReviewAsked(SessionRequest):
 @router.post(
     "/v1/transactions/{tx_id}/review",
     status_code=202,
-    responses={**ok(ClaimAnswer, 202), **errors(401, 403, 404, 409, 413, 422, 503)},
+    responses={**ok(ClaimAnswer, 202), **errors(401, 403, 404, 409, 413, 422, 429, 503)},
     openapi_extra=json_body(ReviewAsked),
 )
 async def ask_review(
@@ -289,6 +309,7 @@ async def ask_review(
     if known is None or row is None:
         raise unknown_transaction(tx_id)
     check_token(settings, tenant, tx_id, who)
+    known.refuse_past_cap("RequestReview", who.agent_id, who.session_id, by_agent=True)
     fenced = rules.fence(known.owner, "RequestReview", who.agent_id, who.session_id, by_agent=True)
     if fenced is None and row["state"] not in ("dispatched", "unknown"):
         raise ApiError(

@@ -5,7 +5,8 @@ import logging
 
 import asyncpg
 
-from services.metrics import REVIEWS_OPEN
+from reconcilers import store
+from services.metrics import LEGS_GIVEN_UP, REVIEWS_OPEN
 
 log = logging.getLogger(__name__)
 
@@ -20,6 +21,7 @@ async def refresh_gauges(pool: asyncpg.Pool) -> None:
             REVIEWS_OPEN.set(
                 await conn.fetchval("SELECT count(*) FROM reviews WHERE state = 'open'")
             )
+            LEGS_GIVEN_UP.set(await store.given_up_in_flight(conn))
     except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as error:
         # The gauge keeps its last value; the next refresh tries again.
         log.warning("refreshing the metrics' gauges failed (%r)", error)

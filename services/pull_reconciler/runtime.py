@@ -34,6 +34,7 @@ from reconcilers.drift import compare, effect_from_json
 from reconcilers.pull import (
     REVIEW_REASON,
     Escalate,
+    GiveUp,
     Lookup,
     Policy,
     Step,
@@ -66,6 +67,7 @@ def _utcnow() -> datetime:
 class TickReport:
     looked_up: list[tuple[str, int, int, Outcome]] = field(default_factory=list)
     review_requested: list[tuple[str, int]] = field(default_factory=list)
+    given_up: list[tuple[str, int]] = field(default_factory=list)
 
 
 class Reconciler:
@@ -113,6 +115,8 @@ class Reconciler:
                     await self._lookup(step, now, report)
                 case Escalate():
                     await self._escalate(step, now, report)
+                case GiveUp():
+                    await self._give_up(step, now, report)
         except Exception:
             # One leg's failure (Kafka or Postgres away) must not stop the others; the
             # next tick retries whatever was not claimed or not acknowledged.
@@ -169,7 +173,13 @@ class Reconciler:
         leg = step.leg
         async with self.pool.acquire() as conn:
             if not await store.claim_review(
-                conn, leg.op_key, leg.attempt, step.lookups, now, now - self.policy.review_retry
+                conn,
+                leg.op_key,
+                leg.attempt,
+                step.lookups,
+                step.requests,
+                now,
+                now - self.policy.review_wait(step.requests),
             ):
                 return
         crash_point("reconciler.after_review_mark")
@@ -195,12 +205,34 @@ class Reconciler:
             raise
         report.review_requested.append((leg.op_key, leg.attempt))
         log.warning(
-            "%s %s %s attempt %d: %d lookups settled nothing; manual review requested",
+            "%s %s %s attempt %d: %d lookups settled nothing; manual review requested"
+            " (request %d of %d)",
             leg.tx_id,
             leg.action,
             leg.leg.value,
             leg.attempt,
             step.lookups,
+            step.requests + 1,
+            self.policy.review_requests,
+        )
+
+    async def _give_up(self, step: GiveUp, now: datetime, report: TickReport) -> None:
+        leg = step.leg
+        async with self.pool.acquire() as conn:
+            if not await store.give_up(conn, leg.op_key, leg.attempt, step.requests, now):
+                return
+        report.given_up.append((leg.op_key, leg.attempt))
+        # Once per leg, and counted in recon_reconciler_legs_given_up until it settles.
+        log.error(
+            "!!! %s %s %s attempt %d (tenant %s): %d review requests never took effect (a"
+            " decider dead-lettering them?); the reconciler stops asking. A person must"
+            " look: the leg is still in flight",
+            leg.tx_id,
+            leg.action,
+            leg.leg.value,
+            leg.attempt,
+            leg.tenant,
+            step.requests,
         )
 
     # --- the drift scan ------------------------------------------------------------

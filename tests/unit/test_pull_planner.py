@@ -11,10 +11,12 @@ from events.definition import Leg
 from reconcilers.pull import (
     Candidate,
     Escalate,
+    GiveUp,
     Lease,
     LeaseKey,
     Lookup,
     Policy,
+    Step,
     plan,
 )
 
@@ -96,10 +98,12 @@ def test_a_new_attempt_has_a_fresh_budget() -> None:
 # --- ticks fired twice, late, or by two processes -------------------------------------
 
 
-def claim(leases: dict[LeaseKey, Lease], step: Lookup | Escalate, now: datetime) -> bool:
+def claim(leases: dict[LeaseKey, Lease], step: Step, now: datetime) -> bool:
     """The store's compare-and-set (reconcilers.store.claim_lookup/claim_review)."""
     key = (step.leg.op_key, step.leg.attempt)
     lease = leases.get(key)
+    if isinstance(step, GiveUp):
+        return False  # never planned here: no claim of a review is ever stale
     if isinstance(step, Lookup):
         if step.n == 1:
             if lease is not None:
@@ -143,7 +147,7 @@ def test_no_schedule_of_ticks_exceeds_the_budget_or_repeats_a_lookup(
                 if claim(leases, step, now):
                     if isinstance(step, Lookup):
                         done.append((step.n, now))
-                    else:
+                    elif isinstance(step, Escalate):
                         reviews += 1
     numbers = [n for n, _ in done]
     assert numbers == list(range(1, len(numbers) + 1))  # each n once, in order
@@ -153,3 +157,63 @@ def test_no_schedule_of_ticks_exceeds_the_budget_or_repeats_a_lookup(
         assert second - first >= policy.delay_after(n)  # backoff respected
     if done:
         assert done[0][1] - LEG.since >= policy.after
+
+
+# --- review requests that never take effect --------------------------------------------
+
+
+def test_review_requests_back_off_doubling_up_to_a_cap_and_then_the_leg_is_given_up() -> None:
+    # Given a leg whose review request never takes effect (the decider dead-letters it),
+    # when the reconciler ticks every second for a day, claiming what it plans as the
+    # store does,
+    policy = replace(
+        POLICY, review_retry=timedelta(seconds=60), review_retry_max=timedelta(minutes=10)
+    )
+    key = ("rk1_a", 1)
+    leases = {key: Lease("rk1_a", 1, lookups=6, next_at=at(0))}
+    asked: list[float] = []
+    given_up: list[float] = []
+    for second in range(0, 86_400, 1):
+        now = at(second)
+        for step in plan([LEG], dict(leases), now, policy):
+            lease = leases[key]
+            if isinstance(step, Escalate):
+                assert step.requests == lease.review_requests
+                leases[key] = replace(
+                    lease,
+                    review_requested=True,
+                    review_requested_at=now,
+                    review_requests=lease.review_requests + 1,
+                )
+                asked.append(second)
+            elif isinstance(step, GiveUp):
+                leases[key] = replace(lease, given_up=True)
+                given_up.append(second)
+    # then it asks review_requests times, waiting 60 s, doubling, capped at 10 min,
+    waits = [b - a for a, b in pairwise(asked)]
+    assert len(asked) == policy.review_requests
+    assert waits == [60, 120, 240, 480, 600, 600, 600]
+    # and gives the leg up once, one capped wait after the last request, for ever after.
+    assert given_up == [asked[-1] + 600]
+
+
+def test_a_given_up_leg_is_left_to_a_person() -> None:
+    lease = Lease(
+        "rk1_a",
+        1,
+        lookups=6,
+        next_at=at(0),
+        review_requested=True,
+        review_requested_at=at(0),
+        review_requests=POLICY.review_requests,
+        given_up=True,
+    )
+    assert plan([LEG], {("rk1_a", 1): lease}, at(10**6), POLICY) == []
+
+
+def test_a_lease_from_before_the_count_is_asked_again_after_the_first_wait() -> None:
+    # Rows written before `review_requests` existed read as 0 requests.
+    lease = Lease(
+        "rk1_a", 1, lookups=6, next_at=at(0), review_requested=True, review_requested_at=at(0)
+    )
+    assert plan([LEG], {("rk1_a", 1): lease}, at(60), POLICY) == [Escalate(LEG, 6, 0)]
