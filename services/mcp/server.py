@@ -41,6 +41,7 @@ def build_server(settings: McpSettings) -> MCPServer[Any]:
     # The sessions this server's submissions own, by tx_id: its aborts name and prove
     # them (recon refuses an agent's abort without its session's owner token).
     owners: dict[str, Owner] = {}
+
     def _as_configured_agent(body: dict[str, Any]) -> dict[str, Any]:
         # The model does not choose who it is: the deployment does.
         return body if settings.agent_id is None else {**body, "agent_id": settings.agent_id}
