@@ -98,6 +98,15 @@ async def test_an_approved_call_is_refused_once_the_record_moved_on_and_applied_
     [effect] = effects_for(await recon.effects("records.delete"), key)
     assert effect["payload"] == {"resource": "rec-kept", "expected_revision": 1}
     assert (await record(recon, "rec-kept"))["deleted"] is True
+    # The durable record says why the call's payload is not the approved one.
+    trail = await recon.http.get(f"{recon.intake_url}/v1/operations/{key}", headers=OPS)
+    assert trail.status_code == 200, trail.text
+    assert trail.json()["approved"]["payload"] == {"resource": "rec-kept"}
+    [dispatch] = trail.json()["dispatches"]
+    assert dispatch["pinned_revision"] == 1
+    assert [
+        a["revision"] for a in trail.json()["approvals"] if a["type"] == "OperationApproved"
+    ] == [1]
 
     # Changed after the approval, before the call: the dispatcher is held while the record
     # moves on to revision 2, so the call is made only after the change.
