@@ -5,6 +5,8 @@ and rejection is a fact on the chain with the digests it was judged on."""
 
 from typing import Literal
 
+from pydantic import Field
+
 from events.model import Message
 
 
@@ -30,6 +32,10 @@ class OperationApproved(Message):
     preview_digest: str
     approver: str
     expires_at: str  # ISO 8601, judged against the time of the input that reaches the step
+    # The resource's revision the approver was shown, if the preview showed one: the
+    # approval holds for that state only (services.decider.revisions). Left out when
+    # absent, so an approval recorded before it existed reads and hashes as it was.
+    revision: int | None = Field(default=None, exclude_if=lambda v: v is None)
 
 
 class ApprovalRefused(Message):

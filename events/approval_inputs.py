@@ -6,6 +6,8 @@ on the chain."""
 from datetime import datetime
 from typing import Literal
 
+from pydantic import Field
+
 from events.model import Message
 
 
@@ -22,6 +24,10 @@ class ApproveOperation(Message):
     approver: str  # the operator key's person, never a body field
     expires_at: datetime
     issued_at: datetime
+    # The resource's revision the approver was shown (the preview's `current_revision`);
+    # absent when the preview showed none, and in commands from before it existed. The
+    # decider pins it on the step's call (services.decider.revisions).
+    revision: int | None = Field(default=None, exclude_if=lambda v: v is None)
 
 
 class RejectOperation(Message):

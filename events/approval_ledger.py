@@ -20,6 +20,7 @@ class Approval(Message):
     preview_digest: str
     approver: str
     expires_at: datetime
+    revision: int | None = None  # the resource's revision the approver was shown
     spent: bool = False  # dispatched on, or expired: never good again
 
 
@@ -41,6 +42,7 @@ def evolve_approvals(approvals: tuple[Approval, ...], event: Event) -> tuple[App
                     preview_digest=event.preview_digest,
                     approver=event.approver,
                     expires_at=datetime.fromisoformat(event.expires_at),
+                    revision=event.revision,
                 ),
             )
         case OperationDispatched() if event.leg is Leg.FORWARD:

@@ -91,6 +91,10 @@ class OperationDispatched(Message):
     # claimed the transaction (issue 18, item 8). The gate judges grants, quotas and kill
     # switches on it; absent, on the submitting agent (the intents row).
     agent_id: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    # The `expected_revision` recon added to `payload` for a gated step that named none:
+    # the revision its approval was given at (services.decider.revisions). Every attempt
+    # under the key carries the same one, so the key never comes with another payload.
+    pinned_revision: int | None = Field(default=None, exclude_if=lambda v: v is None)
 
 
 class OperationUnknown(Message):

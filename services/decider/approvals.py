@@ -1,7 +1,8 @@
 """The approval gate, the decider's side (DESIGN.md, "Governance"; CONTRACT.md, "v1
 additions"): a step the intake marked `approval_required` is not dispatched until an
 approval bound to this transaction's canonical proposal arrives from someone other than
-the requesting agent, unexpired, and unused. Its dispatch spends it. A step in review may
+the requesting agent, unexpired, and unused. Its dispatch spends it, and is bound to the
+resource's revision the approval was given at (services.decider.revisions). A step in review may
 be approved again: a review `retry` of it needs a live approval (attempt_gate), so an
 approval is evidence of one attempt, never standing authority for the next.
 
@@ -87,6 +88,7 @@ def approve(state: TransactionState, cmd: ApproveOperation) -> list[Event]:
             preview_digest=cmd.preview_digest,
             approver=cmd.approver,
             expires_at=cmd.expires_at.isoformat(),
+            revision=cmd.revision,
         )
     ]
 

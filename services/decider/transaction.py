@@ -101,7 +101,7 @@ from services.decider.input_bounds import (
     repeated,
 )
 from services.decider.ownership import Owner
-from services.decider.revisions import rejection_reason
+from services.decider.revisions import pin_for, pinned_payload, rejection_reason
 from services.decider.side_effects import leg_info
 
 # Why an abort is on the log before its command: the dispatcher found it recorded.
@@ -118,6 +118,9 @@ class OperationState(Message):
     forward: LegState = LegState()
     undo: LegState | None = None
     remote_id: str | None = None
+    # The revision recon pinned on the forward leg's first attempt, sent by every later
+    # one (services.decider.revisions).
+    pinned_revision: int | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -579,7 +582,10 @@ def _advance(state: TransactionState, now: datetime) -> list[Event]:
                     held = approvals.gate(state, step, now)
                     if held is not None:
                         return held  # it waits for a person's approval, bound to it
-                    return [_dispatch(step, Leg.FORWARD, 1, lookup_first=False)]
+                    # Bound to the state the approval was given at, too.
+                    approval = approvals.current(state, step.spec.action)
+                    pin = pin_for(step.spec.payload, approval)
+                    return [_dispatch(step, Leg.FORWARD, 1, lookup_first=False, pin=pin)]
                 return []  # in flight or unknown: everything after it waits
             return [TransactionCommitted(), *_notify(state, OperationKind.ON_COMMIT)]
         case TxStatus.COMPENSATING:
@@ -628,10 +634,12 @@ def _notify(state: TransactionState, kind: OperationKind) -> list[Event]:
 
 
 def _dispatch(
-    op: OperationState, leg: Leg, attempt: int, *, lookup_first: bool
+    op: OperationState, leg: Leg, attempt: int, *, lookup_first: bool, pin: int | None = None
 ) -> OperationDispatched:
+    """`pin`: the revision to bind a first attempt to; a later one sends its first's."""
     spec = op.spec
     if leg is Leg.FORWARD:
+        pinned = op.pinned_revision if attempt > 1 else pin
         return OperationDispatched(
             action=spec.action,
             leg=leg,
@@ -640,7 +648,8 @@ def _dispatch(
             lookup_first=lookup_first,
             provider=spec.provider,
             operation=spec.operation,
-            payload=spec.payload,
+            payload=pinned_payload(spec.payload, pinned),
+            pinned_revision=pinned,
         )
     assert spec.compensation is not None and spec.compensation_key is not None
     return OperationDispatched(
@@ -684,6 +693,8 @@ def evolve(state: TransactionState, event: Event) -> TransactionState:
             )
         case OperationConfirmed():
             state = _set_op(state, event.action, remote_id=event.remote_id)
+        case OperationDispatched(leg=Leg.FORWARD, attempt=1):
+            state = _set_op(state, event.action, pinned_revision=event.pinned_revision)
         case CompensationPlanned():
             state = state.model_copy(update={"plan": event.plan})
         case TransactionAbortRequested():

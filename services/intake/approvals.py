@@ -12,10 +12,12 @@ proposal (POST /v1/previews), so it is bound to the canonical proposal (the tran
 fingerprint, which the preview's digest covers) and to what the approver was shown. Before
 it is recorded the provider is asked again: if the resource moved on (`stale_revision`) the
 step ends for good, and if the preview would now differ the approval is refused: preview
-again and approve what is true now. Refusals are `409` with `error`: `digest_mismatch`
-(another proposal, an older or a changed preview), `approval_used` (the step already ran on
-an approval), `approval_expired` (`expires_in_s` of 0 or less), `stale_revision`,
-`not_awaiting_approval`. The decider judges the approval
+again and approve what is true now. The approval carries the resource's revision it was
+shown, and the step's call is bound to it (services.decider.revisions): a resource changed
+after the approval is refused by the provider as `stale_revision`. Refusals are `409` with
+`error`: `digest_mismatch` (another proposal, an older or a changed preview),
+`approval_used` (the step already ran on an approval), `approval_expired` (`expires_in_s`
+of 0 or less), `stale_revision`, `not_awaiting_approval`. The decider judges the approval
 again on the transaction's own state (services.decider.approvals), including its expiry at
 the moment the step is reached, and records every approval and refusal as an event with
 its digests.
@@ -165,6 +167,9 @@ async def approve(
         approver=approver,
         expires_at=expires_at,
         issued_at=now,
+        # What the approver was shown, and `_still_true` found still true: the decider
+        # binds the step's call to it when the step names no expected_revision.
+        revision=_shown_revision(shown),
     )
     await produce_command(request.app.state, command, "the approval")
     return JSONResponse(
@@ -179,6 +184,11 @@ async def approve(
         },
         status_code=201,
     )
+
+
+def _shown_revision(shown: dict[str, Any]) -> int | None:
+    revision = shown.get("current_revision")
+    return revision if isinstance(revision, int) and not isinstance(revision, bool) else None
 
 
 def stale_rejection_id(tenant: str, tx_id: str, action: str, approver: str, now: datetime) -> str:

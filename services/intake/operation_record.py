@@ -81,6 +81,13 @@ def operation_record(
                     "provider": data["provider"],
                     "operation": data["operation"],
                     "payload": data["payload"],
+                    # Why the call's payload carries an expected_revision the approved
+                    # one does not: the revision its approval was given at.
+                    **(
+                        {"pinned_revision": data["pinned_revision"]}
+                        if data.get("pinned_revision") is not None
+                        else {}
+                    ),
                 }
             )
         elif kind != "TransactionFailed" and kind != "TransactionNeedsReview":

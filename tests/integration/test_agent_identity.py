@@ -66,4 +66,3 @@ async def test_a_bound_key_speaks_only_for_its_agent_and_an_operator_not_for_its
         )
         assert approved.status_code == 403, approved.text
         assert approved.json()["error"] == "separation_of_duties"
-

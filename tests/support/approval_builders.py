@@ -13,27 +13,31 @@ AGENT = "agent-1"
 FINGERPRINT = "f" * 64
 
 
-def gated_spec(action: str = "promote") -> OperationSpec:
+def gated_spec(action: str = "promote", *, planned: bool = True) -> OperationSpec:
+    """`planned`: the agent names the revision it planned against (expected_revision)."""
     key = op_key(tenant="demo", environment="test", provider="sandbox", tx_id="tx-1", action=action)
+    payload: dict[str, object] = {"resource": "class-1", "user": "u6"}
+    if planned:
+        payload["expected_revision"] = 41
     return OperationSpec(
         action=action,
         kind=OperationKind.STEP,
         provider="sandbox",
         operation="waitlist.promote",
-        payload={"resource": "class-1", "user": "u6", "expected_revision": 41},
+        payload=payload,
         op_key=key,
         approval_required=True,
     )
 
 
-def gated_submit() -> SubmitTransaction:
+def gated_submit(*, planned: bool = True) -> SubmitTransaction:
     return SubmitTransaction(
         message_id="cmd-tx-1",
         tenant="demo",
         tx_id="tx-1",
         agent_id=AGENT,
         fingerprint=FINGERPRINT,
-        operations=(spec("reserve"), gated_spec()),
+        operations=(spec("reserve"), gated_spec(planned=planned)),
         issued_at=T0,
     )
 
@@ -47,6 +51,7 @@ def approve(
     at: datetime | None = None,
     valid_s: float = 600,
     action: str = "promote",
+    revision: int | None = None,
 ) -> ApproveOperation:
     issued = at or T0 + timedelta(seconds=n)
     return ApproveOperation(
@@ -60,6 +65,7 @@ def approve(
         approver=approver,
         expires_at=issued + timedelta(seconds=valid_s),
         issued_at=issued,
+        revision=revision,
     )
 
 
