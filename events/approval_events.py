@@ -1,4 +1,4 @@
-"""Events of the approval gate (DESIGN.md, "Governance"): a step whose class needs a
+"""Events of the approval gate (docs/design.md, "Governance"): a step whose class needs a
 person's approval waits for one; an approval is bound to the digests of the canonical
 proposal and of the provider's preview, single-use and expiring; every approval, refusal
 and rejection is a fact on the chain with the digests it was judged on."""

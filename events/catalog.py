@@ -1,5 +1,5 @@
 """The operations an agent may ask for, with the side-effect class and reversibility the
-retry policy and the policy gate rely on (DESIGN.md, "Retry policy" and "Governance")."""
+retry policy and the policy gate rely on (docs/design.md, "Retry policy" and "Governance")."""
 
 from dataclasses import dataclass
 from enum import StrEnum

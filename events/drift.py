@@ -19,7 +19,7 @@ class DriftKind(StrEnum):
     MISMATCH = "mismatch"  # both exist, but amount or payload differ
     # The provider holds an effect under the key of an operation recon ended `failed`
     # (refused, or resolved `not_applied`): a charge the customer paid that recon calls
-    # failed. Extends CONTRACT.md's three kinds compatibly.
+    # failed. Extends docs/contract.md's three kinds compatibly.
     EFFECT_AFTER_FAILURE = "effect_after_failure"
 
 

@@ -1,4 +1,4 @@
-"""A tenant's policy as data (DESIGN.md, "Governance"; CONTRACT.md, "v1 additions").
+"""A tenant's policy as data (docs/design.md, "Governance"; docs/contract.md, "v1 additions").
 
 One versioned document per tenant says, per agent: which operations it is granted (least
 privilege: `write` and `destructive` operations of events.catalog are denied unless

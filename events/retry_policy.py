@@ -1,4 +1,4 @@
-"""What an operation's side-effect class allows once its outcome is unknown (DESIGN.md,
+"""What an operation's side-effect class allows once its outcome is unknown (docs/design.md,
 "Retry policy"): the one table the decider and the dispatcher read.
 
 - `read`: no effect to duplicate, so an unknown answer is simply asked again (no lookup),

@@ -17,7 +17,7 @@ from events.drift import DriftDetected, DriftKind, drift_id
 
 @dataclass(frozen=True)
 class Effect:
-    """One effect as the provider lists it (CONTRACT.md, `GET /v1/effects`)."""
+    """One effect as the provider lists it (docs/contract.md, `GET /v1/effects`)."""
 
     id: str
     operation: str

@@ -167,7 +167,7 @@ class AsyncRecon:
         body = await self._send(calls.resolve_review(review_id, resolution, note, actor))
         return ReviewResolving.model_validate(body)
 
-    # Routes of CONTRACT.md's "v1 additions" still being built: untyped until they land.
+    # Routes of docs/contract.md's "v1 additions" still being built: untyped until they land.
     async def operation(self, op_key: str) -> dict[str, Any]:
         """`GET /v1/operations/{op_key}`."""
         return dict(await self._send(calls.get_operation(op_key)))

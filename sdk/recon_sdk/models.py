@@ -1,4 +1,4 @@
-"""The shapes of the recon API (CONTRACT.md), as typed models.
+"""The shapes of the recon API (docs/contract.md), as typed models.
 
 Requests are strict (`extra="forbid"`, as the API is): a typo is caught before anything is
 sent. Answers allow extra fields, since the API may add fields within v1.

@@ -1,4 +1,4 @@
-"""The approval gate, the decider's side (DESIGN.md, "Governance"; CONTRACT.md, "v1
+"""The approval gate, the decider's side (docs/design.md, "Governance"; docs/contract.md, "v1
 additions"): a step the intake marked `approval_required` is not dispatched until an
 approval bound to this transaction's canonical proposal arrives from someone other than
 the requesting agent, unexpired, and unused. Its dispatch spends it, and is bound to the

@@ -2,7 +2,7 @@
 
 Pure: no I/O, no clock, no randomness. Time arrives on the input message.
 
-Rules it enforces (DESIGN.md promises 1-5):
+Rules it enforces (docs/design.md promises 1-5):
 - steps run in order; a step is dispatched only once every step before it is confirmed;
 - an `unknown` step blocks everything after it; only evidence moves it on;
 - the transaction commits only when every step is confirmed, and `on_commit`

@@ -1,4 +1,4 @@
-"""The intake API: where agents hand recon their intents (CONTRACT.md, "Intake API").
+"""The intake API: where agents hand recon their intents (docs/contract.md, "Intake API").
 
 app.py wires it; one module per group of routes (transactions, abort, reviews, drift,
 webhooks, health); queries.py holds what the routes read; intents.py and resolutions.py

@@ -1,4 +1,4 @@
-"""`POST /v1/transactions/{tx_id}/abort` (CONTRACT.md).
+"""`POST /v1/transactions/{tx_id}/abort` (docs/contract.md).
 
 The intake turns the request into an AbortTransaction command; the decider judges it
 against the transaction as it is in the log: before commit it stops further dispatch, lets

@@ -1,4 +1,4 @@
-"""The intake API (CONTRACT.md, "Intake API"), wired: its connections, its routes (one
+"""The intake API (docs/contract.md, "Intake API"), wired: its connections, its routes (one
 module each) and the one place where refusals become HTTP answers.
 
 Routes: transactions (submit, read, events), abort, reviews, drift, webhooks, health.

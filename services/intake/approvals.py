@@ -1,4 +1,4 @@
-"""`POST /v1/approvals` and `POST /v1/approvals/{op_key}/reject` (CONTRACT.md, "v1
+"""`POST /v1/approvals` and `POST /v1/approvals/{op_key}/reject` (docs/contract.md, "v1
 additions"): a person approves, or refuses, a step waiting in `awaiting_approval`, and
 approves again a step in `manual_review` whose next attempt (a review `retry`) needs a live
 approval: the one its earlier attempt was dispatched on is spent.

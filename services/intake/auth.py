@@ -1,7 +1,7 @@
 """Bearer API keys. The key names the tenant; a request body never does, so an agent
 cannot act for another tenant by writing its name.
 
-Two kinds of key (CONTRACT.md, "v1 additions"): agent keys (RECON_API_KEYS, key=tenant)
+Two kinds of key (docs/contract.md, "v1 additions"): agent keys (RECON_API_KEYS, key=tenant)
 and operator keys (RECON_OPERATOR_KEYS, key=tenant:person). An operator key authenticates
 as its tenant too, and also names the person; it never sees another tenant's own data.
 

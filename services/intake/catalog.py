@@ -1,4 +1,4 @@
-"""`GET /v1/catalog` (CONTRACT.md, "v1 additions"): every configured provider's operations,
+"""`GET /v1/catalog` (docs/contract.md, "v1 additions"): every configured provider's operations,
 with the side-effect class and reversibility the retry policy, the approval gate and the
 previews read from events.catalog, so an agent can tell before it submits what will need
 an approval and what cannot be undone. Any key of the tenant may read it."""

@@ -1,4 +1,4 @@
-"""`GET /v1/drift` (CONTRACT.md, "Reviews and drift"): what the provider and recon's ledger
+"""`GET /v1/drift` (docs/contract.md, "Reviews and drift"): what the provider and recon's ledger
 disagree about, as projected from recon.drift.
 
 Who sees what:

@@ -1,4 +1,4 @@
-"""The transaction of CONTRACT.md: reserve stock, charge the card, then email a receipt.
+"""The transaction of docs/contract.md: reserve stock, charge the card, then email a receipt.
 
 One definition for the OpenAPI document's example, the curl line `make run` prints, the
 benchmark and the tests, so what people are shown to try is what is measured and tested.

@@ -1,4 +1,4 @@
-"""`/v1/kill-switches` (CONTRACT.md, "v1 additions"): an operator stops every new dispatch
+"""`/v1/kill-switches` (docs/contract.md, "v1 additions"): an operator stops every new dispatch
 of the tenant, or of one agent, provider or operation (the fields of `scope`, all of which
 must match; an empty scope is the whole tenant), and releases it later.
 

@@ -58,7 +58,7 @@ class WebhookData(BaseModel):
 
 
 class WebhookNotice(BaseModel):
-    """A provider's signed notice (CONTRACT.md, "Webhooks"). Documentation only: the route
+    """A provider's signed notice (docs/contract.md, "Webhooks"). Documentation only: the route
     verifies the signature over the raw bytes before it parses anything."""
 
     model_config = ConfigDict(extra="allow")

@@ -1,4 +1,4 @@
-"""`GET /v1/operations/{op_key}` (CONTRACT.md, "v1 additions"): one id finds everything
+"""`GET /v1/operations/{op_key}` (docs/contract.md, "v1 additions"): one id finds everything
 recon holds about an operation, its durable record (services.intake.operation_record).
 Tenant-scoped: another tenant's key answers 404, exactly like a key that does not exist.
 Either of an operation's keys finds it (its own, or its undo's)."""

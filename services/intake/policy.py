@@ -1,4 +1,4 @@
-"""`/v1/policy`, `/v1/quotas` (CONTRACT.md, "v1 additions"): a tenant's policy document,
+"""`/v1/policy`, `/v1/quotas` (docs/contract.md, "v1 additions"): a tenant's policy document,
 read by anyone of the tenant, replaced by its operators only; its quotas' usage and breakers.
 And the grant check of submissions (`refuse_ungranted`), before anything is recorded.
 

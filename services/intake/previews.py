@@ -1,5 +1,5 @@
 """`POST /v1/previews`: what a proposal would do, computed by its providers from their own
-state, without doing it (CONTRACT.md, "v1 additions"; seed 003).
+state, without doing it (docs/contract.md, "v1 additions"; seed 003).
 
 The body is a submission, exactly as it would be posted to `/v1/transactions`. Each step is
 sent to its provider's preview (`POST <operation path>/preview`), which answers from its

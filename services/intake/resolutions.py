@@ -18,7 +18,7 @@ class ResolveRequest(BaseModel):
 
     resolution: Resolution
     note: Annotated[str, Field(max_length=4000)]
-    # Deprecated and ignored: the resolver is the operator key's person (CONTRACT.md, v1
+    # Deprecated and ignored: the resolver is the operator key's person (docs/contract.md, v1
     # "Roles"); still accepted so v0 bodies are not refused.
     actor: Annotated[str | None, Field(min_length=1, max_length=256)] = None
 

@@ -1,4 +1,4 @@
-"""The shapes of the intake's 2xx answers (CONTRACT.md), for the OpenAPI document only.
+"""The shapes of the intake's 2xx answers (docs/contract.md), for the OpenAPI document only.
 
 The routes build their answers as dicts; these models are declared with `responses=` (never
 `response_model=`, which would filter what a route returns), so a generated client gets

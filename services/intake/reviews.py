@@ -1,4 +1,4 @@
-"""The manual-review queue (CONTRACT.md, "Reviews and drift").
+"""The manual-review queue (docs/contract.md, "Reviews and drift").
 
 Reviews are read from the projection (`reviews`, opened and closed by the decider's
 OperationNeedsReview / ReviewResolved events). A resolution is a ResolveReview command:

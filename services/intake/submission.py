@@ -207,7 +207,7 @@ def _check_gated_notifications(submission: SubmissionRequest, required: Collecti
 def _check_irreversible_steps(submission: SubmissionRequest) -> None:
     """A step without a compensation cannot be undone, so it may only be the last step:
     any step after it can still fail, and the transaction would then be left half done
-    with no way back (DESIGN.md, promise 5)."""
+    with no way back (docs/design.md, promise 5)."""
     for position, step in enumerate(submission.steps[:-1]):
         if step.compensation is None:
             later = ", ".join(repr(s.action) for s in submission.steps[position + 1 :])

@@ -1,4 +1,4 @@
-"""`/v1/transactions` (CONTRACT.md, "Intake API"): submit a transaction, read it and its
+"""`/v1/transactions` (docs/contract.md, "Intake API"): submit a transaction, read it and its
 events. (Its abort is services.intake.abort.)
 
 An intent is answered 202 only once the broker has acknowledged its SubmitTransaction

@@ -1,4 +1,4 @@
-"""Webhook ingress: `POST /v1/webhooks/{provider}` (CONTRACT.md, "Webhooks").
+"""Webhook ingress: `POST /v1/webhooks/{provider}` (docs/contract.md, "Webhooks").
 
 No API key: the provider signs each delivery instead. The order of the steps is the point:
 

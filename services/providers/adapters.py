@@ -67,7 +67,7 @@ class ListingUnavailable(RuntimeError):
 
 
 class SandboxAdapter:
-    """The sandbox provider's HTTP API (CONTRACT.md, "Sandbox provider")."""
+    """The sandbox provider's HTTP API (docs/contract.md, "Sandbox provider")."""
 
     def __init__(self, http: Requester, base_url: str) -> None:
         self.http = http

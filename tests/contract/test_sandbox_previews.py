@@ -1,4 +1,4 @@
-"""CONTRACT.md, sandbox additions: a `preview` mode of every operation (`POST .../preview`)
+"""docs/contract.md, sandbox additions: a `preview` mode of every operation (`POST .../preview`)
 answers what the call would do from the provider's current state, and records nothing."""
 
 from __future__ import annotations

@@ -107,7 +107,7 @@ def _partitions(view: GroupView) -> list[frozenset[int]]:
 
 def _assert_deciders_own_both_inputs_together(view: GroupView, topics: Topics) -> None:
     """The range assignor gives a decider partition p of both inputs or of neither, or
-    two deciders could each write one transaction's events (DESIGN.md, Topics)."""
+    two deciders could each write one transaction's events (docs/design.md, Topics)."""
     for member in view.members:
         commands = {p for t, p in member if t == topics.commands}
         observations = {p for t, p in member if t == topics.observations}

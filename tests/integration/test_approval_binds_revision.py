@@ -1,5 +1,5 @@
 """An approval holds for the provider state it was shown (issue 18, item 10), through
-CONTRACT.md's own flow: a gated step that names no `expected_revision` is previewed,
+docs/contract.md's own flow: a gated step that names no `expected_revision` is previewed,
 approved (`201`), and its call carries the revision the approval was given at. A record
 changed at the provider between the approval and the call is then refused by the provider
 (`stale_revision`): nothing is deleted, and the step ends failed for that reason. Unchanged,

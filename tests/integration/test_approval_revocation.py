@@ -1,4 +1,4 @@
-"""Approvals at the edges of the gate (CONTRACT.md, "v1 additions"): an `on_commit`
+"""Approvals at the edges of the gate (docs/contract.md, "v1 additions"): an `on_commit`
 action is not approvable (409 `approval_not_required`, never a 500), and refusing a gated
 step approved ahead (still `pending`, its approval unspent) revokes that approval: the step
 is never sent, even once the steps before it succeed."""

@@ -145,7 +145,7 @@ async def test_seed_003_checks_around_an_approved_waitlist_promotion(
     # Single use: the spent approval is refused.
     used = await gov.approve("promo-1", preview["digest"])
     assert (used.status_code, used.json()["error"]) == (409, "approval_used")
-    # The durable record holds the grant and the approval trail (CONTRACT.md v1).
+    # The durable record holds the grant and the approval trail (docs/contract.md v1).
     record = (
         await recon.http.get(f"{recon.intake_url}/v1/operations/{key}", headers=recon.headers)
     ).json()
@@ -190,7 +190,7 @@ async def test_seed_003_checks_around_an_approved_waitlist_promotion(
     tx = await recon.wait_terminal("promo-3b")
     assert tx["status"] == "failed", tx
     assert op(tx, "promote")["state"] == "failed"
-    # The operation itself says why (CONTRACT.md v1): the agent must re-plan.
+    # The operation itself says why (docs/contract.md v1): the agent must re-plan.
     assert op(tx, "promote")["reason"] == "stale_revision"
     failed = [e for e in await recon.events("promo-3b") if e["type"] == "TransactionFailed"]
     assert failed[0]["data"]["reason"] == "stale_revision"

@@ -1,4 +1,4 @@
-"""The intake API against the real broker and database (CONTRACT.md, "Intake API")."""
+"""The intake API against the real broker and database (docs/contract.md, "Intake API")."""
 
 from __future__ import annotations
 

@@ -263,7 +263,7 @@ async def test_review_resolutions_move_transactions_on_for_their_tenant_only(
         )
         assert refused.status_code == 404
 
-    # The tenant's own agent key may not settle an unknown (CONTRACT.md v1 "Roles").
+    # The tenant's own agent key may not settle an unknown (docs/contract.md v1 "Roles").
     agent = await recon.http.post(
         f"{recon.intake_url}/v1/reviews/{review_ids['applied']}/resolve",
         json={"resolution": "applied", "note": "mine"},

@@ -1,4 +1,4 @@
-"""Webhook ingress against the real broker and database (CONTRACT.md, "Webhooks").
+"""Webhook ingress against the real broker and database (docs/contract.md, "Webhooks").
 
 The intake app runs in-process (httpx ASGITransport); what it produced is read back from
 Kafka, what it remembered from Postgres. Only verified deliveries may produce anything.

@@ -14,7 +14,7 @@ from services.intake.example import example_transaction
 TERMINAL = {"committed", "failed", "manual_review", "compensated"}
 
 
-# The example intent of CONTRACT.md, as the tests submit it.
+# The example intent of docs/contract.md, as the tests submit it.
 transaction = example_transaction
 
 

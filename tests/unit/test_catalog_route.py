@@ -1,4 +1,4 @@
-"""`GET /v1/catalog` (CONTRACT.md, "v1 additions"): every configured provider's operations
+"""`GET /v1/catalog` (docs/contract.md, "v1 additions"): every configured provider's operations
 with the class and reversibility the gate and the retry policy read, for any key of the
 tenant. The route reads no database, so the app is driven without its lifespan."""
 

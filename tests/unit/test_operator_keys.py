@@ -1,4 +1,4 @@
-"""RECON_OPERATOR_KEYS (CONTRACT.md, "v1 additions"): key=tenant:person, checked at start-up,
+"""RECON_OPERATOR_KEYS (docs/contract.md, "v1 additions"): key=tenant:person, checked at start-up,
 and an operator key authenticates as its tenant and names its person."""
 
 import pytest

@@ -22,7 +22,7 @@ from reconcilers.signatures import (
     verify,
 )
 
-SECRET = "whsec_c2FuZGJveC1kZXYtc2VjcmV0"  # the sandbox's default (CONTRACT.md)
+SECRET = "whsec_c2FuZGJveC1kZXYtc2VjcmV0"  # the sandbox's default (docs/contract.md)
 OTHER_SECRET = "whsec_b3RoZXItc2VjcmV0LWtleQ=="
 NOW = 1_700_000_000
 EVENT_ID = "evt_0123"

@@ -29,7 +29,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="python -m services.devtools.sandbox",
         description="Sandbox provider: payments, inventory and email stand-ins with "
-        "idempotency keys, lookups and fault injection (see CONTRACT.md).",
+        "idempotency keys, lookups and fault injection (see docs/contract.md).",
     )
     parser.add_argument(
         "--host", default="127.0.0.1", help="interface to bind (default %(default)s)"
@@ -60,7 +60,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "--webhook-secret",
         default=os.environ.get("RECON_SANDBOX_WEBHOOK_SECRET", DEFAULT_SECRET),
         help="signing secret, whsec_<base64 key> (default: the development secret of "
-        "CONTRACT.md, or $RECON_SANDBOX_WEBHOOK_SECRET)",
+        "docs/contract.md, or $RECON_SANDBOX_WEBHOOK_SECRET)",
     )
     parser.add_argument(
         "--webhook-scheme",

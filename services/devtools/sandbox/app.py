@@ -111,7 +111,7 @@ def create_app(
 
     app = FastAPI(
         title="recon sandbox provider",
-        description="A stand-in for payment, inventory and email providers. See CONTRACT.md.",
+        description="A stand-in for payment, inventory and email providers. See docs/contract.md.",
         lifespan=lifespan,
     )
 

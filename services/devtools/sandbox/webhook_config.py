@@ -11,7 +11,7 @@ from urllib.parse import urlsplit
 
 from reconcilers.signatures import InvalidSecretError, Scheme, key_for
 
-# CONTRACT.md: what recon's `sandbox` provider is configured with out of the box.
+# docs/contract.md: what recon's `sandbox` provider is configured with out of the box.
 DEFAULT_SECRET = "whsec_c2FuZGJveC1kZXYtc2VjcmV0"
 
 
