@@ -371,6 +371,21 @@ DELETE FROM reconciler_leases WHERE ctid IN (
                       WHERE o.comp_op_key = l.op_key AND o.comp_state = ANY($2::text[]))
    LIMIT $3)
 """
+# A call's "begun" row (services/dispatcher/calls_begun.py) tells a redelivery of a leg in
+# flight from a first send; a leg that settled is never sent again (the dispatcher asks the
+# projection first), so its rows are only history.
+_PURGE_CALLS_BEGUN = """
+DELETE FROM calls_begun WHERE ctid IN (
+  SELECT c.ctid FROM calls_begun c
+   WHERE c.begun_at < $1
+     AND NOT EXISTS (SELECT 1 FROM operations o
+                      WHERE o.tenant = c.tenant AND o.op_key = c.op_key
+                        AND o.state = ANY($2::text[]))
+     AND NOT EXISTS (SELECT 1 FROM operations o
+                      WHERE o.tenant = c.tenant AND o.comp_op_key = c.op_key
+                        AND o.comp_state = ANY($2::text[]))
+   LIMIT $3)
+"""
 # A drift id is found again only while its subject (the effect, or the dispatch) is inside
 # the scan's window; `before` is older than that, plus the retention margin.
 _PURGE_DRIFT_REPORTED = """
@@ -415,5 +430,11 @@ async def purge(
         ),
         "review_resolutions": await _delete_in_batches(
             conn, _PURGE_REVIEW_RESOLUTIONS, now - retention
+        ),
+        # The table exists once a dispatcher has started.
+        "calls_begun": (
+            await _delete_in_batches(conn, _PURGE_CALLS_BEGUN, now - retention, list(IN_FLIGHT))
+            if await conn.fetchval("SELECT to_regclass('calls_begun')") is not None
+            else 0
         ),
     }

@@ -90,11 +90,32 @@ CREATE INDEX IF NOT EXISTS previews_by_age ON previews (created_at);
 -- statement that also checks the engaged kill switches. Its presence, not an offset, is what
 -- makes a dispatch a redelivery: "a previous owner may have sent this" is exactly "a row
 -- exists", and "it never saw this" is "no row".
-CREATE TABLE IF NOT EXISTS calls_begun (
-    tenant      text NOT NULL,
-    op_key      text NOT NULL,
-    leg         text NOT NULL,
-    attempt     integer NOT NULL,
-    begun_at    timestamptz NOT NULL DEFAULT clock_timestamp(),
-    PRIMARY KEY (tenant, op_key, leg, attempt)
-);
+-- An upgrade from a version without the table: every leg the projection shows in flight
+-- then may have been sent by a dispatcher that wrote no row, so it gets one when the table
+-- is created (looked up before anything is sent again, and looked up by the reconciler).
+-- Without it such a leg, its dispatch already consumed, would be taken for one no
+-- dispatcher had picked up yet, and never looked up at all.
+DO $$
+BEGIN
+    IF to_regclass('calls_begun') IS NULL THEN
+        CREATE TABLE calls_begun (
+            tenant      text NOT NULL,
+            op_key      text NOT NULL,
+            leg         text NOT NULL,
+            attempt     integer NOT NULL,
+            begun_at    timestamptz NOT NULL DEFAULT clock_timestamp(),
+            PRIMARY KEY (tenant, op_key, leg, attempt)
+        );
+        IF to_regclass('operations') IS NOT NULL THEN
+            INSERT INTO calls_begun (tenant, op_key, leg, attempt)
+            SELECT tenant, op_key, 'forward', attempts FROM operations
+             WHERE state IN ('dispatched', 'unknown') AND attempts > 0
+            UNION ALL
+            SELECT tenant, comp_op_key, 'compensation', comp_attempts FROM operations
+             WHERE comp_state IN ('dispatched', 'unknown') AND comp_op_key IS NOT NULL
+            ON CONFLICT DO NOTHING;
+        END IF;
+    END IF;
+END $$;
+-- The reconciler's purge (reconcilers.store) finds old rows of settled legs by their age.
+CREATE INDEX IF NOT EXISTS calls_begun_by_age ON calls_begun (begun_at);

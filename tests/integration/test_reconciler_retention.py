@@ -1,6 +1,7 @@
 """The reconciler's bookkeeping is trimmed on its schedule, keeping what is still needed
-(leases of legs in flight, review guards of open reviews, drift ids the scan can still find),
-and its drift scan reads `events` through an index, not the whole audit log."""
+(leases of legs in flight, review guards of open reviews, drift ids the scan can still find,
+the dispatchers' "call begun" rows of legs in flight), and its drift scan reads `events`
+through an index, not the whole audit log."""
 
 import json
 from datetime import UTC, datetime, timedelta
@@ -12,6 +13,7 @@ import pytest
 from events.topics import Topics
 from reconcilers import store
 from services.config import ReconcilerSettings, Settings
+from services.governance.store import apply_governance_schema
 from services.pull_reconciler.runtime import open_reconciler
 
 DAY = timedelta(days=1)
@@ -65,6 +67,7 @@ async def test_the_drift_scan_reads_events_by_op_key_and_time_through_an_index(
 
 
 async def _seed(conn: asyncpg.Connection, now: datetime) -> None:
+    await apply_governance_schema(conn)  # what a dispatcher creates at its start
     op = (
         "INSERT INTO operations (tenant, tx_id, action, position, kind, provider, operation,"
         " op_key, state, attempts, evidence, updated_at, comp_op_key, comp_state)"
@@ -99,6 +102,16 @@ async def _seed(conn: asyncpg.Connection, now: datetime) -> None:
     await conn.execute(resolution, "rv_resolved", now - 30 * DAY)  # purged
     await conn.execute(resolution, "rv_open", now - 30 * DAY)  # its review is open: kept
     await conn.execute(resolution, "rv_resolved_recently", now - DAY)  # recent: kept
+    begun = (
+        "INSERT INTO calls_begun (tenant, op_key, leg, attempt, begun_at)"
+        " VALUES ($1, $2, $3, $4, $5)"
+    )
+    await conn.execute(begun, "demo", "k_inflight", "forward", 1, now - 30 * DAY)  # kept
+    await conn.execute(begun, "demo", "k_settled", "forward", 1, now - 30 * DAY)  # purged
+    await conn.execute(begun, "demo", "k_settled", "forward", 2, now - DAY)  # recent: kept
+    await conn.execute(begun, "demo", "k_undo", "compensation", 1, now - 30 * DAY)  # kept
+    # Another tenant's leg of the same key is settled: its row goes, demo's stays.
+    await conn.execute(begun, "acme", "k_inflight", "forward", 1, now - 30 * DAY)  # purged
 
 
 async def test_purge_trims_settled_bookkeeping_and_keeps_what_is_still_needed(
@@ -119,14 +132,17 @@ async def test_purge_trims_settled_bookkeeping_and_keeps_what_is_still_needed(
             "reconciler_leases": 1,
             "reconciler_drift_reported": 1,
             "review_resolutions": 1,
+            "calls_begun": 2,
         }
         assert await reconciler.purge() == dict.fromkeys(
-            ("reconciler_leases", "reconciler_drift_reported", "review_resolutions"), 0
+            ("reconciler_leases", "reconciler_drift_reported", "review_resolutions", "calls_begun"),
+            0,
         )
         async with reconciler.pool.acquire() as conn:
             leases = await conn.fetch("SELECT op_key, attempt FROM reconciler_leases")
             reported = await conn.fetch("SELECT drift_id FROM reconciler_drift_reported")
             guards = await conn.fetch("SELECT review_id FROM review_resolutions")
+            calls = await conn.fetch("SELECT tenant, op_key, attempt FROM calls_begun")
     assert sorted((r["op_key"], r["attempt"]) for r in leases) == [
         ("k_inflight", 1),
         ("k_settled", 2),
@@ -134,6 +150,11 @@ async def test_purge_trims_settled_bookkeeping_and_keeps_what_is_still_needed(
     ]
     assert [r["drift_id"] for r in reported] == ["dr_recent"]
     assert sorted(r["review_id"] for r in guards) == ["rv_open", "rv_resolved_recently"]
+    assert sorted((r["tenant"], r["op_key"], r["attempt"]) for r in calls) == [
+        ("demo", "k_inflight", 1),
+        ("demo", "k_settled", 2),
+        ("demo", "k_undo", 1),
+    ]
 
 
 @pytest.mark.parametrize("name", ["RECON_RECONCILER_RETENTION_S", "RECON_PURGE_INTERVAL_S"])
