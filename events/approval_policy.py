@@ -18,6 +18,14 @@ KNOWN = frozenset(
 )
 
 
+def conflicts_of_duty(approver: str, agent_id: str, submitted_by: str | None) -> bool:
+    """Separation of duties, on principals: a person may not approve a transaction they
+    requested, whether it names them as its agent or their operator key submitted it (as
+    whichever agent). `submitted_by` is the submitting key's principal
+    (services.intake.auth.Principal.name), None on transactions from before it was kept."""
+    return approver == agent_id or submitted_by == f"operator:{approver}"
+
+
 def needs_approval(
     info: OperationInfo, required: Collection[str] = DEFAULT_APPROVAL_REQUIRED
 ) -> bool:

@@ -31,6 +31,9 @@ class SubmitTransaction(Message):
     # sessions existed (and then left out of the JSON, so those bytes do not change).
     session_id: str | None = Field(default=None, exclude_if=lambda v: v is None)
     lease_s: int | None = Field(default=None, exclude_if=lambda v: v is None)
+    # The principal of the key that submitted (services.intake.auth.Principal.name), for
+    # separation of duties (events.approval_policy.conflicts_of_duty); left out when absent.
+    submitted_by: str | None = Field(default=None, exclude_if=lambda v: v is None)
 
 
 class ClaimTransaction(Message):

@@ -30,6 +30,9 @@ class TransactionAccepted(Message):
     # those events is unchanged).
     session_id: str | None = Field(default=None, exclude_if=lambda v: v is None)
     lease_expires_at: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    # Who submitted, as the key said (SubmitTransaction.submitted_by): the decider judges
+    # separation of duties on it. Left out when absent, like the two fields above.
+    submitted_by: str | None = Field(default=None, exclude_if=lambda v: v is None)
 
 
 class TransactionClaimed(Message):

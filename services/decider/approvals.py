@@ -28,6 +28,7 @@ from events.approval_events import (
 )
 from events.approval_inputs import ApproveOperation, RejectOperation
 from events.approval_ledger import Approval, live
+from events.approval_policy import conflicts_of_duty
 from events.definition import Leg, OperationKind, TxStatus
 from events.legs import LegStatus
 from events.transaction_events import CommandIgnored, Event
@@ -76,7 +77,7 @@ def approve(state: TransactionState, cmd: ApproveOperation) -> list[Event]:
         return refused(f"transaction_{'aborting' if state.aborting else state.status}")
     if cmd.proposal_digest != state.fingerprint:
         return refused("digest_mismatch")
-    if cmd.approver == state.agent_id:
+    if conflicts_of_duty(cmd.approver, state.agent_id, state.submitted_by):
         return refused("separation_of_duties")
     if cmd.expires_at <= cmd.issued_at:
         return refused("approval_expired")

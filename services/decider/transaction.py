@@ -159,6 +159,7 @@ class TransactionState(Message):
     tx_id: str
     status: TxStatus | None = None  # None: nothing accepted under this tx_id yet
     agent_id: str = ""
+    submitted_by: str | None = None  # the submitting key's principal (TransactionAccepted)
     fingerprint: str = ""
     operations: tuple[OperationState, ...] = ()
     aborting: bool = False
@@ -286,6 +287,7 @@ def _submit(state: TransactionState, cmd: SubmitTransaction) -> list[Event]:
             agent_id=cmd.agent_id,
             fingerprint=cmd.fingerprint,
             operations=cmd.operations,
+            submitted_by=cmd.submitted_by,
             **ownership.accepted_fields(cmd),
         )
     ]
@@ -689,6 +691,7 @@ def evolve(state: TransactionState, event: Event) -> TransactionState:
                     "agent_id": event.agent_id,
                     "fingerprint": event.fingerprint,
                     "operations": tuple(OperationState(spec=s) for s in event.operations),
+                    "submitted_by": event.submitted_by,
                 }
             )
         case OperationConfirmed():

@@ -125,6 +125,7 @@ async def accept_submission(
         operations=specs,
         issued_at=datetime.now(UTC),
         lease_s=settings.owner_lease_s,
+        submitted_by=intent.submitted_by,
     )
     await produce_command(state, command, "the intent")
     async with state.pool.acquire() as conn:

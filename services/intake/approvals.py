@@ -33,6 +33,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from events.approval_inputs import ApproveOperation, RejectOperation
+from events.approval_policy import conflicts_of_duty
 from events.canonical import fingerprint
 from events.definition import TX_ID_PATTERN, OperationKind, OperationSpec
 from services.config import Settings
@@ -109,7 +110,7 @@ async def approve(
         preview = await latest_preview(conn, tenant, intent["fingerprint"])
     # On principals: the approver must be neither the agent the transaction names nor
     # the person whose operator key submitted it (as whichever agent).
-    if approver == intent["agent_id"] or intent["submitted_by"] == f"operator:{approver}":
+    if conflicts_of_duty(approver, intent["agent_id"], intent["submitted_by"]):
         raise ApiError(
             403,
             "separation_of_duties",

@@ -274,6 +274,7 @@ def submit_command(
     operations: tuple[OperationSpec, ...],
     issued_at: datetime,
     lease_s: int | None = None,
+    submitted_by: str | None = None,
 ) -> SubmitTransaction:
     return SubmitTransaction(
         # Deterministic: every resubmission of the same intent is recognisably the same
@@ -287,4 +288,5 @@ def submit_command(
         issued_at=issued_at,
         session_id=submission.session_id or default_session(submission.agent_id),
         lease_s=lease_s,
+        submitted_by=submitted_by,
     )

@@ -162,3 +162,18 @@ def test_a_second_stale_revision_refusal_is_a_new_command_not_a_duplicate() -> N
     state = waiting()
     ends = reject(2, reason="stale_revision").model_copy(update={"message_id": second})
     assert types(decide(state, ends))[0] == "OperationRejected"
+
+
+def test_the_operator_whose_key_submitted_may_not_approve_it_as_another_agent() -> None:
+    # Separation of duties on principals, judged by the decider on its own log too: the
+    # transaction names agent-1, but operator "alice" submitted it with her key.
+    submitted = gated_submit().model_copy(update={"submitted_by": "operator:alice"})
+    state = given(submitted, observed("reserve", 1, Outcome.SUCCEEDED))
+    assert state.submitted_by == "operator:alice"
+
+    refused = decide(state, approve(5, approver="alice"))
+    allowed = decide(state, approve(5, approver="bob"))
+
+    assert types(refused) == ["ApprovalRefused"]
+    assert refused[0].reason == "separation_of_duties"  # type: ignore[union-attr]
+    assert types(allowed) == ["OperationApproved", "OperationDispatched"]
