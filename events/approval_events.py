@@ -33,7 +33,7 @@ class OperationApproved(Message):
     approver: str
     expires_at: str  # ISO 8601, judged against the time of the input that reaches the step
     # The resource's revision the approver was shown, if the preview showed one: the
-    # approval holds for that state only (services.decider.revisions). Left out when
+    # approval holds for that state only (transactions.revisions). Left out when
     # absent, so an approval recorded before it existed reads and hashes as it was.
     revision: int | None = Field(default=None, exclude_if=lambda v: v is None)
 

@@ -26,7 +26,7 @@ class ApproveOperation(Message):
     issued_at: datetime
     # The resource's revision the approver was shown (the preview's `current_revision`);
     # absent when the preview showed none, and in commands from before it existed. The
-    # decider pins it on the step's call (services.decider.revisions).
+    # decider pins it on the step's call (transactions.revisions).
     revision: int | None = Field(default=None, exclude_if=lambda v: v is None)
 
 

@@ -32,6 +32,12 @@ class Resolution(StrEnum):
     RETRY = "retry"  # look up, then send again under the same key
 
 
+# A definitive refusal of a call made against a stale view of its resource (the call carried
+# `expected_revision`, the resource is at another): a provider's 409 with this error code,
+# and the reason the step then fails with.
+STALE_REVISION = "stale_revision"
+
+
 class TxStatus(StrEnum):
     ACCEPTED = "accepted"
     RUNNING = "running"

@@ -27,7 +27,7 @@ class SubmitTransaction(Message):
     operations: tuple[OperationSpec, ...]
     issued_at: datetime
     # The submitting agent's session, which owns the transaction for `lease_s` from
-    # `issued_at` (services.decider.ownership). Absent from commands written before
+    # `issued_at` (transactions.ownership). Absent from commands written before
     # sessions existed (and then left out of the JSON, so those bytes do not change).
     session_id: str | None = Field(default=None, exclude_if=lambda v: v is None)
     lease_s: int | None = Field(default=None, exclude_if=lambda v: v is None)

@@ -36,7 +36,7 @@ class TransactionAccepted(Message):
 
 
 class TransactionClaimed(Message):
-    """A session owns the transaction from now on (services.decider.ownership): a
+    """A session owns the transaction from now on (transactions.ownership): a
     successor whose claim was allowed (`lease_lapsed`, `handed_off`, `unowned`), or the
     owner renewing its lease (`renewed`). Any earlier session is fenced."""
 
@@ -95,7 +95,7 @@ class OperationDispatched(Message):
     # switches on it; absent, on the submitting agent (the intents row).
     agent_id: str | None = Field(default=None, exclude_if=lambda v: v is None)
     # The `expected_revision` recon added to `payload` for a gated step that named none:
-    # the revision its approval was given at (services.decider.revisions). Every attempt
+    # the revision its approval was given at (transactions.revisions). Every attempt
     # under the key carries the same one, so the key never comes with another payload.
     pinned_revision: int | None = Field(default=None, exclude_if=lambda v: v is None)
 

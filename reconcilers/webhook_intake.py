@@ -109,7 +109,7 @@ def observation(
     now: datetime,
 ) -> OperationObserved:
     """A sighting not tied to any dispatch (attempt 0): it can prove the effect exists and
-    nothing else (services.decider.transaction). The message id is the delivery's, so a
+    nothing else (transactions.transaction). The message id is the delivery's, so a
     redelivery the dedupe table missed is still recognised by the decider."""
     return OperationObserved(
         message_id=webhook_id(provider, delivery_id),

@@ -1,6 +1,7 @@
-"""The decider: the single writer of recon.events.
-
-transaction.py is the pure state machine (with evidence.py and finished.py); runtime.py
-binds it to Kafka transactions, restore.py rebuilds a partition's state on assignment.
-Imports events and the shared process plumbing of services/, never another process.
+"""The decider: the single writer of recon.events, the transaction rules
+(transactions/) bound to Kafka. runtime.py runs decide and record inside Kafka
+transactions, restore.py rebuilds a partition's state on assignment, finished_index.py
+finds a finished transaction's marker again, dispatch_log.py logs each dispatch.
+Imports events, transactions and the shared process plumbing of services/, never another
+process.
 """

@@ -24,8 +24,8 @@ from collections import OrderedDict
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from pydantic import ValidationError
 
-from services.decider.finished import FinishedTransaction
 from services.decider.restore import CorruptChangelog
+from transactions.finished import FinishedTransaction
 
 # How long reading one marker back may take (a broker away) before the batch is failed.
 READ_TIMEOUT_S = 30.0

@@ -1,7 +1,7 @@
 """Restoring the decider's state for one partition from the compacted changelog.
 
 The changelog holds one record per transaction once compacted: the full state of a
-live transaction, a small marker (services.decider.finished) for a finished one. So a
+live transaction, a small marker (transactions.finished) for a finished one. So a
 restore parses as many full states as there are transactions in progress, not as many as
 were ever written (DESIGN: restore time bounded as history grows); of a marker it keeps
 only its key and offset (services.decider.finished_index), so memory does not grow with
@@ -18,8 +18,8 @@ from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 from pydantic import ValidationError
 
 from events.keys import partition_key
-from services.decider.finished import MARKER_PREFIX, FinishedTransaction, finish, is_finished
-from services.decider.transaction import TransactionState
+from transactions.finished import MARKER_PREFIX, FinishedTransaction, finish, is_finished
+from transactions.state import TransactionState
 
 StateKey = tuple[str, str]
 Stored = TransactionState | FinishedTransaction

@@ -50,13 +50,14 @@ from services import tracing
 from services.config import Settings
 from services.crash_points import DECIDER_IN_OPEN_TRANSACTION, pause_point
 from services.decider.dispatch_log import log_dispatches
-from services.decider.finished import FinishedTransaction, finish, is_finished, revive
 from services.decider.finished_index import ChangelogReader, FinishedIndex
 from services.decider.restore import StateKey, Stored, restore_partition
-from services.decider.transaction import TransactionState, handle, initial_state
 from services.kafka_clients import acked_producer, group_consumer, transaction_failure
 from services.kafka_setup import ensure_topics
 from services.metrics import observe_lag
+from transactions.finished import FinishedTransaction, finish, is_finished, revive
+from transactions.state import TransactionState
+from transactions.transaction import handle, initial_state
 
 log = logging.getLogger(__name__)
 

@@ -167,7 +167,7 @@ async def write_history(bootstrap: str, topics: Topics, transactions: int) -> fl
     from datetime import UTC, datetime
 
     from events.keys import partition_key
-    from services.decider.finished import FinishedTransaction
+    from transactions.finished import FinishedTransaction
 
     [template] = [
         FinishedTransaction.model_validate_json(r.value)

@@ -1,5 +1,5 @@
 """A synthetic but valid recon log for the audit benchmark: transactions run through the
-real decider (services.decider.transaction.handle, so every event, hash chain and marker
+real decider (transactions.transaction.handle, so every event, hash chain and marker
 is what production writes), their inputs as the records of recon.commands and
 recon.observations, stamped with simulated Kafka times.
 
@@ -16,8 +16,8 @@ from events.definition import Compensation, OperationKind, OperationSpec
 from events.envelope import Envelope
 from events.inputs import DeciderInput, OperationObserved, Outcome, Source, SubmitTransaction
 from events.keys import compensation_key, op_key, partition_key
-from services.decider.finished import finish, is_finished
-from services.decider.transaction import handle, initial_state
+from transactions.finished import finish, is_finished
+from transactions.transaction import handle, initial_state
 
 TENANTS = ("demo", "acme", "globex")
 # Simulated spacing: transactions start STEP_MS apart, each answer comes ANSWER_MS after

@@ -25,7 +25,6 @@ from events.definition import TxStatus
 from events.inputs import AbortTransaction
 from events.keys import abort_id, session_abort_id
 from services.config import Settings
-from services.decider import ownership as rules
 from services.intake import auth, owner_token, ownership, queries
 from services.intake.abort_record import record_abort
 from services.intake.errors import ApiError, unknown_transaction
@@ -33,6 +32,7 @@ from services.intake.openapi import TxId, errors, json_body, ok
 from services.intake.produce import produce_command
 from services.intake.response_models import AbortRequested
 from services.intake.submission import SESSION_PATTERN
+from transactions import ownership as rules
 
 router = APIRouter()
 

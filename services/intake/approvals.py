@@ -13,12 +13,12 @@ fingerprint, which the preview's digest covers) and to what the approver was sho
 it is recorded the provider is asked again: if the resource moved on (`stale_revision`) the
 step ends for good, and if the preview would now differ the approval is refused: preview
 again and approve what is true now. The approval carries the resource's revision it was
-shown, and the step's call is bound to it (services.decider.revisions): a resource changed
+shown, and the step's call is bound to it (transactions.revisions): a resource changed
 after the approval is refused by the provider as `stale_revision`. Refusals are `409` with
 `error`: `digest_mismatch` (another proposal, an older or a changed preview),
 `approval_used` (the step already ran on an approval), `approval_expired` (`expires_in_s`
 of 0 or less), `stale_revision`, `not_awaiting_approval`. The decider judges the approval
-again on the transaction's own state (services.decider.approvals), including its expiry at
+again on the transaction's own state (transactions.approvals), including its expiry at
 the moment the step is reached, and records every approval and refusal as an event with
 its digests.
 """
@@ -332,7 +332,7 @@ async def _step_of(
 
 
 async def _approved(conn: asyncpg.Connection, tenant: str, tx_id: str, action: str) -> bool:
-    # Whether it is still unspent the decider judges (services.decider.approvals.reject):
+    # Whether it is still unspent the decider judges (transactions.approvals.reject):
     # a `pending` step has not been dispatched, so only an expiry can have spent it.
     return bool(
         await conn.fetchval(

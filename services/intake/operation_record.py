@@ -10,13 +10,13 @@ grants nothing: it is evidence for a successor, not authority.
 
 from typing import Any
 
-# Event types about the transaction's ownership (services.decider.ownership); listed by
+# Event types about the transaction's ownership (transactions.ownership); listed by
 # name so that this fold reads an old log, and a log from before they existed, alike.
 CLAIMED = "TransactionClaimed"
 RELEASED = "OwnershipReleased"
 FENCED = "CommandFenced"
 REFUSED = "CommandRefused"
-# The approval trail of a step (services.decider.approvals), also listed among observations.
+# The approval trail of a step (transactions.approvals), also listed among observations.
 APPROVAL_EVENTS = (
     "OperationAwaitingApproval",
     "OperationApproved",

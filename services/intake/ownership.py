@@ -2,7 +2,7 @@
 `POST /v1/transactions/{tx_id}/claim` and `/release`, and the fence every session-bearing
 command passes (an abort, a review request).
 
-The decider decides (services.decider.ownership, on the commands' `issued_at`); the intake
+The decider decides (transactions.ownership, on the commands' `issued_at`); the intake
 asks that same rule first, on the transaction as it can see it (`known_transaction`: the
 intents row, so a claim right after the submission's 202 is judged like any other, and the
 projected log, which may lag the decider by a moment). So a claim the intake lets through
@@ -28,7 +28,6 @@ from events.inputs import ClaimTransaction, ReleaseTransaction, RequestReview
 from events.keys import agent_review_id, claim_id, release_id
 from events.transaction_events import CommandRefused
 from services.config import Settings
-from services.decider import ownership as rules
 from services.governance.gate import successor_refusal
 from services.intake import auth, owner_token, policy
 from services.intake.errors import ApiError, parsed, unknown_transaction
@@ -36,6 +35,7 @@ from services.intake.openapi import TxId, errors, json_body, ok
 from services.intake.produce import produce_command
 from services.intake.session_cap import refuse_past_cap, session_events
 from services.intake.submission import SESSION_PATTERN
+from transactions import ownership as rules
 
 router = APIRouter()
 M = TypeVar("M", bound=BaseModel)

@@ -1,9 +1,9 @@
 """`429 too_many_commands` (issue 18, item 4): the intake's answer to an agent session's
 command on a transaction that has taken its cap of commands from agent sessions.
 
-The decider judges (services.decider.input_bounds: which events count, the cap, who is
+The decider judges (transactions.input_bounds: which events count, the cap, who is
 exempt); the intake asks the same `capped` on the transaction as projected, the way it asks
-services.decider.ownership for the fence. The count is one query on the `events` table's
+transactions.ownership for the fence. The count is one query on the `events` table's
 primary key (tenant, tx_id, seq), built from the decider's own declaration of the events
 that count (`SESSION_CAUSED`), so there is no second copy of that rule here.
 
@@ -17,9 +17,9 @@ log, refused once there (`CommandRefused` `too_many_commands`) or dropped.
 import asyncpg
 from pydantic import BaseModel
 
-from services.decider import input_bounds
-from services.decider.ownership import Owner
 from services.intake.errors import ApiError
+from transactions import input_bounds
+from transactions.ownership import Owner
 
 
 def _counted(event_type: type[BaseModel], field: str | None) -> str:

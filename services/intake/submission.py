@@ -95,7 +95,7 @@ class SubmissionRequest(_Request):
     steps: Annotated[list[OperationRequest], Field(min_length=1, max_length=MAX_OPERATIONS)]
     on_commit: Annotated[list[OperationRequest], Field(max_length=MAX_OPERATIONS)] = []
     on_compensated: Annotated[list[OperationRequest], Field(max_length=MAX_OPERATIONS)] = []
-    # The agent's session (services.decider.ownership); when absent, the agent's default
+    # The agent's session (transactions.ownership); when absent, the agent's default
     # session (events.keys.default_session). Not part of the intent: the same body from
     # another session is the same intent.
     session_id: Annotated[str | None, Field(pattern=SESSION_PATTERN)] = None

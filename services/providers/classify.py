@@ -13,6 +13,7 @@ them) and carry an `alarm` an operator must see, never a silent `failed`.
 from dataclasses import dataclass
 from typing import Any
 
+from events.definition import STALE_REVISION
 from events.inputs import Outcome
 
 # The provider's definitive refusals of a payload (the sandbox's decline is 402, its
@@ -21,9 +22,6 @@ from events.inputs import Outcome
 DEFINITIVE_4XX = frozenset({400, 402, 422})
 # 4xx answers about the request's timing, not its content: a retry may well succeed.
 TIMING_4XX = frozenset({408, 425, 429})
-# A definitive refusal of a call made against a stale view of its resource (the call carried
-# `expected_revision`, the resource is at another): 409 with this error code.
-STALE_REVISION = "stale_revision"
 
 
 @dataclass(frozen=True)

@@ -15,11 +15,12 @@ from support.txbuilders import observed, submit
 from events.inputs import Outcome
 from events.keys import partition_key
 from events.topics import Topics
-from services.decider.finished import FinishedTransaction, finish
 from services.decider.finished_index import ChangelogReader, FinishedIndex
 from services.decider.restore import CorruptChangelog, restore_partition
-from services.decider.transaction import TransactionState, handle, initial_state
 from services.kafka_setup import ensure_topics
+from transactions.finished import FinishedTransaction, finish
+from transactions.state import TransactionState
+from transactions.transaction import handle, initial_state
 
 PARTITION = 0
 FINISHED = [f"done-{i}" for i in range(6)]

@@ -8,8 +8,9 @@ from events.inputs import Outcome
 from events.keys import partition_key
 from events.topics import Topics
 from services.decider.restore import restore_partition
-from services.decider.transaction import TransactionState, handle, initial_state
 from services.kafka_setup import ensure_topics
+from transactions.state import TransactionState
+from transactions.transaction import handle, initial_state
 
 
 async def test_restore_keeps_the_latest_committed_state_per_transaction(

@@ -21,7 +21,7 @@ from support.topic_records import read_records
 
 from events.topics import Topics
 from events.transaction_events import event_from
-from services.decider.input_bounds import (
+from transactions.input_bounds import (
     MAX_SESSION_EVENTS,
     SEEN_WINDOW,
     TOO_MANY_COMMANDS,

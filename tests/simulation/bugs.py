@@ -11,10 +11,10 @@ from events.definition import Leg, OpStatus, TxStatus
 from events.envelope import Envelope
 from events.inputs import OperationObserved, Outcome, PlanCompensation
 from events.transaction_events import Event
-from services.decider import transaction
-from services.decider.transaction import OperationState, TransactionState
 from services.providers.classify import Seen, classify_response
 from services.saga import reactor
+from transactions import transaction
+from transactions.state import OperationState, TransactionState
 
 from . import dispatcher
 

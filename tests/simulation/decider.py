@@ -12,9 +12,10 @@ from dataclasses import dataclass, field
 
 from events.envelope import Envelope
 from events.inputs import DeciderInput, OperationObserved
-from services.decider.finished import FinishedTransaction, finish, is_finished, revive
 from services.decider.restore import StateKey, Stored, parse_stored
-from services.decider.transaction import TransactionState, handle, initial_state
+from transactions.finished import FinishedTransaction, finish, is_finished, revive
+from transactions.state import TransactionState
+from transactions.transaction import handle, initial_state
 
 from .kafka import Consumer, Log
 

@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 from events.definition import OperationKind, OperationSpec, TxStatus
 from events.envelope import GENESIS_HASH, Envelope, verify_chain
 from events.inputs import DeciderInput, OperationObserved, Source
-from services.decider.transaction import TransactionState, is_terminal
+from transactions.state import TransactionState
+from transactions.transaction import is_terminal
 
 
 class Violation(AssertionError):

@@ -29,8 +29,9 @@ from events.inputs import (
     SubmitTransaction,
 )
 from events.transaction_events import OperationDispatched, ReviewResolved
-from services.decider.transaction import TransactionState, handle, initial_state
 from support.txbuilders import abort, compensate, observed, plan, request_review, resolve, submit
+from transactions.state import TransactionState
+from transactions.transaction import handle, initial_state
 
 OUTCOMES = list(Outcome)
 SOURCES = [Source.RESPONSE, Source.LOOKUP, Source.WEBHOOK]

@@ -18,7 +18,7 @@ from events.inputs import (
     SubmitTransaction,
 )
 from events.keys import compensation_key, op_key, review_id
-from services.decider.transaction import handle, initial_state
+from transactions.transaction import handle, initial_state
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 

@@ -1,4 +1,4 @@
-"""The approval gate in the pure decider (services.decider.approvals): a gated step waits
+"""The approval gate in the pure decider (transactions.approvals): a gated step waits
 in awaiting_approval; only an approval bound to this proposal, from someone other than the
 agent, unexpired when the step is reached and unused, lets it be dispatched; a rejection
 fails the transaction and compensates what ran."""
@@ -11,8 +11,9 @@ from support.txbuilders import T0, observed, request_review, resolve
 from events.definition import OpStatus, Resolution, TxStatus
 from events.inputs import DeciderInput, Outcome
 from events.transaction_events import Event
-from services.decider.transaction import TransactionState, decide, handle, initial_state
 from services.intake.approvals import stale_rejection_id
+from transactions.state import TransactionState
+from transactions.transaction import decide, handle, initial_state
 
 
 def given(*inputs: DeciderInput) -> TransactionState:

@@ -21,7 +21,7 @@ from events.approval_events import ApprovalExpired, OperationApproved
 from events.definition import Leg, Resolution
 from events.inputs import DeciderInput, Outcome, Source
 from events.transaction_events import OperationDispatched
-from services.decider.transaction import handle, initial_state
+from transactions.transaction import handle, initial_state
 
 
 def _observation() -> st.SearchStrategy[DeciderInput]:

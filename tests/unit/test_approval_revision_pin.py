@@ -1,4 +1,4 @@
-"""An approval holds for the provider state it was shown (services.decider.revisions): the
+"""An approval holds for the provider state it was shown (transactions.revisions): the
 call of a gated step that names no expected_revision carries the revision its approval was
 given at; a step that names one keeps the agent's; every attempt under the key carries the
 first attempt's payload; and the intent (its fingerprint, its spec) is never rewritten."""
@@ -10,7 +10,8 @@ from events.approval_events import OperationApproved
 from events.definition import Resolution
 from events.inputs import DeciderInput, Outcome
 from events.transaction_events import Event, OperationDispatched
-from services.decider.transaction import TransactionState, decide, handle, initial_state
+from transactions.state import TransactionState
+from transactions.transaction import decide, handle, initial_state
 
 
 def given(*inputs: DeciderInput) -> TransactionState:

@@ -8,7 +8,8 @@ from events.aborted_before_call import ABORTED_BEFORE_CALL
 from events.definition import TxStatus
 from events.inputs import DeciderInput, OperationObserved, Outcome, Source
 from events.transaction_events import Event, TransactionFailed
-from services.decider.transaction import TransactionState, handle, initial_state
+from transactions.state import TransactionState
+from transactions.transaction import handle, initial_state
 
 
 def given(*inputs: DeciderInput) -> tuple[TransactionState, list[str], list[Event]]:

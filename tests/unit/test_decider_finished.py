@@ -10,8 +10,9 @@ from support.txbuilders import abort, compensate, observed, plan, request_review
 from events.definition import Leg, OpStatus, Resolution, TxStatus
 from events.envelope import Envelope
 from events.inputs import DeciderInput, Outcome, Source
-from services.decider.finished import MARKER_PREFIX, finish, is_finished, revive
-from services.decider.transaction import TransactionState, handle, initial_state
+from transactions.finished import MARKER_PREFIX, finish, is_finished, revive
+from transactions.state import TransactionState
+from transactions.transaction import handle, initial_state
 
 COMMITTED: list[DeciderInput] = [
     submit(["reserve", "charge"], ("receipt",)),

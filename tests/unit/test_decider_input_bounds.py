@@ -9,9 +9,10 @@ from support.txbuilders import T0, observed, request_review, resolve, submit
 from events.definition import Resolution, TxStatus
 from events.inputs import AbortTransaction, DeciderInput, Outcome, ReleaseTransaction
 from events.transaction_events import CommandRefused
-from services.decider.input_bounds import MAX_SESSION_EVENTS, SEEN_WINDOW, TOO_MANY_COMMANDS
 from services.decider.runtime import MAX_RECORD_BYTES
-from services.decider.transaction import TransactionState, handle, initial_state
+from transactions.input_bounds import MAX_SESSION_EVENTS, SEEN_WINDOW, TOO_MANY_COMMANDS
+from transactions.state import TransactionState
+from transactions.transaction import handle, initial_state
 
 
 def given(*inputs: DeciderInput) -> TransactionState:

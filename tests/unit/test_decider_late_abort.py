@@ -5,7 +5,8 @@ from support.txbuilders import abort, observed, submit
 
 from events.definition import TxStatus
 from events.inputs import DeciderInput, Outcome
-from services.decider.transaction import TransactionState, handle, initial_state
+from transactions.state import TransactionState
+from transactions.transaction import handle, initial_state
 
 
 def given(*inputs: DeciderInput) -> tuple[TransactionState, list[str]]:

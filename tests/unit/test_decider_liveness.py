@@ -20,8 +20,9 @@ from events.definition import Leg, OperationKind, OpStatus, Resolution, TxStatus
 from events.envelope import Envelope
 from events.inputs import DeciderInput, Outcome, Source
 from events.transaction_events import OperationDispatched, OperationUnknown
-from services.decider.transaction import TransactionState, handle, initial_state, is_terminal
 from services.saga.reactor import react
+from transactions.state import TransactionState
+from transactions.transaction import handle, initial_state, is_terminal
 
 LOOKUP_BUDGET = 3  # lookups per (leg, attempt) before the reconciler asks for a review
 MAX_DELIVERIES = 3000  # far above what a settling transaction needs: beyond it, a livelock

@@ -1,4 +1,4 @@
-"""given/when/then for agent sessions (services.decider.ownership, issue 12): a lease,
+"""given/when/then for agent sessions (transactions.ownership, issue 12): a lease,
 a claim after it lapses, the earlier session fenced, an accepted body immutable, and the
 attempt gate's seam."""
 
@@ -22,7 +22,8 @@ from events.transaction_events import (
     OperationDispatched,
     TransactionClaimed,
 )
-from services.decider.transaction import TransactionState, decide, handle, initial_state
+from transactions.state import TransactionState
+from transactions.transaction import decide, handle, initial_state
 
 LEASE_S = 60
 

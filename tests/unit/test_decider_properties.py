@@ -22,7 +22,8 @@ from events.transaction_events import (
     TransactionCommitted,
     TransactionFailed,
 )
-from services.decider.transaction import TransactionState, handle, initial_state, record
+from transactions.state import TransactionState
+from transactions.transaction import handle, initial_state, record
 
 
 @given(scenarios())

@@ -11,14 +11,8 @@ from events.transaction_events import (
     OperationDispatched,
     TransactionFailed,
 )
-from services.decider.transaction import (
-    MAX_ATTEMPTS,
-    TransactionState,
-    decide,
-    handle,
-    initial_state,
-    is_terminal,
-)
+from transactions.state import TransactionState
+from transactions.transaction import MAX_ATTEMPTS, decide, handle, initial_state, is_terminal
 
 
 def given(*inputs: DeciderInput) -> TransactionState:

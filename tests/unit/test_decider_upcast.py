@@ -4,7 +4,7 @@ The decider's state and its finished markers are serialised to the compacted cha
 (model_dump_json) and read back on restart (services.decider.restore). Until the legs
 became values an operation kept them flat (status, attempt, comp_status, comp_attempt,
 open_review, review_leg); these literals were captured from that code, and are upcast
-(services.decider.transaction.upcast_flat_legs) to exactly the state the current code
+(transactions.transaction.upcast_flat_legs) to exactly the state the current code
 reaches through the same inputs.
 """
 
@@ -13,9 +13,10 @@ from support.txbuilders import compensate, observed, plan, submit
 from events.definition import Leg, OpStatus
 from events.inputs import DeciderInput, Outcome
 from events.legs import LegState, LegStatus, upcast_flat_legs
-from services.decider.finished import FinishedTransaction, finish
 from services.decider.restore import parse_stored
-from services.decider.transaction import TransactionState, handle, initial_state
+from transactions.finished import FinishedTransaction, finish
+from transactions.state import TransactionState
+from transactions.transaction import handle, initial_state
 
 # reserve confirmed, its undo refused (a review open on the undo leg); charge failed.
 UNDO_IN_REVIEW: list[DeciderInput] = [

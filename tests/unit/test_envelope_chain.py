@@ -4,7 +4,7 @@ from support.txbuilders import observed, submit
 
 from events.envelope import Envelope, verify_chain
 from events.inputs import Outcome
-from services.decider.transaction import handle, initial_state
+from transactions.transaction import handle, initial_state
 
 
 def chain() -> list[Envelope]:

@@ -10,7 +10,7 @@ from events.envelope import Envelope
 from events.inputs import DeciderInput, Outcome, Source
 from events.keys import review_id
 from projections.view import TxView, ViewError, apply
-from services.decider.transaction import handle, initial_state, record
+from transactions.transaction import handle, initial_state, record
 
 
 def log_of(*inputs: DeciderInput) -> list[Envelope]:

@@ -8,15 +8,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 PURE = [
     *sorted((ROOT / "events").glob("*.py")),
-    ROOT / "services/decider/transaction.py",
+    *sorted((ROOT / "transactions").glob("*.py")),
     ROOT / "services/governance/gate.py",
-    ROOT / "services/decider/evidence.py",
-    ROOT / "services/decider/finished.py",
-    ROOT / "services/decider/ownership.py",
-    ROOT / "services/decider/approvals.py",
-    ROOT / "services/decider/revisions.py",
-    ROOT / "services/decider/side_effects.py",
-    ROOT / "services/decider/input_bounds.py",
     ROOT / "events/legs.py",
     ROOT / "services/saga/reactor.py",
     ROOT / "projections/view.py",

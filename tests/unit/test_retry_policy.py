@@ -9,7 +9,8 @@ from events.definition import OperationKind, OperationSpec, OpStatus
 from events.inputs import Outcome, Source, SubmitTransaction
 from events.keys import op_key
 from events.retry_policy import may_resend, redelivery_may_apply, resend_without_lookup
-from services.decider.transaction import TransactionState, decide, handle, initial_state
+from transactions.state import TransactionState
+from transactions.transaction import decide, handle, initial_state
 
 
 def destructive_submit() -> SubmitTransaction:

@@ -16,8 +16,9 @@ from events.inputs import (
 )
 from events.keys import compensation_key
 from events.transaction_events import OperationDispatched
-from services.decider.transaction import TransactionState, decide, handle, initial_state
 from services.saga.reactor import react
+from transactions.state import TransactionState
+from transactions.transaction import decide, handle, initial_state
 
 FAILED_THIRD_STEP: list[DeciderInput] = [
     submit(["reserve", "charge", "ship"], ("receipt",), on_compensated=("sorry",)),

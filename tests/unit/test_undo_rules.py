@@ -15,9 +15,9 @@ from events.payload_schemas import PAYLOAD_SCHEMAS, payload_problem
 from events.policy import AgentPolicy, PolicyDocument, Quota
 from events.transaction_events import OperationDispatched
 from events.undo import declared_undo
-from services.decider.transaction import handle, initial_state
 from services.governance.gate import Named, amount_of, counts_amount, submission_refusal
 from services.intake.submission import SubmissionRefused, SubmissionRequest, check
+from transactions.transaction import handle, initial_state
 
 PROVIDERS = {"sandbox": "http://sandbox.invalid"}
 

@@ -30,16 +30,14 @@ the projection applies too.
 from datetime import datetime
 from typing import Any, assert_never
 
-from pydantic import field_validator, model_validator
-
 from events.aborted_before_call import aborted_before_call
 from events.approval_events import OperationRejected
 from events.approval_inputs import ApproveOperation, RejectOperation
-from events.approval_ledger import Approval, evolve_approvals
+from events.approval_ledger import evolve_approvals
 from events.attempt_gate import NewAttempt, attempt_refusals
 from events.catalog import SideEffect
-from events.definition import Leg, OperationKind, OperationSpec, OpStatus, Resolution, TxStatus
-from events.envelope import GENESIS_HASH, Envelope, seal
+from events.definition import Leg, OperationKind, OpStatus, Resolution, TxStatus
+from events.envelope import Envelope, seal
 from events.inputs import (
     AbortTransaction,
     ClaimTransaction,
@@ -57,14 +55,10 @@ from events.inputs import (
 from events.keys import review_id
 from events.legs import (
     LEG_EVENTS,
-    LegState,
     LegStatus,
     evolve_legs,
     evolve_status,
-    op_status,
-    upcast_flat_legs,
 )
-from events.model import Message
 from events.retry_policy import ATTEMPT_BUDGET, may_resend, resend_without_lookup
 from events.transaction_events import (
     CommandIgnored,
@@ -89,20 +83,18 @@ from events.transaction_events import (
     TransactionNeedsReview,
 )
 from events.undo import undo_payload
-from services.decider import approvals, ownership
-from services.decider.evidence import evidence_of, evidence_of_review
-from services.decider.input_bounds import (
-    SEEN_WINDOW,
-    RefusalKey,
+from transactions import approvals, ownership
+from transactions.evidence import evidence_of, evidence_of_review
+from transactions.input_bounds import (
     capped,
     counts_against_sessions,
     remember,
     remember_refusal,
     repeated,
 )
-from services.decider.ownership import Owner
-from services.decider.revisions import pin_for, pinned_payload, rejection_reason
-from services.decider.side_effects import leg_info
+from transactions.revisions import pin_for, pinned_payload, rejection_reason
+from transactions.side_effects import leg_info
+from transactions.state import OperationState, TransactionState
 
 # Why an abort is on the log before its command: the dispatcher found it recorded.
 ABORT_SEEN = "abort recorded before the step's call was begun"
@@ -111,93 +103,6 @@ ABORT_SEEN = "abort recorded before the step's call was begun"
 # at most this many times in all; past that a person decides. Per class in
 # events.retry_policy (a destructive operation is never re-sent by a machine).
 MAX_ATTEMPTS = ATTEMPT_BUDGET[SideEffect.WRITE]
-
-
-class OperationState(Message):
-    spec: OperationSpec
-    forward: LegState = LegState()
-    undo: LegState | None = None
-    remote_id: str | None = None
-    # The revision recon pinned on the forward leg's first attempt, sent by every later
-    # one (services.decider.revisions).
-    pinned_revision: int | None = None
-
-    @model_validator(mode="before")
-    @classmethod
-    def _upcast(cls, data: Any) -> Any:
-        # Changelog records written before the legs were values are read on restore.
-        return upcast_flat_legs(data)
-
-    @property
-    def status(self) -> OpStatus:
-        """The operation's status in the API's vocabulary."""
-        return op_status(self.forward, self.undo)
-
-    @property
-    def open_review(self) -> str | None:
-        return self.forward.review or (self.undo.review if self.undo else None)
-
-    def legs(self) -> list[tuple[Leg, LegState]]:
-        return [(Leg.FORWARD, self.forward)] + (
-            [(Leg.COMPENSATION, self.undo)] if self.undo else []
-        )
-
-    def leg_of(self, key: str) -> Leg | None:
-        if key == self.spec.op_key:
-            return Leg.FORWARD
-        if key == self.spec.compensation_key:
-            return Leg.COMPENSATION
-        return None
-
-    def leg(self, which: Leg) -> LegState | None:
-        """None: the undo, not dispatched yet."""
-        return self.forward if which is Leg.FORWARD else self.undo
-
-
-class TransactionState(Message):
-    tenant: str
-    tx_id: str
-    status: TxStatus | None = None  # None: nothing accepted under this tx_id yet
-    agent_id: str = ""
-    submitted_by: str | None = None  # the submitting key's principal (TransactionAccepted)
-    fingerprint: str = ""
-    operations: tuple[OperationState, ...] = ()
-    aborting: bool = False
-    plan: tuple[str, ...] = ()  # compensations, in the order they run
-    owner: Owner | None = None  # the session that owns it (services.decider.ownership)
-    approvals: tuple[Approval, ...] = ()  # services.decider.approvals
-    # Chain bookkeeping, advanced by `record` from the envelopes.
-    seq: int = 0
-    last_hash: str = GENESIS_HASH
-    # The latest input ids only, a count of session-caused events and the refusals of
-    # sessions' commands already recorded: all bounded (services.decider.input_bounds), or
-    # an agent key could grow the state without end.
-    seen: tuple[str, ...] = ()
-    session_events: int = 0
-    refused: tuple[RefusalKey, ...] = ()
-
-    @field_validator("seen", mode="before")
-    @classmethod
-    def _window(cls, value: Any) -> Any:
-        # Changelog records written before the window kept every id (a JSON list).
-        return tuple(value)[-SEEN_WINDOW:] if isinstance(value, (list, tuple, set)) else value
-
-    def operation(self, action: str) -> OperationState | None:
-        return next((op for op in self.operations if op.spec.action == action), None)
-
-    def of_kind(self, kind: OperationKind) -> list[OperationState]:
-        return [op for op in self.operations if op.spec.kind is kind]
-
-    def steps(self) -> list[OperationState]:
-        return self.of_kind(OperationKind.STEP)
-
-    def undone(self, actions: tuple[str, ...]) -> bool:
-        """Whether the undo of every one of these operations is proven done."""
-        return all(
-            op.undo is not None and op.undo.status is LegStatus.CONFIRMED
-            for op in self.operations
-            if op.spec.action in actions
-        )
 
 
 def initial_state(tenant: str, tx_id: str) -> TransactionState:
@@ -259,7 +164,7 @@ def decide(state: TransactionState, message: DeciderInput) -> list[Event]:
 
 def _capped(state: TransactionState, message: DeciderInput) -> list[Event] | None:
     """Past the cap on session-caused events, a command from a session other than the
-    owner's is not judged (services.decider.input_bounds)."""
+    owner's is not judged (transactions.input_bounds)."""
     match message:
         case AbortTransaction():
             by_agent = message.operator is None

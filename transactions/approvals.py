@@ -2,7 +2,7 @@
 additions"): a step the intake marked `approval_required` is not dispatched until an
 approval bound to this transaction's canonical proposal arrives from someone other than
 the requesting agent, unexpired, and unused. Its dispatch spends it, and is bound to the
-resource's revision the approval was given at (services.decider.revisions). A step in review may
+resource's revision the approval was given at (transactions.revisions). A step in review may
 be approved again: a review `retry` of it needs a live approval (attempt_gate), so an
 approval is evidence of one attempt, never standing authority for the next.
 
@@ -17,7 +17,6 @@ intake's read of a lagging projection is still refused, on the chain, with its r
 from __future__ import annotations
 
 from datetime import datetime
-from typing import TYPE_CHECKING
 
 from events.approval_events import (
     ApprovalExpired,
@@ -32,10 +31,8 @@ from events.approval_policy import conflicts_of_duty
 from events.definition import Leg, OperationKind, TxStatus
 from events.legs import LegStatus
 from events.transaction_events import CommandIgnored, Event
-from services.decider.side_effects import leg_info
-
-if TYPE_CHECKING:
-    from services.decider.transaction import OperationState, TransactionState
+from transactions.side_effects import leg_info
+from transactions.state import OperationState, TransactionState
 
 # Where a transaction may still take an approval or a rejection for a step.
 OPEN = (TxStatus.ACCEPTED, TxStatus.RUNNING, TxStatus.AWAITING_APPROVAL)

@@ -31,7 +31,7 @@ from pydantic import model_validator
 from events.definition import Compensation, OperationKind, OperationSpec, TxStatus
 from events.legs import LegState, upcast_flat_legs
 from events.model import Message
-from services.decider.transaction import OperationState, TransactionState
+from transactions.state import OperationState, TransactionState
 
 FINISHED = (TxStatus.COMMITTED, TxStatus.FAILED, TxStatus.COMPENSATED)
 

@@ -23,8 +23,8 @@ Pure: no I/O, no clock."""
 from typing import Any
 
 from events.approval_ledger import Approval
+from events.definition import STALE_REVISION
 from events.inputs import OperationObserved
-from services.providers.classify import STALE_REVISION
 
 EXPECTED_REVISION = "expected_revision"
 

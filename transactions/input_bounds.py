@@ -8,7 +8,7 @@ Input ids. Every rule of `decide` already judges a re-delivered input the same w
 first time did, or records one more CommandIgnored/ObservationIgnored (attempts fence
 observations, a resubmission is a retry, an abort of an aborting transaction is ignored,
 a resolved review is not open any more): a finished transaction drops its ids for that
-reason (services.decider.finished). The ids a live transaction keeps are therefore a
+reason (transactions.finished). The ids a live transaction keeps are therefore a
 window of the latest SEEN_WINDOW only, the ones Kafka redelivers (a producer's retry, a
 batch read again after a restore): they save an event, they are not the guard.
 
@@ -36,7 +36,7 @@ from events.transaction_events import (
     OwnershipReleased,
     TransactionClaimed,
 )
-from services.decider.ownership import Owner
+from transactions.ownership import Owner
 
 # Kafka redelivers within a batch or two; 64 ids of at most a few hundred bytes each
 # stay far under the record bound.
