@@ -1,5 +1,7 @@
--- recon's Postgres schema. Every statement is idempotent: each process applies it at
--- start-up under an advisory lock, so there is no separate migration step yet.
+-- recon's Postgres schema. Every statement is idempotent: the first process to start with
+-- this text applies it under an advisory lock and records its digest (projections.schema),
+-- so there is no separate migration step yet. Later start-ups find the digest and run none
+-- of it: ALTER TABLE takes an AccessExclusiveLock even when there is nothing to alter.
 
 -- The intake's guard: the first body accepted under (tenant, tx_id). A unique key makes
 -- concurrent identical submissions collapse into one and different ones conflict.

@@ -22,7 +22,7 @@ from datetime import datetime, timedelta
 import asyncpg
 
 from events.definition import Leg
-from projections.schema import apply_schema
+from projections.schema import apply_once, apply_schema
 from reconcilers.drift import LedgerEntry
 from reconcilers.pull import Candidate, Lease, LeaseKey
 
@@ -72,9 +72,7 @@ SELECT o.tenant, o.tx_id, o.action, 'compensation', o.comp_op_key, o.comp_attemp
 
 async def apply_reconciler_schema(conn: asyncpg.Connection) -> None:
     await apply_schema(conn)  # the projections this reads, in case the projector is not up yet
-    async with conn.transaction():
-        await conn.execute("SELECT pg_advisory_xact_lock($1)", _LOCK_ID)
-        await conn.execute(SCHEMA)
+    await apply_once(conn, _LOCK_ID, SCHEMA)
 
 
 async def in_flight_legs(conn: asyncpg.Connection) -> list[Candidate]:

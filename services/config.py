@@ -74,6 +74,9 @@ DEFAULTS: dict[str, str] = {
     "RECON_METRICS_PORT": "",
     "RECON_METRICS_HOST": "127.0.0.1",
     "RECON_OWNER_LEASE_S": "300",
+    # A projector that has not polled its partitions for this long exits to be restarted
+    # (services.projector.stall_watch).
+    "RECON_PROJECTOR_STALL_S": "90",
     # Signs owner tokens (services.intake.owner_token); set your own outside development.
     "RECON_OWNER_TOKEN_SECRET": "recon-dev-owner-token-secret",
     "RECON_POLICY_FILE": "",
@@ -245,6 +248,9 @@ class Settings:
     metrics_host: str = DEFAULTS["RECON_METRICS_HOST"]
     # How long an agent session owns a transaction after its submission or claim.
     owner_lease_s: int = int(DEFAULTS["RECON_OWNER_LEASE_S"])
+    # How long the projector may go without polling its assigned partitions before it
+    # exits for its supervisor to restart it (services.projector.stall_watch).
+    projector_stall_s: float = _default_float("RECON_PROJECTOR_STALL_S")
     # The key of the owner tokens a submission or a claim returns (issue 18, item 5).
     owner_token_secret: str = DEFAULTS["RECON_OWNER_TOKEN_SECRET"]
     # Policy documents per tenant installed by the intake at start-up (services.intake.policy).
@@ -475,6 +481,7 @@ def load_settings() -> Settings:
         metrics_port=_metrics_port(),
         metrics_host=_env("RECON_METRICS_HOST"),
         owner_lease_s=_int("RECON_OWNER_LEASE_S", minimum=1),
+        projector_stall_s=_float("RECON_PROJECTOR_STALL_S"),
         owner_token_secret=_env("RECON_OWNER_TOKEN_SECRET"),
         policy_file=_policy_file(),
         approval_required=_approval_required(),

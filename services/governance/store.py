@@ -17,6 +17,7 @@ import asyncpg
 
 from events.canonical import fingerprint
 from events.policy import PolicyDocument, Quota
+from projections.schema import apply_once
 from services.governance.gate import Claim, Switch, reserve
 
 SCHEMA = Path(__file__).with_name("schema.sql").read_text()
@@ -27,9 +28,7 @@ CLAIM_DEDUPE_S = 86400.0
 
 
 async def apply_governance_schema(conn: asyncpg.Connection) -> None:
-    async with conn.transaction():
-        await conn.execute("SELECT pg_advisory_xact_lock($1)", _LOCK_ID)
-        await conn.execute(SCHEMA)
+    await apply_once(conn, _LOCK_ID, SCHEMA)
 
 
 # --- policies ---------------------------------------------------------------------------

@@ -7,6 +7,7 @@ Kafka offsets are committed too, but only so that consumer lag is visible to ope
 
 import asyncio
 import logging
+import os
 import time
 from collections.abc import Awaitable, Callable
 
@@ -22,11 +23,13 @@ from projections.decode import decode_drift, decode_envelope
 from projections.offsets import load_offsets
 from projections.schema import apply_schema
 from projections.writer import DriftRecord, Record, project_batch, project_drift
+from services import task_dump
 from services.config import Settings
 from services.kafka_clients import acked_producer, group_consumer
 from services.kafka_setup import ensure_topics
 from services.metrics import count_moves, observe_lag
-from services.pg_pool import create_pool
+from services.pg_pool import UNREACHABLE, create_pool
+from services.projector.stall_watch import STALLED_EXIT_CODE, StallWatch
 
 log = logging.getLogger(__name__)
 
@@ -35,19 +38,34 @@ MAX_BACKOFF_S = 5.0
 # under load it is sent at most this often (each commit is a request and a write to
 # __consumer_offsets per batch otherwise), and as soon as the projector is idle.
 LAG_MARKER_INTERVAL_S = 1.0
+# One read of the stored offsets, connection included. Unbounded, an acquire or a query on
+# a server that stopped answering (frozen, a half-open socket) never returned, and inside
+# the rebalance listener that stops the consumer for good (asyncpg's release also waits for
+# a cancelled query's cancellation without end unless the acquire named a timeout).
+SEEK_ATTEMPT_S = 5.0
+# How often the stall watch looks.
+STALL_CHECK_S = 1.0
 
 
 class _SeekToStoredOffsets(ConsumerRebalanceListener):  # type: ignore[misc]
-    def __init__(self, seek: Callable[[set[TopicPartition]], Awaitable[None]]) -> None:
+    def __init__(
+        self, seek: Callable[[set[TopicPartition]], Awaitable[None]], watch: StallWatch
+    ) -> None:
         self._seek = seek
+        self._watch = watch
 
     async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
         pass
 
     async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
         # aiokafka awaits this before fetching from the new partitions, so no record is
-        # read from Kafka's committed position, which may lag the database's.
-        await self._seek(assigned)
+        # read from Kafka's committed position, which may lag the database's. Meanwhile the
+        # consumer does not heartbeat: the stall watch counts this as not projecting.
+        self._watch.seeking += 1
+        try:
+            await self._seek(assigned)
+        finally:
+            self._watch.seeking -= 1
 
 
 class Projector:
@@ -63,6 +81,7 @@ class Projector:
         # Next offsets projected but not yet committed as the lag marker.
         self.marker: dict[TopicPartition, int] = {}
         self.marker_sent = 0.0
+        self.watch = StallWatch(settings.projector_stall_s, time.monotonic())
 
     async def run(self) -> None:
         self.pool = await _connect(self.settings.database_url)
@@ -76,12 +95,16 @@ class Projector:
             )
             await self.dead_letters.start()
             self.consumer.subscribe(
-                [self.topic, self.drift_topic], listener=_SeekToStoredOffsets(self.seek)
+                [self.topic, self.drift_topic],
+                listener=_SeekToStoredOffsets(self.seek, self.watch),
             )
             await self.consumer.start()
+            self.watch.healthy_at = time.monotonic()
+            watchdog = asyncio.create_task(self._exit_when_stalled())
             try:
                 await self._loop()
             finally:
+                watchdog.cancel()
                 await self.consumer.stop()
                 await self.dead_letters.stop()
         finally:
@@ -91,6 +114,7 @@ class Projector:
         backoff = 0.0
         while not self.stop.is_set():
             batches = await self.consumer.getmany(timeout_ms=500, max_records=1000)
+            self.watch.polled(bool(self.consumer.assignment()), time.monotonic())
             await observe_lag(self.consumer, self.group, batches)
             raw = [record for records in batches.values() for record in records]
             if not raw:
@@ -188,13 +212,16 @@ class Projector:
         while not self.stop.is_set():
             assert self.pool is not None
             try:
-                async with self.pool.acquire() as conn:
+                async with (
+                    asyncio.timeout(SEEK_ATTEMPT_S),
+                    self.pool.acquire(timeout=SEEK_ATTEMPT_S) as conn,
+                ):
                     stored = {
                         topic: await load_offsets(conn, topic)
                         for topic in {tp.topic for tp in partitions}
                     }
                 break
-            except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError):
+            except UNREACHABLE:  # a timed-out attempt too (TimeoutError is an OSError)
                 log.exception("cannot read stored offsets; retrying in %.1fs", backoff)
                 self.pool_expire()
                 await asyncio.sleep(backoff)
@@ -203,6 +230,25 @@ class Projector:
             return
         for tp in partitions:
             self.consumer.seek(tp, stored[tp.topic].get(tp.partition, 0))
+
+    async def _exit_when_stalled(self) -> None:
+        """End the process, hard, once it has not projected for the stall limit."""
+        while True:
+            await asyncio.sleep(STALL_CHECK_S)
+            stalled = self.watch.stalled_for(time.monotonic())
+            if stalled is None:
+                continue
+            log.error(
+                "not projecting for %.0fs (no poll with partitions assigned outside a "
+                "rebalance); exiting %d to be restarted; where every task waits:",
+                stalled,
+                STALLED_EXIT_CODE,
+            )
+            task_dump.dump()
+            for handler in logging.getLogger().handlers:
+                handler.flush()
+            # Not a clean stop: consumer.stop() would await the coordinator that is stuck.
+            os._exit(STALLED_EXIT_CODE)
 
     def pool_expire(self) -> None:
         # Connections that saw the server go away are replaced on their next acquire.

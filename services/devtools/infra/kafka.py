@@ -224,10 +224,15 @@ class KafkaBroker(ServerProcess):
             "transaction.state.log.num.partitions": "4",
             # A lone test consumer would otherwise wait 3 s for peers before every assignment.
             "group.initial.rebalance.delay.ms": "0",
-            # After a crash (kill()) the restarted node may only re-register once the previous
-            # incarnation's session expired; the 9 s default made every crash test 15 s slower.
+            # Kafka's default session. A node that misses its heartbeats for a session is
+            # fenced by the controller, even by its own controller in this one JVM: with 4 s a
+            # broker stalled in turns (4.5 s stopped, 0.3 s running: a loaded 2-core box, GC)
+            # was fenced on every stall, its partitions left leaderless and, in a cluster, its
+            # replicas out of the ISR (NotLeaderForPartition, NotEnoughReplicas under
+            # min.insync.replicas; tests/fault/test_broker_stalls.py). The price: a node
+            # restarted after a crash re-registers once its old session lapsed (up to 9 s).
             "broker.heartbeat.interval.ms": "1000",
-            "broker.session.timeout.ms": "4000",
+            "broker.session.timeout.ms": "9000",
             # Topics are created explicitly with their own retention; a typo must fail loudly.
             "auto.create.topics.enable": "false",
         }
@@ -241,6 +246,9 @@ class KafkaBroker(ServerProcess):
             "log4j.appender.file.layout.ConversionPattern=[%d] %p %m (%c)%n\n"
             # The one INFO line worth keeping: it marks each successful start in the log.
             "log4j.logger.kafka.server.KafkaRaftServer=INFO\n"
+            # And a node's fencing and unfencing ("fenced=1"), rare and the cause of a burst
+            # of NotLeaderForPartition / NotEnoughReplicas answers.
+            "log4j.logger.org.apache.kafka.controller.ClusterControlManager=INFO\n"
         )
         return properties
 
