@@ -25,6 +25,8 @@ from faststream.kafka import KafkaBroker
 from faststream.kafka.annotations import KafkaMessage
 from faststream.kafka.subscriber.usecase import DefaultSubscriber
 
+from services.at_least_once import RETRY_BACKOFF_S
+
 TIMEOUT_S = 30.0
 
 
@@ -193,6 +195,34 @@ async def test_faststream_ack_is_one_commit_request_per_message(setup: Setup) ->
     assert all(call == ((), {}) for call in commits)
 
 
+async def test_faststream_default_ack_policy_commits_a_message_still_in_hand(
+    setup: Setup,
+) -> None:
+    """Without `ack_policy`, a Kafka subscriber is AckPolicy.ACK_FIRST, which turns on
+    aiokafka's auto-commit: the message's offset is committed while its handler still runs,
+    so a crash then loses it (at most once). recon's consumers would each need an explicit
+    policy."""
+    subscriber = setup.broker.subscriber(
+        setup.topic, group_id=setup.group, auto_offset_reset="earliest"
+    )
+    release = asyncio.Event()
+    handled: list[bytes] = []
+
+    @subscriber
+    async def handle(body: bytes) -> None:
+        handled.append(body)
+        await release.wait()
+        handled.append(b"returned")
+
+    await setup.broker.start()
+    await setup.produce(1, b"in hand")
+    await wait_until(lambda: handled == [b"in hand"], "the message in hand")
+    await wait_for(lambda: _committed_is(setup, setup.p1, 1), "the auto-commit")
+    assert handled == [b"in hand"]  # committed before the handler returned
+    release.set()
+    await wait_until(lambda: handled == [b"in hand", b"returned"], "the handler done")
+
+
 async def test_faststream_ack_leaves_out_a_partition_revoked_under_the_handler(
     setup: Setup,
 ) -> None:
@@ -262,6 +292,28 @@ async def test_faststream_nack_seek_on_a_revoked_partition_is_only_logged(
         await setup.produce(1, b"next")
         await wait_until(lambda: handled == [b"fails", b"next"], "the next message handled")
         await wait_until(lambda: [r.value for r in second_read] == [b"fails"], "a re-read")
+
+
+async def test_faststream_nack_reads_the_message_again_at_once_without_a_back_off(
+    setup: Setup,
+) -> None:
+    """AckPolicy.NACK_ON_ERROR seeks back and the consume loop reads the message again at
+    once: five failures take less than recon's first four back-offs together (0.5 + 1 + 2 +
+    5 s, services/at_least_once.py), so a dependency that is down is asked in a hot loop."""
+    subscriber = setup.subscriber(AckPolicy.NACK_ON_ERROR)
+    attempts: list[float] = []
+
+    @subscriber
+    async def handle(body: bytes) -> None:
+        attempts.append(time.monotonic())
+        if len(attempts) <= 5:
+            raise RuntimeError("a send was not acknowledged")
+
+    await setup.broker.start()
+    await setup.produce(1, b"retried")
+    await wait_until(lambda: len(attempts) == 6, "five failures and the success")
+    assert attempts[5] - attempts[0] < sum(RETRY_BACKOFF_S)
+    await wait_for(lambda: _committed_is(setup, setup.p1, 1), "the success committed")
 
 
 async def test_faststream_rebalance_listener_reaches_the_consumer_through_its_subscriber(
