@@ -1,6 +1,6 @@
 """The approvals a transaction holds, as its log gives and spends them: the decider's
-state and the intake's check of a review `retry` (services.intake.retry_gate) fold the same
-events with the same rules.
+state (and so the intake's check of a review `retry`, which asks the decider's own decide
+on the projected log, services.intake.projected) folds them with these rules.
 
 Pure: no I/O, no clock.
 """

@@ -6,8 +6,9 @@ Pure: no I/O, no clock.
 A stored approval is evidence of what was approved, not permission to act again: before the
 decider dispatches a new attempt that a person or a successor asked for (a review resolved
 `retry`), each check here is asked, and any refusal it gives stops the attempt (the review
-stays open and the refusal is recorded with its rule). The intake asks the same checks of
-the projected log first (services.intake.retry_gate) and answers `409 attempt_refused`.
+stays open and the refusal is recorded with its rule). The intake asks the decider's own
+decide on the projected log first (services.intake.projected) and answers `409
+attempt_refused`.
 Checked here: a step that needed approval has a live one (its earlier dispatch spent the
 one it ran on; an expiry ends it). Checked elsewhere, at the last moment before the call:
 the grant still held and the kill switches (services.dispatcher.gatekeeper), and the
@@ -21,6 +22,9 @@ from datetime import datetime
 
 from events.approval_ledger import Approval
 from events.definition import Leg, OperationSpec
+
+# The reason a command that would start a refused attempt is refused with (CommandRefused).
+ATTEMPT_REFUSED = "attempt_refused"
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,7 @@ event moves the legs and the transaction's status is in events.legs, whose rules
 the projection applies too.
 """
 
+from collections.abc import Iterable
 from datetime import datetime
 from typing import Any, assert_never
 
@@ -34,7 +35,7 @@ from events.aborted_before_call import aborted_before_call
 from events.approval_events import OperationRejected
 from events.approval_inputs import ApproveOperation, RejectOperation
 from events.approval_ledger import evolve_approvals
-from events.attempt_gate import NewAttempt, attempt_refusals
+from events.attempt_gate import ATTEMPT_REFUSED, NewAttempt, attempt_refusals
 from events.catalog import SideEffect
 from events.definition import Leg, OperationKind, OpStatus, Resolution, TxStatus
 from events.envelope import Envelope, seal
@@ -385,7 +386,7 @@ def _resolve(state: TransactionState, cmd: ResolveReview) -> list[Event]:
             return [
                 CommandRefused(
                     command=cmd.type,
-                    reason="attempt_refused",
+                    reason=ATTEMPT_REFUSED,
                     rule="; ".join(refusals),
                     agent_id=None,
                     session_id=None,
@@ -644,10 +645,29 @@ def record(state: TransactionState, envelope: Envelope) -> TransactionState:
             "seq": envelope.seq,
             "last_hash": envelope.hash,
             "seen": remember(state.seen, envelope.causation_id),
-            "session_events": state.session_events + counts_against_sessions(event),
-            "refused": remember_refusal(state.refused, event),
+            **_bounded(state, event),
         }
     )
+
+
+def _bounded(state: TransactionState, event: Event) -> dict[str, Any]:
+    """What the input bounds keep of a recorded event (transactions.input_bounds)."""
+    return {
+        "session_events": state.session_events + counts_against_sessions(event),
+        "refused": remember_refusal(state.refused, event),
+    }
+
+
+def replay(tenant: str, tx_id: str, events: Iterable[Event]) -> TransactionState:
+    """The state a fold of `record` gives for these events, but for the chain's
+    bookkeeping and the input ids, which the events alone do not carry: the transaction as
+    its projected log shows it, for a process that asks `decide` what the decider will
+    say (the intake, before it answers)."""
+    state = initial_state(tenant, tx_id)
+    for event in events:
+        state = evolve(state, event)
+        state = state.model_copy(update=_bounded(state, event))
+    return state
 
 
 def handle(

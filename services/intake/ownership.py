@@ -33,9 +33,11 @@ from services.intake import auth, owner_token, policy
 from services.intake.errors import ApiError, parsed, unknown_transaction
 from services.intake.openapi import TxId, errors, json_body, ok
 from services.intake.produce import produce_command
-from services.intake.session_cap import refuse_past_cap, session_events
+from services.intake.projected import projected_state
+from services.intake.session_cap import refuse_past_cap
 from services.intake.submission import SESSION_PATTERN
 from transactions import ownership as rules
+from transactions.state import TransactionState
 
 router = APIRouter()
 M = TypeVar("M", bound=BaseModel)
@@ -65,41 +67,6 @@ class ClaimAnswer(BaseModel):
     )
 
 
-@dataclass(frozen=True)
-class Owner:
-    agent_id: str
-    session_id: str | None  # None: accepted before sessions existed
-    lease_expires_at: datetime | None
-    released: bool
-
-
-async def current_owner(conn: asyncpg.Connection, tenant: str, tx_id: str) -> Owner | None:
-    """The owner as the projected log shows it; None when no event of the tx is projected.
-    A release names no lease: the owner is then the one its acceptance or claim before it
-    named, released (the decider's evolve_owner), so its successor's fence still holds
-    for every other session."""
-    rows = await conn.fetch(
-        "SELECT type, data FROM events WHERE tenant = $1 AND tx_id = $2 AND type IN"
-        " ('TransactionAccepted', 'TransactionClaimed', 'OwnershipReleased')"
-        " ORDER BY seq DESC LIMIT 2",
-        tenant,
-        tx_id,
-    )
-    if not rows:
-        return None
-    released = rows[0]["type"] == "OwnershipReleased"
-    # A release is recorded once per owner, so the row before it is that owner's.
-    row = rows[1] if released and len(rows) > 1 else rows[0]
-    data = json.loads(row["data"])
-    until = data.get("lease_expires_at")
-    return Owner(
-        agent_id=data["agent_id"],
-        session_id=data.get("session_id"),
-        lease_expires_at=datetime.fromisoformat(until) if until else None,
-        released=released,
-    )
-
-
 def fenced_error(refusal: CommandRefused) -> ApiError:
     return ApiError(409, "fenced", f"{refusal.rule}; the command was refused and recorded")
 
@@ -117,25 +84,26 @@ class Known:
     status: TxStatus
     owner: rules.Owner | None
     operations: tuple[OperationSpec, ...]
-    # Projected events that count against agent sessions (services.intake.session_cap).
-    session_events: int = 0
+    # The projected log folded by the decider's rules (None: nothing projected yet).
+    state: TransactionState | None = None
 
     def refuse_past_cap(
         self, command: str, agent_id: str | None, session_id: str | None, *, by_agent: bool
     ) -> None:
         """`429 too_many_commands` when the decider would not judge this command."""
+        session_events = self.state.session_events if self.state else 0
         refuse_past_cap(
-            self.session_events, self.owner, command, agent_id, session_id, by_agent=by_agent
+            session_events, self.owner, command, agent_id, session_id, by_agent=by_agent
         )
 
 
 async def known_transaction(
     conn: asyncpg.Connection, tenant: str, tx_id: str, lease_s: int
 ) -> Known | None:
-    """The transaction from its intents row and what the projection shows of it, or None
-    when it was never accepted. Read your writes (issue 18, item 16): right after the
-    submission's 202 the projection may show nothing yet, and the transaction is then
-    `accepted`, owned by its submitting session for a lease from the submission's produce."""
+    """The transaction from its intents row and its projected log, or None when it was
+    never accepted. Read your writes (issue 18, item 16): right after the submission's 202
+    the projection may show nothing yet, and the transaction is then `accepted`, owned by
+    its submitting session for a lease from the submission's produce."""
     intent = await conn.fetchrow(
         "SELECT agent_id, session_id, operations, attempted_at FROM intents"
         " WHERE tenant = $1 AND tx_id = $2 AND produced",
@@ -144,33 +112,18 @@ async def known_transaction(
     )
     if intent is None:
         return None
-    status = await conn.fetchval(
-        "SELECT status FROM transactions WHERE tenant = $1 AND tx_id = $2", tenant, tx_id
-    )
-    projected = await current_owner(conn, tenant, tx_id)
-    owner: rules.Owner | None = None
-    if projected is not None:
-        if projected.session_id is not None and projected.lease_expires_at is not None:
-            owner = rules.Owner(
-                agent_id=projected.agent_id,
-                session_id=projected.session_id,
-                lease_expires_at=projected.lease_expires_at,
-                released=projected.released,
-            )
-    elif intent["session_id"] is not None:
+    operations = tuple(OperationSpec.model_validate(op) for op in json.loads(intent["operations"]))
+    state = await projected_state(conn, tenant, tx_id)
+    if state is not None:
+        return Known(state.status or TxStatus.ACCEPTED, state.owner, operations, state)
+    owner = None
+    if intent["session_id"] is not None:
         owner = rules.Owner(
             agent_id=intent["agent_id"],
             session_id=intent["session_id"],
             lease_expires_at=intent["attempted_at"] + timedelta(seconds=lease_s),
         )
-    return Known(
-        status=TxStatus(status) if status is not None else TxStatus.ACCEPTED,
-        owner=owner,
-        operations=tuple(
-            OperationSpec.model_validate(op) for op in json.loads(intent["operations"])
-        ),
-        session_events=await session_events(conn, tenant, tx_id),
-    )
+    return Known(TxStatus.ACCEPTED, owner, operations)
 
 
 @router.post(

@@ -5,9 +5,9 @@ OperationNeedsReview / ReviewResolved events). A resolution is a ResolveReview c
 the `review_resolutions` row is the guard that lets one resolution through per review,
 and the decider, not this API, moves the operation once the command is in Kafka. Every
 query filters by tenant, so another tenant's review is answered 404 like a missing one.
-A `retry` is a new attempt: refused `409 attempt_refused` when the attempt gate would
-refuse it (services.intake.retry_gate: a step that needed approval needs a fresh one), and
-the review stays open.
+A `retry` is a new attempt: refused `409 attempt_refused` when the decider would refuse
+it (its own `decide`, on the projected log: services.intake.projected; a step that needed
+approval needs a fresh one), and the review stays open.
 """
 
 import json
@@ -18,15 +18,17 @@ import asyncpg
 from fastapi import APIRouter, Depends, Query, Request
 from pydantic import ValidationError
 
+from events.attempt_gate import ATTEMPT_REFUSED
 from events.definition import Resolution
 from events.inputs import ResolveReview
 from events.keys import resolve_id
 from services.config import Settings
-from services.intake import auth, queries, resolutions, retry_gate
+from services.intake import auth, queries, resolutions
 from services.intake.errors import ApiError
 from services.intake.openapi import errors, json_body, ok
 from services.intake.policy import operator
 from services.intake.produce import produce_command
+from services.intake.projected import projected_state, refusal
 from services.intake.resolutions import ResolveRequest, already_resolved
 from services.intake.response_models import ReviewList, ReviewResolving, ReviewView
 
@@ -107,21 +109,27 @@ async def resolve_review(
             raise _not_found(review_id)
         if review["state"] != "open":
             raise already_resolved(review_id)
+        command = ResolveReview(
+            # One resolution per review: a client's retry produces the same command again,
+            # which the decider recognises by its id.
+            message_id=resolve_id(review_id),
+            tenant=tenant,
+            tx_id=review["tx_id"],
+            review_id=review_id,
+            resolution=body.resolution,
+            note=body.note,
+            actor=who.operator,
+            issued_at=datetime.now(UTC),
+        )
         if body.resolution is Resolution.RETRY:
-            await retry_gate.check(conn, tenant, review)
+            # A review takes one resolution (services.intake.resolutions): a retry the
+            # decider would refuse (a new attempt needs what allowed the first, e.g. a live
+            # approval) is answered here and leaves the review open for the next one.
+            state = await projected_state(conn, tenant, review["tx_id"])
+            refused = refusal(state, command, {ATTEMPT_REFUSED})
+            if refused is not None:
+                raise ApiError(409, ATTEMPT_REFUSED, refused.rule)
         await resolutions.claim(conn, tenant, review_id, body, settings.pending_horizon_s)
-    command = ResolveReview(
-        # One resolution per review: a client's retry produces the same command again,
-        # which the decider recognises by its id.
-        message_id=resolve_id(review_id),
-        tenant=tenant,
-        tx_id=review["tx_id"],
-        review_id=review_id,
-        resolution=body.resolution,
-        note=body.note,
-        actor=who.operator,
-        issued_at=datetime.now(UTC),
-    )
     await produce_command(request.app.state, command, f"the resolution of review {review_id}")
     async with request.app.state.pool.acquire() as conn:
         await resolutions.mark_produced(conn, review_id, body)

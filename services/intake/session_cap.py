@@ -2,10 +2,9 @@
 command on a transaction that has taken its cap of commands from agent sessions.
 
 The decider judges (transactions.input_bounds: which events count, the cap, who is
-exempt); the intake asks the same `capped` on the transaction as projected, the way it asks
-transactions.ownership for the fence. The count is one query on the `events` table's
-primary key (tenant, tx_id, seq), built from the decider's own declaration of the events
-that count (`SESSION_CAUSED`), so there is no second copy of that rule here.
+exempt); the intake asks the same `capped` on the transaction as its projected log shows
+it, folded by the decider's own `replay` (services.intake.projected), so the count is the
+decider's count and there is no second copy of that rule here.
 
 Nothing is produced for a request answered 429: the decider would record nothing either
 past the cap. No Retry-After: the count never falls while the transaction lives, so a
@@ -14,35 +13,9 @@ The projection may lag the log by a moment: a command let through then is judged
 log, refused once there (`CommandRefused` `too_many_commands`) or dropped.
 """
 
-import asyncpg
-from pydantic import BaseModel
-
 from services.intake.errors import ApiError
 from transactions import input_bounds
 from transactions.ownership import Owner
-
-
-def _counted(event_type: type[BaseModel], field: str | None) -> str:
-    name = event_type.model_fields["type"].default
-    assert isinstance(name, str) and name.isidentifier(), name
-    if field is None:
-        return f"type = '{name}'"
-    assert field.isidentifier(), field
-    return f"(type = '{name}' AND data->>'{field}' IS NOT NULL)"
-
-
-# Literals from the decider's declaration only (checked identifiers), never from a request.
-COUNT_SQL = (
-    "SELECT count(*) FROM events WHERE tenant = $1 AND tx_id = $2 AND ("
-    + " OR ".join(_counted(t, f) for t, f in input_bounds.SESSION_CAUSED.items())
-    + ")"
-)
-
-
-async def session_events(conn: asyncpg.Connection, tenant: str, tx_id: str) -> int:
-    """How many projected events of the transaction count against agent sessions."""
-    count = await conn.fetchval(COUNT_SQL, tenant, tx_id)
-    return int(count or 0)
 
 
 def refuse_past_cap(
