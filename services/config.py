@@ -440,6 +440,30 @@ def _approval_required() -> frozenset[str]:
     return named
 
 
+# Where the shipped development defaults are acceptable: anywhere else a default that is
+# public (it is in this file) would let anyone mint what it protects.
+DEVELOPMENT_ENVIRONMENTS = frozenset({"dev", "test"})
+MIN_SECRET_CHARS = 16
+
+
+def _owner_token_secret(environment: str) -> str:
+    """RECON_OWNER_TOKEN_SECRET: whoever knows it can forge any session's owner token and
+    so abort, release or renew any transaction; the default is public."""
+    secret = _env("RECON_OWNER_TOKEN_SECRET")
+    if environment in DEVELOPMENT_ENVIRONMENTS:
+        return secret
+    if secret == DEFAULTS["RECON_OWNER_TOKEN_SECRET"]:
+        raise ConfigError(
+            "RECON_OWNER_TOKEN_SECRET: the development secret is public; set your own "
+            f"(the same on every intake) when RECON_ENVIRONMENT is {environment!r}"
+        )
+    if len(secret) < MIN_SECRET_CHARS:
+        raise ConfigError(
+            f"RECON_OWNER_TOKEN_SECRET: at least {MIN_SECRET_CHARS} characters, got {len(secret)}"
+        )
+    return secret
+
+
 def load_settings() -> Settings:
     api_keys, key_agents = agent_keys(_env("RECON_API_KEYS"))
     webhook_secrets, webhook_schemes = webhook_settings(
@@ -482,7 +506,7 @@ def load_settings() -> Settings:
         metrics_host=_env("RECON_METRICS_HOST"),
         owner_lease_s=_int("RECON_OWNER_LEASE_S", minimum=1),
         projector_stall_s=_float("RECON_PROJECTOR_STALL_S"),
-        owner_token_secret=_env("RECON_OWNER_TOKEN_SECRET"),
+        owner_token_secret=_owner_token_secret(_env("RECON_ENVIRONMENT")),
         policy_file=_policy_file(),
         approval_required=_approval_required(),
     )
