@@ -18,6 +18,7 @@ from events.keys import compensation_key, op_key
 from projections.view import TxView
 from reconcilers.webhook_intake import MatchedOperation
 
+from .calls_begun import SimCallsBegun
 from .clock import Clock
 from .decider import SimDecider
 from .dispatcher import SimDispatcher
@@ -113,6 +114,7 @@ class World:
             self.clock,
             self.projection.operation,
             self.observations.append,
+            SimCallsBegun(self._abort_stops),
         )
         self.reconciler = SimReconciler(self.projection, self.provider, self.clock, self.send_input)
         self.reconciler.lose_rate = rng.choice([0.0, 0.2])
@@ -131,6 +133,9 @@ class World:
                     )
         self.webhooks = SimWebhooks(self.provider, self.clock, rng, matched, self.send_input)
         self.aborted: set[str] = set()
+        self.step_keys = {
+            s.op_key for tx in self.submits for s in tx.operations if s.kind is OperationKind.STEP
+        }
         self._decide_command = partial(self.decider.consume, True)
         self._decide_observation = partial(self.decider.consume, False)
         self.applied_seen = 0
@@ -186,6 +191,9 @@ class World:
             self.trace.append(name)
             action()
             self._check_provider()
+
+    def _abort_stops(self, tx_id: str, op_key: str) -> bool:
+        return tx_id in self.aborted and op_key in self.step_keys
 
     def _check_provider(self) -> None:
         applied = self.provider.applied
