@@ -23,22 +23,11 @@ The row is written before the call, never after: a crash between the two leaves 
 a call that may not have been made (a lookup settles it), never a call without a row.
 """
 
-from dataclasses import dataclass
-
 import asyncpg
 
+# What `begin` answers is the call plan's (pure) type: services.dispatcher.call_plan.
+from services.dispatcher.call_plan import Begun as Begun
 from services.governance.store import switch_matches
-
-
-@dataclass(frozen=True)
-class Begun:
-    # The engaged switches that cover the call; when not empty nothing was written.
-    switches: tuple[str, ...]
-    # Whether this statement wrote the row (False: it existed, the call was begun before).
-    written: bool
-    # The transaction's abort was recorded and no call of this step was ever begun: nothing
-    # was written, and the call must not be made (events.aborted_before_call).
-    aborted: bool = False
 
 
 async def was_begun(

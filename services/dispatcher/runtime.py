@@ -7,23 +7,22 @@ its call was begun before (services.dispatcher.calls_begun, a durable record wri
 before every provider call), not when its offset is old: a redelivery and any later attempt
 look up before they apply, and a dispatch nobody got as far as calling is sent as a first
 send, even on a provider that cannot be asked. A dispatch whose attempt the projection
-proves over is not acted on at all.
+proves over is not acted on at all. What one call does is decided by the pure plan of
+services.dispatcher.call_plan; `Call` executes its requests.
 """
 
 import asyncio
 import logging
 from datetime import UTC, datetime
+from typing import Any
 
 from aiokafka import ConsumerRecord, TopicPartition
 from opentelemetry.trace import SpanKind
 from pydantic import ValidationError
 
-from events.aborted_before_call import ABORTED_BEFORE_CALL
-from events.catalog import operation_info
 from events.envelope import Envelope
-from events.inputs import Evidence, OperationObserved, Outcome, Source
+from events.inputs import Evidence, Source
 from events.keys import dispatch_observation_id, partition_key
-from events.retry_policy import redelivery_may_apply
 from events.transaction_events import OperationDispatched
 from services import tracing
 from services.at_least_once import AtLeastOnceConsumer, Batch, RetryBatch
@@ -33,6 +32,20 @@ from services.crash_points import (
     DISPATCHER_BEFORE_CALL_BEGUN,
     pause_point,
 )
+from services.dispatcher.call_plan import (
+    Apply,
+    Balance,
+    Begin,
+    Gate,
+    Lookup,
+    Report,
+    Request,
+    Review,
+    Sleep,
+    WasBegun,
+    call_plan,
+    dispatch_observation,
+)
 from services.dispatcher.gatekeeper import Gatekeeper
 from services.dispatcher.in_flight import Projection, ProjectionUnavailable, over_because
 from services.governance.store import Held
@@ -40,25 +53,11 @@ from services.kafka_clients import acked_producer
 from services.kafka_setup import ensure_topics
 from services.kafka_start import start_kafka_client
 from services.providers.adapters import ProviderAdapter, build_adapters
-from services.providers.classify import Seen
 from services.providers.http import ProviderHttp
-from services.providers.preconditions import (
-    PRECONDITION_FAILED,
-    balance_needed,
-    judge_balance,
-)
 
 log = logging.getLogger(__name__)
 
-# Lookups after an unknown answer: quick at first (lost responses are usually
-# visible at once), then backing off. Past this the operation stays `unknown` for
-# the scheduled reconciler.
-LOOKUP_BACKOFF_S = (0.1, 0.3, 0.6, 1.2, 2.4)
 MAX_CONCURRENT_CALLS = 64
-NOT_RESENT = (
-    "destructive operation redelivered and absent at the provider: a previous dispatcher "
-    "may have sent it, so it is not sent again; lookups or a person settle it"
-)
 
 Dispatch = tuple[TopicPartition, ConsumerRecord, Envelope, OperationDispatched]
 
@@ -189,7 +188,8 @@ class Dispatcher:
 
 
 class Call:
-    """One dispatch: optionally look up, apply, then resolve an unknown by lookups."""
+    """One dispatch: the plan of services.dispatcher.call_plan, executed with the real I/O
+    (the gate and `calls_begun` in Postgres, the provider, the observations topic)."""
 
     def __init__(
         self,
@@ -202,140 +202,78 @@ class Call:
         self.envelope = envelope
         self.dispatch = dispatch
         self.partition = partition
-        self.lookups = 0
 
     async def run(self) -> None:
         adapter = self.d.adapters.get(self.dispatch.provider)
-        if adapter is None:
-            # Intake refuses unknown providers; reaching here means configuration
-            # changed under a live transaction. Unknown, never failed: a person decides.
-            await self.report(
-                Source.RESPONSE,
-                Seen(Outcome.UNKNOWN, error=f"no adapter for provider {self.dispatch.provider!r}"),
-            )
-            return
-        op, key = self.dispatch.operation, self.dispatch.op_key
-        info = operation_info(self.dispatch.provider, op)
-        # The policy gate (services.dispatcher.gatekeeper): held or sent to review, or on.
-        if not await self.d.gate.clear(self.envelope, self.dispatch, self.partition):
-            return
-        # Judged by what happened, not by an offset: a row means a call may have been made.
-        redelivered = await self.d.gate.was_begun(self.envelope, self.dispatch)
-        if self.dispatch.lookup_first or redelivered:
-            seen = await self.lookup(adapter)
-            if seen.outcome is not Outcome.ABSENT:
-                await self.report(Source.LOOKUP, seen)
-                if seen.outcome is not Outcome.SUCCEEDED:
-                    await self.resolve(adapter)
+        plan = call_plan(self.dispatch, adapter_known=adapter is not None)
+        answer: object = None
+        while True:
+            try:
+                request = plan.send(answer)
+            except StopIteration:
                 return
-            if redelivered and not redelivery_may_apply(info):
-                await self.not_resent()
-                return
-        if self.dispatch.attempt > 1:
-            # A new attempt: what held when the first was approved must hold now.
-            stopped = await self.preconditions(adapter)
-            if stopped is not None:
-                await self.stop(stopped)
-                return
-        # The last gate, after the lookup and the precondition's provider call: the kill
-        # switches and the transaction's abort, checked by the statement that records the
-        # call about to be made.
-        await pause_point(DISPATCHER_BEFORE_CALL_BEGUN)
-        begun = await self.d.gate.begin(self.envelope, self.dispatch, self.partition)
-        if begun is None:
-            return
-        if begun.aborted:
-            # Never begun, never to be: a definitive "not applied" the decider reads as the
-            # abort (events.aborted_before_call).
-            log.info("%s %s: aborted before its call was begun", self.envelope.tx_id, op)
-            await self.report(Source.RESPONSE, Seen(Outcome.REJECTED, error=ABORTED_BEFORE_CALL))
-            return
-        if not begun.written and not redelivered and not redelivery_may_apply(info):
-            # Another dispatcher began this very call meanwhile (a zombie, a lost lease).
-            await self.not_resent()
-            return
-        seen = await adapter.apply(op, key, self.dispatch.payload)
-        await pause_point(DISPATCHER_AFTER_PROVIDER_ANSWERED)
-        await self.report(Source.RESPONSE, seen)
-        if seen.outcome is Outcome.UNKNOWN:
-            await self.resolve(adapter)
+            answer = await self.execute(request, adapter)
 
-    async def not_resent(self) -> None:
-        """A previous call of this attempt was begun and may still land: for a destructive
-        operation "absent" is not proof enough to call again."""
-        await self.report(Source.LOOKUP, Seen(Outcome.UNKNOWN, error=NOT_RESENT))
+    async def execute(self, request: Request[Any], adapter: ProviderAdapter | None) -> object:
+        env, dispatch = self.envelope, self.dispatch
+        match request:
+            case Gate():
+                return await self.d.gate.clear(env, dispatch, self.partition)
+            case WasBegun():
+                return await self.d.gate.was_begun(env, dispatch)
+            case Report():
+                await self.report(request)
+                return None
+            case Sleep(seconds=seconds):
+                await asyncio.sleep(seconds)
+                return None
+            case Begin():
+                await pause_point(DISPATCHER_BEFORE_CALL_BEGUN)
+                begun = await self.d.gate.begin(env, dispatch, self.partition)
+                if begun is not None and begun.aborted:
+                    log.info("%s %s: aborted before its call was begun", env.tx_id, dispatch.action)
+                return begun
+            case Review():
+                await self.review(request)
+                return None
+        # The rest speak to the provider, which the plan asks for only when it is known.
+        assert adapter is not None
+        match request:
+            case Lookup():
+                return await adapter.lookup(dispatch.operation, dispatch.op_key)
+            case Balance(charge=charge):
+                return await adapter.balance(charge)
+            case Apply():
+                seen = await adapter.apply(dispatch.operation, dispatch.op_key, dispatch.payload)
+                await pause_point(DISPATCHER_AFTER_PROVIDER_ANSWERED)
+                return seen
+        raise AssertionError(f"no executor for {request!r}")
 
-    async def preconditions(self, adapter: ProviderAdapter) -> Seen | None:
-        charge = balance_needed(self.dispatch.operation, self.dispatch.payload)
-        if charge is None:
-            return None
-        status, body = await adapter.balance(charge)
-        stopped = judge_balance(self.dispatch.payload, status, body)
-        if stopped is not None:
-            log.warning("%s: %s", self.envelope.tx_id, stopped.error)
-        return stopped
-
-    async def stop(self, seen: Seen) -> None:
-        """No call is made. A precondition that could not be read is `unknown` (asked again
-        later); one that no longer holds goes to a person with the provider's answer: the
-        operation stays open, so once the world is right again (and, for a step that needed
-        approval, a fresh approval exists) a review `retry` makes the attempt."""
-        if seen.outcome is Outcome.UNKNOWN:
-            await self.report(Source.RESPONSE, seen)
-            return
+    async def review(self, request: Review) -> None:
+        """No call is made: a person decides, with the provider's answer as evidence."""
+        seen, dispatch = request.seen, self.dispatch
+        log.warning("%s: %s", self.envelope.tx_id, seen.error)
         evidence = Evidence(
             observation_id=dispatch_observation_id(
-                self.dispatch.op_key,
-                self.dispatch.attempt,
+                dispatch.op_key,
+                dispatch.attempt,
                 Source.RESPONSE.value,
                 seen.outcome.value,
-                self.lookups,
+                request.lookups,
             ),
             source=Source.RESPONSE,
             outcome=seen.outcome,
-            attempt=self.dispatch.attempt,
+            attempt=dispatch.attempt,
             status_code=seen.status_code,
             body=seen.body,
             error=seen.error,
             observed_at=datetime.now(UTC).isoformat(),
         )
-        await self.d.gate.review(self.envelope, self.dispatch, PRECONDITION_FAILED, evidence)
+        await self.d.gate.review(self.envelope, dispatch, request.reason, evidence)
 
-    async def lookup(self, adapter: ProviderAdapter) -> Seen:
-        self.lookups += 1
-        return await adapter.lookup(self.dispatch.operation, self.dispatch.op_key)
-
-    async def resolve(self, adapter: ProviderAdapter) -> None:
-        seen: Seen | None = None
-        for delay in LOOKUP_BACKOFF_S:
-            await asyncio.sleep(delay)
-            seen = await self.lookup(adapter)
-            if seen.outcome in (Outcome.SUCCEEDED, Outcome.ABSENT):
-                break
-        if seen is not None:
-            await self.report(Source.LOOKUP, seen)
-
-    async def report(self, source: Source, seen: Seen) -> None:
-        env, dispatch = self.envelope, self.dispatch
-        observation = OperationObserved(
-            # Same call, same sighting, same id: a redone call's duplicate is recognised.
-            message_id=dispatch_observation_id(
-                dispatch.op_key, dispatch.attempt, source.value, seen.outcome.value, self.lookups
-            ),
-            tenant=env.tenant,
-            tx_id=env.tx_id,
-            action=dispatch.action,
-            op_key=dispatch.op_key,
-            attempt=dispatch.attempt,
-            source=source,
-            outcome=seen.outcome,
-            status_code=seen.status_code,
-            remote_id=seen.remote_id,
-            body=seen.body,
-            error=seen.error,
-            observed_at=datetime.now(UTC),
-            by_dispatcher=True,
-        )
+    async def report(self, request: Report) -> None:
+        env, dispatch, seen = self.envelope, self.dispatch, request.seen
+        observation = dispatch_observation(env, dispatch, request, datetime.now(UTC))
         await self.d.producer.send_and_wait(
             self.d.topics.observations,
             value=observation.model_dump_json().encode(),
@@ -354,7 +292,7 @@ class Call:
             dispatch.action,
             dispatch.attempt,
             seen.outcome.value,
-            source.value,
+            request.source.value,
         )
 
 

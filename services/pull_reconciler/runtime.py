@@ -27,7 +27,7 @@ from aiokafka import AIOKafkaProducer
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
 from events.drift import DriftDetected
-from events.inputs import OperationObserved, Outcome, RequestReview, Source
+from events.inputs import Outcome, RequestReview, Source
 from events.keys import partition_key
 from reconcilers import store
 from reconcilers.drift import compare, effect_from_json
@@ -51,6 +51,7 @@ from services.postgres_start import open_pool
 from services.providers.adapters import ListingUnavailable, ProviderAdapter, build_adapters
 from services.providers.classify import Seen
 from services.providers.http import ProviderHttp
+from services.providers.observed import observation
 from services.pull_reconciler.gauges import REFRESH_S, refresh_gauges
 
 log = logging.getLogger(__name__)
@@ -135,7 +136,7 @@ class Reconciler:
                 seen = Seen(Outcome.UNAVAILABLE, error=f"no adapter for provider {leg.provider!r}")
             else:
                 seen = await adapter.lookup(leg.operation, leg.op_key)
-        observation = OperationObserved(
+        sighting = observation(
             message_id=observation_id(leg.op_key, leg.attempt, step.n),
             tenant=leg.tenant,
             tx_id=leg.tx_id,
@@ -143,16 +144,12 @@ class Reconciler:
             op_key=leg.op_key,
             attempt=leg.attempt,
             source=Source.LOOKUP,
-            outcome=seen.outcome,
-            status_code=seen.status_code,
-            remote_id=seen.remote_id,
-            body=seen.body,
-            error=seen.error,
+            seen=seen,
             observed_at=self.clock(),
         )
         await self.producer.send_and_wait(
             self.topics.observations,
-            value=observation.model_dump_json().encode(),
+            value=sighting.model_dump_json().encode(),
             key=partition_key(leg.tenant, leg.tx_id),
         )
         async with self.pool.acquire() as conn:

@@ -11,6 +11,7 @@ from events.definition import Leg, OpStatus, TxStatus
 from events.envelope import Envelope
 from events.inputs import OperationObserved, Outcome, PlanCompensation
 from events.transaction_events import Event
+from services.dispatcher import call_plan
 from services.providers.classify import Seen, classify_response
 from services.saga import reactor
 from transactions import transaction
@@ -58,6 +59,12 @@ def _plan_in_step_order(envelope: Envelope, plan: tuple[str, ...]) -> PlanCompen
     return _plan(envelope, tuple(reversed(plan)))
 
 
+def _destructive_resent(_info: object) -> bool:
+    """Sends a redelivered call found absent again, destructive or not: "absent" taken as
+    proof that the first call never happened, when it may still land."""
+    return True
+
+
 def _no_projection_check(*_: object) -> str | None:
     """Acts on every dispatch it reads, however old."""
     return None
@@ -70,6 +77,9 @@ BUGS: dict[str, Patch] = {
     "unknown_as_rejected": (dispatcher, "classify_response", _unknown_as_rejected),
     "no_projection_check": (dispatcher, "over_because", _no_projection_check),
     "plan_in_step_order": (reactor, "_plan", _plan_in_step_order),
+    # In the dispatcher's own rules (services.dispatcher.call_plan), which the simulator
+    # runs since it interprets the real plan.
+    "destructive_resent": (call_plan, "redelivery_may_apply", _destructive_resent),
 }
 
 

@@ -1,22 +1,40 @@
 """The dispatcher process: at-least-once over recon.events, the real projection check
-(`over_because`) and classification, and each call as services.dispatcher.runtime.Call
-does it (look up first on a redelivery or a retry, apply, resolve an unknown by lookups
-with backoff), written as a generator that yields how long it waits.
+(`over_because`) and classification, and each call the real plan of
+services.dispatcher.call_plan (the one services.dispatcher.runtime.Call executes),
+interpreted here against the simulated provider, clock and `calls_begun` table: the gate
+is always clear (no policy, no kill switch), a redelivery is a dispatch whose call was
+begun, a redelivery looks up before it applies, a redelivered destructive call found
+absent is not sent again, and a recorded abort stops a step's call never begun. Written
+as a generator that yields how long it waits.
 
 Offsets are committed only up to the oldest call still running: a crash drops the calls
-and delivers their dispatches again, read as redeliveries (lookup first).
+and delivers their dispatches again; the `calls_begun` rows stay, as in Postgres.
 """
 
 from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
+from typing import Any
 
 from events.envelope import Envelope
-from events.inputs import OperationObserved, Outcome, Source
+from events.inputs import OperationObserved
 from events.transaction_events import OperationDispatched
+from services.dispatcher.call_plan import (
+    Apply,
+    Balance,
+    Begin,
+    Gate,
+    Lookup,
+    Report,
+    Review,
+    Sleep,
+    WasBegun,
+    call_plan,
+    dispatch_observation,
+)
 from services.dispatcher.in_flight import ProjectedOp, over_because
-from services.dispatcher.runtime import LOOKUP_BACKOFF_S
-from services.providers.classify import Seen, classify_lookup, classify_response, unreachable
+from services.providers.classify import classify_lookup, classify_response, unreachable
 
+from .calls_begun import SimCallsBegun
 from .clock import Clock
 from .kafka import Consumer
 from .provider import Provider
@@ -38,10 +56,10 @@ class SimDispatcher:
     clock: Clock
     projected: Callable[[str, str, str], ProjectedOp | None]
     report: Callable[[OperationObserved], object]
+    begun: SimCallsBegun
     calls: list[Running] = field(default_factory=list)
     # Calls of a member that lost its partitions but kept running (see lose_partitions).
     zombies: list[Running] = field(default_factory=list)
-    replay_until: int = 0
     skipped: int = 0
 
     def consume(self) -> None:
@@ -53,8 +71,7 @@ class SimDispatcher:
         if over_because(dispatch, self.projected(envelope.tenant, envelope.tx_id, dispatch.action)):
             self.skipped += 1
             return
-        redelivered = offset < self.replay_until
-        steps = self._call(envelope, dispatch, dispatch.lookup_first or redelivered)
+        steps = self._call(envelope, dispatch)
         self.calls.append(Running(offset, self.clock.now, steps))
 
     def due(self) -> list[int]:
@@ -91,67 +108,47 @@ class SimDispatcher:
         self.zombies.extend(self.calls)
         self.calls = []
         self.events.crash()
-        self.replay_until = self.events.log.end
 
     def crash(self) -> None:
         self.calls = []
         self.events.crash()
-        self.replay_until = self.events.log.end  # the end offsets when it took the partition
 
-    def _call(self, envelope: Envelope, dispatch: OperationDispatched, lookup_first: bool) -> Wait:
-        lookups = 0
-        key = dispatch.op_key
-
-        def lookup() -> Seen:
-            nonlocal lookups
-            lookups += 1
-            return classify_lookup(*self.provider.lookup(self.clock.now, key))
-
-        def report(source: Source, seen: Seen) -> None:
-            self.report(
-                OperationObserved(
-                    message_id=f"{key}:{dispatch.attempt}:{source.value}:"
-                    f"{seen.outcome.value}:{lookups}",
-                    tenant=envelope.tenant,
-                    tx_id=envelope.tx_id,
-                    action=dispatch.action,
-                    op_key=key,
-                    attempt=dispatch.attempt,
-                    source=source,
-                    outcome=seen.outcome,
-                    status_code=seen.status_code,
-                    remote_id=seen.remote_id,
-                    body=seen.body,
-                    error=seen.error,
-                    observed_at=self.clock.at(),
-                    by_dispatcher=True,
-                )
-            )
-
-        def resolve() -> Wait:
-            seen: Seen | None = None
-            for delay in LOOKUP_BACKOFF_S:
-                yield int(delay * 1000)
-                seen = lookup()
-                if seen.outcome in (Outcome.SUCCEEDED, Outcome.ABSENT):
-                    break
-            if seen is not None:
-                report(Source.LOOKUP, seen)
-
+    def _call(self, envelope: Envelope, dispatch: OperationDispatched) -> Wait:
         yield 0  # the call starts on its own step, so it interleaves with everything else
-        if lookup_first:
-            seen = lookup()
-            if seen.outcome is not Outcome.ABSENT:
-                report(Source.LOOKUP, seen)
-                if seen.outcome is not Outcome.SUCCEEDED:
-                    yield from resolve()
+        key, leg, attempt = dispatch.op_key, dispatch.leg, dispatch.attempt
+        plan = call_plan(dispatch)
+        answer: Any = None
+        while True:
+            try:
+                request = plan.send(answer)
+            except StopIteration:
                 return
-        answer = self.provider.apply(self.clock.now, dispatch.operation, key, dispatch.payload)
-        yield self.provider.rng.randint(5, 400)  # the response travels back
-        if answer is None:
-            seen = unreachable(TimeoutError("the provider did not answer in time"))
-        else:
-            seen = classify_response(*answer)
-        report(Source.RESPONSE, seen)
-        if seen.outcome is Outcome.UNKNOWN:
-            yield from resolve()
+            answer = None
+            match request:
+                case Gate():
+                    answer = True
+                case WasBegun():
+                    answer = self.begun.was_begun(key, leg, attempt)
+                    yield 0  # another dispatcher may begin the call meanwhile
+                case Lookup():
+                    answer = classify_lookup(*self.provider.lookup(self.clock.now, key))
+                case Balance():
+                    answer = (404, {"error": "no_such_charge"})  # the sandbox keeps none
+                case Begin():
+                    answer = self.begun.begin(envelope.tx_id, key, leg, attempt)
+                    yield 0  # a crash may fall between the row and the call
+                case Apply():
+                    sent = self.provider.apply(
+                        self.clock.now, dispatch.operation, key, dispatch.payload
+                    )
+                    yield self.provider.rng.randint(5, 400)  # the response travels back
+                    if sent is None:
+                        answer = unreachable(TimeoutError("the provider did not answer in time"))
+                    else:
+                        answer = classify_response(*sent)
+                case Sleep(seconds=seconds):
+                    yield int(seconds * 1000)
+                case Report():
+                    self.report(dispatch_observation(envelope, dispatch, request, self.clock.at()))
+                case Review():
+                    raise AssertionError("no precondition can fail without balances")

@@ -8,6 +8,7 @@ counts provider calls, so a bug in `evolve` cannot hide a bug in `decide`.
 
 from dataclasses import dataclass, field
 
+from events.catalog import SideEffect, operation_info
 from events.definition import OperationKind, OperationSpec, TxStatus
 from events.envelope import GENESIS_HASH, Envelope, verify_chain
 from events.inputs import DeciderInput, OperationObserved, Source
@@ -127,6 +128,22 @@ class Monitor:
         for later in steps[index + 1 :]:
             if later.action in tx.confirmed and later.action not in undone:
                 raise Violation(f"{where}: {action} undone before the later step {later.action}")
+
+    def on_call(self, key: str, calls: int) -> None:
+        """A call under `key` reached the provider (its `calls`-th). A destructive operation
+        is never sent again by a machine (events.retry_policy): each attempt dispatched
+        under its key (the first, and each a person's `retry` asked for) calls once."""
+        tx_id, action, is_undo = self.keys[key]
+        spec = self.txs[tx_id].spec(action)
+        operation = spec.compensation.operation if is_undo and spec.compensation else spec.operation
+        if operation_info(spec.provider, operation).side_effect is not SideEffect.DESTRUCTIVE:
+            return
+        dispatched = self.attempts.get(key, 0)
+        if calls > dispatched:
+            raise Violation(
+                f"{tx_id} {action} ({operation}): called {calls} times at the provider, "
+                f"{dispatched} attempts dispatched"
+            )
 
     def on_apply(self, key: str, applies: int, holds: dict[str, int]) -> None:
         """The provider applied an effect under `key` (its `applies`-th)."""

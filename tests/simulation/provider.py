@@ -4,7 +4,8 @@ lookup fault of services.devtools.sandbox.faults, and webhooks with theirs.
 It answers with what the real sandbox answers (status code and JSON body), so the
 dispatcher's real classification reads it. It counts every call that APPLIED an effect per
 key, not the effects it deduplicated: sending twice under a key it has forgotten applies
-twice, and the invariants see it.
+twice, and the invariants see it. It also counts every call that reached it, applied or
+not: a destructive operation sent twice under one key is harm even when deduplicated.
 """
 
 import json
@@ -65,6 +66,10 @@ class Provider:
     effects: dict[str, Effect] = field(default_factory=dict)  # by key, while remembered
     applies: Counter[str] = field(default_factory=Counter)
     applied: list[tuple[int, str]] = field(default_factory=list)  # (time, key), in order
+    # Every call that reached the provider, applied or not, per key and in order: for a
+    # destructive operation the count of calls, not only of effects, is the promise.
+    calls: Counter[str] = field(default_factory=Counter)
+    sent: list[str] = field(default_factory=list)
     outbox: list[Delivery] = field(default_factory=list)
     serial: int = 0
 
@@ -75,6 +80,8 @@ class Provider:
             self.effects.pop(key, None)
 
     def apply(self, now: int, operation: str, key: str, payload: dict[str, Any]) -> Answer:
+        self.calls[key] += 1
+        self.sent.append(key)
         self._forget_expired(key, now)
         known = self.keys.get(key)
         if known is not None:

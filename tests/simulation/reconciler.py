@@ -1,12 +1,13 @@
 """The pull reconciler: the real planner (reconcilers.pull.plan) on the projection's
 in-flight legs, its lookups classified by the real `classify_lookup`, its escalations
-sent as RequestReview. Leases (Postgres in production) survive its crashes."""
+sent as RequestReview, its observations built by the real `observation`. Leases
+(Postgres in production) survive its crashes."""
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 
-from events.inputs import DeciderInput, OperationObserved, RequestReview, Source
+from events.inputs import DeciderInput, RequestReview, Source
 from reconcilers.pull import (
     REVIEW_REASON,
     Escalate,
@@ -19,6 +20,7 @@ from reconcilers.pull import (
     review_request_id,
 )
 from services.providers.classify import classify_lookup
+from services.providers.observed import observation
 
 from .clock import Clock
 from .projection import SimProjection
@@ -61,7 +63,7 @@ class SimReconciler:
                 if self._lost():
                     continue
                 self.send(
-                    OperationObserved(
+                    observation(
                         message_id=observation_id(leg.op_key, leg.attempt, step.n),
                         tenant=leg.tenant,
                         tx_id=leg.tx_id,
@@ -69,11 +71,7 @@ class SimReconciler:
                         op_key=leg.op_key,
                         attempt=leg.attempt,
                         source=Source.LOOKUP,
-                        outcome=seen.outcome,
-                        status_code=seen.status_code,
-                        remote_id=seen.remote_id,
-                        body=seen.body,
-                        error=seen.error,
+                        seen=seen,
                         observed_at=now,
                     )
                 )

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 
+from events.catalog import operation_info
 from events.definition import Compensation, OperationKind, OperationSpec
 from events.envelope import Envelope
 from events.inputs import DeciderInput, SubmitTransaction
@@ -18,6 +19,7 @@ from events.keys import compensation_key, op_key
 from projections.view import TxView
 from reconcilers.webhook_intake import MatchedOperation
 
+from .calls_begun import SimCallsBegun
 from .clock import Clock
 from .decider import SimDecider
 from .dispatcher import SimDispatcher
@@ -33,6 +35,7 @@ from .webhooks import SimWebhooks
 TENANT = "demo"
 # Once faults heal, every transaction must settle within this many steps.
 LIVENESS_STEPS = 4000
+DESTRUCTIVE_SHARE = 0.2
 
 
 def transaction(rng: random.Random, tx_id: str) -> SubmitTransaction:
@@ -42,7 +45,10 @@ def transaction(rng: random.Random, tx_id: str) -> SubmitTransaction:
         key = op_key(
             tenant=TENANT, environment="sim", provider="sandbox", tx_id=tx_id, action=action
         )
-        undo = Compensation(operation="payments.refund") if kind is OperationKind.STEP else None
+        info = operation_info("sandbox", operation)
+        undo = (
+            Compensation(operation=info.undo) if info.undo and kind is OperationKind.STEP else None
+        )
         payload: dict[str, object] = {"amount": 100 + len(specs)}
         if decline:
             payload["decline"] = True
@@ -60,7 +66,9 @@ def transaction(rng: random.Random, tx_id: str) -> SubmitTransaction:
         )
 
     for i in range(rng.randint(1, 3)):
-        add(f"s{i}", OperationKind.STEP, "payments.charge", rng.random() < 0.15)
+        # Now and then a destructive step, never sent twice by a machine (its undo a write).
+        operation = "waitlist.promote" if rng.random() < DESTRUCTIVE_SHARE else "payments.charge"
+        add(f"s{i}", OperationKind.STEP, operation, rng.random() < 0.15)
     if rng.random() < 0.5:
         add("notify", OperationKind.ON_COMMIT, "email.send", False)
     if rng.random() < 0.3:
@@ -113,6 +121,7 @@ class World:
             self.clock,
             self.projection.operation,
             self.observations.append,
+            SimCallsBegun(self._abort_stops),
         )
         self.reconciler = SimReconciler(self.projection, self.provider, self.clock, self.send_input)
         self.reconciler.lose_rate = rng.choice([0.0, 0.2])
@@ -131,9 +140,13 @@ class World:
                     )
         self.webhooks = SimWebhooks(self.provider, self.clock, rng, matched, self.send_input)
         self.aborted: set[str] = set()
+        self.step_keys = {
+            s.op_key for tx in self.submits for s in tx.operations if s.kind is OperationKind.STEP
+        }
         self._decide_command = partial(self.decider.consume, True)
         self._decide_observation = partial(self.decider.consume, False)
         self.applied_seen = 0
+        self.sent_seen = 0
 
     # --- wiring ---------------------------------------------------------------------
 
@@ -187,7 +200,15 @@ class World:
             action()
             self._check_provider()
 
+    def _abort_stops(self, tx_id: str, op_key: str) -> bool:
+        return tx_id in self.aborted and op_key in self.step_keys
+
     def _check_provider(self) -> None:
+        sent = self.provider.sent
+        while self.sent_seen < len(sent):
+            key = sent[self.sent_seen]
+            self.sent_seen += 1
+            self.monitor.on_call(key, self.provider.calls[key])
         applied = self.provider.applied
         while self.applied_seen < len(applied):
             _, key = applied[self.applied_seen]

@@ -1,0 +1,241 @@
+"""The dispatcher's decision for one call, without its I/O: the gate, the redelivery rule,
+the lookup first, the preconditions, the last gate before the call, the call, the lookups
+that resolve an unknown answer, and what is reported.
+
+`call_plan` is a generator that yields requests (ask the gate, ask whether the call was
+begun, look up, read a balance, begin, apply, sleep, report, ask for a review) and
+receives each request's answer through `send()`. services.dispatcher.runtime.Call
+executes it against Postgres, Kafka and the provider; the deterministic simulator (under
+tests/) interprets the same plan against its modelled provider, clock and `calls_begun`
+table, so it tests the rules that run in production, not a copy of them.
+
+The rules, in the order they are asked:
+- The policy gate (services.dispatcher.gatekeeper): a dispatch it holds or sends to review
+  is not called.
+- A dispatch is a redelivery exactly when its call was begun (services.dispatcher.
+  calls_begun), never because its offset is old. A redelivery, and an attempt the decider
+  marked `lookup_first`, looks up before it applies; an effect found is reported and no
+  call is made. A redelivered destructive call found absent is not sent again
+  (events.retry_policy.redelivery_may_apply): the first call may still land.
+- A new attempt (after the first) re-checks its preconditions (services.providers.
+  preconditions): one that no longer holds asks a person, one that cannot be read is
+  reported `unknown`.
+- Begin, the last gate: an engaged kill switch holds the call, a recorded abort stops a
+  step's call that was never begun (events.aborted_before_call), and a destructive call
+  another dispatcher began meanwhile is not sent twice.
+- An `unknown` answer is resolved by lookups with backoff (LOOKUP_BACKOFF_S); past them
+  the scheduled reconciler takes over.
+
+Pure: no I/O, no clock.
+"""
+
+from collections.abc import Generator
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Generic, TypeVar, cast
+
+from events.aborted_before_call import ABORTED_BEFORE_CALL
+from events.catalog import operation_info
+from events.envelope import Envelope
+from events.inputs import OperationObserved, Outcome, Source
+from events.keys import dispatch_observation_id
+from events.retry_policy import redelivery_may_apply
+from events.transaction_events import OperationDispatched
+from services.providers.classify import Seen
+from services.providers.observed import observation
+from services.providers.preconditions import PRECONDITION_FAILED, balance_needed, judge_balance
+
+# Lookups after an unknown answer: quick at first (lost responses are usually
+# visible at once), then backing off. Past this the operation stays `unknown` for
+# the scheduled reconciler.
+LOOKUP_BACKOFF_S = (0.1, 0.3, 0.6, 1.2, 2.4)
+NOT_RESENT = (
+    "destructive operation redelivered and absent at the provider: a previous dispatcher "
+    "may have sent it, so it is not sent again; lookups or a person settle it"
+)
+
+Answer = TypeVar("Answer")
+
+
+@dataclass(frozen=True)
+class Begun:
+    """What the `begin` statement answered (services.dispatcher.calls_begun)."""
+
+    # The engaged switches that cover the call; when not empty nothing was written.
+    switches: tuple[str, ...]
+    # Whether this statement wrote the row (False: it existed, the call was begun before).
+    written: bool
+    # The transaction's abort was recorded and no call of this step was ever begun: nothing
+    # was written, and the call must not be made (events.aborted_before_call).
+    aborted: bool = False
+
+
+class Request(Generic[Answer]):
+    """Something the plan needs done; `Answer` is what the executor sends back."""
+
+
+@dataclass(frozen=True)
+class Gate(Request[bool]):
+    """Grants, quotas, kill switches: True to go on; False, the gate held the dispatch or
+    sent it to review, and nothing more is done."""
+
+
+@dataclass(frozen=True)
+class WasBegun(Request[bool]):
+    """Whether a call of this attempt was begun before, by anyone."""
+
+
+@dataclass(frozen=True)
+class Lookup(Request[Seen]):
+    """Ask the provider what it holds under the key (classified)."""
+
+
+@dataclass(frozen=True)
+class Balance(Request[tuple[int, Any]]):
+    """The provider's balance of `charge`: (status, body)."""
+
+    charge: str
+
+
+@dataclass(frozen=True)
+class Begin(Request[Begun | None]):
+    """Record the call about to be made; None: an engaged kill switch held it."""
+
+
+@dataclass(frozen=True)
+class Apply(Request[Seen]):
+    """Call the provider (classified answer)."""
+
+
+@dataclass(frozen=True)
+class Sleep(Request[None]):
+    seconds: float
+
+
+@dataclass(frozen=True)
+class Report(Request[None]):
+    """Send an observation of this attempt (dispatch_observation builds it)."""
+
+    source: Source
+    seen: Seen
+    # Lookups made so far: part of the observation's id.
+    lookups: int
+
+
+@dataclass(frozen=True)
+class Review(Request[None]):
+    """Ask a person instead of calling, with what was seen as the evidence."""
+
+    reason: str
+    seen: Seen
+    lookups: int
+
+
+Plan = Generator[Request[Any], Any, None]
+
+
+def ask(request: Request[Answer]) -> Generator[Request[Any], Any, Answer]:
+    """`answer = yield from ask(request)`: the request's answer, typed."""
+    return cast(Answer, (yield request))
+
+
+def call_plan(dispatch: OperationDispatched, *, adapter_known: bool = True) -> Plan:
+    """The requests one dispatch makes, in order; see the module docstring."""
+    if not adapter_known:
+        # Intake refuses unknown providers; reaching here means configuration changed
+        # under a live transaction. Unknown, never failed: a person decides.
+        error = f"no adapter for provider {dispatch.provider!r}"
+        yield Report(Source.RESPONSE, Seen(Outcome.UNKNOWN, error=error), 0)
+        return
+    info = operation_info(dispatch.provider, dispatch.operation)
+    if not (yield from ask(Gate())):
+        return
+    # Judged by what happened, not by an offset: a row means a call may have been made.
+    redelivered = yield from ask(WasBegun())
+    lookups = 0
+    if dispatch.lookup_first or redelivered:
+        lookups += 1
+        seen = yield from ask(Lookup())
+        if seen.outcome is not Outcome.ABSENT:
+            yield Report(Source.LOOKUP, seen, lookups)
+            if seen.outcome is not Outcome.SUCCEEDED:
+                yield from _resolve(lookups)
+            return
+        if redelivered and not redelivery_may_apply(info):
+            yield _not_resent(lookups)
+            return
+    if dispatch.attempt > 1:
+        # A new attempt: what held when the first was approved must hold now.
+        charge = balance_needed(dispatch.operation, dispatch.payload)
+        if charge is not None:
+            status, body = yield from ask(Balance(charge))
+            stopped = judge_balance(dispatch.payload, status, body)
+            if stopped is not None:
+                # Unreadable: asked again later. No longer true: the operation stays open
+                # for a person, whose `retry` makes the attempt once the world is right.
+                if stopped.outcome is Outcome.UNKNOWN:
+                    yield Report(Source.RESPONSE, stopped, lookups)
+                else:
+                    yield Review(PRECONDITION_FAILED, stopped, lookups)
+                return
+    # The last gate, after the lookup and the precondition's provider call: the kill
+    # switches and the transaction's abort, checked by the statement that records the call.
+    begun = yield from ask(Begin())
+    if begun is None:
+        return
+    if begun.aborted:
+        # Never begun, never to be: a definitive "not applied" the decider reads as the
+        # abort (events.aborted_before_call).
+        yield Report(Source.RESPONSE, Seen(Outcome.REJECTED, error=ABORTED_BEFORE_CALL), lookups)
+        return
+    if not begun.written and not redelivered and not redelivery_may_apply(info):
+        # Another dispatcher began this very call meanwhile (a zombie, a lost lease).
+        yield _not_resent(lookups)
+        return
+    seen = yield from ask(Apply())
+    yield Report(Source.RESPONSE, seen, lookups)
+    if seen.outcome is Outcome.UNKNOWN:
+        yield from _resolve(lookups)
+
+
+def _not_resent(lookups: int) -> Report:
+    """A previous call of this attempt was begun and may still land: for a destructive
+    operation "absent" is not proof enough to call again."""
+    return Report(Source.LOOKUP, Seen(Outcome.UNKNOWN, error=NOT_RESENT), lookups)
+
+
+def _resolve(lookups: int) -> Plan:
+    seen: Seen | None = None
+    for delay in LOOKUP_BACKOFF_S:
+        yield Sleep(delay)
+        lookups += 1
+        seen = yield from ask(Lookup())
+        if seen.outcome in (Outcome.SUCCEEDED, Outcome.ABSENT):
+            break
+    if seen is not None:
+        yield Report(Source.LOOKUP, seen, lookups)
+
+
+def dispatch_observation(
+    envelope: Envelope, dispatch: OperationDispatched, report: Report, observed_at: datetime
+) -> OperationObserved:
+    """The observation a Report sends. Same call, same sighting, same id: a redone call's
+    duplicate is recognised."""
+    return observation(
+        message_id=dispatch_observation_id(
+            dispatch.op_key,
+            dispatch.attempt,
+            report.source.value,
+            report.seen.outcome.value,
+            report.lookups,
+        ),
+        tenant=envelope.tenant,
+        tx_id=envelope.tx_id,
+        action=dispatch.action,
+        op_key=dispatch.op_key,
+        attempt=dispatch.attempt,
+        source=report.source,
+        seen=report.seen,
+        observed_at=observed_at,
+        by_dispatcher=True,
+    )

@@ -1,0 +1,42 @@
+"""The durable `calls_begun` table (services.dispatcher.calls_begun), modelled: one row per
+(op_key, leg, attempt), kept across dispatcher crashes and lost partitions as Postgres keeps
+it, and the abort rule of its `begin` statement. No kill switch is ever engaged in the
+simulation, so `begin` never holds a call.
+"""
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from events.definition import Leg
+from services.dispatcher.calls_begun import Begun
+
+Row = tuple[str, str, int]  # (op_key, leg, attempt); one tenant in the simulation
+
+
+@dataclass
+class SimCallsBegun:
+    # Whether the transaction's abort was recorded (by the intake, before its 202) and
+    # op_key is one of its steps' forward keys: the intents row's question in `begin`.
+    abort_stops: Callable[[str, str], bool]
+    rows: set[Row] = field(default_factory=set)
+    legs: set[tuple[str, str]] = field(default_factory=set)  # (op_key, leg) of every row
+
+    def was_begun(self, op_key: str, leg: Leg, attempt: int) -> bool:
+        return (op_key, leg.value, attempt) in self.rows
+
+    def begin(self, tx_id: str, op_key: str, leg: Leg, attempt: int) -> Begun:
+        """As the statement does: a step's forward call never begun under any attempt is
+        not begun once the abort is recorded; otherwise the row is written unless it
+        exists (`written` False: another dispatcher began this very call)."""
+        if (
+            leg is Leg.FORWARD
+            and (op_key, leg.value) not in self.legs
+            and self.abort_stops(tx_id, op_key)
+        ):
+            return Begun((), written=False, aborted=True)
+        row = (op_key, leg.value, attempt)
+        if row in self.rows:
+            return Begun((), written=False)
+        self.rows.add(row)
+        self.legs.add((op_key, leg.value))
+        return Begun((), written=True)

@@ -1,0 +1,201 @@
+"""The dispatcher's decision for one call (services.dispatcher.call_plan), driven with
+scripted answers: what it asks, and above all whether it calls the provider."""
+
+from collections.abc import Callable
+from typing import Any
+
+from support.txbuilders import T0
+
+from events.aborted_before_call import ABORTED_BEFORE_CALL
+from events.definition import Leg
+from events.envelope import GENESIS_HASH, seal
+from events.inputs import Outcome, Source
+from events.keys import dispatch_observation_id
+from events.transaction_events import OperationDispatched
+from services.dispatcher.call_plan import (
+    LOOKUP_BACKOFF_S,
+    NOT_RESENT,
+    Apply,
+    Balance,
+    Begin,
+    Begun,
+    Gate,
+    Lookup,
+    Report,
+    Request,
+    Review,
+    Sleep,
+    WasBegun,
+    call_plan,
+    dispatch_observation,
+)
+from services.providers.classify import Seen
+from services.providers.preconditions import PRECONDITION_FAILED
+
+WRITTEN = Begun((), written=True)
+ABSENT = Seen(Outcome.ABSENT, 200)
+FOUND = Seen(Outcome.SUCCEEDED, 200, "eff_1")
+UNKNOWN = Seen(Outcome.UNKNOWN, None, error="TimeoutError")
+
+
+def dispatch(
+    operation: str = "payments.charge",
+    *,
+    attempt: int = 1,
+    lookup_first: bool = False,
+    payload: dict[str, Any] | None = None,
+) -> OperationDispatched:
+    return OperationDispatched(
+        action="a",
+        leg=Leg.FORWARD,
+        op_key="k",
+        attempt=attempt,
+        lookup_first=lookup_first,
+        provider="sandbox",
+        operation=operation,
+        payload=payload if payload is not None else {"amount": 1},
+    )
+
+
+def run(
+    plan_of: OperationDispatched,
+    answer: Callable[[Request[Any]], object],
+    *,
+    adapter_known: bool = True,
+) -> list[Request[Any]]:
+    """Every request the plan makes, each answered by `answer`."""
+    plan = call_plan(plan_of, adapter_known=adapter_known)
+    asked: list[Request[Any]] = []
+    reply: object = None
+    while True:
+        try:
+            request = plan.send(reply)
+        except StopIteration:
+            return asked
+        asked.append(request)
+        reply = answer(request)
+
+
+def answers(
+    *,
+    begun_before: bool = False,
+    lookup: Seen = ABSENT,
+    begin: Begun | None = WRITTEN,
+    apply: Seen = FOUND,
+    balance: tuple[int, Any] = (200, {"refundable": 100}),
+) -> Callable[[Request[Any]], object]:
+    def answer(request: Request[Any]) -> object:
+        match request:
+            case Gate():
+                return True
+            case WasBegun():
+                return begun_before
+            case Lookup():
+                return lookup
+            case Begin():
+                return begin
+            case Apply():
+                return apply
+            case Balance():
+                return balance
+        return None
+
+    return answer
+
+
+def kinds(asked: list[Request[Any]]) -> list[str]:
+    return [type(r).__name__ for r in asked]
+
+
+def test_a_first_send_is_begun_then_applied_and_its_answer_reported() -> None:
+    asked = run(dispatch(), answers())
+    assert kinds(asked) == ["Gate", "WasBegun", "Begin", "Apply", "Report"]
+    assert asked[-1] == Report(Source.RESPONSE, FOUND, 0)
+
+
+def test_a_dispatch_the_gate_holds_asks_nothing_more() -> None:
+    asked = run(dispatch(), lambda r: False if isinstance(r, Gate) else None)
+    assert kinds(asked) == ["Gate"]
+
+
+def test_a_redelivery_is_judged_by_the_record_not_by_anything_else() -> None:
+    """Begun before: look up first, and an effect found is reported, never sent again."""
+    asked = run(dispatch(), answers(begun_before=True, lookup=FOUND))
+    assert kinds(asked) == ["Gate", "WasBegun", "Lookup", "Report"]
+    assert asked[-1] == Report(Source.LOOKUP, FOUND, 1)
+    # Never begun: a first send, without a lookup.
+    assert "Lookup" not in kinds(run(dispatch(), answers(begun_before=False)))
+
+
+def test_a_redelivered_destructive_call_found_absent_is_not_sent_again() -> None:
+    asked = run(dispatch("waitlist.promote"), answers(begun_before=True))
+    assert Apply() not in asked
+    assert asked[-1] == Report(Source.LOOKUP, Seen(Outcome.UNKNOWN, error=NOT_RESENT), 1)
+    # A write under the same key is (the provider dedupes a call still travelling).
+    assert Apply() in run(dispatch(), answers(begun_before=True))
+
+
+def test_a_destructive_call_another_dispatcher_began_meanwhile_is_not_sent_twice() -> None:
+    taken = Begun((), written=False)
+    asked = run(dispatch("waitlist.promote"), answers(begin=taken))
+    assert Apply() not in asked
+    assert asked[-1] == Report(Source.LOOKUP, Seen(Outcome.UNKNOWN, error=NOT_RESENT), 0)
+
+
+def test_an_abort_recorded_before_the_call_stops_it() -> None:
+    stopped = Begun((), written=False, aborted=True)
+    asked = run(dispatch(), answers(begin=stopped))
+    assert Apply() not in asked
+    rejected = Seen(Outcome.REJECTED, error=ABORTED_BEFORE_CALL)
+    assert asked[-1] == Report(Source.RESPONSE, rejected, 0)
+
+
+def test_a_call_a_kill_switch_holds_at_begin_is_not_made() -> None:
+    asked = run(dispatch(), answers(begin=None))
+    assert kinds(asked) == ["Gate", "WasBegun", "Begin"]
+
+
+def test_an_unknown_answer_is_resolved_by_lookups_with_backoff() -> None:
+    asked = run(dispatch(), answers(apply=UNKNOWN, lookup=Seen(Outcome.UNAVAILABLE, 503)))
+    sleeps = [r.seconds for r in asked if isinstance(r, Sleep)]
+    assert sleeps == list(LOOKUP_BACKOFF_S)
+    assert asked[-1] == Report(Source.LOOKUP, Seen(Outcome.UNAVAILABLE, 503), 5)
+
+
+def test_a_new_refund_whose_balance_no_longer_holds_asks_a_person_instead() -> None:
+    refund = dispatch("payments.refund", attempt=2, payload={"amount": 50, "charge": "ch_1"})
+    asked = run(refund, answers(balance=(200, {"refundable": 10})))
+    assert Apply() not in asked and Begin() not in asked
+    assert isinstance(asked[-1], Review) and asked[-1].reason == PRECONDITION_FAILED
+    # The first attempt is not re-checked: its approval was given against the world now.
+    assert Balance("ch_1") not in run(
+        dispatch("payments.refund", payload=refund.payload), answers()
+    )
+
+
+def test_an_unknown_provider_is_unknown_never_failed() -> None:
+    asked = run(dispatch(), answers(), adapter_known=False)
+    assert len(asked) == 1 and isinstance(asked[0], Report)
+    assert asked[0].seen.outcome is Outcome.UNKNOWN
+
+
+def test_a_report_becomes_the_dispatchers_observation_with_its_deterministic_id() -> None:
+    d = dispatch()
+    (env,) = seal(
+        tenant="demo",
+        tx_id="tx-1",
+        last_seq=0,
+        last_hash=GENESIS_HASH,
+        events=[d],
+        causation_id="c",
+        occurred_at=T0,
+    )
+    obs = dispatch_observation(env, d, Report(Source.LOOKUP, FOUND, 2), T0)
+    assert obs.message_id == dispatch_observation_id("k", 1, "lookup", "succeeded", 2)
+    assert (obs.tenant, obs.tx_id, obs.action, obs.op_key) == ("demo", "tx-1", "a", "k")
+    assert (obs.by_dispatcher, obs.remote_id, obs.attempt, obs.observed_at) == (
+        True,
+        "eff_1",
+        1,
+        T0,
+    )
