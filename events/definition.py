@@ -49,6 +49,11 @@ class TxStatus(StrEnum):
     MANUAL_REVIEW = "manual_review"
 
 
+# A transaction that ended: nothing of it will run again (manual_review is not finished:
+# a person still decides).
+FINISHED = (TxStatus.COMMITTED, TxStatus.FAILED, TxStatus.COMPENSATED)
+
+
 class OpStatus(StrEnum):
     PENDING = "pending"
     AWAITING_APPROVAL = "awaiting_approval"

@@ -21,6 +21,7 @@ from datetime import datetime, timedelta
 
 import asyncpg
 
+from events import legs
 from events.definition import Leg
 from projections.schema import apply_once, apply_schema
 from reconcilers.drift import LedgerEntry
@@ -52,7 +53,7 @@ CREATE TABLE IF NOT EXISTS reconciler_drift_reported (
 );
 """
 
-IN_FLIGHT = ("dispatched", "unknown")
+IN_FLIGHT = tuple(status.value for status in legs.IN_FLIGHT)
 
 # The undo's operation name is not a column of `operations`; its dispatch event holds it.
 _CANDIDATES = """

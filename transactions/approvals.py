@@ -37,6 +37,8 @@ from transactions.state import OperationState, TransactionState
 # Where a transaction may still take an approval or a rejection for a step.
 OPEN = (TxStatus.ACCEPTED, TxStatus.RUNNING, TxStatus.AWAITING_APPROVAL)
 NOT_STARTED = (LegStatus.PENDING, LegStatus.AWAITING_APPROVAL)
+# Where a step may take an approval: not started, or in review (its next attempt needs one).
+APPROVABLE = (*NOT_STARTED, LegStatus.MANUAL_REVIEW)
 
 
 def current(state: TransactionState, action: str) -> Approval | None:

@@ -28,12 +28,10 @@ from typing import Any, Literal
 
 from pydantic import model_validator
 
-from events.definition import Compensation, OperationKind, OperationSpec, TxStatus
+from events.definition import FINISHED, Compensation, OperationKind, OperationSpec, TxStatus
 from events.legs import LegState, upcast_flat_legs
 from events.model import Message
 from transactions.state import OperationState, TransactionState
-
-FINISHED = (TxStatus.COMMITTED, TxStatus.FAILED, TxStatus.COMPENSATED)
 
 # How a marker's serialisation begins (`kind` is its first field; a full TransactionState
 # has none): a restore recognises markers by it without parsing them.

@@ -22,7 +22,7 @@ the intake's 409.
 
 from datetime import datetime, timedelta
 
-from events.definition import TxStatus
+from events.definition import FINISHED, TxStatus
 from events.inputs import ClaimTransaction, ReleaseTransaction, SubmitTransaction
 from events.keys import default_session
 from events.model import Message
@@ -35,8 +35,6 @@ from events.transaction_events import (
     TransactionAccepted,
     TransactionClaimed,
 )
-
-FINISHED = (TxStatus.COMMITTED, TxStatus.FAILED, TxStatus.COMPENSATED)
 
 
 class Owner(Message):

@@ -45,12 +45,10 @@ from services.intake.previews import _step
 from services.intake.produce import produce_command
 from services.providers.adapters import SandboxAdapter
 from services.providers.http import ProviderHttp
+from transactions.approvals import APPROVABLE
 
 router = APIRouter()
 
-# Not started, or in review: a step in review is approved again for its next attempt (the
-# approval it was dispatched on is spent; a review `retry` needs a live one).
-APPROVABLE = ("pending", "awaiting_approval", "manual_review")
 MAX_EXPIRY_S = 7 * 86400
 
 

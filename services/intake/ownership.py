@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from events.definition import ACTION_PATTERN, Leg, OperationSpec, TxStatus
 from events.inputs import ClaimTransaction, ReleaseTransaction, RequestReview
 from events.keys import agent_review_id, claim_id, release_id
+from events.legs import IN_FLIGHT
 from events.transaction_events import CommandRefused
 from services.config import Settings
 from services.governance.gate import successor_refusal
@@ -264,7 +265,7 @@ async def ask_review(
     check_token(settings, tenant, tx_id, who)
     known.refuse_past_cap("RequestReview", who.agent_id, who.session_id, by_agent=True)
     fenced = rules.fence(known.owner, "RequestReview", who.agent_id, who.session_id, by_agent=True)
-    if fenced is None and row["state"] not in ("dispatched", "unknown"):
+    if fenced is None and row["state"] not in IN_FLIGHT:
         raise ApiError(
             409,
             "operation_not_in_flight",
