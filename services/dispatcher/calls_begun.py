@@ -26,7 +26,7 @@ a call that may not have been made (a lookup settles it), never a call without a
 import asyncpg
 
 # What `begin` answers is the call plan's (pure) type: services.dispatcher.call_plan.
-from services.dispatcher.call_plan import Begun as Begun
+from services.dispatcher.call_plan import Begun
 from services.governance.store import switch_matches
 
 

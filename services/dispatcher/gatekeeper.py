@@ -43,7 +43,7 @@ from events.policy import PolicyDocument, open_policy
 from events.transaction_events import OperationDispatched
 from services.at_least_once import RetryBatch
 from services.config import Settings
-from services.dispatcher import calls_begun
+from services.dispatcher import call_plan, calls_begun
 from services.governance import store
 from services.governance.gate import (
     Switch,
@@ -271,7 +271,7 @@ class Gatekeeper:
 
     async def begin(
         self, envelope: Envelope, dispatch: OperationDispatched, partition: int
-    ) -> calls_begun.Begun | None:
+    ) -> call_plan.Begun | None:
         """Right before the call: None if an engaged switch holds it (now held), else the
         durable record of the call about to be made, or `aborted`: not to be made at all
         (an abort stops it whatever the switches: held, it could only be refused later)."""

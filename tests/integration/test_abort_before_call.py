@@ -31,7 +31,7 @@ from projections.schema import apply_schema
 from services.config import Settings
 from services.crash_points import DISPATCHER_BEFORE_CALL_BEGUN
 from services.devtools.stack import Stack
-from services.dispatcher import calls_begun
+from services.dispatcher import call_plan, calls_begun
 from services.dispatcher.in_flight import Projection
 from services.dispatcher.runtime import Call, Dispatcher
 from services.governance import store
@@ -101,7 +101,7 @@ async def begin(
     leg: Leg = Leg.FORWARD,
     attempt: int = 1,
     tenant: str = TENANT,
-) -> calls_begun.Begun:
+) -> call_plan.Begun:
     return await calls_begun.begin(
         conn,
         tenant=tenant,
@@ -115,8 +115,8 @@ async def begin(
     )
 
 
-WRITTEN = calls_begun.Begun(switches=(), written=True)
-STOPPED = calls_begun.Begun(switches=(), written=False, aborted=True)
+WRITTEN = call_plan.Begun(switches=(), written=True)
+STOPPED = call_plan.Begun(switches=(), written=False, aborted=True)
 
 
 async def test_an_abort_stops_only_a_step_call_nobody_began_and_only_its_own_tenants(

@@ -22,7 +22,7 @@ from events.topics import Topics
 from events.transaction_events import OperationDispatched
 from projections.schema import apply_schema
 from services.config import Settings
-from services.dispatcher import calls_begun, gatekeeper
+from services.dispatcher import call_plan, calls_begun, gatekeeper
 from services.dispatcher.gatekeeper import Gatekeeper
 from services.dispatcher.in_flight import Projection
 from services.dispatcher.runtime import Call, Dispatcher
@@ -73,7 +73,7 @@ def charge(tx_id: str, op_key: str) -> tuple[Envelope, OperationDispatched]:
     return envelope, dispatch
 
 
-async def begin(conn: asyncpg.Connection, op_key: str) -> calls_begun.Begun:
+async def begin(conn: asyncpg.Connection, op_key: str) -> call_plan.Begun:
     return await calls_begun.begin(
         conn,
         tenant=TENANT,
@@ -96,14 +96,14 @@ async def test_a_switch_engaged_before_the_call_is_begun_stops_it_and_nothing_is
     # When a dispatcher is about to call, however old its cached view of the switches
     held = await begin(conn, "k_switched")
     # Then the call is not begun, and the switch that stopped it is named
-    assert held == calls_begun.Begun(switches=("ks_1",), written=False)
+    assert held == call_plan.Begun(switches=("ks_1",), written=False)
     assert not await calls_begun.was_begun(conn, TENANT, "k_switched", "forward", 1)
 
     # Once released, the call is begun exactly once; a second begin finds the record.
     assert await store.release(conn, TENANT, "ks_1", "ops") is not None
-    assert await begin(conn, "k_switched") == calls_begun.Begun(switches=(), written=True)
+    assert await begin(conn, "k_switched") == call_plan.Begun(switches=(), written=True)
     assert await calls_begun.was_begun(conn, TENANT, "k_switched", "forward", 1)
-    assert await begin(conn, "k_switched") == calls_begun.Begun(switches=(), written=False)
+    assert await begin(conn, "k_switched") == call_plan.Begun(switches=(), written=False)
 
 
 @asynccontextmanager
@@ -176,7 +176,7 @@ async def test_a_dispatch_whose_call_was_begun_is_looked_up_first_and_not_sent_b
     """A held dispatch claimed again after its resumer died mid-call (or a dispatch whose
     owner died after beginning it): the record says a call may have been made, so it is a
     redelivery even when nothing about its offset or its claim says so."""
-    assert await begin(conn, "k_begun_before") == calls_begun.Begun(switches=(), written=True)
+    assert await begin(conn, "k_begun_before") == call_plan.Begun(switches=(), written=True)
     async with dispatcher_with_lookups_down(
         kafka_bootstrap, fresh_database, topic_prefix, provider
     ) as (dispatcher, sandbox):

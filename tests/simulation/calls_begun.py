@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from events.definition import Leg
-from services.dispatcher.calls_begun import Begun
+from services.dispatcher.call_plan import Begun
 
 Row = tuple[str, str, int]  # (op_key, leg, attempt); one tenant in the simulation
 
