@@ -92,7 +92,7 @@ class Projection:
         except UNREACHABLE as error:
             if self.pool is not None:
                 # Connections that saw the server go away are replaced on their next use.
-                self.pool.expire_connections()
+                await self.pool.expire_connections()
             raise ProjectionUnavailable(f"{type(error).__name__}: {error}") from error
         return {
             (r["tenant"], r["tx_id"], r["action"]): ProjectedOp(

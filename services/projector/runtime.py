@@ -132,7 +132,7 @@ class Projector:
                     len(raw),
                     backoff,
                 )
-                self.pool_expire()
+                await self.pool_expire()
                 await asyncio.sleep(backoff)
                 await self.seek(self.consumer.assignment())
                 continue
@@ -223,7 +223,7 @@ class Projector:
                 break
             except UNREACHABLE:  # a timed-out attempt too (TimeoutError is an OSError)
                 log.exception("cannot read stored offsets; retrying in %.1fs", backoff)
-                self.pool_expire()
+                await self.pool_expire()
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, MAX_BACKOFF_S)
         else:
@@ -250,10 +250,11 @@ class Projector:
             # Not a clean stop: consumer.stop() would await the coordinator that is stuck.
             os._exit(STALLED_EXIT_CODE)
 
-    def pool_expire(self) -> None:
+    async def pool_expire(self) -> None:
         # Connections that saw the server go away are replaced on their next acquire.
+        # A coroutine in asyncpg: called without await it was never run.
         if self.pool is not None:
-            self.pool.expire_connections()
+            await self.pool.expire_connections()
 
     async def _commit_lag_marker(self) -> None:
         owned = self.consumer.assignment()
