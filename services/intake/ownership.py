@@ -26,7 +26,6 @@ from pydantic import BaseModel, ConfigDict, Field
 from events.definition import ACTION_PATTERN, Leg, OperationSpec, TxStatus
 from events.inputs import ClaimTransaction, ReleaseTransaction, RequestReview
 from events.keys import agent_review_id, claim_id, release_id
-from events.legs import IN_FLIGHT
 from events.transaction_events import CommandRefused
 from services.config import Settings
 from services.governance.gate import successor_refusal
@@ -253,31 +252,26 @@ async def ask_review(
     who = parsed(await request.body(), ReviewAsked)
     async with request.app.state.pool.acquire() as conn:
         known = await known_transaction(conn, tenant, tx_id, settings.owner_lease_s)
-        row = await conn.fetchrow(
-            "SELECT op_key, state, attempts FROM operations"
-            " WHERE tenant = $1 AND tx_id = $2 AND action = $3",
-            tenant,
-            tx_id,
-            who.action,
-        )
-    if known is None or row is None:
+    # The operation's legs as the decider's own fold of the projected log has them.
+    op = known.state.operation(who.action) if known and known.state else None
+    if known is None or op is None:
         raise unknown_transaction(tx_id)
     check_token(settings, tenant, tx_id, who)
     known.refuse_past_cap("RequestReview", who.agent_id, who.session_id, by_agent=True)
     fenced = rules.fence(known.owner, "RequestReview", who.agent_id, who.session_id, by_agent=True)
-    if fenced is None and row["state"] not in IN_FLIGHT:
+    if fenced is None and not op.forward.in_flight:
         raise ApiError(
             409,
             "operation_not_in_flight",
-            f"{who.action!r} is {row['state']}: only an operation in flight can be reviewed",
+            f"{who.action!r} is {op.status}: only an operation in flight can be reviewed",
         )
     command = RequestReview(
-        message_id=agent_review_id(row["op_key"], row["attempts"], who.session_id),
+        message_id=agent_review_id(op.spec.op_key, op.forward.attempt, who.session_id),
         tenant=tenant,
         tx_id=tx_id,
         action=who.action,
         leg=Leg.FORWARD,
-        attempt=row["attempts"],
+        attempt=op.forward.attempt,
         reason=f"requested_by_agent: {who.reason}",
         issued_at=datetime.now(UTC),
         agent_id=who.agent_id,
