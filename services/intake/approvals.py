@@ -32,6 +32,7 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from events.approval_events import OperationRejected
 from events.approval_inputs import ApproveOperation, RejectOperation
 from events.approval_policy import conflicts_of_duty
 from events.canonical import fingerprint
@@ -43,9 +44,11 @@ from services.intake.openapi import errors, json_body, ok
 from services.intake.preview_store import latest_preview
 from services.intake.previews import _step
 from services.intake.produce import produce_command
+from services.intake.projected import projected_state
 from services.providers.adapters import SandboxAdapter
 from services.providers.http import ProviderHttp
 from transactions.approvals import APPROVABLE
+from transactions.transaction import decide
 
 router = APIRouter()
 
@@ -272,33 +275,30 @@ async def reject(
                 who.tenant,
                 op_key,
             )
-        gated = row is not None and await _gated(conn, who.tenant, row["tx_id"], row["action"])
-        approved_ahead = row is not None and await _approved(
-            conn, who.tenant, row["tx_id"], row["action"]
+        if row is None:
+            raise ApiError(404, "not_found", f"no operation {op_key!r} for this API key's tenant")
+        command = RejectOperation(
+            message_id=f"reject-{row['tx_id']}-{row['action']}",
+            tenant=who.tenant,
+            tx_id=row["tx_id"],
+            action=row["action"],
+            reason="rejected",
+            actor=actor,
+            note=body.note,
+            issued_at=datetime.now(UTC),
         )
-    if row is None:
-        raise ApiError(404, "not_found", f"no operation {op_key!r} for this API key's tenant")
-    # A gated step not started yet may be refused whether it waits or was approved ahead
-    # (`pending` with a live approval): refusing it revokes that approval, since the step
-    # never runs. Once dispatched, the approval is spent and there is nothing to revoke.
-    waits = row["state"] == "awaiting_approval" or (row["state"] == "pending" and approved_ahead)
-    if not (gated and waits):
+        state = await projected_state(conn, who.tenant, row["tx_id"])
+    # The decider's own rule (transactions.approvals.reject), on the projected log: a gated
+    # step not started yet may be refused whether it waits or was approved ahead (its live
+    # approval is then revoked, since the step never runs); once dispatched, the approval
+    # is spent and there is nothing to revoke.
+    if state is None or not any(isinstance(e, OperationRejected) for e in decide(state, command)):
         raise ApiError(
             409,
             "not_awaiting_approval",
             f"operation {op_key!r} is {row['state']}: only a gated step not started yet "
             "(waiting, or approved ahead) can be refused",
         )
-    command = RejectOperation(
-        message_id=f"reject-{row['tx_id']}-{row['action']}",
-        tenant=who.tenant,
-        tx_id=row["tx_id"],
-        action=row["action"],
-        reason="rejected",
-        actor=actor,
-        note=body.note,
-        issued_at=datetime.now(UTC),
-    )
     await produce_command(request.app.state, command, "the rejection")
     return JSONResponse(
         {"tx_id": row["tx_id"], "action": row["action"], "status": "rejection_requested"},
@@ -327,30 +327,6 @@ async def _step_of(
         # Not projected yet (or no such step): nothing to approve until it waits.
         raise ApiError(404, "not_found", f"no step {action!r} of {tx_id!r} (yet)")
     return intent, str(state)
-
-
-async def _approved(conn: asyncpg.Connection, tenant: str, tx_id: str, action: str) -> bool:
-    # Whether it is still unspent the decider judges (transactions.approvals.reject):
-    # a `pending` step has not been dispatched, so only an expiry can have spent it.
-    return bool(
-        await conn.fetchval(
-            "SELECT 1 FROM events WHERE tenant = $1 AND tx_id = $2"
-            " AND type = 'OperationApproved' AND data->>'action' = $3 LIMIT 1",
-            tenant,
-            tx_id,
-            action,
-        )
-    )
-
-
-async def _gated(conn: asyncpg.Connection, tenant: str, tx_id: str, action: str) -> bool:
-    operations = await conn.fetchval(
-        "SELECT operations FROM intents WHERE tenant = $1 AND tx_id = $2", tenant, tx_id
-    )
-    return operations is not None and any(
-        spec.kind is OperationKind.STEP and spec.approval_required and spec.action == action
-        for spec in map(OperationSpec.model_validate, _json(operations))
-    )
 
 
 def _json(value: Any) -> Any:

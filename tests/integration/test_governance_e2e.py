@@ -254,6 +254,11 @@ async def test_seed_003_checks_around_an_approved_waitlist_promotion(
     tx = await recon.wait_terminal("promo-6")
     assert tx["status"] == "failed" and op(tx, "promote")["reason"] == "rejected", tx
     assert await recon.calls(waiting) == []
+    # The step is over: refusing it again is answered 409, and nothing is recorded.
+    logged = await recon.events("promo-6")
+    again = await recon.http.post(f"{base}/{waiting}/reject", headers=OPS)
+    assert (again.status_code, again.json()["error"]) == (409, "not_awaiting_approval")
+    assert await recon.events("promo-6") == logged
 
     # Kill switches are an operator's too: an agent key is refused before anything else.
     switches = f"{recon.intake_url}/v1/kill-switches"
