@@ -48,6 +48,7 @@ from services.intake.projected import projected_state
 from services.providers.adapters import SandboxAdapter
 from services.providers.http import ProviderHttp
 from transactions.approvals import APPROVABLE
+from transactions.state import OperationState
 from transactions.transaction import decide
 
 router = APIRouter()
@@ -107,7 +108,7 @@ async def approve(
     body = parsed(await request.body(), ApprovalRequest)
     tenant, settings = who.tenant, request.app.state.settings
     async with request.app.state.pool.acquire() as conn:
-        intent, state = await _step_of(conn, tenant, body.tx_id, body.action)
+        intent, step = await _step_of(conn, tenant, body.tx_id, body.action)
         preview = await latest_preview(conn, tenant, intent["fingerprint"])
     # On principals: the approver must be neither the agent the transaction names nor
     # the person whose operator key submitted it (as whichever agent).
@@ -126,8 +127,8 @@ async def approve(
             "approval_not_required",
             f"{body.action!r} is not a step that waits for approval; nothing to approve",
         )
-    if state not in APPROVABLE:
-        raise ApiError(409, "approval_used", f"step {body.action!r} already ran ({state})")
+    if step.forward.status not in APPROVABLE:
+        raise ApiError(409, "approval_used", f"step {body.action!r} already ran ({step.status})")
     if preview is None or preview["digest"] != body.digest:
         raise ApiError(
             409,
@@ -308,7 +309,7 @@ async def reject(
 
 async def _step_of(
     conn: asyncpg.Connection, tenant: str, tx_id: str, action: str
-) -> tuple[asyncpg.Record, str]:
+) -> tuple[asyncpg.Record, OperationState]:
     intent = await conn.fetchrow(
         "SELECT fingerprint, agent_id, operations, submitted_by FROM intents"
         " WHERE tenant = $1 AND tx_id = $2",
@@ -317,16 +318,13 @@ async def _step_of(
     )
     if intent is None:
         raise unknown_transaction(tx_id)
-    state = await conn.fetchval(
-        "SELECT state FROM operations WHERE tenant = $1 AND tx_id = $2 AND action = $3",
-        tenant,
-        tx_id,
-        action,
-    )
-    if state is None:
+    # The step's legs as the decider's own fold of the projected log has them.
+    state = await projected_state(conn, tenant, tx_id)
+    step = state.operation(action) if state is not None else None
+    if step is None:
         # Not projected yet (or no such step): nothing to approve until it waits.
         raise ApiError(404, "not_found", f"no step {action!r} of {tx_id!r} (yet)")
-    return intent, str(state)
+    return intent, step
 
 
 def _json(value: Any) -> Any:
