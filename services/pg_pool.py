@@ -23,6 +23,11 @@ async def create_pool(dsn: str, **options: Any) -> asyncpg.Pool:
     return pool
 
 
+async def ping(conn: asyncpg.Connection) -> None:
+    """A round trip that reads nothing: whether Postgres answers on this connection."""
+    await conn.fetchval("SELECT 1")
+
+
 # What a query raises when Postgres went away under it (or restarted mid-protocol): the
 # dispatcher treats these as "the projection is unavailable" and retries, never exits.
 # InternalClientError ("cannot switch to state N") was seen in a 10,000-transaction chaos

@@ -25,13 +25,14 @@ from events.definition import TxStatus
 from events.inputs import AbortTransaction
 from events.keys import abort_id, session_abort_id
 from services.config import Settings
-from services.intake import auth, owner_token, ownership, queries
+from services.intake import auth, owner_token, ownership
 from services.intake.abort_record import record_abort
 from services.intake.errors import ApiError, unknown_transaction
 from services.intake.openapi import TxId, errors, json_body, ok
 from services.intake.produce import produce_command
 from services.intake.response_models import AbortRequested
 from services.intake.submission import SESSION_PATTERN
+from services.intake.tenant_store import TenantStore
 from transactions import ownership as rules
 
 router = APIRouter()
@@ -67,8 +68,9 @@ async def abort(
     body = _parse(await request.body())
     who.speak_for(body.agent_id)
     async with request.app.state.pool.acquire() as conn:
-        found = await queries.transaction(conn, tenant, tx_id)
-        known = await ownership.known_transaction(conn, tenant, tx_id, settings.owner_lease_s)
+        store = TenantStore(conn, tenant)
+        found = await store.transaction(tx_id)
+        known = await ownership.known_transaction(store, tx_id, settings.owner_lease_s)
     if found is None:
         raise unknown_transaction(tx_id)
     owner = known.owner if known else None
@@ -126,7 +128,7 @@ async def abort(
         # command is slow to reach the decider (services.intake.abort_record). A fenced
         # session's abort is refused on the log, so it must not stop anything here.
         async with request.app.state.pool.acquire() as conn:
-            await record_abort(conn, tenant, tx_id)
+            await record_abort(TenantStore(conn, tenant), tx_id)
     await produce_command(request.app.state, command, "the abort")
     if fenced is not None:
         # Produced all the same: the decider records the refusal on the chain.

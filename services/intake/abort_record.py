@@ -1,5 +1,7 @@
 """The durable record of an abort asked through the API: `intents.abort_requested_at`
-(projections/schema.sql), keyed by the caller's tenant and the tx_id.
+(projections/schema.sql), keyed by the caller's tenant and the tx_id. A store, not a route:
+its one statement is a rule of its own, and it is bound to the tenant of the route's
+TenantStore (services.intake.tenant_store), the authenticated caller's.
 
 Written before the AbortTransaction is produced, so the dispatcher's last gate
 (services/dispatcher/calls_begun.py `begin`) sees the abort even while the command is on
@@ -14,14 +16,14 @@ command Kafka acknowledged (`produced`) is marked: an unacknowledged row may sti
 over by another body, which must not inherit an abort.
 """
 
-import asyncpg
+from services.intake.tenant_store import TenantStore
 
 
-async def record_abort(conn: asyncpg.Connection, tenant: str, tx_id: str) -> None:
+async def record_abort(store: TenantStore, tx_id: str) -> None:
     # The first time is kept: a second abort asks nothing new.
-    await conn.execute(
+    await store.conn.execute(
         "UPDATE intents SET abort_requested_at = clock_timestamp()"
         " WHERE tenant = $1 AND tx_id = $2 AND produced AND abort_requested_at IS NULL",
-        tenant,
+        store.tenant,
         tx_id,
     )

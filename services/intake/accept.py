@@ -30,6 +30,7 @@ from services.intake.submission import (
     operation_specs,
     submit_command,
 )
+from services.intake.tenant_store import TenantStore
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +53,9 @@ async def plan(state: State, tenant: str, submission: SubmissionRequest) -> Plan
         document = await policy.in_force(conn, tenant)
         # A charge, record or waitlist named in a payload must be the tenant's own (one
         # judge for the submission, the preview and the Kafka door alike).
-        await resource_owners.refuse_foreign(conn, tenant, submission, settings.tenant_resources)
+        await resource_owners.refuse_foreign(
+            TenantStore(conn, tenant), submission, settings.tenant_resources
+        )
     approval_required = policy.approval_classes(document, settings.approval_required)
     check(submission, settings.providers, approval_required)
     try:

@@ -17,9 +17,10 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Request
 
-from services.intake import auth, queries
+from services.intake import auth
 from services.intake.openapi import errors, ok
 from services.intake.response_models import DriftList
+from services.intake.tenant_store import TenantStore, unowned_drift
 
 router = APIRouter()
 
@@ -46,10 +47,12 @@ async def list_drift(
     request: Request, who: Annotated[auth.Principal | auth.Admin, Depends(auth.viewer)]
 ) -> dict[str, Any]:
     admin = isinstance(who, auth.Admin)
-    # An admin belongs to no tenant: `tenant = NULL` matches no tenant's row.
-    tenant = None if isinstance(who, auth.Admin) else who.tenant
     async with request.app.state.pool.acquire() as conn:
-        rows = await queries.drift(conn, tenant)
+        # An admin belongs to no tenant: it sees the drift of none.
+        if isinstance(who, auth.Admin):
+            rows = await unowned_drift(conn)
+        else:
+            rows = await TenantStore(conn, who.tenant).drift()
     drift = []
     for row in rows:
         detail = json.loads(row["detail"])

@@ -10,9 +10,9 @@ from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import JSONResponse
 
 from services.config import Settings
-from services.intake import queries
 from services.intake.errors import DATABASE_DOWN
 from services.intake.openapi import HealthBody
+from services.pg_pool import ping
 
 HEALTH_TIMEOUT_S = 3.0
 CONSUMERS = ("recon-decider", "recon-dispatcher", "recon-projector", "recon-saga")
@@ -51,7 +51,7 @@ async def _health(app: FastAPI, settings: Settings) -> dict[str, str]:
     try:
         async with asyncio.timeout(HEALTH_TIMEOUT_S):
             async with app.state.pool.acquire() as conn:
-                await queries.ping(conn)
+                await ping(conn)
         checks["postgres"] = "ok"
     except (TimeoutError, *DATABASE_DOWN, asyncpg.PostgresError) as exc:
         checks["postgres"] = f"not answering ({exc!r})"

@@ -24,6 +24,10 @@ projector lags by more than the horizon. The decider then runs the first body an
 the second; the GET shows the first body's transaction.
 
 Every timestamp is Postgres's `now()`, so the intake's clock plays no part.
+
+A store, not a route (its statements are the guard's rule): every statement is bound to the
+Intent's tenant, which the submission's door took from its credential (the API key's
+principal, or the Kafka record's key), never from the body.
 """
 
 import json

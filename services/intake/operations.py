@@ -3,20 +3,19 @@ recon holds about an operation, its durable record (services.intake.operation_re
 Tenant-scoped: another tenant's key answers 404, exactly like a key that does not exist.
 Either of an operation's keys finds it (its own, or its undo's)."""
 
-import json
 from typing import Annotated, Any
 
-import asyncpg
 from fastapi import APIRouter, Depends, Path, Request
 
 from events.policy import open_policy
-from services.governance import store
+from services.governance import store as governance
 from services.governance.gate import is_granted
 from services.intake import auth
 from services.intake.errors import ApiError
 from services.intake.openapi import errors, ok
 from services.intake.operation_models import OperationRecord
 from services.intake.operation_record import operation_record
+from services.intake.tenant_store import TenantStore
 
 router = APIRouter()
 
@@ -38,7 +37,7 @@ async def get_operation(
     op_key: OpKey, request: Request, tenant: str = Depends(auth.tenant)
 ) -> dict[str, Any]:
     async with request.app.state.pool.acquire() as conn:
-        found = await _record(conn, tenant, op_key)
+        found = await _record(TenantStore(conn, tenant), op_key)
     if found is None:
         raise ApiError(
             404, "not_found", f"no operation {op_key!r} for this API key's tenant; check the key"
@@ -46,39 +45,14 @@ async def get_operation(
     return found
 
 
-async def _record(conn: asyncpg.Connection, tenant: str, op_key: str) -> dict[str, Any] | None:
-    # Both keys are indexed (operations_op_key, operations_comp_op_key).
-    row = await conn.fetchrow(
-        "SELECT o.tx_id, o.action, o.state, o.remote_id, t.status FROM operations o"
-        " JOIN transactions t ON t.tenant = o.tenant AND t.tx_id = o.tx_id"
-        " WHERE o.tenant = $1 AND (o.op_key = $2 OR o.comp_op_key = $2)",
-        tenant,
-        op_key,
-    )
+async def _record(store: TenantStore, op_key: str) -> dict[str, Any] | None:
+    row = await store.operation(op_key)
     if row is None:
         return None
-    events = await conn.fetch(
-        "SELECT seq, type, occurred_at_text, occurred_at, data FROM events"
-        " WHERE tenant = $1 AND tx_id = $2 ORDER BY seq",
-        tenant,
-        row["tx_id"],
-    )
-    record = operation_record(
-        op_key,
-        row["action"],
-        [
-            {
-                "seq": e["seq"],
-                "type": e["type"],
-                "occurred_at": e["occurred_at_text"] or e["occurred_at"].isoformat(),
-                "data": json.loads(e["data"]),
-            }
-            for e in events
-        ],
-    )
+    record = operation_record(op_key, row["action"], await store.events(row["tx_id"]) or [])
     if record is None:
         return None
-    installed = await store.policy_of(conn, tenant)
+    installed = await governance.policy_of(store.conn, store.tenant)
     return {
         "tx_id": row["tx_id"],
         "state": row["state"],
@@ -89,7 +63,7 @@ async def _record(conn: asyncpg.Connection, tenant: str, op_key: str) -> dict[st
     }
 
 
-def _grant(installed: store.Installed | None, record: dict[str, Any]) -> dict[str, Any]:
+def _grant(installed: governance.Installed | None, record: dict[str, Any]) -> dict[str, Any]:
     """Whether the submitting agent holds a grant for this operation under the tenant's
     policy as installed now (version 0: no document, everything granted). The policy
     history is not kept, so this is today's reading, not the one at acceptance; the

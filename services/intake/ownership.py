@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, TypeVar
 
-import asyncpg
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
@@ -33,9 +32,9 @@ from services.intake import auth, owner_token, policy
 from services.intake.errors import ApiError, parsed, unknown_transaction
 from services.intake.openapi import TxId, errors, json_body, ok
 from services.intake.produce import produce_command
-from services.intake.projected import projected_state
 from services.intake.session_cap import refuse_past_cap
 from services.intake.submission import SESSION_PATTERN
+from services.intake.tenant_store import TenantStore
 from transactions import ownership as rules
 from transactions.state import TransactionState
 
@@ -97,23 +96,16 @@ class Known:
         )
 
 
-async def known_transaction(
-    conn: asyncpg.Connection, tenant: str, tx_id: str, lease_s: int
-) -> Known | None:
+async def known_transaction(store: TenantStore, tx_id: str, lease_s: int) -> Known | None:
     """The transaction from its intents row and its projected log, or None when it was
     never accepted. Read your writes (issue 18, item 16): right after the submission's 202
     the projection may show nothing yet, and the transaction is then `accepted`, owned by
     its submitting session for a lease from the submission's produce."""
-    intent = await conn.fetchrow(
-        "SELECT agent_id, session_id, operations, attempted_at FROM intents"
-        " WHERE tenant = $1 AND tx_id = $2 AND produced",
-        tenant,
-        tx_id,
-    )
+    intent = await store.produced_intent(tx_id)
     if intent is None:
         return None
     operations = tuple(OperationSpec.model_validate(op) for op in json.loads(intent["operations"]))
-    state = await projected_state(conn, tenant, tx_id)
+    state = await store.projected_state(tx_id)
     if state is not None:
         return Known(state.status or TxStatus.ACCEPTED, state.owner, operations, state)
     owner = None
@@ -143,7 +135,7 @@ async def claim(
     who = parsed(await request.body(), SessionRequest)
     key.speak_for(who.agent_id)
     async with request.app.state.pool.acquire() as conn:
-        known = await known_transaction(conn, tenant, tx_id, settings.owner_lease_s)
+        known = await known_transaction(TenantStore(conn, tenant), tx_id, settings.owner_lease_s)
         document = await policy.in_force(conn, tenant)
     if known is None:
         raise unknown_transaction(tx_id)
@@ -201,7 +193,7 @@ async def release(
     settings: Settings = request.app.state.settings
     who = parsed(await request.body(), SessionRequest)
     async with request.app.state.pool.acquire() as conn:
-        known = await known_transaction(conn, tenant, tx_id, settings.owner_lease_s)
+        known = await known_transaction(TenantStore(conn, tenant), tx_id, settings.owner_lease_s)
     if known is None:
         raise unknown_transaction(tx_id)
     check_token(settings, tenant, tx_id, who)
@@ -251,7 +243,7 @@ async def ask_review(
     settings: Settings = request.app.state.settings
     who = parsed(await request.body(), ReviewAsked)
     async with request.app.state.pool.acquire() as conn:
-        known = await known_transaction(conn, tenant, tx_id, settings.owner_lease_s)
+        known = await known_transaction(TenantStore(conn, tenant), tx_id, settings.owner_lease_s)
     # The operation's legs as the decider's own fold of the projected log has them.
     op = known.state.operation(who.action) if known and known.state else None
     if known is None or op is None:

@@ -1,14 +1,19 @@
 """The guard that lets one resolution through per review: the `review_resolutions` row,
 claimed before the ResolveReview command is produced and marked once Kafka acknowledged
-it (the reasoning of services.intake.intents, applied to reviews)."""
+it (the reasoning of services.intake.intents, applied to reviews).
+
+A store, not a route: its statements are a rule of their own, bound to the tenant of the
+route's TenantStore (services.intake.tenant_store), the authenticated operator's. A review
+id is derived from its tenant (events.keys.review_id), so the id names one tenant's row.
+"""
 
 from typing import Annotated
 
-import asyncpg
 from pydantic import BaseModel, ConfigDict, Field
 
 from events.definition import Resolution
 from services.intake.errors import ApiError, not_yet_known
+from services.intake.tenant_store import TenantStore
 
 _REFUSED_LATER = "this one will be refused with review_already_resolved"
 
@@ -23,9 +28,7 @@ class ResolveRequest(BaseModel):
     actor: Annotated[str | None, Field(min_length=1, max_length=256)] = None
 
 
-async def claim(
-    conn: asyncpg.Connection, tenant: str, review_id: str, body: ResolveRequest, horizon_s: float
-) -> None:
+async def claim(store: TenantStore, review_id: str, body: ResolveRequest, horizon_s: float) -> None:
     """The first resolution claims the review. The same resolution again is let through to
     produce while its command is not known to be in Kafka (the client retrying after a 503
     or a crash). A different one is refused with 409 once the claim's command was
@@ -33,18 +36,20 @@ async def claim(
     than RECON_PENDING_HORIZON_S (past the intake producer's delivery bound, so the first
     command is in the log or never will be) and the review is still open in the projection
     (the caller checked): the reasoning of services.intake.intents, applied to reviews."""
+    conn = store.conn
     async with conn.transaction():
         inserted = await conn.fetchval(
             "INSERT INTO review_resolutions (review_id, tenant, resolution, note, actor)"
             " VALUES ($1, $2, $3, $4, $5) ON CONFLICT (review_id) DO NOTHING RETURNING 1",
             review_id,
-            tenant,
+            store.tenant,
             body.resolution.value,
             body.note,
             body.actor,
         )
         if inserted:
             return
+        # The row the insert met, by the key it met on.
         claim = await conn.fetchrow(
             "SELECT resolution, note, actor, produced,"
             " extract(epoch FROM now() - attempted_at)::float8 AS age_s"
@@ -63,20 +68,22 @@ async def claim(
         # A new attempt (the same resolution again, or a different one over a claim whose
         # command can no longer land): the horizon counts from it.
         await conn.execute(
-            "UPDATE review_resolutions SET resolution = $2, note = $3, actor = $4,"
-            " attempted_at = now() WHERE review_id = $1",
+            "UPDATE review_resolutions SET resolution = $3, note = $4, actor = $5,"
+            " attempted_at = now() WHERE review_id = $1 AND tenant = $2",
             review_id,
+            store.tenant,
             body.resolution.value,
             body.note,
             body.actor,
         )
 
 
-async def mark_produced(conn: asyncpg.Connection, review_id: str, body: ResolveRequest) -> None:
-    await conn.execute(
+async def mark_produced(store: TenantStore, review_id: str, body: ResolveRequest) -> None:
+    await store.conn.execute(
         "UPDATE review_resolutions SET produced = true"
-        " WHERE review_id = $1 AND resolution = $2 AND note = $3 AND actor = $4",
+        " WHERE review_id = $1 AND tenant = $2 AND resolution = $3 AND note = $4 AND actor = $5",
         review_id,
+        store.tenant,
         body.resolution.value,
         body.note,
         body.actor,

@@ -5,8 +5,6 @@ What the tenant's confirmed operations created is read from the projected operat
 (`remote_id`), scoped to the tenant: one tenant's charge is never another's to refund.
 """
 
-import asyncpg
-
 from services.governance.resources import (
     NamedResource,
     ResourceNotOwned,
@@ -15,6 +13,7 @@ from services.governance.resources import (
 )
 from services.intake.errors import ApiError
 from services.intake.submission import SubmissionRequest
+from services.intake.tenant_store import TenantStore
 
 # An operation that was confirmed created its resource; one compensated since did too (a
 # refunded charge is still the tenant's, and the provider judges what is left of it).
@@ -35,22 +34,14 @@ def named_resources(submission: SubmissionRequest) -> list[NamedResource]:
 
 
 async def refuse_foreign(
-    conn: asyncpg.Connection,
-    tenant: str,
+    store: TenantStore,
     submission: SubmissionRequest,
     accounts: dict[str, tuple[str, ...]],
 ) -> None:
     """Raise a 403 `resource_not_owned` naming the first resource the tenant may not act on."""
     for named in named_resources(submission):
-        if held_by_account(named.value, accounts.get(tenant, ())):
+        if held_by_account(named.value, accounts.get(store.tenant, ())):
             continue
-        created = await conn.fetchval(
-            "SELECT 1 FROM operations WHERE tenant = $1 AND remote_id = $2"
-            " AND state = ANY($3::text[]) LIMIT 1",
-            tenant,
-            named.value,
-            _CREATED,
-        )
-        if created is None:
+        if not await store.has_operation_on(named.value, _CREATED):
             refusal = ResourceNotOwned(named)
             raise ApiError(403, refusal.code, str(refusal))

@@ -23,14 +23,15 @@ from events.definition import Resolution
 from events.inputs import ResolveReview
 from events.keys import resolve_id
 from services.config import Settings
-from services.intake import auth, queries, resolutions
+from services.intake import auth, resolutions
 from services.intake.errors import ApiError
 from services.intake.openapi import errors, json_body, ok
 from services.intake.policy import operator
 from services.intake.produce import produce_command
-from services.intake.projected import projected_state, refusal
+from services.intake.projected import refusal
 from services.intake.resolutions import ResolveRequest, already_resolved
 from services.intake.response_models import ReviewList, ReviewResolving, ReviewView
+from services.intake.tenant_store import TenantStore
 
 router = APIRouter()
 
@@ -50,7 +51,7 @@ async def list_reviews(
 ) -> dict[str, Any]:
     since = None if older_than_s is None else datetime.now(UTC) - timedelta(seconds=older_than_s)
     async with request.app.state.pool.acquire() as conn:
-        rows = await queries.reviews(conn, tenant, state=state, created_before=since)
+        rows = await TenantStore(conn, tenant).reviews(state=state, created_before=since)
     return {"reviews": [_summary(row) for row in rows]}
 
 
@@ -63,7 +64,7 @@ async def get_review(
     review_id: str, request: Request, tenant: str = Depends(auth.tenant)
 ) -> dict[str, Any]:
     async with request.app.state.pool.acquire() as conn:
-        row = await queries.review(conn, tenant, review_id)
+        row = await TenantStore(conn, tenant).review(review_id)
     if row is None:
         raise _not_found(review_id)
     return {
@@ -104,7 +105,8 @@ async def resolve_review(
     body = parsed.model_copy(update={"actor": who.operator})
     settings: Settings = request.app.state.settings
     async with request.app.state.pool.acquire() as conn:
-        review = await queries.review_state(conn, tenant, review_id)
+        store = TenantStore(conn, tenant)
+        review = await store.review_state(review_id)
         if review is None:
             raise _not_found(review_id)
         if review["state"] != "open":
@@ -125,14 +127,14 @@ async def resolve_review(
             # A review takes one resolution (services.intake.resolutions): a retry the
             # decider would refuse (a new attempt needs what allowed the first, e.g. a live
             # approval) is answered here and leaves the review open for the next one.
-            state = await projected_state(conn, tenant, review["tx_id"])
+            state = await store.projected_state(review["tx_id"])
             refused = refusal(state, command, {ATTEMPT_REFUSED})
             if refused is not None:
                 raise ApiError(409, ATTEMPT_REFUSED, refused.rule)
-        await resolutions.claim(conn, tenant, review_id, body, settings.pending_horizon_s)
+        await resolutions.claim(store, review_id, body, settings.pending_horizon_s)
     await produce_command(request.app.state, command, f"the resolution of review {review_id}")
     async with request.app.state.pool.acquire() as conn:
-        await resolutions.mark_produced(conn, review_id, body)
+        await resolutions.mark_produced(TenantStore(conn, tenant), review_id, body)
     return {"id": review_id, "state": "resolving", "resolution": body.resolution.value}
 
 

@@ -11,17 +11,17 @@ Kafka has acknowledged it (services.intake.intents).
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, TypeVar
 
-import asyncpg
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 
-from services.intake import auth, owner_token, queries
+from services.intake import auth, owner_token
 from services.intake.accept import accept_submission
 from services.intake.errors import unknown_transaction
 from services.intake.example import example_transaction
 from services.intake.openapi import TxId, errors, json_body, ok
 from services.intake.response_models import EventList, SubmissionAccepted, TransactionView
 from services.intake.submission import SubmissionRequest
+from services.intake.tenant_store import TenantStore
 
 router = APIRouter()
 
@@ -62,7 +62,7 @@ async def submit(
 async def get_transaction(
     tx_id: TxId, request: Request, tenant: str = Depends(auth.tenant)
 ) -> dict[str, Any]:
-    return await _read(request, queries.transaction, tenant, tx_id)
+    return await _read(request, TenantStore.transaction, tenant, tx_id)
 
 
 @router.get(
@@ -73,17 +73,17 @@ async def get_transaction(
 async def get_events(
     tx_id: TxId, request: Request, tenant: str = Depends(auth.tenant)
 ) -> dict[str, Any]:
-    return {"events": await _read(request, queries.events, tenant, tx_id)}
+    return {"events": await _read(request, TenantStore.events, tenant, tx_id)}
 
 
 async def _read(
     request: Request,
-    query: Callable[[asyncpg.Connection, str, str], Awaitable[T | None]],
+    query: Callable[[TenantStore, str], Awaitable[T | None]],
     tenant: str,
     tx_id: str,
 ) -> T:
     async with request.app.state.pool.acquire() as conn:
-        found = await query(conn, tenant, tx_id)
+        found = await query(TenantStore(conn, tenant), tx_id)
     if found is None:
         raise unknown_transaction(tx_id)
     return found

@@ -4,7 +4,7 @@ No API key: the provider signs each delivery instead. The order of the steps is 
 
 1. verify the signature on the raw body, before anything in it is believed;
 2. drop a delivery id already handled within the dedupe horizon (`webhook_deliveries`,
-   in Postgres, so a restart does not reopen the window);
+   in Postgres, so a restart does not reopen the window; services.intake.webhook_store);
 3. turn the effect into an observation of the operation it belongs to, or into drift
    when it belongs to none, and wait for Kafka's acknowledgement;
 4. only then record the delivery id and answer 2xx (promise 7). A crash between 3 and 4
@@ -30,7 +30,7 @@ from reconcilers.webhook_intake import (
     parse_notice,
 )
 from services.config import Settings
-from services.intake import queries
+from services.intake import webhook_store
 from services.intake.errors import ApiError
 from services.intake.openapi import WEBHOOK_EXTRA, ProviderName, errors, ok
 from services.intake.produce import produce_acked
@@ -84,7 +84,7 @@ async def receive(provider: ProviderName, request: Request) -> JSONResponse:
     horizon = timedelta(seconds=settings.webhook_dedupe_horizon_s)
     pool: asyncpg.Pool = request.app.state.pool
     async with pool.acquire() as conn:
-        if await _seen(conn, provider, delivery_id, now - horizon):
+        if await webhook_store.Deliveries(conn, provider).seen(delivery_id, now - horizon):
             return JSONResponse({"status": "duplicate"})
         try:
             notice = parse_notice(body)
@@ -93,7 +93,7 @@ async def receive(provider: ProviderName, request: Request) -> JSONResponse:
         if notice.type != EFFECT_SUCCEEDED:
             # Acknowledged so the provider stops retrying; recon acts on effects only.
             return JSONResponse({"status": "ignored", "type": notice.type})
-        matched = await queries.operation_by_key(conn, notice.keys)
+        matched = await webhook_store.operation_by_key(conn, notice.keys)
     producer = request.app.state.producer
     found = meaning(provider, delivery_id, notice, matched, now)
     if isinstance(found, OperationObserved):
@@ -121,34 +121,9 @@ async def receive(provider: ProviderName, request: Request) -> JSONResponse:
             f"the drift report {found.drift_id}",
         )
     async with pool.acquire() as conn:
-        await _remember(conn, provider, delivery_id, now)
+        await webhook_store.Deliveries(conn, provider).remember(delivery_id, now)
         await _purge(request, conn, now - horizon)
     return JSONResponse({"status": "accepted"})
-
-
-async def _seen(conn: asyncpg.Connection, provider: str, delivery_id: str, since: datetime) -> bool:
-    found = await conn.fetchval(
-        "SELECT 1 FROM webhook_deliveries"
-        " WHERE provider = $1 AND delivery_id = $2 AND received_at > $3",
-        provider,
-        delivery_id,
-        since,
-    )
-    return found is not None
-
-
-async def _remember(
-    conn: asyncpg.Connection, provider: str, delivery_id: str, at: datetime
-) -> None:
-    # A row older than the horizon (not purged yet) starts a new window.
-    await conn.execute(
-        "INSERT INTO webhook_deliveries (provider, delivery_id, received_at)"
-        " VALUES ($1, $2, $3) ON CONFLICT (provider, delivery_id)"
-        " DO UPDATE SET received_at = EXCLUDED.received_at",
-        provider,
-        delivery_id,
-        at,
-    )
 
 
 async def _purge(request: Request, conn: asyncpg.Connection, before: datetime) -> None:
@@ -156,5 +131,5 @@ async def _purge(request: Request, conn: asyncpg.Connection, before: datetime) -
     if time.monotonic() - last < PURGE_EVERY_S:
         return
     request.app.state.webhook_purged_at = time.monotonic()
-    deleted = await conn.execute("DELETE FROM webhook_deliveries WHERE received_at < $1", before)
+    deleted = await webhook_store.purge_deliveries(conn, before)
     log.debug("purged webhook deliveries older than %s: %s", before.isoformat(), deleted)

@@ -37,6 +37,7 @@ from services.dispatcher.runtime import Call, Dispatcher
 from services.governance import store
 from services.intake import intents
 from services.intake.abort_record import record_abort
+from services.intake.tenant_store import TenantStore
 from services.kafka_setup import ensure_topics
 from services.providers.adapters import build_adapters
 from services.providers.http import ProviderHttp
@@ -126,8 +127,8 @@ async def test_an_abort_stops_only_a_step_call_nobody_began_and_only_its_own_ten
     await accepted(conn, "other", "ab-1")  # the same tx_id in another tenant
     began, _ = await accepted(conn, TENANT, "ab-2")
     assert await begin(conn, "ab-2", began.op_key) == WRITTEN  # begun before the abort
-    await record_abort(conn, TENANT, "ab-1")
-    await record_abort(conn, TENANT, "ab-2")
+    await record_abort(TenantStore(conn, TENANT), "ab-1")
+    await record_abort(TenantStore(conn, TENANT), "ab-2")
 
     # The step's call is not begun, under any attempt, and nothing says it was.
     assert await begin(conn, "ab-1", charge.op_key) == STOPPED
@@ -175,7 +176,7 @@ async def test_an_aborted_step_reaches_no_provider_and_the_dispatcher_says_why(
     """Also the intake that died between the abort's row and its produce: the row alone
     stops the call (no AbortTransaction exists here), and the answer is the abort."""
     charge, _ = await accepted(conn, TENANT, "ab-3")
-    await record_abort(conn, TENANT, "ab-3")
+    await record_abort(TenantStore(conn, TENANT), "ab-3")
     settings = Settings(
         kafka_bootstrap=kafka_bootstrap,
         database_url=fresh_database,

@@ -14,7 +14,7 @@ import asyncpg
 import pytest
 
 from projections.schema import apply_schema
-from services.intake.queries import INTENT_BY_KEY, OPERATION_BY_KEY, operation_by_key
+from services.intake.webhook_store import INTENT_BY_KEY, OPERATION_BY_KEY, operation_by_key
 
 ROWS = 3000
 

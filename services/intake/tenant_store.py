@@ -1,0 +1,250 @@
+"""Every query the intake's routes ask of one tenant's rows: the projected views
+(transactions, operations, events, reviews, drift), the projected log the decider's fold
+reads, and the intake's own intent row for a transaction the projector has not reached yet.
+
+A route builds one `TenantStore` from the authenticated principal (`who.tenant`, never
+from a body) and asks it; no route module holds SQL (tests/unit/test_tenant_store_rooms.py).
+The tenant is bound once, here, so every read filters by it and another tenant's
+transaction or review is indistinguishable from one that does not exist
+(tests/integration/test_tenant_store.py asks every read method with another tenant's ids).
+
+The write guards with rules of their own are stores too, bound to the tenant the same way
+(they are handed the route's TenantStore): services.intake.abort_record,
+services.intake.resolutions; services.intake.intents is bound to its Intent's tenant.
+Reads that belong to no tenant live elsewhere: the webhook ingress's (an effect's key
+names its tenant: services.intake.webhook_store) and the admin's drift (`unowned_drift`).
+"""
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import asyncpg
+
+from events.definition import OpStatus, TxStatus
+from events.transaction_events import event_from
+from transactions.state import TransactionState
+from transactions.transaction import replay
+
+_REVIEW = "r.id, r.tx_id, r.action, r.op_key, r.reason, r.state, r.created_at"
+_DRIFT = (
+    "SELECT drift_id, tenant, kind, provider, tx_id, action, op_key, effect_id, detail,"
+    " detected_at FROM drift"
+)
+
+
+@dataclass(frozen=True)
+class TenantStore:
+    conn: asyncpg.Connection
+    tenant: str
+
+    async def transaction(self, tx_id: str) -> dict[str, Any] | None:
+        """The transaction as `GET /v1/transactions/{tx_id}` shows it."""
+        tx = await self.conn.fetchrow(
+            "SELECT status, agent_id FROM transactions WHERE tenant = $1 AND tx_id = $2",
+            self.tenant,
+            tx_id,
+        )
+        if tx is None:
+            return await self._accepted_intent(tx_id)
+        ops = await self.conn.fetch(
+            "SELECT action, kind, op_key, operation, provider, state, attempts, remote_id,"
+            " evidence FROM operations WHERE tenant = $1 AND tx_id = $2 ORDER BY position",
+            self.tenant,
+            tx_id,
+        )
+        # The saga's plan (the undos, in the order they run), from its event: the plan is
+        # written once and never changes, so the event is the view.
+        # Why a step failed (e.g. `stale_revision`: re-plan) is its TransactionFailed's or
+        # OperationRejected's reason, read from those events with the plan (one query).
+        rows = await self.conn.fetch(
+            "SELECT type, data FROM events WHERE tenant = $1 AND tx_id = $2"
+            " AND type IN ('CompensationPlanned', 'TransactionFailed', 'OperationRejected')"
+            " ORDER BY seq",
+            self.tenant,
+            tx_id,
+        )
+        plan: Any = None
+        reasons: dict[str, str] = {}
+        for row in rows:
+            data = json.loads(row["data"])
+            if row["type"] == "CompensationPlanned":
+                plan = plan if plan is not None else data["plan"]
+            else:
+                reasons.setdefault(data["action"], data["reason"])
+        return {
+            "tx_id": tx_id,
+            "status": tx["status"],
+            "agent_id": tx["agent_id"],
+            "operations": [
+                {
+                    **dict(op),
+                    "evidence": json.loads(op["evidence"]),
+                    "reason": reasons.get(op["action"]) if op["state"] == "failed" else None,
+                }
+                for op in ops
+            ],
+            "compensation_plan": plan if plan is not None else [],
+        }
+
+    async def produced_intent(self, tx_id: str) -> asyncpg.Record | None:
+        """The intake's intent row, once Kafka acknowledged its command. A row whose
+        command Kafka never acknowledged is no promise (services.intake.intents): such a
+        tx_id is answered as unknown."""
+        row: asyncpg.Record | None = await self.conn.fetchrow(
+            "SELECT agent_id, session_id, operations, attempted_at FROM intents"
+            " WHERE tenant = $1 AND tx_id = $2 AND produced",
+            self.tenant,
+            tx_id,
+        )
+        return row
+
+    async def _accepted_intent(self, tx_id: str) -> dict[str, Any] | None:
+        # The intent is durable in Kafka but not projected yet: it is accepted, and nothing
+        # of it has been dispatched.
+        intent = await self.produced_intent(tx_id)
+        if intent is None:
+            return None
+        return {
+            "tx_id": tx_id,
+            "status": TxStatus.ACCEPTED.value,
+            "agent_id": intent["agent_id"],
+            "operations": [
+                {
+                    "action": op["action"],
+                    "kind": op["kind"],
+                    "op_key": op["op_key"],
+                    "operation": op["operation"],
+                    "provider": op["provider"],
+                    "state": OpStatus.PENDING.value,
+                    "attempts": 0,
+                    "remote_id": None,
+                    "evidence": [],
+                    "reason": None,
+                }
+                for op in json.loads(intent["operations"])
+            ],
+            "compensation_plan": [],
+        }
+
+    async def events(self, tx_id: str) -> list[dict[str, Any]] | None:
+        """The transaction's projected events in seq order; [] for an accepted intent not
+        projected yet, None for a tx_id the tenant never had accepted."""
+        rows = await self.conn.fetch(
+            "SELECT seq, type, occurred_at, occurred_at_text, prev_hash, hash, data, event_id,"
+            " causation_id, tenant, tx_id, schema_version, correlation_id"
+            " FROM events WHERE tenant = $1 AND tx_id = $2 ORDER BY seq",
+            self.tenant,
+            tx_id,
+        )
+        if not rows:
+            return [] if await self.produced_intent(tx_id) is not None else None
+        # Every field of the envelope is returned, so the hash chain can be checked from
+        # this answer alone.
+        return [
+            {
+                **{k: v for k, v in row.items() if k != "occurred_at_text"},
+                "occurred_at": row["occurred_at_text"] or row["occurred_at"].isoformat(),
+                "data": json.loads(row["data"]),
+            }
+            for row in rows
+        ]
+
+    async def projected_state(self, tx_id: str) -> TransactionState | None:
+        """The transaction as its projected log shows it, folded by the decider's own rules
+        (transactions.transaction.replay); None when no event of it is projected yet. One
+        read of the events' primary key; a live transaction's log is short (its
+        session-caused events are capped, transactions.input_bounds)."""
+        rows = await self.conn.fetch(
+            "SELECT type, data FROM events WHERE tenant = $1 AND tx_id = $2 ORDER BY seq",
+            self.tenant,
+            tx_id,
+        )
+        if not rows:
+            return None
+        events = (event_from(r["type"], json.loads(r["data"])) for r in rows)
+        return replay(self.tenant, tx_id, events)
+
+    async def operation(self, op_key: str) -> asyncpg.Record | None:
+        """The projected operation either of whose keys (its own, its undo's) is `op_key`,
+        with its transaction's status. Both keys are indexed (operations_op_key,
+        operations_comp_op_key)."""
+        row: asyncpg.Record | None = await self.conn.fetchrow(
+            "SELECT o.tx_id, o.action, o.state, o.remote_id, t.status FROM operations o"
+            " JOIN transactions t ON t.tenant = o.tenant AND t.tx_id = o.tx_id"
+            " WHERE o.tenant = $1 AND (o.op_key = $2 OR o.comp_op_key = $2)",
+            self.tenant,
+            op_key,
+        )
+        return row
+
+    async def has_operation_on(self, remote_id: str, states: Sequence[str]) -> bool:
+        """Whether one of the tenant's operations in one of `states` names the provider
+        resource `remote_id` (services.intake.resource_owners says which states count)."""
+        found = await self.conn.fetchval(
+            "SELECT 1 FROM operations WHERE tenant = $1 AND remote_id = $2"
+            " AND state = ANY($3::text[]) LIMIT 1",
+            self.tenant,
+            remote_id,
+            list(states),
+        )
+        return found is not None
+
+    async def reviews(
+        self, *, state: str | None, created_before: datetime | None
+    ) -> list[asyncpg.Record]:
+        conditions: list[str] = ["r.tenant = $1"]
+        args: list[object] = [self.tenant]
+        if state is not None:
+            args.append(state)
+            conditions.append(f"r.state = ${len(args)}")
+        if created_before is not None:
+            args.append(created_before)
+            conditions.append(f"r.created_at <= ${len(args)}")
+        rows: list[asyncpg.Record] = await self.conn.fetch(
+            f"SELECT {_REVIEW} FROM reviews r WHERE {' AND '.join(conditions)}"
+            " ORDER BY r.created_at, r.id",
+            *args,
+        )
+        return rows
+
+    async def review(self, review_id: str) -> asyncpg.Record | None:
+        """A review with its operation, whose evidence is the review's whole trail."""
+        row: asyncpg.Record | None = await self.conn.fetchrow(
+            f"SELECT {_REVIEW}, r.leg, r.attempt, r.resolved_at, r.resolution, r.note,"
+            " r.actor, o.operation, o.provider, o.evidence"
+            " FROM reviews r LEFT JOIN operations o"
+            " ON o.tenant = r.tenant AND o.tx_id = r.tx_id AND o.action = r.action"
+            " WHERE r.tenant = $1 AND r.id = $2",
+            self.tenant,
+            review_id,
+        )
+        return row
+
+    async def review_state(self, review_id: str) -> asyncpg.Record | None:
+        row: asyncpg.Record | None = await self.conn.fetchrow(
+            "SELECT tx_id, state, action, leg, attempt FROM reviews WHERE tenant = $1 AND id = $2",
+            self.tenant,
+            review_id,
+        )
+        return row
+
+    async def drift(self) -> list[asyncpg.Record]:
+        """The tenant's drift and the drift that belongs to no tenant (which the route
+        shows redacted: services.intake.drift)."""
+        rows: list[asyncpg.Record] = await self.conn.fetch(
+            f"{_DRIFT} WHERE tenant = $1 OR tenant IS NULL ORDER BY detected_at, drift_id",
+            self.tenant,
+        )
+        return rows
+
+
+async def unowned_drift(conn: asyncpg.Connection) -> list[asyncpg.Record]:
+    """The deployment admin's view (services.intake.auth.Admin): the drift that belongs to
+    no tenant, and none of any tenant's own."""
+    rows: list[asyncpg.Record] = await conn.fetch(
+        f"{_DRIFT} WHERE tenant IS NULL ORDER BY detected_at, drift_id"
+    )
+    return rows
