@@ -121,6 +121,7 @@ async def approve(
     # The latest preview's steps, whatever digest the body names: the decider recomputes
     # the digest from them, so an older preview's digest (or none stored) is its
     # digest_mismatch, not a second rule here.
+    shown = _steps(preview)
     approval = approval_id(tenant, body.tx_id, body.action, body.digest, now.isoformat())
     command = ApproveOperation(
         message_id=approval,
@@ -133,7 +134,7 @@ async def approve(
         approver=approver,
         expires_at=now + timedelta(seconds=body.expires_in_s),
         issued_at=now,
-        shown=_steps(preview),
+        shown=shown,
     )
     # The decider's own rule on the projected log (transactions.approvals): separation of
     # duties, a gated step not run yet, the binding to the preview, the expiry.
@@ -141,9 +142,9 @@ async def approve(
     if not judged or not isinstance(judged[0], OperationApproved):
         reason = judged[0].reason if judged and isinstance(judged[0], ApprovalRefused) else ""
         raise approval_refused(reason, body.action)
-    approved, shown = judged[0], shown_step(command, step)
-    assert isinstance(shown, StepPreview)  # the decider approved what it shows
-    await _still_true(request, settings, tenant, body, step.spec, shown, approver, now)
+    approved, approved_step = judged[0], shown_step(command, step)
+    assert isinstance(approved_step, StepPreview)  # the decider approved what it shows
+    await _still_true(request, settings, tenant, body, step.spec, approved_step, approver, now)
     await produce_command(request.app.state, command, "the approval")
     return JSONResponse(
         {

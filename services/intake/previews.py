@@ -5,11 +5,13 @@ The body is a submission, exactly as it would be posted to `/v1/transactions`. E
 sent to its provider's preview (`POST <operation path>/preview`), which answers from its
 state: the resource's `current_revision`, what changes (`from`/`to`), who else is affected,
 the notifications that would go out, the reversibility. A preview that only restated the
-proposal would be no evidence; this one is the provider's.
+proposal would be no evidence; this one is the provider's. How each answer is read is
+services.intake.step_preview.
 
 The preview is stored (Postgres, per tenant) with two sha256 digests: `proposal_digest`, of
 the canonical proposal (the transaction's fingerprint, events.canonical), and `digest`, of
-the canonical preview including the proposal's digest. An approval names `digest`, so it is
+the canonical preview including the proposal's digest (events.preview.preview_digest). An
+approval names `digest` and carries the steps it hashes, so the decider checks that it is
 bound to both: to what will be executed and to what the approver was shown.
 """
 

@@ -13,9 +13,9 @@ from support.txbuilders import observed
 from events.approval_events import ApprovalRefused, OperationApproved
 from events.inputs import DeciderInput, Outcome, parse_input
 from events.preview import MAX_SHOWN_BYTES, preview_digest
-from events.transaction_events import Event, OperationDispatched
+from events.transaction_events import Event, OperationDispatched, event_data, event_from
 from transactions.state import TransactionState
-from transactions.transaction import decide, handle, initial_state
+from transactions.transaction import decide, evolve, handle, initial_state
 
 
 def given(*inputs: DeciderInput) -> TransactionState:
@@ -121,3 +121,23 @@ def test_an_approval_the_decider_refuses_changes_nothing_for_the_next_one() -> N
     )
     events = decide(state, approve(6, approval_id="honest", revision=7))
     assert [e.type for e in events] == ["OperationApproved", "OperationDispatched"]
+
+
+def test_an_approval_recorded_before_it_carried_its_preview_reads_and_hashes_as_it_was() -> None:
+    # The data of an OperationApproved on the chain from before `shown`: the envelope's hash
+    # covers exactly these fields, so the event must dump to them again.
+    recorded = {
+        "schema_version": 1,
+        "action": "promote",
+        "approval_id": "ap-old",
+        "proposal_digest": FINGERPRINT,
+        "preview_digest": "p" * 64,
+        "approver": "ops@example.com",
+        "expires_at": "2026-01-01T00:10:00+00:00",
+        "revision": 7,
+    }
+    event = event_from("OperationApproved", recorded)
+    assert isinstance(event, OperationApproved) and event.shown is None
+    assert event_data(event) == recorded
+    # And its approval still pins what it recorded.
+    assert evolve(given(gated_submit(planned=False)), event).approvals[0].revision == 7
