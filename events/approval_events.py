@@ -8,6 +8,7 @@ from typing import Literal
 from pydantic import Field
 
 from events.model import Message
+from events.preview import StepPreview
 
 
 class OperationAwaitingApproval(Message):
@@ -36,11 +37,17 @@ class OperationApproved(Message):
     # approval holds for that state only (transactions.revisions). Left out when
     # absent, so an approval recorded before it existed reads and hashes as it was.
     revision: int | None = Field(default=None, exclude_if=lambda v: v is None)
+    # Every step of the preview the approver was shown, which hashes to `preview_digest`
+    # (events.preview): an auditor reads on the chain what the person approved, and can
+    # recompute the digest. Absent from approvals recorded before it was carried.
+    shown: tuple[StepPreview, ...] | None = Field(default=None, exclude_if=lambda v: v is None)
 
 
 class ApprovalRefused(Message):
-    """An approval that does not hold (wrong digest, used, expired, the requester's own):
-    recorded, and the step does not run on it."""
+    """An approval that does not hold (a preview that does not hash to its digest or does
+    not show the step gated, another proposal's, used, expired, the requester's own):
+    recorded, and the step does not run on it. `reason` is one of
+    transactions.approvals.ApprovalRefusal, or `transaction_<status>`."""
 
     type: Literal["ApprovalRefused"] = "ApprovalRefused"
     schema_version: Literal[1] = 1

@@ -4,16 +4,22 @@ the decider judges again against the transaction's own state, and its judgement 
 on the chain."""
 
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from events.model import Message
+from events.preview import StepPreview
 
 
 class ApproveOperation(Message):
+    """v2: the approval carries the preview its approver was shown, so the decider checks
+    the binding itself (transactions.approvals): the steps hash to `preview_digest`, the
+    preview is of this transaction's proposal and shows the step gated, and the revision
+    pinned on the step's call is the one shown."""
+
     type: Literal["ApproveOperation"] = "ApproveOperation"
-    schema_version: Literal[1] = 1
+    schema_version: Literal[1, 2] = 2
     message_id: str
     tenant: str
     tx_id: str
@@ -24,10 +30,19 @@ class ApproveOperation(Message):
     approver: str  # the operator key's person, never a body field
     expires_at: datetime
     issued_at: datetime
-    # The resource's revision the approver was shown (the preview's `current_revision`);
-    # absent when the preview showed none, and in commands from before it existed. The
-    # decider pins it on the step's call (transactions.revisions).
-    revision: int | None = Field(default=None, exclude_if=lambda v: v is None)
+    # Every step of the preview, as shown (events.preview). None only in a v1 command,
+    # which carried the digest and the revision alone: nothing on it proves what was shown,
+    # so the decider refuses it (`preview_not_shown`) and the operator approves again.
+    shown: tuple[StepPreview, ...] | None = Field(default=None, exclude_if=lambda v: v is None)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _upcast_v1(cls, data: Any) -> Any:
+        """v1 -> v2: its `revision` was the intake's word for what was shown; v2 takes it
+        from the shown step instead, so it is dropped, and the command stays readable."""
+        if isinstance(data, dict) and data.get("schema_version", 1) == 1 and "revision" in data:
+            return {k: v for k, v in data.items() if k != "revision"}
+        return data
 
 
 class RejectOperation(Message):

@@ -145,3 +145,21 @@ def agent_review_id(op_key: str, attempt: int, session_id: str) -> str:
     """An agent session's request for review of one attempt: a retried request is the same
     command; the predecessor's fenced one does not swallow the successor's."""
     return f"agent-review:{op_key}:{attempt}:{session_id}"
+
+
+def approval_id(tenant: str, tx_id: str, action: str, digest: str, issued_at: str) -> str:
+    """One per request, by its time: an approval given again after an earlier one expired is
+    a new approval, not a repeat of the spent one (the step's one dispatch spends both)."""
+    return "ap_" + sha256_hex(canonical_json([tenant, tx_id, action, digest, issued_at]))[:32]
+
+
+def rejection_id(tx_id: str, action: str) -> str:
+    """A person's refusal of a step: one per step, so a retried request is the same command."""
+    return f"reject-{tx_id}-{action}"
+
+
+def stale_rejection_id(tenant: str, tx_id: str, action: str, approver: str, issued_at: str) -> str:
+    """The intake's refusal of a step whose resource moved on since its preview: one per
+    request, since a stale answer may come again (an earlier one reached a step not yet
+    waiting, and was ignored) and the decider drops a repeated id."""
+    return "stale-" + sha256_hex(canonical_json([tenant, tx_id, action, approver, issued_at]))[:32]

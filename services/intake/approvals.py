@@ -8,47 +8,49 @@ and the approver must not be the transaction's requesting agent (separation of d
 operator key whose person is the transaction's `agent_id` is refused `403`).
 
 An approval names `digest`, the digest of the latest preview of this transaction's
-proposal (POST /v1/previews), so it is bound to the canonical proposal (the transaction's
-fingerprint, which the preview's digest covers) and to what the approver was shown. Before
-it is recorded the provider is asked again: if the resource moved on (`stale_revision`) the
-step ends for good, and if the preview would now differ the approval is refused: preview
-again and approve what is true now. The approval carries the resource's revision it was
-shown, and the step's call is bound to it (transactions.revisions): a resource changed
-after the approval is refused by the provider as `stale_revision`. Refusals are `409` with
-`error`: `digest_mismatch` (another proposal, an older or a changed preview),
-`approval_used` (the step already ran on an approval), `approval_expired` (`expires_in_s`
-of 0 or less), `stale_revision`, `not_awaiting_approval`. The decider judges the approval
-again on the transaction's own state (transactions.approvals), including its expiry at
-the moment the step is reached, and records every approval and refusal as an event with
-its digests.
+proposal (POST /v1/previews), and the command carries that preview's steps as shown: the
+decider recomputes the digest from them (events.preview), checks that the preview is of
+this transaction's proposal and shows the step gated, and pins the step's call to the
+revision the step showed (transactions.revisions), so a resource changed after the
+approval is refused by the provider as `stale_revision`. The route asks the decider's own
+rule (transactions.approvals.approve, through `decide` on the projected log) before it
+answers, and turns its refusal into the API's error (services.intake.approval_refusals):
+`403 separation_of_duties`; `409` `digest_mismatch` (another proposal, an older or a
+changed preview), `approval_used` (the step already ran), `approval_expired`
+(`expires_in_s` of 0 or less), `approval_not_required`, `not_awaiting_approval`. What it
+alone can do is I/O: before the approval is produced the provider is asked again, and if
+the resource moved on (`stale_revision`) the step ends for good, and if the preview would
+now differ the approval is refused: preview again and approve what is true now. The
+decider judges the approval again on the log, including its expiry at the moment the step
+is reached, and records every approval (with what was shown) and refusal as an event.
 """
 
 import json
 from datetime import UTC, datetime, timedelta
-from typing import Annotated, Any
+from typing import Annotated
 
 import asyncpg
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from events.approval_events import OperationRejected
+from events.approval_events import ApprovalRefused, OperationApproved, OperationRejected
 from events.approval_inputs import ApproveOperation, RejectOperation
-from events.approval_policy import conflicts_of_duty
-from events.canonical import fingerprint
-from events.definition import TX_ID_PATTERN, OperationKind, OperationSpec
+from events.definition import STALE_REVISION, TX_ID_PATTERN, OperationSpec
+from events.keys import approval_id, rejection_id, stale_rejection_id
+from events.preview import StepPreview
 from services.config import Settings
 from services.intake import auth
+from services.intake.approval_refusals import refused as approval_refused
 from services.intake.errors import ApiError, invalid_request, parsed, unknown_transaction
 from services.intake.openapi import errors, json_body, ok
 from services.intake.preview_store import latest_preview
-from services.intake.previews import _step
 from services.intake.produce import produce_command
 from services.intake.projected import projected_state
+from services.intake.step_preview import step_preview
 from services.providers.adapters import SandboxAdapter
 from services.providers.http import ProviderHttp
-from transactions.approvals import APPROVABLE
-from transactions.state import OperationState
+from transactions.approvals import shown_step
 from transactions.transaction import decide
 
 router = APIRouter()
@@ -108,96 +110,62 @@ async def approve(
     body = parsed(await request.body(), ApprovalRequest)
     tenant, settings = who.tenant, request.app.state.settings
     async with request.app.state.pool.acquire() as conn:
-        intent, step = await _step_of(conn, tenant, body.tx_id, body.action)
-        preview = await latest_preview(conn, tenant, intent["fingerprint"])
-    # On principals: the approver must be neither the agent the transaction names nor
-    # the person whose operator key submitted it (as whichever agent).
-    if conflicts_of_duty(approver, intent["agent_id"], intent["submitted_by"]):
-        raise ApiError(
-            403,
-            "separation_of_duties",
-            f"{approver!r} requested this transaction and may not approve it",
-        )
-    spec = _spec(intent, body.action)
-    if spec.kind is not OperationKind.STEP or not spec.approval_required:
-        # The decider's rule too (approval_not_required): only a gated step waits for one,
-        # and only gated steps are in the preview the approval would be bound to.
-        raise ApiError(
-            409,
-            "approval_not_required",
-            f"{body.action!r} is not a step that waits for approval; nothing to approve",
-        )
-    if step.forward.status not in APPROVABLE:
-        raise ApiError(409, "approval_used", f"step {body.action!r} already ran ({step.status})")
-    if preview is None or preview["digest"] != body.digest:
-        raise ApiError(
-            409,
-            "digest_mismatch",
-            "the digest is not the latest preview of this transaction's proposal: the "
-            "proposal changed, or it was previewed again; preview it and approve that",
-        )
-    if body.expires_in_s <= 0:
-        raise ApiError(
-            409,
-            "approval_expired",
-            f"an approval that expires in {body.expires_in_s}s has already lapsed; "
-            "give expires_in_s of at least 1",
-        )
-    shown = next((s for s in _json(preview["body"])["steps"] if s["action"] == body.action), None)
-    if shown is None:
-        raise ApiError(
-            409,
-            "digest_mismatch",
-            f"the preview does not show step {body.action!r}; preview it and approve that",
-        )
+        state = await projected_state(conn, tenant, body.tx_id)
+        if state is None:
+            raise unknown_transaction(body.tx_id)
+        preview = await latest_preview(conn, tenant, state.fingerprint)
+    step = state.operation(body.action)
+    if step is None:
+        raise ApiError(404, "not_found", f"no step {body.action!r} of {body.tx_id!r}")
     now = datetime.now(UTC)
-    await _still_true(request, settings, tenant, body, spec, shown, approver, now)
-    # One per request: an approval given again after an earlier one expired is a new
-    # approval, not a repeat of the spent one (a retried request records a second live
-    # approval of the same digest; the step's one dispatch spends both).
-    approval_id = (
-        "ap_" + fingerprint([tenant, body.tx_id, body.action, body.digest, now.isoformat()])[:32]
-    )
-    expires_at = now + timedelta(seconds=body.expires_in_s)
+    # The latest preview's steps, whatever digest the body names: the decider recomputes
+    # the digest from them, so an older preview's digest (or none stored) is its
+    # digest_mismatch, not a second rule here.
+    shown = _steps(preview)
+    approval = approval_id(tenant, body.tx_id, body.action, body.digest, now.isoformat())
     command = ApproveOperation(
-        message_id=approval_id,
+        message_id=approval,
         tenant=tenant,
         tx_id=body.tx_id,
         action=body.action,
-        approval_id=approval_id,
-        proposal_digest=intent["fingerprint"],
+        approval_id=approval,
+        proposal_digest=state.fingerprint,
         preview_digest=body.digest,
         approver=approver,
-        expires_at=expires_at,
+        expires_at=now + timedelta(seconds=body.expires_in_s),
         issued_at=now,
-        # What the approver was shown, and `_still_true` found still true: the decider
-        # binds the step's call to it when the step names no expected_revision.
-        revision=_shown_revision(shown),
+        shown=shown,
     )
+    # The decider's own rule on the projected log (transactions.approvals): separation of
+    # duties, a gated step not run yet, the binding to the preview, the expiry.
+    judged = decide(state, command)
+    if not judged or not isinstance(judged[0], OperationApproved):
+        reason = judged[0].reason if judged and isinstance(judged[0], ApprovalRefused) else ""
+        raise approval_refused(reason, body.action)
+    approved, approved_step = judged[0], shown_step(command, step)
+    assert isinstance(approved_step, StepPreview)  # the decider approved what it shows
+    await _still_true(request, settings, tenant, body, step.spec, approved_step, approver, now)
     await produce_command(request.app.state, command, "the approval")
     return JSONResponse(
         {
-            "approval_id": approval_id,
+            "approval_id": approval,
             "tx_id": body.tx_id,
             "action": body.action,
             "digest": body.digest,
-            "proposal_digest": intent["fingerprint"],
+            "proposal_digest": state.fingerprint,
             "approver": approver,
-            "expires_at": expires_at.isoformat(),
+            "expires_at": approved.expires_at,
         },
         status_code=201,
     )
 
 
-def _shown_revision(shown: dict[str, Any]) -> int | None:
-    revision = shown.get("current_revision")
-    return revision if isinstance(revision, int) and not isinstance(revision, bool) else None
-
-
-def stale_rejection_id(tenant: str, tx_id: str, action: str, approver: str, now: datetime) -> str:
-    """One per request: the decider drops a repeated message_id, and a stale answer may
-    come again (an earlier one reached a step not yet waiting, and was ignored)."""
-    return "stale-" + fingerprint([tenant, tx_id, action, approver, now.isoformat()])[:32]
+def _steps(preview: asyncpg.Record | None) -> tuple[StepPreview, ...]:
+    if preview is None:
+        return ()
+    body = preview["body"]
+    stored = json.loads(body) if isinstance(body, str) else body
+    return tuple(StepPreview.model_validate(step) for step in stored["steps"])
 
 
 async def _still_true(
@@ -206,7 +174,7 @@ async def _still_true(
     tenant: str,
     body: ApprovalRequest,
     spec: OperationSpec,
-    shown: dict[str, Any],
+    shown: StepPreview,
     approver: str,
     now: datetime,
 ) -> None:
@@ -215,18 +183,18 @@ async def _still_true(
         adapter = SandboxAdapter(http, settings.providers[spec.provider])
         status, answer = await adapter.preview(spec.operation, spec.payload)
     try:
-        fresh = _step(
-            spec.action, spec.provider, spec.operation, status, answer, spec.approval_required
-        )
+        fresh = step_preview(spec, status, answer)
     except ApiError as refused:
-        if refused.code == "stale_revision":
+        if refused.code == STALE_REVISION:
             # Definitive: the step ends `failed`, reason stale_revision; the agent re-plans.
             stale = RejectOperation(
-                message_id=stale_rejection_id(tenant, body.tx_id, body.action, approver, now),
+                message_id=stale_rejection_id(
+                    tenant, body.tx_id, body.action, approver, now.isoformat()
+                ),
                 tenant=tenant,
                 tx_id=body.tx_id,
                 action=body.action,
-                reason="stale_revision",
+                reason=STALE_REVISION,
                 actor=approver,
                 note=refused.message,
                 issued_at=now,
@@ -279,7 +247,7 @@ async def reject(
         if row is None:
             raise ApiError(404, "not_found", f"no operation {op_key!r} for this API key's tenant")
         command = RejectOperation(
-            message_id=f"reject-{row['tx_id']}-{row['action']}",
+            message_id=rejection_id(row["tx_id"], row["action"]),
             tenant=who.tenant,
             tx_id=row["tx_id"],
             action=row["action"],
@@ -305,35 +273,3 @@ async def reject(
         {"tx_id": row["tx_id"], "action": row["action"], "status": "rejection_requested"},
         status_code=202,
     )
-
-
-async def _step_of(
-    conn: asyncpg.Connection, tenant: str, tx_id: str, action: str
-) -> tuple[asyncpg.Record, OperationState]:
-    intent = await conn.fetchrow(
-        "SELECT fingerprint, agent_id, operations, submitted_by FROM intents"
-        " WHERE tenant = $1 AND tx_id = $2",
-        tenant,
-        tx_id,
-    )
-    if intent is None:
-        raise unknown_transaction(tx_id)
-    # The step's legs as the decider's own fold of the projected log has them.
-    state = await projected_state(conn, tenant, tx_id)
-    step = state.operation(action) if state is not None else None
-    if step is None:
-        # Not projected yet (or no such step): nothing to approve until it waits.
-        raise ApiError(404, "not_found", f"no step {action!r} of {tx_id!r} (yet)")
-    return intent, step
-
-
-def _json(value: Any) -> Any:
-    return json.loads(value) if isinstance(value, str) else value
-
-
-def _spec(intent: asyncpg.Record, action: str) -> OperationSpec:
-    for raw in _json(intent["operations"]):
-        spec = OperationSpec.model_validate(raw)
-        if spec.action == action:
-            return spec
-    raise ApiError(404, "not_found", f"no step {action!r}")

@@ -7,6 +7,7 @@ from events.approval_inputs import ApproveOperation, RejectOperation
 from events.definition import OperationKind, OperationSpec
 from events.inputs import SubmitTransaction
 from events.keys import op_key
+from events.preview import StepPreview, preview_digest
 from support.txbuilders import T0, spec
 
 AGENT = "agent-1"
@@ -42,6 +43,25 @@ def gated_submit(*, planned: bool = True) -> SubmitTransaction:
     )
 
 
+def shown_step(
+    action: str = "promote", *, revision: int | None = None, gated: bool = True
+) -> StepPreview:
+    """`action` as its provider previewed it: the gated promotion of gated_spec."""
+    return StepPreview(
+        action=action,
+        provider="sandbox",
+        operation="waitlist.promote",
+        side_effect="destructive",
+        reversibility="compensating_only",
+        approval_required=gated,
+        resource="class-1",
+        current_revision=revision,
+        effects={"actor_position": {"from": 6, "to": 5}},
+        notifications=[],
+        refusal=None,
+    )
+
+
 def approve(
     n: int = 0,
     *,
@@ -52,8 +72,13 @@ def approve(
     valid_s: float = 600,
     action: str = "promote",
     revision: int | None = None,
+    shown: tuple[StepPreview, ...] | None = None,
+    preview: str | None = None,
 ) -> ApproveOperation:
+    """An approval as the intake builds it: it carries the preview shown (by default the
+    promotion at `revision`) and that preview's digest (unless `preview` names another)."""
     issued = at or T0 + timedelta(seconds=n)
+    steps = (shown_step(revision=revision),) if shown is None else shown
     return ApproveOperation(
         message_id=f"approve-{approval_id}-{n}",
         tenant="demo",
@@ -61,11 +86,11 @@ def approve(
         action=action,
         approval_id=approval_id,
         proposal_digest=digest,
-        preview_digest="p" * 64,
+        preview_digest=preview or preview_digest("tx-1", digest, steps),
         approver=approver,
         expires_at=issued + timedelta(seconds=valid_s),
         issued_at=issued,
-        revision=revision,
+        shown=steps,
     )
 
 

@@ -10,8 +10,8 @@ from support.txbuilders import T0, observed, request_review, resolve
 
 from events.definition import OpStatus, Resolution, TxStatus
 from events.inputs import DeciderInput, Outcome
+from events.keys import stale_rejection_id
 from events.transaction_events import Event
-from services.intake.approvals import stale_rejection_id
 from transactions.state import TransactionState
 from transactions.transaction import decide, handle, initial_state
 
@@ -154,8 +154,9 @@ def test_refusing_a_step_approved_ahead_revokes_its_unspent_approval() -> None:
 def test_a_second_stale_revision_refusal_is_a_new_command_not_a_duplicate() -> None:
     # The first came while the step was still pending (ignored); the second, once it waits,
     # must reach the decider: the dedupe by message_id would drop a repeated id.
-    first = stale_rejection_id("demo", "tx-1", "promote", "ops", T0)
-    second = stale_rejection_id("demo", "tx-1", "promote", "ops", T0 + timedelta(seconds=1))
+    first = stale_rejection_id("demo", "tx-1", "promote", "ops", T0.isoformat())
+    later = (T0 + timedelta(seconds=1)).isoformat()
+    second = stale_rejection_id("demo", "tx-1", "promote", "ops", later)
     assert first != second
     state = given(gated_submit())
     ignored = reject(1, reason="stale_revision").model_copy(update={"message_id": first})

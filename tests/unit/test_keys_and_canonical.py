@@ -5,6 +5,7 @@ from events.drift import DriftKind
 from events.inputs import Outcome, Source
 from events.keys import (
     abort_id,
+    approval_id,
     compensate_id,
     compensation_key,
     dispatch_observation_id,
@@ -14,9 +15,11 @@ from events.keys import (
     op_key,
     partition_key,
     plan_id,
+    rejection_id,
     resolve_id,
     review_id,
     review_request_id,
+    stale_rejection_id,
     submit_id,
     webhook_id,
 )
@@ -69,6 +72,24 @@ def test_message_id_vectors() -> None:
     assert lookup_observation_id("rk1_0123", 2, 3) == "reconcile:rk1_0123:2:3"
     assert review_request_id("rk1_0123", 2) == "reconcile:rk1_0123:2:review"
     assert webhook_id("sandbox", "dlv-7") == "webhook:sandbox:dlv-7"
+    assert rejection_id("order-42", "promote") == "reject-order-42-promote"
+
+
+def test_approval_message_id_vectors() -> None:
+    # The intake derived these in its route before they moved here: the same outputs, so an
+    # approval or a stale rejection on the log keeps the id its derivation gives now.
+    at = "2026-12-01T00:00:00+00:00"
+    assert approval_id("demo", "order-42", "promote", "d" * 64, at) == (
+        "ap_b78f597fcc014bea99d63728f6fa2b9e"
+    )
+    assert stale_rejection_id("demo", "order-42", "promote", "alice", at) == (
+        "stale-54746d49d3697b86eb5bf39bc62f4923"
+    )
+    # One per request: a later request is a new command, not a duplicate the decider drops.
+    later = "2026-12-01T00:00:01+00:00"
+    assert stale_rejection_id("demo", "order-42", "promote", "alice", later) != (
+        stale_rejection_id("demo", "order-42", "promote", "alice", at)
+    )
 
 
 def test_derived_id_vectors() -> None:
