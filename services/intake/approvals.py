@@ -46,8 +46,8 @@ from services.intake.errors import ApiError, invalid_request, parsed, unknown_tr
 from services.intake.openapi import errors, json_body, ok
 from services.intake.preview_store import latest_preview
 from services.intake.produce import produce_command
-from services.intake.projected import projected_state
 from services.intake.step_preview import step_preview
+from services.intake.tenant_store import TenantStore
 from services.providers.adapters import SandboxAdapter
 from services.providers.http import ProviderHttp
 from transactions.approvals import shown_step
@@ -110,10 +110,11 @@ async def approve(
     body = parsed(await request.body(), ApprovalRequest)
     tenant, settings = who.tenant, request.app.state.settings
     async with request.app.state.pool.acquire() as conn:
-        state = await projected_state(conn, tenant, body.tx_id)
+        store = TenantStore(conn, tenant)
+        state = await store.projected_state(body.tx_id)
         if state is None:
             raise unknown_transaction(body.tx_id)
-        preview = await latest_preview(conn, tenant, state.fingerprint)
+        preview = await latest_preview(store, state.fingerprint)
     step = state.operation(body.action)
     if step is None:
         raise ApiError(404, "not_found", f"no step {body.action!r} of {body.tx_id!r}")
@@ -228,22 +229,8 @@ async def reject(
     except ValidationError as exc:
         raise invalid_request(exc.errors()) from None
     async with request.app.state.pool.acquire() as conn:
-        row = await conn.fetchrow(
-            "SELECT tx_id, action, state FROM operations WHERE tenant = $1 AND op_key = $2",
-            who.tenant,
-            op_key,
-        )
-        if row is None:
-            # The id may also be an approval's (`ap_...`, POST /v1/approvals): the step it
-            # approved is the one refused. Found once the decider recorded the approval.
-            row = await conn.fetchrow(
-                "SELECT o.tx_id, o.action, o.state FROM events e JOIN operations o"
-                " ON o.tenant = e.tenant AND o.tx_id = e.tx_id AND o.action = e.data->>'action'"
-                " WHERE e.tenant = $1 AND e.type IN ('OperationApproved', 'ApprovalRefused')"
-                " AND e.data->>'approval_id' = $2 LIMIT 1",
-                who.tenant,
-                op_key,
-            )
+        store = TenantStore(conn, who.tenant)
+        row = await store.step(op_key)
         if row is None:
             raise ApiError(404, "not_found", f"no operation {op_key!r} for this API key's tenant")
         command = RejectOperation(
@@ -256,7 +243,7 @@ async def reject(
             note=body.note,
             issued_at=datetime.now(UTC),
         )
-        state = await projected_state(conn, who.tenant, row["tx_id"])
+        state = await store.projected_state(row["tx_id"])
     # The decider's own rule (transactions.approvals.reject), on the projected log: a gated
     # step not started yet may be refused whether it waits or was approved ahead (its live
     # approval is then revoked, since the step never runs); once dispatched, the approval

@@ -1,9 +1,11 @@
 """Stored previews (POST /v1/previews), per tenant: what an approval is checked against.
 
-The table is governance state (services/governance/schema.sql, applied when the intake
-starts, not on every call). It is bounded: storing a preview deletes the older previews of
-the same proposal (an approval must name the latest, so they can approve nothing) and every
-preview older than PREVIEW_RETENTION_S (an approval of a step held that long previews again).
+A store, like services.intake.abort_record: it is handed the route's TenantStore, so the
+tenant it reads and writes is the caller's. The table is governance state
+(services/governance/schema.sql, applied when the intake starts, not on every call). It is
+bounded: storing a preview deletes the older previews of the same proposal (an approval
+must name the latest, so they can approve nothing) and every preview older than
+PREVIEW_RETENTION_S (an approval of a step held that long previews again).
 """
 
 import json
@@ -11,12 +13,13 @@ from typing import Any
 
 import asyncpg
 
+from services.intake.tenant_store import TenantStore
+
 PREVIEW_RETENTION_S = 7 * 86400.0
 
 
 async def store_preview(
-    conn: asyncpg.Connection,
-    tenant: str,
+    store: TenantStore,
     preview_id: str,
     tx_id: str,
     proposal_digest: str,
@@ -24,6 +27,7 @@ async def store_preview(
     body: dict[str, Any],
 ) -> None:
     """Record it; the same preview again (same state, same proposal) becomes the latest."""
+    conn, tenant = store.conn, store.tenant
     async with conn.transaction():
         await conn.execute(
             "INSERT INTO previews (tenant, preview_id, tx_id, proposal_digest, digest, body)"
@@ -48,14 +52,12 @@ async def store_preview(
         )
 
 
-async def latest_preview(
-    conn: asyncpg.Connection, tenant: str, proposal_digest: str
-) -> asyncpg.Record | None:
+async def latest_preview(store: TenantStore, proposal_digest: str) -> asyncpg.Record | None:
     """The newest preview of this proposal: an approval must name it, not an older one."""
-    row: asyncpg.Record | None = await conn.fetchrow(
+    row: asyncpg.Record | None = await store.conn.fetchrow(
         "SELECT preview_id, digest, body, created_at FROM previews"
         " WHERE tenant = $1 AND proposal_digest = $2 ORDER BY created_at DESC LIMIT 1",
-        tenant,
+        store.tenant,
         proposal_digest,
     )
     return row

@@ -32,6 +32,7 @@ from services.intake.openapi import errors, json_body, ok
 from services.intake.preview_store import store_preview
 from services.intake.step_preview import step_preview
 from services.intake.submission import SubmissionRequest
+from services.intake.tenant_store import TenantStore
 from services.providers.adapters import SandboxAdapter
 from services.providers.http import ProviderHttp
 
@@ -81,6 +82,6 @@ async def preview(request: Request, tenant: str = Depends(auth.tenant)) -> JSONR
     }
     async with request.app.state.pool.acquire() as conn:
         await store_preview(
-            conn, tenant, preview_id, submission.tx_id, proposal_digest, digest, answer
+            TenantStore(conn, tenant), preview_id, submission.tx_id, proposal_digest, digest, answer
         )
     return JSONResponse(answer)

@@ -9,21 +9,10 @@ judged again by the decider, on the log, and a refusal there is recorded.
 
 from collections.abc import Collection
 
-import asyncpg
-
 from events.inputs import DeciderInput
 from events.transaction_events import CommandRefused
-from services.intake.tenant_store import TenantStore
 from transactions.state import TransactionState
 from transactions.transaction import decide
-
-
-async def projected_state(
-    conn: asyncpg.Connection, tenant: str, tx_id: str
-) -> TransactionState | None:
-    """TenantStore.projected_state for services.intake.approvals, whose rewrite (in
-    progress elsewhere) moves it onto the store; then this goes."""
-    return await TenantStore(conn, tenant).projected_state(tx_id)
 
 
 def refusal(

@@ -3,7 +3,7 @@
 reads, and the intake's own intent row for a transaction the projector has not reached yet.
 
 A route builds one `TenantStore` from the authenticated principal (`who.tenant`, never
-from a body) and asks it; no route module holds SQL (tests/unit/test_tenant_store_rooms.py).
+from a body) and asks it; no route module holds SQL (tests/unit/test_intake_routes_hold_no_sql.py).
 The tenant is bound once, here, so every read filters by it and another tenant's
 transaction or review is indistinguishable from one that does not exist
 (tests/integration/test_tenant_store.py asks every read method with another tenant's ids).
@@ -178,6 +178,25 @@ class TenantStore:
             self.tenant,
             op_key,
         )
+        return row
+
+    async def step(self, key: str) -> asyncpg.Record | None:
+        """The step an op key names, or the one an approval id (`ap_...`, POST
+        /v1/approvals) approved, found once the decider recorded the approval."""
+        row: asyncpg.Record | None = await self.conn.fetchrow(
+            "SELECT tx_id, action, state FROM operations WHERE tenant = $1 AND op_key = $2",
+            self.tenant,
+            key,
+        )
+        if row is None:
+            row = await self.conn.fetchrow(
+                "SELECT o.tx_id, o.action, o.state FROM events e JOIN operations o"
+                " ON o.tenant = e.tenant AND o.tx_id = e.tx_id AND o.action = e.data->>'action'"
+                " WHERE e.tenant = $1 AND e.type IN ('OperationApproved', 'ApprovalRefused')"
+                " AND e.data->>'approval_id' = $2 LIMIT 1",
+                self.tenant,
+                key,
+            )
         return row
 
     async def has_operation_on(self, remote_id: str, states: Sequence[str]) -> bool:

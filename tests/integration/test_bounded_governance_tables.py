@@ -16,6 +16,7 @@ from support.intake_app import intake_client, settings_fixture
 from events.policy import Quota
 from services.governance import store
 from services.intake.preview_store import PREVIEW_RETENTION_S, latest_preview, store_preview
+from services.intake.tenant_store import TenantStore
 
 settings = settings_fixture()
 AGENT = {"Authorization": "Bearer key-acme"}
@@ -47,19 +48,21 @@ async def test_previews_keep_the_latest_of_a_proposal_and_expire(settings: Any) 
     conn = await asyncpg.connect(settings.database_url)
     try:
         for n in range(3):
-            await store_preview(conn, "acme", f"pv_{n}", "tx-1", "proposal-1", f"d{n}", {"n": n})
+            await store_preview(
+                TenantStore(conn, "acme"), f"pv_{n}", "tx-1", "proposal-1", f"d{n}", {"n": n}
+            )
         rows = await conn.fetch(
             "SELECT preview_id FROM previews WHERE proposal_digest = $1", "proposal-1"
         )
         assert [r["preview_id"] for r in rows] == ["pv_2"]
-        latest = await latest_preview(conn, "acme", "proposal-1")
+        latest = await latest_preview(TenantStore(conn, "acme"), "proposal-1")
         assert latest is not None and latest["digest"] == "d2"
         # A preview older than the retention is deleted by the next one stored, any tenant's.
         await conn.execute(
             "UPDATE previews SET created_at = now() - make_interval(secs => $1)",
             PREVIEW_RETENTION_S + 60,
         )
-        await store_preview(conn, "other", "pv_x", "tx-2", "proposal-2", "dx", {})
+        await store_preview(TenantStore(conn, "other"), "pv_x", "tx-2", "proposal-2", "dx", {})
         assert await conn.fetchval("SELECT count(*) FROM previews WHERE tenant = 'acme'") == 0
         assert await conn.fetchval("SELECT count(*) FROM previews WHERE tenant = 'other'") == 1
     finally:

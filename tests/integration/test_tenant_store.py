@@ -104,6 +104,11 @@ async def _operation(s: TenantStore) -> list[object]:
     return _some(await s.operation(CHARGE.op_key), await s.operation(CHARGE.compensation_key or ""))
 
 
+async def _step(s: TenantStore) -> list[object]:
+    # By op key here; by approval id in test_approval_revocation (a recorded approval).
+    return _some(await s.step(CHARGE.op_key))
+
+
 async def _has_operation_on(s: TenantStore) -> list[object]:
     return _some(await s.has_operation_on("ch_reserve", ["confirmed"]))
 
@@ -134,6 +139,7 @@ READS: dict[str, Callable[[TenantStore], Awaitable[list[object]]]] = {
     "events": _events,
     "projected_state": _projected_state,
     "operation": _operation,
+    "step": _step,
     "has_operation_on": _has_operation_on,
     "reviews": _reviews,
     "review": _review,

@@ -26,8 +26,6 @@ SENDS = {
     "copy_records_to_table",
 }
 SQL = re.compile(r"\b(SELECT|INSERT INTO|UPDATE \w+ SET|DELETE FROM)\b")
-# Its two lookups move into the tenant store once its rewrite (another branch) is merged.
-PENDING = {"approvals.py"}
 
 
 def _tree(path: Path) -> ast.Module:
@@ -83,15 +81,9 @@ def test_the_scan_finds_the_route_modules_and_the_sql_in_the_stores() -> None:
         assert sql_in(_tree(INTAKE / store)), store
 
 
-@pytest.mark.parametrize("module", sorted(set(ROUTES) - PENDING))
+@pytest.mark.parametrize("module", ROUTES)
 def test_a_route_module_holds_no_sql(module: str) -> None:
     assert sql_in(_tree(INTAKE / module)) == [], (
         f"services/intake/{module} defines routes and holds SQL: ask a store "
         "(services.intake.tenant_store) instead"
     )
-
-
-@pytest.mark.parametrize("module", sorted(PENDING))
-def test_a_pending_exemption_is_still_needed(module: str) -> None:
-    # Once its lookups have moved into the store, the exemption must go with them.
-    assert module in ROUTES and sql_in(_tree(INTAKE / module)), f"drop {module} from PENDING"
