@@ -18,7 +18,8 @@ class OperationKind(StrEnum):
 
 
 class Leg(StrEnum):
-    """Which call of an operation an event is about: the operation itself, or its undo."""
+    """Which call of an operation an event is about: the operation itself, or its
+    compensation (the one name of its undo: API, events and code)."""
 
     FORWARD = "forward"
     COMPENSATION = "compensation"
@@ -79,7 +80,7 @@ class OperationSpec(Message):
     payload: dict[str, Any]
     op_key: str
     compensation: Compensation | None = None
-    # The undo's own key, derived from op_key (events.keys.compensation_key).
+    # The compensation's own key, derived from op_key (events.keys.compensation_key).
     compensation_key: str | None = None
     # Decided at intake from the operation's class (events.approval_policy): the step is
     # not dispatched until a person's approval bound to its proposal and preview arrives.

@@ -49,7 +49,7 @@ def _spec(
     operation: str,
     kind: OperationKind,
     payload: dict[str, object],
-    undo: str | None,
+    compensation: str | None,
 ) -> OperationSpec:
     key = op_key(tenant=tenant, environment="bench", provider="sandbox", tx_id=tx_id, action=action)
     return OperationSpec(
@@ -59,8 +59,8 @@ def _spec(
         operation=operation,
         payload=payload,
         op_key=key,
-        compensation=Compensation(operation=undo) if undo else None,
-        compensation_key=compensation_key(key) if undo else None,
+        compensation=Compensation(operation=compensation) if compensation else None,
+        compensation_key=compensation_key(key) if compensation else None,
     )
 
 

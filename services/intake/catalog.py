@@ -23,7 +23,12 @@ class CatalogEntry(BaseModel):
     side_effect: Literal["read", "write", "destructive"] = Field(alias="class")
     reversibility: Literal["reversible", "compensating_only", "irreversible"]
     # The one operation a step's `compensation` may name (events.catalog); None: it has none.
-    undo: str | None = None
+    compensation: str | None = None
+    # v1 published this as `undo`; kept, equal to `compensation`, for one release so a
+    # client reading it has time to move (docs/contract.md, "Governance").
+    undo: str | None = Field(
+        default=None, deprecated=True, description="Deprecated: the same as `compensation`."
+    )
 
 
 class Catalog(BaseModel):
@@ -40,7 +45,8 @@ async def catalog(request: Request, tenant: str = Depends(auth.tenant)) -> dict[
                 "operation": info.name,
                 "class": info.side_effect.value,
                 "reversibility": info.reversibility.value,
-                "undo": info.undo,
+                "compensation": info.compensation,
+                "undo": info.compensation,
             }
             for provider in sorted(settings.providers)
             for info in PROVIDER_CATALOGS.get(provider, CATALOG).values()

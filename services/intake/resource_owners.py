@@ -28,9 +28,11 @@ def named_resources(submission: SubmissionRequest) -> list[NamedResource]:
         if found is not None:
             named.append(found)
         if op.compensation is not None and op.compensation.payload is not None:
-            undo = named_resource(op.action, op.compensation.operation, op.compensation.payload)
-            if undo is not None:
-                named.append(undo)
+            compensation = named_resource(
+                op.action, op.compensation.operation, op.compensation.payload
+            )
+            if compensation is not None:
+                named.append(compensation)
     return named
 
 

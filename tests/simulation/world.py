@@ -47,7 +47,9 @@ def transaction(rng: random.Random, tx_id: str) -> SubmitTransaction:
         )
         info = operation_info("sandbox", operation)
         undo = (
-            Compensation(operation=info.undo) if info.undo and kind is OperationKind.STEP else None
+            Compensation(operation=info.compensation)
+            if info.compensation and kind is OperationKind.STEP
+            else None
         )
         payload: dict[str, object] = {"amount": 100 + len(specs)}
         if decline:

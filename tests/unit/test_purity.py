@@ -14,6 +14,7 @@ PURE = [
     ROOT / "services/saga/reactor.py",
     ROOT / "projections/view.py",
     ROOT / "projections/moves.py",
+    ROOT / "projections/operation_row.py",
     ROOT / "projections/decode.py",
     ROOT / "reconcilers/signatures.py",
     ROOT / "reconcilers/webhook_intake.py",

@@ -37,7 +37,7 @@ class TxView:
     # Positions (index in the log) of the events the ordering checks need.
     confirmed_at: dict[str, int] = field(default_factory=dict)
     compensated_at: dict[str, int] = field(default_factory=dict)
-    undo_dispatched_at: dict[str, int] = field(default_factory=dict)
+    compensation_dispatched_at: dict[str, int] = field(default_factory=dict)
     notify_dispatched_at: dict[str, int] = field(default_factory=dict)
     committed_at: int | None = None
     compensated_tx_at: int | None = None
@@ -74,7 +74,7 @@ def fold(tx_id: str, envelopes: tuple[dict[str, Any], ...]) -> TxView:
             case "OperationDispatched":
                 view.legs[(action, leg)] = "dispatched"
                 if leg == COMPENSATION:
-                    view.undo_dispatched_at.setdefault(action, index)
+                    view.compensation_dispatched_at.setdefault(action, index)
                 elif view.specs.get(action, {}).get("kind") != "step":
                     view.notify_dispatched_at.setdefault(action, index)
             case "OperationUnknown":
@@ -232,13 +232,13 @@ def bad_compensations(history: History, all_views: dict[str, TxView]) -> list[st
             if view.specs[a].get("kind") == "step" and at < before_failure
         )
         expected = [a for _, a in reversed(confirmed) if view.specs[a].get("compensation")]
-        undone = [a for a, _ in sorted(view.compensated_at.items(), key=lambda item: item[1])]
-        if undone != expected:
-            problems.append(f"{view.tx_id}: undone {undone}, expected {expected}")
+        compensated = [a for a, _ in sorted(view.compensated_at.items(), key=lambda item: item[1])]
+        if compensated != expected:
+            problems.append(f"{view.tx_id}: compensated {compensated}, expected {expected}")
             continue
         # One at a time: the next undo is dispatched only after the previous is confirmed.
         for earlier, later in pairwise(expected):
-            if view.undo_dispatched_at.get(later, -1) < view.compensated_at[earlier]:
+            if view.compensation_dispatched_at.get(later, -1) < view.compensated_at[earlier]:
                 problems.append(f"{view.tx_id}: undo of {later} sent before {earlier} undone")
         at_provider = [created.get(view.specs[a].get("compensation_key") or "") for a in expected]
         stamped = [t for t in at_provider if t is not None]
