@@ -19,10 +19,17 @@ class OperationKind(StrEnum):
 
 class Leg(StrEnum):
     """Which call of an operation an event is about: the operation itself, or its
-    compensation (the one name of its undo: API, events and code)."""
+    compensation (the call that undoes it)."""
 
     FORWARD = "forward"
     COMPENSATION = "compensation"
+
+
+class ReviewState(StrEnum):
+    """Where a manual review stands: open until a person resolves it."""
+
+    OPEN = "open"
+    RESOLVED = "resolved"
 
 
 class Resolution(StrEnum):
@@ -65,6 +72,11 @@ class OpStatus(StrEnum):
     MANUAL_REVIEW = "manual_review"
     COMPENSATING = "compensating"
     COMPENSATED = "compensated"
+
+
+# An operation whose forward effect was confirmed: it is confirmed, or its compensation is
+# under way or done (a compensation is dispatched only for a confirmed forward leg).
+FORWARD_CONFIRMED = (OpStatus.CONFIRMED, OpStatus.COMPENSATING, OpStatus.COMPENSATED)
 
 
 class Compensation(Message):

@@ -16,7 +16,7 @@ from events.approval_events import (
     OperationAwaitingApproval,
     OperationRejected,
 )
-from events.definition import Leg, OperationKind, OpStatus, Resolution, TxStatus
+from events.definition import Leg, OperationKind, OpStatus, Resolution, ReviewState, TxStatus
 from events.envelope import Envelope
 from events.legs import (
     LEG_EVENTS,
@@ -100,7 +100,7 @@ class ReviewView(Message):
     op_key: str  # the key of the leg under review
     attempt: int
     reason: str
-    state: str = "open"  # "open" until ReviewResolved, then "resolved"
+    state: ReviewState = ReviewState.OPEN
     created_at: datetime
     resolved_at: datetime | None = None
     resolution: Resolution | None = None
@@ -263,7 +263,7 @@ def _resolve_review(view: TxView, event: ReviewResolved, at: datetime) -> TxView
     reviews = tuple(
         r.model_copy(
             update={
-                "state": "resolved",
+                "state": ReviewState.RESOLVED,
                 "resolved_at": at,
                 "resolution": event.resolution,
                 "note": event.note,

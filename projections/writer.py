@@ -14,7 +14,7 @@ from typing import Any
 
 import asyncpg
 
-from events.definition import Leg, Resolution, TxStatus
+from events.definition import Leg, Resolution, ReviewState, TxStatus
 from events.drift import DriftDetected
 from events.envelope import Envelope
 from projections.moves import Moves
@@ -189,7 +189,7 @@ def _review_view(row: asyncpg.Record) -> ReviewView:
         op_key=row["op_key"],
         attempt=row["attempt"],
         reason=row["reason"],
-        state=row["state"],
+        state=ReviewState(row["state"]),
         created_at=row["created_at"],
         resolved_at=row["resolved_at"],
         resolution=Resolution(row["resolution"]) if row["resolution"] else None,
@@ -249,7 +249,7 @@ def _review_row(v: TxView, r: ReviewView) -> tuple[Any, ...]:
         r.op_key,
         r.attempt,
         r.reason,
-        r.state,
+        r.state.value,
         r.created_at,
         r.resolved_at,
         r.resolution.value if r.resolution else None,

@@ -3,12 +3,12 @@ with the side-effect class and reversibility the retry policy, the approval gate
 previews read from events.catalog, so an agent can tell before it submits what will need
 an approval and what cannot be undone. Any key of the tenant may read it."""
 
-from typing import Any, Literal
+from typing import Any
 
 from fastapi import APIRouter, Depends, Request
 from pydantic import BaseModel, Field
 
-from events.catalog import CATALOG, PROVIDER_CATALOGS
+from events.catalog import CATALOG, PROVIDER_CATALOGS, Reversibility, SideEffect
 from services.config import Settings
 from services.intake import auth
 from services.intake.openapi import errors, ok
@@ -20,8 +20,8 @@ class CatalogEntry(BaseModel):
     provider: str
     operation: str
     # `class` is a Python keyword: the field carries it as its alias (the answer's name).
-    side_effect: Literal["read", "write", "destructive"] = Field(alias="class")
-    reversibility: Literal["reversible", "compensating_only", "irreversible"]
+    side_effect: SideEffect = Field(alias="class")
+    reversibility: Reversibility
     # The one operation a step's `compensation` may name (events.catalog); None: it has none.
     compensation: str | None = None
     # v1 published this as `undo`; kept, equal to `compensation`, for one release so a

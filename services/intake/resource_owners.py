@@ -7,6 +7,7 @@ What the tenant's confirmed operations created is read from the projected operat
 
 import asyncpg
 
+from events.definition import FORWARD_CONFIRMED
 from services.governance.resources import (
     NamedResource,
     ResourceNotOwned,
@@ -18,7 +19,7 @@ from services.intake.submission import SubmissionRequest
 
 # An operation that was confirmed created its resource; one compensated since did too (a
 # refunded charge is still the tenant's, and the provider judges what is left of it).
-_CREATED = ["confirmed", "compensating", "compensated"]
+_CREATED = [status.value for status in FORWARD_CONFIRMED]
 
 
 def named_resources(submission: SubmissionRequest) -> list[NamedResource]:
