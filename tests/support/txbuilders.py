@@ -18,6 +18,7 @@ from events.inputs import (
     SubmitTransaction,
 )
 from events.keys import compensation_key, op_key, review_id
+from events.observation import Seen, observation
 from transactions.transaction import handle, initial_state
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -80,7 +81,7 @@ def observed(
     leg: Leg = Leg.FORWARD,
 ) -> OperationObserved:
     key = spec(action, tx_id=tx_id).op_key
-    return OperationObserved(
+    return observation(
         message_id=f"obs-{action}-{leg.value}-{attempt}-{source.value}-{outcome.value}-{n}",
         tenant="demo",
         tx_id=tx_id,
@@ -88,8 +89,7 @@ def observed(
         op_key=key if leg is Leg.FORWARD else compensation_key(key),
         attempt=attempt,
         source=source,
-        outcome=outcome,
-        remote_id=f"ch_{action}" if outcome is Outcome.SUCCEEDED else None,
+        seen=Seen(outcome, remote_id=f"ch_{action}" if outcome is Outcome.SUCCEEDED else None),
         observed_at=T0 + timedelta(seconds=n + 1),
     )
 

@@ -22,7 +22,6 @@ PURE = [
     ROOT / "reconcilers/drift.py",
     ROOT / "services/providers/classify.py",
     ROOT / "services/providers/preconditions.py",
-    ROOT / "services/providers/observed.py",
     ROOT / "services/dispatcher/call_plan.py",
     ROOT / "services/providers/paths.py",
     ROOT / "services/governance/resources.py",
