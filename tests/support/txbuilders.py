@@ -33,8 +33,8 @@ def spec(
     compensable: bool = True,
 ) -> OperationSpec:
     key = op_key(tenant="demo", environment="test", provider="sandbox", tx_id=tx_id, action=action)
-    has_undo = kind is OperationKind.STEP and compensable
-    undo = Compensation(operation="payments.refund") if has_undo else None
+    has_compensation = kind is OperationKind.STEP and compensable
+    compensation = Compensation(operation="payments.refund") if has_compensation else None
     return OperationSpec(
         action=action,
         kind=kind,
@@ -42,8 +42,8 @@ def spec(
         operation=operation,
         payload={"amount": 100},
         op_key=key,
-        compensation=undo,
-        compensation_key=compensation_key(key) if undo else None,
+        compensation=compensation,
+        compensation_key=compensation_key(key) if compensation else None,
     )
 
 

@@ -75,13 +75,13 @@ def test_given_a_reserve_when_its_undo_is_a_charge_then_it_is_refused() -> None:
 
 
 def test_given_a_reserve_when_its_undo_is_a_delete_then_it_is_refused() -> None:
-    undo = {"operation": "records.delete"}
-    assert refusal_code(body(reserve(undo), charge())) == "compensation_not_allowed"
+    compensation = {"operation": "records.delete"}
+    assert refusal_code(body(reserve(compensation), charge())) == "compensation_not_allowed"
 
 
 def test_given_an_undo_when_it_carries_the_agents_payload_then_it_is_refused() -> None:
-    undo = {"operation": "inventory.release", "payload": {"sku": "sku-other", "qty": 99}}
-    assert refusal_code(body(reserve(undo), charge())) == "compensation_payload_not_allowed"
+    compensation = {"operation": "inventory.release", "payload": {"sku": "sku-other", "qty": 99}}
+    assert refusal_code(body(reserve(compensation), charge())) == "compensation_payload_not_allowed"
 
 
 def test_given_undos_that_need_approval_when_a_step_declares_one_then_it_is_refused() -> None:

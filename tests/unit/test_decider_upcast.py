@@ -19,7 +19,7 @@ from transactions.state import TransactionState
 from transactions.transaction import handle, initial_state
 
 # reserve confirmed, its undo refused (a review open on the undo leg); charge failed.
-UNDO_IN_REVIEW: list[DeciderInput] = [
+COMPENSATION_IN_REVIEW: list[DeciderInput] = [
     submit(["reserve", "charge"]),
     observed("reserve", 1, Outcome.SUCCEEDED),
     observed("charge", 1, Outcome.REJECTED),
@@ -28,7 +28,7 @@ UNDO_IN_REVIEW: list[DeciderInput] = [
     observed("reserve", 1, Outcome.REJECTED, leg=Leg.COMPENSATION),
 ]
 COMPENSATED: list[DeciderInput] = [
-    *UNDO_IN_REVIEW[:-1],
+    *COMPENSATION_IN_REVIEW[:-1],
     observed("reserve", 1, Outcome.SUCCEEDED, leg=Leg.COMPENSATION),
 ]
 
@@ -108,7 +108,7 @@ def test_a_v1_state_restores_to_the_legs_the_decider_reaches_now() -> None:
     restored, _ = parse_stored(V1_STATE.encode())
 
     # v1 kept the ids as a set (no order); they restore into the window as written.
-    expected = run(UNDO_IN_REVIEW)
+    expected = run(COMPENSATION_IN_REVIEW)
     assert isinstance(restored, TransactionState)
     assert set(restored.seen) == set(expected.seen)
     assert restored.model_copy(update={"seen": expected.seen}) == expected
@@ -136,7 +136,7 @@ def test_a_v1_finished_marker_restores_to_the_marker_written_now() -> None:
 
 
 def test_a_current_record_round_trips_unchanged() -> None:
-    state = run(UNDO_IN_REVIEW)
+    state = run(COMPENSATION_IN_REVIEW)
     assert TransactionState.model_validate_json(state.model_dump_json()) == state
     marker = finish(run(COMPENSATED))
     assert FinishedTransaction.model_validate_json(marker.model_dump_json()) == marker
@@ -156,7 +156,7 @@ def test_a_v2_state_and_marker_restore_their_undo_leg_as_the_compensation_leg() 
     state, _ = parse_stored(V2_STATE.encode())
     marker, _ = parse_stored(V2_MARKER.encode())
 
-    assert state == run(UNDO_IN_REVIEW)
+    assert state == run(COMPENSATION_IN_REVIEW)
     assert marker == finish(run(COMPENSATED))
     assert isinstance(state, TransactionState)
     assert state.operations[0].compensation == LegState(
