@@ -22,10 +22,10 @@ class OperationInfo:
     name: str
     side_effect: SideEffect
     reversibility: Reversibility
-    # The one undo this operation allows as a step's compensation, or None (it has none).
-    # An agent may not pick its undo: the undo of a reserve is the release of that
-    # reservation, never another call sent under the step's grant (events.undo).
-    undo: str | None = None
+    # The one operation this one allows as a step's compensation (its undo), or None (it
+    # has none). An agent may not pick it: the compensation of a reserve is the release of
+    # that reservation, never another call sent under the step's grant (events.compensation).
+    compensation: str | None = None
 
 
 CATALOG: dict[str, OperationInfo] = {
@@ -35,7 +35,7 @@ CATALOG: dict[str, OperationInfo] = {
             "payments.charge",
             SideEffect.WRITE,
             Reversibility.COMPENSATING_ONLY,
-            undo="payments.refund",
+            compensation="payments.refund",
         ),
         OperationInfo("payments.refund", SideEffect.WRITE, Reversibility.IRREVERSIBLE),
         OperationInfo(
@@ -44,12 +44,12 @@ CATALOG: dict[str, OperationInfo] = {
         OperationInfo("inventory.release", SideEffect.WRITE, Reversibility.REVERSIBLE),
         OperationInfo("email.send", SideEffect.WRITE, Reversibility.IRREVERSIBLE),
         # Moves a user up a class waitlist, displacing (and notifying) the one ahead: its
-        # undo puts the positions back, but the displaced user was told (seed 003).
+        # compensation puts the positions back, but the displaced user was told (seed 003).
         OperationInfo(
             "waitlist.promote",
             SideEffect.DESTRUCTIVE,
             Reversibility.COMPENSATING_ONLY,
-            undo="waitlist.restore",
+            compensation="waitlist.restore",
         ),
         OperationInfo("waitlist.restore", SideEffect.WRITE, Reversibility.COMPENSATING_ONLY),
         OperationInfo("records.delete", SideEffect.DESTRUCTIVE, Reversibility.IRREVERSIBLE),

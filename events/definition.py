@@ -18,10 +18,18 @@ class OperationKind(StrEnum):
 
 
 class Leg(StrEnum):
-    """Which call of an operation an event is about: the operation itself, or its undo."""
+    """Which call of an operation an event is about: the operation itself, or its
+    compensation (the call that undoes it)."""
 
     FORWARD = "forward"
     COMPENSATION = "compensation"
+
+
+class ReviewState(StrEnum):
+    """Where a manual review stands: open until a person resolves it."""
+
+    OPEN = "open"
+    RESOLVED = "resolved"
 
 
 class Resolution(StrEnum):
@@ -66,6 +74,11 @@ class OpStatus(StrEnum):
     COMPENSATED = "compensated"
 
 
+# An operation whose forward effect was confirmed: it is confirmed, or its compensation is
+# under way or done (a compensation is dispatched only for a confirmed forward leg).
+FORWARD_CONFIRMED = (OpStatus.CONFIRMED, OpStatus.COMPENSATING, OpStatus.COMPENSATED)
+
+
 class Compensation(Message):
     operation: str
     payload: dict[str, Any] | None = None
@@ -79,7 +92,7 @@ class OperationSpec(Message):
     payload: dict[str, Any]
     op_key: str
     compensation: Compensation | None = None
-    # The undo's own key, derived from op_key (events.keys.compensation_key).
+    # The compensation's own key, derived from op_key (events.keys.compensation_key).
     compensation_key: str | None = None
     # Decided at intake from the operation's class (events.approval_policy): the step is
     # not dispatched until a person's approval bound to its proposal and preview arrives.

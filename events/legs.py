@@ -44,7 +44,7 @@ from events.transaction_events import (
 
 class LegStatus(StrEnum):
     """Where one call of an operation stands. Its values are the API's names (OpStatus);
-    `compensating` and `compensated` are not a leg's: they say where the undo of a
+    `compensating` and `compensated` are not a leg's: they say where the compensation of a
     confirmed operation stands, and are derived (`op_status`)."""
 
     PENDING = "pending"
@@ -58,9 +58,9 @@ class LegStatus(StrEnum):
 
 IN_FLIGHT = (LegStatus.DISPATCHED, LegStatus.UNKNOWN)
 
-# What the operation shows while its undo stands so (an undo is dispatched only for a
-# confirmed forward leg, so the undo alone says where the operation is).
-_UNDO_SHOWS = {
+# What the operation shows while its compensation stands so (a compensation is dispatched
+# only for a confirmed forward leg, so the compensation alone says where the operation is).
+_COMPENSATION_SHOWS = {
     LegStatus.DISPATCHED: OpStatus.COMPENSATING,
     LegStatus.UNKNOWN: OpStatus.COMPENSATING,
     LegStatus.CONFIRMED: OpStatus.COMPENSATED,
@@ -105,15 +105,15 @@ LEG_EVENTS = (
 )
 
 
-def op_status(forward: LegState, undo: LegState | None) -> OpStatus:
+def op_status(forward: LegState, compensation: LegState | None) -> OpStatus:
     """The operation's status in the API's vocabulary."""
-    if undo is not None:
-        return _UNDO_SHOWS[undo.status]
+    if compensation is not None:
+        return _COMPENSATION_SHOWS[compensation.status]
     return OpStatus(forward.status.value)
 
 
 def evolve_legs(
-    forward: LegState, undo: LegState | None, event: LegEvent
+    forward: LegState, compensation: LegState | None, event: LegEvent
 ) -> tuple[LegState, LegState | None]:
     match event:
         case OperationDispatched():
@@ -144,9 +144,9 @@ def evolve_legs(
         case _:
             assert_never(event)
     if which is Leg.FORWARD:
-        return forward.model_copy(update=changes), undo
-    # The undo's first dispatch creates it.
-    return forward, (undo or LegState()).model_copy(update=changes)
+        return forward.model_copy(update=changes), compensation
+    # The compensation's first dispatch creates it.
+    return forward, (compensation or LegState()).model_copy(update=changes)
 
 
 def evolve_status(status: TxStatus | None, event: Event) -> TxStatus | None:
@@ -173,7 +173,7 @@ def evolve_status(status: TxStatus | None, event: Event) -> TxStatus | None:
             if status is not TxStatus.MANUAL_REVIEW:
                 return status  # a notification's review: the transaction never waited
             # A step's forward leg can be in review only before the compensation starts,
-            # and an undo only once it is planned: the leg says which way to resume.
+            # and a compensation only once it is planned: the leg says which way to resume.
             return TxStatus.COMPENSATING if event.leg is Leg.COMPENSATION else TxStatus.RUNNING
         case (
             OperationUnknown()
@@ -198,25 +198,35 @@ def evolve_status(status: TxStatus | None, event: Event) -> TxStatus | None:
             assert_never(event)
 
 
-def upcast_flat_legs(data: Any) -> Any:
-    """v1 -> v2 of an operation's record (changelog states, finished markers): v1 kept the
-    legs flat (status, attempt, comp_status, comp_attempt, open_review, review_leg) and
-    overwrote the forward status with the undo's progress (compensating, compensated,
-    manual_review). An undo is dispatched only for a confirmed forward leg, so a v1 record
-    with an undo had a confirmed forward leg."""
-    if not isinstance(data, dict) or "forward" in data or "status" not in data:
+def upcast_legs(data: Any) -> Any:
+    """An operation's record (changelog states, finished markers) as the current code
+    writes it, from any earlier version:
+
+    - v1 kept the legs flat (status, attempt, comp_status, comp_attempt, open_review,
+      review_leg) and overwrote the forward status with the compensation's progress
+      (compensating, compensated, manual_review). A compensation is dispatched only for a
+      confirmed forward leg, so a v1 record with one had a confirmed forward leg.
+    - v2 held the legs as values but named the compensation leg `undo`; v3 gives it the
+      API's name."""
+    if not isinstance(data, dict) or "compensation" in data:
+        return data
+    if "undo" in data:
+        data = dict(data)
+        data["compensation"] = data.pop("undo")
+        return data
+    if "forward" in data or "status" not in data:
         return data
     data = dict(data)
     status, attempt = data.pop("status"), data.pop("attempt", 0)
     comp_status, comp_attempt = data.pop("comp_status", None), data.pop("comp_attempt", 0)
     review, review_leg = data.pop("open_review", None), data.pop("review_leg", None)
     forward: dict[str, Any] = {"status": status, "attempt": attempt}
-    undo: dict[str, Any] | None = None
+    compensation: dict[str, Any] | None = None
     if comp_status is not None:
         forward["status"] = LegStatus.CONFIRMED
-        undo = {"status": comp_status, "attempt": comp_attempt}
+        compensation = {"status": comp_status, "attempt": comp_attempt}
     if review is not None:
-        under_review = undo if review_leg == Leg.COMPENSATION and undo is not None else forward
-        under_review["review"] = review
-    data["forward"], data["undo"] = forward, undo
+        in_review = compensation if review_leg == Leg.COMPENSATION and compensation else forward
+        in_review["review"] = review
+    data["forward"], data["compensation"] = forward, compensation
     return data

@@ -16,13 +16,12 @@ from events.approval_events import (
     OperationAwaitingApproval,
     OperationRejected,
 )
-from events.definition import Leg, OperationKind, OpStatus, Resolution, TxStatus
+from events.definition import Leg, OperationKind, OpStatus, Resolution, ReviewState, TxStatus
 from events.envelope import Envelope
 from events.legs import (
     LEG_EVENTS,
     LegEvent,
     LegState,
-    LegStatus,
     evolve_legs,
     evolve_status,
     op_status,
@@ -66,18 +65,30 @@ class OpView(Message):
     provider: str
     operation: str
     op_key: str
-    state: OpStatus = OpStatus.PENDING
-    attempts: int = 0
+    # The compensation's key (None when the operation has none): the webhook ingress finds
+    # an operation by either key; the pull reconciler looks up either leg.
+    compensation_key: str | None = None
+    # The decider's own legs (events.legs), moved by its own rules: the compensation leg is
+    # None until it is dispatched. How they are stored is projections.operation_row's.
+    forward: LegState = LegState()
+    compensation: LegState | None = None
     remote_id: str | None = None
     evidence: tuple[dict[str, Any], ...] = ()
     updated_at: datetime
-    # The undo: its key (None when the operation has none), and once dispatched its
-    # state (dispatched/unknown/confirmed/manual_review) and attempt. The webhook ingress
-    # finds an operation by either key; the pull reconciler looks up either leg.
-    comp_op_key: str | None = None
-    comp_state: OpStatus | None = None
-    comp_attempts: int = 0
-    open_review_id: str | None = None
+
+    @property
+    def state(self) -> OpStatus:
+        """The operation's status in the API's vocabulary, derived from its legs."""
+        return op_status(self.forward, self.compensation)
+
+    @property
+    def attempts(self) -> int:
+        """The forward leg's attempt (the compensation's is its own leg's)."""
+        return self.forward.attempt
+
+    @property
+    def open_review_id(self) -> str | None:
+        return self.forward.review or (self.compensation.review if self.compensation else None)
 
 
 class ReviewView(Message):
@@ -89,7 +100,7 @@ class ReviewView(Message):
     op_key: str  # the key of the leg under review
     attempt: int
     reason: str
-    state: str = "open"  # "open" until ReviewResolved, then "resolved"
+    state: ReviewState = ReviewState.OPEN
     created_at: datetime
     resolved_at: datetime | None = None
     resolution: Resolution | None = None
@@ -146,7 +157,7 @@ def _accepted(envelope: Envelope, event: TransactionAccepted, at: datetime) -> T
                 provider=spec.provider,
                 operation=spec.operation,
                 op_key=spec.op_key,
-                comp_op_key=spec.compensation_key,
+                compensation_key=spec.compensation_key,
                 updated_at=at,
             )
             for position, spec in enumerate(event.operations)
@@ -220,44 +231,20 @@ def _evolve(view: TxView, event: Event, seq: int, at: datetime) -> TxView:
 
 
 def _move_legs(view: TxView, event: LegEvent, at: datetime) -> TxView:
-    """The decider's leg rules, applied to the operation's columns: `state` is the
-    operation's status in the API's vocabulary, `attempts` the forward leg's, and the
-    comp_* columns the undo's (None until it is dispatched)."""
+    """The decider's leg rules, applied to the operation's own legs."""
     op = _op(view, event.action)
-    if op.comp_state is None:
-        forward = LegState(
-            status=LegStatus(op.state.value), attempt=op.attempts, review=op.open_review_id
-        )
-        undo = None
-    else:
-        # An undo is dispatched only for a confirmed forward leg.
-        forward = LegState(status=LegStatus.CONFIRMED, attempt=op.attempts)
-        undo = LegState(
-            status=LegStatus(op.comp_state.value),
-            attempt=op.comp_attempts,
-            review=op.open_review_id,
-        )
-    forward, undo = evolve_legs(forward, undo, event)
-    return _set_op(
-        view,
-        event.action,
-        at,
-        state=op_status(forward, undo),
-        attempts=forward.attempt,
-        comp_state=OpStatus(undo.status.value) if undo else None,
-        comp_attempts=undo.attempt if undo else 0,
-        open_review_id=forward.review or (undo.review if undo else None),
-    )
+    forward, compensation = evolve_legs(op.forward, op.compensation, event)
+    return _set_op(view, event.action, at, forward=forward, compensation=compensation)
 
 
 def _open_review(view: TxView, event: OperationNeedsReview, at: datetime) -> TxView:
     if any(r.review_id == event.review_id for r in view.reviews):
         return view  # one review per leg and attempt: the decider opens it once
     op = _op(view, event.action)
-    key = op.op_key if event.leg is Leg.FORWARD else op.comp_op_key
+    key = op.op_key if event.leg is Leg.FORWARD else op.compensation_key
     if key is None:
         raise ViewError(
-            f"{view.tenant}/{view.tx_id}: review of the undo of {event.action!r}, "
+            f"{view.tenant}/{view.tx_id}: review of the compensation of {event.action!r}, "
             "which has no compensation key"
         )
     review = ReviewView(
@@ -276,7 +263,7 @@ def _resolve_review(view: TxView, event: ReviewResolved, at: datetime) -> TxView
     reviews = tuple(
         r.model_copy(
             update={
-                "state": "resolved",
+                "state": ReviewState.RESOLVED,
                 "resolved_at": at,
                 "resolution": event.resolution,
                 "note": event.note,

@@ -14,10 +14,11 @@ from typing import Any
 
 import asyncpg
 
-from events.definition import Leg, OperationKind, OpStatus, Resolution, TxStatus
+from events.definition import Leg, Resolution, ReviewState, TxStatus
 from events.drift import DriftDetected
 from events.envelope import Envelope
 from projections.moves import Moves
+from projections.operation_row import operation_row, operation_view
 from projections.table_writes import copy_rows, upsert_sql
 from projections.view import OpView, ReviewView, TxView, apply
 
@@ -160,7 +161,7 @@ async def _load_views(conn: asyncpg.Connection, keys: set[TxKey]) -> dict[TxKey,
     )
     ops: dict[TxKey, list[OpView]] = {}
     for row in op_rows:
-        ops.setdefault((row["tenant"], row["tx_id"]), []).append(_op_view(row))
+        ops.setdefault((row["tenant"], row["tx_id"]), []).append(operation_view(row))
     reviews: dict[TxKey, list[ReviewView]] = {}
     for row in review_rows:
         reviews.setdefault((row["tenant"], row["tx_id"]), []).append(_review_view(row))
@@ -180,26 +181,6 @@ async def _load_views(conn: asyncpg.Connection, keys: set[TxKey]) -> dict[TxKey,
     }
 
 
-def _op_view(row: asyncpg.Record) -> OpView:
-    return OpView(
-        action=row["action"],
-        position=row["position"],
-        kind=OperationKind(row["kind"]),
-        provider=row["provider"],
-        operation=row["operation"],
-        op_key=row["op_key"],
-        state=OpStatus(row["state"]),
-        attempts=row["attempts"],
-        remote_id=row["remote_id"],
-        evidence=tuple(json.loads(row["evidence"])),
-        updated_at=row["updated_at"],
-        comp_op_key=row["comp_op_key"],
-        comp_state=OpStatus(row["comp_state"]) if row["comp_state"] else None,
-        comp_attempts=row["comp_attempts"],
-        open_review_id=row["open_review_id"],
-    )
-
-
 def _review_view(row: asyncpg.Record) -> ReviewView:
     return ReviewView(
         review_id=row["id"],
@@ -208,7 +189,7 @@ def _review_view(row: asyncpg.Record) -> ReviewView:
         op_key=row["op_key"],
         attempt=row["attempt"],
         reason=row["reason"],
-        state=row["state"],
+        state=ReviewState(row["state"]),
         created_at=row["created_at"],
         resolved_at=row["resolved_at"],
         resolution=Resolution(row["resolution"]) if row["resolution"] else None,
@@ -253,7 +234,7 @@ def view_rows(views: list[TxView]) -> dict[str, list[tuple[Any, ...]]]:
             (v.tenant, v.tx_id, v.status.value, v.agent_id, v.last_seq, v.created_at, v.updated_at)
             for v in views
         ],
-        "operations": [_op_row(v, op) for v in views for op in v.operations],
+        "operations": [operation_row(v.tenant, v.tx_id, op) for v in views for op in v.operations],
         "reviews": [_review_row(v, r) for v in views for r in v.reviews],
     }
 
@@ -268,32 +249,10 @@ def _review_row(v: TxView, r: ReviewView) -> tuple[Any, ...]:
         r.op_key,
         r.attempt,
         r.reason,
-        r.state,
+        r.state.value,
         r.created_at,
         r.resolved_at,
         r.resolution.value if r.resolution else None,
         r.note,
         r.actor,
-    )
-
-
-def _op_row(view: TxView, op: OpView) -> tuple[Any, ...]:
-    return (
-        view.tenant,
-        view.tx_id,
-        op.action,
-        op.position,
-        op.kind.value,
-        op.provider,
-        op.operation,
-        op.op_key,
-        op.state.value,
-        op.attempts,
-        op.remote_id,
-        json.dumps(list(op.evidence)),
-        op.updated_at,
-        op.comp_op_key,
-        op.comp_state.value if op.comp_state else None,
-        op.comp_attempts,
-        op.open_review_id,
     )

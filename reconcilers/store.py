@@ -22,7 +22,8 @@ from datetime import datetime, timedelta
 import asyncpg
 
 from events import legs
-from events.definition import Leg
+from events.definition import FORWARD_CONFIRMED, Leg, OpStatus, ReviewState
+from events.legs import LegStatus
 from projections.schema import apply_once, apply_schema
 from reconcilers.drift import LedgerEntry
 from reconcilers.pull import Candidate, Lease, LeaseKey
@@ -99,7 +100,7 @@ async def in_flight_legs(conn: asyncpg.Connection) -> list[Candidate]:
 
 def _maybe_sent(row: asyncpg.Record, begun: set[tuple[str, str, str, int]] | None) -> bool:
     """False only for a leg still `dispatched` whose call no dispatcher began."""
-    if row["state"] != "dispatched" or begun is None:
+    if row["state"] != OpStatus.DISPATCHED or begun is None:
         return True
     return (row["tenant"], row["op_key"], row["leg"], row["attempt"]) in begun
 
@@ -117,7 +118,8 @@ async def _begun(conn: asyncpg.Connection) -> set[tuple[str, str, str, int]] | N
         "SELECT c.tenant, c.op_key, c.leg, c.attempt FROM calls_begun c"
         " JOIN operations o ON o.tenant = c.tenant"
         " AND c.op_key IN (o.op_key, o.comp_op_key)"
-        " WHERE o.state = 'dispatched' OR o.comp_state = 'dispatched'"
+        " WHERE o.state = $1 OR o.comp_state = $1",
+        OpStatus.DISPATCHED.value,
     )
     return {(r["tenant"], r["op_key"], r["leg"], r["attempt"]) for r in rows}
 
@@ -293,11 +295,13 @@ async def ledger(conn: asyncpg.Connection, since: datetime) -> list[LedgerEntry]
         leg = Leg(row["leg"])
         failed = False
         if leg is Leg.FORWARD:
-            confirmed = row["state"] in ("confirmed", "compensating", "compensated")
+            confirmed = row["state"] in FORWARD_CONFIRMED
             # Refused for good, or resolved not_applied: recon holds that it left no effect.
-            failed = row["state"] == "failed"
+            failed = row["state"] == OpStatus.FAILED
         else:
-            confirmed = row["comp_state"] == "confirmed" or row["state"] == "compensated"
+            confirmed = (
+                row["comp_state"] == LegStatus.CONFIRMED or row["state"] == OpStatus.COMPENSATED
+            )
         entries.append(
             LedgerEntry(
                 tenant=row["tenant"],
@@ -398,8 +402,8 @@ _PURGE_REVIEW_RESOLUTIONS = """
 DELETE FROM review_resolutions WHERE ctid IN (
   SELECT rr.ctid FROM review_resolutions rr
    WHERE rr.created_at < $1
-     AND EXISTS (SELECT 1 FROM reviews r WHERE r.id = rr.review_id AND r.state = 'resolved')
-   LIMIT $2)
+     AND EXISTS (SELECT 1 FROM reviews r WHERE r.id = rr.review_id AND r.state = $2)
+   LIMIT $3)
 """
 
 
@@ -428,7 +432,7 @@ async def purge(
             conn, _PURGE_DRIFT_REPORTED, now - drift_window - retention
         ),
         "review_resolutions": await _delete_in_batches(
-            conn, _PURGE_REVIEW_RESOLUTIONS, now - retention
+            conn, _PURGE_REVIEW_RESOLUTIONS, now - retention, ReviewState.RESOLVED.value
         ),
         # The table exists once a dispatcher has started.
         "calls_begun": (

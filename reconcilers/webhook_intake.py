@@ -20,6 +20,7 @@ from typing import Any
 from events.drift import DriftDetected, DriftKind, drift_id
 from events.inputs import OperationObserved, Outcome, Source
 from events.keys import webhook_id
+from events.observation import Seen, observation
 from events.safe_json import escape_unencodable
 
 EFFECT_SUCCEEDED = "effect.succeeded"
@@ -98,10 +99,10 @@ def meaning(
         return effect_without_intent(provider, notice, now)
     if notice.claimed_op_key is not None and notice.claimed_op_key != op.op_key:
         return metadata_mismatch(provider, notice, op, now)
-    return observation(provider, delivery_id, notice, op, now)
+    return webhook_observation(provider, delivery_id, notice, op, now)
 
 
-def observation(
+def webhook_observation(
     provider: str,
     delivery_id: str,
     notice: EffectNotice,
@@ -111,7 +112,7 @@ def observation(
     """A sighting not tied to any dispatch (attempt 0): it can prove the effect exists and
     nothing else (transactions.transaction). The message id is the delivery's, so a
     redelivery the dedupe table missed is still recognised by the decider."""
-    return OperationObserved(
+    return observation(
         message_id=webhook_id(provider, delivery_id),
         tenant=op.tenant,
         tx_id=op.tx_id,
@@ -119,9 +120,7 @@ def observation(
         op_key=op.op_key,
         attempt=0,
         source=Source.WEBHOOK,
-        outcome=Outcome.SUCCEEDED,
-        remote_id=notice.effect_id,
-        body=notice.effect,
+        seen=Seen(Outcome.SUCCEEDED, remote_id=notice.effect_id, body=notice.effect),
         observed_at=now,
     )
 

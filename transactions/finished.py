@@ -29,7 +29,7 @@ from typing import Any, Literal
 from pydantic import model_validator
 
 from events.definition import FINISHED, Compensation, OperationKind, OperationSpec, TxStatus
-from events.legs import LegState, upcast_flat_legs
+from events.legs import LegState, upcast_legs
 from events.model import Message
 from transactions.state import OperationState, TransactionState
 
@@ -44,13 +44,13 @@ class FinishedOperation(Message):
     op_key: str
     compensation_key: str | None = None
     forward: LegState
-    undo: LegState | None = None
+    compensation: LegState | None = None
 
     @model_validator(mode="before")
     @classmethod
     def _upcast(cls, data: Any) -> Any:
-        # Markers written before the legs were values kept them flat, like the states.
-        return upcast_flat_legs(data)
+        # Markers written by earlier versions (flat legs, or an `undo` leg), like the states.
+        return upcast_legs(data)
 
 
 class FinishedTransaction(Message):
@@ -96,7 +96,7 @@ def finish(state: TransactionState) -> FinishedTransaction:
                 op_key=op.spec.op_key,
                 compensation_key=op.spec.compensation_key,
                 forward=op.forward,
-                undo=op.undo,
+                compensation=op.compensation,
             )
             for op in state.operations
         ),
@@ -129,7 +129,7 @@ def revive(marker: FinishedTransaction) -> TransactionState:
                     compensation_key=op.compensation_key,
                 ),
                 forward=op.forward,
-                undo=op.undo,
+                compensation=op.compensation,
             )
             for op in marker.operations
         ),

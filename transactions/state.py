@@ -13,7 +13,7 @@ from pydantic import field_validator, model_validator
 from events.approval_ledger import Approval
 from events.definition import Leg, OperationKind, OperationSpec, OpStatus, TxStatus
 from events.envelope import GENESIS_HASH
-from events.legs import LegState, LegStatus, op_status, upcast_flat_legs
+from events.legs import LegState, LegStatus, op_status, upcast_legs
 from events.model import Message
 from transactions.input_bounds import SEEN_WINDOW, RefusalKey
 from transactions.ownership import Owner
@@ -22,7 +22,7 @@ from transactions.ownership import Owner
 class OperationState(Message):
     spec: OperationSpec
     forward: LegState = LegState()
-    undo: LegState | None = None
+    compensation: LegState | None = None
     remote_id: str | None = None
     # The revision recon pinned on the forward leg's first attempt, sent by every later
     # one (transactions.revisions).
@@ -32,20 +32,20 @@ class OperationState(Message):
     @classmethod
     def _upcast(cls, data: Any) -> Any:
         # Changelog records written before the legs were values are read on restore.
-        return upcast_flat_legs(data)
+        return upcast_legs(data)
 
     @property
     def status(self) -> OpStatus:
         """The operation's status in the API's vocabulary."""
-        return op_status(self.forward, self.undo)
+        return op_status(self.forward, self.compensation)
 
     @property
     def open_review(self) -> str | None:
-        return self.forward.review or (self.undo.review if self.undo else None)
+        return self.forward.review or (self.compensation.review if self.compensation else None)
 
     def legs(self) -> list[tuple[Leg, LegState]]:
         return [(Leg.FORWARD, self.forward)] + (
-            [(Leg.COMPENSATION, self.undo)] if self.undo else []
+            [(Leg.COMPENSATION, self.compensation)] if self.compensation else []
         )
 
     def leg_of(self, key: str) -> Leg | None:
@@ -56,8 +56,8 @@ class OperationState(Message):
         return None
 
     def leg(self, which: Leg) -> LegState | None:
-        """None: the undo, not dispatched yet."""
-        return self.forward if which is Leg.FORWARD else self.undo
+        """None: the compensation, not dispatched yet."""
+        return self.forward if which is Leg.FORWARD else self.compensation
 
 
 class TransactionState(Message):
@@ -97,10 +97,10 @@ class TransactionState(Message):
     def steps(self) -> list[OperationState]:
         return self.of_kind(OperationKind.STEP)
 
-    def undone(self, actions: tuple[str, ...]) -> bool:
-        """Whether the undo of every one of these operations is proven done."""
+    def all_compensated(self, actions: tuple[str, ...]) -> bool:
+        """Whether the compensation of every one of these operations is proven done."""
         return all(
-            op.undo is not None and op.undo.status is LegStatus.CONFIRMED
+            op.compensation is not None and op.compensation.status is LegStatus.CONFIRMED
             for op in self.operations
             if op.spec.action in actions
         )

@@ -20,7 +20,7 @@ Rules it enforces (docs/design.md promises 1-5):
 - a duplicated input (same message id) changes nothing.
 
 An operation has two legs, each a value with its own status and attempt: `forward` (the
-call itself) and `undo` (its compensation; None until dispatched). A leg in manual review
+call itself) and `compensation` (its undo; None until dispatched). A leg in manual review
 holds the id of its open review. The operation's status in the API's vocabulary
 (`compensating`, `compensated`, ...) is derived from the two legs, never stored. How each
 event moves the legs and the transaction's status is in events.legs, whose rules
@@ -37,6 +37,7 @@ from events.approval_inputs import ApproveOperation, RejectOperation
 from events.approval_ledger import evolve_approvals
 from events.attempt_gate import ATTEMPT_REFUSED, NewAttempt, attempt_refusals
 from events.catalog import SideEffect
+from events.compensation import compensation_payload
 from events.definition import Leg, OperationKind, OpStatus, Resolution, TxStatus
 from events.envelope import Envelope, seal
 from events.inputs import (
@@ -83,7 +84,6 @@ from events.transaction_events import (
     TransactionFailed,
     TransactionNeedsReview,
 )
-from events.undo import undo_payload
 from transactions import approvals, ownership
 from transactions.evidence import evidence_of, evidence_of_review
 from transactions.input_bounds import (
@@ -323,12 +323,12 @@ def _plan(state: TransactionState, cmd: PlanCompensation) -> list[Event]:
 
 def _compensate(state: TransactionState, cmd: CompensateOperation) -> list[Event]:
     op = state.operation(cmd.action)
-    if op is not None and op.undo is not None:
+    if op is not None and op.compensation is not None:
         return []  # already dispatched: the saga asked again after a restart
     if op is None or cmd.action not in state.plan:
         return [CommandIgnored(command=cmd.type, reason="not_in_plan")]
     earlier = state.plan[: state.plan.index(cmd.action)]
-    if not state.undone(earlier):
+    if not state.all_compensated(earlier):
         return [CommandIgnored(command=cmd.type, reason="earlier_compensation_not_done")]
     return [_dispatch(op, Leg.COMPENSATION, 1, lookup_first=False)]
 
@@ -497,7 +497,7 @@ def _advance(state: TransactionState, now: datetime) -> list[Event]:
                 return []  # in flight or unknown: everything after it waits
             return [TransactionCommitted(), *_notify(state, OperationKind.ON_COMMIT)]
         case TxStatus.COMPENSATING:
-            if state.plan and state.undone(state.plan):
+            if state.plan and state.all_compensated(state.plan):
                 return [TransactionCompensated(), *_notify(state, OperationKind.ON_COMPENSATED)]
             return []
         case (
@@ -568,16 +568,16 @@ def _dispatch(
         lookup_first=lookup_first,
         provider=spec.provider,
         operation=spec.compensation.operation,
-        payload=_undo_payload(op),
+        payload=_compensation_payload(op),
     )
 
 
-def _undo_payload(op: OperationState) -> dict[str, Any]:
-    """What the undo sends: derived from the step and its evidence (events.undo), never a
-    payload the agent wrote for it; the intake refuses one, and one recorded before it did
-    is ignored here rather than sent ungoverned."""
+def _compensation_payload(op: OperationState) -> dict[str, Any]:
+    """What the compensation sends: derived from the step and its evidence
+    (events.compensation), never a payload the agent wrote for it; the intake refuses one,
+    and one recorded before it did is ignored here rather than sent ungoverned."""
     assert op.spec.compensation is not None
-    return undo_payload(op.spec.payload, op.spec.op_key, op.remote_id)
+    return compensation_payload(op.spec.payload, op.spec.op_key, op.remote_id)
 
 
 # --- evolve -------------------------------------------------------------------------
@@ -614,8 +614,8 @@ def evolve(state: TransactionState, event: Event) -> TransactionState:
     if isinstance(event, LEG_EVENTS):
         op = state.operation(event.action)
         assert op is not None, event.action
-        forward, undo = evolve_legs(op.forward, op.undo, event)
-        state = _set_op(state, event.action, forward=forward, undo=undo)
+        forward, compensation = evolve_legs(op.forward, op.compensation, event)
+        state = _set_op(state, event.action, forward=forward, compensation=compensation)
     return state.model_copy(update={"status": status})
 
 

@@ -1,7 +1,7 @@
 """Typed builders of a transaction's operations.
 
 `step` builds any operation; the named helpers build the operations of recon's catalog
-(and the sandbox provider's payloads) with their usual undo, so an agent writes
+(and the sandbox provider's payloads) with their usual compensation, so an agent writes
 `ops.charge(1299, "usd", "cus_1")` instead of a dict it could misspell.
 """
 
@@ -19,20 +19,24 @@ def step(
     payload: dict[str, Any],
     *,
     provider: str = DEFAULT_PROVIDER,
-    undo: str | None = None,
-    undo_payload: dict[str, Any] | None = None,
+    compensation: str | None = None,
+    compensation_payload: dict[str, Any] | None = None,
 ) -> Operation:
-    """Any operation; `undo` names its compensating operation (None: irreversible, so it
-    may only be the last step, or a notification): the one its operation declares in recon's
-    catalog. recon derives the undo's payload itself and refuses an `undo_payload`
-    (`compensation_payload_not_allowed`); the parameter stays for older servers."""
-    compensation = None if undo is None else Compensation(operation=undo, payload=undo_payload)
+    """Any operation; `compensation` names its compensating operation (None: irreversible,
+    so it may only be the last step, or a notification): the one its operation declares in
+    recon's catalog. recon derives the compensation's payload itself and refuses a
+    `compensation_payload` (`compensation_payload_not_allowed`); the parameter stays for
+    older servers."""
     return Operation(
         action=action,
         provider=provider,
         operation=operation,
         payload=payload,
-        compensation=compensation,
+        compensation=(
+            None
+            if compensation is None
+            else Compensation(operation=compensation, payload=compensation_payload)
+        ),
     )
 
 
@@ -45,7 +49,7 @@ def reserve(
         "inventory.reserve",
         {"sku": sku, "qty": qty},
         provider=provider,
-        undo="inventory.release",
+        compensation="inventory.release",
     )
 
 
@@ -63,7 +67,7 @@ def charge(
         "payments.charge",
         {"amount": amount, "currency": currency, "customer": customer},
         provider=provider,
-        undo="payments.refund",
+        compensation="payments.refund",
     )
 
 

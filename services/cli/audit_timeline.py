@@ -14,6 +14,7 @@ from typing import Any
 
 import asyncpg
 
+from events.definition import Leg
 from events.keys import partition_key
 from projections.offsets import load_offsets
 from services.cli.log_snapshot import open_snapshot
@@ -35,7 +36,9 @@ def describe(record: dict[str, Any]) -> tuple[str, str]:
     data = record.get("data") if isinstance(record.get("data"), dict) else record
     assert isinstance(data, dict)
     parts = [
-        str(data[name]) for name in ("action", "leg") if data.get(name) not in (None, "", "forward")
+        str(data[name])
+        for name in ("action", "leg")
+        if data.get(name) not in (None, "", Leg.FORWARD)
     ]
     for name in ("attempt", "source", "outcome", "status_code", "reason", "resolution"):
         if data.get(name) not in (None, ""):

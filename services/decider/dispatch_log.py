@@ -5,6 +5,7 @@ would cost every transaction several lines of formatting for what recon.events h
 
 import logging
 
+from events.definition import Leg
 from events.envelope import Envelope
 from services.logging_json import log_context
 
@@ -23,6 +24,6 @@ def log_dispatches(envelopes: list[Envelope]) -> None:
                 "%s %s dispatched (%s, attempt %d)",
                 envelope.tx_id,
                 data["action"],
-                data.get("leg", "forward"),
+                data.get("leg", Leg.FORWARD.value),
                 data["attempt"],
             )

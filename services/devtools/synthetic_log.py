@@ -16,6 +16,7 @@ from events.definition import Compensation, OperationKind, OperationSpec
 from events.envelope import Envelope
 from events.inputs import DeciderInput, OperationObserved, Outcome, Source, SubmitTransaction
 from events.keys import compensation_key, op_key, partition_key
+from events.observation import Seen, observation
 from transactions.finished import finish, is_finished
 from transactions.transaction import handle, initial_state
 
@@ -49,7 +50,7 @@ def _spec(
     operation: str,
     kind: OperationKind,
     payload: dict[str, object],
-    undo: str | None,
+    compensation: str | None,
 ) -> OperationSpec:
     key = op_key(tenant=tenant, environment="bench", provider="sandbox", tx_id=tx_id, action=action)
     return OperationSpec(
@@ -59,8 +60,8 @@ def _spec(
         operation=operation,
         payload=payload,
         op_key=key,
-        compensation=Compensation(operation=undo) if undo else None,
-        compensation_key=compensation_key(key) if undo else None,
+        compensation=Compensation(operation=compensation) if compensation else None,
+        compensation_key=compensation_key(key) if compensation else None,
     )
 
 
@@ -140,7 +141,8 @@ def _answer(
     tenant: str, tx_id: str, spec: OperationSpec, at: datetime, n: int, source: Source
 ) -> OperationObserved:
     attempt = 0 if source is Source.WEBHOOK else 1
-    return OperationObserved(
+    effect_id = f"eff_{spec.op_key[4:20]}"
+    return observation(
         message_id=f"{spec.op_key}:{attempt}:{source.value}:succeeded:0",
         tenant=tenant,
         tx_id=tx_id,
@@ -148,10 +150,7 @@ def _answer(
         op_key=spec.op_key,
         attempt=attempt,
         source=source,
-        outcome=Outcome.SUCCEEDED,
-        status_code=200,
-        remote_id=f"eff_{spec.op_key[4:20]}",
-        body={"id": f"eff_{spec.op_key[4:20]}", "status": "succeeded"},
+        seen=Seen(Outcome.SUCCEEDED, 200, effect_id, {"id": effect_id, "status": "succeeded"}),
         observed_at=at + timedelta(milliseconds=n * ANSWER_MS),
         by_dispatcher=source is Source.RESPONSE,
     )

@@ -39,10 +39,9 @@ from events.catalog import operation_info
 from events.envelope import Envelope
 from events.inputs import OperationObserved, Outcome, Source
 from events.keys import dispatch_observation_id
+from events.observation import Seen, observation
 from events.retry_policy import redelivery_may_apply
 from events.transaction_events import OperationDispatched
-from services.providers.classify import Seen
-from services.providers.observed import observation
 from services.providers.preconditions import PRECONDITION_FAILED, balance_needed, judge_balance
 
 # Lookups after an unknown answer: quick at first (lost responses are usually

@@ -38,14 +38,14 @@ class ProjectedLeg:
 @dataclass(frozen=True)
 class ProjectedOp:
     forward: ProjectedLeg
-    undo: ProjectedLeg
+    compensation: ProjectedLeg
 
 
 def over_because(dispatch: OperationDispatched, projected: ProjectedOp | None) -> str | None:
     """Why the projection proves this dispatch's attempt over, or None to act on it."""
     if projected is None:
         return None  # not projected yet
-    leg = projected.forward if dispatch.leg is Leg.FORWARD else projected.undo
+    leg = projected.forward if dispatch.leg is Leg.FORWARD else projected.compensation
     if leg.attempt > dispatch.attempt:
         return f"attempt {leg.attempt} of the {dispatch.leg.value} leg exists"
     if leg.attempt < dispatch.attempt or leg.state is None:
@@ -97,7 +97,7 @@ class Projection:
         return {
             (r["tenant"], r["tx_id"], r["action"]): ProjectedOp(
                 forward=ProjectedLeg(OpStatus(r["state"]), r["attempts"]),
-                undo=ProjectedLeg(
+                compensation=ProjectedLeg(
                     OpStatus(r["comp_state"]) if r["comp_state"] else None, r["comp_attempts"]
                 ),
             )

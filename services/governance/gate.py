@@ -3,7 +3,7 @@
 - Grants (`submission_refusal`, at the intake): every operation a submission names must be
   granted to its agent, unless it is a `read`. A step's compensation is granted with the step
   (undoing what was allowed must stay possible) only when it is the one undo the step's
-  operation declares (events.undo) and not `destructive`; anything else named as an undo
+  operation declares (events.compensation) and not `destructive`; anything else named as an undo
   needs its own grant (and the intake refuses it anyway: `compensation_not_allowed`).
 - The same rules at the dispatcher (`dispatch_verdict`), for submissions, saga compensations
   and review retries alike, because a policy may change after a submission was accepted: a
@@ -23,9 +23,9 @@ from enum import StrEnum
 from typing import Any
 
 from events.catalog import CATALOG, SideEffect
+from events.compensation import declared_compensation
 from events.definition import OperationSpec
 from events.policy import PolicyDocument, Quota
-from events.undo import declared_undo
 
 
 @dataclass(frozen=True)
@@ -66,21 +66,22 @@ def is_granted(policy: PolicyDocument, agent_id: str, operation: str) -> bool:
 
 
 def grant_refusal(
-    policy: PolicyDocument, agent_id: str, operation: str, *, undo_of: str | None = None
+    policy: PolicyDocument, agent_id: str, operation: str, *, compensation_of: str | None = None
 ) -> Refusal | None:
-    """None when `agent_id` may dispatch `operation` (as the undo of `undo_of`, if given)."""
+    """None when `agent_id` may dispatch `operation` (as the compensation of
+    `compensation_of`, if given)."""
     side_effect = side_effect_of(operation)
     if is_granted(policy, agent_id, operation):
         return None
     if (
-        undo_of is not None
-        and operation == declared_undo(undo_of)
+        compensation_of is not None
+        and operation == declared_compensation(compensation_of)
         and side_effect is not SideEffect.DESTRUCTIVE
-        and is_granted(policy, agent_id, undo_of)
+        and is_granted(policy, agent_id, compensation_of)
     ):
-        return None  # implied by the step's grant: the one undo the step declares
+        return None  # implied by the step's grant: the one compensation the step declares
     rule, _ = policy.for_agent(agent_id)
-    what = f"the compensation of {undo_of!r}, " if undo_of else ""
+    what = f"the compensation of {compensation_of!r}, " if compensation_of else ""
     return Refusal(
         error="not_granted",
         rule=f"{rule}.grants",
@@ -98,10 +99,10 @@ def grant_refusal(
 
 @dataclass(frozen=True)
 class Named:
-    """An operation a submission names; `undo_of` is set for a step's compensation."""
+    """An operation a submission names; `compensation_of` is set for a step's compensation."""
 
     operation: str
-    undo_of: str | None = None
+    compensation_of: str | None = None
 
 
 def submission_refusal(
@@ -109,7 +110,9 @@ def submission_refusal(
 ) -> Refusal | None:
     """The first operation of the submission its agent is not granted, or None."""
     for item in named:
-        refusal = grant_refusal(policy, agent_id, item.operation, undo_of=item.undo_of)
+        refusal = grant_refusal(
+            policy, agent_id, item.operation, compensation_of=item.compensation_of
+        )
         if refusal is not None:
             return refusal
     return None
@@ -132,7 +135,7 @@ def successor_refusal(
             for named in (
                 (Named(spec.operation),)
                 + (
-                    (Named(spec.compensation.operation, undo_of=spec.operation),)
+                    (Named(spec.compensation.operation, compensation_of=spec.operation),)
                     if spec.compensation is not None
                     else ()
                 )

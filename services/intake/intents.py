@@ -36,7 +36,7 @@ from typing import Any
 
 import asyncpg
 
-from events.definition import OperationSpec
+from events.definition import Leg, OperationSpec
 from events.rules import IMMUTABLE_RULE
 from services.intake.errors import ApiError, not_yet_known
 from services.intake.immutable import changes
@@ -148,10 +148,16 @@ async def _write_keys(conn: asyncpg.Connection, intent: Intent) -> None:
     """Each leg's keys, for the webhook ingress's lookup by primary key (issue 7, item 17)."""
     rows: list[tuple[Any, ...]] = []
     for spec in intent.operations:
-        rows.append((spec.op_key, intent.tenant, intent.tx_id, spec.action, "forward"))
+        rows.append((spec.op_key, intent.tenant, intent.tx_id, spec.action, Leg.FORWARD.value))
         if spec.compensation_key is not None:
             rows.append(
-                (spec.compensation_key, intent.tenant, intent.tx_id, spec.action, "compensation")
+                (
+                    spec.compensation_key,
+                    intent.tenant,
+                    intent.tx_id,
+                    spec.action,
+                    Leg.COMPENSATION.value,
+                )
             )
     await conn.executemany(
         "INSERT INTO intent_keys (key, tenant, tx_id, action, leg) VALUES ($1, $2, $3, $4, $5)"

@@ -5,9 +5,11 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from events.definition import Leg, OperationKind, OpStatus, TxStatus
+
 
 class ApprovedOperation(BaseModel):
-    kind: str
+    kind: OperationKind
     provider: str
     operation: str
     payload: dict[str, Any]
@@ -19,11 +21,11 @@ class ApprovedOperation(BaseModel):
 
 class OperationRecord(BaseModel):
     op_key: str
-    leg: str = Field(description="`forward`, or `compensation` when the key is the undo's")
+    leg: Leg = Field(description="`compensation` when the key is the compensation's")
     tx_id: str
     action: str
-    state: str = Field(description="the operation's state, as in GET /v1/transactions/{tx_id}")
-    transaction_status: str
+    state: OpStatus = Field(description="the operation's state, as in GET /v1/transactions/{tx_id}")
+    transaction_status: TxStatus
     remote_id: str | None
     approved: ApprovedOperation = Field(
         description="what was accepted; no later command can change it"

@@ -10,6 +10,8 @@ grants nothing: it is evidence for a successor, not authority.
 
 from typing import Any
 
+from events.definition import Leg
+
 # Event types about the transaction's ownership (transactions.ownership); listed by
 # name so that this fold reads an old log, and a log from before they existed, alike.
 CLAIMED = "TransactionClaimed"
@@ -74,7 +76,7 @@ def operation_record(
                 {
                     "seq": seq,
                     "at": at,
-                    "leg": data.get("leg", "forward"),
+                    "leg": data.get("leg", Leg.FORWARD.value),
                     "op_key": data["op_key"],
                     "attempt": data["attempt"],
                     "lookup_first": data["lookup_first"],
@@ -101,7 +103,7 @@ def operation_record(
         return None
     return {
         "op_key": op_key,
-        "leg": "compensation" if op_key == spec.get("compensation_key") else "forward",
+        "leg": (Leg.COMPENSATION if op_key == spec.get("compensation_key") else Leg.FORWARD).value,
         "action": action,
         "approved": {
             "kind": spec["kind"],

@@ -86,7 +86,7 @@ def named_operations(submission: SubmissionRequest) -> list[Named]:
     for _, op in submission.operations():
         named.append(Named(op.operation))
         if op.compensation is not None:
-            named.append(Named(op.compensation.operation, undo_of=op.operation))
+            named.append(Named(op.compensation.operation, compensation_of=op.operation))
     return named
 
 

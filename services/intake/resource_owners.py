@@ -5,6 +5,7 @@ What the tenant's confirmed operations created is read from the projected operat
 (`remote_id`), scoped to the tenant: one tenant's charge is never another's to refund.
 """
 
+from events.definition import FORWARD_CONFIRMED
 from services.governance.resources import (
     NamedResource,
     ResourceNotOwned,
@@ -17,7 +18,7 @@ from services.intake.tenant_store import TenantStore
 
 # An operation that was confirmed created its resource; one compensated since did too (a
 # refunded charge is still the tenant's, and the provider judges what is left of it).
-_CREATED = ["confirmed", "compensating", "compensated"]
+_CREATED = [status.value for status in FORWARD_CONFIRMED]
 
 
 def named_resources(submission: SubmissionRequest) -> list[NamedResource]:
@@ -27,9 +28,11 @@ def named_resources(submission: SubmissionRequest) -> list[NamedResource]:
         if found is not None:
             named.append(found)
         if op.compensation is not None and op.compensation.payload is not None:
-            undo = named_resource(op.action, op.compensation.operation, op.compensation.payload)
-            if undo is not None:
-                named.append(undo)
+            compensation = named_resource(
+                op.action, op.compensation.operation, op.compensation.payload
+            )
+            if compensation is not None:
+                named.append(compensation)
     return named
 
 

@@ -10,6 +10,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from events.definition import Leg, OperationKind, OpStatus, Resolution, ReviewState, TxStatus
+from events.drift import DriftKind
+
 
 class OperationKey(BaseModel):
     action: str
@@ -28,7 +31,7 @@ class OwnerSession(BaseModel):
 
 class SubmissionAccepted(BaseModel):
     tx_id: str
-    status: str
+    status: Literal[TxStatus.ACCEPTED]
     operations: list[OperationKey]
     owner: OwnerSession
 
@@ -46,11 +49,11 @@ class IntentRefused(BaseModel):
 
 class OperationView(BaseModel):
     action: str
-    kind: str
+    kind: OperationKind
     op_key: str
     operation: str
     provider: str
-    state: str
+    state: OpStatus
     attempts: int
     remote_id: str | None
     evidence: list[Any]
@@ -61,7 +64,7 @@ class OperationView(BaseModel):
 
 class TransactionView(BaseModel):
     tx_id: str
-    status: str
+    status: TxStatus
     agent_id: str
     operations: list[OperationView]
     compensation_plan: list[str]
@@ -100,7 +103,7 @@ class ReviewSummary(BaseModel):
     action: str
     op_key: str
     reason: str
-    state: str
+    state: ReviewState
     created_at: str
 
 
@@ -109,12 +112,12 @@ class ReviewList(BaseModel):
 
 
 class ReviewView(ReviewSummary):
-    leg: str
+    leg: Leg
     attempt: int
     operation: str | None
     provider: str | None
     resolved_at: str | None
-    resolution: str | None
+    resolution: Resolution | None
     note: str | None
     actor: str | None
     evidence: list[Any]
@@ -122,13 +125,13 @@ class ReviewView(ReviewSummary):
 
 class ReviewResolving(BaseModel):
     id: str
-    state: str
-    resolution: str
+    state: Literal["resolving"]  # the answer's, not a review's: the decider resolves it
+    resolution: Resolution
 
 
 class DriftView(BaseModel):
     id: str
-    kind: str
+    kind: DriftKind
     provider: str
     tx_id: str | None
     action: str | None

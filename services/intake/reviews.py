@@ -12,14 +12,14 @@ approval needs a fresh one), and the review stays open.
 
 import json
 from datetime import UTC, datetime, timedelta
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 import asyncpg
 from fastapi import APIRouter, Depends, Query, Request
 from pydantic import ValidationError
 
 from events.attempt_gate import ATTEMPT_REFUSED
-from events.definition import Resolution
+from events.definition import Resolution, ReviewState
 from events.inputs import ResolveReview
 from events.keys import resolve_id
 from services.config import Settings
@@ -46,7 +46,7 @@ MAX_OLDER_THAN_S = 100 * 365 * 86400
 async def list_reviews(
     request: Request,
     tenant: str = Depends(auth.tenant),
-    state: Literal["open", "resolved"] | None = None,
+    state: ReviewState | None = None,
     older_than_s: Annotated[int | None, Query(ge=0, le=MAX_OLDER_THAN_S)] = None,
 ) -> dict[str, Any]:
     since = None if older_than_s is None else datetime.now(UTC) - timedelta(seconds=older_than_s)
@@ -109,7 +109,7 @@ async def resolve_review(
         review = await store.review_state(review_id)
         if review is None:
             raise _not_found(review_id)
-        if review["state"] != "open":
+        if review["state"] != ReviewState.OPEN:
             raise already_resolved(review_id)
         command = ResolveReview(
             # One resolution per review: a client's retry produces the same command again,

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from events.approval_policy import DEFAULT_APPROVAL_REQUIRED, needs_approval
 from events.canonical import fingerprint
 from events.catalog import CATALOG, operation_info
+from events.compensation import declared_compensation
 from events.definition import (
     ACTION_PATTERN,
     TX_ID_PATTERN,
@@ -23,7 +24,6 @@ from events.definition import (
 from events.inputs import SubmitTransaction
 from events.keys import compensation_key, default_session, op_key, submit_id
 from events.payload_schemas import payload_problem
-from events.undo import declared_undo
 
 MAX_OPERATIONS = 20
 
@@ -160,31 +160,33 @@ def _check_payload(op: "OperationRequest") -> None:
 
 
 def _check_compensation(op: "OperationRequest", required: Collection[str]) -> None:
-    """An undo runs under its step's grant, with no person and with a payload recon derives
-    (events.undo), so the agent may only name the one undo its step's operation declares,
+    """A compensation runs under its step's grant, with no person and with a payload recon
+    derives (events.compensation), so the agent may only name the one its step's operation
+    declares,
     without a payload of its own, and never one that needs a person's approval: nobody
     could approve it before the saga sends it."""
-    undo = op.compensation
-    if undo is None:
+    compensation = op.compensation
+    if compensation is None:
         return
-    allowed = declared_undo(op.operation)
-    if undo.operation != allowed:
+    allowed = declared_compensation(op.operation)
+    if compensation.operation != allowed:
         what = f"only {allowed!r}" if allowed else "none: leave the compensation out"
         raise SubmissionRefused(
             "compensation_not_allowed",
-            f"action {op.action!r}: {undo.operation!r} is not the undo of {op.operation!r}; "
-            f"the undo it allows is {what}",
+            f"action {op.action!r}: {compensation.operation!r} is not the compensation of "
+            f"{op.operation!r}; the compensation it allows is {what}",
         )
-    if undo.payload is not None:
+    if compensation.payload is not None:
         raise SubmissionRefused(
             "compensation_payload_not_allowed",
             f"action {op.action!r}: a compensation's payload is derived from the step and "
             f'the evidence of its confirmation; send {{"operation": {allowed!r}}} alone',
         )
-    if needs_approval(operation_info(op.provider, undo.operation), required):
+    if needs_approval(operation_info(op.provider, compensation.operation), required):
         raise SubmissionRefused(
             "approval_required_in_compensation",
-            f"action {op.action!r}: its undo {undo.operation!r} needs a person's approval "
+            f"action {op.action!r}: its compensation {compensation.operation!r} needs a person's "
+            "approval "
             "under this tenant's approval classes, and a compensation runs without one; "
             "make the step the last one, without a compensation",
         )
@@ -246,7 +248,7 @@ def operation_specs(
 def _spec(
     kind: OperationKind, op: OperationRequest, key: str, approval_required: Collection[str]
 ) -> OperationSpec:
-    undo = op.compensation
+    compensation = op.compensation
     gated = kind is OperationKind.STEP and needs_approval(
         operation_info(op.provider, op.operation), approval_required
     )
@@ -259,10 +261,12 @@ def _spec(
         approval_required=gated,
         op_key=key,
         compensation=(
-            Compensation(operation=undo.operation, payload=undo.payload) if undo else None
+            Compensation(operation=compensation.operation, payload=compensation.payload)
+            if compensation
+            else None
         ),
-        # The undo's key is derived from the step's key alone: as stable as the effect.
-        compensation_key=compensation_key(key) if undo else None,
+        # The compensation's key is derived from the step's key alone: as stable as the effect.
+        compensation_key=compensation_key(key) if compensation else None,
     )
 
 

@@ -3,7 +3,7 @@ text starts with the API's `error` code, so the model can act on it (a `tx_confl
 means: pick another tx_id; `not_found`: check the id)."""
 
 from collections.abc import Awaitable, Callable
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Annotated, Any, TypeVar
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -11,7 +11,7 @@ from mcp.types import ToolAnnotations
 from pydantic import Field
 from recon_sdk import AsyncRecon, NotFound, Owner, ReconError
 
-from events.definition import TX_ID_PATTERN
+from events.definition import TX_ID_PATTERN, ReviewState
 from services.intake.abort import AbortRequest
 from services.intake.submission import SubmissionRequest
 from services.mcp.config import McpSettings
@@ -117,7 +117,7 @@ def build_server(settings: McpSettings) -> MCPServer[Any]:
 
     @server.tool(annotations=READ_ONLY)
     async def list_reviews(
-        state: Literal["open", "resolved"] | None = "open",
+        state: ReviewState | None = ReviewState.OPEN,
         older_than_s: Annotated[int | None, Field(ge=0, le=3153600000)] = None,
     ) -> dict[str, Any]:
         """Operations waiting for a person (manual review), e.g. an unknown outcome no

@@ -10,11 +10,15 @@ says the effect cannot exist or will not follow, so they are `unknown` (a lookup
 them) and carry an `alarm` an operator must see, never a silent `failed`.
 """
 
-from dataclasses import dataclass
 from typing import Any
 
 from events.definition import STALE_REVISION
 from events.inputs import Outcome
+
+# Seen is the vocabulary's (events.observation), where every observer can build an
+# observation from it. Re-exported for services/providers/adapters.py alone, which another
+# branch is editing: once it imports Seen from events.observation, this `as` goes.
+from events.observation import Seen as Seen
 
 # The provider's definitive refusals of a payload (the sandbox's decline is 402, its
 # out-of-stock 422; Stripe's card errors are 402, its invalid requests 400). Whitelisted:
@@ -22,18 +26,6 @@ from events.inputs import Outcome
 DEFINITIVE_4XX = frozenset({400, 402, 422})
 # 4xx answers about the request's timing, not its content: a retry may well succeed.
 TIMING_4XX = frozenset({408, 425, 429})
-
-
-@dataclass(frozen=True)
-class Seen:
-    outcome: Outcome
-    status_code: int | None = None
-    remote_id: str | None = None
-    body: Any = None
-    error: str | None = None
-    # Why a person must look (our credentials, route or configuration are wrong): the
-    # runtime logs it at ERROR. None for an answer that is the provider's business.
-    alarm: str | None = None
 
 
 def classify_response(status: int, body: Any) -> Seen:

@@ -16,7 +16,7 @@ The operation stays open for a person: a review `retry` once the precondition ho
 from typing import Any
 
 from events.inputs import Outcome
-from services.providers.classify import Seen
+from events.observation import Seen
 
 # The review reason of an attempt stopped by a precondition.
 PRECONDITION_FAILED = "precondition_failed"

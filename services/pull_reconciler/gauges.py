@@ -5,6 +5,7 @@ import logging
 
 import asyncpg
 
+from events.definition import ReviewState
 from reconcilers import store
 from services.metrics import LEGS_GIVEN_UP, REVIEWS_OPEN
 
@@ -19,7 +20,9 @@ async def refresh_gauges(pool: asyncpg.Pool) -> None:
     try:
         async with pool.acquire() as conn:
             REVIEWS_OPEN.set(
-                await conn.fetchval("SELECT count(*) FROM reviews WHERE state = 'open'")
+                await conn.fetchval(
+                    "SELECT count(*) FROM reviews WHERE state = $1", ReviewState.OPEN.value
+                )
             )
             LEGS_GIVEN_UP.set(await store.given_up_in_flight(conn))
     except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as error:

@@ -29,6 +29,7 @@ from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from events.drift import DriftDetected
 from events.inputs import Outcome, RequestReview, Source
 from events.keys import partition_key
+from events.observation import Seen, observation
 from reconcilers import store
 from reconcilers.drift import compare, effect_from_json
 from reconcilers.pull import (
@@ -49,9 +50,7 @@ from services.kafka_setup import ensure_topics
 from services.kafka_start import start_kafka_client
 from services.postgres_start import open_pool
 from services.providers.adapters import ListingUnavailable, ProviderAdapter, build_adapters
-from services.providers.classify import Seen
 from services.providers.http import ProviderHttp
-from services.providers.observed import observation
 from services.pull_reconciler.gauges import REFRESH_S, refresh_gauges
 
 log = logging.getLogger(__name__)

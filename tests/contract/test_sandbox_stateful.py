@@ -57,10 +57,10 @@ def test_promote_previews_displaces_notifies_and_restores(client: httpx.Client) 
     again = call(client, "/v1/waitlist/promote", fresh("promote"), payload)
     assert (again.status_code, again.json()["error"]) == (409, "stale_revision")
 
-    undo = call(
+    compensation = call(
         client, "/v1/waitlist/restore", fresh("restore"), {**payload, "reverses": {"op_key": key}}
     )
-    assert undo.status_code == 200, undo.text
+    assert compensation.status_code == 200, compensation.text
     state = client.get(f"/v1/waitlists/{wl}").json()
     assert state["users"] == users
     # Compensating only: the first notification stays sent, a second one says so.

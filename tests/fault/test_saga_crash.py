@@ -3,7 +3,7 @@ was committed: the restarted orchestrator issues them again, and nothing is undo
 
 from pathlib import Path
 
-from support.compensation_support import failing_third_step, undo_key
+from support.compensation_support import compensation_op_key, failing_third_step
 from support.crash_support import start_paused_at, wait_paused
 from support.recon_client import Recon, op
 from support.topic_records import read_topic
@@ -44,5 +44,5 @@ async def test_saga_killed_between_its_commands_and_its_offset_resumes_and_undoe
     ]
     assert undos == ["charge", "reserve"]
     for action in ("charge", "reserve"):
-        await recon.assert_applied_once(undo_key(tx, action))
+        await recon.assert_applied_once(compensation_op_key(tx, action))
         await recon.assert_applied_once(op(tx, action)["op_key"])

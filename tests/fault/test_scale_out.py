@@ -18,7 +18,7 @@ from datetime import datetime
 from typing import Any
 
 import pytest
-from support.compensation_support import failing_third_step, time_of, undo_key
+from support.compensation_support import compensation_op_key, failing_third_step, time_of
 from support.crash_support import wait_for_log
 from support.recon_client import Recon, effects_for, op, transaction
 from support.tests_support_log import read_event_log
@@ -76,12 +76,12 @@ async def test_two_of_each_share_partitions_and_survivors_take_over(
     # Submitted while the group has not noticed yet (after a kill: a session timeout):
     # these wait on partitions nobody serves, then the survivors serve them.
     later_ok = [f"scale-late-ok-{i}" for i in range(8)]
-    later_undo = [f"scale-late-undo-{i}" for i in range(2)]
-    second = [transaction(t) for t in later_ok] + [failing_third_step(t) for t in later_undo]
+    late_compensated = [f"scale-late-undo-{i}" for i in range(2)]
+    second = [transaction(t) for t in later_ok] + [failing_third_step(t) for t in late_compensated]
     accepted = await asyncio.gather(*(recon.submit(b, retry_unavailable=True) for b in second))
     assert all(a.status_code == 202 for a in accepted), [a.text for a in accepted]
     committed += later_ok
-    compensated += later_undo
+    compensated += late_compensated
 
     deciders, dispatchers = await wait_spread(stack.kafka_bootstrap, _groups(stack), 1)
     _assert_deciders_own_both_inputs_together(deciders, topics)
@@ -166,7 +166,7 @@ async def _assert_every_promise(
     for tx_id in compensated:
         tx = txs[tx_id]
         once += [op(tx, a)["op_key"] for a in ("reserve", "charge", "apology")]
-        once += [undo_key(tx, a) for a in ("charge", "reserve")]
+        once += [compensation_op_key(tx, a) for a in ("charge", "reserve")]
         never += [op(tx, a)["op_key"] for a in ("deposit", "receipt")]
     for key in once:
         applies = [
@@ -185,8 +185,8 @@ async def _assert_every_promise(
         assert _at(receipt) >= time_of(events, "TransactionCommitted"), tx_id
     for tx_id in compensated:
         tx = txs[tx_id]
-        refund = effects_for(effects, undo_key(tx, "charge"))[0]
-        release = effects_for(effects, undo_key(tx, "reserve"))[0]
+        refund = effects_for(effects, compensation_op_key(tx, "charge"))[0]
+        release = effects_for(effects, compensation_op_key(tx, "reserve"))[0]
         assert _at(refund) < _at(release), tx_id
         apology = effects_for(effects, op(tx, "apology")["op_key"])[0]
         events = await recon.events(tx_id)

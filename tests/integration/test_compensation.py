@@ -3,7 +3,7 @@ and recon processes (the saga orchestrator included)."""
 
 from datetime import datetime
 
-from support.compensation_support import failing_third_step, time_of, undo_key, wait_for
+from support.compensation_support import compensation_op_key, failing_third_step, time_of, wait_for
 from support.recon_client import Recon, effects_for, op, transaction
 
 from services.devtools.stack import Stack
@@ -54,11 +54,11 @@ async def test_failed_step_is_undone_in_reverse_order_once_and_only_then_notifie
     assert op(tx, "deposit")["evidence"][-1]["status_code"] == 402
 
     effects = await recon.effects()
-    refunds = effects_for(effects, undo_key(tx, "charge"))
-    releases = effects_for(effects, undo_key(tx, "reserve"))
+    refunds = effects_for(effects, compensation_op_key(tx, "charge"))
+    releases = effects_for(effects, compensation_op_key(tx, "reserve"))
     assert len(refunds) == len(releases) == 1
     for action in ("charge", "reserve"):
-        await recon.assert_applied_once(undo_key(tx, action))
+        await recon.assert_applied_once(compensation_op_key(tx, action))
     assert refunds[0]["operation"] == "payments.refund"
     assert releases[0]["operation"] == "inventory.release"
     # Reverse order: the refund (of the later step) is done before the release starts.
@@ -89,12 +89,12 @@ async def test_lost_undo_responses_are_resolved_by_lookup_not_sent_again(
     tx = await recon.wait_terminal("undo-lost-1")
     assert tx["status"] == "compensated", tx
     effects = await recon.effects()
-    assert len(effects_for(effects, undo_key(tx, "charge"))) == 1
-    assert len(effects_for(effects, undo_key(tx, "reserve"))) == 1
+    assert len(effects_for(effects, compensation_op_key(tx, "charge"))) == 1
+    assert len(effects_for(effects, compensation_op_key(tx, "reserve"))) == 1
     assert [e for e in effects if e["operation"] == "email.send"] == []
     for action in ("charge", "reserve"):
         # The lost answer was settled by a lookup or a webhook, never by a second send.
-        await recon.assert_applied_once(undo_key(tx, action))
+        await recon.assert_applied_once(compensation_op_key(tx, action))
     for action in ("charge", "reserve"):
         operation = op(tx, action)
         assert operation["state"] == "compensated"
@@ -142,10 +142,14 @@ async def test_abort_before_commit_during_compensation_and_after_commit(
     assert tx["compensation_plan"] == ["charge", "reserve"]
     effects = await recon.effects()
     assert len(effects_for(effects, op(tx, "charge")["op_key"])) == 1
-    assert len(effects_for(effects, undo_key(tx, "charge"))) == 1
-    assert len(effects_for(effects, undo_key(tx, "reserve"))) == 1
+    assert len(effects_for(effects, compensation_op_key(tx, "charge"))) == 1
+    assert len(effects_for(effects, compensation_op_key(tx, "reserve"))) == 1
     assert effects_for(effects, op(tx, "receipt")["op_key"]) == []
-    for key in (op(tx, "charge")["op_key"], undo_key(tx, "charge"), undo_key(tx, "reserve")):
+    for key in (
+        op(tx, "charge")["op_key"],
+        compensation_op_key(tx, "charge"),
+        compensation_op_key(tx, "reserve"),
+    ):
         await recon.assert_applied_once(key)
     types = [e["type"] for e in await recon.events("abort-1")]
     assert types.index("TransactionAbortRequested") < types.index("OperationConfirmed", 3)
@@ -159,8 +163,8 @@ async def test_abort_before_commit_during_compensation_and_after_commit(
     assert during.status_code == 202, during.text
     tx = await recon.wait_terminal("abort-2")
     assert tx["status"] == "compensated", tx
-    assert len(effects_for(await recon.effects(), undo_key(tx, "reserve"))) == 1
-    await recon.assert_applied_once(undo_key(tx, "reserve"))
+    assert len(effects_for(await recon.effects(), compensation_op_key(tx, "reserve"))) == 1
+    await recon.assert_applied_once(compensation_op_key(tx, "reserve"))
     events = await recon.events("abort-2")
     ignored = [e for e in events if e["type"] == "CommandIgnored"]
     assert [(e["data"]["command"], e["data"]["reason"]) for e in ignored] == [

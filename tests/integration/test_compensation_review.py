@@ -2,7 +2,7 @@
 `applied` lets the compensation finish."""
 
 import httpx
-from support.compensation_support import failing_third_step, undo_key, wait_for
+from support.compensation_support import compensation_op_key, failing_third_step, wait_for
 from support.recon_client import Recon, effects_for, op
 
 from services.devtools.stack import Stack
@@ -61,9 +61,9 @@ async def test_unprovable_refund_goes_to_review_and_applied_completes_it(
     assert op(tx, "charge")["state"] == "compensated"
     assert op(tx, "reserve")["state"] == "compensated"
     effects = await recon.effects()
-    assert len(effects_for(effects, undo_key(tx, "charge"))) == 1
-    assert len(effects_for(effects, undo_key(tx, "reserve"))) == 1
+    assert len(effects_for(effects, compensation_op_key(tx, "charge"))) == 1
+    assert len(effects_for(effects, compensation_op_key(tx, "reserve"))) == 1
     assert effects_for(effects, op(tx, "receipt")["op_key"]) == []
     # `applied` settled the refund without sending it again.
     for action in ("charge", "reserve"):
-        await recon.assert_applied_once(undo_key(tx, action))
+        await recon.assert_applied_once(compensation_op_key(tx, action))

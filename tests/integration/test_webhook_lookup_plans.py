@@ -90,7 +90,7 @@ async def test_an_unknown_effect_is_looked_up_through_an_index_under_a_generic_p
 async def test_the_indexed_lookup_finds_intents_by_either_key(conn: asyncpg.Connection) -> None:
     # Under the forced generic plan, as asyncpg's prepared statements may run.
     forward = await operation_by_key(conn, ("rk1_c17",))
-    undo = await operation_by_key(conn, ("nobody", "rc1_r42"))
+    compensation = await operation_by_key(conn, ("nobody", "rc1_r42"))
     projected = await operation_by_key(conn, ("rc1_p7",))
 
     assert forward is not None and (forward.tx_id, forward.action, forward.op_key) == (
@@ -98,7 +98,11 @@ async def test_the_indexed_lookup_finds_intents_by_either_key(conn: asyncpg.Conn
         "charge",
         "rk1_c17",
     )
-    assert undo is not None and (undo.tx_id, undo.action, undo.op_key) == (
+    assert compensation is not None and (
+        compensation.tx_id,
+        compensation.action,
+        compensation.op_key,
+    ) == (
         "tx-42",
         "reserve",
         "rc1_r42",

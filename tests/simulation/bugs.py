@@ -10,9 +10,10 @@ from datetime import datetime
 from events.definition import Leg, OpStatus, TxStatus
 from events.envelope import Envelope
 from events.inputs import OperationObserved, Outcome, PlanCompensation
+from events.observation import Seen
 from events.transaction_events import Event
 from services.dispatcher import call_plan
-from services.providers.classify import Seen, classify_response
+from services.providers.classify import classify_response
 from services.saga import reactor
 from transactions import transaction
 from transactions.state import OperationState, TransactionState

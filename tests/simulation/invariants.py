@@ -107,7 +107,7 @@ class Monitor:
         if leg == "compensation":
             if action not in tx.confirmed:
                 raise Violation(f"{where}: undo of {action}, which was never confirmed")
-            self._later_undone(tx, where, action, tx.compensated)
+            self._later_compensated(tx, where, action, tx.compensated)
             return
         if spec.kind is OperationKind.ON_COMMIT and not tx.committed:
             raise Violation(f"{where}: notification {action} dispatched before the commit")
@@ -122,7 +122,7 @@ class Monitor:
                         f"{where}: step {action} dispatched while {earlier.action} is not confirmed"
                     )
 
-    def _later_undone(self, tx: TxWatch, where: str, action: str, undone: set[str]) -> None:
+    def _later_compensated(self, tx: TxWatch, where: str, action: str, undone: set[str]) -> None:
         steps = tx.steps
         index = next(i for i, s in enumerate(steps) if s.action == action)
         for later in steps[index + 1 :]:
@@ -133,9 +133,11 @@ class Monitor:
         """A call under `key` reached the provider (its `calls`-th). A destructive operation
         is never sent again by a machine (events.retry_policy): each attempt dispatched
         under its key (the first, and each a person's `retry` asked for) calls once."""
-        tx_id, action, is_undo = self.keys[key]
+        tx_id, action, is_compensation = self.keys[key]
         spec = self.txs[tx_id].spec(action)
-        operation = spec.compensation.operation if is_undo and spec.compensation else spec.operation
+        operation = (
+            spec.compensation.operation if is_compensation and spec.compensation else spec.operation
+        )
         if operation_info(spec.provider, operation).side_effect is not SideEffect.DESTRUCTIVE:
             return
         dispatched = self.attempts.get(key, 0)
@@ -147,13 +149,13 @@ class Monitor:
 
     def on_apply(self, key: str, applies: int, holds: dict[str, int]) -> None:
         """The provider applied an effect under `key` (its `applies`-th)."""
-        tx_id, action, is_undo = self.keys[key]
+        tx_id, action, is_compensation = self.keys[key]
         tx = self.txs[tx_id]
-        where = f"{tx_id} {action} ({'undo' if is_undo else 'forward'}) at the provider"
+        where = f"{tx_id} {action} ({'undo' if is_compensation else 'forward'}) at the provider"
         if applies > 1:
             raise Violation(f"{where}: applied {applies} times under one key")
         spec = tx.spec(action)
-        if is_undo:
+        if is_compensation:
             # The effects of later steps must already be undone at the provider.
             steps = tx.steps
             for later in steps[steps.index(spec) + 1 :]:

@@ -4,7 +4,7 @@ projection check and the pull reconciler's candidates read it, as they read Post
 
 from dataclasses import dataclass, field
 
-from events.definition import Leg
+from events.definition import Leg, OpStatus
 from events.envelope import Envelope
 from projections.view import TxView, apply
 from reconcilers.pull import Candidate
@@ -17,8 +17,8 @@ from .kafka import Consumer
 class SimProjection:
     events: Consumer[Envelope]
     views: dict[tuple[str, str], TxView] = field(default_factory=dict)
-    # The undo's operation is on its dispatch event, not in the operations table.
-    undo_operation: dict[str, str] = field(default_factory=dict)
+    # The compensation's operation is on its dispatch event, not in the operations table.
+    compensation_operation: dict[str, str] = field(default_factory=dict)
     reviewed: bool = False  # whether any review was ever opened (saves the operator a scan)
 
     def consume(self) -> None:
@@ -28,16 +28,20 @@ class SimProjection:
         if envelope.type == "OperationNeedsReview":
             self.reviewed = True
         if envelope.type == "OperationDispatched" and envelope.data.get("leg") == "compensation":
-            self.undo_operation[envelope.data["op_key"]] = envelope.data["operation"]
+            self.compensation_operation[envelope.data["op_key"]] = envelope.data["operation"]
 
     def operation(self, tenant: str, tx_id: str, action: str) -> ProjectedOp | None:
         view = self.views.get((tenant, tx_id))
         op = next((o for o in view.operations if o.action == action), None) if view else None
         if op is None:
             return None
+        compensation = op.compensation
         return ProjectedOp(
             forward=ProjectedLeg(op.state, op.attempts),
-            undo=ProjectedLeg(op.comp_state, op.comp_attempts),
+            compensation=ProjectedLeg(
+                OpStatus(compensation.status.value) if compensation else None,
+                compensation.attempt if compensation else 0,
+            ),
         )
 
     def in_flight(self) -> list[Candidate]:
@@ -59,17 +63,18 @@ class SimProjection:
                             op.updated_at,
                         )
                     )
-                if op.comp_state in OPEN and op.comp_op_key is not None:
+                compensation = op.compensation
+                if compensation and compensation.in_flight and op.compensation_key is not None:
                     legs.append(
                         Candidate(
                             view.tenant,
                             view.tx_id,
                             op.action,
                             Leg.COMPENSATION,
-                            op.comp_op_key,
-                            op.comp_attempts,
+                            op.compensation_key,
+                            compensation.attempt,
                             op.provider,
-                            self.undo_operation.get(op.comp_op_key, op.operation),
+                            self.compensation_operation.get(op.compensation_key, op.operation),
                             op.updated_at,
                         )
                     )

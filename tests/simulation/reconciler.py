@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 
 from events.inputs import DeciderInput, RequestReview, Source
+from events.observation import observation
 from reconcilers.pull import (
     REVIEW_REASON,
     Escalate,
@@ -20,7 +21,6 @@ from reconcilers.pull import (
     review_request_id,
 )
 from services.providers.classify import classify_lookup
-from services.providers.observed import observation
 
 from .clock import Clock
 from .projection import SimProjection

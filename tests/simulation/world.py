@@ -46,8 +46,10 @@ def transaction(rng: random.Random, tx_id: str) -> SubmitTransaction:
             tenant=TENANT, environment="sim", provider="sandbox", tx_id=tx_id, action=action
         )
         info = operation_info("sandbox", operation)
-        undo = (
-            Compensation(operation=info.undo) if info.undo and kind is OperationKind.STEP else None
+        compensation = (
+            Compensation(operation=info.compensation)
+            if info.compensation and kind is OperationKind.STEP
+            else None
         )
         payload: dict[str, object] = {"amount": 100 + len(specs)}
         if decline:
@@ -60,8 +62,8 @@ def transaction(rng: random.Random, tx_id: str) -> SubmitTransaction:
                 operation=operation,
                 payload=payload,
                 op_key=key,
-                compensation=undo,
-                compensation_key=compensation_key(key) if undo else None,
+                compensation=compensation,
+                compensation_key=compensation_key(key) if compensation else None,
             )
         )
 

@@ -31,7 +31,7 @@ def failing_third_step(tx_id: str) -> dict[str, Any]:
     return body
 
 
-def undo_key(tx: dict[str, Any], action: str) -> str:
+def compensation_op_key(tx: dict[str, Any], action: str) -> str:
     return compensation_key(op(tx, action)["op_key"])
 
 

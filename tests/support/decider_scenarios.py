@@ -50,9 +50,9 @@ def scenarios(draw: st.DrawFn) -> list[DeciderInput]:
     # About one step in six has no undo: a failure after it must skip it in the plan.
     uncompensated = tuple(s for s in steps if draw(st.integers(0, 5)) == 3)
     notes = tuple(f"n{i}" for i in range(draw(st.integers(0, 2))))
-    undo_notes = tuple(f"u{i}" for i in range(draw(st.integers(0, 1))))
-    actions = steps + list(notes) + list(undo_notes)
-    first = submit(steps, notes, on_compensated=undo_notes, uncompensated=uncompensated)
+    compensation_notes = tuple(f"u{i}" for i in range(draw(st.integers(0, 1))))
+    actions = steps + list(notes) + list(compensation_notes)
+    first = submit(steps, notes, on_compensated=compensation_notes, uncompensated=uncompensated)
     keys = [k for op in first.operations for k in (op.op_key, op.compensation_key) if k]
     # Many scenarios have a step after the first that the provider never applies (it
     # answers anything but success): they fail after earlier steps are confirmed.
@@ -112,12 +112,12 @@ def plausible(
                 answers.append(partial(request_review, action, attempt, leg))
     saga: list[Callable[[], DeciderInput]] = [partial(compensate, a) for a in state.plan]
     if state.status is TxStatus.COMPENSATING and not state.plan:
-        saga.append(partial(plan, *reversed(confirmed_with_undo(state))))
+        saga.append(partial(plan, *reversed(confirmed_with_compensation(state))))
     groups = [g for g in (answers, resolutions, saga) if g]
     return pick(draw, pick(draw, groups))() if groups else None
 
 
-def confirmed_with_undo(state: TransactionState) -> list[str]:
+def confirmed_with_compensation(state: TransactionState) -> list[str]:
     return [
         s.spec.action
         for s in state.steps()
@@ -212,9 +212,11 @@ def label(state: TransactionState, log: list[Envelope]) -> None:
     reached, so a generator that stops producing compensations or reviews shows."""
     event(f"final status: {state.status}")
     events = [e.event() for e in log]
-    undo = [e for e in events if isinstance(e, OperationDispatched) and e.leg is Leg.COMPENSATION]
+    compensation = [
+        e for e in events if isinstance(e, OperationDispatched) and e.leg is Leg.COMPENSATION
+    ]
     resolved = [e for e in events if isinstance(e, ReviewResolved)]
-    event(f"compensation dispatched: {bool(undo)}")
+    event(f"compensation dispatched: {bool(compensation)}")
     event(f"undo confirmed: {any(e.type == 'OperationCompensated' for e in events)}")
     event(f"review opened: {any(e.type == 'OperationNeedsReview' for e in events)}")
     event(f"review resolved: {sorted({e.leg.value for e in resolved}) or 'none'}")

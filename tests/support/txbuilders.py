@@ -18,6 +18,7 @@ from events.inputs import (
     SubmitTransaction,
 )
 from events.keys import compensation_key, op_key, review_id
+from events.observation import Seen, observation
 from transactions.transaction import handle, initial_state
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -32,8 +33,8 @@ def spec(
     compensable: bool = True,
 ) -> OperationSpec:
     key = op_key(tenant="demo", environment="test", provider="sandbox", tx_id=tx_id, action=action)
-    has_undo = kind is OperationKind.STEP and compensable
-    undo = Compensation(operation="payments.refund") if has_undo else None
+    has_compensation = kind is OperationKind.STEP and compensable
+    compensation = Compensation(operation="payments.refund") if has_compensation else None
     return OperationSpec(
         action=action,
         kind=kind,
@@ -41,8 +42,8 @@ def spec(
         operation=operation,
         payload={"amount": 100},
         op_key=key,
-        compensation=undo,
-        compensation_key=compensation_key(key) if undo else None,
+        compensation=compensation,
+        compensation_key=compensation_key(key) if compensation else None,
     )
 
 
@@ -80,7 +81,7 @@ def observed(
     leg: Leg = Leg.FORWARD,
 ) -> OperationObserved:
     key = spec(action, tx_id=tx_id).op_key
-    return OperationObserved(
+    return observation(
         message_id=f"obs-{action}-{leg.value}-{attempt}-{source.value}-{outcome.value}-{n}",
         tenant="demo",
         tx_id=tx_id,
@@ -88,8 +89,7 @@ def observed(
         op_key=key if leg is Leg.FORWARD else compensation_key(key),
         attempt=attempt,
         source=source,
-        outcome=outcome,
-        remote_id=f"ch_{action}" if outcome is Outcome.SUCCEEDED else None,
+        seen=Seen(outcome, remote_id=f"ch_{action}" if outcome is Outcome.SUCCEEDED else None),
         observed_at=T0 + timedelta(seconds=n + 1),
     )
 

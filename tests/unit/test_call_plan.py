@@ -11,6 +11,7 @@ from events.definition import Leg
 from events.envelope import GENESIS_HASH, seal
 from events.inputs import Outcome, Source
 from events.keys import dispatch_observation_id
+from events.observation import Seen
 from events.transaction_events import OperationDispatched
 from services.dispatcher.call_plan import (
     LOOKUP_BACKOFF_S,
@@ -29,7 +30,6 @@ from services.dispatcher.call_plan import (
     call_plan,
     dispatch_observation,
 )
-from services.providers.classify import Seen
 from services.providers.preconditions import PRECONDITION_FAILED
 
 WRITTEN = Begun((), written=True)

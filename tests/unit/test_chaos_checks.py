@@ -30,7 +30,9 @@ from services.devtools.chaos.history import DriftReport, History, ProviderEffect
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 
-def spec(tx_id: str, action: str, operation: str, kind: OperationKind, undo: str | None) -> Any:
+def spec(
+    tx_id: str, action: str, operation: str, kind: OperationKind, compensation: str | None
+) -> Any:
     key = op_key(tenant="demo", environment="dev", provider="sandbox", tx_id=tx_id, action=action)
     return OperationSpec(
         action=action,
@@ -39,8 +41,8 @@ def spec(tx_id: str, action: str, operation: str, kind: OperationKind, undo: str
         operation=operation,
         payload={},
         op_key=key,
-        compensation=Compensation(operation=undo) if undo else None,
-        compensation_key=compensation_key(key) if undo else None,
+        compensation=Compensation(operation=compensation) if compensation else None,
+        compensation_key=compensation_key(key) if compensation else None,
     )
 
 
@@ -62,15 +64,15 @@ def evidence(outcome: Outcome = Outcome.SUCCEEDED) -> Evidence:
 
 
 def dispatched(op: OperationSpec, leg: Leg = Leg.FORWARD) -> OperationDispatched:
-    undo = leg is Leg.COMPENSATION
+    compensation = leg is Leg.COMPENSATION
     return OperationDispatched(
         action=op.action,
         leg=leg,
-        op_key=(op.compensation_key or "") if undo else op.op_key,
+        op_key=(op.compensation_key or "") if compensation else op.op_key,
         attempt=1,
         lookup_first=False,
         provider="sandbox",
-        operation=op.compensation.operation if undo and op.compensation else op.operation,
+        operation=op.compensation.operation if compensation and op.compensation else op.operation,
         payload={},
     )
 
@@ -130,10 +132,10 @@ def committed_tx(tx_id: str) -> tuple[tuple[dict[str, Any], ...], list[ProviderE
     return sealed(tx_id, events), effects
 
 
-def compensated_events(tx_id: str, *, undo_order: tuple[str, str]) -> list[Event]:
+def compensated_events(tx_id: str, *, compensation_order: tuple[str, str]) -> list[Event]:
     reserve, charge, deposit, receipt = steps(tx_id, third=True)
     by_name = {"reserve": reserve, "charge": charge}
-    first, second = (by_name[a] for a in undo_order)
+    first, second = (by_name[a] for a in compensation_order)
     return [
         TransactionAccepted(
             agent_id="a", fingerprint="f", operations=(reserve, charge, deposit, receipt)
@@ -145,7 +147,7 @@ def compensated_events(tx_id: str, *, undo_order: tuple[str, str]) -> list[Event
         dispatched(deposit),
         OperationFailed(action="deposit", attempt=1, evidence=evidence(Outcome.REJECTED)),
         TransactionFailed(action="deposit", reason="rejected", compensable=("charge", "reserve")),
-        CompensationPlanned(plan=undo_order),
+        CompensationPlanned(plan=compensation_order),
         dispatched(first, Leg.COMPENSATION),
         undone(first, (second.action,)),
         dispatched(second, Leg.COMPENSATION),
@@ -155,19 +157,19 @@ def compensated_events(tx_id: str, *, undo_order: tuple[str, str]) -> list[Event
 
 
 def compensated_tx(
-    tx_id: str, undo_order: tuple[str, str] = ("charge", "reserve")
+    tx_id: str, compensation_order: tuple[str, str] = ("charge", "reserve")
 ) -> tuple[tuple[dict[str, Any], ...], list[ProviderEffect]]:
     reserve, charge, _, _ = steps(tx_id, third=True)
     by_name = {"reserve": reserve, "charge": charge}
-    undo_ops = {"reserve": "inventory.release", "charge": "payments.refund"}
+    compensation_ops = {"reserve": "inventory.release", "charge": "payments.refund"}
     effects = [
         effect(reserve.op_key, "inventory.reserve", 1),
         effect(charge.op_key, "payments.charge", 3),
     ]
-    for i, action in enumerate(undo_order):
+    for i, action in enumerate(compensation_order):
         key = by_name[action].compensation_key or ""
-        effects.append(effect(key, undo_ops[action], 9 + 2 * i))
-    return sealed(tx_id, compensated_events(tx_id, undo_order=undo_order)), effects
+        effects.append(effect(key, compensation_ops[action], 9 + 2 * i))
+    return sealed(tx_id, compensated_events(tx_id, compensation_order=compensation_order)), effects
 
 
 def good_history() -> History:
@@ -261,7 +263,7 @@ def test_a_receipt_applied_before_the_commit_at_the_provider_fails() -> None:
 
 def test_undos_in_the_wrong_order_fail() -> None:
     history = good_history()
-    wrong, effects = compensated_tx("tx-b", undo_order=("reserve", "charge"))
+    wrong, effects = compensated_tx("tx-b", compensation_order=("reserve", "charge"))
     bad = dataclasses.replace(
         history,
         events={**history.events, "tx-b": wrong},

@@ -161,8 +161,10 @@ def test_a_transaction_always_settles(
 ) -> None:
     steps, uncompensated, notes = shape
     refused = data.draw(st.sampled_from([None, *steps]), label="step the provider refuses")
-    undo_refused = data.draw(st.sets(st.sampled_from(steps)), label="undos the provider refuses")
-    refuses = {(a, Leg.COMPENSATION) for a in undo_refused}
+    compensation_refused = data.draw(
+        st.sets(st.sampled_from(steps)), label="undos the provider refuses"
+    )
+    refuses = {(a, Leg.COMPENSATION) for a in compensation_refused}
     if refused:
         refuses.add((refused, Leg.FORWARD))
     operator = data.draw(st.booleans(), label="operator resolves reviews")

@@ -105,7 +105,7 @@ def check_dispatch(
         assert list(current.plan) == sorted(current.plan, key=forward.index, reverse=True)
         earlier = current.plan[: current.plan.index(event.action)]
         assert all(
-            current.operation(a).undo.status is LegStatus.CONFIRMED  # type: ignore[union-attr]
+            current.operation(a).compensation.status is LegStatus.CONFIRMED  # type: ignore[union-attr]
             for a in earlier
         )
         return

@@ -222,11 +222,11 @@ def test_compensations_run_one_at_a_time_in_reverse_order() -> None:
     assert types(decide(state, compensate("reserve"))) == ["CommandIgnored"]
     events = decide(state, compensate("charge"))
     assert types(events) == ["OperationDispatched"]
-    undo = events[0]
-    assert isinstance(undo, OperationDispatched) and undo.leg is Leg.COMPENSATION
-    assert undo.operation == "payments.refund"
-    assert undo.op_key == state.operation("charge").spec.compensation_key  # type: ignore[union-attr]
-    assert undo.payload["reverses"]["remote_id"] == "ch_charge"
+    compensation = events[0]
+    assert isinstance(compensation, OperationDispatched) and compensation.leg is Leg.COMPENSATION
+    assert compensation.operation == "payments.refund"
+    assert compensation.op_key == state.operation("charge").spec.compensation_key  # type: ignore[union-attr]
+    assert compensation.payload["reverses"]["remote_id"] == "ch_charge"
 
 
 def test_last_compensation_closes_the_transaction_and_releases_its_notifications() -> None:

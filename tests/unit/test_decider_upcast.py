@@ -1,25 +1,25 @@
-"""Changelog records written before an operation's legs were values still restore.
+"""Changelog records written by earlier versions of an operation's legs still restore.
 
 The decider's state and its finished markers are serialised to the compacted changelog
-(model_dump_json) and read back on restart (services.decider.restore). Until the legs
-became values an operation kept them flat (status, attempt, comp_status, comp_attempt,
-open_review, review_leg); these literals were captured from that code, and are upcast
-(transactions.transaction.upcast_flat_legs) to exactly the state the current code
-reaches through the same inputs.
+(model_dump_json) and read back on restart (services.decider.restore). v1 kept an
+operation's legs flat (status, attempt, comp_status, comp_attempt, open_review,
+review_leg); v2 held them as values, the compensation leg under the name `undo`. These
+literals were captured from that code, and are upcast (events.legs.upcast_legs) to
+exactly the state the current code reaches through the same inputs.
 """
 
 from support.txbuilders import compensate, observed, plan, submit
 
 from events.definition import Leg, OpStatus
 from events.inputs import DeciderInput, Outcome
-from events.legs import LegState, LegStatus, upcast_flat_legs
+from events.legs import LegState, LegStatus, upcast_legs
 from services.decider.restore import parse_stored
 from transactions.finished import FinishedTransaction, finish
 from transactions.state import TransactionState
 from transactions.transaction import handle, initial_state
 
 # reserve confirmed, its undo refused (a review open on the undo leg); charge failed.
-UNDO_IN_REVIEW: list[DeciderInput] = [
+COMPENSATION_IN_REVIEW: list[DeciderInput] = [
     submit(["reserve", "charge"]),
     observed("reserve", 1, Outcome.SUCCEEDED),
     observed("charge", 1, Outcome.REJECTED),
@@ -28,7 +28,7 @@ UNDO_IN_REVIEW: list[DeciderInput] = [
     observed("reserve", 1, Outcome.REJECTED, leg=Leg.COMPENSATION),
 ]
 COMPENSATED: list[DeciderInput] = [
-    *UNDO_IN_REVIEW[:-1],
+    *COMPENSATION_IN_REVIEW[:-1],
     observed("reserve", 1, Outcome.SUCCEEDED, leg=Leg.COMPENSATION),
 ]
 
@@ -63,6 +63,39 @@ V1_MARKER = (
     '8b2648e2","status":"failed","attempt":1,"comp_status":null,"comp_attempt":0}]}'
 )
 
+V2_STATE = (
+    '{"tenant":"demo","tx_id":"tx-1","status":"manual_review","agent_id":"agent-1","submi'
+    'tted_by":null,"fingerprint":"fffffffffffffffffffffffffffffffffffffffffffffffffffffff'
+    'fffffffff","operations":[{"spec":{"action":"reserve","kind":"step","provider":"sandb'
+    'ox","operation":"payments.charge","payload":{"amount":100},"op_key":"rk1_5e3d06db10e'
+    '564c6fd3408591d6b7343ddb92c97","compensation":{"operation":"payments.refund","payloa'
+    'd":null},"compensation_key":"rc1_e18a471ce4e9c7168744b9d0f206f2b272df03fd"},"forward'
+    '":{"status":"confirmed","attempt":1,"review":null},"undo":{"status":"manual_review",'
+    '"attempt":1,"review":"rv_d27b24a5bf0eca4adf589d37"},"remote_id":"ch_reserve","pinned'
+    '_revision":null},{"spec":{"action":"charge","kind":"step","provider":"sandbox","oper'
+    'ation":"payments.charge","payload":{"amount":100},"op_key":"rk1_24e8bdd7d72ede184d48'
+    '30e82d19ef6510f06ff5","compensation":{"operation":"payments.refund","payload":null},'
+    '"compensation_key":"rc1_140a2e9769c71ab9ca65012ea10b4e7b8b2648e2"},"forward":{"statu'
+    's":"failed","attempt":1,"review":null},"undo":null,"remote_id":null,"pinned_revision'
+    '":null}],"aborting":false,"plan":["reserve"],"owner":null,"approvals":[],"seq":10,"l'
+    'ast_hash":"2c5cc39b8a9dbbddc1d2ab162e36888721766728555c7ed9faaceba5ca0b86d8","seen":'
+    '["cmd-tx-1","obs-reserve-forward-1-response-succeeded-0","obs-charge-forward-1-respo'
+    'nse-rejected-0","plan-reserve","compensate-reserve","obs-reserve-compensation-1-resp'
+    'onse-rejected-0"],"session_events":0,"refused":[]}'
+)
+V2_MARKER = (
+    '{"kind":"finished","tenant":"demo","tx_id":"tx-1","status":"compensated","fingerprin'
+    't":"ffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff","aborting":fal'
+    'se,"plan":["reserve"],"seq":10,"last_hash":"db8a5764f7d2bd44e4cd0c5679384a24f6e24354'
+    '7a0f85e0c751b721cd62f646","operations":[{"action":"reserve","kind":"step","op_key":"'
+    'rk1_5e3d06db10e564c6fd3408591d6b7343ddb92c97","compensation_key":"rc1_e18a471ce4e9c7'
+    '168744b9d0f206f2b272df03fd","forward":{"status":"confirmed","attempt":1,"review":nul'
+    'l},"undo":{"status":"confirmed","attempt":1,"review":null}},{"action":"charge","kind'
+    '":"step","op_key":"rk1_24e8bdd7d72ede184d4830e82d19ef6510f06ff5","compensation_key":'
+    '"rc1_140a2e9769c71ab9ca65012ea10b4e7b8b2648e2","forward":{"status":"failed","attempt'
+    '":1,"review":null},"undo":null}]}'
+)
+
 
 def run(inputs: list[DeciderInput]) -> TransactionState:
     state = initial_state("demo", "tx-1")
@@ -75,7 +108,7 @@ def test_a_v1_state_restores_to_the_legs_the_decider_reaches_now() -> None:
     restored, _ = parse_stored(V1_STATE.encode())
 
     # v1 kept the ids as a set (no order); they restore into the window as written.
-    expected = run(UNDO_IN_REVIEW)
+    expected = run(COMPENSATION_IN_REVIEW)
     assert isinstance(restored, TransactionState)
     assert set(restored.seen) == set(expected.seen)
     assert restored.model_copy(update={"seen": expected.seen}) == expected
@@ -84,11 +117,14 @@ def test_a_v1_state_restores_to_the_legs_the_decider_reaches_now() -> None:
     # v1 overwrote the forward status with the undo's progress: the forward leg was
     # confirmed (only a confirmed step is undone), and the review was the undo's.
     assert reserve.forward == LegState(status=LegStatus.CONFIRMED, attempt=1)
-    assert reserve.undo == LegState(
+    assert reserve.compensation == LegState(
         status=LegStatus.MANUAL_REVIEW, attempt=1, review="rv_d27b24a5bf0eca4adf589d37"
     )
     assert reserve.status is OpStatus.MANUAL_REVIEW
-    assert (charge.forward, charge.undo) == (LegState(status=LegStatus.FAILED, attempt=1), None)
+    assert (charge.forward, charge.compensation) == (
+        LegState(status=LegStatus.FAILED, attempt=1),
+        None,
+    )
 
 
 def test_a_v1_finished_marker_restores_to_the_marker_written_now() -> None:
@@ -96,11 +132,11 @@ def test_a_v1_finished_marker_restores_to_the_marker_written_now() -> None:
 
     assert restored == finish(run(COMPENSATED))
     assert isinstance(restored, FinishedTransaction)
-    assert restored.operations[0].undo == LegState(status=LegStatus.CONFIRMED, attempt=1)
+    assert restored.operations[0].compensation == LegState(status=LegStatus.CONFIRMED, attempt=1)
 
 
 def test_a_current_record_round_trips_unchanged() -> None:
-    state = run(UNDO_IN_REVIEW)
+    state = run(COMPENSATION_IN_REVIEW)
     assert TransactionState.model_validate_json(state.model_dump_json()) == state
     marker = finish(run(COMPENSATED))
     assert FinishedTransaction.model_validate_json(marker.model_dump_json()) == marker
@@ -110,7 +146,19 @@ def test_a_v1_review_of_the_forward_leg_stays_on_the_forward_leg() -> None:
     v1 = {"status": "manual_review", "attempt": 2, "comp_status": None, "comp_attempt": 0}
     v1 |= {"open_review": "rv_x", "review_leg": "forward"}
 
-    assert upcast_flat_legs(v1) == {
+    assert upcast_legs(v1) == {
         "forward": {"status": "manual_review", "attempt": 2, "review": "rv_x"},
-        "undo": None,
+        "compensation": None,
     }
+
+
+def test_a_v2_state_and_marker_restore_their_undo_leg_as_the_compensation_leg() -> None:
+    state, _ = parse_stored(V2_STATE.encode())
+    marker, _ = parse_stored(V2_MARKER.encode())
+
+    assert state == run(COMPENSATION_IN_REVIEW)
+    assert marker == finish(run(COMPENSATED))
+    assert isinstance(state, TransactionState)
+    assert state.operations[0].compensation == LegState(
+        status=LegStatus.MANUAL_REVIEW, attempt=1, review="rv_d27b24a5bf0eca4adf589d37"
+    )

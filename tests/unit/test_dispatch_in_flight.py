@@ -21,9 +21,14 @@ def dispatch(leg: Leg, attempt: int) -> OperationDispatched:
 
 
 def projected(
-    state: OpStatus, attempt: int, undo: OpStatus | None = None, undo_attempt: int = 0
+    state: OpStatus,
+    attempt: int,
+    compensation: OpStatus | None = None,
+    compensation_attempt: int = 0,
 ) -> ProjectedOp:
-    return ProjectedOp(ProjectedLeg(state, attempt), ProjectedLeg(undo, undo_attempt))
+    return ProjectedOp(
+        ProjectedLeg(state, attempt), ProjectedLeg(compensation, compensation_attempt)
+    )
 
 
 def test_a_dispatch_not_projected_yet_is_acted_on() -> None:

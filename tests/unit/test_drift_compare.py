@@ -183,11 +183,11 @@ def test_an_effect_after_failure_with_another_payload_is_reported_once() -> None
 
 def test_a_compensated_step_has_its_effect_and_its_undo_and_is_no_drift() -> None:
     ledger = [entry("rk1_a"), entry("rk1_undo", leg=Leg.COMPENSATION)]
-    undo = Effect(
+    compensation = Effect(
         id="re_1",
         operation="payments.charge",
         idempotency_key="rk1_undo",
         payload=dict(CHARGE),
         created_at=NOW - timedelta(seconds=500),
     )
-    assert scan([effect(), undo], ledger) == []
+    assert scan([effect(), compensation], ledger) == []

@@ -10,9 +10,9 @@ from hypothesis import strategies as st
 from support.txbuilders import spec
 
 from events.catalog import CATALOG, SideEffect
+from events.compensation import declared_compensation
 from events.definition import OperationKind
 from events.policy import AgentPolicy, PolicyDocument, Quota, open_policy
-from events.undo import declared_undo
 from services.governance.gate import (
     Claim,
     Named,
@@ -104,17 +104,20 @@ def test_a_submission_passes_only_when_everything_it_names_is_granted(
     policy: PolicyDocument, agent_id: str, named: list[tuple[str, str | None]]
 ) -> None:
     items = [Named(op) for op, _ in named] + [
-        Named(undo, undo_of=op) for op, undo in named if undo is not None
+        Named(compensation, compensation_of=op)
+        for op, compensation in named
+        if compensation is not None
     ]
     refusal = submission_refusal(policy, agent_id, items)
     if refusal is None:
-        for op, undo in named:
+        for op, compensation in named:
             assert granted_in_document(policy, agent_id, op)
-            if undo is not None:
-                # An undo rides on its step's grant only when it is the one undo the
+            if compensation is not None:
+                # A compensation rides on its step's grant only when it is the one the
                 # step declares, and not destructive (before issue 18 any operation did).
-                assert granted_in_document(policy, agent_id, undo) or (
-                    undo == declared_undo(op) and side_effect_of(undo) is not SideEffect.DESTRUCTIVE
+                assert granted_in_document(policy, agent_id, compensation) or (
+                    compensation == declared_compensation(op)
+                    and side_effect_of(compensation) is not SideEffect.DESTRUCTIVE
                 )
     else:
         assert not granted_in_document(policy, agent_id, refusal.operation)

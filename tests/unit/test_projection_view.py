@@ -9,6 +9,9 @@ from events.definition import Leg, OperationKind, OpStatus, Resolution, TxStatus
 from events.envelope import Envelope
 from events.inputs import DeciderInput, Outcome, Source
 from events.keys import review_id
+from events.legs import LegState, LegStatus
+from projections.operation_row import operation_row, operation_view
+from projections.table_writes import TABLES
 from projections.view import TxView, ViewError, apply
 from transactions.transaction import handle, initial_state, record
 
@@ -189,7 +192,7 @@ def test_the_view_agrees_with_the_decider(log: list[Envelope]) -> None:
     label(state, log)
 
 
-def test_the_undo_and_its_key_are_projected_leg_by_leg() -> None:
+def test_the_compensation_and_its_key_are_projected_leg_by_leg() -> None:
     log = log_of(
         submit(["reserve", "charge"]),
         observed("reserve", 1, Outcome.SUCCEEDED, n=0),
@@ -199,11 +202,10 @@ def test_the_undo_and_its_key_are_projected_leg_by_leg() -> None:
     )
     dispatched = view_of(log)
     reserve = dispatched.operations[0]
-    assert reserve.comp_op_key == submit(["reserve"]).operations[0].compensation_key
-    assert (reserve.state, reserve.comp_state, reserve.comp_attempts) == (
+    assert reserve.compensation_key == submit(["reserve"]).operations[0].compensation_key
+    assert (reserve.state, reserve.compensation) == (
         OpStatus.COMPENSATING,
-        OpStatus.DISPATCHED,
-        1,
+        LegState(status=LegStatus.DISPATCHED, attempt=1),
     )
 
     unknown = view_of(
@@ -216,7 +218,7 @@ def test_the_undo_and_its_key_are_projected_leg_by_leg() -> None:
             observed("reserve", 1, Outcome.UNKNOWN, n=2, leg=Leg.COMPENSATION),
         )
     )
-    assert unknown.operations[0].comp_state is OpStatus.UNKNOWN
+    assert unknown.operations[0].compensation == LegState(status=LegStatus.UNKNOWN, attempt=1)
     assert unknown.operations[0].state is OpStatus.COMPENSATING
 
     done = view_of(
@@ -229,9 +231,9 @@ def test_the_undo_and_its_key_are_projected_leg_by_leg() -> None:
             observed("reserve", 1, Outcome.SUCCEEDED, n=2, leg=Leg.COMPENSATION),
         )
     )
-    assert (done.operations[0].state, done.operations[0].comp_state) == (
+    assert (done.operations[0].state, done.operations[0].compensation) == (
         OpStatus.COMPENSATED,
-        OpStatus.CONFIRMED,
+        LegState(status=LegStatus.CONFIRMED, attempt=1),
     )
     assert done.status is TxStatus.COMPENSATED
 
@@ -270,7 +272,7 @@ def test_a_review_is_opened_then_resolved_with_who_and_why() -> None:
     assert resolved.status is TxStatus.COMMITTED
 
 
-def test_a_review_of_the_undo_names_the_undo_key() -> None:
+def test_a_review_of_the_compensation_names_the_compensation_key() -> None:
     view = view_of(
         log_of(
             submit(["reserve", "charge"]),
@@ -286,34 +288,36 @@ def test_a_review_of_the_undo_names_the_undo_key() -> None:
     reserve = view.operations[0]
     assert (review.leg, review.op_key, review.reason) == (
         Leg.COMPENSATION,
-        reserve.comp_op_key,
+        reserve.compensation_key,
         "compensation_rejected",
     )
-    assert (reserve.comp_state, reserve.open_review_id) == (
-        OpStatus.MANUAL_REVIEW,
+    assert reserve.compensation is not None
+    assert (reserve.compensation.status, reserve.open_review_id) == (
+        LegStatus.MANUAL_REVIEW,
         review.review_id,
     )
 
 
 @given(logs())
-def test_the_undo_and_review_columns_agree_with_the_decider(log: list[Envelope]) -> None:
+def test_the_legs_and_reviews_are_the_deciders_and_survive_their_row(log: list[Envelope]) -> None:
     state, view = initial_state("demo", "tx-1"), None
+    columns = TABLES["operations"].columns
     for envelope in log:
         state = record(state, envelope)
         view = apply(view, envelope)
 
         assert [
-            (op.comp_op_key, op.comp_state, op.comp_attempts, op.open_review_id)
+            (op.compensation_key, op.forward, op.compensation, op.state, op.open_review_id)
             for op in view.operations
         ] == [
-            (
-                op.spec.compensation_key,
-                op.undo.status if op.undo else None,
-                op.undo.attempt if op.undo else 0,
-                op.open_review,
-            )
+            (op.spec.compensation_key, op.forward, op.compensation, op.status, op.open_review)
             for op in state.operations
         ]
+        # The writer reloads a view from its rows between batches (projections.writer):
+        # the storage columns must give back the very legs the decider holds.
+        for op in view.operations:
+            row = dict(zip(columns, operation_row(view.tenant, view.tx_id, op), strict=True))
+            assert operation_view(row) == op
         assert {r.review_id for r in view.reviews if r.state == "open"} == {
             op.open_review for op in state.operations if op.open_review
         }

@@ -5,7 +5,8 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
-from events.inputs import OperationObserved, Outcome, Source
+from events.inputs import Outcome, Source
+from events.observation import observation
 from services.providers.adapters import SandboxAdapter
 from services.providers.http import Answer
 
@@ -27,7 +28,7 @@ async def test_a_provider_answer_with_a_lone_surrogate_becomes_a_writable_observ
         "payments.charge", "key-1", {"amount": 1}
     )
     assert seen.outcome is Outcome.SUCCEEDED
-    observation = OperationObserved(
+    sighting = observation(
         message_id="m",
         tenant="demo",
         tx_id="tx",
@@ -35,13 +36,10 @@ async def test_a_provider_answer_with_a_lone_surrogate_becomes_a_writable_observ
         op_key="key-1",
         attempt=1,
         source=Source.RESPONSE,
-        outcome=seen.outcome,
-        status_code=seen.status_code,
-        remote_id=seen.remote_id,
-        body=seen.body,
+        seen=seen,
         observed_at=datetime(2026, 1, 1, tzinfo=UTC),
     )
-    written = json.loads(observation.model_dump_json())
+    written = json.loads(sighting.model_dump_json())
     assert written["remote_id"] == "ch_\\ud800"
     assert written["body"]["note"] == "x\\udfff"
 

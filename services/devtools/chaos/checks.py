@@ -14,12 +14,17 @@ from datetime import datetime, timedelta
 from itertools import pairwise
 from typing import Any
 
+from events.definition import FINISHED, Leg, OperationKind, Resolution, TxStatus
 from events.envelope import Envelope, verify_chain
+from events.legs import IN_FLIGHT, LegStatus
 from services.devtools.chaos.history import History
 
-FORWARD, COMPENSATION = "forward", "compensation"
-TERMINAL = frozenset({"committed", "compensated", "failed", "manual_review"})
-IN_FLIGHT = frozenset({"dispatched", "unknown"})
+# The names are imported (one vocabulary); the fold below is this module's own.
+FORWARD, COMPENSATION = Leg.FORWARD.value, Leg.COMPENSATION.value
+TERMINAL = frozenset({*FINISHED, TxStatus.MANUAL_REVIEW})
+# A leg whose review a person resolved otherwise than `applied`: not a decider state, the
+# checks only need to know it is not confirmed.
+RESOLVED = "resolved"
 # The provider stamps effects to the millisecond; recon's events carry microseconds.
 CLOCK_GRAIN = timedelta(milliseconds=1)
 
@@ -30,14 +35,14 @@ class TxView:
 
     tx_id: str
     accepted: bool = False
-    status: str = ""
+    status: TxStatus | None = None
     # action -> the OperationSpec JSON of TransactionAccepted, in the intent's order.
     specs: dict[str, dict[str, Any]] = field(default_factory=dict)
     legs: dict[tuple[str, str], str] = field(default_factory=dict)
     # Positions (index in the log) of the events the ordering checks need.
     confirmed_at: dict[str, int] = field(default_factory=dict)
     compensated_at: dict[str, int] = field(default_factory=dict)
-    undo_dispatched_at: dict[str, int] = field(default_factory=dict)
+    compensation_dispatched_at: dict[str, int] = field(default_factory=dict)
     notify_dispatched_at: dict[str, int] = field(default_factory=dict)
     committed_at: int | None = None
     compensated_tx_at: int | None = None
@@ -69,49 +74,49 @@ def fold(tx_id: str, envelopes: tuple[dict[str, Any], ...]) -> TxView:
             view.seen_ids.setdefault((action, leg), set()).add(evidence["remote_id"])
         match kind:
             case "TransactionAccepted":
-                view.accepted, view.status = True, "accepted"
+                view.accepted, view.status = True, TxStatus.ACCEPTED
                 view.specs = {s["action"]: s for s in data["operations"]}
             case "OperationDispatched":
-                view.legs[(action, leg)] = "dispatched"
+                view.legs[(action, leg)] = LegStatus.DISPATCHED
                 if leg == COMPENSATION:
-                    view.undo_dispatched_at.setdefault(action, index)
-                elif view.specs.get(action, {}).get("kind") != "step":
+                    view.compensation_dispatched_at.setdefault(action, index)
+                elif view.specs.get(action, {}).get("kind") != OperationKind.STEP:
                     view.notify_dispatched_at.setdefault(action, index)
             case "OperationUnknown":
-                view.legs[(action, leg)] = "unknown"
+                view.legs[(action, leg)] = LegStatus.UNKNOWN
             case "OperationConfirmed":
-                view.legs[(action, FORWARD)] = "confirmed"
+                view.legs[(action, FORWARD)] = LegStatus.CONFIRMED
                 view.confirmed_at.setdefault(action, index)
             case "OperationFailed":
-                view.legs[(action, FORWARD)] = "failed"
+                view.legs[(action, FORWARD)] = LegStatus.FAILED
             case "OperationNeedsReview":
-                view.legs[(action, leg)] = "review"
+                view.legs[(action, leg)] = LegStatus.MANUAL_REVIEW
                 view.reviews.append(f"{action} {leg}: {data.get('reason')}")
             case "OperationCompensated":
-                view.legs[(action, COMPENSATION)] = "confirmed"
+                view.legs[(action, COMPENSATION)] = LegStatus.CONFIRMED
                 view.compensated_at.setdefault(action, index)
             case "ReviewResolved":
-                resolved = "confirmed" if data.get("resolution") == "applied" else "resolved"
-                view.legs[(action, leg)] = resolved
-                if resolved == "confirmed":
+                applied = data.get("resolution") == Resolution.APPLIED
+                view.legs[(action, leg)] = LegStatus.CONFIRMED if applied else RESOLVED
+                if applied:
                     # A person's `applied` confirms the leg as a provider's answer would.
                     done = view.confirmed_at if leg == FORWARD else view.compensated_at
                     done.setdefault(action, index)
-                if view.status == "manual_review":
-                    view.status = "compensating" if view.planned else "running"
+                if view.status is TxStatus.MANUAL_REVIEW:
+                    view.status = TxStatus.COMPENSATING if view.planned else TxStatus.RUNNING
             case "TransactionCommitted":
-                view.status, view.committed_at = "committed", index
+                view.status, view.committed_at = TxStatus.COMMITTED, index
                 view.commit_time = _time(envelope)
             case "TransactionFailed":
-                view.status = "compensating" if data.get("compensable") else "failed"
+                view.status = TxStatus.COMPENSATING if data.get("compensable") else TxStatus.FAILED
                 view.failed_at = index
             case "CompensationPlanned":
                 view.planned = True
             case "TransactionCompensated":
-                view.status, view.compensated_tx_at = "compensated", index
+                view.status, view.compensated_tx_at = TxStatus.COMPENSATED, index
                 view.compensated_time = _time(envelope)
             case "TransactionNeedsReview":
-                view.status = "manual_review"
+                view.status = TxStatus.MANUAL_REVIEW
     return view
 
 
@@ -183,8 +188,10 @@ def unaccounted_effects(history: History, all_views: dict[str, TxView]) -> list[
         state = view.legs.get((action, leg))
         # A leg in review whose evidence shows this very effect is accounted for: the person
         # deciding has it in front of them (the review itself is listed in the table).
-        in_review = state == "review" and effect.effect_id in view.seen_ids.get((action, leg), ())
-        if state != "confirmed" and not in_review:
+        in_review = state == LegStatus.MANUAL_REVIEW and effect.effect_id in view.seen_ids.get(
+            (action, leg), ()
+        )
+        if state != LegStatus.CONFIRMED and not in_review:
             problems.append(f"{effect.effect_id}: {tx_id}/{action} {leg} is {state}, not applied")
     return problems
 
@@ -198,7 +205,7 @@ def confirmed_without_effect(history: History, all_views: dict[str, TxView]) -> 
         for (action, leg), state in view.legs.items():
             spec = view.specs.get(action, {})
             key = spec.get("op_key") if leg == FORWARD else spec.get("compensation_key")
-            if state == "confirmed" and key not in keys and key not in reported:
+            if state == LegStatus.CONFIRMED and key not in keys and key not in reported:
                 problems.append(f"{view.tx_id}/{action} {leg}: no effect at the provider")
     return problems
 
@@ -209,7 +216,7 @@ def incomplete_commits(all_views: dict[str, TxView]) -> list[str]:
     for view in all_views.values():
         if view.committed_at is None:
             continue
-        for action in view.of_kind("step"):
+        for action in view.of_kind(OperationKind.STEP):
             at = view.confirmed_at.get(action)
             if at is None or at > view.committed_at:
                 problems.append(f"{view.tx_id}: committed without {action} confirmed first")
@@ -229,16 +236,16 @@ def bad_compensations(history: History, all_views: dict[str, TxView]) -> list[st
         confirmed = sorted(
             (at, a)
             for a, at in view.confirmed_at.items()
-            if view.specs[a].get("kind") == "step" and at < before_failure
+            if view.specs[a].get("kind") == OperationKind.STEP and at < before_failure
         )
         expected = [a for _, a in reversed(confirmed) if view.specs[a].get("compensation")]
-        undone = [a for a, _ in sorted(view.compensated_at.items(), key=lambda item: item[1])]
-        if undone != expected:
-            problems.append(f"{view.tx_id}: undone {undone}, expected {expected}")
+        compensated = [a for a, _ in sorted(view.compensated_at.items(), key=lambda item: item[1])]
+        if compensated != expected:
+            problems.append(f"{view.tx_id}: compensated {compensated}, expected {expected}")
             continue
         # One at a time: the next undo is dispatched only after the previous is confirmed.
         for earlier, later in pairwise(expected):
-            if view.undo_dispatched_at.get(later, -1) < view.compensated_at[earlier]:
+            if view.compensation_dispatched_at.get(later, -1) < view.compensated_at[earlier]:
                 problems.append(f"{view.tx_id}: undo of {later} sent before {earlier} undone")
         at_provider = [created.get(view.specs[a].get("compensation_key") or "") for a in expected]
         stamped = [t for t in at_provider if t is not None]
@@ -254,8 +261,8 @@ def early_notifications(history: History, all_views: dict[str, TxView]) -> list[
     problems = []
     for view in all_views.values():
         for kind, at, when in (
-            ("on_commit", view.committed_at, view.commit_time),
-            ("on_compensated", view.compensated_tx_at, view.compensated_time),
+            (OperationKind.ON_COMMIT, view.committed_at, view.commit_time),
+            (OperationKind.ON_COMPENSATED, view.compensated_tx_at, view.compensated_time),
         ):
             for action in view.of_kind(kind):
                 sent = view.notify_dispatched_at.get(action)
@@ -314,7 +321,7 @@ def judge(history: History) -> Verdict:
         "notifications before commit": early_notifications(history, all_views),
         "broken chains (collected log)": broken_chains(history),
     }
-    outcomes = Counter(v.status for v in all_views.values() if v.accepted)
+    outcomes = Counter(v.status.value for v in all_views.values() if v.accepted and v.status)
     return Verdict(
         submitted=len(history.submitted),
         answered=sum(1 for s in history.submitted if s.answered_2xx),

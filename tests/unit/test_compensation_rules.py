@@ -9,12 +9,12 @@ from hypothesis import strategies as st
 from support.txbuilders import compensate, observed, plan, submit
 
 from events.catalog import CATALOG, SideEffect
+from events.compensation import declared_compensation
 from events.definition import Compensation, Leg
 from events.inputs import Outcome
 from events.payload_schemas import PAYLOAD_SCHEMAS, payload_problem
 from events.policy import AgentPolicy, PolicyDocument, Quota
 from events.transaction_events import OperationDispatched
-from events.undo import declared_undo
 from services.governance.gate import Named, amount_of, counts_amount, submission_refusal
 from services.intake.submission import SubmissionRefused, SubmissionRequest, check
 from transactions.transaction import handle, initial_state
@@ -58,15 +58,15 @@ def refusal_code(submission: SubmissionRequest, required: frozenset[str] | None 
 
 
 def test_the_catalog_declares_the_undos_of_the_issue() -> None:
-    assert declared_undo("inventory.reserve") == "inventory.release"
-    assert declared_undo("payments.charge") == "payments.refund"
-    assert declared_undo("waitlist.promote") == "waitlist.restore"
+    assert declared_compensation("inventory.reserve") == "inventory.release"
+    assert declared_compensation("payments.charge") == "payments.refund"
+    assert declared_compensation("waitlist.promote") == "waitlist.restore"
     for operation in ("email.send", "records.delete", "payments.refund"):
-        assert declared_undo(operation) is None
+        assert declared_compensation(operation) is None
     # Every declared undo is a catalog operation, and none is destructive.
     for info in CATALOG.values():
-        if info.undo is not None:
-            assert CATALOG[info.undo].side_effect is not SideEffect.DESTRUCTIVE
+        if info.compensation is not None:
+            assert CATALOG[info.compensation].side_effect is not SideEffect.DESTRUCTIVE
 
 
 def test_given_a_reserve_when_its_undo_is_a_charge_then_it_is_refused() -> None:
@@ -75,13 +75,13 @@ def test_given_a_reserve_when_its_undo_is_a_charge_then_it_is_refused() -> None:
 
 
 def test_given_a_reserve_when_its_undo_is_a_delete_then_it_is_refused() -> None:
-    undo = {"operation": "records.delete"}
-    assert refusal_code(body(reserve(undo), charge())) == "compensation_not_allowed"
+    compensation = {"operation": "records.delete"}
+    assert refusal_code(body(reserve(compensation), charge())) == "compensation_not_allowed"
 
 
 def test_given_an_undo_when_it_carries_the_agents_payload_then_it_is_refused() -> None:
-    undo = {"operation": "inventory.release", "payload": {"sku": "sku-other", "qty": 99}}
-    assert refusal_code(body(reserve(undo), charge())) == "compensation_payload_not_allowed"
+    compensation = {"operation": "inventory.release", "payload": {"sku": "sku-other", "qty": 99}}
+    assert refusal_code(body(reserve(compensation), charge())) == "compensation_payload_not_allowed"
 
 
 def test_given_undos_that_need_approval_when_a_step_declares_one_then_it_is_refused() -> None:
@@ -138,10 +138,13 @@ def test_given_a_reserve_grant_when_a_charge_is_named_as_its_undo_then_it_is_not
     refusal = submission_refusal(
         policy,
         "agent-1",
-        [Named("inventory.reserve"), Named("payments.charge", undo_of="inventory.reserve")],
+        [Named("inventory.reserve"), Named("payments.charge", compensation_of="inventory.reserve")],
     )
     assert refusal is not None and refusal.operation == "payments.charge"
-    allowed = [Named("inventory.reserve"), Named("inventory.release", undo_of="inventory.reserve")]
+    allowed = [
+        Named("inventory.reserve"),
+        Named("inventory.release", compensation_of="inventory.reserve"),
+    ]
     assert submission_refusal(policy, "agent-1", allowed) is None
 
 

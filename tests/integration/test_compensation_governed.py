@@ -31,7 +31,7 @@ POLICY = {
 
 
 def reserve_then_decline(
-    tx_id: str, agent_id: str, undo: dict[str, Any] | None = None
+    tx_id: str, agent_id: str, compensation: dict[str, Any] | None = None
 ) -> dict[str, Any]:
     """A reserve, then a declined charge: the reserve's undo is sent by the saga."""
     return {
@@ -43,7 +43,7 @@ def reserve_then_decline(
                 "provider": "sandbox",
                 "operation": "inventory.reserve",
                 "payload": {"sku": "sku-1", "qty": 1},
-                "compensation": undo or {"operation": "inventory.release"},
+                "compensation": compensation or {"operation": "inventory.release"},
             },
             {
                 "action": "declined",

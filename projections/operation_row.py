@@ -1,0 +1,76 @@
+"""An operation's view (projections.view.OpView) as a row of the `operations` table, and
+back: the one place that knows how its legs are stored.
+
+The view holds the decider's two legs (events.legs.LegState); the table keeps them in
+columns other processes query with SQL: `state` is the operation's status in the API's
+vocabulary (events.legs.op_status), `attempts` the forward leg's attempt, and the
+compensation leg sits in `comp_op_key`, `comp_state` and `comp_attempts`. Those three
+keep their storage names: renaming a column needs a migration, and versioned migrations
+are a later issue (projections/schema.sql is applied as idempotent statements); every
+Python name says `compensation`.
+
+Pure: no I/O. The writer loads a transaction's rows once per batch and writes its changed
+rows once; the events in between move the legs themselves, never these columns.
+"""
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from events.definition import OperationKind
+from events.legs import LegState, LegStatus
+from projections.view import OpView
+
+
+def operation_row(tenant: str, tx_id: str, op: OpView) -> tuple[Any, ...]:
+    """The row in the column order of projections.table_writes' `operations`."""
+    compensation = op.compensation
+    return (
+        tenant,
+        tx_id,
+        op.action,
+        op.position,
+        op.kind.value,
+        op.provider,
+        op.operation,
+        op.op_key,
+        op.state.value,
+        op.forward.attempt,
+        op.remote_id,
+        json.dumps(list(op.evidence)),
+        op.updated_at,
+        op.compensation_key,
+        compensation.status.value if compensation else None,
+        compensation.attempt if compensation else 0,
+        op.open_review_id,
+    )
+
+
+def operation_view(row: Mapping[str, Any]) -> OpView:
+    """The view a row was written from."""
+    review = row["open_review_id"]
+    if row["comp_state"] is None:
+        forward = LegState(status=LegStatus(row["state"]), attempt=row["attempts"], review=review)
+        compensation = None
+    else:
+        # A compensation is dispatched only for a confirmed forward leg, whose review (if
+        # it had one) was resolved first: the `state` column then shows the compensation's
+        # progress, and the one open review is the compensation's.
+        forward = LegState(status=LegStatus.CONFIRMED, attempt=row["attempts"])
+        compensation = LegState(
+            status=LegStatus(row["comp_state"]), attempt=row["comp_attempts"], review=review
+        )
+    return OpView(
+        action=row["action"],
+        position=row["position"],
+        kind=OperationKind(row["kind"]),
+        provider=row["provider"],
+        operation=row["operation"],
+        op_key=row["op_key"],
+        compensation_key=row["comp_op_key"],
+        forward=forward,
+        compensation=compensation,
+        remote_id=row["remote_id"],
+        evidence=tuple(json.loads(row["evidence"])),
+        updated_at=row["updated_at"],
+    )
