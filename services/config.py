@@ -42,6 +42,8 @@ DEFAULTS: dict[str, str] = {
     "RECON_ADMIN_KEYS": "",
     "RECON_TENANT_RESOURCES": "demo=*",
     "RECON_PROVIDERS": "sandbox=http://127.0.0.1:8090",
+    "RECON_PROVIDER_ADAPTERS": "",
+    "RECON_PROVIDER_SECRETS": "",
     "RECON_ENVIRONMENT": "dev",
     "RECON_APPROVAL_REQUIRED": "destructive",
     "RECON_TOPIC_PREFIX": "",
@@ -220,6 +222,11 @@ class Settings:
     )
     # provider name -> base URL of its API
     providers: dict[str, str] = field(default_factory=dict)
+    # provider name -> the adapter that speaks its API (services.providers.registry); a
+    # provider not named here speaks the sandbox's.
+    provider_adapters: dict[str, str] = field(default_factory=dict)
+    # provider name -> the API credential its adapter sends (never logged).
+    provider_secrets: dict[str, str] = field(default_factory=dict)
     intake_host: str = DEFAULTS["RECON_INTAKE_HOST"]
     intake_port: int = int(DEFAULTS["RECON_INTAKE_PORT"])
     provider_timeout_s: float = _default_float("RECON_PROVIDER_TIMEOUT_S")
@@ -295,6 +302,39 @@ def webhook_settings(
             "RECON_WEBHOOK_SECRETS; add one, or drop the scheme"
         )
     return secrets, schemes
+
+
+def provider_adapters(raw: str, providers: dict[str, str]) -> dict[str, str]:
+    """RECON_PROVIDER_ADAPTERS ("stripe=stripe,..."): each named adapter must be installed
+    (an entry point of services.providers.registry's group) and each provider configured."""
+    from services.providers.registry import ENTRY_POINT_GROUP, adapter_names
+
+    named = _pairs("RECON_PROVIDER_ADAPTERS", raw)
+    installed = adapter_names()
+    for provider, adapter in named.items():
+        if provider not in providers:
+            raise ConfigError(
+                f"RECON_PROVIDER_ADAPTERS names provider {provider!r}, which RECON_PROVIDERS "
+                f"does not configure ({', '.join(sorted(providers)) or 'none'})"
+            )
+        if adapter not in installed:
+            raise ConfigError(
+                f"RECON_PROVIDER_ADAPTERS: provider {provider!r} names adapter {adapter!r}, "
+                f"which no installed package provides; installed: "
+                f"{', '.join(sorted(installed)) or 'none'} (entry point group "
+                f"{ENTRY_POINT_GROUP!r}, docs/providers.md)"
+            )
+    return named
+
+
+def _provider_secrets() -> dict[str, str]:
+    try:
+        return _pairs("RECON_PROVIDER_SECRETS", _env("RECON_PROVIDER_SECRETS"))
+    except ConfigError:
+        # Without the offending item: it holds a credential, and errors are logged.
+        raise ConfigError(
+            "RECON_PROVIDER_SECRETS: expected comma-separated provider=secret pairs"
+        ) from None
 
 
 def _dedupe_horizon() -> int:
@@ -471,6 +511,7 @@ def load_settings() -> Settings:
         _env("RECON_WEBHOOK_SCHEMES"),
     )
     operators = operator_keys(_env("RECON_OPERATOR_KEYS"), api_keys)
+    providers = _pairs("RECON_PROVIDERS", _env("RECON_PROVIDERS"))
     port = _env("RECON_INTAKE_PORT")
     if not port.isdigit():
         raise ConfigError(f"RECON_INTAKE_PORT: expected a port number, got {port!r}")
@@ -484,7 +525,9 @@ def load_settings() -> Settings:
         admin_keys=admin_keys(_env("RECON_ADMIN_KEYS"), {*api_keys, *operators}),
         tenant_resources=tenant_resources(_env("RECON_TENANT_RESOURCES")),
         key_agents=key_agents,
-        providers=_pairs("RECON_PROVIDERS", _env("RECON_PROVIDERS")),
+        providers=providers,
+        provider_adapters=provider_adapters(_env("RECON_PROVIDER_ADAPTERS"), providers),
+        provider_secrets=_provider_secrets(),
         intake_host=_env("RECON_INTAKE_HOST"),
         intake_port=int(port),
         provider_timeout_s=_float("RECON_PROVIDER_TIMEOUT_S"),

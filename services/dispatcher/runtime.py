@@ -52,8 +52,9 @@ from services.governance.store import Held
 from services.kafka_clients import acked_producer
 from services.kafka_setup import ensure_topics
 from services.kafka_start import start_kafka_client
-from services.providers.adapters import ProviderAdapter, build_adapters
 from services.providers.http import ProviderHttp
+from services.providers.interface import ProviderAdapter, Sent
+from services.providers.registry import build_adapters
 
 log = logging.getLogger(__name__)
 
@@ -240,7 +241,10 @@ class Call:
         assert adapter is not None
         match request:
             case Lookup():
-                return await adapter.lookup(dispatch.operation, dispatch.op_key)
+                # The dispatch's time bounds the first send from below: a replaying adapter
+                # judges the key's retention from it (services.providers.interface.Sent).
+                sent = Sent(dispatch.payload, datetime.fromisoformat(env.occurred_at))
+                return await adapter.lookup(dispatch.operation, dispatch.op_key, sent)
             case Balance(charge=charge):
                 return await adapter.balance(charge)
             case Apply():
@@ -303,7 +307,7 @@ async def run_dispatcher(settings: Settings, stop: asyncio.Event) -> None:
     projection = Projection(settings.database_url)
     try:
         async with ProviderHttp(settings.provider_timeout_s, connect_s=2.0) as http:
-            adapters = build_adapters(http, settings.providers)
+            adapters = build_adapters(http, settings)
             await Dispatcher(settings, adapters, projection).run(stop)
     finally:
         await projection.close()

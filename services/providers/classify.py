@@ -54,13 +54,20 @@ def classify_response(status: int, body: Any) -> Seen:
     if status in DEFINITIVE_4XX:
         return Seen(Outcome.REJECTED, status, None, body)
     if 400 <= status < 500 and status not in TIMING_4XX:
-        alarm = (
-            f"provider answered {status} ({_error_code(body)}), not a refusal of the payload; "
-            "check the provider's credentials, URL and configuration"
-        )
-        # The alarm is also the observation's error: the evidence trail says why.
-        return Seen(Outcome.UNKNOWN, status, None, body, error=alarm, alarm=alarm)
+        return misdirected(status, body, _error_code(body))
     return Seen(Outcome.UNKNOWN, status, None, body)
+
+
+def misdirected(status: int, body: Any, code: str) -> Seen:
+    """A 4xx about our side of the call (credentials, route, configuration), not about the
+    payload: `unknown`, with the alarm a person must see. Every adapter's rule ends here
+    for the 4xx it does not list as a refusal."""
+    alarm = (
+        f"provider answered {status} ({code}), not a refusal of the payload; "
+        "check the provider's credentials, URL and configuration"
+    )
+    # The alarm is also the observation's error: the evidence trail says why.
+    return Seen(Outcome.UNKNOWN, status, None, body, error=alarm, alarm=alarm)
 
 
 def _error_code(body: Any) -> str:
