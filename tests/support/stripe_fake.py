@@ -68,6 +68,8 @@ class StripeFake:
     # Every POST that ran (not replayed, not refused for its key): what "one effect per
     # key" is counted against.
     executed: int = 0
+    # Answers replayed from a saved key (the `replay` lookup's evidence).
+    replayed: int = 0
     ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
 
     def new_id(self, prefix: str) -> str:
@@ -130,6 +132,7 @@ def create_app(fake: StripeFake) -> FastAPI:
                 )
                 return JSONResponse(body, status_code=status)
             status, body = saved.answer
+            fake.replayed += 1
             return JSONResponse(body, status_code=status, headers={"Idempotent-Replayed": "true"})
         if key:
             saved = fake.keys[key] = Saved(fingerprint, now)
