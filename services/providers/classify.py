@@ -78,11 +78,7 @@ def _error_code(body: Any) -> str:
 
 def classify_lookup(status: int, body: Any) -> Seen:
     if 400 <= status < 500 and status not in TIMING_4XX:
-        alarm = (
-            f"lookup answered {status} ({_error_code(body)}); "
-            "check the provider's credentials, URL and configuration"
-        )
-        return Seen(Outcome.UNAVAILABLE, status, None, body, error=alarm, alarm=alarm)
+        return lookup_misdirected(status, body, _error_code(body))
     if status != 200 or not isinstance(body, dict) or not isinstance(body.get("effects"), list):
         return Seen(Outcome.UNAVAILABLE, status, None, body)
     effects = [e for e in body["effects"] if isinstance(e, dict)]
@@ -92,6 +88,16 @@ def classify_lookup(status: int, body: Any) -> Seen:
     if effects:
         return Seen(Outcome.UNKNOWN, status, None, body)  # known to the provider, not done
     return Seen(Outcome.ABSENT, status, None, body)
+
+
+def lookup_misdirected(status: int, body: Any, code: str) -> Seen:
+    """A lookup refused for our credentials, route or configuration: nothing was learnt
+    (`unavailable`), and a person must see why."""
+    alarm = (
+        f"lookup answered {status} ({code}); "
+        "check the provider's credentials, URL and configuration"
+    )
+    return Seen(Outcome.UNAVAILABLE, status, None, body, error=alarm, alarm=alarm)
 
 
 def unreachable(error: BaseException) -> Seen:

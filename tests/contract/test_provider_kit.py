@@ -143,12 +143,37 @@ async def test_a_malformed_or_empty_success_is_unknown(
     assert await _answer(target, status, body) is Outcome.UNKNOWN
 
 
+def _lookups() -> list[Sent | None]:
+    """The lookups a kit target is asked: without the first request, and with one sent
+    just now (inside a `replay` adapter's retention: the resend)."""
+    return [None, Sent(ANY_PAYLOAD, at=datetime.now(UTC))]
+
+
 async def test_a_lookup_that_cannot_reach_the_provider_is_unavailable(target: KitTarget) -> None:
     adapter = target.adapter_over(Scripted(lost=True))
-    sent = Sent({"amount": 1, "currency": "eur"}, at=datetime.now(UTC))
-    for first in (None, sent):
-        seen = await adapter.lookup(target.answers.operation, new_key(), first)
-        assert seen.outcome is Outcome.UNAVAILABLE, first
+    for sent in _lookups():
+        seen = await adapter.lookup(target.answers.operation, new_key(), sent)
+        assert seen.outcome is Outcome.UNAVAILABLE, sent
+
+
+@pytest.mark.parametrize("status", [429, 500, 503])
+async def test_a_lookup_the_provider_cannot_answer_now_is_unavailable(
+    target: KitTarget, status: int
+) -> None:
+    adapter = target.adapter_over(Scripted(status, target.answers.error))
+    for sent in _lookups():
+        seen = await adapter.lookup(target.answers.operation, new_key(), sent)
+        assert (seen.outcome, seen.alarm) == (Outcome.UNAVAILABLE, None), sent
+
+
+@pytest.mark.parametrize("status", [401, 403, 404])
+async def test_a_lookup_refused_for_our_configuration_is_unavailable_with_an_alarm(
+    target: KitTarget, status: int
+) -> None:
+    adapter = target.adapter_over(Scripted(status, target.answers.error))
+    for sent in _lookups():
+        seen = await adapter.lookup(target.answers.operation, new_key(), sent)
+        assert seen.outcome is Outcome.UNAVAILABLE and seen.alarm, sent
 
 
 # --- webhook signatures ---------------------------------------------------------------

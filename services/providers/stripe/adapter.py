@@ -16,7 +16,7 @@ from typing import Any
 
 from events.inputs import Outcome
 from reconcilers.signatures import Scheme, Verified, verify
-from services.providers.classify import Seen, unreachable
+from services.providers.classify import TIMING_4XX, Seen, lookup_misdirected, unreachable
 from services.providers.http import Answer, ProviderUnreachable, Requester
 from services.providers.interface import AdapterSetupError, ListingUnavailable, ProviderSetup, Sent
 from services.providers.paths import UnsafeSegment, segment
@@ -98,9 +98,16 @@ class StripeAdapter:
         age = None if sent is None else (self.clock() - sent.at).total_seconds()
         if sent is not None and age is not None and age < KEY_RETENTION_S:
             seen = await self.apply(operation, op_key, sent.payload)
-            if seen.status_code is None and seen.outcome is Outcome.UNKNOWN:
-                # Not asked: the provider could not be reached.
-                return Seen(Outcome.UNAVAILABLE, error=seen.error)
+            if (
+                seen.outcome is Outcome.UNKNOWN
+                and seen.remote_id is None
+                and seen.status_code != 409
+            ):
+                # No object and no request in flight (unreachable, a 5xx, a 429, our
+                # configuration, a malformed answer): nothing was learnt.
+                return Seen(
+                    Outcome.UNAVAILABLE, seen.status_code, None, seen.body, seen.error, seen.alarm
+                )
             return seen
         return await self._find(_operation(operation), op_key, sent, age)
 
@@ -131,6 +138,8 @@ class StripeAdapter:
             return _cannot_tell(str(error))
         except ProviderUnreachable as error:
             return Seen(Outcome.UNAVAILABLE, error=str(error))
+        if 400 <= answer.status < 500 and answer.status not in TIMING_4XX:
+            return lookup_misdirected(answer.status, answer.json(), "a Stripe lookup")
         if answer.status != 200:
             return Seen(Outcome.UNAVAILABLE, answer.status, None, answer.json())
         if found is None:
