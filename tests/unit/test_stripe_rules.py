@@ -3,8 +3,10 @@ request is encoded (stripe/forms.py). The contract kit checks every status famil
 the adapter; these pin the Stripe-specific readings."""
 
 import pytest
+from support.provider_kit import Scripted
 
 from events.inputs import Outcome
+from services.providers.stripe.adapter import StripeAdapter
 from services.providers.stripe.classify import classify
 from services.providers.stripe.forms import encode
 
@@ -79,3 +81,13 @@ def test_what_a_stripe_answer_means(
 
 def test_a_400_that_is_not_stripes_answer_raises_an_alarm() -> None:
     assert classify("refunds.create", 400, {"text": "Bad Request"}).alarm
+
+
+async def test_an_operation_the_stripe_adapter_has_not_is_refused_without_a_call() -> None:
+    provider = Scripted()
+    adapter = StripeAdapter(provider, "https://stripe.invalid", "sk_test_1")
+    seen = await adapter.apply("payments.charge", "k", {"amount": 1})
+    assert (seen.outcome, provider.requests) == (Outcome.REJECTED, 0)
+    assert seen.alarm
+    looked = await adapter.lookup("payments.charge", "k")
+    assert (looked.outcome, provider.requests) == (Outcome.UNAVAILABLE, 0)

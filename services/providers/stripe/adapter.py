@@ -77,7 +77,11 @@ class StripeAdapter:
         return rules.classify(operation, status, body)
 
     async def apply(self, operation: str, op_key: str, payload: dict[str, Any]) -> Seen:
-        op = _operation(operation)
+        op = OPERATIONS.get(operation)
+        if op is None:
+            # Never sent, never will be: a step named an operation Stripe's adapter has not.
+            alarm = f"the stripe adapter has no operation {operation!r}"
+            return Seen(Outcome.REJECTED, error=f"unsupported_operation: {alarm}", alarm=alarm)
         try:
             path, params = _request(op, op_key, payload)
         except UnsafeSegment as error:
@@ -109,7 +113,11 @@ class StripeAdapter:
                     Outcome.UNAVAILABLE, seen.status_code, None, seen.body, seen.error, seen.alarm
                 )
             return seen
-        return await self._find(_operation(operation), op_key, sent, age)
+        op = OPERATIONS.get(operation)
+        if op is None:
+            alarm = f"the stripe adapter has no operation {operation!r}"
+            return Seen(Outcome.UNAVAILABLE, error=alarm, alarm=alarm)
+        return await self._find(op, op_key, sent, age)
 
     async def _find(
         self, op: StripeOperation, op_key: str, sent: Sent | None, age: float | None
@@ -223,12 +231,6 @@ class StripeAdapter:
         tolerance_s: int,
     ) -> Verified:
         return verify(self.webhook_scheme, headers, body, secrets, now, tolerance_s)
-
-
-def _operation(operation: str) -> StripeOperation:
-    if operation not in OPERATIONS:
-        raise ValueError(f"the stripe adapter has no operation {operation!r}")
-    return OPERATIONS[operation]
 
 
 def _request(op: StripeOperation, op_key: str, payload: dict[str, Any]) -> tuple[str, Any]:

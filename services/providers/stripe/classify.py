@@ -27,7 +27,9 @@ REFUSAL_TYPES = frozenset({"card_error", "invalid_request_error"})
 
 
 def classify(operation: str, status: int, body: Any) -> Seen:
-    op = OPERATIONS[operation]
+    op = OPERATIONS.get(operation)
+    if op is None:
+        return misdirected(status, body, f"no Stripe operation {operation!r}")
     if 200 <= status < 300:
         return judge_object(op, status, body)
     error = _error(body)
