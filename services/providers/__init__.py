@@ -4,5 +4,5 @@ does, `registry.py` finds one by name (the `recon.providers` entry points), `ada
 is the sandbox's and `stripe/` Stripe's; `classify.py` (pure) is the sandbox's rule of what
 an answer means and the part of it every adapter shares.
 
-Imports events and reconcilers.signatures only; never a process's package.
+Never imports a process's package (the dispatcher, the reconciler, the intake).
 """
