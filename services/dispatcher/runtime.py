@@ -241,9 +241,13 @@ class Call:
         assert adapter is not None
         match request:
             case Lookup():
-                # The dispatch's time bounds the first send from below: a replaying adapter
-                # judges the key's retention from it (services.providers.interface.Sent).
-                sent = Sent(dispatch.payload, datetime.fromisoformat(env.occurred_at))
+                # The first attempt's dispatch is older than the first send under the key:
+                # a replaying adapter judges the key's retention from it (services.
+                # providers.interface.Sent). The key is the leg's, every attempt's: a later
+                # attempt's dispatch is younger than the first send, so it carries none, and
+                # a replaying adapter finds the effect without resending.
+                at = datetime.fromisoformat(env.occurred_at)
+                sent = Sent(dispatch.payload, at) if dispatch.attempt == 1 else None
                 return await adapter.lookup(dispatch.operation, dispatch.op_key, sent)
             case Balance(charge=charge):
                 return await adapter.balance(charge)

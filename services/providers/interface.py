@@ -45,8 +45,9 @@ class ProviderSetup:
 class Sent:
     """What recon knows of the first request sent under a key: a `replay` adapter resends
     exactly this payload, and only while `at` is inside the provider's key retention.
-    `at` is a bound no later than the first send (the dispatch's time): judging retention
-    from it errs towards "too old", never towards resending under a pruned key."""
+    `at` is a bound no later than the first send (the first attempt's dispatch time):
+    judging retention from it errs towards "too old", never towards resending under a
+    pruned key. A caller without such a bound passes no `Sent` at all."""
 
     payload: dict[str, Any]
     at: datetime

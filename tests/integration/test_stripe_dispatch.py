@@ -69,12 +69,14 @@ async def stripe(
             await projection.close()
 
 
-def intent_dispatch(tx_id: str, op_key: str, at: datetime) -> tuple[Envelope, OperationDispatched]:
+def intent_dispatch(
+    tx_id: str, op_key: str, at: datetime, attempt: int = 1
+) -> tuple[Envelope, OperationDispatched]:
     dispatch = OperationDispatched(
         action="pay",
         leg=Leg.FORWARD,
         op_key=op_key,
-        attempt=1,
+        attempt=attempt,
         lookup_first=False,
         provider="pay",
         operation="payment_intents.create",
@@ -142,3 +144,19 @@ async def test_a_redelivery_past_the_retention_is_never_resent(
     # Found by its metadata, not resent: nothing executed, nothing replayed.
     assert (fake.executed, fake.replayed) == (executed, 0)
     assert intents_under(fake, "k_stripe_pruned") == [made.remote_id]
+
+
+async def test_a_later_attempt_is_never_replayed_its_key_may_be_older_than_its_dispatch(
+    stripe: tuple[Dispatcher, StripeFake],
+) -> None:
+    """The key is the leg's, every attempt's: the first send under it was attempt 1's, older
+    than attempt 2's dispatch, so attempt 2's time cannot bound the key's age."""
+    dispatcher, fake = stripe
+    envelope, dispatch = intent_dispatch("stripe-3", "k_stripe_later", datetime.now(UTC), 2)
+    made = await dispatcher.adapters["pay"].apply(dispatch.operation, dispatch.op_key, PAYLOAD)
+    replayed = fake.replayed
+    # lookup_first: a later attempt after an unknown looks before it applies.
+    looking = dispatch.model_copy(update={"lookup_first": True})
+    await Call(dispatcher, envelope, looking, 0).run()
+    assert fake.replayed == replayed
+    assert intents_under(fake, "k_stripe_later") == [made.remote_id]
