@@ -269,10 +269,11 @@ class Settings:
 
 
 def webhook_settings(
-    secrets_raw: str, schemes_raw: str
+    secrets_raw: str, schemes_raw: str, declared: dict[str, Scheme] | None = None
 ) -> tuple[dict[str, tuple[str, ...]], dict[str, Scheme]]:
     """RECON_WEBHOOK_SECRETS ("sandbox=whsec_a|whsec_b,...") and RECON_WEBHOOK_SCHEMES
-    ("sandbox=standard,..."), each secret checked against its provider's scheme."""
+    ("sandbox=standard,..."), each secret checked against its provider's scheme: the one
+    named, else the one its adapter declares (`declared`), else standard."""
     schemes: dict[str, Scheme] = {}
     for provider, raw in _pairs("RECON_WEBHOOK_SCHEMES", schemes_raw).items():
         try:
@@ -282,6 +283,8 @@ def webhook_settings(
                 f"RECON_WEBHOOK_SCHEMES: provider {provider!r} has scheme {raw!r}; "
                 f"use {' or '.join(s.value for s in Scheme)}"
             ) from None
+    named = set(schemes)
+    schemes = {**(declared or {}), **schemes}
     secrets: dict[str, tuple[str, ...]] = {}
     for provider, raw in _pairs("RECON_WEBHOOK_SECRETS", secrets_raw).items():
         listed = tuple(filter(None, (part.strip() for part in raw.split("|"))))
@@ -295,13 +298,25 @@ def webhook_settings(
                     f"for the {scheme.value} scheme: {exc}"
                 ) from None
         secrets[provider] = listed
-    unsigned = sorted(set(schemes) - set(secrets))
+    unsigned = sorted(named - set(secrets))
     if unsigned:
         raise ConfigError(
             f"RECON_WEBHOOK_SCHEMES names {', '.join(unsigned)} without a secret in "
             "RECON_WEBHOOK_SECRETS; add one, or drop the scheme"
         )
     return secrets, schemes
+
+
+def declared_schemes(adapters: dict[str, str]) -> dict[str, Scheme]:
+    """How each provider's adapter says its webhooks are signed (the class attribute of
+    services.providers.interface.AdapterClass)."""
+    from services.providers.interface import AdapterSetupError
+    from services.providers.registry import adapter_class
+
+    try:
+        return {p: adapter_class(name).webhook_scheme for p, name in adapters.items()}
+    except AdapterSetupError as error:
+        raise ConfigError(f"RECON_PROVIDER_ADAPTERS: {error}") from None
 
 
 def provider_adapters(raw: str, providers: dict[str, str]) -> dict[str, str]:
@@ -506,12 +521,14 @@ def _owner_token_secret(environment: str) -> str:
 
 def load_settings() -> Settings:
     api_keys, key_agents = agent_keys(_env("RECON_API_KEYS"))
+    providers = _pairs("RECON_PROVIDERS", _env("RECON_PROVIDERS"))
+    adapters = provider_adapters(_env("RECON_PROVIDER_ADAPTERS"), providers)
     webhook_secrets, webhook_schemes = webhook_settings(
         _env("RECON_WEBHOOK_SECRETS"),
         _env("RECON_WEBHOOK_SCHEMES"),
+        declared_schemes(adapters),
     )
     operators = operator_keys(_env("RECON_OPERATOR_KEYS"), api_keys)
-    providers = _pairs("RECON_PROVIDERS", _env("RECON_PROVIDERS"))
     port = _env("RECON_INTAKE_PORT")
     if not port.isdigit():
         raise ConfigError(f"RECON_INTAKE_PORT: expected a port number, got {port!r}")
@@ -526,7 +543,7 @@ def load_settings() -> Settings:
         tenant_resources=tenant_resources(_env("RECON_TENANT_RESOURCES")),
         key_agents=key_agents,
         providers=providers,
-        provider_adapters=provider_adapters(_env("RECON_PROVIDER_ADAPTERS"), providers),
+        provider_adapters=adapters,
         provider_secrets=_provider_secrets(),
         intake_host=_env("RECON_INTAKE_HOST"),
         intake_port=int(port),

@@ -18,10 +18,6 @@ from services.providers.interface import ListingUnavailable, ProviderSetup, Sent
 from services.providers.paths import UnsafeSegment, segment
 
 
-def build_sandbox(setup: ProviderSetup) -> "SandboxAdapter":
-    return SandboxAdapter(setup.http, setup.base_url)
-
-
 class SandboxAdapter:
     webhook_scheme = Scheme.STANDARD
     # The sandbox keeps its keys for ever and answers lookups by key.
@@ -30,6 +26,10 @@ class SandboxAdapter:
     def __init__(self, http: Requester, base_url: str) -> None:
         self.http = http
         self.base_url = base_url.rstrip("/")
+
+    @classmethod
+    def from_setup(cls, setup: ProviderSetup) -> "SandboxAdapter":
+        return cls(setup.http, setup.base_url)
 
     def classify(self, operation: str, status: int, body: Any) -> Seen:
         return classify_response(status, body)

@@ -2,9 +2,10 @@
 (docs/providers.md, "The adapter interface").
 
 An adapter is found by name (services.providers.registry): its entry point in the
-`recon.providers` group is a factory that takes a `ProviderSetup` and returns an object
-with the methods below. Adding a provider is writing such a factory in any installed
-package; no file of recon changes.
+`recon.providers` group names an `AdapterClass`, whose declared facts (its webhook scheme,
+its key retention) are read without making one, and whose `from_setup(ProviderSetup)`
+makes the object with the methods of `ProviderAdapter`. Adding a provider is writing
+such a class in any installed package; no file of recon changes.
 
 What every adapter promises (the contract kit, tests/contract/provider_kit, checks it):
 - `apply` sends the op key as the provider's idempotency key and puts it on the object it
@@ -111,4 +112,17 @@ class ProviderAdapter(Protocol):
     ) -> Verified:
         """Check one delivery's signature and age; raise reconcilers.signatures.
         SignatureError when it must be refused. Pure."""
+        ...
+
+
+class AdapterClass(Protocol):
+    """What a `recon.providers` entry point names: the adapter's class (its facts are
+    class attributes, read by the configuration before any adapter is made)."""
+
+    webhook_scheme: Scheme
+    key_retention_s: float | None
+
+    def from_setup(self, setup: ProviderSetup) -> ProviderAdapter:
+        """The adapter for one configured provider; AdapterSetupError when it cannot work
+        with this configuration."""
         ...

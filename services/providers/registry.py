@@ -3,27 +3,30 @@
 recon's own adapters are declared in its pyproject.toml like anyone else's, so the
 built-in ones and a third party's are found the same way, by importlib.metadata; a
 provider is added by installing a package that declares an entry point here, with no
-change to recon. Each entry point names a factory `(ProviderSetup) -> ProviderAdapter`.
+change to recon. Each entry point names an adapter class (interface.AdapterClass).
 
 Configuration names the adapter per provider (RECON_PROVIDER_ADAPTERS; `sandbox` when
 not named), and services.config refuses a name no installed package declares, so a typo
 stops start-up instead of a provider whose every call is `unknown`.
 """
 
-from collections.abc import Callable
 from importlib.metadata import EntryPoint, entry_points
 
+from reconcilers.signatures import Scheme
 from services.config import Settings
 from services.providers.http import Requester
-from services.providers.interface import AdapterSetupError, ProviderAdapter, ProviderSetup
+from services.providers.interface import (
+    AdapterClass,
+    AdapterSetupError,
+    ProviderAdapter,
+    ProviderSetup,
+)
 from services.providers.measured import Measured
 
 ENTRY_POINT_GROUP = "recon.providers"
 # The adapter of a provider configuration does not name: every setting written before
 # adapters had names keeps meaning what it meant.
 DEFAULT_ADAPTER = "sandbox"
-
-Factory = Callable[[ProviderSetup], ProviderAdapter]
 
 
 def _declared() -> dict[str, EntryPoint]:
@@ -35,7 +38,7 @@ def adapter_names() -> frozenset[str]:
     return frozenset(_declared())
 
 
-def factory(name: str) -> Factory:
+def adapter_class(name: str) -> AdapterClass:
     declared = _declared()
     if name not in declared:
         raise AdapterSetupError(
@@ -43,19 +46,24 @@ def factory(name: str) -> Factory:
             f"{ENTRY_POINT_GROUP!r} has {', '.join(sorted(declared)) or 'none'})"
         )
     loaded = declared[name].load()
-    if not callable(loaded):
-        raise AdapterSetupError(f"entry point {name!r} is not a factory: {loaded!r}")
-    made: Factory = loaded
-    return made
+    if not callable(getattr(loaded, "from_setup", None)) or not isinstance(
+        getattr(loaded, "webhook_scheme", None), Scheme
+    ):
+        raise AdapterSetupError(
+            f"entry point {name!r} ({declared[name].value}) is not an adapter class: it needs "
+            "`from_setup` and a `webhook_scheme` (docs/providers.md)"
+        )
+    kind: AdapterClass = loaded
+    return kind
 
 
 def build_adapters(http: Requester, settings: Settings) -> dict[str, ProviderAdapter]:
-    """One measured adapter per configured provider, each made by the factory its
-    configuration names; a factory's AdapterSetupError stops start-up."""
+    """One measured adapter per configured provider, each made by the class its
+    configuration names; an AdapterSetupError stops start-up."""
     return {
         name: Measured(
             name,
-            factory(settings.provider_adapters.get(name, DEFAULT_ADAPTER))(
+            adapter_class(settings.provider_adapters.get(name, DEFAULT_ADAPTER)).from_setup(
                 ProviderSetup(
                     name=name,
                     base_url=url,

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from reconcilers.signatures import Scheme
 from services.config import ConfigError, load_settings
 from services.providers.adapters import SandboxAdapter
 from services.providers.http import Answer
@@ -81,10 +82,6 @@ from services.providers.adapters import SandboxAdapter
 
 class Inventory(SandboxAdapter):
     """A provider recon has never seen, shipped in its own package."""
-
-
-def build(setup):
-    return Inventory(setup.http, setup.base_url)
 '''
 
 
@@ -96,7 +93,9 @@ def third_party(tmp_path: Path) -> Iterator[None]:
     info = tmp_path / "acme_inventory-1.0.dist-info"
     info.mkdir()
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: acme-inventory\nVersion: 1.0\n")
-    (info / "entry_points.txt").write_text("[recon.providers]\ninventory = acme_inventory:build\n")
+    (info / "entry_points.txt").write_text(
+        "[recon.providers]\ninventory = acme_inventory:Inventory\n"
+    )
     sys.path.insert(0, str(tmp_path))
     yield
     sys.path.remove(str(tmp_path))
@@ -112,3 +111,21 @@ def test_a_third_party_adapter_is_found_by_its_entry_point(
     [adapter] = build_adapters(Silent(), load_settings()).values()
     assert isinstance(adapter, Measured)
     assert type(adapter.inner).__name__ == "Inventory"
+
+
+def test_a_providers_webhooks_are_verified_with_its_adapters_scheme_unless_named(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("RECON_PROVIDERS", "pay=http://127.0.0.1:1,sandbox=http://127.0.0.1:2")
+    monkeypatch.setenv("RECON_PROVIDER_ADAPTERS", "pay=stripe")
+    # Stripe's secrets are used verbatim; as a Standard Webhooks secret this one is not
+    # base64, so read with the wrong scheme it would stop start-up.
+    monkeypatch.setenv("RECON_WEBHOOK_SECRETS", "pay=whsec_abcde")
+    monkeypatch.setenv("RECON_WEBHOOK_SCHEMES", "")
+    settings = load_settings()
+    assert settings.webhook_schemes.get("pay") is Scheme.STRIPE
+    assert settings.webhook_schemes.get("sandbox", Scheme.STANDARD) is Scheme.STANDARD
+
+    monkeypatch.setenv("RECON_WEBHOOK_SCHEMES", "pay=standard")
+    with pytest.raises(ConfigError, match="unusable for the standard scheme"):
+        load_settings()

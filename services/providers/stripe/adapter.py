@@ -44,15 +44,6 @@ STRIPE_VERSION = "2024-06-20"
 FORM = "application/x-www-form-urlencoded"
 
 
-def build_stripe(setup: ProviderSetup) -> "StripeAdapter":
-    if not setup.secret:
-        raise AdapterSetupError(
-            f"provider {setup.name!r} uses the stripe adapter and needs its API key: set "
-            f"RECON_PROVIDER_SECRETS={setup.name}=sk_test_... (a restricted key will do)"
-        )
-    return StripeAdapter(setup.http, setup.base_url, setup.secret, setup.clock)
-
-
 def _utcnow() -> datetime:
     return datetime.now(UTC)
 
@@ -72,6 +63,15 @@ class StripeAdapter:
         self.base_url = base_url.rstrip("/")
         self.headers = {"Authorization": f"Bearer {api_key}", "Stripe-Version": STRIPE_VERSION}
         self.clock = clock or _utcnow
+
+    @classmethod
+    def from_setup(cls, setup: ProviderSetup) -> "StripeAdapter":
+        if not setup.secret:
+            raise AdapterSetupError(
+                f"provider {setup.name!r} uses the stripe adapter and needs its API key: set "
+                f"RECON_PROVIDER_SECRETS={setup.name}=sk_test_... (a restricted key will do)"
+            )
+        return cls(setup.http, setup.base_url, setup.secret, setup.clock)
 
     def classify(self, operation: str, status: int, body: Any) -> Seen:
         return rules.classify(operation, status, body)
