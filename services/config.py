@@ -42,6 +42,8 @@ DEFAULTS: dict[str, str] = {
     "RECON_ADMIN_KEYS": "",
     "RECON_TENANT_RESOURCES": "demo=*",
     "RECON_PROVIDERS": "sandbox=http://127.0.0.1:8090",
+    "RECON_PROVIDER_ADAPTERS": "",
+    "RECON_PROVIDER_SECRETS": "",
     "RECON_ENVIRONMENT": "dev",
     "RECON_APPROVAL_REQUIRED": "destructive",
     "RECON_TOPIC_PREFIX": "",
@@ -220,6 +222,11 @@ class Settings:
     )
     # provider name -> base URL of its API
     providers: dict[str, str] = field(default_factory=dict)
+    # provider name -> the adapter that speaks its API (services.providers.registry); a
+    # provider not named here speaks the sandbox's.
+    provider_adapters: dict[str, str] = field(default_factory=dict)
+    # provider name -> the API credential its adapter sends (never logged).
+    provider_secrets: dict[str, str] = field(default_factory=dict)
     intake_host: str = DEFAULTS["RECON_INTAKE_HOST"]
     intake_port: int = int(DEFAULTS["RECON_INTAKE_PORT"])
     provider_timeout_s: float = _default_float("RECON_PROVIDER_TIMEOUT_S")
@@ -262,10 +269,11 @@ class Settings:
 
 
 def webhook_settings(
-    secrets_raw: str, schemes_raw: str
+    secrets_raw: str, schemes_raw: str, declared: dict[str, Scheme] | None = None
 ) -> tuple[dict[str, tuple[str, ...]], dict[str, Scheme]]:
     """RECON_WEBHOOK_SECRETS ("sandbox=whsec_a|whsec_b,...") and RECON_WEBHOOK_SCHEMES
-    ("sandbox=standard,..."), each secret checked against its provider's scheme."""
+    ("sandbox=standard,..."), each secret checked against its provider's scheme: the one
+    named, else the one its adapter declares (`declared`), else standard."""
     schemes: dict[str, Scheme] = {}
     for provider, raw in _pairs("RECON_WEBHOOK_SCHEMES", schemes_raw).items():
         try:
@@ -275,6 +283,8 @@ def webhook_settings(
                 f"RECON_WEBHOOK_SCHEMES: provider {provider!r} has scheme {raw!r}; "
                 f"use {' or '.join(s.value for s in Scheme)}"
             ) from None
+    named = set(schemes)
+    schemes = {**(declared or {}), **schemes}
     secrets: dict[str, tuple[str, ...]] = {}
     for provider, raw in _pairs("RECON_WEBHOOK_SECRETS", secrets_raw).items():
         listed = tuple(filter(None, (part.strip() for part in raw.split("|"))))
@@ -288,13 +298,58 @@ def webhook_settings(
                     f"for the {scheme.value} scheme: {exc}"
                 ) from None
         secrets[provider] = listed
-    unsigned = sorted(set(schemes) - set(secrets))
+    unsigned = sorted(named - set(secrets))
     if unsigned:
         raise ConfigError(
             f"RECON_WEBHOOK_SCHEMES names {', '.join(unsigned)} without a secret in "
             "RECON_WEBHOOK_SECRETS; add one, or drop the scheme"
         )
     return secrets, schemes
+
+
+def declared_schemes(adapters: dict[str, str]) -> dict[str, Scheme]:
+    """How each provider's adapter says its webhooks are signed (the class attribute of
+    services.providers.interface.AdapterClass)."""
+    from services.providers.interface import AdapterSetupError
+    from services.providers.registry import adapter_class
+
+    try:
+        return {p: adapter_class(name).webhook_scheme for p, name in adapters.items()}
+    except AdapterSetupError as error:
+        raise ConfigError(f"RECON_PROVIDER_ADAPTERS: {error}") from None
+
+
+def provider_adapters(raw: str, providers: dict[str, str]) -> dict[str, str]:
+    """RECON_PROVIDER_ADAPTERS ("stripe=stripe,..."): each named adapter must be installed
+    (an entry point of services.providers.registry's group) and each provider configured."""
+    from services.providers.registry import ENTRY_POINT_GROUP, adapter_names
+
+    named = _pairs("RECON_PROVIDER_ADAPTERS", raw)
+    installed = adapter_names()
+    for provider, adapter in named.items():
+        if provider not in providers:
+            raise ConfigError(
+                f"RECON_PROVIDER_ADAPTERS names provider {provider!r}, which RECON_PROVIDERS "
+                f"does not configure ({', '.join(sorted(providers)) or 'none'})"
+            )
+        if adapter not in installed:
+            raise ConfigError(
+                f"RECON_PROVIDER_ADAPTERS: provider {provider!r} names adapter {adapter!r}, "
+                f"which no installed package provides; installed: "
+                f"{', '.join(sorted(installed)) or 'none'} (entry point group "
+                f"{ENTRY_POINT_GROUP!r}, docs/providers.md)"
+            )
+    return named
+
+
+def _provider_secrets() -> dict[str, str]:
+    try:
+        return _pairs("RECON_PROVIDER_SECRETS", _env("RECON_PROVIDER_SECRETS"))
+    except ConfigError:
+        # Without the offending item: it holds a credential, and errors are logged.
+        raise ConfigError(
+            "RECON_PROVIDER_SECRETS: expected comma-separated provider=secret pairs"
+        ) from None
 
 
 def _dedupe_horizon() -> int:
@@ -466,9 +521,12 @@ def _owner_token_secret(environment: str) -> str:
 
 def load_settings() -> Settings:
     api_keys, key_agents = agent_keys(_env("RECON_API_KEYS"))
+    providers = _pairs("RECON_PROVIDERS", _env("RECON_PROVIDERS"))
+    adapters = provider_adapters(_env("RECON_PROVIDER_ADAPTERS"), providers)
     webhook_secrets, webhook_schemes = webhook_settings(
         _env("RECON_WEBHOOK_SECRETS"),
         _env("RECON_WEBHOOK_SCHEMES"),
+        declared_schemes(adapters),
     )
     operators = operator_keys(_env("RECON_OPERATOR_KEYS"), api_keys)
     port = _env("RECON_INTAKE_PORT")
@@ -484,7 +542,9 @@ def load_settings() -> Settings:
         admin_keys=admin_keys(_env("RECON_ADMIN_KEYS"), {*api_keys, *operators}),
         tenant_resources=tenant_resources(_env("RECON_TENANT_RESOURCES")),
         key_agents=key_agents,
-        providers=_pairs("RECON_PROVIDERS", _env("RECON_PROVIDERS")),
+        providers=providers,
+        provider_adapters=adapters,
+        provider_secrets=_provider_secrets(),
         intake_host=_env("RECON_INTAKE_HOST"),
         intake_port=int(port),
         provider_timeout_s=_float("RECON_PROVIDER_TIMEOUT_S"),

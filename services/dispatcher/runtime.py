@@ -52,8 +52,9 @@ from services.governance.store import Held
 from services.kafka_clients import acked_producer
 from services.kafka_setup import ensure_topics
 from services.kafka_start import start_kafka_client
-from services.providers.adapters import ProviderAdapter, build_adapters
 from services.providers.http import ProviderHttp
+from services.providers.interface import ProviderAdapter, Sent
+from services.providers.registry import build_adapters
 
 log = logging.getLogger(__name__)
 
@@ -240,7 +241,14 @@ class Call:
         assert adapter is not None
         match request:
             case Lookup():
-                return await adapter.lookup(dispatch.operation, dispatch.op_key)
+                # The first attempt's dispatch is older than the first send under the key:
+                # a replaying adapter judges the key's retention from it (services.
+                # providers.interface.Sent). The key is the leg's, every attempt's: a later
+                # attempt's dispatch is younger than the first send, so it carries none, and
+                # a replaying adapter finds the effect without resending.
+                at = datetime.fromisoformat(env.occurred_at)
+                sent = Sent(dispatch.payload, at) if dispatch.attempt == 1 else None
+                return await adapter.lookup(dispatch.operation, dispatch.op_key, sent)
             case Balance(charge=charge):
                 return await adapter.balance(charge)
             case Apply():
@@ -303,7 +311,7 @@ async def run_dispatcher(settings: Settings, stop: asyncio.Event) -> None:
     projection = Projection(settings.database_url)
     try:
         async with ProviderHttp(settings.provider_timeout_s, connect_s=2.0) as http:
-            adapters = build_adapters(http, settings.providers)
+            adapters = build_adapters(http, settings)
             await Dispatcher(settings, adapters, projection).run(stop)
     finally:
         await projection.close()

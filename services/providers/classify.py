@@ -14,11 +14,7 @@ from typing import Any
 
 from events.definition import STALE_REVISION
 from events.inputs import Outcome
-
-# Seen is the vocabulary's (events.observation), where every observer can build an
-# observation from it. Re-exported for services/providers/adapters.py alone, which another
-# branch is editing: once it imports Seen from events.observation, this `as` goes.
-from events.observation import Seen as Seen
+from events.observation import Seen
 
 # The provider's definitive refusals of a payload (the sandbox's decline is 402, its
 # out-of-stock 422; Stripe's card errors are 402, its invalid requests 400). Whitelisted:
@@ -46,13 +42,20 @@ def classify_response(status: int, body: Any) -> Seen:
     if status in DEFINITIVE_4XX:
         return Seen(Outcome.REJECTED, status, None, body)
     if 400 <= status < 500 and status not in TIMING_4XX:
-        alarm = (
-            f"provider answered {status} ({_error_code(body)}), not a refusal of the payload; "
-            "check the provider's credentials, URL and configuration"
-        )
-        # The alarm is also the observation's error: the evidence trail says why.
-        return Seen(Outcome.UNKNOWN, status, None, body, error=alarm, alarm=alarm)
+        return misdirected(status, body, _error_code(body))
     return Seen(Outcome.UNKNOWN, status, None, body)
+
+
+def misdirected(status: int, body: Any, code: str) -> Seen:
+    """A 4xx about our side of the call (credentials, route, configuration), not about the
+    payload: `unknown`, with the alarm a person must see. Every adapter's rule ends here
+    for the 4xx it does not list as a refusal."""
+    alarm = (
+        f"provider answered {status} ({code}), not a refusal of the payload; "
+        "check the provider's credentials, URL and configuration"
+    )
+    # The alarm is also the observation's error: the evidence trail says why.
+    return Seen(Outcome.UNKNOWN, status, None, body, error=alarm, alarm=alarm)
 
 
 def _error_code(body: Any) -> str:
@@ -63,11 +66,7 @@ def _error_code(body: Any) -> str:
 
 def classify_lookup(status: int, body: Any) -> Seen:
     if 400 <= status < 500 and status not in TIMING_4XX:
-        alarm = (
-            f"lookup answered {status} ({_error_code(body)}); "
-            "check the provider's credentials, URL and configuration"
-        )
-        return Seen(Outcome.UNAVAILABLE, status, None, body, error=alarm, alarm=alarm)
+        return lookup_misdirected(status, body, _error_code(body))
     if status != 200 or not isinstance(body, dict) or not isinstance(body.get("effects"), list):
         return Seen(Outcome.UNAVAILABLE, status, None, body)
     effects = [e for e in body["effects"] if isinstance(e, dict)]
@@ -77,6 +76,16 @@ def classify_lookup(status: int, body: Any) -> Seen:
     if effects:
         return Seen(Outcome.UNKNOWN, status, None, body)  # known to the provider, not done
     return Seen(Outcome.ABSENT, status, None, body)
+
+
+def lookup_misdirected(status: int, body: Any, code: str) -> Seen:
+    """A lookup refused for our credentials, route or configuration: nothing was learnt
+    (`unavailable`), and a person must see why."""
+    alarm = (
+        f"lookup answered {status} ({code}); "
+        "check the provider's credentials, URL and configuration"
+    )
+    return Seen(Outcome.UNAVAILABLE, status, None, body, error=alarm, alarm=alarm)
 
 
 def unreachable(error: BaseException) -> Seen:

@@ -9,11 +9,14 @@ Any failure to get an answer (refused, reset, a timeout, a broken response) is o
 ProviderUnreachable: to the caller it only means the provider's answer is unknown.
 """
 
+import json
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Protocol
 
 import aiohttp
+
+from events.safe_json import escape_unencodable
 
 # Below the keep-alive of common servers (uvicorn's default is 5 s): a connection the
 # provider is closing at the moment it is reused fails the request, which would turn a
@@ -38,6 +41,18 @@ class Answer:
     status: int
     body: bytes
 
+    def json(self) -> Any:
+        """The body as JSON; a body that is not JSON becomes `{"text": ...}`, evidence of
+        what came back rather than an error."""
+        # Escaped, not trusted: a provider's lone surrogate must become evidence in the
+        # observation, not an observation that cannot be encoded (a crash, then a crash
+        # loop on redelivery).
+        try:
+            return escape_unencodable(json.loads(self.body))
+        except ValueError:
+            # Decoded with replacement characters: always encodable.
+            return {"text": self.body.decode("utf-8", "replace")[:2000]}
+
 
 class Requester(Protocol):
     async def request(
@@ -46,9 +61,13 @@ class Requester(Protocol):
         url: str,
         *,
         json: Any = None,
+        data: str | None = None,
         params: dict[str, str] | None = None,
         headers: dict[str, str] | None = None,
-    ) -> Answer: ...
+    ) -> Answer:
+        """`json`: a JSON body; `data`: a body already encoded (a form), whose
+        Content-Type the caller sets."""
+        ...
 
 
 class ProviderHttp:
@@ -87,13 +106,14 @@ class ProviderHttp:
         url: str,
         *,
         json: Any = None,
+        data: str | None = None,
         params: dict[str, str] | None = None,
         headers: dict[str, str] | None = None,
     ) -> Answer:
         assert self._session is not None, "use ProviderHttp as `async with`"
         try:
             async with self._session.request(
-                method, url, json=json, params=params, headers=headers
+                method, url, json=json, data=data, params=params, headers=headers
             ) as response:
                 body = bytearray()
                 async for chunk in response.content.iter_any():

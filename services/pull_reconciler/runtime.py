@@ -49,8 +49,9 @@ from services.kafka_clients import acked_producer
 from services.kafka_setup import ensure_topics
 from services.kafka_start import start_kafka_client
 from services.postgres_start import open_pool
-from services.providers.adapters import ListingUnavailable, ProviderAdapter, build_adapters
 from services.providers.http import ProviderHttp
+from services.providers.interface import ListingUnavailable, ProviderAdapter
+from services.providers.registry import build_adapters
 from services.pull_reconciler.gauges import REFRESH_S, refresh_gauges
 
 log = logging.getLogger(__name__)
@@ -347,7 +348,7 @@ async def open_reconciler(settings: Settings) -> AsyncIterator[Reconciler]:
         await start_kafka_client(producer, "reconciler producer")
         try:
             async with ProviderHttp(settings.provider_timeout_s, connect_s=2.0) as http:
-                yield Reconciler(settings, pool, producer, build_adapters(http, settings.providers))
+                yield Reconciler(settings, pool, producer, build_adapters(http, settings))
         finally:
             await producer.stop()
     finally:

@@ -1,6 +1,6 @@
 """Run the local Kafka broker and Postgres server in the foreground, without Docker.
 
-python -m services.devtools.infra fetch            # download the Kafka jars (Maven Central) once
+python -m services.devtools.infra fetch            # Kafka jars (Maven), stripe-mock (Go), once
 python -m services.devtools.infra up               # start both, print addresses, stop on Ctrl-C
 python -m services.devtools.infra up --brokers 3   # a three-node Kafka cluster, not one broker
 """
@@ -19,6 +19,7 @@ from services.devtools.infra.kafka import KafkaBroker, ensure_kafka_jars
 from services.devtools.infra.kafka_cluster import KafkaCluster
 from services.devtools.infra.local_kafka import BROKER_CHOICES, kafka_env, local_kafka
 from services.devtools.infra.postgres import PostgresServer
+from services.devtools.infra.stripe_mock import ensure_stripe_mock
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -28,7 +29,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser(
-        "fetch", help="download the Kafka broker jars into .cache/ (skipped when cached)"
+        "fetch",
+        help="download the Kafka broker jars and build stripe-mock into .cache/ "
+        "(skipped when cached)",
     )
     up = commands.add_parser(
         "up",
@@ -67,6 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "fetch":
             print(f"Kafka jars ready in {ensure_kafka_jars(quiet=False)}", flush=True)
+            print(f"stripe-mock ready at {ensure_stripe_mock(quiet=False)}", flush=True)
             return 0
         kafka: KafkaBroker | KafkaCluster
         if args.brokers == 1:

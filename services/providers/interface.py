@@ -1,0 +1,128 @@
+"""The provider adapter interface: everything recon asks of a provider, in one place
+(docs/providers.md, "The adapter interface").
+
+An adapter is found by name (services.providers.registry): its entry point in the
+`recon.providers` group names an `AdapterClass`, whose declared facts (its webhook scheme,
+its key retention) are read without making one, and whose `from_setup(ProviderSetup)`
+makes the object with the methods of `ProviderAdapter`. Adding a provider is writing
+such a class in any installed package; no file of recon changes.
+
+What every adapter promises (the contract kit, tests/contract/provider_kit, checks it):
+- `apply` sends the op key as the provider's idempotency key and puts it on the object it
+  makes (metadata), so one id finds the effect from either side; one key, one effect.
+- `classify` is the adapter's one judge of what an answer means: confirmed, a definitive
+  refusal, the key reused with another payload, or unknown. Only a definitive refusal is
+  `rejected`; anything that does not prove the effect absent for good is `unknown`.
+- `lookup` never guesses: `absent` only when the provider proves it, `unavailable` when it
+  could not be asked or cannot tell.
+"""
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Protocol
+
+from events.observation import Seen
+from reconcilers.signatures import Scheme, Verified
+from services.providers.http import Requester
+
+
+@dataclass(frozen=True)
+class ProviderSetup:
+    """What an adapter factory is given at start-up, from the configuration."""
+
+    name: str  # the provider's name in recon (RECON_PROVIDERS)
+    base_url: str
+    http: Requester
+    # The provider's API credential (RECON_PROVIDER_SECRETS), None when none is configured;
+    # an adapter that needs one raises AdapterSetupError without it.
+    secret: str | None = None
+    # The adapter's clock, for the facts it judges by age (a key's retention); the real
+    # one in production, a controlled one in tests.
+    clock: Callable[[], datetime] | None = None
+
+
+@dataclass(frozen=True)
+class Sent:
+    """What recon knows of the first request sent under a key: a `replay` adapter resends
+    exactly this payload, and only while `at` is inside the provider's key retention.
+    `at` is a bound no later than the first send (the first attempt's dispatch time):
+    judging retention from it errs towards "too old", never towards resending under a
+    pruned key. A caller without such a bound passes no `Sent` at all."""
+
+    payload: dict[str, Any]
+    at: datetime
+
+
+class AdapterSetupError(ValueError):
+    """The adapter cannot work with this configuration (a missing credential, a bad URL):
+    start-up stops with this message."""
+
+
+class ListingUnavailable(RuntimeError):
+    """The provider's list of effects could not be read; the drift scan tries next time."""
+
+
+class ProviderAdapter(Protocol):
+    # How the provider signs its webhooks (reconcilers.signatures).
+    webhook_scheme: Scheme
+    # The lookup strategy's declared fact: how long the provider replays a key's first
+    # answer (seconds); None when lookups ask the provider by key instead (`query`).
+    key_retention_s: float | None
+
+    async def apply(self, operation: str, op_key: str, payload: dict[str, Any]) -> Seen:
+        """Make the effect under `op_key` (classified by `classify`); an answer that never
+        came is `unknown`."""
+        ...
+
+    async def lookup(self, operation: str, op_key: str, sent: Sent | None = None) -> Seen:
+        """What the provider holds under `op_key`: succeeded, absent (proven), unknown
+        (known to the provider, not done) or unavailable. `sent`: the first request, when
+        the caller has it (a `replay` adapter needs it to resend)."""
+        ...
+
+    def classify(self, operation: str, status: int, body: Any) -> Seen:
+        """What an answer to `apply` means. Pure."""
+        ...
+
+    async def preview(self, operation: str, payload: dict[str, Any]) -> tuple[int | None, Any]:
+        """What `operation` would do now, without doing it: the provider's status (None:
+        unreachable; 501: the provider has no previews) and its answer."""
+        ...
+
+    async def balance(self, charge: str) -> tuple[int, Any]:
+        """The provider's answer about a charge's refundable balance (status, body in the
+        fields of services.providers.preconditions.BALANCE_FIELDS), for the precondition
+        check before a new attempt; (0, error) when it could not be asked."""
+        ...
+
+    async def list_effects(self) -> list[Any]:
+        """Every effect the provider lists, as reconcilers.drift.effect_from_json reads
+        them (`id`, `operation`, `idempotency_key`, `payload`, `created_at`), for the
+        drift scan; raises ListingUnavailable when the provider cannot answer."""
+        ...
+
+    def verify_webhook(
+        self,
+        headers: Mapping[str, str],
+        body: bytes,
+        secrets: Sequence[str],
+        now: int,
+        tolerance_s: int,
+    ) -> Verified:
+        """Check one delivery's signature and age; raise reconcilers.signatures.
+        SignatureError when it must be refused. Pure."""
+        ...
+
+
+class AdapterClass(Protocol):
+    """What a `recon.providers` entry point names: the adapter's class (its facts are
+    class attributes, read by the configuration before any adapter is made)."""
+
+    webhook_scheme: Scheme
+    key_retention_s: float | None
+
+    def from_setup(self, setup: ProviderSetup) -> ProviderAdapter:
+        """The adapter for one configured provider; AdapterSetupError when it cannot work
+        with this configuration."""
+        ...

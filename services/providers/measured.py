@@ -1,0 +1,55 @@
+"""An adapter whose calls feed the metrics (services.metrics): each apply's time by
+provider, operation and outcome, each lookup's outcome. One observation per call; every
+other method is the inner adapter's own."""
+
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from events.observation import Seen
+from reconcilers.signatures import Verified
+from services.metrics import DISPATCH_SECONDS, LOOKUPS
+from services.providers.interface import ProviderAdapter, Sent
+
+
+class Measured:
+    def __init__(self, provider: str, inner: ProviderAdapter) -> None:
+        self.provider = provider
+        self.inner = inner
+        self.webhook_scheme = inner.webhook_scheme
+        self.key_retention_s = inner.key_retention_s
+
+    async def apply(self, operation: str, op_key: str, payload: dict[str, Any]) -> Seen:
+        started = time.perf_counter()
+        seen = await self.inner.apply(operation, op_key, payload)
+        DISPATCH_SECONDS.labels(self.provider, operation, seen.outcome.value).observe(
+            time.perf_counter() - started
+        )
+        return seen
+
+    async def lookup(self, operation: str, op_key: str, sent: Sent | None = None) -> Seen:
+        seen = await self.inner.lookup(operation, op_key, sent)
+        LOOKUPS.labels(self.provider, seen.outcome.value).inc()
+        return seen
+
+    def classify(self, operation: str, status: int, body: Any) -> Seen:
+        return self.inner.classify(operation, status, body)
+
+    async def preview(self, operation: str, payload: dict[str, Any]) -> tuple[int | None, Any]:
+        return await self.inner.preview(operation, payload)
+
+    async def balance(self, charge: str) -> tuple[int, Any]:
+        return await self.inner.balance(charge)
+
+    async def list_effects(self) -> list[Any]:
+        return await self.inner.list_effects()
+
+    def verify_webhook(
+        self,
+        headers: Mapping[str, str],
+        body: bytes,
+        secrets: Sequence[str],
+        now: int,
+        tolerance_s: int,
+    ) -> Verified:
+        return self.inner.verify_webhook(headers, body, secrets, now, tolerance_s)

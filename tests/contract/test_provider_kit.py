@@ -1,0 +1,320 @@
+"""The provider contract kit: what every adapter must do, whoever wrote it (issue 20,
+item 6; docs/providers.md, "The contract kit").
+
+Parametrised over targets (tests/support/provider_kit.py): the built-in adapters
+(tests/support/kit_targets.py) and any a third party names in PROVIDER_KIT_TARGETS.
+
+- Classification: the kit plays the provider answer by answer (a scripted HTTP client),
+  so every status family is checked in microseconds: only a definitive refusal is
+  `rejected`, a reused key is `key_conflict`, and nothing that leaves the effect possible
+  (a request in flight, our credentials or route, timing, a 5xx, a lost or malformed
+  answer) is anything but `unknown`.
+- Semantics, against the running provider: one effect per key under repeated and
+  concurrent applies; the same key with another payload makes nothing; lookups find what
+  was made, prove what was not, and a `replay` adapter never resends past its retention;
+  the drift listing shows every effect under its key.
+- Webhooks: a valid signature is accepted, a wrong one and a stale one refused.
+"""
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from support.kit_targets import BUILT_IN
+from support.provider_kit import KitTarget, Live, Scripted, third_party_targets
+
+from events.inputs import Outcome
+from reconcilers.drift import effect_from_json
+from reconcilers.signatures import SignatureError, SignatureErrorCode
+from services.providers.interface import Sent
+
+TARGETS: list[KitTarget] = [*BUILT_IN, *third_party_targets()]
+REPLAYING = [t for t in TARGETS if t.adapter_over(Scripted()).key_retention_s is not None]
+TOLERANCE_S = 300
+# What the kit sends when it plays the provider: the answer is scripted, not the request.
+ANY_PAYLOAD = {"amount": 1, "currency": "eur"}
+
+
+def _ids(target: KitTarget) -> str:
+    return target.name
+
+
+def new_key() -> str:
+    return f"kit-{uuid.uuid4()}"
+
+
+@pytest.fixture(params=TARGETS, ids=_ids)
+def target(request: pytest.FixtureRequest) -> KitTarget:
+    chosen: KitTarget = request.param
+    return chosen
+
+
+@pytest.fixture(scope="module", params=TARGETS, ids=_ids)
+async def live(request: pytest.FixtureRequest) -> AsyncIterator[Live]:
+    chosen: KitTarget = request.param
+    async with chosen.running() as running:
+        yield running
+
+
+async def _answer(target: KitTarget, status: int, body: bytes) -> Outcome:
+    adapter = target.adapter_over(Scripted(status, body))
+    seen = await adapter.apply(
+        target.answers.operation, new_key(), {"amount": 1, "currency": "eur"}
+    )
+    return seen.outcome
+
+
+# --- classification of every status family ------------------------------------------
+
+
+async def test_a_confirmed_answer_is_succeeded_with_the_providers_id(target: KitTarget) -> None:
+    adapter = target.adapter_over(Scripted(*target.answers.confirmed))
+    seen = await adapter.apply(
+        target.answers.operation, new_key(), {"amount": 1, "currency": "eur"}
+    )
+    assert seen.outcome is Outcome.SUCCEEDED
+    assert seen.remote_id
+
+
+async def test_a_definitive_refusal_is_rejected(target: KitTarget) -> None:
+    assert await _answer(target, *target.answers.refusal) is Outcome.REJECTED
+
+
+async def test_the_key_reused_with_another_payload_is_a_key_conflict(target: KitTarget) -> None:
+    assert await _answer(target, *target.answers.key_conflict) is Outcome.KEY_CONFLICT
+
+
+async def test_a_request_still_in_flight_under_the_key_is_unknown(target: KitTarget) -> None:
+    # The first request may still make the effect: never a refusal, never a conflict.
+    assert await _answer(target, *target.answers.in_flight) is Outcome.UNKNOWN
+
+
+@pytest.mark.parametrize("status", [401, 403, 404])
+async def test_an_answer_about_our_credentials_or_route_is_unknown_with_an_alarm(
+    target: KitTarget, status: int
+) -> None:
+    adapter = target.adapter_over(Scripted(status, target.answers.error))
+    seen = await adapter.apply(
+        target.answers.operation, new_key(), {"amount": 1, "currency": "eur"}
+    )
+    assert seen.outcome is Outcome.UNKNOWN
+    assert seen.alarm, "a person must see that the configuration is wrong"
+
+
+@pytest.mark.parametrize("status", [408, 429])
+async def test_an_answer_about_timing_is_unknown_without_an_alarm(
+    target: KitTarget, status: int
+) -> None:
+    adapter = target.adapter_over(Scripted(status, target.answers.error))
+    seen = await adapter.apply(
+        target.answers.operation, new_key(), {"amount": 1, "currency": "eur"}
+    )
+    assert (seen.outcome, seen.alarm) == (Outcome.UNKNOWN, None)
+
+
+@pytest.mark.parametrize("status", [500, 502, 503, 504])
+async def test_a_server_error_is_unknown(target: KitTarget, status: int) -> None:
+    assert await _answer(target, status, target.answers.error) is Outcome.UNKNOWN
+
+
+async def test_a_lost_response_is_unknown(target: KitTarget) -> None:
+    adapter = target.adapter_over(Scripted(lost=True))
+    seen = await adapter.apply(
+        target.answers.operation, new_key(), {"amount": 1, "currency": "eur"}
+    )
+    assert seen.outcome is Outcome.UNKNOWN
+
+
+@pytest.mark.parametrize(
+    ("status", "body"),
+    [
+        (200, b"<html>gateway</html>"),
+        (200, b'{"id": "x", "stat'),
+        (200, b"[]"),
+        (202, b""),
+    ],
+    ids=["html", "truncated", "not-an-object", "accepted-empty"],
+)
+async def test_a_malformed_or_empty_success_is_unknown(
+    target: KitTarget, status: int, body: bytes
+) -> None:
+    assert await _answer(target, status, body) is Outcome.UNKNOWN
+
+
+def _lookups() -> list[Sent | None]:
+    """The lookups a kit target is asked: without the first request, and with one sent
+    just now (inside a `replay` adapter's retention: the resend)."""
+    return [None, Sent(ANY_PAYLOAD, at=datetime.now(UTC))]
+
+
+async def test_a_lookup_that_cannot_reach_the_provider_is_unavailable(target: KitTarget) -> None:
+    adapter = target.adapter_over(Scripted(lost=True))
+    for sent in _lookups():
+        seen = await adapter.lookup(target.answers.operation, new_key(), sent)
+        assert seen.outcome is Outcome.UNAVAILABLE, sent
+
+
+@pytest.mark.parametrize("status", [429, 500, 503])
+async def test_a_lookup_the_provider_cannot_answer_now_is_unavailable(
+    target: KitTarget, status: int
+) -> None:
+    adapter = target.adapter_over(Scripted(status, target.answers.error))
+    for sent in _lookups():
+        seen = await adapter.lookup(target.answers.operation, new_key(), sent)
+        assert (seen.outcome, seen.alarm) == (Outcome.UNAVAILABLE, None), sent
+
+
+@pytest.mark.parametrize("status", [401, 403, 404])
+async def test_a_lookup_refused_for_our_configuration_is_unavailable_with_an_alarm(
+    target: KitTarget, status: int
+) -> None:
+    adapter = target.adapter_over(Scripted(status, target.answers.error))
+    for sent in _lookups():
+        seen = await adapter.lookup(target.answers.operation, new_key(), sent)
+        assert seen.outcome is Outcome.UNAVAILABLE and seen.alarm, sent
+
+
+# --- webhook signatures ---------------------------------------------------------------
+
+EVENT = b'{"id": "evt_kit_1", "type": "payment_intent.succeeded", "data": {}}'
+
+
+def test_a_validly_signed_webhook_is_accepted(target: KitTarget) -> None:
+    now = 1_800_000_000
+    headers = target.sign(target.secret, now, EVENT)
+    verified = target.adapter_over(Scripted()).verify_webhook(
+        headers, EVENT, [target.secret], now, TOLERANCE_S
+    )
+    assert verified.timestamp == now and verified.delivery_id
+
+
+@pytest.mark.parametrize(
+    ("case", "code"),
+    [
+        ("other secret", SignatureErrorCode.BAD_SIGNATURE),
+        ("altered body", SignatureErrorCode.BAD_SIGNATURE),
+        ("stale", SignatureErrorCode.TIMESTAMP_OUT_OF_TOLERANCE),
+    ],
+)
+def test_an_invalid_or_stale_webhook_is_refused(
+    target: KitTarget, case: str, code: SignatureErrorCode
+) -> None:
+    now = 1_800_000_000
+    signed_at = now - TOLERANCE_S - 1 if case == "stale" else now
+    secret = target.other_secret if case == "other secret" else target.secret
+    headers = target.sign(secret, signed_at, EVENT)
+    body = EVENT.replace(b"succeeded", b"failed") if case == "altered body" else EVENT
+    with pytest.raises(SignatureError) as refused:
+        target.adapter_over(Scripted()).verify_webhook(
+            headers, body, [target.secret], now, TOLERANCE_S
+        )
+    assert refused.value.code is code
+
+
+# --- semantics against the running provider -------------------------------------------
+
+
+async def test_repeated_applies_under_one_key_make_one_effect(live: Live) -> None:
+    key, payload = new_key(), await live.payload()
+    seen = [await live.adapter.apply(live.operation, key, payload) for _ in range(3)]
+    assert [s.outcome for s in seen] == [Outcome.SUCCEEDED] * 3
+    assert len({s.remote_id for s in seen}) == 1
+    assert await live.effects_under(key) == 1
+
+
+async def test_concurrent_applies_under_one_key_make_one_effect(live: Live) -> None:
+    key, payload = new_key(), await live.payload()
+    await live.slow_down(0.3)
+    try:
+        seen = await asyncio.gather(
+            *(live.adapter.apply(live.operation, key, payload) for _ in range(6))
+        )
+    finally:
+        await live.slow_down(0)
+    # Each one either made the effect, found it made, or cannot tell yet: never refused.
+    assert {s.outcome for s in seen} <= {Outcome.SUCCEEDED, Outcome.UNKNOWN}
+    assert Outcome.SUCCEEDED in {s.outcome for s in seen}
+    assert await live.effects_under(key) == 1
+    again = await live.adapter.apply(live.operation, key, payload)
+    assert again.outcome is Outcome.SUCCEEDED
+    assert again.remote_id in {s.remote_id for s in seen if s.outcome is Outcome.SUCCEEDED}
+
+
+async def test_the_same_key_with_another_payload_is_refused_and_makes_nothing(
+    live: Live,
+) -> None:
+    key, payload = new_key(), await live.payload()
+    first = await live.adapter.apply(live.operation, key, payload)
+    other = await live.adapter.apply(live.operation, key, live.other(payload))
+    assert (first.outcome, other.outcome) == (Outcome.SUCCEEDED, Outcome.KEY_CONFLICT)
+    # Never the first request's answer passed off as this one's.
+    assert other.remote_id is None
+    assert await live.effects_under(key) == 1
+
+
+async def test_a_lookup_finds_what_was_applied_and_makes_nothing_more(live: Live) -> None:
+    key, payload = new_key(), await live.payload()
+    made = await live.adapter.apply(live.operation, key, payload)
+    found = await live.adapter.lookup(live.operation, key, Sent(payload, live.now()))
+    assert (found.outcome, found.remote_id) == (Outcome.SUCCEEDED, made.remote_id)
+    assert await live.effects_under(key) == 1
+
+
+async def test_a_lookup_of_a_key_never_sent_proves_it_absent_and_sends_nothing(
+    live: Live,
+) -> None:
+    key, payload = new_key(), await live.payload()
+    retention = live.adapter.key_retention_s
+    # A replaying adapter asked about a key older than its retention must not resend: the
+    # provider may have pruned it, and a resend would be a new effect.
+    at = live.now() - timedelta(seconds=(retention or 0) + 3600)
+    seen = await live.adapter.lookup(live.operation, key, Sent(payload, at))
+    assert seen.outcome is Outcome.ABSENT
+    assert await live.effects_under(key) == 0
+
+
+async def test_the_drift_listing_shows_each_effect_under_its_key(live: Live) -> None:
+    key, payload = new_key(), await live.payload()
+    made = await live.adapter.apply(live.operation, key, payload)
+    listed = [effect_from_json(raw) for raw in await live.adapter.list_effects()]
+    mine = [e for e in listed if e.idempotency_key == key]
+    assert [(e.id, e.operation) for e in mine] == [(made.remote_id, live.operation)]
+
+
+# --- replay: inside and outside the key retention -------------------------------------
+
+
+@pytest.fixture(scope="module", params=REPLAYING, ids=_ids)
+async def replaying(request: pytest.FixtureRequest) -> AsyncIterator[Live]:
+    chosen: KitTarget = request.param
+    async with chosen.running() as running:
+        assert running.expire_keys is not None, "a replaying target moves its clock"
+        yield running
+
+
+async def test_inside_the_retention_a_replay_lookup_answers_the_first_effect(
+    replaying: Live,
+) -> None:
+    live = replaying
+    key, payload = new_key(), await live.payload()
+    sent_at = live.now()
+    made = await live.adapter.apply(live.operation, key, payload)
+    found = await live.adapter.lookup(live.operation, key, Sent(payload, sent_at))
+    assert (found.outcome, found.remote_id) == (Outcome.SUCCEEDED, made.remote_id)
+    assert await live.effects_under(key) == 1
+
+
+async def test_past_the_retention_a_lookup_never_resends_and_still_finds_the_effect(
+    replaying: Live,
+) -> None:
+    live = replaying
+    key, payload = new_key(), await live.payload()
+    sent_at = live.now()
+    made = await live.adapter.apply(live.operation, key, payload)
+    assert live.expire_keys is not None
+    live.expire_keys()  # the provider prunes the key: a resend now would be a new effect
+    found = await live.adapter.lookup(live.operation, key, Sent(payload, sent_at))
+    assert (found.outcome, found.remote_id) == (Outcome.SUCCEEDED, made.remote_id)
+    assert await live.effects_under(key) == 1
