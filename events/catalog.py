@@ -1,8 +1,10 @@
 """The operations an agent may ask for, with the side-effect class and reversibility the
 retry policy and the policy gate rely on (docs/design.md, "Retry policy" and "Governance")."""
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any
 
 
 class SideEffect(StrEnum):
@@ -26,6 +28,12 @@ class OperationInfo:
     # has none). An agent may not pick it: the compensation of a reserve is the release of
     # that reservation, never another call sent under the step's grant (events.compensation).
     compensation: str | None = None
+    # The JSON Schema (an object schema) a step's payload must satisfy, checked at the
+    # door; None: the provider declared none.
+    payload_schema: Mapping[str, Any] | None = None
+    # The payload field holding the amount (integer minor units) quotas count; None: the
+    # operation moves no money.
+    amount_field: str | None = None
 
 
 CATALOG: dict[str, OperationInfo] = {

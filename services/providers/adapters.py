@@ -9,6 +9,7 @@ strategy); answers are judged by services.providers.classify, the sandbox's rule
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from events.catalog import CATALOG, OperationInfo
 from events.inputs import Outcome
 from events.observation import Seen
 from reconcilers.signatures import Scheme, Verified, verify
@@ -20,6 +21,7 @@ from services.providers.paths import UnsafeSegment, segment
 
 
 class SandboxAdapter:
+    operations: Mapping[str, OperationInfo] = CATALOG
     webhook_scheme = Scheme.STANDARD
     # The sandbox keeps its keys for ever and answers lookups by key.
     key_retention_s: float | None = None

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
+from events.catalog import OperationInfo
 from events.observation import Seen
 from reconcilers.signatures import Scheme, Verified
 from services.providers.http import Requester
@@ -64,6 +65,11 @@ class ListingUnavailable(RuntimeError):
 
 
 class ProviderAdapter(Protocol):
+    # The operations this provider offers, by name, with the facts recon's rules read
+    # (events.catalog.OperationInfo: class, reversibility, the one compensation allowed,
+    # the payload's schema, its amount field). Known without I/O once the adapter is made:
+    # the catalog recon serves and judges by is built from them.
+    operations: Mapping[str, OperationInfo]
     # How the provider signs its webhooks (reconcilers.signatures).
     webhook_scheme: Scheme
     # The lookup strategy's declared fact: how long the provider replays a key's first

@@ -16,6 +16,7 @@ class Measured:
     def __init__(self, provider: str, inner: ProviderAdapter) -> None:
         self.provider = provider
         self.inner = inner
+        self.operations = inner.operations
         self.webhook_scheme = inner.webhook_scheme
         self.key_retention_s = inner.key_retention_s
 

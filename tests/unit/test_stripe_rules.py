@@ -91,3 +91,11 @@ async def test_an_operation_the_stripe_adapter_has_not_is_refused_without_a_call
     assert seen.alarm
     looked = await adapter.lookup("payments.charge", "k")
     assert (looked.outcome, provider.requests) == (Outcome.UNAVAILABLE, 0)
+
+
+def test_every_stripe_operation_is_declared_with_compensations_it_has() -> None:
+    from services.providers.stripe.operations import DECLARED, OPERATIONS
+
+    assert set(DECLARED) == set(OPERATIONS)
+    for info in DECLARED.values():
+        assert info.compensation is None or info.compensation in DECLARED, info.name

@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from events.catalog import OperationInfo
 from events.inputs import Outcome
 from events.observation import Seen
 from reconcilers.signatures import Scheme, Verified, verify
@@ -25,6 +26,7 @@ from services.providers.stripe import classify as rules
 from services.providers.stripe.forms import encode
 from services.providers.stripe.operations import (
     CREATED_BY,
+    DECLARED,
     OPERATIONS,
     PAYMENT_INTENT,
     REFUND,
@@ -50,6 +52,7 @@ def _utcnow() -> datetime:
 
 
 class StripeAdapter:
+    operations: Mapping[str, OperationInfo] = DECLARED
     webhook_scheme = Scheme.STRIPE
     key_retention_s: float | None = KEY_RETENTION_S
 

@@ -9,6 +9,8 @@ metadata on them: it is the intent's, set when it was created) and are found thr
 
 from dataclasses import dataclass
 
+from events.catalog import OperationInfo, Reversibility, SideEffect
+
 
 @dataclass(frozen=True)
 class StripeOperation:
@@ -59,3 +61,57 @@ OPERATIONS: dict[str, StripeOperation] = {
 
 # The operation a listed object stands for in the drift scan.
 CREATED_BY = {PAYMENT_INTENT: "payment_intents.create", REFUND: "refunds.create"}
+
+# What recon's rules read of each (events.catalog): an intent made but not confirmed holds
+# nothing and is cancelled as its undo; a confirmed payment is undone by a refund, which
+# leaves a trace; a cancel and a refund stay done.
+_AMOUNT = {"type": "integer", "minimum": 1}
+DECLARED: dict[str, OperationInfo] = {
+    info.name: info
+    for info in (
+        OperationInfo(
+            "payment_intents.create",
+            SideEffect.WRITE,
+            Reversibility.REVERSIBLE,
+            compensation="payment_intents.cancel",
+            payload_schema={
+                "type": "object",
+                "required": ["amount", "currency"],
+                "properties": {"amount": _AMOUNT, "currency": {"type": "string"}},
+            },
+            amount_field="amount",
+        ),
+        OperationInfo(
+            "payment_intents.confirm",
+            SideEffect.WRITE,
+            Reversibility.COMPENSATING_ONLY,
+            compensation="refunds.create",
+            payload_schema={
+                "type": "object",
+                "required": ["payment_intent"],
+                "properties": {"payment_intent": {"type": "string"}},
+            },
+        ),
+        OperationInfo(
+            "payment_intents.cancel",
+            SideEffect.WRITE,
+            Reversibility.IRREVERSIBLE,
+            payload_schema={
+                "type": "object",
+                "required": ["payment_intent"],
+                "properties": {"payment_intent": {"type": "string"}},
+            },
+        ),
+        OperationInfo(
+            "refunds.create",
+            SideEffect.WRITE,
+            Reversibility.IRREVERSIBLE,
+            payload_schema={
+                "type": "object",
+                "required": ["payment_intent"],
+                "properties": {"payment_intent": {"type": "string"}, "amount": _AMOUNT},
+            },
+            amount_field="amount",
+        ),
+    )
+}
