@@ -113,10 +113,16 @@ def event_id(tenant: str, tx_id: str, seq: int) -> str:
     return "ev_" + sha256_hex(canonical_json(["recon.event", tenant, tx_id, seq]))[:32]
 
 
-def drift_id(kind: str, provider: str, subject: str) -> str:
+def drift_id(kind: str, provider: str, subject: str, account: str | None = None) -> str:
     """`subject` is the provider's effect id, or the op key when there is no effect; `kind`
-    a DriftKind value."""
-    return "dr_" + sha256_hex(canonical_json(["recon.drift", str(kind), provider, subject]))[:24]
+    a DriftKind value. `account`: the tenant whose own provider account the drift was
+    found in (services.providers.accounts), None for the shared account: effect ids are
+    only unique within one account, so two accounts' findings must not share an id. The
+    shared account's ids are those derived before accounts existed."""
+    material = ["recon.drift", str(kind), provider, subject]
+    if account is not None:
+        material.append(account)
+    return "dr_" + sha256_hex(canonical_json(material))[:24]
 
 
 def session_abort_id(tenant: str, tx_id: str, session_id: str) -> str:

@@ -77,6 +77,7 @@ def compare(
     *,
     provider: str,
     effects: list[Effect],
+    account: str | None = None,
     ledger: list[LedgerEntry],
     known_keys: set[str],
     now: datetime,
@@ -87,6 +88,11 @@ def compare(
     `window_start`. `known_keys`: which of the effects' keys recon ever issued, whatever
     their age, so an old intent is never mistaken for someone else's effect.
 
+    `account`: the tenant whose own provider account listed `effects` (None: the shared
+    account); `ledger` then holds only the legs whose calls went to that account. An
+    effect without intent in a tenant's own account is that tenant's drift, shown to it
+    alone; in the shared account it belongs to no tenant.
+
     An effect younger than `grace` is not yet "without intent": the ledger is read from
     projections that may lag the provider (a slow projector), and the intake's intent rows
     are only one of the places known_keys looks."""
@@ -95,6 +101,7 @@ def compare(
     for effect in effects:
         by_key.setdefault(effect.idempotency_key, []).append(effect)
     entries = {e.op_key: e for e in ledger if e.provider == provider}
+    where = provider if account is None else f"{provider} (tenant {account}'s own account)"
     found: list[DriftDetected] = []
 
     for effect in effects:
@@ -104,12 +111,13 @@ def compare(
             continue
         found.append(
             DriftDetected(
-                drift_id=drift_id(DriftKind.EFFECT_WITHOUT_INTENT, provider, effect.id),
+                drift_id=drift_id(DriftKind.EFFECT_WITHOUT_INTENT, provider, effect.id, account),
                 kind=DriftKind.EFFECT_WITHOUT_INTENT,
                 provider=provider,
+                tenant=account,
                 effect_id=effect.id,
                 detail={
-                    "message": f"{provider} holds {effect.operation} {effect.id} under key "
+                    "message": f"{where} holds {effect.operation} {effect.id} under key "
                     f"{effect.idempotency_key!r}, which no recon intent issued",
                     "operation": effect.operation,
                     "idempotency_key": effect.idempotency_key,
@@ -124,15 +132,15 @@ def compare(
         matching = by_key.get(entry.op_key, [])
         if not matching:
             if entry.confirmed and now - entry.dispatched_at >= grace:
-                found.append(_without_effect(entry, detected_at))
+                found.append(_without_effect(entry, account, detected_at))
             continue
         for effect in matching:
             differences = _differences(entry, effect)
             if entry.failed:
                 # Reported whatever the payload: that the effect exists at all is the news.
-                found.append(_after_failure(entry, effect, differences, detected_at))
+                found.append(_after_failure(entry, effect, differences, account, detected_at))
             elif differences:
-                found.append(_mismatch(entry, effect, differences, detected_at))
+                found.append(_mismatch(entry, effect, differences, account, detected_at))
     return found
 
 
@@ -145,9 +153,9 @@ def _owner(entry: LedgerEntry) -> dict[str, Any]:
     }
 
 
-def _without_effect(entry: LedgerEntry, detected_at: str) -> DriftDetected:
+def _without_effect(entry: LedgerEntry, account: str | None, detected_at: str) -> DriftDetected:
     return DriftDetected(
-        drift_id=drift_id(DriftKind.INTENT_WITHOUT_EFFECT, entry.provider, entry.op_key),
+        drift_id=drift_id(DriftKind.INTENT_WITHOUT_EFFECT, entry.provider, entry.op_key, account),
         kind=DriftKind.INTENT_WITHOUT_EFFECT,
         provider=entry.provider,
         **_owner(entry),
@@ -165,10 +173,14 @@ def _without_effect(entry: LedgerEntry, detected_at: str) -> DriftDetected:
 
 
 def _after_failure(
-    entry: LedgerEntry, effect: Effect, differences: list[str], detected_at: str
+    entry: LedgerEntry,
+    effect: Effect,
+    differences: list[str],
+    account: str | None,
+    detected_at: str,
 ) -> DriftDetected:
     return DriftDetected(
-        drift_id=drift_id(DriftKind.EFFECT_AFTER_FAILURE, entry.provider, effect.id),
+        drift_id=drift_id(DriftKind.EFFECT_AFTER_FAILURE, entry.provider, effect.id, account),
         kind=DriftKind.EFFECT_AFTER_FAILURE,
         provider=entry.provider,
         **_owner(entry),
@@ -201,7 +213,11 @@ def _differences(entry: LedgerEntry, effect: Effect) -> list[str]:
 
 
 def _mismatch(
-    entry: LedgerEntry, effect: Effect, differences: list[str], detected_at: str
+    entry: LedgerEntry,
+    effect: Effect,
+    differences: list[str],
+    account: str | None,
+    detected_at: str,
 ) -> DriftDetected:
     detail: dict[str, Any] = {
         "message": f"{effect.id} under key {entry.op_key!r} differs from what recon sent "
@@ -216,7 +232,7 @@ def _mismatch(
             "provider": effect.payload.get("amount"),
         }
     return DriftDetected(
-        drift_id=drift_id(DriftKind.MISMATCH, entry.provider, effect.id),
+        drift_id=drift_id(DriftKind.MISMATCH, entry.provider, effect.id, account),
         kind=DriftKind.MISMATCH,
         provider=entry.provider,
         **_owner(entry),

@@ -44,6 +44,7 @@ DEFAULTS: dict[str, str] = {
     "RECON_PROVIDERS": "sandbox=http://127.0.0.1:8090",
     "RECON_PROVIDER_ADAPTERS": "",
     "RECON_PROVIDER_SECRETS": "",
+    "RECON_PROVIDER_ACCOUNTS": "",
     "RECON_ENVIRONMENT": "dev",
     "RECON_APPROVAL_REQUIRED": "destructive",
     "RECON_TOPIC_PREFIX": "",
@@ -138,6 +139,17 @@ class Operator:
 
 
 @dataclass(frozen=True)
+class ProviderAccount:
+    """A tenant's own account at a provider (RECON_PROVIDER_ACCOUNTS), which its calls,
+    lookups and drift use instead of the shared one (services.providers.accounts)."""
+
+    base_url: str
+    # Its credential (RECON_PROVIDER_SECRETS `tenant/provider=...`); never the shared
+    # account's, which must not travel to another base URL. Never logged.
+    secret: str | None = field(default=None, repr=False)
+
+
+@dataclass(frozen=True)
 class ReconcilerSettings:
     """The pull reconciler and the drift scan (services.pull_reconciler)."""
 
@@ -227,6 +239,9 @@ class Settings:
     provider_adapters: dict[str, str] = field(default_factory=dict)
     # provider name -> the API credential its adapter sends (never logged).
     provider_secrets: dict[str, str] = field(default_factory=dict)
+    # (tenant, provider) -> that tenant's own account at the provider; a tenant not listed
+    # for a provider uses the shared account above (services.providers.accounts).
+    provider_accounts: dict[tuple[str, str], ProviderAccount] = field(default_factory=dict)
     intake_host: str = DEFAULTS["RECON_INTAKE_HOST"]
     intake_port: int = int(DEFAULTS["RECON_INTAKE_PORT"])
     provider_timeout_s: float = _default_float("RECON_PROVIDER_TIMEOUT_S")
@@ -348,8 +363,59 @@ def _provider_secrets() -> dict[str, str]:
     except ConfigError:
         # Without the offending item: it holds a credential, and errors are logged.
         raise ConfigError(
-            "RECON_PROVIDER_SECRETS: expected comma-separated provider=secret pairs"
+            "RECON_PROVIDER_SECRETS: expected comma-separated provider=secret or "
+            "tenant/provider=secret pairs"
         ) from None
+
+
+def _account_of(
+    name: str, left: str, providers: dict[str, str], tenants: set[str]
+) -> tuple[str, str]:
+    """ "tenant/provider", both configured elsewhere: an account for a tenant no key names,
+    or at a provider no step may name, is a typo that would leave the tenant on the shared
+    account while its operator believes otherwise."""
+    tenant, slash, provider = (part.strip() for part in left.partition("/"))
+    if not slash or not tenant or not provider:
+        raise ConfigError(f"{name}: expected tenant/provider before '=', got {left!r}")
+    if _valid_tenant(name, tenant) not in tenants:
+        raise ConfigError(
+            f"{name}: tenant {tenant!r} has no key in RECON_API_KEYS or RECON_OPERATOR_KEYS"
+        )
+    if provider not in providers:
+        raise ConfigError(
+            f"{name}: provider {provider!r} of tenant {tenant!r} is not configured in "
+            f"RECON_PROVIDERS ({', '.join(sorted(providers)) or 'none'})"
+        )
+    return tenant, provider
+
+
+def provider_accounts(
+    accounts_raw: str, secrets: dict[str, str], providers: dict[str, str], tenants: set[str]
+) -> tuple[dict[str, str], dict[tuple[str, str], ProviderAccount]]:
+    """RECON_PROVIDER_ACCOUNTS ("tenant/provider=base URL,...") with RECON_PROVIDER_SECRETS
+    (`secrets`, parsed): the shared accounts' credentials (`provider=...`) and each
+    tenant's own account with its credential (`tenant/provider=...`, which must name a
+    configured account)."""
+    own = {
+        _account_of("RECON_PROVIDER_ACCOUNTS", left, providers, tenants): url
+        for left, url in _pairs("RECON_PROVIDER_ACCOUNTS", accounts_raw).items()
+    }
+    shared: dict[str, str] = {}
+    account_secrets: dict[tuple[str, str], str] = {}
+    for left, secret in secrets.items():
+        if "/" not in left:
+            shared[left] = secret
+            continue
+        account = _account_of("RECON_PROVIDER_SECRETS", left, providers, tenants)
+        if account not in own:
+            raise ConfigError(
+                f"RECON_PROVIDER_SECRETS: {left!r} names an account RECON_PROVIDER_ACCOUNTS "
+                "does not configure; add its base URL there, or drop the credential"
+            )
+        account_secrets[account] = secret
+    return shared, {
+        account: ProviderAccount(url, account_secrets.get(account)) for account, url in own.items()
+    }
 
 
 def _dedupe_horizon() -> int:
@@ -529,6 +595,12 @@ def load_settings() -> Settings:
         declared_schemes(adapters),
     )
     operators = operator_keys(_env("RECON_OPERATOR_KEYS"), api_keys)
+    secrets, accounts = provider_accounts(
+        _env("RECON_PROVIDER_ACCOUNTS"),
+        _provider_secrets(),
+        providers,
+        {*api_keys.values(), *(o.tenant for o in operators.values())},
+    )
     port = _env("RECON_INTAKE_PORT")
     if not port.isdigit():
         raise ConfigError(f"RECON_INTAKE_PORT: expected a port number, got {port!r}")
@@ -544,7 +616,8 @@ def load_settings() -> Settings:
         key_agents=key_agents,
         providers=providers,
         provider_adapters=adapters,
-        provider_secrets=_provider_secrets(),
+        provider_secrets=secrets,
+        provider_accounts=accounts,
         intake_host=_env("RECON_INTAKE_HOST"),
         intake_port=int(port),
         provider_timeout_s=_float("RECON_PROVIDER_TIMEOUT_S"),

@@ -26,9 +26,9 @@ async def _scan(settings: Settings, bar: bool | None) -> int:
     from services.pull_reconciler.runtime import open_reconciler
 
     async with open_reconciler(settings) as reconciler:
-        progress = Progress("drift scan", 1, len(reconciler.adapters), unit="providers", bar=bar)
+        progress = Progress("drift scan", 1, len(reconciler.accounts), unit="accounts", bar=bar)
         with progress:
-            found = await reconciler.drift_scan(on_provider=lambda _: progress.advance())
+            found = await reconciler.drift_scan(on_account=lambda _: progress.advance())
     if not found:
         print("drift scan: no drift found")
         return 0

@@ -54,7 +54,7 @@ from services.kafka_setup import ensure_topics
 from services.kafka_start import start_kafka_client
 from services.providers.http import ProviderHttp
 from services.providers.interface import ProviderAdapter, Sent
-from services.providers.registry import build_adapters
+from services.providers.registry import Accounts, build_accounts
 
 log = logging.getLogger(__name__)
 
@@ -64,12 +64,10 @@ Dispatch = tuple[TopicPartition, ConsumerRecord, Envelope, OperationDispatched]
 
 
 class Dispatcher:
-    def __init__(
-        self, settings: Settings, adapters: dict[str, ProviderAdapter], projection: Projection
-    ) -> None:
+    def __init__(self, settings: Settings, accounts: Accounts, projection: Projection) -> None:
         self.settings = settings
         self.topics = settings.topics
-        self.adapters = adapters
+        self.accounts = accounts
         self.projection = projection
         self.calls = asyncio.Semaphore(MAX_CONCURRENT_CALLS)
         # Dispatches not acted on because their attempt was over (a reset group re-reading).
@@ -205,7 +203,8 @@ class Call:
         self.partition = partition
 
     async def run(self) -> None:
-        adapter = self.d.adapters.get(self.dispatch.provider)
+        # The envelope's tenant, the log's: the call goes to that tenant's account.
+        adapter = self.d.accounts.adapter_for(self.envelope.tenant, self.dispatch.provider)
         plan = call_plan(self.dispatch, adapter_known=adapter is not None)
         answer: object = None
         while True:
@@ -311,7 +310,7 @@ async def run_dispatcher(settings: Settings, stop: asyncio.Event) -> None:
     projection = Projection(settings.database_url)
     try:
         async with ProviderHttp(settings.provider_timeout_s, connect_s=2.0) as http:
-            adapters = build_adapters(http, settings)
-            await Dispatcher(settings, adapters, projection).run(stop)
+            accounts = build_accounts(http, settings)
+            await Dispatcher(settings, accounts, projection).run(stop)
     finally:
         await projection.close()

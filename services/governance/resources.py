@@ -1,7 +1,9 @@
 """Which provider resources a tenant may name in a payload (issue 18, item 6).
 
-The provider is shared: a charge id, a record or a waitlist named in a payload is the
-provider's, and the provider cannot tell one of recon's tenants from another. So a tenant
+In a shared provider account a charge id, a record or a waitlist named in a payload is
+the provider's, and the provider cannot tell one of recon's tenants from another (a
+tenant's own account, services.providers.accounts, adds the provider's own refusal of
+what the account does not hold; this check stays, the same for both). So a tenant
 may refund, delete or promote only what its own confirmed operations created (the
 operation's `remote_id`), or what its own provider account holds (RECON_TENANT_RESOURCES,
 `tenant=pattern|pattern`, shell-style patterns). Anything else is refused before anything

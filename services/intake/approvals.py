@@ -48,8 +48,8 @@ from services.intake.preview_store import latest_preview
 from services.intake.produce import produce_command
 from services.intake.step_preview import step_preview
 from services.intake.tenant_store import TenantStore
-from services.providers.adapters import SandboxAdapter
 from services.providers.http import ProviderHttp
+from services.providers.registry import adapter_for
 from transactions.approvals import shown_step
 from transactions.transaction import decide
 
@@ -181,7 +181,10 @@ async def _still_true(
 ) -> None:
     """Ask the provider again: approve only what is true now."""
     async with ProviderHttp(settings.provider_timeout_s) as http:
-        adapter = SandboxAdapter(http, settings.providers[spec.provider])
+        # The operator key's tenant, whose account the step's call will go to.
+        # The submission was refused unless its provider was configured.
+        adapter = adapter_for(http, settings, tenant, spec.provider)
+        assert adapter is not None
         status, answer = await adapter.preview(spec.operation, spec.payload)
     try:
         fresh = step_preview(spec, status, answer)

@@ -33,8 +33,8 @@ from services.intake.preview_store import store_preview
 from services.intake.step_preview import step_preview
 from services.intake.submission import SubmissionRequest
 from services.intake.tenant_store import TenantStore
-from services.providers.adapters import SandboxAdapter
 from services.providers.http import ProviderHttp
+from services.providers.registry import adapter_for
 
 router = APIRouter()
 
@@ -67,7 +67,10 @@ async def preview(request: Request, tenant: str = Depends(auth.tenant)) -> JSONR
         for spec in specs:
             if spec.kind is not OperationKind.STEP:
                 continue
-            adapter = SandboxAdapter(http, settings.providers[spec.provider])
+            # The caller's tenant (its API key): the preview reads that tenant's account.
+            # `plan` refused a provider not configured, so there is an adapter.
+            adapter = adapter_for(http, settings, tenant, spec.provider)
+            assert adapter is not None
             status, body = await adapter.preview(spec.operation, spec.payload)
             steps.append(step_preview(spec, status, body))
     # The one digest an approval is bound to, which the decider recomputes (events.preview).

@@ -5,8 +5,9 @@
   Postgres (reconcilers.store), looks it up through the dispatcher's adapters and reports
   what it saw as an OperationObserved (source `lookup`, the leg's current attempt as the
   fencing token). Past the budget it sends RequestReview. The decider decides.
-- The drift scan compares each provider's list of effects with recon's ledger
-  (reconcilers.drift) and produces DriftDetected to recon.drift.
+- The drift scan compares each provider account's list of effects with recon's ledger
+  (reconcilers.drift) and produces DriftDetected to recon.drift. A tenant's own account
+  (RECON_PROVIDER_ACCOUNTS) is listed apart and compared with that tenant's legs alone.
 - The purge deletes settled bookkeeping past RECON_RECONCILER_RETENTION_S (store.purge).
 
 Both jobs run with coalesce=True and max_instances=1: a late or piled-up schedule runs
@@ -49,9 +50,10 @@ from services.kafka_clients import acked_producer
 from services.kafka_setup import ensure_topics
 from services.kafka_start import start_kafka_client
 from services.postgres_start import open_pool
+from services.providers.accounts import Account
 from services.providers.http import ProviderHttp
-from services.providers.interface import ListingUnavailable, ProviderAdapter
-from services.providers.registry import build_adapters
+from services.providers.interface import ListingUnavailable
+from services.providers.registry import Accounts, build_accounts
 from services.pull_reconciler.gauges import REFRESH_S, refresh_gauges
 
 log = logging.getLogger(__name__)
@@ -77,14 +79,14 @@ class Reconciler:
         settings: Settings,
         pool: asyncpg.Pool,
         producer: AIOKafkaProducer,
-        adapters: dict[str, ProviderAdapter],
+        accounts: Accounts,
         clock: Clock = _utcnow,
     ) -> None:
         self.settings = settings
         self.topics = settings.topics
         self.pool = pool
         self.producer = producer
-        self.adapters = adapters
+        self.accounts = accounts
         self.clock = clock
         config = settings.reconciler
         self.policy = Policy(
@@ -130,7 +132,8 @@ class Reconciler:
                 conn, leg.op_key, leg.attempt, step.n, step.next_at, now
             ):
                 return  # another tick or process took lookup n
-        adapter = self.adapters.get(leg.provider)
+        # The projected leg's tenant: a lookup asks that tenant's account only.
+        adapter = self.accounts.adapter_for(leg.tenant, leg.provider)
         async with self.lookups:
             if adapter is None:
                 seen = Seen(Outcome.UNAVAILABLE, error=f"no adapter for provider {leg.provider!r}")
@@ -236,30 +239,34 @@ class Reconciler:
 
     async def drift_scan(
         self,
-        effects_of: dict[str, list[object]] | None = None,
-        on_provider: Callable[[str], None] | None = None,
+        effects_of: dict[Account, list[object]] | None = None,
+        on_account: Callable[[Account], None] | None = None,
     ) -> list[DriftDetected]:
-        """Compare every provider's effects with the ledger; produce what was not reported
-        before; return everything found. `effects_of` replaces the providers' lists
-        (tests use it for drift a real provider cannot be made to show); `on_provider` is
-        told of each provider done (the CLI's progress)."""
+        """Compare every provider account's effects with the ledger; produce what was not
+        reported before; return everything found. `effects_of` replaces the accounts'
+        lists (tests use it for drift a real provider cannot be made to show);
+        `on_account` is told of each account done (the CLI's progress)."""
         now = self.clock()
         window_start = now - timedelta(seconds=self.settings.reconciler.drift_window_s)
         grace = timedelta(seconds=self.settings.reconciler.drift_grace_s)
         found: list[DriftDetected] = []
         async with self.pool.acquire() as conn:
             entries = await store.ledger(conn, window_start)
-            providers = effects_of.keys() if effects_of is not None else self.adapters.keys()
-            for provider in sorted(providers):
+            accounts = (
+                sorted(effects_of, key=str)
+                if effects_of is not None
+                else [account for account, _ in self.accounts.listed()]
+            )
+            for account in accounts:
                 if effects_of is not None:
-                    raw = effects_of[provider]
+                    raw = effects_of[account]
                 else:
                     try:
-                        raw = await self.adapters[provider].list_effects()
+                        raw = await self.accounts.adapters[account].list_effects()
                     except ListingUnavailable as error:
-                        log.warning("drift scan skipped %s: %s", provider, error)
-                        if on_provider is not None:
-                            on_provider(provider)
+                        log.warning("drift scan skipped %s: %s", account, error)
+                        if on_account is not None:
+                            on_account(account)
                         continue
                 effects = [effect_from_json(item) for item in raw]
                 known = await store.known_keys(
@@ -267,16 +274,23 @@ class Reconciler:
                     sorted({e.idempotency_key for e in effects if e.created_at >= window_start}),
                 )
                 found += compare(
-                    provider=provider,
+                    provider=account.provider,
+                    account=account.tenant,
                     effects=effects,
-                    ledger=entries,
+                    # The legs whose calls went to this account, by the rule that sent
+                    # them: another tenant's legs are not this account's to miss.
+                    ledger=[
+                        e
+                        for e in entries
+                        if self.accounts.account_of(e.tenant, e.provider) == account
+                    ],
                     known_keys=known,
                     now=now,
                     window_start=window_start,
                     grace=grace,
                 )
-                if on_provider is not None:
-                    on_provider(provider)
+                if on_account is not None:
+                    on_account(account)
             fresh = await store.unreported(conn, [d.drift_id for d in found])
         new = [d for d in found if d.drift_id in fresh]
         # Produce first, then remember: a crash in between reports a drift twice under
@@ -348,7 +362,7 @@ async def open_reconciler(settings: Settings) -> AsyncIterator[Reconciler]:
         await start_kafka_client(producer, "reconciler producer")
         try:
             async with ProviderHttp(settings.provider_timeout_s, connect_s=2.0) as http:
-                yield Reconciler(settings, pool, producer, build_adapters(http, settings))
+                yield Reconciler(settings, pool, producer, build_accounts(http, settings))
         finally:
             await producer.stop()
     finally:

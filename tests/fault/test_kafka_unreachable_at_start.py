@@ -20,6 +20,7 @@ from services.config import Settings
 from services.dispatcher.in_flight import Projection
 from services.dispatcher.runtime import Dispatcher
 from services.kafka_setup import ensure_topics
+from services.providers.registry import Accounts
 
 
 async def test_a_dispatcher_started_while_the_broker_is_unreachable_waits_for_it(
@@ -37,7 +38,7 @@ async def test_a_dispatcher_started_while_the_broker_is_unreachable_waits_for_it
         topics=topics,
         environment="test",
     )
-    dispatcher = Dispatcher(settings, {}, Projection(settings.database_url))
+    dispatcher = Dispatcher(settings, Accounts({}), Projection(settings.database_url))
     # The dispatcher starts its producer first, so its group consumer would only ever start
     # with the broker back; a consumer of the same policy (the saga's too) is started on its
     # own beside it, so both kinds of start meet the broker down.

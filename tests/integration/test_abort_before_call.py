@@ -40,7 +40,7 @@ from services.intake.abort_record import record_abort
 from services.intake.tenant_store import TenantStore
 from services.kafka_setup import ensure_topics
 from services.providers.http import ProviderHttp
-from services.providers.registry import build_adapters
+from services.providers.registry import build_accounts
 
 TENANT = "demo"
 CHARGE = {"amount": 1299, "currency": "usd", "customer": "cus_1"}
@@ -187,7 +187,7 @@ async def test_an_aborted_step_reaches_no_provider_and_the_dispatcher_says_why(
     await ensure_topics(kafka_bootstrap, settings.topics)
     projection = Projection(fresh_database)
     async with ProviderHttp(5.0, connect_s=2.0) as http:
-        dispatcher = Dispatcher(settings, build_adapters(http, settings), projection)
+        dispatcher = Dispatcher(settings, build_accounts(http, settings), projection)
         await dispatcher.producer.start()
         try:
             await Call(dispatcher, *dispatch_of(charge, "ab-3"), 0).run()

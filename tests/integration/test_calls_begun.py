@@ -29,7 +29,7 @@ from services.dispatcher.runtime import Call, Dispatcher
 from services.governance import store
 from services.kafka_setup import ensure_topics
 from services.providers.http import ProviderHttp
-from services.providers.registry import build_adapters
+from services.providers.registry import build_accounts
 
 TENANT = "demo"
 
@@ -128,7 +128,7 @@ async def dispatcher_with_lookups_down(
         assert armed.status_code < 300, armed.text
         projection = Projection(database_url)
         async with ProviderHttp(5.0, connect_s=2.0) as http:
-            dispatcher = Dispatcher(settings, build_adapters(http, settings), projection)
+            dispatcher = Dispatcher(settings, build_accounts(http, settings), projection)
             await dispatcher.producer.start()
             try:
                 yield dispatcher, sandbox

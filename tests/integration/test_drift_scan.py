@@ -17,6 +17,7 @@ from events.topics import Topics
 from services.config import ReconcilerSettings, Settings
 from services.devtools.infra._process import REPO_ROOT
 from services.devtools.stack import Stack
+from services.providers.accounts import Account
 from services.pull_reconciler.runtime import open_reconciler
 
 
@@ -63,7 +64,7 @@ async def test_each_drift_kind_is_reported_once(stack: Stack, recon: Recon) -> N
             if e["idempotency_key"] != lost
         ]
         for _ in range(2):  # a second scan finds the same drift and reports nothing new
-            found = await reconciler.drift_scan({"sandbox": listed})
+            found = await reconciler.drift_scan({Account("sandbox"): listed})
             kinds = {d.kind.value: d for d in found}
             assert sorted(kinds) == ["effect_without_intent", "intent_without_effect", "mismatch"]
             assert kinds["intent_without_effect"].op_key == lost
@@ -196,7 +197,7 @@ async def test_an_effect_under_a_failed_charge_is_reported_as_effect_after_failu
         "payload": {"amount": 1299, "currency": "usd", "customer": "cus_decline"},
     }
     async with open_reconciler(scanner_settings(stack, grace_s=0.001)) as reconciler:
-        found = await reconciler.drift_scan({"sandbox": [*effects, paid]})
+        found = await reconciler.drift_scan({Account("sandbox"): [*effects, paid]})
     # The reserve and its release both have their effects: a compensated step is no drift.
     assert [(d.kind.value, d.effect_id, d.tx_id, d.action, d.op_key) for d in found] == [
         ("effect_after_failure", "ch_paid_after_all", "paid-1", "charge", charge["op_key"])

@@ -25,8 +25,9 @@ from services.dispatcher.in_flight import Projection
 from services.dispatcher.runtime import Call, Dispatcher
 from services.governance import store
 from services.kafka_setup import ensure_topics
+from services.providers.accounts import Account
 from services.providers.http import ProviderHttp
-from services.providers.registry import build_adapters
+from services.providers.registry import build_accounts
 from services.providers.stripe.adapter import StripeAdapter
 
 TENANT = "demo"
@@ -57,9 +58,9 @@ async def stripe(
             provider_secrets={"pay": API_KEY},
         )
         await ensure_topics(kafka_bootstrap, settings.topics)
-        adapters = build_adapters(http, settings)
+        accounts = build_accounts(http, settings)
         projection = Projection(fresh_database)
-        dispatcher = Dispatcher(settings, adapters, projection)
+        dispatcher = Dispatcher(settings, accounts, projection)
         await dispatcher.producer.start()
         try:
             yield dispatcher, fake
@@ -102,7 +103,9 @@ async def test_the_configured_adapter_makes_the_call_and_a_redelivery_is_a_repla
     stripe: tuple[Dispatcher, StripeFake],
 ) -> None:
     dispatcher, fake = stripe
-    assert isinstance(getattr(dispatcher.adapters["pay"], "inner", None), StripeAdapter)
+    assert isinstance(
+        getattr(dispatcher.accounts.adapters[Account("pay")], "inner", None), StripeAdapter
+    )
     envelope, dispatch = intent_dispatch("stripe-1", "k_stripe_replay", datetime.now(UTC))
     await Call(dispatcher, envelope, dispatch, 0).run()
     assert len(intents_under(fake, "k_stripe_replay")) == 1
@@ -136,7 +139,9 @@ async def test_a_redelivery_past_the_retention_is_never_resent(
             operation="payment_intents.create",
         )
     ).written
-    made = await dispatcher.adapters["pay"].apply(dispatch.operation, dispatch.op_key, PAYLOAD)
+    made = await dispatcher.accounts.adapters[Account("pay")].apply(
+        dispatch.operation, dispatch.op_key, PAYLOAD
+    )
     fake.clock.advance(RETENTION_S + 3600)
     executed = fake.executed
 
@@ -153,7 +158,9 @@ async def test_a_later_attempt_is_never_replayed_its_key_may_be_older_than_its_d
     than attempt 2's dispatch, so attempt 2's time cannot bound the key's age."""
     dispatcher, fake = stripe
     envelope, dispatch = intent_dispatch("stripe-3", "k_stripe_later", datetime.now(UTC), 2)
-    made = await dispatcher.adapters["pay"].apply(dispatch.operation, dispatch.op_key, PAYLOAD)
+    made = await dispatcher.accounts.adapters[Account("pay")].apply(
+        dispatch.operation, dispatch.op_key, PAYLOAD
+    )
     replayed = fake.replayed
     # lookup_first: a later attempt after an unknown looks before it applies.
     looking = dispatch.model_copy(update={"lookup_first": True})

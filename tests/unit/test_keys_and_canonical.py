@@ -99,3 +99,7 @@ def test_derived_id_vectors() -> None:
     assert drift_id(DriftKind.EFFECT_WITHOUT_INTENT, "sandbox", "eff_1") == (
         "dr_b902968f39be0662e2a539ea"
     )
+    # Found in tenant globex's own provider account (services.providers.accounts).
+    assert drift_id(DriftKind.EFFECT_WITHOUT_INTENT, "sandbox", "eff_1", "globex") == (
+        "dr_204ec2b03deef694a3fc105f"
+    )

@@ -24,6 +24,7 @@ PURE = [
     ROOT / "services/providers/preconditions.py",
     ROOT / "services/dispatcher/call_plan.py",
     ROOT / "services/providers/paths.py",
+    ROOT / "services/providers/accounts.py",
     ROOT / "services/providers/stripe/classify.py",
     ROOT / "services/providers/stripe/forms.py",
     ROOT / "services/providers/stripe/operations.py",
