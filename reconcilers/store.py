@@ -26,7 +26,7 @@ from events.definition import FORWARD_CONFIRMED, Leg, OpStatus, ReviewState
 from events.legs import LegStatus
 from projections.schema import apply_once, apply_schema
 from reconcilers.drift import LedgerEntry
-from reconcilers.pull import Candidate, Lease, LeaseKey
+from reconcilers.pull import Candidate, FirstRequest, Lease, LeaseKey
 
 _LOCK_ID = 0x7265636F6E02  # serializes concurrent start-ups of reconcilers
 
@@ -81,6 +81,12 @@ async def in_flight_legs(conn: asyncpg.Connection) -> list[Candidate]:
     rows = await conn.fetch(_CANDIDATES, list(IN_FLIGHT))
     held = await _held(conn)
     begun = await _begun(conn)
+    rows = [
+        row
+        for row in rows
+        if (row["tenant"], row["op_key"], row["attempt"]) not in held and _maybe_sent(row, begun)
+    ]
+    first = await _first_requests(conn, [(r["tenant"], r["tx_id"], r["op_key"]) for r in rows])
     return [
         Candidate(
             tenant=row["tenant"],
@@ -92,10 +98,57 @@ async def in_flight_legs(conn: asyncpg.Connection) -> list[Candidate]:
             provider=row["provider"],
             operation=row["operation"],
             since=row["updated_at"],
+            first=first.get((row["tenant"], row["op_key"])),
         )
         for row in rows
-        if (row["tenant"], row["op_key"], row["attempt"]) not in held and _maybe_sent(row, begun)
     ]
+
+
+# Each key's first dispatch on the log (every attempt sends its first's payload), and the
+# earliest of its dispatches: the first send under the key followed one of them.
+_FIRST_DISPATCHES = """
+SELECT DISTINCT ON (e.tenant, e.data->>'op_key')
+       e.tenant, e.data->>'op_key' AS op_key, e.data->'payload' AS payload,
+       min(e.occurred_at) OVER (PARTITION BY e.tenant, e.data->>'op_key') AS at
+  FROM events e
+  JOIN unnest($1::text[], $2::text[], $3::text[]) AS k (tenant, tx_id, op_key)
+    ON e.tenant = k.tenant AND e.tx_id = k.tx_id AND e.data->>'op_key' = k.op_key
+ WHERE e.type = 'OperationDispatched'
+ ORDER BY e.tenant, e.data->>'op_key', e.seq
+"""
+
+
+async def _first_requests(
+    conn: asyncpg.Connection, keys: list[tuple[str, str, str]]
+) -> dict[tuple[str, str], FirstRequest]:
+    """The first request under each (tenant, tx_id, op_key), by (tenant, op_key). Its time
+    is the earliest dispatch of the key, or the earliest call begun under it when that is
+    earlier (another clock's view of the same send): whichever attempt sent first, its
+    dispatch and its begun row came before the send. A begun row alone is no bound: the
+    upgrade that created `calls_begun` wrote rows for calls made before it."""
+    if not keys:
+        return {}
+    rows = await conn.fetch(
+        _FIRST_DISPATCHES, [k[0] for k in keys], [k[1] for k in keys], [k[2] for k in keys]
+    )
+    begun: dict[tuple[str, str], datetime] = {}
+    if await conn.fetchval("SELECT to_regclass('calls_begun')") is not None:
+        begun = {
+            (r["tenant"], r["op_key"]): r["at"]
+            for r in await conn.fetch(
+                "SELECT c.tenant, c.op_key, min(c.begun_at) AS at FROM calls_begun c"
+                " JOIN unnest($1::text[], $2::text[]) AS k (tenant, op_key)"
+                " ON c.tenant = k.tenant AND c.op_key = k.op_key GROUP BY 1, 2",
+                [k[0] for k in keys],
+                [k[2] for k in keys],
+            )
+        }
+    first = {}
+    for row in rows:
+        key = (row["tenant"], row["op_key"])
+        at = min(row["at"], begun.get(key, row["at"]))
+        first[key] = FirstRequest(json.loads(row["payload"]), at)
+    return first
 
 
 def _maybe_sent(row: asyncpg.Record, begun: set[tuple[str, str, str, int]] | None) -> bool:
