@@ -22,8 +22,9 @@ from datetime import datetime, timedelta
 import asyncpg
 
 from events import legs
-from events.definition import FORWARD_CONFIRMED, Leg, OpStatus, ReviewState
+from events.definition import Leg, OpStatus, ReviewState
 from events.legs import LegStatus
+from projections.operation_row import legs_of
 from projections.schema import apply_once, apply_schema
 from reconcilers.drift import LedgerEntry
 from reconcilers.pull import Candidate, FirstRequest, Lease, LeaseKey
@@ -332,7 +333,8 @@ SELECT DISTINCT ON (e.data->>'op_key')
        e.tenant, e.tx_id, e.data->>'action' AS action, e.data->>'leg' AS leg,
        e.data->>'op_key' AS op_key, e.data->>'provider' AS provider,
        e.data->>'operation' AS operation, e.data->'payload' AS payload,
-       e.occurred_at AS dispatched_at, o.state, o.comp_state, o.remote_id
+       e.occurred_at AS dispatched_at, o.state, o.attempts, o.comp_state, o.comp_attempts,
+       o.open_review_id
   FROM events e
   JOIN operations o ON o.tenant = e.tenant AND o.tx_id = e.tx_id
                    AND o.action = e.data->>'action'
@@ -346,15 +348,11 @@ async def ledger(conn: asyncpg.Connection, since: datetime) -> list[LedgerEntry]
     entries = []
     for row in rows:
         leg = Leg(row["leg"])
-        failed = False
-        if leg is Leg.FORWARD:
-            confirmed = row["state"] in FORWARD_CONFIRMED
-            # Refused for good, or resolved not_applied: recon holds that it left no effect.
-            failed = row["state"] == OpStatus.FAILED
-        else:
-            confirmed = (
-                row["comp_state"] == LegStatus.CONFIRMED or row["state"] == OpStatus.COMPENSATED
-            )
+        # The leg's own state, not the operation's: an operation whose undo is in review
+        # shows manual_review, and its forward effect was confirmed all the same.
+        forward, compensation = legs_of(row)
+        held = forward if leg is Leg.FORWARD else compensation
+        status = held.status if held is not None else None
         entries.append(
             LedgerEntry(
                 tenant=row["tenant"],
@@ -366,8 +364,10 @@ async def ledger(conn: asyncpg.Connection, since: datetime) -> list[LedgerEntry]
                 operation=row["operation"],
                 payload=json.loads(row["payload"]),
                 dispatched_at=row["dispatched_at"],
-                confirmed=confirmed,
-                failed=failed,
+                confirmed=status is LegStatus.CONFIRMED,
+                # Refused for good, or resolved not_applied: recon holds that it left no
+                # effect. An undo never ends failed (reconcilers.drift.LedgerEntry).
+                failed=leg is Leg.FORWARD and status is LegStatus.FAILED,
             )
         )
     return entries
