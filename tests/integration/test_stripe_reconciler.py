@@ -23,8 +23,10 @@ from events.observation import Seen, observation
 from events.topics import Topics
 from events.transaction_events import OperationDispatched
 from projections.writer import project_batch
-from reconcilers.store import apply_reconciler_schema
+from reconcilers.pull import FirstRequest
+from reconcilers.store import apply_reconciler_schema, in_flight_legs
 from services.config import ReconcilerSettings, Settings
+from services.governance.store import apply_governance_schema
 from services.kafka_clients import acked_producer
 from services.kafka_setup import ensure_topics
 from services.providers.http import ProviderHttp
@@ -191,3 +193,39 @@ async def test_a_later_attempt_is_judged_by_the_keys_first_send_never_its_own(ri
 
     assert report.looked_up == [(key, 2, 1, Outcome.SUCCEEDED)]
     assert (rig.fake.executed, rig.fake.replayed) == (executed, replayed)
+
+
+async def test_the_first_send_is_bounded_by_the_earliest_dispatch_or_begun_call(
+    rig: Rig,
+) -> None:
+    """A begun call stamped earlier than its dispatch (Postgres's clock behind the
+    decider's) bounds the first send better; one stamped later (the upgrade that created
+    `calls_begun` wrote rows for calls made before it) never moves the bound later."""
+    at = datetime.now(UTC) - timedelta(hours=2)
+    again_at = datetime.now(UTC) - timedelta(minutes=1)
+    key = await strand_confirm(rig, "pull-stripe-4", at, again_at)
+    async with rig.pool.acquire() as conn:
+        # Created now, it writes a row for the leg in flight (attempt 2), stamped now.
+        await apply_governance_schema(conn)
+        for attempt, begun_at in ((1, at + timedelta(hours=1)), (2, again_at)):
+            await conn.execute(
+                "INSERT INTO calls_begun (tenant, op_key, leg, attempt, begun_at)"
+                " VALUES ($1, $2, 'forward', $3, $4) ON CONFLICT (tenant, op_key, leg, attempt)"
+                " DO UPDATE SET begun_at = excluded.begun_at",
+                TENANT,
+                key,
+                attempt,
+                begun_at,
+            )
+        [leg] = await in_flight_legs(conn)
+        assert leg.first is not None
+        payload = leg.first.payload
+        assert (leg.attempt, leg.first.at) == (2, at)
+        await conn.execute(
+            "UPDATE calls_begun SET begun_at = $2 WHERE op_key = $1 AND attempt = 1",
+            key,
+            at - timedelta(minutes=10),
+        )
+        [leg] = await in_flight_legs(conn)
+    assert leg.first == FirstRequest(payload, at - timedelta(minutes=10))
+    assert set(payload) == {"payment_intent"}
