@@ -46,20 +46,26 @@ def operation_row(tenant: str, tx_id: str, op: OpView) -> tuple[Any, ...]:
     )
 
 
-def operation_view(row: Mapping[str, Any]) -> OpView:
-    """The view a row was written from."""
+def legs_of(row: Mapping[str, Any]) -> tuple[LegState, LegState | None]:
+    """The forward leg and the compensation (None before its first dispatch) a row holds,
+    from its `state`, `attempts`, `comp_state`, `comp_attempts` and `open_review_id`."""
     review = row["open_review_id"]
     if row["comp_state"] is None:
         forward = LegState(status=LegStatus(row["state"]), attempt=row["attempts"], review=review)
-        compensation = None
-    else:
-        # A compensation is dispatched only for a confirmed forward leg, whose review (if
-        # it had one) was resolved first: the `state` column then shows the compensation's
-        # progress, and the one open review is the compensation's.
-        forward = LegState(status=LegStatus.CONFIRMED, attempt=row["attempts"])
-        compensation = LegState(
-            status=LegStatus(row["comp_state"]), attempt=row["comp_attempts"], review=review
-        )
+        return forward, None
+    # A compensation is dispatched only for a confirmed forward leg, whose review (if it
+    # had one) was resolved first: the `state` column then shows the compensation's
+    # progress, and the one open review is the compensation's.
+    forward = LegState(status=LegStatus.CONFIRMED, attempt=row["attempts"])
+    compensation = LegState(
+        status=LegStatus(row["comp_state"]), attempt=row["comp_attempts"], review=review
+    )
+    return forward, compensation
+
+
+def operation_view(row: Mapping[str, Any]) -> OpView:
+    """The view a row was written from."""
+    forward, compensation = legs_of(row)
     return OpView(
         action=row["action"],
         position=row["position"],

@@ -19,6 +19,7 @@ only a person can move it now.
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from events.definition import Leg
 from events.keys import lookup_observation_id
@@ -53,6 +54,19 @@ class Policy:
 
 
 @dataclass(frozen=True)
+class FirstRequest:
+    """The first request sent under a leg's key, as the log holds it: the payload of the
+    leg's first dispatch (every attempt sends its first's: the key is the leg's) and a time
+    no later than the first send under the key, whichever attempt made it (the earliest of
+    its dispatches and of its begun calls). The runtime hands it to the adapter's lookup as
+    services.providers.interface.Sent, whose rule it meets: the bound errs towards "too
+    old", never towards resending under a pruned key."""
+
+    payload: dict[str, Any]
+    at: datetime
+
+
+@dataclass(frozen=True)
 class Candidate:
     """An operation leg in flight (`dispatched` or `unknown`), as the projection sees it."""
 
@@ -65,6 +79,8 @@ class Candidate:
     provider: str
     operation: str
     since: datetime  # when the projection last saw the leg change
+    # None when the log holds no dispatch of the key (nothing to resend, nothing to bound).
+    first: FirstRequest | None = None
 
 
 @dataclass(frozen=True)

@@ -22,11 +22,12 @@ from datetime import datetime, timedelta
 import asyncpg
 
 from events import legs
-from events.definition import FORWARD_CONFIRMED, Leg, OpStatus, ReviewState
+from events.definition import Leg, OpStatus, ReviewState
 from events.legs import LegStatus
+from projections.operation_row import legs_of
 from projections.schema import apply_once, apply_schema
 from reconcilers.drift import LedgerEntry
-from reconcilers.pull import Candidate, Lease, LeaseKey
+from reconcilers.pull import Candidate, FirstRequest, Lease, LeaseKey
 
 _LOCK_ID = 0x7265636F6E02  # serializes concurrent start-ups of reconcilers
 
@@ -81,6 +82,12 @@ async def in_flight_legs(conn: asyncpg.Connection) -> list[Candidate]:
     rows = await conn.fetch(_CANDIDATES, list(IN_FLIGHT))
     held = await _held(conn)
     begun = await _begun(conn)
+    rows = [
+        row
+        for row in rows
+        if (row["tenant"], row["op_key"], row["attempt"]) not in held and _maybe_sent(row, begun)
+    ]
+    first = await _first_requests(conn, [(r["tenant"], r["tx_id"], r["op_key"]) for r in rows])
     return [
         Candidate(
             tenant=row["tenant"],
@@ -92,10 +99,57 @@ async def in_flight_legs(conn: asyncpg.Connection) -> list[Candidate]:
             provider=row["provider"],
             operation=row["operation"],
             since=row["updated_at"],
+            first=first.get((row["tenant"], row["op_key"])),
         )
         for row in rows
-        if (row["tenant"], row["op_key"], row["attempt"]) not in held and _maybe_sent(row, begun)
     ]
+
+
+# Each key's first dispatch on the log (every attempt sends its first's payload), and the
+# earliest of its dispatches: the first send under the key followed one of them.
+_FIRST_DISPATCHES = """
+SELECT DISTINCT ON (e.tenant, e.data->>'op_key')
+       e.tenant, e.data->>'op_key' AS op_key, e.data->'payload' AS payload,
+       min(e.occurred_at) OVER (PARTITION BY e.tenant, e.data->>'op_key') AS at
+  FROM events e
+  JOIN unnest($1::text[], $2::text[], $3::text[]) AS k (tenant, tx_id, op_key)
+    ON e.tenant = k.tenant AND e.tx_id = k.tx_id AND e.data->>'op_key' = k.op_key
+ WHERE e.type = 'OperationDispatched'
+ ORDER BY e.tenant, e.data->>'op_key', e.seq
+"""
+
+
+async def _first_requests(
+    conn: asyncpg.Connection, keys: list[tuple[str, str, str]]
+) -> dict[tuple[str, str], FirstRequest]:
+    """The first request under each (tenant, tx_id, op_key), by (tenant, op_key). Its time
+    is the earliest dispatch of the key, or the earliest call begun under it when that is
+    earlier (another clock's view of the same send): whichever attempt sent first, its
+    dispatch and its begun row came before the send. A begun row alone is no bound: the
+    upgrade that created `calls_begun` wrote rows for calls made before it."""
+    if not keys:
+        return {}
+    rows = await conn.fetch(
+        _FIRST_DISPATCHES, [k[0] for k in keys], [k[1] for k in keys], [k[2] for k in keys]
+    )
+    begun: dict[tuple[str, str], datetime] = {}
+    if await conn.fetchval("SELECT to_regclass('calls_begun')") is not None:
+        begun = {
+            (r["tenant"], r["op_key"]): r["at"]
+            for r in await conn.fetch(
+                "SELECT c.tenant, c.op_key, min(c.begun_at) AS at FROM calls_begun c"
+                " JOIN unnest($1::text[], $2::text[]) AS k (tenant, op_key)"
+                " ON c.tenant = k.tenant AND c.op_key = k.op_key GROUP BY 1, 2",
+                [k[0] for k in keys],
+                [k[2] for k in keys],
+            )
+        }
+    first = {}
+    for row in rows:
+        key = (row["tenant"], row["op_key"])
+        at = min(row["at"], begun.get(key, row["at"]))
+        first[key] = FirstRequest(json.loads(row["payload"]), at)
+    return first
 
 
 def _maybe_sent(row: asyncpg.Record, begun: set[tuple[str, str, str, int]] | None) -> bool:
@@ -279,7 +333,8 @@ SELECT DISTINCT ON (e.data->>'op_key')
        e.tenant, e.tx_id, e.data->>'action' AS action, e.data->>'leg' AS leg,
        e.data->>'op_key' AS op_key, e.data->>'provider' AS provider,
        e.data->>'operation' AS operation, e.data->'payload' AS payload,
-       e.occurred_at AS dispatched_at, o.state, o.comp_state, o.remote_id
+       e.occurred_at AS dispatched_at, o.state, o.attempts, o.comp_state, o.comp_attempts,
+       o.open_review_id
   FROM events e
   JOIN operations o ON o.tenant = e.tenant AND o.tx_id = e.tx_id
                    AND o.action = e.data->>'action'
@@ -293,15 +348,11 @@ async def ledger(conn: asyncpg.Connection, since: datetime) -> list[LedgerEntry]
     entries = []
     for row in rows:
         leg = Leg(row["leg"])
-        failed = False
-        if leg is Leg.FORWARD:
-            confirmed = row["state"] in FORWARD_CONFIRMED
-            # Refused for good, or resolved not_applied: recon holds that it left no effect.
-            failed = row["state"] == OpStatus.FAILED
-        else:
-            confirmed = (
-                row["comp_state"] == LegStatus.CONFIRMED or row["state"] == OpStatus.COMPENSATED
-            )
+        # The leg's own state, not the operation's: an operation whose undo is in review
+        # shows manual_review, and its forward effect was confirmed all the same.
+        forward, compensation = legs_of(row)
+        held = forward if leg is Leg.FORWARD else compensation
+        status = held.status if held is not None else None
         entries.append(
             LedgerEntry(
                 tenant=row["tenant"],
@@ -313,8 +364,10 @@ async def ledger(conn: asyncpg.Connection, since: datetime) -> list[LedgerEntry]
                 operation=row["operation"],
                 payload=json.loads(row["payload"]),
                 dispatched_at=row["dispatched_at"],
-                confirmed=confirmed,
-                failed=failed,
+                confirmed=status is LegStatus.CONFIRMED,
+                # Refused for good, or resolved not_applied: recon holds that it left no
+                # effect. An undo never ends failed (reconcilers.drift.LedgerEntry).
+                failed=leg is Leg.FORWARD and status is LegStatus.FAILED,
             )
         )
     return entries

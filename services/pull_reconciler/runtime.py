@@ -52,7 +52,7 @@ from services.kafka_start import start_kafka_client
 from services.postgres_start import open_pool
 from services.providers.accounts import Account
 from services.providers.http import ProviderHttp
-from services.providers.interface import ListingUnavailable
+from services.providers.interface import ListingUnavailable, Sent
 from services.providers.registry import Accounts, build_accounts
 from services.pull_reconciler.gauges import REFRESH_S, refresh_gauges
 
@@ -138,7 +138,12 @@ class Reconciler:
             if adapter is None:
                 seen = Seen(Outcome.UNAVAILABLE, error=f"no adapter for provider {leg.provider!r}")
             else:
-                seen = await adapter.lookup(leg.operation, leg.op_key)
+                # The key's first request, whatever the attempt: the key is the leg's, so a
+                # replaying adapter resends only what was first sent under it, judged by a
+                # time no later than that send (reconcilers.pull.FirstRequest).
+                first = leg.first
+                sent = None if first is None else Sent(first.payload, first.at)
+                seen = await adapter.lookup(leg.operation, leg.op_key, sent)
         sighting = observation(
             message_id=observation_id(leg.op_key, leg.attempt, step.n),
             tenant=leg.tenant,

@@ -1,0 +1,75 @@
+"""The drift scan's ledger (reconcilers.store.ledger) read from a real projection: a leg is
+confirmed by its own state, not by the operation's summary. An operation whose undo is
+in review shows `manual_review`, but its forward effect was confirmed before the undo was
+sent: a provider that lost that effect is drift."""
+
+from collections.abc import AsyncIterator
+from datetime import timedelta
+
+import asyncpg
+import pytest
+from support.txbuilders import T0, compensate, log_of, observed, plan, request_review, submit
+
+from events.definition import Leg
+from events.drift import DriftKind
+from events.inputs import Outcome
+from events.keys import compensation_key
+from projections.writer import project_batch
+from reconcilers.drift import Effect, compare
+from reconcilers.store import apply_reconciler_schema, ledger
+
+
+@pytest.fixture
+async def conn(fresh_database: str) -> AsyncIterator[asyncpg.Connection]:
+    connection = await asyncpg.connect(fresh_database)
+    try:
+        await apply_reconciler_schema(connection)
+        yield connection
+    finally:
+        await connection.close()
+
+
+async def test_a_step_whose_undo_is_in_review_is_held_confirmed(conn: asyncpg.Connection) -> None:
+    # The charge is refused, the confirmed reserve is undone, the undo's answer is lost and
+    # its lookups run out: the reserve shows `manual_review`, its forward leg confirmed.
+    log = log_of(
+        submit(["reserve", "charge"]),
+        observed("reserve", 1, Outcome.SUCCEEDED, n=0),
+        observed("charge", 1, Outcome.REJECTED, n=1),
+        plan("reserve"),
+        compensate("reserve"),
+        observed("reserve", 1, Outcome.UNKNOWN, n=2, leg=Leg.COMPENSATION),
+        request_review("reserve", 1, Leg.COMPENSATION),
+    )
+    await project_batch(conn, "recon.events", [(0, i, env) for i, env in enumerate(log)])
+    row = await conn.fetchrow(
+        "SELECT op_key, state, comp_state FROM operations WHERE action = 'reserve'"
+    )
+    assert row is not None
+    assert (row["state"], row["comp_state"]) == ("manual_review", "manual_review")
+    reserve = row["op_key"]
+
+    entries = {e.op_key: e for e in await ledger(conn, T0 - timedelta(days=1))}
+    held = {key: (e.leg, e.confirmed, e.failed) for key, e in entries.items()}
+    assert held[reserve] == (Leg.FORWARD, True, False)
+    assert held[compensation_key(reserve)] == (Leg.COMPENSATION, False, False)
+    assert [e.failed for e in entries.values() if e.action == "charge"] == [True]
+
+    # A provider that lists the undo's effect but lost the reserve's: drift.
+    undo = Effect(
+        id="eff_undo",
+        operation=entries[compensation_key(reserve)].operation,
+        idempotency_key=compensation_key(reserve),
+        payload=entries[compensation_key(reserve)].payload,
+        created_at=T0,
+    )
+    found = compare(
+        provider="sandbox",
+        effects=[undo],
+        ledger=list(entries.values()),
+        known_keys=set(entries),
+        now=T0 + timedelta(hours=1),
+        window_start=T0 - timedelta(days=1),
+        grace=timedelta(seconds=60),
+    )
+    assert [(d.kind, d.op_key) for d in found] == [(DriftKind.INTENT_WITHOUT_EFFECT, reserve)]
