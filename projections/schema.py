@@ -18,6 +18,11 @@ import asyncpg
 
 SCHEMA = (Path(__file__).with_name("schema.sql")).read_text()
 _LOCK_ID = 0x7265636F6E  # "recon": serializes concurrent start-ups
+# Held by every schema's application, whatever its own lock: CREATE TABLE IF NOT EXISTS is
+# not safe against itself (two sessions both see no table, and the second fails on
+# pg_type's unique index), and the projection, governance and reconciler schemas are
+# applied under different locks by processes starting at the same moment.
+_APPLIED_LOCK_ID = 0x7265636F6E_01
 
 # Its own CREATE TABLE IF NOT EXISTS takes no lock once the table exists.
 _APPLIED = """
@@ -37,6 +42,7 @@ async def apply_once(conn: asyncpg.Connection, lock_id: int, schema: str) -> boo
     """
     digest = hashlib.sha256(schema.encode()).hexdigest()
     async with conn.transaction():
+        await conn.execute("SELECT pg_advisory_xact_lock($1)", _APPLIED_LOCK_ID)
         await conn.execute("SELECT pg_advisory_xact_lock($1)", lock_id)
         await conn.execute(_APPLIED)
         if await conn.fetchval("SELECT 1 FROM schema_applied WHERE digest = $1", digest):

@@ -61,3 +61,27 @@ async def test_a_changed_schema_text_runs_once(fresh_database: str) -> None:
         assert await conn.fetchval("SELECT to_regclass('release_two') IS NOT NULL") is True
     finally:
         await conn.close()
+
+
+async def test_schemas_applied_under_different_locks_at_once_all_apply(
+    fresh_database: str,
+) -> None:
+    # CI saw a projector fail its start-up with UniqueViolation on pg_type
+    # (schema_applied): its CREATE TABLE IF NOT EXISTS raced another process applying
+    # another schema under another lock. Many fresh start-ups at once, each its own schema.
+    conns = [await asyncpg.connect(fresh_database) for _ in range(8)]
+    try:
+        texts = [f"CREATE TABLE IF NOT EXISTS racing_{n} (id int)" for n in range(len(conns))]
+        ran = await asyncio.wait_for(
+            asyncio.gather(
+                *(
+                    apply_once(c, 1000 + n, t)
+                    for n, (c, t) in enumerate(zip(conns, texts, strict=True))
+                )
+            ),
+            TIMEOUT_S,
+        )
+        assert ran == [True] * len(conns)
+    finally:
+        for c in conns:
+            await c.close()
