@@ -41,7 +41,13 @@ class TenantStore:
     tenant: str
 
     async def transaction(self, tx_id: str) -> dict[str, Any] | None:
-        """The transaction as `GET /v1/transactions/{tx_id}` shows it."""
+        """The transaction as `GET /v1/transactions/{tx_id}` shows it, from one snapshot:
+        read statement by statement, a projector commit between them showed a step in
+        `manual_review` under a transaction still `running` (seen in CI)."""
+        async with self.conn.transaction(isolation="repeatable_read", readonly=True):
+            return await self._transaction(tx_id)
+
+    async def _transaction(self, tx_id: str) -> dict[str, Any] | None:
         tx = await self.conn.fetchrow(
             "SELECT status, agent_id FROM transactions WHERE tenant = $1 AND tx_id = $2",
             self.tenant,
