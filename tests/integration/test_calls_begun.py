@@ -193,8 +193,11 @@ async def test_a_resumed_hold_keeps_its_claim_while_its_call_outlasts_the_lease(
     topic_prefix: str,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(gatekeeper, "HOLD_LEASE_S", 0.6)
-    monkeypatch.setattr(gatekeeper, "HOLD_RENEW_S", 0.1)
+    # Renewed six times a lease, and the gate's pool made before the claim: on a loaded
+    # machine a first connection or a late wake-up must not eat the whole lease (CI saw a
+    # 0.6 s lease lapse while a 0.1 s renewal waited on the pool being made).
+    monkeypatch.setattr(gatekeeper, "HOLD_LEASE_S", 1.5)
+    monkeypatch.setattr(gatekeeper, "HOLD_RENEW_S", 0.25)
     await store.hold(
         conn,
         tenant=TENANT,
@@ -209,8 +212,6 @@ async def test_a_resumed_hold_keeps_its_claim_while_its_call_outlasts_the_lease(
         envelope="{}",
         switch_ids=("ks_1",),
     )
-    claimed = await store.claim_released(conn, gatekeeper.HOLD_LEASE_S, gatekeeper.RESUME_BATCH)
-    assert [h.op_key for h in claimed] == ["k_held"]
     settings = Settings(
         kafka_bootstrap=kafka_bootstrap,
         database_url=fresh_database,
@@ -218,12 +219,15 @@ async def test_a_resumed_hold_keeps_its_claim_while_its_call_outlasts_the_lease(
         environment="test",
     )
     gate = Gatekeeper(settings, producer=None)  # never produces here
+    await gate._pool()
+    claimed = await store.claim_released(conn, gatekeeper.HOLD_LEASE_S, gatekeeper.RESUME_BATCH)
+    assert [h.op_key for h in claimed] == ["k_held"]
     claimed_by_another: list[list[str]] = []
 
     async def slow_call(released: list[store.Held]) -> None:
         # A call three leases long: a second dispatcher keeps trying to claim the row.
         for _ in range(9):
-            await asyncio.sleep(0.2)
+            await asyncio.sleep(0.5)
             again = await store.claim_released(conn, 60.0)
             claimed_by_another.append([h.op_key for h in again])
 
