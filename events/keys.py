@@ -103,9 +103,12 @@ def gate_review_id(op_key: str, attempt: int, reason: str) -> str:
     return f"governance:{op_key}:{attempt}:{reason}"
 
 
-def webhook_id(provider: str, delivery_id: str) -> str:
-    """The delivery's own id, so a redelivery the dedupe table missed is still recognised."""
-    return f"webhook:{provider}:{delivery_id}"
+def webhook_id(provider: str, delivery_id: str, account: str | None = None) -> str:
+    """The delivery's own id, so a redelivery the dedupe table missed is still recognised.
+    `account`: the tenant whose own provider account sent it (delivery ids are unique only
+    within an account); None for the shared account, whose ids predate accounts."""
+    scope = provider if account is None else f"{account}/{provider}"
+    return f"webhook:{scope}:{delivery_id}"
 
 
 def event_id(tenant: str, tx_id: str, seq: int) -> str:

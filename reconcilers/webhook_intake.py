@@ -50,6 +50,9 @@ class MatchedOperation:
     tx_id: str
     action: str
     op_key: str  # the leg's key the effect was made under (forward or compensation)
+    # The account the leg's calls went to: the tenant's own (its name), or None for the
+    # provider's shared one (services.providers.accounts' rule).
+    account: str | None = None
 
 
 def parse_notice(body: bytes) -> EffectNotice:
@@ -88,15 +91,24 @@ def parse_notice(body: bytes) -> EffectNotice:
 
 def meaning(
     provider: str,
+    account: str | None,
     delivery_id: str,
     notice: EffectNotice,
     op: MatchedOperation | None,
     now: datetime,
 ) -> OperationObserved | DriftDetected:
     """The one judge of a verified effect notice: an observation of the operation its
-    idempotency key names, or drift."""
+    idempotency key names, or drift.
+
+    `account` signed the delivery (a tenant's own, or None: the shared one); `op` is the
+    operation recon made under the notice's key at `provider`. A signature proves only
+    what its account holds: an operation whose calls went to another account (another
+    tenant's own, or the shared one while its tenant has its own) is not settled by it,
+    and the effect is drift of the signing account."""
+    if op is not None and op.account != account:
+        op = None
     if op is None:
-        return effect_without_intent(provider, notice, now)
+        return effect_without_intent(provider, account, notice, now)
     if notice.claimed_op_key is not None and notice.claimed_op_key != op.op_key:
         return metadata_mismatch(provider, notice, op, now)
     return webhook_observation(provider, delivery_id, notice, op, now)
@@ -113,7 +125,7 @@ def webhook_observation(
     nothing else (transactions.transaction). The message id is the delivery's, so a
     redelivery the dedupe table missed is still recognised by the decider."""
     return observation(
-        message_id=webhook_id(provider, delivery_id),
+        message_id=webhook_id(provider, delivery_id, op.account),
         tenant=op.tenant,
         tx_id=op.tx_id,
         action=op.action,
@@ -125,12 +137,17 @@ def webhook_observation(
     )
 
 
-def effect_without_intent(provider: str, notice: EffectNotice, now: datetime) -> DriftDetected:
+def effect_without_intent(
+    provider: str, account: str | None, notice: EffectNotice, now: datetime
+) -> DriftDetected:
+    """In a tenant's own account, that tenant's drift (as the drift scan reports it); in
+    the shared one, no tenant's."""
     kind = DriftKind.EFFECT_WITHOUT_INTENT
     return DriftDetected(
-        drift_id=drift_id(kind, provider, notice.effect_id),
+        drift_id=drift_id(kind, provider, notice.effect_id, account),
         kind=kind,
         provider=provider,
+        tenant=account,
         effect_id=notice.effect_id,
         detail={"effect": notice.effect, "source": "webhook"},
         detected_at=now.isoformat(),

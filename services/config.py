@@ -5,7 +5,7 @@ deployment; a bad value stops the process before it touches Kafka or Postgres.
 """
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
 from events.topics import Topics
@@ -147,6 +147,10 @@ class ProviderAccount:
     # Its credential (RECON_PROVIDER_SECRETS `tenant/provider=...`); never the shared
     # account's, which must not travel to another base URL. Never logged.
     secret: str | None = field(default=None, repr=False)
+    # The signing secrets of its webhook endpoint (RECON_WEBHOOK_SECRETS
+    # `tenant/provider=...`), checked by `POST /v1/webhooks/{provider}/accounts/{tenant}`;
+    # empty: the account's webhooks are refused (its effects are settled by lookups).
+    webhook_secrets: tuple[str, ...] = field(default=(), repr=False)
 
 
 @dataclass(frozen=True)
@@ -301,7 +305,9 @@ def webhook_settings(
     named = set(schemes)
     schemes = {**(declared or {}), **schemes}
     secrets: dict[str, tuple[str, ...]] = {}
-    for provider, raw in _pairs("RECON_WEBHOOK_SECRETS", secrets_raw).items():
+    for left, raw in _pairs("RECON_WEBHOOK_SECRETS", secrets_raw).items():
+        # `tenant/provider=...`: a tenant's own account (attached by account_webhooks).
+        provider = left.partition("/")[2].strip() or left
         listed = tuple(filter(None, (part.strip() for part in raw.split("|"))))
         scheme = schemes.get(provider, Scheme.STANDARD)
         for secret in listed:
@@ -309,11 +315,11 @@ def webhook_settings(
                 key_for(scheme, secret)
             except InvalidSecretError as exc:
                 raise ConfigError(
-                    f"RECON_WEBHOOK_SECRETS: a secret of provider {provider!r} is unusable "
+                    f"RECON_WEBHOOK_SECRETS: a secret of {left!r} is unusable "
                     f"for the {scheme.value} scheme: {exc}"
                 ) from None
-        secrets[provider] = listed
-    unsigned = sorted(named - set(secrets))
+        secrets[left] = listed
+    unsigned = sorted(named - {left.partition("/")[2].strip() or left for left in secrets})
     if unsigned:
         raise ConfigError(
             f"RECON_WEBHOOK_SCHEMES names {', '.join(unsigned)} without a secret in "
@@ -387,6 +393,32 @@ def _account_of(
             f"RECON_PROVIDERS ({', '.join(sorted(providers)) or 'none'})"
         )
     return tenant, provider
+
+
+def account_webhooks(
+    webhook_secrets: dict[str, tuple[str, ...]],
+    accounts: dict[tuple[str, str], ProviderAccount],
+    providers: dict[str, str],
+    tenants: set[str],
+) -> tuple[dict[str, tuple[str, ...]], dict[tuple[str, str], ProviderAccount]]:
+    """Split webhook_settings' secrets into the shared accounts' (`provider=...`) and each
+    tenant's own account's (`tenant/provider=...`, which must name an account of
+    RECON_PROVIDER_ACCOUNTS): a tenant's endpoint is signed with its own secret, and only
+    that secret may prove an effect of its account (services.intake.webhooks)."""
+    shared: dict[str, tuple[str, ...]] = {}
+    own = dict(accounts)
+    for left, listed in webhook_secrets.items():
+        if "/" not in left:
+            shared[left] = listed
+            continue
+        account = _account_of("RECON_WEBHOOK_SECRETS", left, providers, tenants)
+        if account not in own:
+            raise ConfigError(
+                f"RECON_WEBHOOK_SECRETS: {left!r} names an account RECON_PROVIDER_ACCOUNTS "
+                "does not configure; add its base URL there, or drop the secret"
+            )
+        own[account] = replace(own[account], webhook_secrets=listed)
+    return shared, own
 
 
 def provider_accounts(
@@ -595,12 +627,11 @@ def load_settings() -> Settings:
         declared_schemes(adapters),
     )
     operators = operator_keys(_env("RECON_OPERATOR_KEYS"), api_keys)
+    tenants = {*api_keys.values(), *(o.tenant for o in operators.values())}
     secrets, accounts = provider_accounts(
-        _env("RECON_PROVIDER_ACCOUNTS"),
-        _provider_secrets(),
-        providers,
-        {*api_keys.values(), *(o.tenant for o in operators.values())},
+        _env("RECON_PROVIDER_ACCOUNTS"), _provider_secrets(), providers, tenants
     )
+    webhook_secrets, accounts = account_webhooks(webhook_secrets, accounts, providers, tenants)
     port = _env("RECON_INTAKE_PORT")
     if not port.isdigit():
         raise ConfigError(f"RECON_INTAKE_PORT: expected a port number, got {port!r}")

@@ -26,6 +26,11 @@ REF_TEMPLATE = "#/components/schemas/{model}"
 # the sandbox provider), so a client, and the fuzz test, can try a route on something real.
 TxId = Annotated[str, Path(openapi_examples={"the README's example": {"value": "order-42"}})]
 ProviderName = Annotated[str, Path(openapi_examples={"the sandbox provider": {"value": "sandbox"}})]
+# The characters services.config allows in a tenant's name.
+TenantName = Annotated[
+    str,
+    Path(pattern=r"^[A-Za-z0-9_-]{1,128}$", openapi_examples={"a tenant": {"value": "acme"}}),
+]
 
 
 class ErrorBody(BaseModel):

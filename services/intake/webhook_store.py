@@ -1,21 +1,27 @@
 """What the webhook ingress (services.intake.webhooks) reads and writes: the delivery ids
-a provider already had handled (`webhook_deliveries`, scoped by provider, not by tenant) and
-the operation an effect belongs to. A webhook names no tenant: the effect's idempotency key
+a provider account already had handled (`webhook_deliveries`, scoped by account) and the
+operation an effect belongs to. A webhook names no tenant: the effect's idempotency key
 does, so that lookup is the one read of the intake that crosses tenants, and the tenant it
-finds is the operation's own.
+finds is the operation's own (which reconcilers.webhook_intake.meaning then holds to the
+account that signed the delivery).
 """
 
-from dataclasses import dataclass
+from collections.abc import Collection
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 import asyncpg
 
 from reconcilers.webhook_intake import MatchedOperation
+from services.providers.accounts import account_of
 
 
 @dataclass(frozen=True)
 class Deliveries:
-    """One provider's handled deliveries, kept for the dedupe horizon."""
+    """One provider account's handled deliveries, kept for the dedupe horizon. `provider`
+    is the account as services.providers.accounts.Account prints it: the provider's name
+    for the shared account (the rows written before accounts existed), `tenant/provider`
+    for a tenant's own, whose delivery ids are only unique within that account."""
 
     conn: asyncpg.Connection
     provider: str
@@ -54,28 +60,51 @@ async def purge_deliveries(conn: asyncpg.Connection, before: datetime) -> str:
 # item 17; tests/integration/test_webhook_lookup_plans.py). No LIMIT: a key names one leg,
 # so at most a row or two match, and with a LIMIT the generic plan bets on a sequential
 # scan finding a match early, which for an effect recon does not know reads the table.
+# The provider is matched too: a delivery signed with one provider's secret proves what
+# that provider holds, never an effect recon asked of another (a sandbox webhook must not
+# confirm a Stripe charge that happens to share the key).
 OPERATION_BY_KEY = (
     "SELECT tenant, tx_id, action, op_key, comp_op_key FROM operations"
-    " WHERE op_key = ANY($1::text[]) OR comp_op_key = ANY($1::text[])"
+    " WHERE (op_key = ANY($1::text[]) OR comp_op_key = ANY($1::text[])) AND provider = $2"
 )
-INTENT_BY_KEY = "SELECT tenant, tx_id, action, key FROM intent_keys WHERE key = ANY($1::text[])"
+# A compensation goes to its step's provider (events.definition), so the step's names it.
+INTENT_BY_KEY = (
+    "SELECT k.tenant, k.tx_id, k.action, k.key FROM intent_keys k"
+    " JOIN intents i ON (i.tenant, i.tx_id) = (k.tenant, k.tx_id)"
+    " WHERE k.key = ANY($1::text[]) AND EXISTS (SELECT 1 FROM"
+    " jsonb_array_elements(i.operations) op"
+    " WHERE op->>'action' = k.action AND op->>'provider' = $2)"
+)
 
 
 async def operation_by_key(
-    conn: asyncpg.Connection, keys: tuple[str, ...]
+    conn: asyncpg.Connection,
+    provider: str,
+    keys: tuple[str, ...],
+    own: Collection[tuple[str, str]] = (),
 ) -> MatchedOperation | None:
-    """The operation leg recon made the effect under, by either of its keys. The projected
-    operations come first; the intake's own intent keys cover a provider that calls back
-    before the projector has caught up with the dispatch."""
+    """The operation leg recon made the effect under at `provider`, by either of its keys,
+    with the account its calls went to (the configured own accounts `own`, by services.
+    providers.accounts' rule). The projected operations come first; the intake's own
+    intent keys cover a provider that calls back before the projector has caught up."""
+    found = await _by_key(conn, provider, keys)
+    if found is None:
+        return None
+    return replace(found, account=account_of(found.tenant, provider, own).tenant)
+
+
+async def _by_key(
+    conn: asyncpg.Connection, provider: str, keys: tuple[str, ...]
+) -> MatchedOperation | None:
     if not keys:
         return None
-    row = await conn.fetchrow(OPERATION_BY_KEY, list(keys))
+    row = await conn.fetchrow(OPERATION_BY_KEY, list(keys), provider)
     if row is not None:
         key = row["op_key"] if row["op_key"] in keys else row["comp_op_key"]
         return MatchedOperation(
             tenant=row["tenant"], tx_id=row["tx_id"], action=row["action"], op_key=key
         )
-    row = await conn.fetchrow(INTENT_BY_KEY, list(keys))
+    row = await conn.fetchrow(INTENT_BY_KEY, list(keys), provider)
     if row is None:
         return None
     return MatchedOperation(

@@ -1,6 +1,9 @@
 """Webhook ingress: `POST /v1/webhooks/{provider}` (docs/contract.md, "Webhooks").
 
-No API key: the provider signs each delivery instead. The order of the steps is the point:
+No API key: the provider signs each delivery instead, with the secret of the account it
+belongs to: the shared account's at `/v1/webhooks/{provider}`, a tenant's own account's at
+`/v1/webhooks/{provider}/accounts/{tenant}`. A delivery proves only what its account holds
+(reconcilers.webhook_intake.meaning). The order of the steps is the point:
 
 1. verify the signature on the raw body, before anything in it is believed;
 2. drop a delivery id already handled within the dedupe horizon (`webhook_deliveries`,
@@ -32,10 +35,11 @@ from reconcilers.webhook_intake import (
 from services.config import Settings
 from services.intake import webhook_store
 from services.intake.errors import ApiError
-from services.intake.openapi import WEBHOOK_EXTRA, ProviderName, errors, ok
+from services.intake.openapi import WEBHOOK_EXTRA, ProviderName, TenantName, errors, ok
 from services.intake.produce import produce_acked
 from services.intake.response_models import WebhookAcknowledged
 from services.metrics import WEBHOOK_VERIFICATIONS
+from services.providers.accounts import Account
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +56,7 @@ PURGE_EVERY_S = 60.0
     openapi_extra=WEBHOOK_EXTRA,
 )
 async def receive(provider: ProviderName, request: Request) -> JSONResponse:
+    """A delivery to the provider's shared account."""
     settings: Settings = request.app.state.settings
     secrets = settings.webhook_secrets.get(provider)
     if not secrets:
@@ -61,6 +66,33 @@ async def receive(provider: ProviderName, request: Request) -> JSONResponse:
             f"no webhook secret is configured for provider {provider!r}; "
             "set it in RECON_WEBHOOK_SECRETS",
         )
+    return await _receive(request, Account(provider), secrets)
+
+
+@router.post(
+    "/v1/webhooks/{provider}/accounts/{tenant}",
+    responses={**ok(WebhookAcknowledged), **errors(400, 401, 404, 413, 422, 503)},
+    openapi_extra=WEBHOOK_EXTRA,
+)
+async def receive_own(provider: ProviderName, tenant: TenantName, request: Request) -> JSONResponse:
+    """A delivery to a tenant's own account at the provider (RECON_PROVIDER_ACCOUNTS),
+    signed with that account's secret: the path only picks the secret to check, the
+    signature is what proves the account."""
+    settings: Settings = request.app.state.settings
+    own = settings.provider_accounts.get((tenant, provider))
+    if own is None or not own.webhook_secrets:
+        raise ApiError(
+            404,
+            "unknown_account",
+            f"no webhook secret is configured for tenant {tenant!r}'s own account at "
+            f"provider {provider!r}; set `{tenant}/{provider}=...` in RECON_WEBHOOK_SECRETS",
+        )
+    return await _receive(request, Account(provider, tenant), own.webhook_secrets)
+
+
+async def _receive(request: Request, account: Account, secrets: tuple[str, ...]) -> JSONResponse:
+    settings: Settings = request.app.state.settings
+    provider = account.provider
     body = await request.body()
     scheme = settings.webhook_schemes.get(provider, Scheme.STANDARD)
     now = datetime.now(UTC)
@@ -84,7 +116,8 @@ async def receive(provider: ProviderName, request: Request) -> JSONResponse:
     horizon = timedelta(seconds=settings.webhook_dedupe_horizon_s)
     pool: asyncpg.Pool = request.app.state.pool
     async with pool.acquire() as conn:
-        if await webhook_store.Deliveries(conn, provider).seen(delivery_id, now - horizon):
+        deliveries = webhook_store.Deliveries(conn, str(account))
+        if await deliveries.seen(delivery_id, now - horizon):
             return JSONResponse({"status": "duplicate"})
         try:
             notice = parse_notice(body)
@@ -93,9 +126,11 @@ async def receive(provider: ProviderName, request: Request) -> JSONResponse:
         if notice.type != EFFECT_SUCCEEDED:
             # Acknowledged so the provider stops retrying; recon acts on effects only.
             return JSONResponse({"status": "ignored", "type": notice.type})
-        matched = await webhook_store.operation_by_key(conn, notice.keys)
+        matched = await webhook_store.operation_by_key(
+            conn, provider, notice.keys, settings.provider_accounts
+        )
     producer = request.app.state.producer
-    found = meaning(provider, delivery_id, notice, matched, now)
+    found = meaning(provider, account.tenant, delivery_id, notice, matched, now)
     if isinstance(found, OperationObserved):
         await produce_acked(
             producer,
@@ -107,7 +142,7 @@ async def receive(provider: ProviderName, request: Request) -> JSONResponse:
     else:
         log.warning(
             "webhook %s/%s: effect %s is %s; reporting drift %s",
-            provider,
+            account,
             delivery_id,
             notice.effect_id,
             found.kind.value,
@@ -121,7 +156,7 @@ async def receive(provider: ProviderName, request: Request) -> JSONResponse:
             f"the drift report {found.drift_id}",
         )
     async with pool.acquire() as conn:
-        await webhook_store.Deliveries(conn, provider).remember(delivery_id, now)
+        await webhook_store.Deliveries(conn, str(account)).remember(delivery_id, now)
         await _purge(request, conn, now - horizon)
     return JSONResponse({"status": "accepted"})
 

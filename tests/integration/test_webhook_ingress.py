@@ -29,7 +29,11 @@ STRIPE_SECRET = "whsec_stripe-test-secret"
 WRONG_SECRET = "whsec_d3Jvbmctc2VjcmV0"
 OP_KEY = "rk1_" + "a" * 40
 COMP_KEY = "rc1_" + "b" * 40
+STRIPEY_KEY = "rk1_" + "c" * 40
 PROVIDERS = {Scheme.STANDARD: "sandbox", Scheme.STRIPE: "stripey"}
+# Each provider's operation, under its own key (a delivery settles only its provider's).
+KEYS = {Scheme.STANDARD: OP_KEY, Scheme.STRIPE: STRIPEY_KEY}
+TX_IDS = {Scheme.STANDARD: "order-1", Scheme.STRIPE: "order-s"}
 
 
 settings = settings_fixture(
@@ -51,6 +55,13 @@ async def client(settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
                 " 'payments.charge', $1, 'unknown', 1, '[]', now(), $2)",
                 OP_KEY,
                 COMP_KEY,
+            )
+            await conn.execute(
+                "INSERT INTO operations (tenant, tx_id, action, position, kind, provider,"
+                " operation, op_key, state, attempts, evidence, updated_at)"
+                " VALUES ('acme', 'order-s', 'charge', 0, 'step', 'stripey',"
+                " 'payments.charge', $1, 'unknown', 1, '[]', now())",
+                STRIPEY_KEY,
             )
         finally:
             await conn.close()
@@ -111,34 +122,34 @@ Case = Callable[[Scheme, str], tuple[dict[str, str], bytes]]
 
 
 def _valid(scheme: Scheme, eid: str) -> tuple[dict[str, str], bytes]:
-    body = event_body(eid, f"ch_{eid}", OP_KEY)
+    body = event_body(eid, f"ch_{eid}", KEYS[scheme])
     return signed(scheme, eid, body), body
 
 
 def _several_one_valid(scheme: Scheme, eid: str) -> tuple[dict[str, str], bytes]:
-    body = event_body(eid, f"ch_{eid}", OP_KEY)
+    body = event_body(eid, f"ch_{eid}", KEYS[scheme])
     # Standard: signed with the older of two rotated secrets.
     secret = OLD_SECRET if scheme is Scheme.STANDARD else None
     return with_decoy(scheme, signed(scheme, eid, body, secret)), body
 
 
 def _tampered(scheme: Scheme, eid: str) -> tuple[dict[str, str], bytes]:
-    body = event_body(eid, f"ch_{eid}", OP_KEY)
+    body = event_body(eid, f"ch_{eid}", KEYS[scheme])
     return signed(scheme, eid, body), body.replace(b"1299", b"9999")
 
 
 def _wrong_secret(scheme: Scheme, eid: str) -> tuple[dict[str, str], bytes]:
-    body = event_body(eid, f"ch_{eid}", OP_KEY)
+    body = event_body(eid, f"ch_{eid}", KEYS[scheme])
     return signed(scheme, eid, body, WRONG_SECRET), body
 
 
 def _stale(scheme: Scheme, eid: str) -> tuple[dict[str, str], bytes]:
-    body = event_body(eid, f"ch_{eid}", OP_KEY)
+    body = event_body(eid, f"ch_{eid}", KEYS[scheme])
     return signed(scheme, eid, body, at=int(time.time()) - 301), body
 
 
 def _missing_headers(scheme: Scheme, eid: str) -> tuple[dict[str, str], bytes]:
-    body = event_body(eid, f"ch_{eid}", OP_KEY)
+    body = event_body(eid, f"ch_{eid}", KEYS[scheme])
     headers = signed(scheme, eid, body)
     headers.pop("webhook-signature" if scheme is Scheme.STANDARD else "Stripe-Signature")
     return headers, body
@@ -180,15 +191,15 @@ async def test_only_verified_deliveries_produce_an_observation(
         f"webhook:{provider}:evt_valid",
     ]
     key, first = next((k, o) for k, o in produced if o.message_id.endswith("evt_valid"))
-    assert key == partition_key("acme", "order-1")
+    assert key == partition_key("acme", TX_IDS[scheme])
     assert (first.tenant, first.tx_id, first.action, first.op_key) == (
         "acme",
-        "order-1",
+        TX_IDS[scheme],
         "charge",
-        OP_KEY,
+        KEYS[scheme],
     )
     assert (first.attempt, first.source, first.outcome) == (0, Source.WEBHOOK, Outcome.SUCCEEDED)
-    assert first.remote_id == "ch_evt_valid" and first.body["idempotency_key"] == OP_KEY
+    assert first.remote_id == "ch_evt_valid" and first.body["idempotency_key"] == KEYS[scheme]
     assert await records(settings, settings.topics.drift) == []
     conn = await asyncpg.connect(settings.database_url)
     try:
@@ -380,3 +391,23 @@ async def test_metadata_naming_an_operation_never_matches_it_and_a_disagreement_
         "recon": OP_KEY,
         "provider": "rk1_" + "c" * 40,
     }
+
+
+async def test_a_delivery_signed_for_one_provider_never_settles_another_providers_operation(
+    client: httpx.AsyncClient, settings: Settings
+) -> None:
+    # Signed with stripey's secret, naming the key of acme's charge at the sandbox.
+    body = event_body("evt_cross", "ch_cross", OP_KEY)
+    response = await client.post(
+        "/v1/webhooks/stripey", content=body, headers=signed(Scheme.STRIPE, "evt_cross", body)
+    )
+
+    assert (response.status_code, response.json()["status"]) == (200, "accepted")
+    assert await observations(settings) == []
+    [(_, value)] = await records(settings, settings.topics.drift)
+    report = DriftDetected.model_validate_json(value)
+    assert (report.kind, report.provider, report.tenant) == (
+        DriftKind.EFFECT_WITHOUT_INTENT,
+        "stripey",
+        None,
+    )

@@ -30,11 +30,14 @@ async def conn(fresh_database: str) -> AsyncIterator[asyncpg.Connection]:
             """
             INSERT INTO intents (tenant, tx_id, fingerprint, agent_id, operations, produced)
             SELECT 'acme', 'tx-' || n, 'f', 'agent', jsonb_build_array(
-                jsonb_build_object('action', 'reserve', 'op_key', 'rk1_r' || n,
+                jsonb_build_object('action', 'reserve', 'provider', 'sandbox',
+                                   'op_key', 'rk1_r' || n,
                                    'compensation_key', 'rc1_r' || n),
-                jsonb_build_object('action', 'charge', 'op_key', 'rk1_c' || n,
+                jsonb_build_object('action', 'charge', 'provider', 'sandbox',
+                                   'op_key', 'rk1_c' || n,
                                    'compensation_key', 'rc1_c' || n),
-                jsonb_build_object('action', 'receipt', 'op_key', 'rk1_e' || n,
+                jsonb_build_object('action', 'receipt', 'provider', 'sandbox',
+                                   'op_key', 'rk1_e' || n,
                                    'compensation_key', null)), true
             FROM generate_series(1, $1) n
             """,
@@ -68,9 +71,9 @@ async def conn(fresh_database: str) -> AsyncIterator[asyncpg.Connection]:
 
 
 async def generic_plan(conn: asyncpg.Connection, query: str) -> str:
-    await conn.execute(f"PREPARE lookup(text[]) AS {query}")
+    await conn.execute(f"PREPARE lookup(text[], text) AS {query}")
     try:
-        rows = await conn.fetch("EXPLAIN EXECUTE lookup(ARRAY['rk1_unknown'])")
+        rows = await conn.fetch("EXPLAIN EXECUTE lookup(ARRAY['rk1_unknown'], 'sandbox')")
     finally:
         await conn.execute("DEALLOCATE lookup")
     return "\n".join(row[0] for row in rows)
@@ -89,9 +92,9 @@ async def test_an_unknown_effect_is_looked_up_through_an_index_under_a_generic_p
 
 async def test_the_indexed_lookup_finds_intents_by_either_key(conn: asyncpg.Connection) -> None:
     # Under the forced generic plan, as asyncpg's prepared statements may run.
-    forward = await operation_by_key(conn, ("rk1_c17",))
-    compensation = await operation_by_key(conn, ("nobody", "rc1_r42"))
-    projected = await operation_by_key(conn, ("rc1_p7",))
+    forward = await operation_by_key(conn, "sandbox", ("rk1_c17",))
+    compensation = await operation_by_key(conn, "sandbox", ("nobody", "rc1_r42"))
+    projected = await operation_by_key(conn, "sandbox", ("rc1_p7",))
 
     assert forward is not None and (forward.tx_id, forward.action, forward.op_key) == (
         "tx-17",
@@ -108,4 +111,7 @@ async def test_the_indexed_lookup_finds_intents_by_either_key(conn: asyncpg.Conn
         "rc1_r42",
     )
     assert projected is not None and (projected.tx_id, projected.op_key) == ("p-7", "rc1_p7")
-    assert await operation_by_key(conn, ("rk1_unknown",)) is None
+    assert await operation_by_key(conn, "sandbox", ("rk1_unknown",)) is None
+    # A key is recon's at the provider it was sent to only.
+    assert await operation_by_key(conn, "stripe", ("rk1_c17",)) is None
+    assert await operation_by_key(conn, "stripe", ("rc1_p7",)) is None

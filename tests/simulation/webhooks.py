@@ -29,7 +29,7 @@ class SimWebhooks:
         self.seen.add(delivery.delivery_id)
         notice = parse_notice(delivery.body)
         op = next((self.operations[k] for k in notice.keys if k in self.operations), None)
-        found = meaning("sandbox", delivery.delivery_id, notice, op, self.clock.at())
+        found = meaning("sandbox", None, delivery.delivery_id, notice, op, self.clock.at())
         if isinstance(found, OperationObserved):
             self.send(found)
         # else drift: none in these schedules

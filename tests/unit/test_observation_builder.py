@@ -50,7 +50,7 @@ def test_a_webhook_is_a_sighting_of_attempt_zero_with_the_effect_as_its_evidence
 
     # Pinned field by field, as the webhook built it before it used the builder: a webhook
     # proves the effect exists and nothing else (no status, no dispatcher's word).
-    sighting = meaning("sandbox", "msg_1", notice, op, NOW)
+    sighting = meaning("sandbox", None, "msg_1", notice, op, NOW)
     assert isinstance(sighting, OperationObserved)
     assert sighting.model_dump(mode="json") == {
         "type": "OperationObserved",

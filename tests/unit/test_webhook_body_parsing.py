@@ -49,12 +49,35 @@ def test_the_metadata_op_key_is_never_a_key_to_match_on() -> None:
 
 
 def test_a_notice_is_an_observation_only_when_its_keys_agree() -> None:
-    agreeing = meaning("sandbox", "d1", _notice("rk1_mine", "rk1_mine"), OP, NOW)
+    agreeing = meaning("sandbox", None, "d1", _notice("rk1_mine", "rk1_mine"), OP, NOW)
     assert isinstance(agreeing, OperationObserved) and agreeing.op_key == "rk1_mine"
-    no_metadata = meaning("sandbox", "d2", _notice("rk1_mine", None), OP, NOW)
+    no_metadata = meaning("sandbox", None, "d2", _notice("rk1_mine", None), OP, NOW)
     assert isinstance(no_metadata, OperationObserved)
-    disagreeing = meaning("sandbox", "d3", _notice("rk1_mine", "rk1_other"), OP, NOW)
+    disagreeing = meaning("sandbox", None, "d3", _notice("rk1_mine", "rk1_other"), OP, NOW)
     assert isinstance(disagreeing, DriftDetected)
     assert (disagreeing.kind, disagreeing.tenant) == (DriftKind.MISMATCH, "acme")
-    unmatched = meaning("sandbox", "d4", _notice("their-own-key", "rk1_mine"), None, NOW)
+    unmatched = meaning("sandbox", None, "d4", _notice("their-own-key", "rk1_mine"), None, NOW)
     assert isinstance(unmatched, DriftDetected) and unmatched.tenant is None
+
+
+def test_a_signature_proves_only_what_its_own_account_holds() -> None:
+    # acme's charge went through acme's own account; globex's through the shared one.
+    notice = _notice("rk1_mine", "rk1_mine")
+    acmes = MatchedOperation(
+        tenant="acme", tx_id="tx", action="charge", op_key="rk1_mine", account="acme"
+    )
+    globexs = MatchedOperation(tenant="globex", tx_id="tx", action="charge", op_key="rk1_mine")
+    # Signed by acme's own account: acme's operation is settled by it.
+    settled = meaning("sandbox", "acme", "d1", notice, acmes, NOW)
+    assert isinstance(settled, OperationObserved) and settled.tenant == "acme"
+    assert settled.message_id == "webhook:acme/sandbox:d1"
+    # Signed by the shared account, which acme's calls never reach: not acme's evidence,
+    # but drift of the account that signed it (no tenant's).
+    stray = meaning("sandbox", None, "d2", notice, acmes, NOW)
+    assert isinstance(stray, DriftDetected) and stray.kind is DriftKind.EFFECT_WITHOUT_INTENT
+    assert stray.tenant is None
+    # Signed by acme's own account, naming a key whose calls went elsewhere: acme's drift.
+    other = meaning("sandbox", "acme", "d3", notice, globexs, NOW)
+    assert isinstance(other, DriftDetected) and other.tenant == "acme"
+    # The shared account settles the operations whose calls went to it.
+    assert isinstance(meaning("sandbox", None, "d4", notice, globexs, NOW), OperationObserved)

@@ -61,3 +61,47 @@ def test_an_unusable_value_stops_the_process_naming_it(
 
     with pytest.raises(ConfigError, match=names):
         load_settings()
+
+
+def test_a_tenants_own_account_has_its_own_webhook_secrets(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("RECON_API_KEYS", "key-a=acme")
+    monkeypatch.setenv("RECON_PROVIDERS", "sandbox=http://127.0.0.1:1")
+    monkeypatch.setenv("RECON_PROVIDER_ACCOUNTS", "acme/sandbox=http://127.0.0.1:2")
+    monkeypatch.setenv(
+        "RECON_WEBHOOK_SECRETS", "sandbox=whsec_c2hhcmVk, acme/sandbox=whsec_YWNtZQ|whsec_b2xk"
+    )
+    monkeypatch.delenv("RECON_WEBHOOK_SCHEMES", raising=False)
+
+    settings = load_settings()
+
+    # The shared account's secrets never include a tenant's, nor the reverse.
+    assert settings.webhook_secrets == {"sandbox": ("whsec_c2hhcmVk",)}
+    own = settings.provider_accounts[("acme", "sandbox")]
+    assert own.webhook_secrets == ("whsec_YWNtZQ", "whsec_b2xk")
+    assert "whsec_YWNtZQ" not in repr(own)
+
+
+@pytest.mark.parametrize(
+    ("secrets", "names"),
+    [
+        ("globex/sandbox=whsec_YWNtZQ", "no key"),  # a tenant nobody configured
+        ("acme/stripe=whsec_YWNtZQ", "not configured"),  # a provider nobody configured
+        ("acme/sandbox=whsec_YWNtZQ", "does not configure"),  # an account never declared
+        ("acme/sandbox=not-base64!", "unusable"),  # checked against the scheme
+    ],
+)
+def test_an_own_accounts_webhook_secret_that_cannot_work_stops_start_up(
+    monkeypatch: pytest.MonkeyPatch, secrets: str, names: str
+) -> None:
+    monkeypatch.setenv("RECON_API_KEYS", "key-a=acme")
+    monkeypatch.setenv("RECON_PROVIDERS", "sandbox=http://127.0.0.1:1")
+    # Only the unusable secret's account is declared: the others fail on the name alone.
+    declared = "acme/sandbox=http://127.0.0.1:2" if names == "unusable" else ""
+    monkeypatch.setenv("RECON_PROVIDER_ACCOUNTS", declared)
+    monkeypatch.setenv("RECON_WEBHOOK_SECRETS", f"sandbox=whsec_c2hhcmVk,{secrets}")
+    monkeypatch.delenv("RECON_WEBHOOK_SCHEMES", raising=False)
+
+    with pytest.raises(ConfigError, match=names):
+        load_settings()
