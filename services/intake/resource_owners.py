@@ -5,7 +5,8 @@ What the tenant's confirmed operations created is read from the projected operat
 (`remote_id`), scoped to the tenant: one tenant's charge is never another's to refund.
 """
 
-from events.definition import FORWARD_CONFIRMED
+from events.legs import LegStatus
+from projections.operation_row import legs_of
 from services.governance.resources import (
     NamedResource,
     ResourceNotOwned,
@@ -15,10 +16,6 @@ from services.governance.resources import (
 from services.intake.errors import ApiError
 from services.intake.submission import SubmissionRequest
 from services.intake.tenant_store import TenantStore
-
-# An operation that was confirmed created its resource; one compensated since did too (a
-# refunded charge is still the tenant's, and the provider judges what is left of it).
-_CREATED = [status.value for status in FORWARD_CONFIRMED]
 
 
 def named_resources(submission: SubmissionRequest) -> list[NamedResource]:
@@ -45,6 +42,19 @@ async def refuse_foreign(
     for named in named_resources(submission):
         if held_by_account(named.value, accounts.get(store.tenant, ())):
             continue
-        if not await store.has_operation_on(named.value, _CREATED):
+        if not await _created(store, named.value):
             refusal = ResourceNotOwned(named)
             raise ApiError(403, refusal.code, str(refusal))
+
+
+async def _created(store: TenantStore, remote_id: str) -> bool:
+    """Whether one of the tenant's operations created `remote_id`: its forward leg was
+    confirmed. The leg's own state, not the operation's summary: a step whose undo is in
+    review shows manual_review, and its forward effect was confirmed all the same; one
+    compensated since created it too (a refunded charge is still the tenant's, and the
+    provider judges what is left of it)."""
+    for row in await store.operations_on(remote_id):
+        forward, _ = legs_of(row)
+        if forward.status is LegStatus.CONFIRMED:
+            return True
+    return False

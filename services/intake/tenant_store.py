@@ -16,7 +16,6 @@ names its tenant: services.intake.webhook_store) and the admin's drift (`unowned
 """
 
 import json
-from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -205,17 +204,17 @@ class TenantStore:
             )
         return row
 
-    async def has_operation_on(self, remote_id: str, states: Sequence[str]) -> bool:
-        """Whether one of the tenant's operations in one of `states` names the provider
-        resource `remote_id` (services.intake.resource_owners says which states count)."""
-        found = await self.conn.fetchval(
-            "SELECT 1 FROM operations WHERE tenant = $1 AND remote_id = $2"
-            " AND state = ANY($3::text[]) LIMIT 1",
+    async def operations_on(self, remote_id: str) -> list[asyncpg.Record]:
+        """The tenant's operations that name the provider resource `remote_id`, with the
+        columns projections.operation_row.legs_of reads their legs from
+        (services.intake.resource_owners judges which legs count)."""
+        rows: list[asyncpg.Record] = await self.conn.fetch(
+            "SELECT state, attempts, comp_state, comp_attempts, open_review_id"
+            " FROM operations WHERE tenant = $1 AND remote_id = $2",
             self.tenant,
             remote_id,
-            list(states),
         )
-        return found is not None
+        return rows
 
     async def reviews(
         self, *, state: str | None, created_before: datetime | None

@@ -36,6 +36,19 @@ async def client(settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
                 " VALUES ('acme', 'order-1', 'charge', 0, 'step', 'sandbox',"
                 " 'payments.charge', 'rk1_acme', 'confirmed', 1, '[]', now(), 'ch_acme')"
             )
+            # A charge whose undo is in review (the summary shows manual_review, the forward
+            # leg was confirmed), and one whose forward leg itself is in review.
+            await conn.execute(
+                "INSERT INTO operations (tenant, tx_id, action, position, kind, provider,"
+                " operation, op_key, state, attempts, evidence, updated_at, remote_id,"
+                " comp_op_key, comp_state, comp_attempts, open_review_id) VALUES"
+                " ('acme', 'order-2', 'charge', 0, 'step', 'sandbox', 'payments.charge',"
+                " 'rk1_acme2', 'manual_review', 1, '[]', now(), 'ch_acme_undo_in_review',"
+                " 'rk1_acme2c', 'manual_review', 3, 'rv_1'),"
+                " ('acme', 'order-3', 'charge', 0, 'step', 'sandbox', 'payments.charge',"
+                " 'rk1_acme3', 'manual_review', 1, '[]', now(), 'ch_acme_in_review',"
+                " NULL, NULL, 0, 'rv_2')"
+            )
         finally:
             await conn.close()
         yield http
@@ -93,3 +106,16 @@ async def test_the_tenants_own_resources_are_accepted(
     delete = _tx("delete-1", "records.delete", {"resource": "rec-globex-7"})
     answer = await client.post("/v1/transactions", json=delete, headers=GLOBEX)
     assert answer.status_code == 202, answer.text
+
+
+async def test_ownership_is_judged_by_the_forward_legs_own_state(
+    client: httpx.AsyncClient, settings: Settings
+) -> None:
+    # The undo is in review, but the charge was confirmed: the tenant created it.
+    refund = _tx("refund-2", "payments.refund", {"amount": 1, "charge": "ch_acme_undo_in_review"})
+    answer = await client.post("/v1/transactions", json=refund, headers=ACME)
+    assert answer.status_code == 202, answer.text
+    # The charge itself is in review: recon does not hold that it was created.
+    pending = _tx("refund-3", "payments.refund", {"amount": 1, "charge": "ch_acme_in_review"})
+    refused = await client.post("/v1/transactions", json=pending, headers=ACME)
+    assert refused.status_code == 403 and refused.json()["error"] == "resource_not_owned"

@@ -109,8 +109,8 @@ async def _step(s: TenantStore) -> list[object]:
     return _some(await s.step(CHARGE.op_key))
 
 
-async def _has_operation_on(s: TenantStore) -> list[object]:
-    return _some(await s.has_operation_on("ch_reserve", ["confirmed"]))
+async def _operations_on(s: TenantStore) -> list[object]:
+    return list(await s.operations_on("ch_reserve"))
 
 
 async def _reviews(s: TenantStore) -> list[object]:
@@ -140,7 +140,7 @@ READS: dict[str, Callable[[TenantStore], Awaitable[list[object]]]] = {
     "projected_state": _projected_state,
     "operation": _operation,
     "step": _step,
-    "has_operation_on": _has_operation_on,
+    "operations_on": _operations_on,
     "reviews": _reviews,
     "review": _review,
     "review_state": _review_state,
