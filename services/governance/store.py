@@ -394,6 +394,25 @@ def switch_matches(agent_id: str, provider: str, operation: str) -> str:
     )
 
 
+async def switches_holding(
+    conn: asyncpg.Connection, tenant: str, tx_id: str, provider: str, operation: str
+) -> list[str]:
+    """The engaged switches of `tenant` that stop a send of `operation` at `provider` for
+    the transaction's agent (its projected row): for a caller that sends outside the
+    dispatcher's gate, as a replaying provider's lookup does."""
+    rows = await conn.fetch(
+        "SELECT k.switch_id FROM kill_switches k JOIN transactions t ON t.tenant = k.tenant"
+        " WHERE t.tenant = $1 AND t.tx_id = $2 AND "
+        + switch_matches("t.agent_id", "$3::text", "$4::text")
+        + " ORDER BY k.switch_id",
+        tenant,
+        tx_id,
+        provider,
+        operation,
+    )
+    return [r["switch_id"] for r in rows]
+
+
 async def claim_released(conn: asyncpg.Connection, lease_s: float, limit: int = 200) -> list[Held]:
     """Claim (for `lease_s`) held dispatches that no engaged switch of their tenant matches
     any more. A claimer that dies lets its lease lapse, and another claims them again."""

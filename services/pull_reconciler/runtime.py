@@ -46,6 +46,7 @@ from reconcilers.pull import (
 )
 from services.config import Settings
 from services.crash_points import crash_point
+from services.governance.store import apply_governance_schema, switches_holding
 from services.kafka_clients import acked_producer
 from services.kafka_setup import ensure_topics
 from services.kafka_start import start_kafka_client
@@ -71,6 +72,8 @@ class TickReport:
     looked_up: list[tuple[str, int, int, Outcome]] = field(default_factory=list)
     review_requested: list[tuple[str, int]] = field(default_factory=list)
     given_up: list[tuple[str, int]] = field(default_factory=list)
+    # Lookups not made because they would resend under an engaged kill switch.
+    held: list[tuple[str, int, tuple[str, ...]]] = field(default_factory=list)
 
 
 class Reconciler:
@@ -127,13 +130,27 @@ class Reconciler:
 
     async def _lookup(self, step: Lookup, now: datetime, report: TickReport) -> None:
         leg = step.leg
+        # The projected leg's tenant: a lookup asks that tenant's account only.
+        adapter = self.accounts.adapter_for(leg.tenant, leg.provider)
         async with self.pool.acquire() as conn:
+            # A replaying provider's lookup resends the call under its key (services.
+            # providers.interface.Sent): if the first request never arrived, the resend
+            # makes the effect now. So it is a send, and an engaged kill switch holds it
+            # as it holds the dispatcher's: the lookup is not taken (nor its budget), and
+            # the leg waits, unknown, for the release. No quota counts it: under the
+            # same key a replaying provider makes no second effect.
+            resends = adapter is not None and adapter.key_retention_s is not None
+            if resends and leg.first is not None:
+                held = await switches_holding(
+                    conn, leg.tenant, leg.tx_id, leg.provider, leg.operation
+                )
+                if held:
+                    report.held.append((leg.op_key, leg.attempt, tuple(held)))
+                    return
             if not await store.claim_lookup(
                 conn, leg.op_key, leg.attempt, step.n, step.next_at, now
             ):
                 return  # another tick or process took lookup n
-        # The projected leg's tenant: a lookup asks that tenant's account only.
-        adapter = self.accounts.adapter_for(leg.tenant, leg.provider)
         async with self.lookups:
             if adapter is None:
                 seen = Seen(Outcome.UNAVAILABLE, error=f"no adapter for provider {leg.provider!r}")
@@ -363,6 +380,8 @@ async def open_reconciler(settings: Settings) -> AsyncIterator[Reconciler]:
     try:
         async with pool.acquire() as conn:
             await store.apply_reconciler_schema(conn)
+            # Its lookups read the kill switches (a replaying lookup is a send).
+            await apply_governance_schema(conn)
         producer = acked_producer(settings)
         await start_kafka_client(producer, "reconciler producer")
         try:

@@ -26,7 +26,7 @@ from projections.writer import project_batch
 from reconcilers.pull import FirstRequest
 from reconcilers.store import apply_reconciler_schema, in_flight_legs
 from services.config import ReconcilerSettings, Settings
-from services.governance.store import apply_governance_schema
+from services.governance.store import apply_governance_schema, engage, release
 from services.kafka_clients import acked_producer
 from services.kafka_setup import ensure_topics
 from services.providers.http import ProviderHttp
@@ -66,7 +66,9 @@ async def rig(kafka_bootstrap: str, fresh_database: str, topic_prefix: str) -> A
         await producer.start()
         try:
             async with pool.acquire() as conn:
+                # As open_reconciler does: its replaying lookups read the kill switches.
                 await apply_reconciler_schema(conn)
+                await apply_governance_schema(conn)
             accounts = build_accounts(http, settings)
             adapter = accounts.adapter_for(TENANT, "pay")
             assert adapter is not None
@@ -151,6 +153,16 @@ async def strand_confirm(
         )
     async with rig.pool.acquire() as conn:
         await project_batch(conn, "recon.events", [(0, i, env) for i, env in enumerate(log)])
+        if again_at is not None:
+            # Its call was begun, as a dispatcher begins one before sending it: else the
+            # reconciler knows nothing was sent and has nothing to look up.
+            await conn.execute(
+                "INSERT INTO calls_begun (tenant, op_key, leg, attempt, begun_at)"
+                " VALUES ($1, $2, 'forward', 2, $3)",
+                TENANT,
+                key,
+                again_at,
+            )
         shown = await conn.fetchval("SELECT state FROM operations WHERE op_key = $1", key)
         assert shown == ("unknown" if again_at is None else "dispatched")
     return key
@@ -231,3 +243,29 @@ async def test_the_first_send_is_bounded_by_the_earliest_dispatch_or_begun_call(
         [leg] = await in_flight_legs(conn)
     assert leg.first == FirstRequest(payload, at - timedelta(minutes=10))
     assert set(payload) == {"payment_intent"}
+
+
+async def test_a_replaying_lookup_is_a_send_and_an_engaged_kill_switch_holds_it(
+    rig: Rig,
+) -> None:
+    """At Stripe a lookup resends the call under its key: had the first request never
+    arrived, the resend would make the charge now, past a switch an operator engaged to
+    stop this agent's sends. Held, it sends nothing and spends no lookup; released, the
+    same lookup settles the leg."""
+    key = await strand_confirm(rig, "pull-stripe-5", datetime.now(UTC) - timedelta(minutes=5))
+    async with rig.pool.acquire() as conn:
+        await engage(conn, "ks_pay", TENANT, {"agent_id": "agent-1"}, "runaway agent", "ops")
+    sent = rig.fake.requests
+
+    held = await rig.reconciler.tick()
+
+    assert (held.looked_up, held.held) == ([], [(key, 1, ("ks_pay",))])
+    assert rig.fake.requests == sent
+    async with rig.pool.acquire() as conn:
+        assert await release(conn, TENANT, "ks_pay", "ops") is not None
+    replayed = rig.fake.replayed
+
+    settled = await rig.reconciler.tick()
+
+    assert (settled.looked_up, settled.held) == ([(key, 1, 1, Outcome.SUCCEEDED)], [])
+    assert rig.fake.replayed == replayed + 1

@@ -70,6 +70,8 @@ class StripeFake:
     executed: int = 0
     # Answers replayed from a saved key (the `replay` lookup's evidence).
     replayed: int = 0
+    # Every request that reached the fake, of any kind: what "nothing was sent" counts.
+    requests: int = 0
     ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
 
     def new_id(self, prefix: str) -> str:
@@ -100,6 +102,7 @@ def create_app(fake: StripeFake) -> FastAPI:
 
     @app.middleware("http")
     async def authenticate(request: Request, call_next: Any) -> Any:
+        fake.requests += 1
         if request.headers.get("authorization") != f"Bearer {API_KEY}":
             status, body = _error(401, "invalid_request_error", "Invalid API Key provided")
             return JSONResponse(body, status_code=status)
