@@ -5,6 +5,7 @@ deployment; a bad value stops the process before it touches Kafka or Postgres.
 """
 
 import os
+from collections.abc import Collection
 from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
@@ -95,6 +96,7 @@ def _default_float(name: str) -> float:
 
 
 N = TypeVar("N", int, float)
+V = TypeVar("V")
 
 
 class ConfigError(ValueError):
@@ -405,20 +407,39 @@ def account_webhooks(
     tenant's own account's (`tenant/provider=...`, which must name an account of
     RECON_PROVIDER_ACCOUNTS): a tenant's endpoint is signed with its own secret, and only
     that secret may prove an effect of its account (services.intake.webhooks)."""
-    shared: dict[str, tuple[str, ...]] = {}
-    own = dict(accounts)
-    for left, listed in webhook_secrets.items():
+    shared, own = _by_account(
+        "RECON_WEBHOOK_SECRETS", webhook_secrets, accounts, providers, tenants, "secret"
+    )
+    return shared, {
+        account: replace(configured, webhook_secrets=own.get(account, ()))
+        for account, configured in accounts.items()
+    }
+
+
+def _by_account(
+    name: str,
+    values: dict[str, V],
+    own: Collection[tuple[str, str]],
+    providers: dict[str, str],
+    tenants: set[str],
+    what: str,
+) -> tuple[dict[str, V], dict[tuple[str, str], V]]:
+    """`name`'s `provider=...` entries (the shared accounts') and `tenant/provider=...`
+    ones (a tenant's own account's, which must be among the configured accounts `own`)."""
+    shared: dict[str, V] = {}
+    per_account: dict[tuple[str, str], V] = {}
+    for left, value in values.items():
         if "/" not in left:
-            shared[left] = listed
+            shared[left] = value
             continue
-        account = _account_of("RECON_WEBHOOK_SECRETS", left, providers, tenants)
+        account = _account_of(name, left, providers, tenants)
         if account not in own:
             raise ConfigError(
-                f"RECON_WEBHOOK_SECRETS: {left!r} names an account RECON_PROVIDER_ACCOUNTS "
-                "does not configure; add its base URL there, or drop the secret"
+                f"{name}: {left!r} names an account RECON_PROVIDER_ACCOUNTS "
+                f"does not configure; add its base URL there, or drop the {what}"
             )
-        own[account] = replace(own[account], webhook_secrets=listed)
-    return shared, own
+        per_account[account] = value
+    return shared, per_account
 
 
 def provider_accounts(
@@ -432,19 +453,9 @@ def provider_accounts(
         _account_of("RECON_PROVIDER_ACCOUNTS", left, providers, tenants): url
         for left, url in _pairs("RECON_PROVIDER_ACCOUNTS", accounts_raw).items()
     }
-    shared: dict[str, str] = {}
-    account_secrets: dict[tuple[str, str], str] = {}
-    for left, secret in secrets.items():
-        if "/" not in left:
-            shared[left] = secret
-            continue
-        account = _account_of("RECON_PROVIDER_SECRETS", left, providers, tenants)
-        if account not in own:
-            raise ConfigError(
-                f"RECON_PROVIDER_SECRETS: {left!r} names an account RECON_PROVIDER_ACCOUNTS "
-                "does not configure; add its base URL there, or drop the credential"
-            )
-        account_secrets[account] = secret
+    shared, account_secrets = _by_account(
+        "RECON_PROVIDER_SECRETS", secrets, own, providers, tenants, "credential"
+    )
     return shared, {
         account: ProviderAccount(url, account_secrets.get(account)) for account, url in own.items()
     }
