@@ -204,3 +204,7 @@ CREATE INDEX IF NOT EXISTS events_dispatched_op_key ON events ((data->>'op_key')
     WHERE type = 'OperationDispatched';
 CREATE INDEX IF NOT EXISTS events_dispatched_at ON events (occurred_at)
     WHERE type = 'OperationDispatched';
+
+-- GET /v1/transactions: a tenant's transactions newest first, paged by (created_at, tx_id).
+CREATE INDEX IF NOT EXISTS transactions_tenant_created
+    ON transactions (tenant, created_at DESC, tx_id DESC);

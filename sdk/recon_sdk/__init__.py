@@ -32,7 +32,9 @@ from recon_sdk.models import (
     Review,
     ReviewResolving,
     Transaction,
+    TransactionPage,
     TransactionRequest,
+    TransactionSummary,
 )
 
 __all__ = [
@@ -55,7 +57,9 @@ __all__ = [
     "Review",
     "ReviewResolving",
     "Transaction",
+    "TransactionPage",
     "TransactionRequest",
+    "TransactionSummary",
     "Unauthorized",
     "Unavailable",
     "WaitTimeout",

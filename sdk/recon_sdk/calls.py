@@ -45,8 +45,29 @@ def get_transaction(tx_id: str) -> Call:
     return Call("GET", f"/v1/transactions/{_seg(tx_id)}", idempotent=True)
 
 
-def get_events(tx_id: str) -> Call:
-    return Call("GET", f"/v1/transactions/{_seg(tx_id)}/events", idempotent=True)
+def _given(**params: Any) -> dict[str, Any]:
+    return {k: v for k, v in params.items() if v is not None}
+
+
+def get_events(tx_id: str, cursor: str | None = None) -> Call:
+    params = _given(cursor=cursor)
+    return Call("GET", f"/v1/transactions/{_seg(tx_id)}/events", params=params, idempotent=True)
+
+
+def list_transactions(filters: Mapping[str, Any], limit: int | None, cursor: str | None) -> Call:
+    params = _given(**filters, limit=limit, cursor=cursor)
+    return Call("GET", "/v1/transactions", params=params, idempotent=True)
+
+
+def list_drift(cursor: str | None = None) -> Call:
+    return Call("GET", "/v1/drift", params=_given(cursor=cursor), idempotent=True)
+
+
+def next_page(body: Any) -> str | None:
+    """The cursor of the page after this answer's; None on the last page (and from a recon
+    older than pages, which answered every row at once)."""
+    cursor = body.get("next_cursor") if isinstance(body, dict) else None
+    return cursor if isinstance(cursor, str) else None
 
 
 def abort(tx_id: str, reason: str | None, actor: str | None, owner: Owner | None = None) -> Call:
@@ -59,8 +80,8 @@ def abort(tx_id: str, reason: str | None, actor: str | None, owner: Owner | None
     return Call("POST", f"/v1/transactions/{_seg(tx_id)}/abort", json=body or None)
 
 
-def list_reviews(state: str | None, older_than_s: int | None) -> Call:
-    params = {k: v for k, v in (("state", state), ("older_than_s", older_than_s)) if v is not None}
+def list_reviews(state: str | None, older_than_s: int | None, cursor: str | None = None) -> Call:
+    params = _given(state=state, older_than_s=older_than_s, cursor=cursor)
     return Call("GET", "/v1/reviews", params=params, idempotent=True)
 
 

@@ -9,6 +9,7 @@ import asyncio
 import os
 import time
 from collections.abc import Collection, Mapping
+from datetime import datetime
 from types import TracebackType
 from typing import Any, Self
 
@@ -26,6 +27,7 @@ from recon_sdk.models import (
     Review,
     ReviewResolving,
     Transaction,
+    TransactionPage,
     TransactionRequest,
 )
 
@@ -39,6 +41,24 @@ def _settings(base_url: str | None, api_key: str | None) -> tuple[str, dict[str,
     if not key:
         raise ValueError("an API key is needed: pass api_key= or set RECON_API_KEY")
     return url.rstrip("/"), {"Authorization": f"Bearer {key}"}
+
+
+def _filters(
+    status: str | None,
+    agent_id: str | None,
+    provider: str | None,
+    operation: str | None,
+    created_after: datetime | None,
+    created_before: datetime | None,
+) -> dict[str, Any]:
+    return {
+        "status": status,
+        "agent_id": agent_id,
+        "provider": provider,
+        "operation": operation,
+        "created_after": created_after.isoformat() if created_after else None,
+        "created_before": created_before.isoformat() if created_before else None,
+    }
 
 
 def _unreachable(call: calls.Call, exc: Exception) -> Unavailable:
@@ -105,8 +125,42 @@ class AsyncRecon:
         return Transaction.model_validate(await self._send(calls.get_transaction(tx_id)))
 
     async def events(self, tx_id: str) -> list[Event]:
-        body = await self._send(calls.get_events(tx_id))
-        return [Event.model_validate(e) for e in body["events"]]
+        """Every event of the transaction, in `seq` order (all pages read)."""
+        return [Event.model_validate(e) for e in await self._all("events", calls.get_events, tx_id)]
+
+    async def _all(self, field: str, call: Any, *args: Any) -> list[Any]:
+        """Every row of a paged list: `call(*args, cursor)` page after page, each page's
+        rows under `field`."""
+        rows: list[Any] = []
+        cursor: str | None = None
+        while True:
+            body = await self._send(call(*args, cursor))
+            rows += body[field]
+            cursor = calls.next_page(body)
+            if cursor is None:
+                return rows
+
+    async def transactions(
+        self,
+        *,
+        status: str | None = None,
+        agent_id: str | None = None,
+        provider: str | None = None,
+        operation: str | None = None,
+        created_after: datetime | None = None,
+        created_before: datetime | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> TransactionPage:
+        """`GET /v1/transactions`: one page, newest first, of the transactions matching
+        every filter given."""
+        found = _filters(status, agent_id, provider, operation, created_after, created_before)
+        body = await self._send(calls.list_transactions(found, limit, cursor))
+        return TransactionPage.model_validate(body)
+
+    async def drift(self) -> list[dict[str, Any]]:
+        """`GET /v1/drift`, every page."""
+        return await self._all("drift", calls.list_drift)
 
     async def wait(
         self,
@@ -155,8 +209,8 @@ class AsyncRecon:
     async def reviews(
         self, *, state: str | None = None, older_than_s: int | None = None
     ) -> list[Review]:
-        body = await self._send(calls.list_reviews(state, older_than_s))
-        return [Review.model_validate(r) for r in body["reviews"]]
+        rows = await self._all("reviews", calls.list_reviews, state, older_than_s)
+        return [Review.model_validate(r) for r in rows]
 
     async def review(self, review_id: str) -> Review:
         return Review.model_validate(await self._send(calls.get_review(review_id)))
@@ -247,8 +301,41 @@ class Recon:
         return Transaction.model_validate(self._send(calls.get_transaction(tx_id)))
 
     def events(self, tx_id: str) -> list[Event]:
-        body = self._send(calls.get_events(tx_id))
-        return [Event.model_validate(e) for e in body["events"]]
+        """Every event of the transaction, in `seq` order (all pages read)."""
+        return [Event.model_validate(e) for e in self._all("events", calls.get_events, tx_id)]
+
+    def _all(self, field: str, call: Any, *args: Any) -> list[Any]:
+        """See `AsyncRecon._all`."""
+        rows: list[Any] = []
+        cursor: str | None = None
+        while True:
+            body = self._send(call(*args, cursor))
+            rows += body[field]
+            cursor = calls.next_page(body)
+            if cursor is None:
+                return rows
+
+    def transactions(
+        self,
+        *,
+        status: str | None = None,
+        agent_id: str | None = None,
+        provider: str | None = None,
+        operation: str | None = None,
+        created_after: datetime | None = None,
+        created_before: datetime | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> TransactionPage:
+        """See `AsyncRecon.transactions`."""
+        found = _filters(status, agent_id, provider, operation, created_after, created_before)
+        return TransactionPage.model_validate(
+            self._send(calls.list_transactions(found, limit, cursor))
+        )
+
+    def drift(self) -> list[dict[str, Any]]:
+        """`GET /v1/drift`, every page."""
+        return self._all("drift", calls.list_drift)
 
     def wait(
         self,
@@ -291,8 +378,10 @@ class Recon:
         return AbortRequested.model_validate(self._send(calls.abort(tx_id, reason, actor, chosen)))
 
     def reviews(self, *, state: str | None = None, older_than_s: int | None = None) -> list[Review]:
-        body = self._send(calls.list_reviews(state, older_than_s))
-        return [Review.model_validate(r) for r in body["reviews"]]
+        return [
+            Review.model_validate(r)
+            for r in self._all("reviews", calls.list_reviews, state, older_than_s)
+        ]
 
     def review(self, review_id: str) -> Review:
         return Review.model_validate(self._send(calls.get_review(review_id)))

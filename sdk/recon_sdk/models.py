@@ -128,6 +128,32 @@ class Event(_Answer):
     data: dict[str, Any]
 
 
+class StepSummary(_Answer):
+    action: str
+    provider: str
+    operation: str
+    state: str
+
+
+class TransactionSummary(_Answer):
+    """One row of `GET /v1/transactions`."""
+
+    tx_id: str
+    status: str
+    agent_id: str
+    created_at: str
+    updated_at: str
+    operations: list[StepSummary] = []
+
+
+class TransactionPage(_Answer):
+    """A page of `GET /v1/transactions`, newest first; pass `next_cursor` back as
+    `cursor=` (with the same filters) for the next one, None on the last page."""
+
+    transactions: list[TransactionSummary]
+    next_cursor: str | None = None
+
+
 class AbortRequested(_Answer):
     tx_id: str
     status: str

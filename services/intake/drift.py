@@ -19,6 +19,7 @@ from fastapi import APIRouter, Depends, Request
 
 from services.intake import auth
 from services.intake.openapi import errors, ok
+from services.intake.pagination import MAX_LIMIT, Cursor, Limit, instant, pager
 from services.intake.response_models import DriftList
 from services.intake.tenant_store import TenantStore, unowned_drift
 
@@ -44,17 +45,25 @@ def redacted(detail: dict[str, Any]) -> dict[str, Any]:
 
 @router.get("/v1/drift", responses={**ok(DriftList), **errors(401, 503)}, response_model=None)
 async def list_drift(
-    request: Request, who: Annotated[auth.Principal | auth.Admin, Depends(auth.viewer)]
+    request: Request,
+    who: Annotated[auth.Principal | auth.Admin, Depends(auth.viewer)],
+    limit: Limit = None,
+    cursor: Cursor = None,
 ) -> dict[str, Any]:
     admin = isinstance(who, auth.Admin)
+    tenant = None if isinstance(who, auth.Admin) else who.tenant
+    page = pager(request, "drift", tenant, {}, limit, cursor, default=MAX_LIMIT)
+    after = page.after()
+    position = None if after is None else (instant(after[0]), str(after[1]))
     async with request.app.state.pool.acquire() as conn:
         # An admin belongs to no tenant: it sees the drift of none.
-        if isinstance(who, auth.Admin):
-            rows = await unowned_drift(conn)
+        if tenant is None:
+            rows = await unowned_drift(conn, after=position, limit=page.limit + 1)
         else:
-            rows = await TenantStore(conn, who.tenant).drift()
+            rows = await TenantStore(conn, tenant).drift(after=position, limit=page.limit + 1)
+    shown, next_cursor = page.page(rows, lambda r: [r["detected_at"].isoformat(), r["drift_id"]])
     drift = []
-    for row in rows:
+    for row in shown:
         detail = json.loads(row["detail"])
         if row["tenant"] is None and not admin:
             detail = redacted(detail)
@@ -71,4 +80,4 @@ async def list_drift(
                 "detected_at": row["detected_at"].isoformat(),
             }
         )
-    return {"drift": drift}
+    return {"drift": drift, "next_cursor": next_cursor}

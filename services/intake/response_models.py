@@ -88,8 +88,36 @@ class EventView(BaseModel):
     schema_version: int
 
 
+NEXT_CURSOR = Field(
+    description="send it back as `cursor` (with the same filters) for the next page; "
+    "null on the last page"
+)
+
+
 class EventList(BaseModel):
     events: list[EventView]
+    next_cursor: str | None = NEXT_CURSOR
+
+
+class StepSummary(BaseModel):
+    action: str
+    provider: str
+    operation: str
+    state: OpStatus
+
+
+class TransactionSummary(BaseModel):
+    tx_id: str
+    status: TxStatus
+    agent_id: str
+    created_at: str
+    updated_at: str
+    operations: list[StepSummary]
+
+
+class TransactionList(BaseModel):
+    transactions: list[TransactionSummary] = Field(description="newest first")
+    next_cursor: str | None = NEXT_CURSOR
 
 
 class AbortRequested(BaseModel):
@@ -108,7 +136,8 @@ class ReviewSummary(BaseModel):
 
 
 class ReviewList(BaseModel):
-    reviews: list[ReviewSummary]
+    reviews: list[ReviewSummary] = Field(description="oldest first")
+    next_cursor: str | None = NEXT_CURSOR
 
 
 class ReviewView(ReviewSummary):
@@ -142,7 +171,8 @@ class DriftView(BaseModel):
 
 
 class DriftList(BaseModel):
-    drift: list[DriftView]
+    drift: list[DriftView] = Field(description="oldest first")
+    next_cursor: str | None = NEXT_CURSOR
 
 
 class WebhookAcknowledged(BaseModel):

@@ -26,6 +26,7 @@ from services.config import Settings
 from services.intake import auth, resolutions
 from services.intake.errors import ApiError
 from services.intake.openapi import errors, json_body, ok
+from services.intake.pagination import MAX_LIMIT, Cursor, Limit, instant, pager
 from services.intake.policy import operator
 from services.intake.produce import produce_command
 from services.intake.projected import refusal
@@ -48,11 +49,24 @@ async def list_reviews(
     tenant: str = Depends(auth.tenant),
     state: ReviewState | None = None,
     older_than_s: Annotated[int | None, Query(ge=0, le=MAX_OLDER_THAN_S)] = None,
+    limit: Limit = None,
+    cursor: Cursor = None,
 ) -> dict[str, Any]:
     since = None if older_than_s is None else datetime.now(UTC) - timedelta(seconds=older_than_s)
+    # `older_than_s` is relative to now, so the next page's cut-off would move: the cursor
+    # binds the state only, and each page applies its own request's `older_than_s`.
+    filters = {"state": state.value if state else None}
+    page = pager(request, "reviews", tenant, filters, limit, cursor, default=MAX_LIMIT)
+    after = page.after()
     async with request.app.state.pool.acquire() as conn:
-        rows = await TenantStore(conn, tenant).reviews(state=state, created_before=since)
-    return {"reviews": [_summary(row) for row in rows]}
+        rows = await TenantStore(conn, tenant).reviews(
+            state=state,
+            created_before=since,
+            after=None if after is None else (instant(after[0]), after[1]),
+            limit=page.limit + 1,
+        )
+    shown, next_cursor = page.page(rows, lambda r: [r["created_at"].isoformat(), r["id"]])
+    return {"reviews": [_summary(row) for row in shown], "next_cursor": next_cursor}
 
 
 @router.get(

@@ -134,18 +134,23 @@ class TenantStore:
             "compensation_plan": [],
         }
 
-    async def events(self, tx_id: str) -> list[dict[str, Any]] | None:
-        """The transaction's projected events in seq order; [] for an accepted intent not
-        projected yet, None for a tx_id the tenant never had accepted."""
+    async def events(
+        self, tx_id: str, *, after_seq: int = 0, limit: int | None = None
+    ) -> list[dict[str, Any]] | None:
+        """The transaction's projected events in seq order (those after `after_seq`, at
+        most `limit`); [] for an accepted intent not projected yet (or past its last
+        event), None for a tx_id the tenant never had accepted."""
         rows = await self.conn.fetch(
             "SELECT seq, type, occurred_at, occurred_at_text, prev_hash, hash, data, event_id,"
             " causation_id, tenant, tx_id, schema_version, correlation_id"
-            " FROM events WHERE tenant = $1 AND tx_id = $2 ORDER BY seq",
+            " FROM events WHERE tenant = $1 AND tx_id = $2 AND seq > $3 ORDER BY seq LIMIT $4",
             self.tenant,
             tx_id,
+            after_seq,
+            limit,
         )
         if not rows:
-            return [] if await self.produced_intent(tx_id) is not None else None
+            return [] if await self._known(tx_id) else None
         # Every field of the envelope is returned, so the hash chain can be checked from
         # this answer alone.
         return [
@@ -217,8 +222,14 @@ class TenantStore:
         return rows
 
     async def reviews(
-        self, *, state: str | None, created_before: datetime | None
+        self,
+        *,
+        state: str | None,
+        created_before: datetime | None,
+        after: tuple[datetime, str] | None = None,
+        limit: int | None = None,
     ) -> list[asyncpg.Record]:
+        """Oldest first: the reviews after `after` (a page's last `(created_at, id)`)."""
         conditions: list[str] = ["r.tenant = $1"]
         args: list[object] = [self.tenant]
         if state is not None:
@@ -227,9 +238,66 @@ class TenantStore:
         if created_before is not None:
             args.append(created_before)
             conditions.append(f"r.created_at <= ${len(args)}")
+        if after is not None:
+            args.extend(after)
+            conditions.append(f"(r.created_at, r.id) > (${len(args) - 1}, ${len(args)})")
+        args.append(limit)
         rows: list[asyncpg.Record] = await self.conn.fetch(
             f"SELECT {_REVIEW} FROM reviews r WHERE {' AND '.join(conditions)}"
-            " ORDER BY r.created_at, r.id",
+            f" ORDER BY r.created_at, r.id LIMIT ${len(args)}",
+            *args,
+        )
+        return rows
+
+    async def transactions(
+        self,
+        *,
+        status: str | None = None,
+        agent_id: str | None = None,
+        provider: str | None = None,
+        operation: str | None = None,
+        created_after: datetime | None = None,
+        created_before: datetime | None = None,
+        before: tuple[datetime, str] | None = None,
+        limit: int | None = None,
+    ) -> list[asyncpg.Record]:
+        """Newest first, the projected transactions matching every filter given, those
+        after `before` (a page's last `(created_at, tx_id)`), each with its steps' summary.
+        A provider or operation filter matches a transaction having such a step."""
+        conditions: list[str] = ["t.tenant = $1"]
+        args: list[object] = [self.tenant]
+        for column, value in (("t.status", status), ("t.agent_id", agent_id)):
+            if value is not None:
+                args.append(value)
+                conditions.append(f"{column} = ${len(args)}")
+        steps: list[str] = []
+        for column, value in (("o.provider", provider), ("o.operation", operation)):
+            if value is not None:
+                args.append(value)
+                steps.append(f"{column} = ${len(args)}")
+        if steps:
+            conditions.append(
+                "EXISTS (SELECT 1 FROM operations o WHERE o.tenant = t.tenant"
+                f" AND o.tx_id = t.tx_id AND {' AND '.join(steps)})"
+            )
+        if created_after is not None:
+            args.append(created_after)
+            conditions.append(f"t.created_at >= ${len(args)}")
+        if created_before is not None:
+            args.append(created_before)
+            conditions.append(f"t.created_at < ${len(args)}")
+        if before is not None:
+            args.extend(before)
+            conditions.append(f"(t.created_at, t.tx_id) < (${len(args) - 1}, ${len(args)})")
+        args.append(limit)
+        rows: list[asyncpg.Record] = await self.conn.fetch(
+            "SELECT t.tx_id, t.status, t.agent_id, t.created_at, t.updated_at,"
+            " (SELECT coalesce(json_agg(json_build_object('action', o.action, 'provider',"
+            " o.provider, 'operation', o.operation, 'state', o.state) ORDER BY o.position),"
+            " '[]') FROM operations o WHERE o.tenant = t.tenant AND o.tx_id = t.tx_id)"
+            " AS operations"
+            f" FROM transactions t WHERE {' AND '.join(conditions)}"
+            f" ORDER BY t.created_at DESC, t.tx_id DESC LIMIT ${len(args)}",
             *args,
         )
         return rows
@@ -255,20 +323,50 @@ class TenantStore:
         )
         return row
 
-    async def drift(self) -> list[asyncpg.Record]:
+    async def drift(
+        self, *, after: tuple[datetime, str] | None = None, limit: int | None = None
+    ) -> list[asyncpg.Record]:
         """The tenant's drift and the drift that belongs to no tenant (which the route
-        shows redacted: services.intake.drift)."""
+        shows redacted: services.intake.drift), oldest first, after a page's last
+        `(detected_at, drift_id)`."""
+        page, args = _drift_page(2, after, limit)
         rows: list[asyncpg.Record] = await self.conn.fetch(
-            f"{_DRIFT} WHERE tenant = $1 OR tenant IS NULL ORDER BY detected_at, drift_id",
-            self.tenant,
+            f"{_DRIFT} WHERE (tenant = $1 OR tenant IS NULL) {page}", self.tenant, *args
         )
         return rows
 
+    async def _known(self, tx_id: str) -> bool:
+        return bool(
+            await self.conn.fetchval(
+                "SELECT EXISTS (SELECT 1 FROM events WHERE tenant = $1 AND tx_id = $2)",
+                self.tenant,
+                tx_id,
+            )
+            or await self.produced_intent(tx_id) is not None
+        )
 
-async def unowned_drift(conn: asyncpg.Connection) -> list[asyncpg.Record]:
+
+def _drift_page(
+    first: int, after: tuple[datetime, str] | None, limit: int | None
+) -> tuple[str, tuple[object, ...]]:
+    """The page clause of a drift list whose parameters start at `$first`, and its
+    arguments; with no position the row comparison is skipped (NULL: from the start)."""
+    at, drift, most = (f"${first + i}" for i in range(3))
+    clause = (
+        f"AND ({at}::timestamptz IS NULL OR (detected_at, drift_id) > ({at}, {drift}))"
+        f" ORDER BY detected_at, drift_id LIMIT {most}"
+    )
+    return clause, (*(after or (None, None)), limit)
+
+
+async def unowned_drift(
+    conn: asyncpg.Connection,
+    *,
+    after: tuple[datetime, str] | None = None,
+    limit: int | None = None,
+) -> list[asyncpg.Record]:
     """The deployment admin's view (services.intake.auth.Admin): the drift that belongs to
     no tenant, and none of any tenant's own."""
-    rows: list[asyncpg.Record] = await conn.fetch(
-        f"{_DRIFT} WHERE tenant IS NULL ORDER BY detected_at, drift_id"
-    )
+    page, args = _drift_page(1, after, limit)
+    rows: list[asyncpg.Record] = await conn.fetch(f"{_DRIFT} WHERE tenant IS NULL {page}", *args)
     return rows

@@ -8,18 +8,27 @@ Kafka, not the row, is the record of the intent; the row is shown as accepted on
 Kafka has acknowledged it (services.intake.intents).
 """
 
+import json
 from collections.abc import Awaitable, Callable
+from datetime import datetime
 from typing import Annotated, Any, TypeVar
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse
 
+from events.definition import TxStatus
 from services.intake import auth, owner_token
 from services.intake.accept import accept_submission
-from services.intake.errors import unknown_transaction
+from services.intake.errors import ApiError, unknown_transaction
 from services.intake.example import example_transaction
 from services.intake.openapi import TxId, errors, json_body, ok
-from services.intake.response_models import EventList, SubmissionAccepted, TransactionView
+from services.intake.pagination import Cursor, Limit, instant, pager
+from services.intake.response_models import (
+    EventList,
+    SubmissionAccepted,
+    TransactionList,
+    TransactionView,
+)
 from services.intake.submission import SubmissionRequest
 from services.intake.tenant_store import TenantStore
 
@@ -65,15 +74,94 @@ async def get_transaction(
     return await _read(request, TenantStore.transaction, tenant, tx_id)
 
 
+Name = Annotated[str | None, Query(min_length=1, max_length=128)]
+Instant = Annotated[datetime | None, Query(description="an ISO 8601 time with its offset")]
+
+
+@router.get(
+    "/v1/transactions",
+    responses={**ok(TransactionList), **errors(401, 422, 503)},
+    response_model=None,
+)
+async def list_transactions(
+    request: Request,
+    tenant: str = Depends(auth.tenant),
+    status: TxStatus | None = None,
+    agent_id: Name = None,
+    provider: Name = None,
+    operation: Name = None,
+    created_after: Instant = None,
+    created_before: Instant = None,
+    limit: Limit = None,
+    cursor: Cursor = None,
+) -> dict[str, Any]:
+    """The tenant's transactions, newest first (by when they were accepted), filtered by
+    every parameter given; a `provider` or `operation` matches a transaction with such a
+    step. Only projected transactions are listed: one accepted a moment ago appears once
+    the projector has reached it."""
+    for name, at in (("created_after", created_after), ("created_before", created_before)):
+        if at is not None and at.tzinfo is None:
+            raise ApiError(422, "invalid_request", f"{name}: give the time's offset, e.g. Z")
+    filters = {
+        "status": status.value if status else None,
+        "agent_id": agent_id,
+        "provider": provider,
+        "operation": operation,
+        "created_after": created_after.isoformat() if created_after else None,
+        "created_before": created_before.isoformat() if created_before else None,
+    }
+    page = pager(request, "transactions", tenant, filters, limit, cursor, default=100)
+    after = page.after()
+    async with request.app.state.pool.acquire() as conn:
+        rows = await TenantStore(conn, tenant).transactions(
+            status=filters["status"],
+            agent_id=agent_id,
+            provider=provider,
+            operation=operation,
+            created_after=created_after,
+            created_before=created_before,
+            before=None if after is None else (instant(after[0]), after[1]),
+            limit=page.limit + 1,
+        )
+    shown, next_cursor = page.page(rows, lambda r: [r["created_at"].isoformat(), r["tx_id"]])
+    return {
+        "transactions": [
+            {
+                "tx_id": row["tx_id"],
+                "status": row["status"],
+                "agent_id": row["agent_id"],
+                "created_at": row["created_at"].isoformat(),
+                "updated_at": row["updated_at"].isoformat(),
+                "operations": json.loads(row["operations"]),
+            }
+            for row in shown
+        ],
+        "next_cursor": next_cursor,
+    }
+
+
 @router.get(
     "/v1/transactions/{tx_id}/events",
     responses={**ok(EventList), **errors(401, 404, 422, 503)},
     response_model=None,
 )
 async def get_events(
-    tx_id: TxId, request: Request, tenant: str = Depends(auth.tenant)
+    tx_id: TxId,
+    request: Request,
+    tenant: str = Depends(auth.tenant),
+    limit: Limit = None,
+    cursor: Cursor = None,
 ) -> dict[str, Any]:
-    return {"events": await _read(request, TenantStore.events, tenant, tx_id)}
+    page = pager(request, "events", tenant, {"tx_id": tx_id}, limit, cursor, default=1000)
+    after = page.after()
+    after_seq = 0 if after is None else int(after[0])
+
+    async def read(store: TenantStore, tx: str) -> list[dict[str, Any]] | None:
+        return await store.events(tx, after_seq=after_seq, limit=page.limit + 1)
+
+    rows = await _read(request, read, tenant, tx_id)
+    shown, next_cursor = page.page(rows, lambda e: [e["seq"]])
+    return {"events": shown, "next_cursor": next_cursor}
 
 
 async def _read(

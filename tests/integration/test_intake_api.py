@@ -223,7 +223,8 @@ async def test_the_intent_is_readable_before_it_is_projected(client: httpx.Async
         ("charge", "step", "pending", 0),
         ("receipt", "on_commit", "pending", 0),
     ]
-    assert events.status_code == 200 and events.json() == {"events": []}
+    assert events.status_code == 200
+    assert events.json() == {"events": [], "next_cursor": None}
 
 
 async def test_identical_resubmission_answers_the_same_op_keys(

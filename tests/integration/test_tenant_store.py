@@ -120,6 +120,10 @@ async def _reviews(s: TenantStore) -> list[object]:
     return found
 
 
+async def _transactions(s: TenantStore) -> list[object]:
+    return list(await s.transactions()) + list(await s.transactions(provider="sandbox"))
+
+
 async def _review(s: TenantStore) -> list[object]:
     return _some(await s.review(REVIEW))
 
@@ -142,6 +146,7 @@ READS: dict[str, Callable[[TenantStore], Awaitable[list[object]]]] = {
     "step": _step,
     "operations_on": _operations_on,
     "reviews": _reviews,
+    "transactions": _transactions,
     "review": _review,
     "review_state": _review_state,
     "drift": _drift,

@@ -121,11 +121,13 @@ def compensate(action: str) -> CompensateOperation:
     )
 
 
-def request_review(action: str, attempt: int, leg: Leg = Leg.FORWARD) -> RequestReview:
+def request_review(
+    action: str, attempt: int, leg: Leg = Leg.FORWARD, tx_id: str = "tx-1"
+) -> RequestReview:
     return RequestReview(
         message_id=f"request-review-{action}-{leg.value}-{attempt}",
         tenant="demo",
-        tx_id="tx-1",
+        tx_id=tx_id,
         action=action,
         leg=leg,
         attempt=attempt,
