@@ -7,10 +7,13 @@ deployment; a bad value stops the process before it touches Kafka or Postgres.
 import os
 from collections.abc import Collection
 from dataclasses import dataclass, field, replace
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from events.topics import Topics
 from reconcilers.signatures import InvalidSecretError, Scheme, key_for
+
+if TYPE_CHECKING:
+    from services.providers.declared.model import ProviderFile
 
 # CONTRACT.md: the secret the `sandbox` provider signs with out of the box.
 DEFAULT_WEBHOOK_SECRET = "whsec_c2FuZGJveC1kZXYtc2VjcmV0"
@@ -46,6 +49,7 @@ DEFAULTS: dict[str, str] = {
     "RECON_PROVIDER_ADAPTERS": "",
     "RECON_PROVIDER_SECRETS": "",
     "RECON_PROVIDER_ACCOUNTS": "",
+    "RECON_PROVIDER_FILES": "",
     "RECON_ENVIRONMENT": "dev",
     "RECON_APPROVAL_REQUIRED": "destructive",
     "RECON_TOPIC_PREFIX": "",
@@ -248,6 +252,9 @@ class Settings:
     # (tenant, provider) -> that tenant's own account at the provider; a tenant not listed
     # for a provider uses the shared account above (services.providers.accounts).
     provider_accounts: dict[tuple[str, str], ProviderAccount] = field(default_factory=dict)
+    # provider name -> its provider file (RECON_PROVIDER_FILES), spoken by the `declared`
+    # adapter (services.providers.declared).
+    provider_files: dict[str, str] = field(default_factory=dict)
     intake_host: str = DEFAULTS["RECON_INTAKE_HOST"]
     intake_port: int = int(DEFAULTS["RECON_INTAKE_PORT"])
     provider_timeout_s: float = _default_float("RECON_PROVIDER_TIMEOUT_S")
@@ -330,16 +337,64 @@ def webhook_settings(
     return secrets, schemes
 
 
-def declared_schemes(adapters: dict[str, str]) -> dict[str, Scheme]:
+def declared_schemes(
+    adapters: dict[str, str], files: dict[str, "ProviderFile"] | None = None
+) -> dict[str, Scheme]:
     """How each provider's adapter says its webhooks are signed (the class attribute of
-    services.providers.interface.AdapterClass)."""
+    services.providers.interface.AdapterClass; a declared provider's file)."""
     from services.providers.interface import AdapterSetupError
     from services.providers.registry import adapter_class
 
+    files = files or {}
     try:
-        return {p: adapter_class(name).webhook_scheme for p, name in adapters.items()}
+        return {
+            p: files[p].webhooks.scheme if p in files else adapter_class(name).webhook_scheme
+            for p, name in adapters.items()
+        }
     except AdapterSetupError as error:
         raise ConfigError(f"RECON_PROVIDER_ADAPTERS: {error}") from None
+
+
+DECLARED_ADAPTER = "declared"
+
+
+def provider_files(paths: dict[str, str]) -> dict[str, "ProviderFile"]:
+    """RECON_PROVIDER_FILES ("acme=/etc/recon/acme.toml,..."): each file loaded and
+    validated now, so a mistake stops start-up naming its file and line."""
+    from services.providers.declared.locate import DeclarationError, load
+
+    loaded = {}
+    for provider, path in paths.items():
+        try:
+            loaded[provider] = load(path)
+        except DeclarationError as error:
+            raise ConfigError(f"RECON_PROVIDER_FILES: provider {provider!r}: {error}") from None
+    return loaded
+
+
+def with_files(
+    providers: dict[str, str], adapters: dict[str, str], files: dict[str, "ProviderFile"]
+) -> tuple[dict[str, str], dict[str, str]]:
+    """A declared provider is configured by its file: its base URL unless RECON_PROVIDERS
+    names another (per environment), and the `declared` adapter, which no other
+    RECON_PROVIDER_ADAPTERS entry may contradict."""
+    for provider in files:
+        if adapters.get(provider, DECLARED_ADAPTER) != DECLARED_ADAPTER:
+            raise ConfigError(
+                f"RECON_PROVIDER_FILES declares provider {provider!r}, which "
+                f"RECON_PROVIDER_ADAPTERS gives the {adapters[provider]!r} adapter; drop one"
+            )
+    return (
+        {**{p: f.base_url for p, f in files.items()}, **providers},
+        {**adapters, **dict.fromkeys(files, DECLARED_ADAPTER)},
+    )
+
+
+def horizons_kept(dedupe_horizon_s: int, files: dict[str, "ProviderFile"]) -> int:
+    """The webhook dedupe horizon recon keeps (and so the evidence it guards): at least
+    as long as any declared provider may still deliver late (its `webhooks.horizon`), so
+    a late redelivery never counts as new."""
+    return max([dedupe_horizon_s, *(int(f.webhooks.horizon) for f in files.values())])
 
 
 def provider_adapters(raw: str, providers: dict[str, str]) -> dict[str, str]:
@@ -630,12 +685,18 @@ def _owner_token_secret(environment: str) -> str:
 
 def load_settings() -> Settings:
     api_keys, key_agents = agent_keys(_env("RECON_API_KEYS"))
-    providers = _pairs("RECON_PROVIDERS", _env("RECON_PROVIDERS"))
-    adapters = provider_adapters(_env("RECON_PROVIDER_ADAPTERS"), providers)
+    file_paths = _pairs("RECON_PROVIDER_FILES", _env("RECON_PROVIDER_FILES"))
+    files = provider_files(file_paths)
+    providers, adapters = with_files(
+        _pairs("RECON_PROVIDERS", _env("RECON_PROVIDERS")),
+        _pairs("RECON_PROVIDER_ADAPTERS", _env("RECON_PROVIDER_ADAPTERS")),
+        files,
+    )
+    adapters = provider_adapters(",".join(f"{p}={a}" for p, a in adapters.items()), providers)
     webhook_secrets, webhook_schemes = webhook_settings(
         _env("RECON_WEBHOOK_SECRETS"),
         _env("RECON_WEBHOOK_SCHEMES"),
-        declared_schemes(adapters),
+        declared_schemes(adapters, files),
     )
     operators = operator_keys(_env("RECON_OPERATOR_KEYS"), api_keys)
     tenants = {*api_keys.values(), *(o.tenant for o in operators.values())}
@@ -660,13 +721,14 @@ def load_settings() -> Settings:
         provider_adapters=adapters,
         provider_secrets=secrets,
         provider_accounts=accounts,
+        provider_files=file_paths,
         intake_host=_env("RECON_INTAKE_HOST"),
         intake_port=int(port),
         provider_timeout_s=_float("RECON_PROVIDER_TIMEOUT_S"),
         webhook_secrets=webhook_secrets,
         webhook_schemes=webhook_schemes,
         webhook_tolerance_s=_int("RECON_WEBHOOK_TOLERANCE_S"),
-        webhook_dedupe_horizon_s=_dedupe_horizon(),
+        webhook_dedupe_horizon_s=horizons_kept(_dedupe_horizon(), files),
         reconciler=_reconciler(),
         kafka_durability=_durability(),
         max_body_bytes=_body_limit("RECON_MAX_BODY_BYTES"),

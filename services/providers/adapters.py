@@ -17,6 +17,7 @@ from services import tracing
 from services.providers.classify import classify_lookup, classify_response, unreachable
 from services.providers.http import ProviderUnreachable, Requester
 from services.providers.interface import ListingUnavailable, ProviderSetup, Sent
+from services.providers.lookup_strategy import Strategy
 from services.providers.paths import UnsafeSegment, segment
 
 
@@ -25,6 +26,7 @@ class SandboxAdapter:
     webhook_scheme = Scheme.STANDARD
     # The sandbox keeps its keys for ever and answers lookups by key.
     key_retention_s: float | None = None
+    lookup_strategy = Strategy.QUERY
 
     def __init__(self, http: Requester, base_url: str) -> None:
         self.http = http

@@ -10,7 +10,7 @@ ProviderUnreachable: to the caller it only means the provider's answer is unknow
 """
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Protocol
 
@@ -40,6 +40,8 @@ class ProviderUnreachable(Exception):
 class Answer:
     status: int
     body: bytes
+    # The answer's headers, names lower-cased (a 429's `retry-after`).
+    headers: dict[str, str] = field(default_factory=dict)
 
     def json(self) -> Any:
         """The body as JSON; a body that is not JSON becomes `{"text": ...}`, evidence of
@@ -120,7 +122,11 @@ class ProviderHttp:
                     body += chunk
                     if len(body) > MAX_ANSWER_BYTES:
                         raise ValueError(f"answer over {MAX_ANSWER_BYTES} bytes")
-                return Answer(response.status, bytes(body))
+                return Answer(
+                    response.status,
+                    bytes(body),
+                    {k.lower(): v for k, v in response.headers.items()},
+                )
         except (TimeoutError, aiohttp.ClientError, OSError, ValueError) as error:
             # ValueError: aiohttp's InvalidURL and a header it cannot encode.
             raise ProviderUnreachable(error) from error

@@ -41,6 +41,8 @@ class ProviderSetup:
     # The adapter's clock, for the facts it judges by age (a key's retention); the real
     # one in production, a controlled one in tests.
     clock: Callable[[], datetime] | None = None
+    # The provider file of a declared provider (RECON_PROVIDER_FILES), None for others.
+    declaration: str | None = None
 
 
 @dataclass(frozen=True)
@@ -75,6 +77,10 @@ class ProviderAdapter(Protocol):
     # The lookup strategy's declared fact: how long the provider replays a key's first
     # answer (seconds); None when lookups ask the provider by key instead (`query`).
     key_retention_s: float | None
+    # Optional, so adapters written before strategies had names still conform: a
+    # `lookup_strategy` attribute (services.providers.lookup_strategy.Strategy: query,
+    # replay or none), read by lookup_strategy.strategy_of; without it an adapter with a
+    # key retention replays and one without queries.
 
     async def apply(self, operation: str, op_key: str, payload: dict[str, Any]) -> Seen:
         """Make the effect under `op_key` (classified by `classify`); an answer that never

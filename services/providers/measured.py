@@ -10,6 +10,7 @@ from events.observation import Seen
 from reconcilers.signatures import Verified
 from services.metrics import DISPATCH_SECONDS, LOOKUPS
 from services.providers.interface import ProviderAdapter, Sent
+from services.providers.lookup_strategy import strategy_of
 
 
 class Measured:
@@ -19,6 +20,7 @@ class Measured:
         self.operations = inner.operations
         self.webhook_scheme = inner.webhook_scheme
         self.key_retention_s = inner.key_retention_s
+        self.lookup_strategy = strategy_of(inner)
 
     async def apply(self, operation: str, op_key: str, payload: dict[str, Any]) -> Seen:
         started = time.perf_counter()

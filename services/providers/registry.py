@@ -79,9 +79,14 @@ def _made(http: Requester, settings: Settings, account: Account) -> ProviderAdap
         own = settings.provider_accounts[(account.tenant, name)]
         url, secret = own.base_url, own.secret
     kind = adapter_class(settings.provider_adapters.get(name, DEFAULT_ADAPTER))
-    return Measured(
-        name, kind.from_setup(ProviderSetup(name=name, base_url=url, http=http, secret=secret))
+    setup = ProviderSetup(
+        name=name,
+        base_url=url,
+        http=http,
+        secret=secret,
+        declaration=settings.provider_files.get(name),
     )
+    return Measured(name, kind.from_setup(setup))
 
 
 class Accounts:

@@ -22,16 +22,22 @@ from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from support.acme_targets import DECLARED
 from support.kit_targets import BUILT_IN
 from support.provider_kit import KitTarget, Live, Scripted, third_party_targets
 
 from events.inputs import Outcome
 from reconcilers.drift import effect_from_json
 from reconcilers.signatures import SignatureError, SignatureErrorCode
-from services.providers.interface import Sent
+from services.providers.interface import ProviderAdapter, Sent
+from services.providers.lookup_strategy import CANNOT_BE_ASKED, Strategy, strategy_of
 
-TARGETS: list[KitTarget] = [*BUILT_IN, *third_party_targets()]
+TARGETS: list[KitTarget] = [*BUILT_IN, *DECLARED, *third_party_targets()]
 REPLAYING = [t for t in TARGETS if t.adapter_over(Scripted()).key_retention_s is not None]
+# Providers that can be asked something (`query`, `replay`); a `none` provider's lookups
+# are checked to send nothing instead.
+ASKABLE = [t for t in TARGETS if strategy_of(t.adapter_over(Scripted())) is not Strategy.NONE]
+SILENT = [t for t in TARGETS if t not in ASKABLE]
 TOLERANCE_S = 300
 # What the kit sends when it plays the provider: the answer is scripted, not the request.
 ANY_PAYLOAD = {"amount": 1, "currency": "eur"}
@@ -41,12 +47,22 @@ def _ids(target: KitTarget) -> str:
     return target.name
 
 
+def _cannot_be_asked(adapter: ProviderAdapter) -> bool:
+    return strategy_of(adapter) is Strategy.NONE
+
+
 def new_key() -> str:
     return f"kit-{uuid.uuid4()}"
 
 
 @pytest.fixture(params=TARGETS, ids=_ids)
 def target(request: pytest.FixtureRequest) -> KitTarget:
+    chosen: KitTarget = request.param
+    return chosen
+
+
+@pytest.fixture(params=ASKABLE, ids=_ids)
+def askable(request: pytest.FixtureRequest) -> KitTarget:
     chosen: KitTarget = request.param
     return chosen
 
@@ -149,31 +165,44 @@ def _lookups() -> list[Sent | None]:
     return [None, Sent(ANY_PAYLOAD, at=datetime.now(UTC))]
 
 
-async def test_a_lookup_that_cannot_reach_the_provider_is_unavailable(target: KitTarget) -> None:
-    adapter = target.adapter_over(Scripted(lost=True))
+async def test_a_lookup_that_cannot_reach_the_provider_is_unavailable(askable: KitTarget) -> None:
+    adapter = askable.adapter_over(Scripted(lost=True))
     for sent in _lookups():
-        seen = await adapter.lookup(target.answers.operation, new_key(), sent)
+        seen = await adapter.lookup(askable.answers.operation, new_key(), sent)
         assert seen.outcome is Outcome.UNAVAILABLE, sent
 
 
 @pytest.mark.parametrize("status", [429, 500, 503])
 async def test_a_lookup_the_provider_cannot_answer_now_is_unavailable(
-    target: KitTarget, status: int
+    askable: KitTarget, status: int
 ) -> None:
-    adapter = target.adapter_over(Scripted(status, target.answers.error))
+    adapter = askable.adapter_over(Scripted(status, askable.answers.error))
     for sent in _lookups():
-        seen = await adapter.lookup(target.answers.operation, new_key(), sent)
+        seen = await adapter.lookup(askable.answers.operation, new_key(), sent)
         assert (seen.outcome, seen.alarm) == (Outcome.UNAVAILABLE, None), sent
 
 
 @pytest.mark.parametrize("status", [401, 403, 404])
 async def test_a_lookup_refused_for_our_configuration_is_unavailable_with_an_alarm(
-    target: KitTarget, status: int
+    askable: KitTarget, status: int
 ) -> None:
-    adapter = target.adapter_over(Scripted(status, target.answers.error))
+    adapter = askable.adapter_over(Scripted(status, askable.answers.error))
     for sent in _lookups():
-        seen = await adapter.lookup(target.answers.operation, new_key(), sent)
+        seen = await adapter.lookup(askable.answers.operation, new_key(), sent)
         assert seen.outcome is Outcome.UNAVAILABLE and seen.alarm, sent
+
+
+@pytest.mark.parametrize("silent", SILENT, ids=_ids)
+async def test_a_provider_that_cannot_be_asked_is_sent_no_lookup(silent: KitTarget) -> None:
+    # `none`: a lookup would be a resend or a guess; it says so and sends nothing, and the
+    # outcome waits for a signed webhook or a person.
+    http = Scripted(*silent.answers.confirmed)
+    adapter = silent.adapter_over(http)
+    for sent in _lookups():
+        seen = await adapter.lookup(silent.answers.operation, new_key(), sent)
+        assert seen.outcome is Outcome.UNAVAILABLE
+        assert CANNOT_BE_ASKED in (seen.error or "")
+    assert http.requests == 0
 
 
 # --- webhook signatures ---------------------------------------------------------------
@@ -258,7 +287,10 @@ async def test_a_lookup_finds_what_was_applied_and_makes_nothing_more(live: Live
     key, payload = new_key(), await live.payload()
     made = await live.adapter.apply(live.operation, key, payload)
     found = await live.adapter.lookup(live.operation, key, Sent(payload, live.now()))
-    assert (found.outcome, found.remote_id) == (Outcome.SUCCEEDED, made.remote_id)
+    if _cannot_be_asked(live.adapter):
+        assert (found.outcome, made.outcome) == (Outcome.UNAVAILABLE, Outcome.SUCCEEDED)
+    else:
+        assert (found.outcome, found.remote_id) == (Outcome.SUCCEEDED, made.remote_id)
     assert await live.effects_under(key) == 1
 
 
@@ -271,7 +303,8 @@ async def test_a_lookup_of_a_key_never_sent_proves_it_absent_and_sends_nothing(
     # provider may have pruned it, and a resend would be a new effect.
     at = live.now() - timedelta(seconds=(retention or 0) + 3600)
     seen = await live.adapter.lookup(live.operation, key, Sent(payload, at))
-    assert seen.outcome is Outcome.ABSENT
+    expected = Outcome.UNAVAILABLE if _cannot_be_asked(live.adapter) else Outcome.ABSENT
+    assert seen.outcome is expected
     assert await live.effects_under(key) == 0
 
 

@@ -1,13 +1,13 @@
 """The Stripe adapter's calls (https://docs.stripe.com/api).
 
-Lookup strategy `replay`: Stripe answers a request sent again under the same
-`Idempotency-Key` with the first request's saved answer, for at least 24 hours; after
-that the key is pruned and a resend is a new request (a second charge). So a lookup
-resends the identical request only while the key is inside KEY_RETENTION_S, judged from
-the dispatch's time (earlier than the first send: it errs towards "pruned"); past it, or
-without the first request, it never resends and finds the object by `metadata[op_key]`
-instead (the intent's search, a payment intent's refunds, the intent a confirm or cancel
-acted on).
+Lookup strategy `replay` (services.providers.lookup_strategy): Stripe answers a request
+sent again under the same `Idempotency-Key` with the first request's saved answer, for at
+least 24 hours; after that the key is pruned and a resend is a new request (a second
+charge). So a lookup resends the identical request only while the key is inside
+KEY_RETENTION_S, judged from the dispatch's time (earlier than the first send: it errs
+towards "pruned"); past it, or without the first request, it never resends and finds the
+object by `metadata[op_key]` instead (the intent's search, a payment intent's refunds, the
+intent a confirm or cancel acted on).
 """
 
 from collections.abc import Callable, Mapping, Sequence
@@ -21,6 +21,7 @@ from reconcilers.signatures import Scheme, Verified, verify
 from services.providers.classify import TIMING_4XX, lookup_misdirected, unreachable
 from services.providers.http import Answer, ProviderUnreachable, Requester
 from services.providers.interface import AdapterSetupError, ListingUnavailable, ProviderSetup, Sent
+from services.providers.lookup_strategy import Strategy, inside_retention, replayed
 from services.providers.paths import UnsafeSegment, segment
 from services.providers.stripe import classify as rules
 from services.providers.stripe.forms import encode
@@ -55,6 +56,7 @@ class StripeAdapter:
     operations: Mapping[str, OperationInfo] = DECLARED
     webhook_scheme = Scheme.STRIPE
     key_retention_s: float | None = KEY_RETENTION_S
+    lookup_strategy = Strategy.REPLAY
 
     def __init__(
         self,
@@ -103,20 +105,11 @@ class StripeAdapter:
         return self.classify(operation, answer.status, answer.json())
 
     async def lookup(self, operation: str, op_key: str, sent: Sent | None = None) -> Seen:
-        age = None if sent is None else (self.clock() - sent.at).total_seconds()
-        if sent is not None and age is not None and age < KEY_RETENTION_S:
-            seen = await self.apply(operation, op_key, sent.payload)
-            if (
-                seen.outcome is Outcome.UNKNOWN
-                and seen.remote_id is None
-                and seen.status_code != 409
-            ):
-                # No object and no request in flight (unreachable, a 5xx, a 429, our
-                # configuration, a malformed answer): nothing was learnt.
-                return Seen(
-                    Outcome.UNAVAILABLE, seen.status_code, None, seen.body, seen.error, seen.alarm
-                )
-            return seen
+        now = self.clock()
+        age = None if sent is None else (now - sent.at).total_seconds()
+        if inside_retention(sent, KEY_RETENTION_S, now):
+            assert sent is not None
+            return replayed(await self.apply(operation, op_key, sent.payload))
         op = OPERATIONS.get(operation)
         if op is None:
             alarm = f"the stripe adapter has no operation {operation!r}"

@@ -1,0 +1,117 @@
+"""The `declared` adapter as contract kit targets (tests/support/provider_kit.py), speaking
+docs/examples/acme.toml to the Acme fake (tests/support/acme_fake.py), an API shaped
+unlike the sandbox's: one per lookup strategy the file can declare.
+
+- `acme`: the file as shipped, lookup strategy `query`;
+- `acme-replay`: the same file with `replay` inside a 24 h key retention (the fake prunes
+  its keys after it) and `query` past it;
+- `acme-none`: nothing can be asked (the kit checks that a lookup sends nothing).
+"""
+
+import json
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from reconcilers.signatures import sign_standard
+from services.providers.declared.adapter import DeclaredAdapter
+from services.providers.declared.locate import parse
+from services.providers.declared.model import ProviderFile
+from services.providers.http import ProviderHttp, Requester
+from services.providers.interface import ProviderAdapter
+from support.acme_fake import API_KEY, Acme, running_acme
+from support.provider_kit import Answers, Live
+
+ACME_FILE = Path(__file__).resolve().parents[2] / "docs" / "examples" / "acme.toml"
+RETENTION_S = 24 * 3600.0
+QUERY_LOOKUP = '[lookup]\nstrategy = "query"\n'
+
+
+def acme_file(lookup: str = QUERY_LOOKUP) -> ProviderFile:
+    """docs/examples/acme.toml, its `[lookup]` head replaced by `lookup`."""
+    text = ACME_FILE.read_text(encoding="utf-8")
+    assert QUERY_LOOKUP in text, "docs/examples/acme.toml's lookup moved"
+    return parse(text.replace(QUERY_LOOKUP, lookup), ACME_FILE.name)
+
+
+def _problem(code: str) -> bytes:
+    return json.dumps({"problem": {"code": code, "detail": code}}).encode()
+
+
+class AcmeTarget:
+    name = "acme"
+    secret = "whsec_" + "YWNtZS1raXQtc2VjcmV0LWtleQ=="
+    other_secret = "whsec_" + "YW5vdGhlci1hY21lLXNlY3JldA=="
+    answers = Answers(
+        operation="payments.charge",
+        confirmed=(201, b'{"result": {"record": {"ref": "pay_000001", "phase": "done"}}}'),
+        refusal=(422, _problem("card_declined")),
+        key_conflict=(409, _problem("request_id_reused")),
+        in_flight=(409, _problem("request_in_progress")),
+        error=_problem("internal"),
+    )
+    lookup = QUERY_LOOKUP
+    retention_s: float | None = None
+
+    def __init__(self) -> None:
+        self.declared = acme_file(self.lookup)
+
+    def sign(self, secret: str, timestamp: int, body: bytes) -> dict[str, str]:
+        return sign_standard(secret, f"msg_{uuid.uuid4().hex}", timestamp, body)
+
+    def adapter_over(self, http: Requester) -> ProviderAdapter:
+        return DeclaredAdapter(self.declared, http, "http://acme.invalid", API_KEY, name="acme")
+
+    @asynccontextmanager
+    async def running(self) -> AsyncIterator[Live]:
+        state = Acme(retention_s=self.retention_s)
+        async with running_acme(state) as (acme, url), ProviderHttp(10.0) as http:
+
+            async def payload() -> dict[str, Any]:
+                return {"amount": 1250, "currency": "eur", "customer": "cus_kit"}
+
+            async def effects_under(key: str) -> int:
+                return len(acme.under(key))
+
+            async def slow_down(seconds: float) -> None:
+                acme.hold_s = seconds
+
+            yield Live(
+                adapter=DeclaredAdapter(
+                    self.declared, http, url, API_KEY, clock=acme.clock, name="acme"
+                ),
+                operation=self.answers.operation,
+                now=acme.clock,
+                payload=payload,
+                other=lambda p: {**p, "amount": p["amount"] + 1},
+                effects_under=effects_under,
+                slow_down=slow_down,
+                expire_keys=(
+                    None
+                    if self.retention_s is None
+                    else lambda: acme.clock.advance(RETENTION_S + 3600)
+                ),
+            )
+
+
+class AcmeReplayTarget(AcmeTarget):
+    name = "acme-replay"
+    lookup = '[lookup]\nstrategy = "replay"\nkey_retention = "24h"\n'
+    retention_s = RETENTION_S
+
+
+class AcmeNoneTarget(AcmeTarget):
+    name = "acme-none"
+    lookup = '[lookup]\nstrategy = "none"\n'
+
+    def __init__(self) -> None:
+        # `none` asks nothing: the file's query table goes with the strategy.
+        text = ACME_FILE.read_text(encoding="utf-8")
+        head, _, rest = text.partition(QUERY_LOOKUP)
+        rest = rest[rest.index("\n[listing]") :]
+        self.declared = parse(head + self.lookup + rest, ACME_FILE.name)
+
+
+DECLARED: list[AcmeTarget] = [AcmeTarget(), AcmeReplayTarget(), AcmeNoneTarget()]
