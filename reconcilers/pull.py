@@ -113,6 +113,9 @@ class Escalate:
     leg: Candidate
     lookups: int
     requests: int = 0  # review requests claimed so far (the claim's compare-and-set)
+    # Why a person must look: the budget spent, or (services.providers.lookup_strategy)
+    # a provider that cannot be asked at all.
+    reason: str = REVIEW_REASON
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,6 @@ from events.observation import Seen, observation
 from reconcilers import store
 from reconcilers.drift import compare, effect_from_json
 from reconcilers.pull import (
-    REVIEW_REASON,
     Escalate,
     GiveUp,
     Lookup,
@@ -54,6 +53,7 @@ from services.postgres_start import open_pool
 from services.providers.accounts import Account
 from services.providers.http import ProviderHttp
 from services.providers.interface import ListingUnavailable, Sent
+from services.providers.lookup_strategy import CANNOT_BE_ASKED, Strategy, strategy_of
 from services.providers.registry import Accounts, build_accounts
 from services.pull_reconciler.gauges import REFRESH_S, refresh_gauges
 
@@ -180,6 +180,11 @@ class Reconciler:
         async with self.pool.acquire() as conn:
             await store.record_outcome(conn, leg.op_key, leg.attempt, seen.outcome.value)
         report.looked_up.append((leg.op_key, leg.attempt, step.n, seen.outcome))
+        if adapter is not None and strategy_of(adapter) is Strategy.NONE:
+            # Nothing can be asked (lookup_strategy `none`): another lookup would learn
+            # nothing, so a person is asked now, not after the budget. A signed webhook
+            # still settles the leg meanwhile; nothing is ever re-sent.
+            await self._escalate(Escalate(leg, step.n, reason=CANNOT_BE_ASKED), now, report)
         log.info(
             "%s %s %s attempt %d: lookup %d/%d %s",
             leg.tx_id,
@@ -212,7 +217,7 @@ class Reconciler:
             action=leg.action,
             leg=leg.leg,
             attempt=leg.attempt,
-            reason=REVIEW_REASON,
+            reason=step.reason,
             issued_at=now,
         )
         try:

@@ -53,10 +53,10 @@ class Acme:
     clock: FakeClock = field(default_factory=FakeClock)
     retention_s: float | None = None
     hold_s: float = 0.0
-    # Faults: answer 429 (Retry-After: 1) to the next n requests; make the next n
-    # effects but answer 503 (the answer lost, the effect made).
+    # Faults: answer 429 (Retry-After: 1) to the next n requests; per record kind
+    # (`payment`, ...), make the next n effects but answer 503 (the answer lost).
     rate_limited: int = 0
-    lose_answers: int = 0
+    lose: dict[str, int] = field(default_factory=dict)
     keys: dict[str, Kept] = field(default_factory=dict)
     records: list[dict[str, Any]] = field(default_factory=list)
     stock: dict[str, int] = field(default_factory=dict)
@@ -121,8 +121,9 @@ def create_app(acme: Acme) -> FastAPI:
             del acme.keys[key]  # not kept, as a crash before the answer was saved
         else:
             acme.keys[key].answer = (status, answer)
-        if acme.lose_answers > 0 and status < 300:
-            acme.lose_answers -= 1
+        made = (answer or {}).get("result", {}).get("record", {}).get("kind", "message")
+        if status < 300 and acme.lose.get(made, 0) > 0:
+            acme.lose[made] -= 1
             return _problem(503, "unavailable", "the answer was lost")
         return _answer(status, answer)
 
