@@ -6,6 +6,12 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+# How long a natural key (events.intent_identity) keeps a second submission of the same
+# business intent from the provider, unless the operation declares otherwise: longer than an
+# agent's re-planning after a crash (minutes to days) and than a month's billing cycle, the
+# horizon over which a person would still call a second charge for one order a duplicate.
+DEFAULT_NATURAL_KEY_WINDOW_S = 30 * 24 * 3600
+
 
 class SideEffect(StrEnum):
     READ = "read"  # retried freely
@@ -34,6 +40,9 @@ class OperationInfo:
     # The payload field holding the amount (integer minor units) quotas count; None: the
     # operation moves no money.
     amount_field: str | None = None
+    # How long a step's natural key is held for this operation (events.intent_identity):
+    # within it, another tx_id naming the same key never reaches the provider.
+    natural_key_window_s: int = DEFAULT_NATURAL_KEY_WINDOW_S
 
 
 CATALOG: dict[str, OperationInfo] = {

@@ -97,12 +97,21 @@ class OperationSpec(Message):
     # Decided at intake from the operation's class (events.approval_policy): the step is
     # not dispatched until a person's approval bound to its proposal and preview arrives.
     approval_required: bool = False
+    # The business identity of the effect (events.intent_identity), when the agent named one.
+    natural_key: str | None = None
+    # The transaction that held this step's natural key with another payload when this one
+    # was submitted: why the step waits for a person (approval_required is then true).
+    natural_key_held_by: str | None = None
 
     @model_serializer(mode="wrap")
     def _leave_out_defaults_of_later_fields(self, handler: SerializerFunctionWrapHandler) -> Any:
         # Left out when false, so a spec without a gate serialises (and hashes, on the
         # chain and in the decider's state) exactly as before the gate existed.
         data = handler(self)
-        if isinstance(data, dict) and not self.approval_required:
-            data.pop("approval_required", None)
+        if isinstance(data, dict):
+            if not self.approval_required:
+                data.pop("approval_required", None)
+            for later in ("natural_key", "natural_key_held_by"):
+                if data.get(later) is None:
+                    data.pop(later, None)
         return data

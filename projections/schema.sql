@@ -208,3 +208,22 @@ CREATE INDEX IF NOT EXISTS events_dispatched_at ON events (occurred_at)
 -- GET /v1/transactions: a tenant's transactions newest first, paged by (created_at, tx_id).
 CREATE INDEX IF NOT EXISTS transactions_tenant_created
     ON transactions (tenant, created_at DESC, tx_id DESC);
+
+-- Intent identity (issue 22, events.intent_identity): which transaction holds a step's
+-- natural key for an operation, until `expires_at` (the operation's declared window). Written
+-- with the intent row, before its command is produced (services.intake.natural_keys): the
+-- primary key is where two submissions of one business intent under two tx_ids meet.
+CREATE TABLE IF NOT EXISTS natural_keys (
+    tenant           text NOT NULL,
+    operation        text NOT NULL,
+    natural_key      text NOT NULL,
+    tx_id            text NOT NULL,
+    action           text NOT NULL,
+    -- the call the holder makes (provider, operation, payload): the same call again is a
+    -- duplicate, another one is sent to a person
+    step_fingerprint text NOT NULL,
+    claimed_at       timestamptz NOT NULL DEFAULT now(),
+    expires_at       timestamptz NOT NULL,
+    PRIMARY KEY (tenant, operation, natural_key)
+);
+CREATE INDEX IF NOT EXISTS natural_keys_tx ON natural_keys (tenant, tx_id);

@@ -32,6 +32,8 @@ DISPATCHER_AFTER_PROVIDER_ANSWERED = "dispatcher.after_provider_answered"
 DISPATCHER_BEFORE_CALL_BEGUN = "dispatcher.before_call_begun"
 SAGA_AFTER_COMMANDS_ACKED = "saga.after_commands_acked"
 DECIDER_IN_OPEN_TRANSACTION = "decider.in_open_transaction"
+# The intent's row and its natural keys are claimed in Postgres, its command not produced.
+INTAKE_AFTER_CLAIM = "intake.after_claim"
 
 
 # Set once the test let the process go on: it pauses at most once.

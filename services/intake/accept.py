@@ -20,6 +20,7 @@ from events.keys import default_session
 from events.policy import PolicyDocument
 from services import tracing
 from services.config import Settings
+from services.crash_points import INTAKE_AFTER_CLAIM, crash_point
 from services.intake import intents, policy, resource_owners
 from services.intake.auth import Principal
 from services.intake.errors import ApiError, invalid_request
@@ -117,7 +118,10 @@ async def accept_submission(
         submitted_by=who.name if who is not None else None,
     )
     async with state.pool.acquire() as conn:
-        await intents.claim(conn, intent, settings.pending_horizon_s)
+        # The operations as claimed: a step whose natural key another transaction holds
+        # with another payload now waits for a person (events.intent_identity).
+        specs = await intents.claim(conn, intent, settings.pending_horizon_s)
+    crash_point(INTAKE_AFTER_CLAIM)
     # An identical resubmission produces again: it is harmless (the decider accepts only
     # the first SubmitTransaction of a tx_id) and it covers a crash between the insert
     # above and the broker's acknowledgement of an earlier attempt.

@@ -20,14 +20,18 @@ DATABASE_DOWN = (
 
 
 class ApiError(Exception):
-    def __init__(self, status: int, code: str, message: str) -> None:
+    def __init__(
+        self, status: int, code: str, message: str, *, details: dict[str, Any] | None = None
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.code = code
         self.message = message
+        # Fields a client acts on beside the message (duplicate_intent's `duplicate_of`).
+        self.details = details or {}
 
-    def body(self) -> dict[str, str]:
-        return {"error": self.code, "message": self.message}
+    def body(self) -> dict[str, Any]:
+        return {**self.details, "error": self.code, "message": self.message}
 
 
 def unknown_transaction(tx_id: str) -> ApiError:

@@ -31,13 +31,14 @@ principal, or the Kafka record's key), never from the body.
 """
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import asyncpg
 
 from events.definition import Leg, OperationSpec
 from events.rules import IMMUTABLE_RULE
+from services.intake import natural_keys
 from services.intake.errors import ApiError, not_yet_known
 from services.intake.immutable import changes
 
@@ -61,8 +62,13 @@ class Intent:
         return json.dumps([spec.model_dump(mode="json") for spec in self.operations])
 
 
-async def claim(conn: asyncpg.Connection, intent: Intent, horizon_s: float) -> None:
-    """Take the tx_id for this intent before its command is produced, or raise the 409."""
+async def claim(
+    conn: asyncpg.Connection, intent: Intent, horizon_s: float
+) -> tuple[OperationSpec, ...]:
+    """Take the tx_id for this intent before its command is produced, or raise the 409.
+    Answers the operations to produce: the intent's, a step whose natural key another
+    transaction holds with another payload gated on a person (services.intake.natural_keys,
+    whose claims are taken in this same transaction)."""
     async with conn.transaction():
         inserted = await conn.fetchval(
             "INSERT INTO intents"
@@ -79,8 +85,9 @@ async def claim(conn: asyncpg.Connection, intent: Intent, horizon_s: float) -> N
             intent.submitted_by,
         )
         if inserted:
-            await _write_keys(conn, intent)
-            return
+            judged = await _judged(conn, intent, horizon_s)
+            await _write_keys(conn, judged)
+            return judged.operations
         row = await conn.fetchrow(
             "SELECT fingerprint, produced, operations,"
             " extract(epoch FROM now() - attempted_at)::float8 AS age_s"
@@ -89,21 +96,25 @@ async def claim(conn: asyncpg.Connection, intent: Intent, horizon_s: float) -> N
             intent.tx_id,
         )
         if row["fingerprint"] == intent.fingerprint:
-            if not row["produced"]:
-                # A new attempt: the horizon counts from the latest one.
-                await conn.execute(
-                    "UPDATE intents SET attempted_at = now(),"
-                    " policy_version = greatest(policy_version, $3)"
-                    " WHERE tenant = $1 AND tx_id = $2",
-                    intent.tenant,
-                    intent.tx_id,
-                    intent.policy_version,
-                )
-            return
+            if row["produced"]:
+                # Landed: the decider holds the first command and ignores this one.
+                return intent.operations
+            # A new attempt: the horizon counts from the latest one.
+            await conn.execute(
+                "UPDATE intents SET attempted_at = now(),"
+                " policy_version = greatest(policy_version, $3)"
+                " WHERE tenant = $1 AND tx_id = $2",
+                intent.tenant,
+                intent.tx_id,
+                intent.policy_version,
+            )
+            return (await _judged(conn, intent, horizon_s)).operations
         if row["produced"] or await _projected(conn, intent):
             raise _conflict(intent.tx_id, changes(json.loads(row["operations"]), intent.operations))
         if row["age_s"] <= horizon_s:
             raise _pending(intent.tx_id, horizon_s - row["age_s"])
+        # The earlier body never landed: its natural keys are free again.
+        await natural_keys.release_keys(conn, intent.tenant, intent.tx_id)
         await conn.execute(
             "UPDATE intents SET fingerprint = $3, agent_id = $4, operations = $5::jsonb,"
             " created_at = now(), attempted_at = now(), policy_version = $6,"
@@ -122,7 +133,26 @@ async def claim(conn: asyncpg.Connection, intent: Intent, horizon_s: float) -> N
             intent.tenant,
             intent.tx_id,
         )
-        await _write_keys(conn, intent)
+        judged = await _judged(conn, intent, horizon_s)
+        await _write_keys(conn, judged)
+        return judged.operations
+
+
+async def _judged(conn: asyncpg.Connection, intent: Intent, horizon_s: float) -> Intent:
+    """The intent with its natural keys claimed, its row holding the operations to produce."""
+    specs = await natural_keys.claim_keys(
+        conn, intent.tenant, intent.tx_id, intent.operations, horizon_s
+    )
+    if specs == intent.operations:
+        return intent
+    judged = replace(intent, operations=specs)
+    await conn.execute(
+        "UPDATE intents SET operations = $3::jsonb WHERE tenant = $1 AND tx_id = $2",
+        intent.tenant,
+        intent.tx_id,
+        judged.operations_json(),
+    )
+    return judged
 
 
 async def mark_produced(conn: asyncpg.Connection, intent: Intent) -> None:

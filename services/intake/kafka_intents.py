@@ -113,7 +113,13 @@ class IntentSubscriber:
         except ApiError as refusal:
             if refusal.status == 503:
                 raise RetryBatch(refusal.message) from None
-            answer = _refused(key_tx_id, refusal.status, refusal.code, refusal.message)
+            answer = _refused(
+                key_tx_id,
+                refusal.status,
+                refusal.code,
+                refusal.message,
+                refusal.details.get("duplicate_of"),
+            )
         except SubmissionRefused as refusal:
             answer = _refused(key_tx_id, 422, refusal.code, refusal.message)
         except GateRefused as refusal:
@@ -153,9 +159,17 @@ class IntentSubscriber:
         )
 
 
-def _refused(tx_id: str, status: int, code: str, message: str) -> dict[str, Any]:
-    refused = IntentRefused(tx_id=tx_id, http_status=status, error=code, message=message)
-    return refused.model_dump()
+def _refused(
+    tx_id: str,
+    status: int,
+    code: str,
+    message: str,
+    duplicate_of: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    refused = IntentRefused(
+        tx_id=tx_id, http_status=status, error=code, message=message, duplicate_of=duplicate_of
+    )
+    return refused.model_dump(exclude_none=True)
 
 
 async def run_intents(settings: Settings, stop: asyncio.Event) -> None:

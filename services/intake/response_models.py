@@ -45,6 +45,8 @@ class IntentRefused(BaseModel):
     http_status: int
     error: str
     message: str
+    # duplicate_intent: the transaction holding the natural key and its outcome.
+    duplicate_of: dict[str, Any] | None = None
 
 
 class OperationView(BaseModel):

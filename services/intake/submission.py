@@ -22,6 +22,7 @@ from events.definition import (
     OperationSpec,
 )
 from events.inputs import SubmitTransaction
+from events.intent_identity import NATURAL_KEY_PATTERN
 from events.keys import compensation_key, default_session, op_key, submit_id
 from events.payload_schemas import payload_problem
 
@@ -74,6 +75,23 @@ class OperationRequest(_Request):
     # the provider in the payload, which refuses a stale one for good (`stale_revision`).
     resource: Annotated[str, Field(min_length=1, max_length=256)] | None = None
     expected_revision: Annotated[int, Field(ge=0, le=2**53)] | None = None
+    # The business identity of the effect (an order id, an invoice number): another tx_id
+    # naming it for the same operation within the operation's window never reaches the
+    # provider (events.intent_identity). Not sent to the provider.
+    natural_key: (
+        Annotated[
+            str,
+            Field(
+                pattern=NATURAL_KEY_PATTERN,
+                description=(
+                    "the business identity of the effect (an order id, an invoice number); "
+                    "a second submission of it under another tx_id is refused with "
+                    "duplicate_intent"
+                ),
+            ),
+        ]
+        | None
+    ) = None
 
     def provider_payload(self) -> dict[str, Any]:
         extra = {
@@ -118,7 +136,7 @@ class SubmissionRequest(_Request):
         for kind in ("steps", "on_commit", "on_compensated"):
             for op in body.get(kind, ()):
                 # Likewise a step without a revision check hashes as before they existed.
-                for later in ("resource", "expected_revision"):
+                for later in ("resource", "expected_revision", "natural_key"):
                     if op.get(later) is None:
                         op.pop(later, None)
         return fingerprint(body)
@@ -131,7 +149,16 @@ def check(
 ) -> None:
     """The checks that depend on the deployment; raise SubmissionRefused naming the fix."""
     seen: set[str] = set()
+    named: set[tuple[str, str]] = set()
     for _, op in submission.operations():
+        if op.natural_key is not None:
+            if (op.operation, op.natural_key) in named:
+                raise SubmissionRefused(
+                    "duplicate_natural_key",
+                    f"action {op.action!r}: natural_key {op.natural_key!r} is named twice for "
+                    f"{op.operation}; one business intent is one step",
+                )
+            named.add((op.operation, op.natural_key))
         if op.action in seen:
             raise SubmissionRefused(
                 "duplicate_action",
@@ -259,6 +286,7 @@ def _spec(
         operation=op.operation,
         payload=op.provider_payload(),
         approval_required=gated,
+        natural_key=op.natural_key,
         op_key=key,
         compensation=(
             Compensation(operation=compensation.operation, payload=compensation.payload)
