@@ -133,3 +133,17 @@ def test_an_answer_means_what_the_rules_say() -> None:
     assert answers.classify(declared, charge, 422, other).outcome is Outcome.UNKNOWN
     # A 429 is timing, whatever a rule says.
     assert answers.classify(declared, charge, 429, declined).outcome is Outcome.UNKNOWN
+
+
+def test_the_files_operations_are_its_catalog() -> None:
+    from services.providers.declared.adapter import declared_operations
+
+    charge = declared_operations(str(ACME))["payments.charge"]
+    assert (charge.side_effect.value, charge.compensation, charge.amount_field) == (
+        "write",
+        "payments.refund",
+        "amount",
+    )
+    assert charge.payload_schema is not None
+    assert charge.payload_schema["required"] == ["amount", "currency", "customer"]
+    assert charge.payload_schema["properties"]["amount"] == {"type": "integer", "minimum": 1}

@@ -8,6 +8,7 @@ import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -68,9 +69,17 @@ def catalog(declared: ProviderFile) -> dict[str, OperationInfo]:
     }
 
 
+@cache
+def declared_operations(path: str) -> dict[str, OperationInfo]:
+    """The operations the provider file at `path` declares, without making an adapter
+    (what the catalog asks of an adapter class; a declared provider's are its file's).
+    The file was validated at start-up (services.config.provider_files)."""
+    return catalog(load(path))
+
+
 class DeclaredAdapter:
     # Class defaults for the configuration's questions asked before any adapter is made;
-    # services.config reads a declared provider's own from its file.
+    # a declared provider's own are its file's (services.config, declared_operations).
     webhook_scheme = Scheme.STANDARD
     key_retention_s: float | None = None
 
@@ -94,6 +103,9 @@ class DeclaredAdapter:
         self.webhook_horizon_s = declared.webhooks.horizon
         self.lookup_strategy = strategies.Strategy(declared.lookup.strategy)
         self.key_retention_s = declared.lookup.key_retention
+        # Declared fact: a key sent again with another payload is refused (the kit's
+        # check); a provider that does not may take a changed payload for the first.
+        self.refuses_other_payload = declared.idempotency.refuses_other_payload
         self.headers: dict[str, str] = {}
         if declared.credentials is not None:
             token = credential(name, declared.credentials, secret)
