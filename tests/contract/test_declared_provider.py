@@ -3,18 +3,21 @@ contract kit does not ask of every adapter: rate limits waited out, a listing re
 page, a fire-and-forget answer declared final, and where the credential comes from."""
 
 import uuid
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 from support.acme_fake import API_KEY, Acme, running_acme
-from support.acme_targets import acme_file
+from support.acme_targets import ACME_FILE, QUERY_LOOKUP, acme_file
 from support.provider_kit import Scripted
 
 from events.inputs import Outcome
 from reconcilers.drift import effect_from_json
 from services.providers.declared.adapter import DeclaredAdapter
+from services.providers.declared.locate import parse
 from services.providers.http import ProviderHttp
-from services.providers.interface import AdapterSetupError, ProviderSetup
+from services.providers.interface import AdapterSetupError, ProviderSetup, Sent
+from services.providers.lookup_strategy import CANNOT_BE_ASKED
 
 CHARGE = {"amount": 700, "currency": "eur", "customer": "cus_1"}
 
@@ -93,3 +96,20 @@ def test_the_credential_comes_from_the_configuration_the_environment_or_a_secret
     assert DeclaredAdapter.from_setup(_setup(tmp_path, None)).headers == {"X-Acme-Key": "from-env"}
     configured = DeclaredAdapter.from_setup(_setup(tmp_path, "configured"))
     assert configured.headers == {"X-Acme-Key": "configured"}
+
+
+async def test_past_the_retention_a_replay_provider_without_a_query_is_never_resent() -> None:
+
+    text = ACME_FILE.read_text(encoding="utf-8")
+    head, _, rest = text.partition(QUERY_LOOKUP)
+    replay_only = head + '[lookup]\nstrategy = "replay"\nkey_retention = "1h"\n'
+    declared = parse(replay_only + rest[rest.index("\n[listing]") :], "replay.toml")
+    http = Scripted(201, b'{"result": {"record": {"ref": "pay_1", "phase": "done"}}}')
+    adapter = DeclaredAdapter(declared, http, "http://acme.invalid", API_KEY)
+    inside = Sent(CHARGE, datetime.now(UTC) - timedelta(minutes=59))
+    assert (await adapter.lookup("payments.charge", "k", inside)).remote_id == "pay_1"
+    assert http.requests == 1  # inside the retention: the identical request, resent
+    past = Sent(CHARGE, datetime.now(UTC) - timedelta(minutes=61))
+    seen = await adapter.lookup("payments.charge", "k", past)
+    assert seen.outcome is Outcome.UNAVAILABLE and CANNOT_BE_ASKED in (seen.error or "")
+    assert http.requests == 1  # past it: nothing sent, a person decides
