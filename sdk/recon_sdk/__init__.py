@@ -21,12 +21,16 @@ from recon_sdk.errors import (
     WaitTimeout,
 )
 from recon_sdk.models import (
+    NEEDS_PERSON,
     SETTLED,
     TERMINAL,
     AbortRequested,
     Accepted,
+    CatalogEntry,
+    Claimed,
     Compensation,
     Event,
+    KillSwitch,
     Operation,
     Owner,
     Review,
@@ -36,18 +40,23 @@ from recon_sdk.models import (
     TransactionRequest,
     TransactionSummary,
 )
+from recon_sdk.tx_ids import stable_tx_id
 
 __all__ = [
+    "NEEDS_PERSON",
     "SETTLED",
     "TERMINAL",
     "AbortRequested",
     "Accepted",
     "AsyncRecon",
+    "CatalogEntry",
+    "Claimed",
     "Compensation",
     "Conflict",
     "Event",
     "Forbidden",
     "InvalidRequest",
+    "KillSwitch",
     "NotFound",
     "Operation",
     "Owner",
@@ -64,4 +73,5 @@ __all__ = [
     "Unavailable",
     "WaitTimeout",
     "ops",
+    "stable_tx_id",
 ]

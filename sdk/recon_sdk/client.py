@@ -16,12 +16,15 @@ from typing import Any, Self
 import httpx
 
 from recon_sdk import calls
-from recon_sdk.errors import NotFound, Unavailable, WaitTimeout
+from recon_sdk.errors import NotFound, ReconError, Unavailable, WaitTimeout
 from recon_sdk.models import (
     SETTLED,
     AbortRequested,
     Accepted,
+    CatalogEntry,
+    Claimed,
     Event,
+    KillSwitch,
     Owner,
     Resolution,
     Review,
@@ -61,8 +64,19 @@ def _filters(
     }
 
 
-def _unreachable(call: calls.Call, exc: Exception) -> Unavailable:
-    return Unavailable(0, "unreachable", f"{call.method} {call.path}: {exc!r}")
+def _owner_of(
+    tx_id: str, owner: Owner | None, owners: Mapping[str, Owner]
+) -> Owner | Mapping[str, str]:
+    chosen = owner or owners.get(tx_id)
+    if chosen is None:
+        raise ValueError(
+            f"no session owns {tx_id!r} in this client: pass owner= (the submission's owner)"
+        )
+    return chosen
+
+
+def _unreachable(call: calls.Call, exc: Exception, trace_id: str) -> Unavailable:
+    return Unavailable(0, "unreachable", f"{call.method} {call.path}: {exc!r}", trace_id=trace_id)
 
 
 class AsyncRecon:
@@ -95,6 +109,8 @@ class AsyncRecon:
         await self._http.aclose()
 
     async def _send(self, call: calls.Call) -> Any:
+        header, trace_id = calls.traceparent()
+        headers = {**self._headers, "traceparent": header}
         attempt = 0
         while True:
             try:
@@ -103,15 +119,20 @@ class AsyncRecon:
                     self._url + call.path,
                     json=call.json,
                     params=call.params,
-                    headers=self._headers,
+                    headers=headers,
                 )
-                return calls.answer(response.status_code, response.content)
-            except (httpx.TransportError, Unavailable) as exc:
+                return calls.answer(
+                    response.status_code, response.content, response.headers, trace_id
+                )
+            except httpx.TransportError as exc:
+                error: ReconError = _unreachable(call, exc, trace_id)
                 if not call.idempotent or attempt >= self._retries:
-                    if isinstance(exc, Unavailable):
-                        raise
-                    raise _unreachable(call, exc) from exc
-            await asyncio.sleep(calls.backoff(attempt))
+                    raise error from exc
+            except Unavailable as exc:
+                error = exc
+                if not call.idempotent or attempt >= self._retries:
+                    raise
+            await asyncio.sleep(calls.backoff(attempt, error))
             attempt += 1
 
     async def submit(self, tx: Submission) -> Accepted:
@@ -171,7 +192,9 @@ class AsyncRecon:
         poll_s: float = 0.25,
     ) -> Transaction:
         """The transaction once its status is in `until` (by default: committed, failed,
-        compensated or manual_review); `WaitTimeout` after `timeout` seconds. A 404 while
+        compensated, or needing a person: awaiting_approval or manual_review, which waiting
+        longer cannot change; `Transaction.needs_person` tells them apart from an outcome);
+        `WaitTimeout` after `timeout` seconds. A 404 while
         waiting is the projection not having caught up with a fresh submission yet, and
         an unreachable intake may be restarting: both are polled through until the end."""
         deadline = time.monotonic() + timeout
@@ -240,6 +263,63 @@ class AsyncRecon:
         """`POST /v1/approvals/{id}/reject`."""
         return dict(await self._send(calls.reject_approval(approval_id)))
 
+    # Sessions (README, "Succession"): `owner` names the session and, for an agent key,
+    # proves it with its token.
+    async def claim(self, tx_id: str, owner: Owner | Mapping[str, str]) -> Claimed:
+        """`POST /v1/transactions/{tx_id}/claim`: take over once the owner's lease lapsed;
+        this client's later aborts of `tx_id` act as the new owner."""
+        claimed = Claimed.model_validate(await self._send(calls.claim(tx_id, owner)))
+        if claimed.owner is not None:
+            self._owners[tx_id] = claimed.owner
+        return claimed
+
+    async def release(self, tx_id: str, owner: Owner | None = None) -> dict[str, Any]:
+        """`POST /v1/transactions/{tx_id}/release`: give the lease up for a successor."""
+        chosen = _owner_of(tx_id, owner, self._owners)
+        return dict(await self._send(calls.release(tx_id, chosen)))
+
+    async def request_review(
+        self, tx_id: str, action: str, *, reason: str | None = None, owner: Owner | None = None
+    ) -> dict[str, Any]:
+        """`POST /v1/transactions/{tx_id}/review`: hand an operation to a person."""
+        chosen = _owner_of(tx_id, owner, self._owners)
+        return dict(await self._send(calls.request_review(tx_id, chosen, action, reason)))
+
+    async def catalog(self) -> list[CatalogEntry]:
+        """`GET /v1/catalog`: every operation, its class, reversibility and undo."""
+        body = await self._send(calls.catalog())
+        return [CatalogEntry.model_validate(o) for o in body["operations"]]
+
+    async def policy(self) -> dict[str, Any]:
+        """`GET /v1/policy`: the tenant's policy in force."""
+        return dict(await self._send(calls.get_policy()))
+
+    async def set_policy(self, document: Mapping[str, Any]) -> dict[str, Any]:
+        """`PUT /v1/policy` (operator): `version` must be the next one, else 409."""
+        return dict(await self._send(calls.put_policy(document)))
+
+    async def quotas(self) -> dict[str, Any]:
+        """`GET /v1/quotas`: each quota's use and its circuit breakers."""
+        return dict(await self._send(calls.get_quotas()))
+
+    async def reset_breaker(self, agent_id: str, operation: str) -> dict[str, Any]:
+        """`POST /v1/quotas/breakers/reset` (operator)."""
+        return dict(await self._send(calls.reset_breaker(agent_id, operation)))
+
+    async def kill_switches(self) -> list[KillSwitch]:
+        """`GET /v1/kill-switches`."""
+        body = await self._send(calls.list_kill_switches())
+        return [KillSwitch.model_validate(k) for k in body["kill_switches"]]
+
+    async def engage_kill_switch(self, scope: Mapping[str, str], reason: str) -> dict[str, Any]:
+        """`POST /v1/kill-switches` (operator): `scope` names an agent_id, a provider or an
+        operation; while engaged, no new call in that scope reaches a provider."""
+        return dict(await self._send(calls.engage_kill_switch(scope, reason)))
+
+    async def release_kill_switch(self, switch_id: str) -> dict[str, Any]:
+        """`DELETE /v1/kill-switches/{id}` (operator)."""
+        return dict(await self._send(calls.release_kill_switch(switch_id)))
+
 
 class Recon:
     """The blocking client: `with Recon(api_key="demo-key") as recon: recon.submit(...)`."""
@@ -271,6 +351,8 @@ class Recon:
         self._http.close()
 
     def _send(self, call: calls.Call) -> Any:
+        header, trace_id = calls.traceparent()
+        headers = {**self._headers, "traceparent": header}
         attempt = 0
         while True:
             try:
@@ -279,15 +361,20 @@ class Recon:
                     self._url + call.path,
                     json=call.json,
                     params=call.params,
-                    headers=self._headers,
+                    headers=headers,
                 )
-                return calls.answer(response.status_code, response.content)
-            except (httpx.TransportError, Unavailable) as exc:
+                return calls.answer(
+                    response.status_code, response.content, response.headers, trace_id
+                )
+            except httpx.TransportError as exc:
+                error: ReconError = _unreachable(call, exc, trace_id)
                 if not call.idempotent or attempt >= self._retries:
-                    if isinstance(exc, Unavailable):
-                        raise
-                    raise _unreachable(call, exc) from exc
-            time.sleep(calls.backoff(attempt))
+                    raise error from exc
+            except Unavailable as exc:
+                error = exc
+                if not call.idempotent or attempt >= self._retries:
+                    raise
+            time.sleep(calls.backoff(attempt, error))
             attempt += 1
 
     def submit(self, tx: Submission) -> Accepted:
@@ -409,3 +496,60 @@ class Recon:
     def reject_approval(self, approval_id: str) -> dict[str, Any]:
         """`POST /v1/approvals/{id}/reject`."""
         return dict(self._send(calls.reject_approval(approval_id)))
+
+    # Sessions (README, "Succession"): `owner` names the session and, for an agent key,
+    # proves it with its token.
+    def claim(self, tx_id: str, owner: Owner | Mapping[str, str]) -> Claimed:
+        """`POST /v1/transactions/{tx_id}/claim`: take over once the owner's lease lapsed;
+        this client's later aborts of `tx_id` act as the new owner."""
+        claimed = Claimed.model_validate(self._send(calls.claim(tx_id, owner)))
+        if claimed.owner is not None:
+            self._owners[tx_id] = claimed.owner
+        return claimed
+
+    def release(self, tx_id: str, owner: Owner | None = None) -> dict[str, Any]:
+        """`POST /v1/transactions/{tx_id}/release`: give the lease up for a successor."""
+        chosen = _owner_of(tx_id, owner, self._owners)
+        return dict(self._send(calls.release(tx_id, chosen)))
+
+    def request_review(
+        self, tx_id: str, action: str, *, reason: str | None = None, owner: Owner | None = None
+    ) -> dict[str, Any]:
+        """`POST /v1/transactions/{tx_id}/review`: hand an operation to a person."""
+        chosen = _owner_of(tx_id, owner, self._owners)
+        return dict(self._send(calls.request_review(tx_id, chosen, action, reason)))
+
+    def catalog(self) -> list[CatalogEntry]:
+        """`GET /v1/catalog`: every operation, its class, reversibility and undo."""
+        body = self._send(calls.catalog())
+        return [CatalogEntry.model_validate(o) for o in body["operations"]]
+
+    def policy(self) -> dict[str, Any]:
+        """`GET /v1/policy`: the tenant's policy in force."""
+        return dict(self._send(calls.get_policy()))
+
+    def set_policy(self, document: Mapping[str, Any]) -> dict[str, Any]:
+        """`PUT /v1/policy` (operator): `version` must be the next one, else 409."""
+        return dict(self._send(calls.put_policy(document)))
+
+    def quotas(self) -> dict[str, Any]:
+        """`GET /v1/quotas`: each quota's use and its circuit breakers."""
+        return dict(self._send(calls.get_quotas()))
+
+    def reset_breaker(self, agent_id: str, operation: str) -> dict[str, Any]:
+        """`POST /v1/quotas/breakers/reset` (operator)."""
+        return dict(self._send(calls.reset_breaker(agent_id, operation)))
+
+    def kill_switches(self) -> list[KillSwitch]:
+        """`GET /v1/kill-switches`."""
+        body = self._send(calls.list_kill_switches())
+        return [KillSwitch.model_validate(k) for k in body["kill_switches"]]
+
+    def engage_kill_switch(self, scope: Mapping[str, str], reason: str) -> dict[str, Any]:
+        """`POST /v1/kill-switches` (operator): `scope` names an agent_id, a provider or an
+        operation; while engaged, no new call in that scope reaches a provider."""
+        return dict(self._send(calls.engage_kill_switch(scope, reason)))
+
+    def release_kill_switch(self, switch_id: str) -> dict[str, Any]:
+        """`DELETE /v1/kill-switches/{id}` (operator)."""
+        return dict(self._send(calls.release_kill_switch(switch_id)))

@@ -7,16 +7,43 @@ which one (e.g. `tx_conflict`, `already_committed`, `review_already_resolved`).
 
 from typing import Any
 
+# Refusals that say "not yet": the same request, sent again after `retry_after`, may be
+# answered otherwise, and sending it again changes nothing twice.
+RETRY_LATER_CODES = frozenset(
+    {"unavailable", "unreachable", "tx_pending", "intent_pending", "resolution_pending"}
+)
+
 
 class ReconError(Exception):
-    """A refusal from the recon API (or the client giving up on one)."""
+    """A refusal from the recon API (or the client giving up on one).
 
-    def __init__(self, status: int, code: str, message: str, body: Any = None) -> None:
+    `retry_safe`: the same request may be sent again as it is (after `retry_after` seconds,
+    when the API said), and nothing happens twice; false means change something first.
+    `trace_id`: the W3C trace id the client sent with the request (its `traceparent`), the
+    id to find the request in recon's logs and traces.
+    """
+
+    def __init__(
+        self,
+        status: int,
+        code: str,
+        message: str,
+        body: Any = None,
+        *,
+        retry_after: float | None = None,
+        trace_id: str | None = None,
+    ) -> None:
         super().__init__(f"{status} {code}: {message}")
         self.status = status
         self.code = code
         self.message = message
         self.body = body
+        self.retry_after = retry_after
+        self.trace_id = trace_id
+
+    @property
+    def retry_safe(self) -> bool:
+        return self.status == 503 or self.code in RETRY_LATER_CODES
 
 
 class InvalidRequest(ReconError):
@@ -38,6 +65,13 @@ class NotFound(ReconError):
 class Conflict(ReconError):
     """409: conflicts with what was recorded (`tx_conflict`, `tx_pending`,
     `already_committed`, `review_already_resolved`, `resolution_pending`, ...)."""
+
+    @property
+    def duplicate_of(self) -> dict[str, Any] | None:
+        """For `duplicate_intent`: the transaction holding the step's natural key (`tx_id`,
+        `action`, `status`, `operation`, `natural_key`); follow it instead of resubmitting."""
+        found = self.body.get("duplicate_of") if isinstance(self.body, dict) else None
+        return found if isinstance(found, dict) else None
 
 
 class PayloadTooLarge(ReconError):
@@ -76,7 +110,9 @@ _BY_STATUS: dict[int, type[ReconError]] = {
 }
 
 
-def error_for(status: int, body: Any) -> ReconError:
+def error_for(
+    status: int, body: Any, *, retry_after: float | None = None, trace_id: str | None = None
+) -> ReconError:
     """The exception for a non-2xx answer; a body without the API's shape (a proxy's
     page, say) still yields an exception, with code `http_<status>`."""
     code, message = f"http_{status}", ""
@@ -86,4 +122,4 @@ def error_for(status: int, body: Any) -> ReconError:
     elif isinstance(body, str):
         message = body[:500]
     cls = _BY_STATUS.get(status, ReconError)
-    return cls(status, code, message, body)
+    return cls(status, code, message, body, retry_after=retry_after, trace_id=trace_id)

@@ -18,9 +18,12 @@ TxStatus = Literal[
     "manual_review",
     "awaiting_approval",
 ]
-# Nothing more happens to a transaction in these states without a person deciding.
+# Nothing more happens to a transaction in these states: it ended.
 TERMINAL: frozenset[str] = frozenset({"committed", "failed", "compensated"})
-SETTLED: frozenset[str] = TERMINAL | {"manual_review"}
+# Nothing more happens until a person acts: an approval of a gated step, or a review.
+NEEDS_PERSON: frozenset[str] = frozenset({"awaiting_approval", "manual_review"})
+# What `wait()` returns on by default: the agent has nothing to poll for past these.
+SETTLED: frozenset[str] = TERMINAL | NEEDS_PERSON
 
 Resolution = Literal["applied", "not_applied", "retry"]
 
@@ -42,6 +45,13 @@ class Operation(_Request):
     operation: str
     payload: dict[str, Any]
     compensation: Compensation | None = None
+    # The resource the step changes and the revision the agent planned against: the
+    # provider refuses a stale plan (`stale_revision`).
+    resource: str | None = Field(default=None, min_length=1, max_length=256)
+    expected_revision: int | None = Field(default=None, ge=0, le=2**53)
+    # The business identity of the effect (an order id): another tx_id naming it for the
+    # same operation is refused `duplicate_intent` (README, "Intent identity").
+    natural_key: str | None = Field(default=None, pattern=r"^[A-Za-z0-9._:@/#-]{1,256}$")
 
 
 class TransactionRequest(_Request):
@@ -52,6 +62,8 @@ class TransactionRequest(_Request):
     steps: tuple[Operation, ...] = Field(min_length=1)
     on_commit: tuple[Operation, ...] = ()
     on_compensated: tuple[Operation, ...] = ()
+    # The agent session that owns the transaction; default `<agent_id>:default`.
+    session_id: str | None = Field(default=None, pattern=r"^[A-Za-z0-9._:@/-]{1,128}$")
 
     def body(self) -> dict[str, Any]:
         # Empty notification lists are left out: the body is then byte-for-byte what a
@@ -100,6 +112,8 @@ class OperationView(_Answer):
     provider: str | None = None
     remote_id: str | None = None
     evidence: list[Any] = []
+    # Why a failed operation failed (`stale_revision`, `rejected`, ...).
+    reason: str | None = None
 
 
 class Transaction(_Answer):
@@ -112,6 +126,12 @@ class Transaction(_Answer):
     @property
     def terminal(self) -> bool:
         return self.status in TERMINAL
+
+    @property
+    def needs_person(self) -> bool:
+        """A step waits for an operator's approval, or an outcome for a review: an agent
+        cannot move it on by waiting longer (tell the user; the operator acts)."""
+        return self.status in NEEDS_PERSON
 
     def operation(self, action: str) -> OperationView:
         return next(o for o in self.operations if o.action == action)
@@ -175,3 +195,39 @@ class ReviewResolving(_Answer):
     id: str
     state: str
     resolution: str
+
+
+class Claimed(_Answer):
+    """The answer to a claim: the session now owning the transaction and its token."""
+
+    tx_id: str
+    status: str
+    agent_id: str
+    session_id: str
+    previous_session_id: str | None = None
+    owner_token: str | None = None
+
+    @property
+    def owner(self) -> Owner | None:
+        if self.owner_token is None:
+            return None
+        return Owner(
+            agent_id=self.agent_id, session_id=self.session_id, owner_token=self.owner_token
+        )
+
+
+class CatalogEntry(_Answer):
+    """One operation a provider offers, with what the policy and the retries rely on."""
+
+    provider: str
+    operation: str
+    class_: str = Field(alias="class")
+    reversibility: str
+    compensation: str | None = None
+
+
+class KillSwitch(_Answer):
+    id: str
+    scope: dict[str, Any]
+    state: str
+    held: int = 0

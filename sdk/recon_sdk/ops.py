@@ -21,12 +21,16 @@ def step(
     provider: str = DEFAULT_PROVIDER,
     compensation: str | None = None,
     compensation_payload: dict[str, Any] | None = None,
+    natural_key: str | None = None,
+    resource: str | None = None,
+    expected_revision: int | None = None,
 ) -> Operation:
     """Any operation; `compensation` names its compensating operation (None: irreversible,
     so it may only be the last step, or a notification): the one its operation declares in
     recon's catalog. recon derives the compensation's payload itself and refuses a
     `compensation_payload` (`compensation_payload_not_allowed`); the parameter stays for
-    older servers."""
+    older servers. `natural_key`: the business identity of the effect (an order id); another
+    tx_id naming it is refused `duplicate_intent`."""
     return Operation(
         action=action,
         provider=provider,
@@ -37,6 +41,9 @@ def step(
             if compensation is None
             else Compensation(operation=compensation, payload=compensation_payload)
         ),
+        natural_key=natural_key,
+        resource=resource,
+        expected_revision=expected_revision,
     )
 
 
@@ -60,14 +67,17 @@ def charge(
     *,
     action: str = "charge",
     provider: str = DEFAULT_PROVIDER,
+    natural_key: str | None = None,
 ) -> Operation:
-    """`payments.charge` of `amount` minor units, undone by `payments.refund`."""
+    """`payments.charge` of `amount` minor units, undone by `payments.refund`;
+    `natural_key`: the order (or invoice) it pays, so a re-planned charge is refused."""
     return step(
         action,
         "payments.charge",
         {"amount": amount, "currency": currency, "customer": customer},
         provider=provider,
         compensation="payments.refund",
+        natural_key=natural_key,
     )
 
 
@@ -85,6 +95,7 @@ def transaction(
     *,
     on_commit: Iterable[Operation] = (),
     on_compensated: Iterable[Operation] = (),
+    session_id: str | None = None,
 ) -> TransactionRequest:
     return TransactionRequest(
         tx_id=tx_id,
@@ -92,4 +103,5 @@ def transaction(
         steps=tuple(steps),
         on_commit=tuple(on_commit),
         on_compensated=tuple(on_compensated),
+        session_id=session_id,
     )

@@ -36,7 +36,7 @@ from services.intake import (
     webhooks,
 )
 from services.intake.body_limit import BodyLimit
-from services.intake.errors import DATABASE_DOWN, ApiError, summary
+from services.intake.errors import DATABASE_DOWN, RETRY_AFTER_S, ApiError, retry_after, summary
 from services.intake.produce import intake_producer
 from services.intake.request_span import RequestSpan
 from services.intake.submission import SubmissionRefused, SubmissionRequest
@@ -109,7 +109,7 @@ def create_app(settings: Settings) -> FastAPI:
 def _answer_refusals(app: FastAPI) -> None:
     @app.exception_handler(ApiError)
     async def api_error(request: Request, exc: ApiError) -> JSONResponse:
-        return JSONResponse(exc.body(), status_code=exc.status)
+        return JSONResponse(exc.body(), status_code=exc.status, headers=exc.headers())
 
     @app.exception_handler(SubmissionRefused)
     async def submission_refused(request: Request, exc: SubmissionRefused) -> JSONResponse:
@@ -129,6 +129,7 @@ def _answer_refusals(app: FastAPI) -> None:
             return JSONResponse(
                 {"error": "unavailable", "message": "the database is unavailable; retry later"},
                 status_code=503,
+                headers=retry_after(RETRY_AFTER_S),
             )
 
     # Postgres text and jsonb cannot hold a NUL character, so a request carrying one (in a

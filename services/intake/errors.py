@@ -2,6 +2,7 @@
 place (services.intake.app) where they, the domain's refusals and a database that does not
 answer become HTTP answers."""
 
+import math
 from typing import Any, TypeVar
 
 import asyncpg
@@ -21,7 +22,13 @@ DATABASE_DOWN = (
 
 class ApiError(Exception):
     def __init__(
-        self, status: int, code: str, message: str, *, details: dict[str, Any] | None = None
+        self,
+        status: int,
+        code: str,
+        message: str,
+        *,
+        details: dict[str, Any] | None = None,
+        retry_after_s: float | None = None,
     ) -> None:
         super().__init__(message)
         self.status = status
@@ -29,9 +36,26 @@ class ApiError(Exception):
         self.message = message
         # Fields a client acts on beside the message (duplicate_intent's `duplicate_of`).
         self.details = details or {}
+        # When the same request may succeed: sent as Retry-After (a 503 gets RETRY_AFTER_S).
+        self.retry_after_s = retry_after_s
+        if retry_after_s is None and status == 503:
+            self.retry_after_s = RETRY_AFTER_S
+
+    def headers(self) -> dict[str, str]:
+        return retry_after(self.retry_after_s)
 
     def body(self) -> dict[str, Any]:
         return {**self.details, "error": self.code, "message": self.message}
+
+
+# What a 503 suggests: Kafka or Postgres recovering from a restart or an election takes
+# seconds; clients add jitter of their own (the SDK does), so retries do not arrive in step.
+RETRY_AFTER_S = 1.0
+
+
+def retry_after(seconds: float | None) -> dict[str, str]:
+    """The Retry-After header (whole seconds, at least 1) for a refusal worth retrying."""
+    return {} if seconds is None else {"Retry-After": str(max(1, math.ceil(seconds)))}
 
 
 def unknown_transaction(tx_id: str) -> ApiError:
@@ -49,6 +73,7 @@ def not_yet_known(code: str, what: str, remaining_s: float, then: str, tail: str
         code,
         f"{what} that Kafka has not acknowledged, and whether it was recorded is still being "
         f"determined; retry in {max(1, round(remaining_s))} s (if it was recorded, {then}){tail}",
+        retry_after_s=max(1.0, remaining_s),
     )
 
 

@@ -82,6 +82,7 @@ async def test_a_submission_kafka_never_acknowledged_is_not_accepted_and_frees_i
     try:
         failed = await client.post("/v1/transactions", json=FIRST)
         assert failed.status_code == 503, failed.text
+        assert failed.headers["Retry-After"] == "1"
 
         # Nothing was promised: the tx_id is unknown, not `accepted`, and an abort of it
         # is refused rather than answered 202 and dropped.
@@ -94,6 +95,8 @@ async def test_a_submission_kafka_never_acknowledged_is_not_accepted_and_frees_i
         assert early.status_code == 409, early.text
         assert early.json()["error"] == "tx_pending"
         assert "retry in" in early.json()["message"]
+        # The same wait as a header, which the SDK's resends honour.
+        assert 1 <= int(early.headers["Retry-After"]) <= HORIZON_S
     finally:
         kafka_broker.start()
 
