@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from events.topics import Topics
 from reconcilers.signatures import InvalidSecretError, Scheme, key_for
+from services import kafka_security
 
 if TYPE_CHECKING:
     from services.providers.declared.model import ProviderFile
@@ -88,6 +89,8 @@ DEFAULTS: dict[str, str] = {
     # Signs owner tokens (services.intake.owner_token); set your own outside development.
     "RECON_OWNER_TOKEN_SECRET": "recon-dev-owner-token-secret",
     "RECON_POLICY_FILE": "",
+    # TLS and SASL towards Kafka (services.kafka_security).
+    **kafka_security.DEFAULTS,
 }
 
 
@@ -704,6 +707,10 @@ def load_settings() -> Settings:
         _env("RECON_PROVIDER_ACCOUNTS"), _provider_secrets(), providers, tenants
     )
     webhook_secrets, accounts = account_webhooks(webhook_secrets, accounts, providers, tenants)
+    try:
+        kafka_security.configured()  # checked here so a bad value stops the process at start
+    except kafka_security.KafkaSecurityError as error:
+        raise ConfigError(str(error)) from None
     port = _env("RECON_INTAKE_PORT")
     if not port.isdigit():
         raise ConfigError(f"RECON_INTAKE_PORT: expected a port number, got {port!r}")

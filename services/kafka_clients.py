@@ -11,6 +11,7 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
+from services import kafka_security
 from services.config import Settings
 
 # How long fetched records may wait to be taken before aiokafka fetches the other partitions
@@ -29,6 +30,12 @@ from services.config import Settings
 PREFETCH_BACKOFF_S = 1.0
 
 
+def connection(bootstrap: str) -> dict[str, Any]:
+    """Where Kafka is and how to log in to it (services.kafka_security): the arguments
+    every aiokafka client of recon is built with, consumer, producer or admin."""
+    return {"bootstrap_servers": bootstrap, **kafka_security.configured().client_options()}
+
+
 class GroupConsumer(AIOKafkaConsumer):  # type: ignore[misc]
     async def start(self) -> None:
         await super().start()
@@ -40,7 +47,7 @@ class GroupConsumer(AIOKafkaConsumer):  # type: ignore[misc]
 
 def group_consumer(settings: Settings, group: str, **overrides: Any) -> AIOKafkaConsumer:
     options: dict[str, Any] = {
-        "bootstrap_servers": settings.kafka_bootstrap,
+        **connection(settings.kafka_bootstrap),
         "group_id": f"{settings.group_prefix}{group}",
         "isolation_level": "read_committed",
         "enable_auto_commit": False,
@@ -54,7 +61,7 @@ def group_consumer(settings: Settings, group: str, **overrides: Any) -> AIOKafka
 
 def acked_producer(settings: Settings, **overrides: Any) -> AIOKafkaProducer:
     options: dict[str, Any] = {
-        "bootstrap_servers": settings.kafka_bootstrap,
+        **connection(settings.kafka_bootstrap),
         "enable_idempotence": True,
         "acks": "all",
     }

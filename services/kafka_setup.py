@@ -16,6 +16,7 @@ from aiokafka.errors import KafkaError, TopicAlreadyExistsError
 
 from events.topics import PARTITIONS, Topics
 from services.config import Durability
+from services.kafka_clients import connection
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +65,7 @@ async def ensure_topics(
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout_s
     while True:
-        admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=10000)
+        admin = AIOKafkaAdminClient(**connection(bootstrap), request_timeout_ms=10000)
         try:
             await admin.start()
             await _create_missing(admin, topic_configs(topics) | (extra or {}), durability)

@@ -7,7 +7,7 @@ import signal
 import sys
 from collections.abc import Awaitable, Callable
 
-from services import metrics, task_dump
+from services import kafka_security, metrics, task_dump
 from services.config import DEFAULTS, ConfigError, Settings, load_settings
 from services.event_loop import LOOPS
 from services.event_loop import run as run_loop
@@ -56,6 +56,15 @@ def run_process(name: str, main: Main) -> None:
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
         loop.add_signal_handler(signal.SIGQUIT, task_dump.dump)
+        security = kafka_security.configured()
+        if security.protocol != "PLAINTEXT":
+            # Without it a refused login would be a client retrying forever, logged as an
+            # unreachable broker; with it, the operator reads what to fix.
+            try:
+                await kafka_security.probe(settings.kafka_bootstrap, security)
+            except kafka_security.KafkaAccessDenied as error:
+                print(f"{name}: Kafka access denied: {error}", file=sys.stderr)
+                raise SystemExit(2) from None
         await main(settings, stop)
 
     run_loop(guarded(), loop_name)

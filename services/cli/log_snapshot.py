@@ -10,6 +10,8 @@ from contextlib import asynccontextmanager
 from aiokafka import AIOKafkaConsumer
 from aiokafka.structs import ConsumerRecord, TopicPartition
 
+from services.kafka_clients import connection
+
 
 class AuditError(Exception):
     """The audit cannot run at all (a missing topic, a database it must not touch...)."""
@@ -67,7 +69,7 @@ def _consumer(bootstrap: str) -> AIOKafkaConsumer:
     # audit reads whole partitions, and each fetch round trip and each getmany call costs
     # as much as thousands of records (measured: twice the records per second).
     return AIOKafkaConsumer(
-        bootstrap_servers=bootstrap,
+        **connection(bootstrap),
         isolation_level="read_committed",
         enable_auto_commit=False,
         group_id=None,

@@ -17,6 +17,7 @@ from aiokafka.partitioner import DefaultPartitioner
 from aiokafka.structs import ConsumerRecord, TopicPartition
 
 from services.cli.log_snapshot import AuditError
+from services.kafka_clients import connection
 
 Record: TypeAlias = "ConsumerRecord[bytes, bytes]"
 
@@ -84,7 +85,7 @@ class PartitionReader:
 @asynccontextmanager
 async def open_reader(bootstrap: str, topics: list[str]) -> AsyncIterator[PartitionReader]:
     consumer = AIOKafkaConsumer(
-        bootstrap_servers=bootstrap,
+        **connection(bootstrap),
         isolation_level="read_committed",
         enable_auto_commit=False,
         group_id=None,

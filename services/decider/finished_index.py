@@ -25,6 +25,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from pydantic import ValidationError
 
 from services.decider.restore import CorruptChangelog
+from services.kafka_clients import connection
 from transactions.finished import FinishedTransaction
 
 # How long reading one marker back may take (a broker away) before the batch is failed.
@@ -43,7 +44,7 @@ class ChangelogReader:
     def __init__(self, bootstrap: str, topic: str) -> None:
         self.topic = topic
         self.consumer = AIOKafkaConsumer(
-            bootstrap_servers=bootstrap,
+            **connection(bootstrap),
             isolation_level="read_committed",
             enable_auto_commit=False,
             group_id=None,

@@ -18,6 +18,7 @@ from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 from pydantic import ValidationError
 
 from events.keys import partition_key
+from services.kafka_clients import connection
 from transactions.finished import MARKER_PREFIX, FinishedTransaction, finish, is_finished
 from transactions.state import TransactionState
 
@@ -63,7 +64,7 @@ def parse_stored(raw: bytes) -> tuple[Stored, bool]:
 async def restore_partition(bootstrap: str, topic: str, partition: int) -> Restored:
     tp = TopicPartition(topic, partition)
     consumer = AIOKafkaConsumer(
-        bootstrap_servers=bootstrap,
+        **connection(bootstrap),
         isolation_level="read_committed",  # a fenced writer's aborted state is invisible
         enable_auto_commit=False,
         group_id=None,

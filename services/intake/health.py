@@ -12,6 +12,7 @@ from fastapi.responses import JSONResponse
 from services.config import Settings
 from services.intake.errors import DATABASE_DOWN
 from services.intake.openapi import HealthBody
+from services.kafka_clients import connection
 from services.pg_pool import ping
 
 HEALTH_TIMEOUT_S = 3.0
@@ -41,7 +42,7 @@ async def healthz(request: Request) -> JSONResponse:
 def admin_client(settings: Settings) -> AIOKafkaAdminClient:
     """The client /healthz describes consumer groups with, bounded like every check."""
     return AIOKafkaAdminClient(
-        bootstrap_servers=settings.kafka_bootstrap,
+        **connection(settings.kafka_bootstrap),
         request_timeout_ms=int(HEALTH_TIMEOUT_S * 1000),
     )
 

@@ -21,6 +21,8 @@ from services.devtools.infra._process import (
     ensure_port_free,
     tail,
 )
+from services.devtools.infra.secure_listener import NAME as SECURE_NAME
+from services.devtools.infra.secure_listener import SecureListener
 
 KAFKA_VERSION = "3.9.1"
 POM = REPO_ROOT / "compose" / "kafka" / "pom.xml"
@@ -140,6 +142,7 @@ class KafkaBroker(ServerProcess):
         replication: int = 1,
         min_insync: int = 1,
         heap: str = "768m",
+        secure: SecureListener | None = None,
     ) -> None:
         super().__init__()
         self.data_dir = data_dir.resolve()
@@ -151,6 +154,8 @@ class KafkaBroker(ServerProcess):
         self.replication = replication
         self.min_insync = min_insync
         self.heap = heap
+        # A second listener that takes TLS and SASL logins, besides PLAINTEXT on `port`.
+        self.secure = secure
 
     @property
     def bootstrap(self) -> str:
@@ -185,6 +190,8 @@ class KafkaBroker(ServerProcess):
         libs = self.ensure_jars()
         ensure_port_free(self.port, "kafka")
         ensure_port_free(self.controller_port, "kafka controller")
+        if self.secure is not None:
+            ensure_port_free(self.secure.port, "kafka secure listener")
         self.data_dir.mkdir(parents=True, exist_ok=True)
         properties = self._write_config()
         classpath = f"{libs}/*"
@@ -236,6 +243,12 @@ class KafkaBroker(ServerProcess):
             # Topics are created explicitly with their own retention; a typo must fail loudly.
             "auto.create.topics.enable": "false",
         }
+        if self.secure is not None:
+            listener = f"{SECURE_NAME}://127.0.0.1:{self.secure.port}"
+            settings["listeners"] += f",{listener}"
+            settings["advertised.listeners"] += f",{listener}"
+            settings["listener.security.protocol.map"] += f",{SECURE_NAME}:{self.secure.protocol}"
+            settings |= self.secure.server_properties()
         properties.write_text("".join(f"{key}={value}\n" for key, value in settings.items()))
         log4j = self.data_dir / "log4j.properties"
         log4j.write_text(
@@ -255,6 +268,8 @@ class KafkaBroker(ServerProcess):
     def _format_storage(self, classpath: str, properties: Path) -> None:
         cmd = ["java", "-Xmx256m", "-cp", classpath, "kafka.tools.StorageTool", "format"]
         cmd += ["-t", self.cluster_id or _kafka_uuid(), "-c", str(properties)]
+        if self.secure is not None:
+            cmd += self.secure.scram_format_args()
         result = subprocess.run(cmd, cwd=self.data_dir, check=False, capture_output=True, text=True)
         if result.returncode != 0:
             raise InfraError(
