@@ -21,6 +21,7 @@ _KEY = re.compile(
     r"""^\s*((?:[A-Za-z0-9_-]+|"(?:[^"\\]|\\.)*"|'[^']*')(?:\s*\.\s*(?:[A-Za-z0-9_-]+|"(?:[^"\\]|\\.)*"|'[^']*'))*)\s*="""
 )
 _PART = re.compile(r"""[A-Za-z0-9_-]+|"(?:[^"\\]|\\.)*"|'[^']*'""")
+_STRING = re.compile(r""""(?:[^"\\]|\\.)*"|'[^']*'""")
 _AT_LINE = re.compile(r"\(at line (\d+), column \d+\)")
 
 
@@ -61,7 +62,8 @@ def key_lines(text: str) -> dict[Loc, int]:
         if depth == 0 and (key := _KEY.match(line)):
             lines.setdefault((*table, *_parts(key.group(1))), number)
         if not stripped.startswith("#"):
-            code = line.split("#", 1)[0] if '"' not in line and "'" not in line else line
+            # Brackets inside strings or comments open nothing.
+            code = _STRING.sub('""', line).split("#", 1)[0]
             depth = max(
                 0, depth + code.count("[") + code.count("{") - code.count("]") - code.count("}")
             )
