@@ -1,8 +1,6 @@
-"""The MCP server (`python -m services.mcp`): recon's intake API as tools any MCP-capable
-agent can call (submit, read, preview, abort, list reviews), over stdio or streamable HTTP.
+"""`python -m services.mcp`: recon's MCP server from a checkout, the same as `recon-mcp`.
 
-It is a client of the intake (through the Python SDK, `recon_sdk`), not a recon process:
-it reads no topic and no table. Its tools' input schemas are the intake's own request
-models (services.intake.submission, services.intake.abort), so the two cannot disagree.
-The API key is the server's configuration (RECON_MCP_API_KEY), never a tool argument.
+The server itself lives in the SDK package (recon_sdk.mcp) so that it installs and runs
+without recon's server code (`pip install "./sdk[mcp]"`); this module only keeps the
+checkout's command working.
 """

@@ -1,23 +1,39 @@
-"""The MCP server (`python -m services.mcp`) driven by the MCP client library, end to end
-on the real stack: over stdio an agent submits a transaction and reads it until it is
-committed; refusals come back as tool errors naming the API's code; over streamable HTTP
-the same tools answer. The API key is the server's environment, never a tool argument."""
+"""The MCP server (`recon-mcp`, `python -m services.mcp`) driven by the MCP client library, end
+to end on the real stack: over stdio an agent lists the operations, submits a transaction
+without naming a tx_id or an agent, waits for it to commit, and is refused honestly (a
+destructive operation through the non-destructive tool, a re-planned duplicate naming the
+first transaction); over streamable HTTP the same tools answer with the bearer token and
+nothing answers without it. The API key, the agent and the session are the server's
+environment, never a tool argument."""
 
 import asyncio
+import copy
 import json
+import shutil
 import sys
 import time
 from collections.abc import Callable
 from typing import Any
 
+import httpx
 from mcp import Client, StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.types import CallToolResult, TextContent
 
 from services.devtools.infra._process import REPO_ROOT
 from services.devtools.stack import Stack
 from services.intake.example import example_transaction
 
-READ_ONLY = {"get_transaction", "list_reviews", "preview"}
+READ_ONLY = {
+    "get_transaction",
+    "wait_for_transaction",
+    "list_operations",
+    "list_reviews",
+    "preview",
+}
+DESTRUCTIVE = {"submit_destructive_transaction", "abort_transaction"}
+TOKEN = "mcp-http-token"
 
 
 def _text(result: CallToolResult) -> str:
@@ -30,99 +46,133 @@ def _structured(result: CallToolResult) -> dict[str, Any]:
     return content
 
 
-async def _committed(client: Client, tx_id: str, timeout: float = 60) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    tx: dict[str, Any] = {}
-    while time.monotonic() < deadline:
-        tx = _structured(await client.call_tool("get_transaction", {"tx_id": tx_id}))
-        if tx["status"] == "committed":
-            return tx
-        await asyncio.sleep(0.2)
-    raise AssertionError(f"{tx_id} not committed after {timeout}s: {tx}")
+def as_model_writes(tx: dict[str, Any]) -> dict[str, Any]:
+    """The transaction without what the server decides (tx_id, agent)."""
+    body = copy.deepcopy(tx)
+    del body["tx_id"], body["agent_id"]
+    return body
 
 
 async def test_an_agent_commits_a_transaction_through_the_mcp_server(
     stack: Stack, free_port: Callable[[], int]
 ) -> None:
-    env = {"RECON_MCP_API_KEY": "demo-key", "RECON_MCP_INTAKE_URL": stack.intake_url}
-    params = StdioServerParameters(
-        command=sys.executable, args=["-m", "services.mcp"], env=env, cwd=REPO_ROOT
-    )
+    env = {
+        "RECON_MCP_API_KEY": "demo-key",
+        "RECON_MCP_INTAKE_URL": stack.intake_url,
+        "RECON_MCP_AGENT_ID": "agent-7",
+    }
+    # The console script the SDK installs (`pip install "./sdk[mcp]"`), not the checkout.
+    script = shutil.which("recon-mcp", path=str(REPO_ROOT / ".venv" / "bin"))
+    assert script is not None, "the SDK's recon-mcp console script is not installed"
+    params = StdioServerParameters(command=script, args=[], env=env, cwd="/")
     async with Client(params) as client:
         tools = {tool.name: tool for tool in (await client.list_tools()).tools}
-        assert set(tools) == {
-            "submit_transaction",
-            "get_transaction",
-            "preview",
-            "abort_transaction",
-            "list_reviews",
-        }
+        assert set(tools) == READ_ONLY | DESTRUCTIVE | {"submit_transaction"}
         for name, tool in tools.items():
             assert tool.annotations is not None
             assert tool.annotations.read_only_hint is (name in READ_ONLY), name
-            # The key is configuration: no tool lets the model name one (or a tenant).
+            if name not in READ_ONLY:
+                assert tool.annotations.destructive_hint is (name in DESTRUCTIVE), name
+            assert tool.output_schema, f"{name} has no output schema"
+            # Configuration, not arguments: no tool lets the model name a key, a tenant,
+            # an agent or a session.
             schema = json.dumps(tool.input_schema).lower()
-            assert "api_key" not in schema and "tenant" not in schema, name
-        # The submission schema is the intake's own request model.
-        submit_schema = tools["submit_transaction"].input_schema
-        assert "SubmissionRequest" in submit_schema["$defs"]
+            for chosen_by_the_server in ("api_key", "tenant", "agent_id", "session_id"):
+                assert chosen_by_the_server not in schema, (name, chosen_by_the_server)
 
-        accepted = _structured(
-            await client.call_tool(
-                "submit_transaction", {"transaction": example_transaction("mcp-1")}
-            )
+        catalog = _structured(await client.call_tool("list_operations", {}))
+        classes = {o["operation"]: o["class"] for o in catalog["operations"]}
+        assert classes["records.delete"] == "destructive", catalog
+
+        body = as_model_writes(example_transaction("ignored"))
+        body["steps"][1]["natural_key"] = "mcp-order-1"
+        accepted = _structured(await client.call_tool("submit_transaction", {"transaction": body}))
+        tx_id = accepted["tx_id"]
+        assert tx_id.startswith("mcp-"), accepted
+        # The same transaction again derives the same tx_id: one intent.
+        again = _structured(await client.call_tool("submit_transaction", {"transaction": body}))
+        assert again["tx_id"] == tx_id
+        outcome = _structured(
+            await client.call_tool("wait_for_transaction", {"tx_id": tx_id, "timeout_s": 60})
         )
-        assert [o["action"] for o in accepted["operations"]] == ["reserve", "charge", "receipt"]
-        tx = await _committed(client, "mcp-1")
-        assert {o["op_key"] for o in tx["operations"]} == {
-            o["op_key"] for o in accepted["operations"]
+        assert outcome["transaction"]["status"] == "committed", outcome
+        assert outcome["settled"] and not outcome["needs_person"]
+        assert outcome["transaction"]["agent_id"] == "agent-7"
+
+        # A re-planned duplicate (other wording of the email, same order): refused, named.
+        replanned = copy.deepcopy(body)
+        replanned["on_commit"][0]["payload"]["template"] = "receipt-v2"
+        duplicate = await client.call_tool("submit_transaction", {"transaction": replanned})
+        assert duplicate.is_error and "duplicate_intent: " in _text(duplicate), _text(duplicate)
+        assert tx_id in _text(duplicate)
+
+        delete = {
+            "steps": [
+                {
+                    "action": "delete",
+                    "provider": "sandbox",
+                    "operation": "records.delete",
+                    "payload": {"record": "r-1"},
+                }
+            ]
         }
-
-        conflict = await client.call_tool(
-            "submit_transaction",
-            {"transaction": example_transaction("mcp-1", customer="cus_2")},
+        refused = await client.call_tool("submit_transaction", {"transaction": delete})
+        assert refused.is_error and "destructive_operation: " in _text(refused), _text(refused)
+        chosen = await client.call_tool(
+            "submit_transaction", {"transaction": {**body, "agent_id": "someone-else"}}
         )
-        # The tool error names the API's code ("Error executing tool ...: tx_conflict: ...").
-        assert conflict.is_error and "tx_conflict: " in _text(conflict), _text(conflict)
-        late = await client.call_tool("abort_transaction", {"tx_id": "mcp-1"})
+        assert chosen.is_error, "the model named an agent and was not refused"
+        late = await client.call_tool("abort_transaction", {"tx_id": tx_id})
         assert late.is_error and "already_committed: " in _text(late), _text(late)
-        invalid = await client.call_tool("get_transaction", {"tx_id": "not a valid id"})
-        assert invalid.is_error
         reviews = _structured(await client.call_tool("list_reviews", {}))
         assert reviews == {"reviews": []}
-        # The providers compute the preview; nothing is applied or recorded.
-        preview = await client.call_tool("preview", {"transaction": example_transaction("p-1")})
+        preview = await client.call_tool("preview", {"transaction": body})
         assert not preview.is_error, _text(preview)
-        computed = _structured(preview)
-        assert computed["digest"] and [s["action"] for s in computed["steps"]] == [
-            "reserve",
-            "charge",
-        ], computed
 
-    # Streamable HTTP: the same server, the same tools.
+    # Streamable HTTP: the same server behind a bearer token.
     port = free_port()
     server = await asyncio.create_subprocess_exec(
         *(sys.executable, "-m", "services.mcp", "--transport", "streamable-http"),
         *("--port", str(port)),
         cwd=REPO_ROOT,
-        env={**stack.env(), **env},
+        env={**stack.env(), **env, "RECON_MCP_HTTP_TOKEN": TOKEN},
     )
+    url = f"http://127.0.0.1:{port}/mcp"
     try:
-        tx = await _over_http(f"http://127.0.0.1:{port}/mcp", server)
+        tx = await _over_http(url, server, tx_id)
         assert tx["status"] == "committed"
+        async with httpx.AsyncClient() as http:
+            hello = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+            bare = await http.post(url, json=hello)
+            assert bare.status_code == 401, bare.text
+            wrong = await http.post(url, json=hello, headers={"Authorization": "Bearer nope"})
+            assert wrong.status_code == 401, wrong.text
     finally:
         server.terminate()
         await asyncio.wait_for(server.wait(), timeout=10)
 
 
-async def _over_http(url: str, server: asyncio.subprocess.Process) -> dict[str, Any]:
+async def test_the_http_transport_does_not_start_without_a_token(stack: Stack) -> None:
+    env = {"RECON_MCP_API_KEY": "demo-key", "RECON_MCP_INTAKE_URL": stack.intake_url}
+    started = await asyncio.create_subprocess_exec(
+        *(sys.executable, "-m", "services.mcp", "--transport", "streamable-http"),
+        cwd=REPO_ROOT,
+        env={**stack.env(), **env},
+        stderr=asyncio.subprocess.PIPE,
+    )
+    _, err = await asyncio.wait_for(started.communicate(), timeout=60)
+    assert started.returncode == 2 and b"RECON_MCP_HTTP_TOKEN" in err
+
+
+async def _over_http(url: str, server: asyncio.subprocess.Process, tx_id: str) -> dict[str, Any]:
     # Importing the MCP SDK on a loaded 2-core machine has taken over 30 s.
     deadline = time.monotonic() + 90
     while True:
         assert server.returncode is None, "the streamable HTTP server exited"
+        http = create_mcp_http_client(headers={"Authorization": f"Bearer {TOKEN}"})
         try:
-            async with Client(url) as client:
-                return _structured(await client.call_tool("get_transaction", {"tx_id": "mcp-1"}))
+            async with Client(streamable_http_client(url, http_client=http)) as client:
+                return _structured(await client.call_tool("get_transaction", {"tx_id": tx_id}))
         except Exception:
             # Not listening yet: the process is still importing.
             if time.monotonic() > deadline:

@@ -123,7 +123,9 @@ async def test_a_replanned_duplicate_never_reaches_the_provider_through_any_door
             command=sys.executable, args=["-m", "services.mcp"], env=env, cwd=REPO_ROOT
         )
         async with Client(params) as client:
-            refused = await client.call_tool("submit_transaction", {"transaction": planned("mcp")})
+            # The agent is the server's (RECON_MCP_AGENT_ID), never the model's.
+            mcp_body = {k: v for k, v in planned("mcp").items() if k != "agent_id"}
+            refused = await client.call_tool("submit_transaction", {"transaction": mcp_body})
             text = " ".join(c.text for c in refused.content if isinstance(c, TextContent))
             assert refused.is_error and "duplicate_intent: " in text, text
 
