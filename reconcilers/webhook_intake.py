@@ -1,47 +1,26 @@
 """What a verified provider webhook means for recon: an observation of one of its
 operations, or drift (an effect nobody intended, or one whose metadata names another).
 
-Matched on the idempotency key only (issue 18, item 13). `metadata.op_key` is whatever the
-caller who created the effect at the provider wrote: anyone with an account at the shared
-provider can put a victim's op key there, so it never makes a match. Recon sends the same
-key in both places; an effect under one of recon's idempotency keys whose metadata names
-another key is a disagreement, reported as `mismatch` drift to the matched operation's
-tenant, never an observation.
+Matched on the keys the adapter's reader found (reconcilers.webhook_reading): the
+idempotency key first (issue 18, item 13). `metadata.op_key` is whatever the caller who
+created the effect at the provider wrote, so a reader offers it as a key only where the
+provider lets nobody but the account's own key holders write it (Stripe); otherwise it is
+only compared. Recon sends the same key in both places; an effect under one of recon's
+idempotency keys whose metadata names another key is a disagreement, reported as
+`mismatch` drift to the matched operation's tenant, never an observation.
 
 Pure: the clock reading, the delivery id and the matched operation arrive as arguments.
 Only bodies whose signature was already verified reach this module.
 """
 
-import json
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 from events.drift import DriftDetected, DriftKind, drift_id
-from events.inputs import OperationObserved, Outcome, Source
+from events.inputs import OperationObserved, Source
 from events.keys import webhook_id
 from events.observation import Seen, observation
-from events.safe_json import escape_unencodable
-
-EFFECT_SUCCEEDED = "effect.succeeded"
-
-
-class WebhookBodyError(ValueError):
-    """A signed body that is not a webhook recon understands (a 400: nothing changes)."""
-
-
-@dataclass(frozen=True)
-class EffectNotice:
-    """The part of a webhook body recon acts on."""
-
-    type: str
-    effect: dict[str, Any]
-    effect_id: str
-    # The keys under which recon may know the effect: the idempotency key it sent (the
-    # provider ties the effect to it; nobody but recon knows it before the call).
-    keys: tuple[str, ...]
-    # The op key the effect's metadata claims: only compared, never matched on.
-    claimed_op_key: str | None = None
+from reconcilers.webhook_reading import EffectNotice
 
 
 @dataclass(frozen=True)
@@ -53,40 +32,6 @@ class MatchedOperation:
     # The account the leg's calls went to: the tenant's own (its name), or None for the
     # provider's shared one (services.providers.accounts' rule).
     account: str | None = None
-
-
-def parse_notice(body: bytes) -> EffectNotice:
-    try:
-        # Escaped at once: a lone surrogate or a NUL would make the observation (or the
-        # drift report) fail to encode or to store, on every retry of the delivery.
-        event = escape_unencodable(json.loads(body))
-    except ValueError:
-        raise WebhookBodyError("the body is not JSON") from None
-    except RecursionError:
-        # A signed body nested thousands deep fits the size cap; it is refused, not a 500.
-        raise WebhookBodyError("the body is nested too deeply") from None
-    if not isinstance(event, dict) or not isinstance(event.get("type"), str):
-        raise WebhookBodyError('the body must be a JSON object with a string "type"')
-    data = event.get("data")
-    effect = data.get("effect") if isinstance(data, dict) else None
-    if not isinstance(effect, dict):
-        raise WebhookBodyError('the body must carry the effect as "data": {"effect": {...}}')
-    effect_id = effect.get("id")
-    if not isinstance(effect_id, str) or not effect_id:
-        raise WebhookBodyError('data.effect must have a string "id"')
-    keys: list[str] = []
-    idempotency_key = effect.get("idempotency_key")
-    if isinstance(idempotency_key, str) and idempotency_key:
-        keys.append(idempotency_key)
-    metadata = effect.get("metadata")
-    meta_key = metadata.get("op_key") if isinstance(metadata, dict) else None
-    return EffectNotice(
-        type=event["type"],
-        effect=effect,
-        effect_id=effect_id,
-        keys=tuple(keys),
-        claimed_op_key=meta_key if isinstance(meta_key, str) and meta_key else None,
-    )
 
 
 def meaning(
@@ -123,7 +68,9 @@ def webhook_observation(
 ) -> OperationObserved:
     """A sighting not tied to any dispatch (attempt 0): it can prove the effect exists and
     nothing else (transactions.transaction). The message id is the delivery's, so a
-    redelivery the dedupe table missed is still recognised by the decider."""
+    redelivery the dedupe table missed is still recognised by the decider. The outcome is
+    the notice's: the decider settles a leg on a webhook's `succeeded` only, and keeps
+    any other as evidence."""
     return observation(
         message_id=webhook_id(provider, delivery_id, op.account),
         tenant=op.tenant,
@@ -132,7 +79,7 @@ def webhook_observation(
         op_key=op.op_key,
         attempt=0,
         source=Source.WEBHOOK,
-        seen=Seen(Outcome.SUCCEEDED, remote_id=notice.effect_id, body=notice.effect),
+        seen=Seen(notice.outcome, remote_id=notice.effect_id, body=notice.effect),
         observed_at=now,
     )
 

@@ -42,6 +42,8 @@ from services.intake.request_span import RequestSpan
 from services.intake.submission import SubmissionRefused, SubmissionRequest
 from services.kafka_setup import ensure_topics
 from services.postgres_start import open_pool
+from services.providers.http import ProviderHttp
+from services.providers.registry import build_accounts
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +71,12 @@ def create_app(settings: Settings) -> FastAPI:
                     app.state.pool, app.state.producer, app.state.admin = pool, producer, admin
                     if settings.policy_file:
                         await policy.install_file(app, settings.policy_file)
-                    yield
+                    async with ProviderHttp(settings.provider_timeout_s) as http:
+                        # Every account's adapter, for its webhook reader (services.intake.
+                        # webhooks): made once, and an adapter refusing its configuration
+                        # stops the intake's start-up as it stops the dispatcher's.
+                        app.state.webhook_readers = build_accounts(http, settings)
+                        yield
                 finally:
                     await admin.close()
             finally:

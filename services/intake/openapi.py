@@ -64,12 +64,20 @@ class WebhookData(BaseModel):
 
 class WebhookNotice(BaseModel):
     """A provider's signed notice (docs/contract.md, "Webhooks"). Documentation only: the route
-    verifies the signature over the raw bytes before it parses anything."""
+    verifies the signature over the raw bytes before it parses anything, then the provider's
+    adapter reads it (docs/providers.md, "Webhooks")."""
 
     model_config = ConfigDict(extra="allow")
 
-    type: str = Field(description="recon acts on `effect.succeeded` and acknowledges the rest")
-    data: WebhookData
+    type: str = Field(
+        description="the event's type: recon's own format acts on `effect.succeeded`, a "
+        "provider's adapter on its provider's types (Stripe's `payment_intent.*`, `refund.*`); "
+        "the rest is acknowledged as `ignored`"
+    )
+    data: WebhookData | dict[str, Any] = Field(
+        description="recon's own format: the effect as `data.effect`; a provider whose "
+        "adapter reads its own events: that event's data (Stripe: `data.object`)"
+    )
 
 
 # What each refusal means on every route that can answer it; a route adds nothing of its

@@ -86,11 +86,15 @@ async def operation_by_key(
     """The operation leg recon made the effect under at `provider`, by either of its keys,
     with the account its calls went to (the configured own accounts `own`, by services.
     providers.accounts' rule). The projected operations come first; the intake's own
-    intent keys cover a provider that calls back before the projector has caught up."""
-    found = await _by_key(conn, provider, keys)
-    if found is None:
-        return None
-    return replace(found, account=account_of(found.tenant, provider, own).tenant)
+    intent keys cover a provider that calls back before the projector has caught up.
+    The keys are tried in their order; the first one recon knows wins."""
+    for key in keys:
+        # Most trusted first (reconcilers.webhook_reading.EffectNotice.keys): one query
+        # over all of them could match a less trusted key's leg.
+        found = await _by_key(conn, provider, (key,))
+        if found is not None:
+            return replace(found, account=account_of(found.tenant, provider, own).tenant)
+    return None
 
 
 async def _by_key(

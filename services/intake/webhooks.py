@@ -8,8 +8,10 @@ belongs to: the shared account's at `/v1/webhooks/{provider}`, a tenant's own ac
 1. verify the signature on the raw body, before anything in it is believed;
 2. drop a delivery id already handled within the dedupe horizon (`webhook_deliveries`,
    in Postgres, so a restart does not reopen the window; services.intake.webhook_store);
-3. turn the effect into an observation of the operation it belongs to, or into drift
-   when it belongs to none, and wait for Kafka's acknowledgement;
+3. read it with the signing account's adapter (ProviderAdapter.read_webhook: the
+   provider's own event format), turn the effect into an observation of the operation it
+   belongs to, or into drift when it belongs to none, and wait for Kafka's
+   acknowledgement (an event the adapter does not act on is only remembered);
 4. only then record the delivery id and answer 2xx (promise 7). A crash between 3 and 4
    makes the provider deliver again; the second observation carries the same message id
    (and a drift report the same drift id), so the decider and the projector see it once.
@@ -17,6 +19,7 @@ belongs to: the shared account's at `/v1/webhooks/{provider}`, a tenant's own ac
 
 import logging
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 import asyncpg
@@ -26,12 +29,8 @@ from fastapi.responses import JSONResponse
 from events.inputs import OperationObserved
 from events.keys import partition_key
 from reconcilers.signatures import Scheme, SignatureError, SignatureErrorCode, verify
-from reconcilers.webhook_intake import (
-    EFFECT_SUCCEEDED,
-    WebhookBodyError,
-    meaning,
-    parse_notice,
-)
+from reconcilers.webhook_intake import meaning
+from reconcilers.webhook_reading import WebhookBodyError, WebhookReading, read_effect_webhook
 from services.config import Settings
 from services.intake import webhook_store
 from services.intake.errors import ApiError
@@ -40,6 +39,7 @@ from services.intake.produce import produce_acked
 from services.intake.response_models import WebhookAcknowledged
 from services.metrics import WEBHOOK_VERIFICATIONS
 from services.providers.accounts import Account
+from services.providers.registry import Accounts
 
 log = logging.getLogger(__name__)
 
@@ -120,12 +120,15 @@ async def _receive(request: Request, account: Account, secrets: tuple[str, ...])
         if await deliveries.seen(delivery_id, now - horizon):
             return JSONResponse({"status": "duplicate"})
         try:
-            notice = parse_notice(body)
+            reading = _reader(request, account)(body)
         except WebhookBodyError as exc:
             raise ApiError(400, "invalid_webhook", f"{exc}; nothing was recorded") from None
-        if notice.type != EFFECT_SUCCEEDED:
-            # Acknowledged so the provider stops retrying; recon acts on effects only.
-            return JSONResponse({"status": "ignored", "type": notice.type})
+        notice = reading.notice
+        if notice is None:
+            # An event the provider's adapter does not act on: remembered, so its retries
+            # are duplicates, and acknowledged so the provider stops retrying.
+            await deliveries.remember(delivery_id, now)
+            return JSONResponse({"status": "ignored", "type": reading.type})
         matched = await webhook_store.operation_by_key(
             conn, provider, notice.keys, settings.provider_accounts
         )
@@ -159,6 +162,15 @@ async def _receive(request: Request, account: Account, secrets: tuple[str, ...])
         await webhook_store.Deliveries(conn, str(account)).remember(delivery_id, now)
         await _purge(request, conn, now - horizon)
     return JSONResponse({"status": "accepted"})
+
+
+def _reader(request: Request, account: Account) -> Callable[[bytes], WebhookReading]:
+    """The signing account's adapter reads the delivery (ProviderAdapter.read_webhook); a
+    provider with webhook secrets and no adapter configured sends recon's own format,
+    the sandbox's (services.providers.registry.DEFAULT_ADAPTER)."""
+    readers: Accounts = request.app.state.webhook_readers
+    adapter = readers.adapters.get(account)
+    return adapter.read_webhook if adapter is not None else read_effect_webhook
 
 
 async def _purge(request: Request, conn: asyncpg.Connection, before: datetime) -> None:

@@ -13,6 +13,7 @@ from events.catalog import CATALOG, OperationInfo
 from events.inputs import Outcome
 from events.observation import Seen
 from reconcilers.signatures import Scheme, Verified, verify
+from reconcilers.webhook_reading import WebhookReading, read_effect_webhook
 from services import tracing
 from services.providers.classify import classify_lookup, classify_response, unreachable
 from services.providers.http import ProviderUnreachable, Requester
@@ -114,3 +115,7 @@ class SandboxAdapter:
         tolerance_s: int,
     ) -> Verified:
         return verify(self.webhook_scheme, headers, body, secrets, now, tolerance_s)
+
+    def read_webhook(self, body: bytes) -> WebhookReading:
+        """recon's own format, which the sandbox sends (docs/contract.md, "Webhooks")."""
+        return read_effect_webhook(body)

@@ -15,6 +15,9 @@ What every adapter promises (the contract kit, tests/contract/provider_kit, chec
   `rejected`; anything that does not prove the effect absent for good is `unknown`.
 - `lookup` never guesses: `absent` only when the provider proves it, `unavailable` when it
   could not be asked or cannot tell.
+- `read_webhook` reads the provider's own events: the effect an event is about, the key
+  recon made it under and what the event says of it; an event it does not act on is
+  read as a type alone, a body it cannot read is a WebhookBodyError.
 """
 
 from collections.abc import Callable, Mapping, Sequence
@@ -25,6 +28,7 @@ from typing import Any, Protocol
 from events.catalog import OperationInfo
 from events.observation import Seen
 from reconcilers.signatures import Scheme, Verified
+from reconcilers.webhook_reading import WebhookReading
 from services.providers.http import Requester
 
 
@@ -124,6 +128,16 @@ class ProviderAdapter(Protocol):
     ) -> Verified:
         """Check one delivery's signature and age; raise reconcilers.signatures.
         SignatureError when it must be refused. Pure."""
+        ...
+
+    def read_webhook(self, body: bytes) -> WebhookReading:
+        """What one verified delivery says (reconcilers.webhook_reading): its event type,
+        and an EffectNotice (the effect, the keys recon may know it under, most trusted
+        first, and the outcome the event tells of the operation) when the event is about
+        an effect this adapter's operations make; None for any other event, which is
+        recorded as delivered and settles nothing. A body that is not one of the
+        provider's events raises WebhookBodyError (a 400, nothing recorded): start from
+        reconcilers.webhook_reading.load_body. Pure."""
         ...
 
 

@@ -8,6 +8,7 @@ from typing import Any
 
 from events.observation import Seen
 from reconcilers.signatures import Verified
+from reconcilers.webhook_reading import WebhookReading
 from services.metrics import DISPATCH_SECONDS, LOOKUPS
 from services.providers.interface import ProviderAdapter, Sent
 from services.providers.lookup_strategy import strategy_of
@@ -56,3 +57,6 @@ class Measured:
         tolerance_s: int,
     ) -> Verified:
         return self.inner.verify_webhook(headers, body, secrets, now, tolerance_s)
+
+    def read_webhook(self, body: bytes) -> WebhookReading:
+        return self.inner.read_webhook(body)

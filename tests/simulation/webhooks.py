@@ -7,7 +7,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from events.inputs import DeciderInput, OperationObserved
-from reconcilers.webhook_intake import MatchedOperation, meaning, parse_notice
+from reconcilers.webhook_intake import MatchedOperation, meaning
+from reconcilers.webhook_reading import read_effect_webhook
 
 from .clock import Clock
 from .provider import Provider
@@ -27,7 +28,8 @@ class SimWebhooks:
         if delivery.delivery_id in self.seen and self.rng.random() < 0.8:
             return  # the dedupe table caught it
         self.seen.add(delivery.delivery_id)
-        notice = parse_notice(delivery.body)
+        notice = read_effect_webhook(delivery.body).notice
+        assert notice is not None  # the sandbox sends effect.succeeded only
         op = next((self.operations[k] for k in notice.keys if k in self.operations), None)
         found = meaning("sandbox", None, delivery.delivery_id, notice, op, self.clock.at())
         if isinstance(found, OperationObserved):

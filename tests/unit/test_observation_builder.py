@@ -8,7 +8,8 @@ from pathlib import Path
 
 from events.inputs import OperationObserved, Outcome, Source
 from events.keys import webhook_id
-from reconcilers.webhook_intake import EffectNotice, MatchedOperation, meaning
+from reconcilers.webhook_intake import MatchedOperation, meaning
+from reconcilers.webhook_reading import EffectNotice
 
 ROOT = Path(__file__).resolve().parents[2]
 BUILDER = ROOT / "events/observation.py"
@@ -40,7 +41,6 @@ def test_no_module_but_the_builder_constructs_an_observation() -> None:
 def test_a_webhook_is_a_sighting_of_attempt_zero_with_the_effect_as_its_evidence() -> None:
     effect = {"id": "ch_1", "idempotency_key": "rk1_a", "status": "succeeded"}
     notice = EffectNotice(
-        type="effect.succeeded",
         effect=effect,
         effect_id="ch_1",
         keys=("rk1_a",),

@@ -1,5 +1,6 @@
-"""reconcilers.webhook_intake.parse_notice refuses what it cannot read with a
-WebhookBodyError (a 400), never another exception (a 500 the provider retries forever)."""
+"""reconcilers.webhook_reading.read_effect_webhook (recon's own format) refuses what it
+cannot read with a WebhookBodyError (a 400), never another exception (a 500 the provider
+retries forever), and reads another event type as a type alone."""
 
 import json
 from datetime import UTC, datetime
@@ -8,12 +9,13 @@ import pytest
 
 from events.drift import DriftDetected, DriftKind
 from events.inputs import OperationObserved
-from reconcilers.webhook_intake import (
+from reconcilers.webhook_intake import MatchedOperation, meaning
+from reconcilers.webhook_reading import (
     EffectNotice,
-    MatchedOperation,
     WebhookBodyError,
-    meaning,
-    parse_notice,
+    WebhookReading,
+    load_body,
+    read_effect_webhook,
 )
 
 
@@ -22,7 +24,25 @@ def test_a_webhook_body_nested_too_deeply_is_refused_not_a_crash() -> None:
     deep = b'{"type": "effect.succeeded", "data": ' + b"[" * 60_000 + b"]" * 60_000 + b"}"
 
     with pytest.raises(WebhookBodyError, match="nested too deeply"):
-        parse_notice(deep)
+        read_effect_webhook(deep)
+
+
+@pytest.mark.parametrize(
+    ("body", "why"),
+    [
+        (b"not json", "not JSON"),
+        (b"[1, 2]", "JSON object"),
+        (b'{"data": {}}', 'string "type"'),
+    ],
+)
+def test_the_one_loader_refuses_a_body_that_is_no_event(body: bytes, why: str) -> None:
+    with pytest.raises(WebhookBodyError, match=why):
+        load_body(body)
+
+
+def test_an_event_type_recon_does_not_act_on_is_read_as_its_type_alone() -> None:
+    reading = read_effect_webhook(b'{"type": "effect.deleted", "data": "anything"}')
+    assert reading == WebhookReading("effect.deleted")
 
 
 def _notice(idempotency_key: str | None, meta_key: str | None) -> EffectNotice:
@@ -31,9 +51,11 @@ def _notice(idempotency_key: str | None, meta_key: str | None) -> EffectNotice:
         effect["idempotency_key"] = idempotency_key
     if meta_key is not None:
         effect["metadata"] = {"op_key": meta_key}
-    return parse_notice(
+    notice = read_effect_webhook(
         json.dumps({"type": "effect.succeeded", "data": {"effect": effect}}).encode()
-    )
+    ).notice
+    assert notice is not None
+    return notice
 
 
 OP = MatchedOperation(tenant="acme", tx_id="tx", action="charge", op_key="rk1_mine")

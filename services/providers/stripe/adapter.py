@@ -18,6 +18,7 @@ from events.catalog import OperationInfo
 from events.inputs import Outcome
 from events.observation import Seen
 from reconcilers.signatures import Scheme, Verified, verify
+from reconcilers.webhook_reading import WebhookReading
 from services.providers.classify import TIMING_4XX, lookup_misdirected, unreachable
 from services.providers.http import Answer, ProviderUnreachable, Requester
 from services.providers.interface import AdapterSetupError, ListingUnavailable, ProviderSetup, Sent
@@ -33,6 +34,7 @@ from services.providers.stripe.operations import (
     REFUND,
     StripeOperation,
 )
+from services.providers.stripe.webhooks import read_event
 
 # Stripe keeps a key's first answer "at least 24 hours" (docs.stripe.com/api/
 # idempotent_requests); recon resends only inside that, never at the edge of it.
@@ -228,6 +230,10 @@ class StripeAdapter:
         tolerance_s: int,
     ) -> Verified:
         return verify(self.webhook_scheme, headers, body, secrets, now, tolerance_s)
+
+    def read_webhook(self, body: bytes) -> WebhookReading:
+        """Stripe's events (webhooks.py)."""
+        return read_event(body)
 
 
 def _request(op: StripeOperation, op_key: str, payload: dict[str, Any]) -> tuple[str, Any]:
