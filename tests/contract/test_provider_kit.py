@@ -13,7 +13,10 @@ Parametrised over targets (tests/support/provider_kit.py): the built-in adapters
   concurrent applies; the same key with another payload makes nothing; lookups find what
   was made, prove what was not, and a `replay` adapter never resends past its retention;
   the drift listing shows every effect under its key.
-- Webhooks: a valid signature is accepted, a wrong one and a stale one refused.
+- Webhooks: a valid signature is accepted inside the replay window, a wrong one and one
+  signed outside the window refused; the provider's event about an effect reads as the
+  operation made under its key, an event the adapter does not act on settles nothing,
+  and a body that is no event of the provider's is refused (WebhookBodyError).
 """
 
 import asyncio
@@ -29,6 +32,7 @@ from support.provider_kit import KitTarget, Live, Scripted, third_party_targets
 from events.inputs import Outcome
 from reconcilers.drift import effect_from_json
 from reconcilers.signatures import SignatureError, SignatureErrorCode
+from reconcilers.webhook_reading import WebhookBodyError
 from services.providers.interface import ProviderAdapter, Sent
 from services.providers.lookup_strategy import CANNOT_BE_ASKED, Strategy, strategy_of
 
@@ -205,18 +209,17 @@ async def test_a_provider_that_cannot_be_asked_is_sent_no_lookup(silent: KitTarg
     assert http.requests == 0
 
 
-# --- webhook signatures ---------------------------------------------------------------
-
-EVENT = b'{"id": "evt_kit_1", "type": "payment_intent.succeeded", "data": {}}'
+# --- webhooks: signatures and their replay window, and reading ---------------------
 
 
 def test_a_validly_signed_webhook_is_accepted(target: KitTarget) -> None:
-    now = 1_800_000_000
-    headers = target.sign(target.secret, now, EVENT)
-    verified = target.adapter_over(Scripted()).verify_webhook(
-        headers, EVENT, [target.secret], now, TOLERANCE_S
-    )
-    assert verified.timestamp == now and verified.delivery_id
+    now, event = 1_800_000_000, target.webhooks.effect(new_key())
+    for signed_at in (now, now - TOLERANCE_S, now + TOLERANCE_S):  # the window's edges
+        headers = target.sign(target.secret, signed_at, event)
+        verified = target.adapter_over(Scripted()).verify_webhook(
+            headers, event, [target.other_secret, target.secret], now, TOLERANCE_S
+        )
+        assert verified.timestamp == signed_at and verified.delivery_id
 
 
 @pytest.mark.parametrize(
@@ -225,21 +228,51 @@ def test_a_validly_signed_webhook_is_accepted(target: KitTarget) -> None:
         ("other secret", SignatureErrorCode.BAD_SIGNATURE),
         ("altered body", SignatureErrorCode.BAD_SIGNATURE),
         ("stale", SignatureErrorCode.TIMESTAMP_OUT_OF_TOLERANCE),
+        ("from the future", SignatureErrorCode.TIMESTAMP_OUT_OF_TOLERANCE),
     ],
 )
-def test_an_invalid_or_stale_webhook_is_refused(
+def test_an_invalid_or_replayed_webhook_is_refused(
     target: KitTarget, case: str, code: SignatureErrorCode
 ) -> None:
-    now = 1_800_000_000
-    signed_at = now - TOLERANCE_S - 1 if case == "stale" else now
+    now, event = 1_800_000_000, target.webhooks.effect(new_key())
+    signed_at = {"stale": now - TOLERANCE_S - 1, "from the future": now + TOLERANCE_S + 1}
     secret = target.other_secret if case == "other secret" else target.secret
-    headers = target.sign(secret, signed_at, EVENT)
-    body = EVENT.replace(b"succeeded", b"failed") if case == "altered body" else EVENT
+    headers = target.sign(secret, signed_at.get(case, now), event)
+    body = event + b" " if case == "altered body" else event
     with pytest.raises(SignatureError) as refused:
         target.adapter_over(Scripted()).verify_webhook(
             headers, body, [target.secret], now, TOLERANCE_S
         )
     assert refused.value.code is code
+
+
+def test_an_effect_event_reads_as_the_operation_made_under_its_key(target: KitTarget) -> None:
+    key = new_key()
+    reading = target.adapter_over(Scripted()).read_webhook(target.webhooks.effect(key))
+    notice = reading.notice
+    assert notice is not None, f"{reading.type} must be read as an effect"
+    # The key of the request that made it comes first: it alone is recon's secret.
+    assert notice.keys[:1] == (key,)
+    assert notice.outcome is Outcome.SUCCEEDED
+    assert notice.effect_id and isinstance(notice.effect, dict)
+
+
+def test_an_event_the_adapter_does_not_act_on_settles_nothing(target: KitTarget) -> None:
+    reading = target.adapter_over(Scripted()).read_webhook(target.webhooks.unread)
+    assert reading.notice is None and reading.type
+
+
+@pytest.mark.parametrize("case", ["not JSON", "not an object", "no type", "malformed"])
+def test_a_body_that_is_no_event_of_the_provider_is_refused(target: KitTarget, case: str) -> None:
+    body = {
+        "not JSON": b"<html>proxy</html>",
+        "not an object": b"[]",
+        "no type": b'{"id": "evt_kit"}',
+        "malformed": target.webhooks.malformed,
+    }[case]
+    # A 400 with nothing recorded, never a 500 (retried for days) nor a silent 200.
+    with pytest.raises(WebhookBodyError):
+        target.adapter_over(Scripted()).read_webhook(body)
 
 
 # --- semantics against the running provider -------------------------------------------

@@ -14,12 +14,11 @@ from datetime import UTC, datetime, timedelta
 import asyncpg
 import pytest
 from support.stripe_fake import API_KEY, RETENTION_S, StripeFake, running_fake
+from support.stripe_legs import lost_confirm
 
-from events.definition import Leg, OperationKind, OperationSpec
+from events.definition import Leg
 from events.envelope import seal
-from events.inputs import Outcome, Source, SubmitTransaction
-from events.keys import op_key
-from events.observation import Seen, observation
+from events.inputs import Outcome
 from events.topics import Topics
 from events.transaction_events import OperationDispatched
 from projections.writer import project_batch
@@ -33,7 +32,6 @@ from services.providers.http import ProviderHttp
 from services.providers.interface import ProviderAdapter
 from services.providers.registry import build_accounts
 from services.pull_reconciler.runtime import Reconciler
-from transactions.transaction import handle, initial_state
 
 TENANT = "demo"
 
@@ -85,48 +83,8 @@ async def strand_confirm(
     the projection holds it `unknown` (the dispatcher said so), Stripe holds it done.
     `again_at`: then sent again (attempt 2, under the same key) at that time; the
     projection holds it `dispatched`."""
-    made = await rig.adapter.apply(
-        "payment_intents.create",
-        f"k_{tx_id}_create",
-        {"amount": 1250, "currency": "eur", "payment_method": "pm_card_visa"},
-    )
-    assert made.outcome is Outcome.SUCCEEDED and made.remote_id is not None
-    key = op_key(tenant=TENANT, environment="test", provider="pay", tx_id=tx_id, action="pay")
-    payload = {"payment_intent": made.remote_id}
-    submit = SubmitTransaction(
-        message_id=f"cmd-{tx_id}",
-        tenant=TENANT,
-        tx_id=tx_id,
-        agent_id="agent-1",
-        fingerprint="f" * 64,
-        operations=(
-            OperationSpec(
-                action="pay",
-                kind=OperationKind.STEP,
-                provider="pay",
-                operation="payment_intents.confirm",
-                payload=payload,
-                op_key=key,
-            ),
-        ),
-        issued_at=at,
-    )
-    state, log = handle(initial_state(TENANT, tx_id), submit)
-    confirmed = await rig.adapter.apply("payment_intents.confirm", key, payload)
-    assert confirmed.outcome is Outcome.SUCCEEDED
-    lost = observation(
-        message_id=f"obs-{tx_id}",
-        tenant=TENANT,
-        tx_id=tx_id,
-        action="pay",
-        op_key=key,
-        attempt=1,
-        source=Source.RESPONSE,
-        seen=Seen(Outcome.UNKNOWN, error="read timeout"),
-        observed_at=at + timedelta(seconds=1),
-    )
-    state, unknown = handle(state, lost)
-    log += unknown
+    lost = await lost_confirm(rig.adapter, TENANT, tx_id, at)
+    key, payload, log = lost.key, lost.payload, list(lost.log)
     if again_at is not None:
         # What the decider writes when a lookup finds no effect of a write the dispatcher
         # said `unknown` of (transactions.transaction, Outcome.ABSENT): the same payload

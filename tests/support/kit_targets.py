@@ -21,13 +21,19 @@ from services.providers.adapters import SandboxAdapter
 from services.providers.http import ProviderHttp, Requester
 from services.providers.interface import ProviderAdapter
 from services.providers.stripe.adapter import StripeAdapter
-from support.provider_kit import Answers, KitTarget, Live
+from support import stripe_events
+from support.provider_kit import Answers, KitTarget, Live, Webhooks
 from support.sandbox_process import start_sandbox, stop
 from support.stripe_fake import API_KEY, RETENTION_S, running_fake
 
 
 def _now() -> datetime:
     return datetime.now(UTC)
+
+
+def _sandbox_event(kind: str, effect: dict[str, Any]) -> bytes:
+    """As the sandbox sends it (services/devtools/sandbox/webhook_outbox.py)."""
+    return json.dumps({"id": "evt_kit", "type": kind, "data": {"effect": effect}}).encode()
 
 
 class SandboxTarget:
@@ -41,6 +47,21 @@ class SandboxTarget:
         key_conflict=(409, b'{"error": "idempotency_key_reused", "message": "other body"}'),
         in_flight=(409, b'{"error": "request_in_progress", "message": "still running"}'),
         error=b'{"error": "service_unavailable", "message": "try later"}',
+    )
+
+    webhooks = Webhooks(
+        effect=lambda key: _sandbox_event(
+            "effect.succeeded",
+            {
+                "id": "ch_kit",
+                "operation": "payments.charge",
+                "idempotency_key": key,
+                "metadata": {"op_key": key},
+                "status": "succeeded",
+            },
+        ),
+        unread=_sandbox_event("effect.deleted", {"id": "ch_kit"}),
+        malformed=json.dumps({"id": "evt_kit", "type": "effect.succeeded", "data": {}}).encode(),
     )
 
     def sign(self, secret: str, timestamp: int, body: bytes) -> dict[str, str]:
@@ -107,6 +128,19 @@ class StripeFakeTarget:
         key_conflict=(400, _stripe_error("idempotency_error", "other parameters")),
         in_flight=(409, _stripe_error("idempotency_error", "another request in progress")),
         error=_stripe_error("api_error", "something went wrong"),
+    )
+
+    webhooks = Webhooks(
+        # The intent's own create, as Stripe tells it under the create request's key.
+        effect=lambda key: stripe_events.body(
+            "payment_intent.created",
+            stripe_events.payment_intent("requires_payment_method", key),
+            key,
+        ),
+        unread=stripe_events.body(
+            "customer.created", {"id": "cus_kit", "object": "customer"}, None
+        ),
+        malformed=stripe_events.body("payment_intent.created", {"object": "payment_intent"}, None),
     )
 
     def sign(self, secret: str, timestamp: int, body: bytes) -> dict[str, str]:

@@ -6,7 +6,7 @@ A target gives the kit its adapter twice: over a scripted HTTP client (the kit p
 provider, answer by answer, for the classification of every status family) and against
 the running provider (`running()`, for the semantics: one effect per key, lookups, the
 drift listing). It also says, in the provider's own terms, what a confirmed answer, a
-refusal, a reused key and a request in flight look like.
+refusal, a reused key and a request in flight look like, and what its webhook events are.
 """
 
 import importlib
@@ -36,6 +36,18 @@ class Answers:
     error: bytes
 
 
+@dataclass(frozen=True)
+class Webhooks:
+    """The provider's webhook events, as bytes it would send."""
+
+    # The event telling that the effect of Answers.operation made under `key` took effect.
+    effect: Callable[[str], bytes]
+    # An event of a type the adapter does not act on.
+    unread: bytes
+    # An event of a type the adapter acts on, without the effect it is about.
+    malformed: bytes
+
+
 @dataclass
 class Live:
     """The adapter against the running provider, and the provider's own view of it."""
@@ -60,6 +72,7 @@ class Live:
 class KitTarget(Protocol):
     name: str
     answers: Answers
+    webhooks: Webhooks
     # The webhook secret the provider signs with, and another valid one (not configured).
     secret: str
     other_secret: str
