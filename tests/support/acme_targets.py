@@ -22,7 +22,7 @@ from services.providers.declared.model import ProviderFile
 from services.providers.http import ProviderHttp, Requester
 from services.providers.interface import ProviderAdapter
 from support.acme_fake import API_KEY, Acme, running_acme
-from support.provider_kit import Answers, Live
+from support.provider_kit import Answers, Live, recon_format
 
 ACME_FILE = Path(__file__).resolve().parents[2] / "docs" / "examples" / "acme.toml"
 RETENTION_S = 24 * 3600.0
@@ -52,6 +52,8 @@ class AcmeTarget:
         in_flight=(409, _problem("request_in_progress")),
         error=_problem("internal"),
     )
+    # A provider file declares no event format: Acme sends recon's.
+    webhooks = recon_format("payments.charge")
     lookup = QUERY_LOOKUP
     retention_s: float | None = None
 

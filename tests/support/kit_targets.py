@@ -22,18 +22,13 @@ from services.providers.http import ProviderHttp, Requester
 from services.providers.interface import ProviderAdapter
 from services.providers.stripe.adapter import StripeAdapter
 from support import stripe_events
-from support.provider_kit import Answers, KitTarget, Live, Webhooks
+from support.provider_kit import Answers, KitTarget, Live, Webhooks, recon_format
 from support.sandbox_process import start_sandbox, stop
 from support.stripe_fake import API_KEY, RETENTION_S, running_fake
 
 
 def _now() -> datetime:
     return datetime.now(UTC)
-
-
-def _sandbox_event(kind: str, effect: dict[str, Any]) -> bytes:
-    """As the sandbox sends it (services/devtools/sandbox/webhook_outbox.py)."""
-    return json.dumps({"id": "evt_kit", "type": kind, "data": {"effect": effect}}).encode()
 
 
 class SandboxTarget:
@@ -49,20 +44,7 @@ class SandboxTarget:
         error=b'{"error": "service_unavailable", "message": "try later"}',
     )
 
-    webhooks = Webhooks(
-        effect=lambda key: _sandbox_event(
-            "effect.succeeded",
-            {
-                "id": "ch_kit",
-                "operation": "payments.charge",
-                "idempotency_key": key,
-                "metadata": {"op_key": key},
-                "status": "succeeded",
-            },
-        ),
-        unread=_sandbox_event("effect.deleted", {"id": "ch_kit"}),
-        malformed=json.dumps({"id": "evt_kit", "type": "effect.succeeded", "data": {}}).encode(),
-    )
+    webhooks = recon_format("payments.charge")
 
     def sign(self, secret: str, timestamp: int, body: bytes) -> dict[str, str]:
         return sign_standard(secret, f"msg_{uuid.uuid4().hex}", timestamp, body)

@@ -10,6 +10,7 @@ refusal, a reused key and a request in flight look like, and what its webhook ev
 """
 
 import importlib
+import json
 import os
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
@@ -46,6 +47,29 @@ class Webhooks:
     unread: bytes
     # An event of a type the adapter acts on, without the effect it is about.
     malformed: bytes
+
+
+def recon_format(operation: str) -> Webhooks:
+    """The webhooks of a provider that sends recon's own format (docs/contract.md,
+    "Webhooks"), as the sandbox does."""
+
+    def event(kind: str, effect: dict[str, Any]) -> bytes:
+        return json.dumps({"id": "evt_kit", "type": kind, "data": {"effect": effect}}).encode()
+
+    return Webhooks(
+        effect=lambda key: event(
+            "effect.succeeded",
+            {
+                "id": "eff_kit",
+                "operation": operation,
+                "idempotency_key": key,
+                "metadata": {"op_key": key},
+                "status": "succeeded",
+            },
+        ),
+        unread=event("effect.deleted", {"id": "eff_kit"}),
+        malformed=json.dumps({"id": "evt_kit", "type": "effect.succeeded", "data": {}}).encode(),
+    )
 
 
 @dataclass

@@ -16,6 +16,7 @@ from events.catalog import OperationInfo
 from events.inputs import Outcome
 from events.observation import Seen
 from reconcilers.signatures import Scheme, Verified, verify
+from reconcilers.webhook_reading import WebhookReading, read_effect_webhook
 from services import tracing
 from services.providers import lookup_strategy as strategies
 from services.providers.classify import unreachable
@@ -230,6 +231,11 @@ class DeclaredAdapter:
         tolerance_s: int,
     ) -> Verified:
         return verify(self.webhook_scheme, headers, body, secrets, now, tolerance_s)
+
+    def read_webhook(self, body: bytes) -> WebhookReading:
+        """A provider file declares no event format of its own yet: its provider sends
+        recon's (docs/contract.md, "Webhooks"), as the sandbox does."""
+        return read_effect_webhook(body)
 
 
 def _retry_after(answer: Answer, header: str) -> float | None:
