@@ -16,6 +16,7 @@ from datetime import UTC, datetime, timedelta
 import asyncpg
 import httpx
 import pytest
+from support import stripe_events
 from support.intake_app import intake_client, intake_settings
 from support.stripe_events import event
 from support.stripe_fake import API_KEY, running_fake
@@ -135,3 +136,37 @@ async def test_a_body_that_is_no_stripe_event_is_refused_and_not_remembered(rig:
 
     for answer in (first, again):
         assert (answer.status_code, answer.json()["error"]) == (400, "invalid_webhook")
+
+
+async def test_a_refund_stripe_settled_later_is_matched_by_the_key_it_was_made_under(
+    rig: Rig,
+) -> None:
+    """A pending refund that succeeded later: Stripe's event names no request of recon's
+    (another request updated it), and the refund's own `metadata[op_key]` finds the leg,
+    tried after the request's key (webhook_store.operation_by_key, in order)."""
+    key = "rk1_" + "r" * 40
+    conn = await asyncpg.connect(rig.settings.database_url)
+    try:
+        await conn.execute(
+            "INSERT INTO operations (tenant, tx_id, action, position, kind, provider,"
+            " operation, op_key, state, attempts, evidence, updated_at)"
+            " VALUES ($1, 'wh-refund', 'refund', 0, 'step', 'pay',"
+            " 'refunds.create', $2, 'unknown', 1, '[]', now())",
+            TENANT,
+            key,
+        )
+    finally:
+        await conn.close()
+    settled = stripe_events.refund("succeeded", key)
+    body = json.dumps(event("refund.updated", settled, "dashboard-key", "evt_wh4")).encode()
+
+    answer = await deliver(rig, body)
+
+    assert answer.json()["status"] == "accepted"
+    [(_, observed)] = await observations(rig.settings)
+    assert (observed.tx_id, observed.op_key, observed.outcome) == (
+        "wh-refund",
+        key,
+        Outcome.SUCCEEDED,
+    )
+    assert observed.remote_id == settled["id"]
