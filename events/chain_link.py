@@ -11,12 +11,14 @@ Envelope.hash_matches), or none at all:
   JSON at all) returns None and the caller takes the reference path, which also words
   the problem.
 - The event in `data` is validated by the very adapter Envelope.event() uses.
-- The content hash is first computed over orjson's canonical bytes. When it matches the
-  stored hash, the reference bytes match too: equal hashes mean (short of a SHA-256
-  collision) equal bytes, those bytes parse back to one JSON value, and canonical_json of
-  that value is exactly the bytes the sealer hashed. When it does not match (an altered
-  event, or a value orjson spells differently from json.dumps, such as 1e+16), the
-  reference serialization (events.envelope.chain_hash) decides.
+- The content hash is first computed over orjson's sorted bytes, whichever canonical form
+  the envelope names (JCS or legacy-json: for the strings and integers of an envelope the
+  three spell the same bytes). When it matches the stored hash, the reference bytes match
+  too: equal hashes mean (short of a SHA-256 collision) equal bytes, those bytes parse back
+  to one JSON value, and the named form of that value is exactly the bytes the sealer
+  hashed. When it does not match (an altered event, or a value orjson spells differently,
+  such as 1e+16 or 1.0), the reference serialization (events.envelope.chain_hash) decides.
+- A `canon` this code does not support returns None: the reference path reports it.
 """
 
 import hashlib
@@ -26,10 +28,12 @@ from typing import Any
 import orjson
 from pydantic import ValidationError
 
+from events.canonical import SUPPORTED
 from events.envelope import Envelope, chain_hash
 from events.transaction_events import event_adapter
 
 _FIELDS = frozenset(Envelope.model_fields)
+_LEGACY_FIELDS = _FIELDS - {"canon"}  # an envelope sealed before forms were named
 _TEXT = (
     "event_id",
     "tenant",
@@ -50,6 +54,7 @@ class Link:
     seq: int
     prev_hash: str
     hash: str
+    canon: str | None
     content_matches: bool
 
     def hash_matches(self) -> bool:
@@ -62,7 +67,16 @@ def read_link(value: bytes | None) -> Link | None:
         body: Any = orjson.loads(value or b"")
     except orjson.JSONDecodeError:
         return None
-    if type(body) is not dict or body.keys() != _FIELDS:
+    if type(body) is not dict:
+        return None
+    keys = body.keys()
+    if keys == _FIELDS:
+        canon = body["canon"]
+        if type(canon) is not str or canon not in SUPPORTED:
+            return None
+    elif keys == _LEGACY_FIELDS:
+        canon = None
+    else:
         return None
     for name in _TEXT:
         if type(body[name]) is not str:
@@ -80,4 +94,4 @@ def read_link(value: bytes | None) -> Link | None:
     matches = hashlib.sha256(material).hexdigest() == stored
     if not matches:
         matches = chain_hash(prev, body) == stored
-    return Link(body["tenant"], body["tx_id"], seq, prev, stored, matches)
+    return Link(body["tenant"], body["tx_id"], seq, prev, stored, canon, matches)

@@ -1,15 +1,28 @@
 """The envelope every event travels in, and the per-transaction hash chain.
 
-hash = sha256(prev_hash || canonical_json(everything in the envelope but hash)).
-Chained per transaction, so removing, reordering or altering one event breaks every
-hash after it, and an auditor can check a transaction alone (promise 6).
+hash = sha256(prev_hash || canonical form of everything in the envelope but hash), the form
+being the one the envelope's `canon` names (docs/canonical-form.md): `jcs` for every event
+sealed now, none (legacy-json) for the events sealed before it existed. Chained per
+transaction, so removing, reordering or altering one event breaks every hash after it, and
+an auditor can check a transaction alone (promise 6).
 """
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
-from events.canonical import canonical_json, sha256_hex
+from pydantic import Field
+
+from events.canonical import (
+    JCS,
+    SUPPORTED,
+    canonical_bytes,
+    canonical_json,
+    form_name,
+    jcs_expressible,
+    sha256_hex,
+)
 from events.keys import event_id
 from events.model import Message
 from events.transaction_events import Event, event_data, event_from
@@ -28,6 +41,9 @@ class Envelope(Message):
     correlation_id: str
     occurred_at: str
     prev_hash: str
+    # Absent on the events sealed before canonical forms were named (legacy-json): such an
+    # envelope is serialized without the field, so its content, and its hash, stay as sealed.
+    canon: str | None = Field(default=None, exclude_if=lambda value: value is None)
     hash: str
     data: dict[str, Any]
 
@@ -35,10 +51,11 @@ class Envelope(Message):
         return event_from(self.type, self.data)
 
     def expected_hash(self) -> str:
+        """Raises UnsupportedCanon when `canon` names a form this code does not know."""
         return chain_hash(self.prev_hash, self.model_dump(mode="json", exclude={"hash"}))
 
     def hash_matches(self) -> bool:
-        return self.expected_hash() == self.hash
+        return form_name(self.canon) in SUPPORTED and self.expected_hash() == self.hash
 
 
 class Chained(Protocol):
@@ -51,11 +68,26 @@ class Chained(Protocol):
     def prev_hash(self) -> str: ...
     @property
     def hash(self) -> str: ...
+    @property
+    def canon(self) -> str | None: ...
     def hash_matches(self) -> bool: ...
 
 
 def chain_hash(prev_hash: str, body: dict[str, Any]) -> str:
-    return sha256_hex(prev_hash.encode("ascii") + canonical_json(body))
+    """The hash of an envelope's content (body: all but `hash`), in the form it names."""
+    return sha256_hex(prev_hash.encode("ascii") + canonical_bytes(body.get("canon"), body))
+
+
+def _sealed_hash(prev_hash: str, body: dict[str, Any]) -> str:
+    """Names JCS in body and hashes it so, unless JCS cannot hold the content exactly (an
+    integer beyond 2**53 in a payload): then the event stays legacy-json, which can, and
+    says so by having no `canon`. The decider must seal whatever the agent sent."""
+    body["canon"] = JCS
+    content = jcs_expressible(body)
+    if content is None:
+        del body["canon"]
+        content = canonical_json(body)
+    return sha256_hex(prev_hash.encode("ascii") + content)
 
 
 def seal(
@@ -86,23 +118,40 @@ def seal(
             "prev_hash": prev,
             "data": event_data(event),
         }
-        prev = chain_hash(prev, body)
+        prev = _sealed_hash(prev, body)
         sealed.append(Envelope(**body, hash=prev))
     return sealed
 
 
-def verify_chain(envelopes: Sequence[Chained]) -> list[str]:
+@dataclass(frozen=True)
+class ChainProblem:
+    """One finding of verify_chain. `unverifiable`: the event could not be checked (a
+    canonical form not supported), which is not proof of tampering: the verdict is
+    UNVERIFIABLE rather than INVALID when nothing else is wrong."""
+
+    seq: int
+    message: str
+    unverifiable: bool = False
+
+    def __str__(self) -> str:
+        return f"seq {self.seq}{self.message}"
+
+
+def verify_chain(envelopes: Sequence[Chained]) -> list[ChainProblem]:
     """Problems found in one transaction's events, in seq order; empty when intact."""
-    problems: list[str] = []
+    problems: list[ChainProblem] = []
     prev, expected_seq = GENESIS_HASH, 1
     for env in envelopes:
         if env.seq != expected_seq:
-            problems.append(f"seq {env.seq} where {expected_seq} was expected")
+            problems.append(ChainProblem(env.seq, f" where {expected_seq} was expected"))
         # Carry on from what is there, so one gap is reported once, not at every later event.
         expected_seq = env.seq + 1
         if env.prev_hash != prev:
-            problems.append(f"seq {env.seq}: prev_hash does not match the previous event")
-        if not env.hash_matches():
-            problems.append(f"seq {env.seq}: hash does not match its content")
+            problems.append(ChainProblem(env.seq, ": prev_hash does not match the previous event"))
+        if form_name(env.canon) not in SUPPORTED:
+            unsupported = f": canonical form {env.canon!r} is not supported"
+            problems.append(ChainProblem(env.seq, unsupported, unverifiable=True))
+        elif not env.hash_matches():
+            problems.append(ChainProblem(env.seq, ": hash does not match its content"))
         prev = env.hash
     return problems

@@ -26,6 +26,9 @@ def add_audit_parser(commands: "argparse._SubParsersAction[argparse.ArgumentPars
     verify.add_argument("--tenant", help="only this tenant's transactions")
     verify.add_argument("--tx", dest="tx_id", metavar="TX_ID", help="only this transaction")
     verify.add_argument(
+        "--json", action="store_true", help="the verdict and problems as one JSON document"
+    )
+    verify.add_argument(
         "--workers",
         type=int,
         metavar="N",
@@ -80,7 +83,13 @@ def run_audit(args: argparse.Namespace, settings: Settings) -> int:
 
             return asyncio.run(
                 run_verify(
-                    settings, args.tenant, args.tx_id, args.progress_every, bar, args.workers
+                    settings,
+                    args.tenant,
+                    args.tx_id,
+                    args.progress_every,
+                    bar,
+                    args.workers,
+                    args.json,
                 )
             )
         if args.audit_command == "timeline":

@@ -5,12 +5,15 @@ the one before and its hash that of its own content (events.envelope.verify_chai
 record that is not an envelope, or that sits under another transaction's key, is a
 problem too. The chain is not a signature: it shows that an event was removed, reordered
 or altered after the fact, not who wrote it.
+
+The verdict (services.cli.verdict): INVALID when anything is wrong, else UNVERIFIABLE when an
+event names a canonical form this code does not support, else VALID; the summary names the
+canonical forms the log's events were hashed in, so an old log shows `legacy-json`.
 """
 
 import asyncio
 import multiprocessing
 import os
-import re
 from collections import defaultdict
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
@@ -19,15 +22,15 @@ from multiprocessing.sharedctypes import Synchronized
 
 from aiokafka.structs import ConsumerRecord, TopicPartition
 
+from events.canonical import form_name
 from events.chain_link import Link, read_link
 from events.envelope import Chained, Envelope, verify_chain
 from events.keys import partition_key
 from projections.decode import decode_envelope
 from services.cli.log_snapshot import LogSnapshot, open_partitions, open_snapshot, where
 from services.cli.progress import Progress
+from services.cli.verdict import Verdict, exit_code, print_json
 from services.config import Settings
-
-_SEQ = re.compile(r"^seq (\d+)")
 
 
 @dataclass(frozen=True)
@@ -37,6 +40,7 @@ class Problem:
     tenant: str | None = None
     tx_id: str | None = None
     seq: int | None = None
+    unverifiable: bool = False
 
     def __str__(self) -> str:
         if self.tenant is None:
@@ -50,6 +54,12 @@ class Report:
     transactions: int = 0
     events: int = 0
     problems: list[Problem] = field(default_factory=list)
+    forms: dict[str, int] = field(default_factory=dict)  # events per canonical form
+
+    def verdict(self) -> Verdict:
+        if any(not p.unverifiable for p in self.problems):
+            return Verdict.INVALID
+        return Verdict.UNVERIFIABLE if self.problems else Verdict.VALID
 
 
 Located = tuple[Chained, str]  # an event (Envelope or Link) and where it is on the log
@@ -58,12 +68,14 @@ Located = tuple[Chained, str]  # an event (Envelope or Link) and where it is on 
 def check_transaction(tenant: str, tx_id: str, located: list[Located]) -> list[Problem]:
     """verify_chain on one transaction's events (in log order), each problem placed."""
     problems = []
-    for message in verify_chain([env for env, _ in located]):
-        match = _SEQ.match(message)
-        seq = int(match.group(1)) if match else None
+    for found in verify_chain([env for env, _ in located]):
+        seq = found.seq
         location = next((loc for env, loc in located if env.seq == seq), located[-1][1])
-        message = message.removeprefix(f"seq {seq}: ")  # the seq is shown on its own
-        problems.append(Problem(message, location, tenant, tx_id, seq))
+        # The seq is shown on its own, unless the message is about the seq.
+        message = found.message[2:] if found.message.startswith(": ") else str(found)
+        problems.append(
+            Problem(message, location, tenant, tx_id, seq, unverifiable=found.unverifiable)
+        )
     return problems
 
 
@@ -99,6 +111,7 @@ class _Part:
     problems: list[Problem] = field(default_factory=list)
     log: dict[tuple[str, str], list[Located]] = field(default_factory=lambda: defaultdict(list))
     events: int = 0
+    forms: dict[str, int] = field(default_factory=lambda: defaultdict(int))
 
 
 async def _read(
@@ -118,6 +131,7 @@ async def _read(
             if (tenant and env.tenant != tenant) or (tx_id and env.tx_id != tx_id):
                 continue
             part.events += 1
+            part.forms[form_name(env.canon)] += 1
             part.log[(env.tenant, env.tx_id)].append(decoded)
     return part
 
@@ -155,13 +169,13 @@ def _verify_partitions(
     ends: dict[TopicPartition, int],
     tenant: str | None,
     tx_id: str | None,
-) -> tuple[list[Problem], list[Problem], list[tuple[str, str]], int]:
+) -> tuple[list[Problem], list[Problem], list[tuple[str, str]], int, dict[str, int]]:
     async def read() -> _Part:
         async with open_partitions(bootstrap, {tp: 0 for tp in ends}, ends) as snapshot:
             return await _read(snapshot, tenant, tx_id, _count)
 
     part = asyncio.run(read())
-    return part.problems, _chains(part), list(part.log), part.events
+    return part.problems, _chains(part), list(part.log), part.events, dict(part.forms)
 
 
 def _workers(requested: int | None, partitions: int, total: int) -> int:
@@ -211,16 +225,18 @@ async def _verify_in_processes(
     # transaction (a stable sort keeps each chain's problems in seq order).
     read_problems: list[Problem] = []
     chain_problems: list[Problem] = []
-    events, seen = 0, set[tuple[str, str]]()
-    for part_read, part_chains, keys, part_events in results:
+    events, seen, forms = 0, set[tuple[str, str]](), defaultdict[str, int](int)
+    for part_read, part_chains, keys, part_events, part_forms in results:
         if seen.intersection(keys):
             return None
         seen.update(keys)
         read_problems += part_read
         chain_problems += part_chains
         events += part_events
+        for form, n in part_forms.items():
+            forms[form] += n
     chain_problems.sort(key=lambda p: (p.tenant or "", p.tx_id or ""))
-    return Report(transactions=len(seen), events=events, problems=read_problems + chain_problems)
+    return Report(len(seen), events, read_problems + chain_problems, dict(forms))
 
 
 async def verify(
@@ -245,7 +261,7 @@ async def verify(
         with progress:
             part = await _read(snapshot, tenant, tx_id, progress.advance)
     problems = part.problems + _chains(part)
-    return Report(transactions=len(part.log), events=part.events, problems=problems)
+    return Report(len(part.log), part.events, problems, dict(part.forms))
 
 
 async def run_verify(
@@ -255,9 +271,34 @@ async def run_verify(
     progress_every: int,
     bar: bool | None = None,
     workers: int | None = None,
+    as_json: bool = False,
 ) -> int:
     report = await verify(settings, tenant, tx_id, progress_every, bar, workers)
+    verdict = report.verdict()
     problems = report.problems
+    forms = ", ".join(f"{form} {n}" for form, n in sorted(report.forms.items())) or "none"
+    if as_json:
+        print_json(
+            {
+                "verdict": verdict.value,
+                "transactions": report.transactions,
+                "events": report.events,
+                "canonical_forms": report.forms,
+                "first_problem": str(problems[0]) if problems else None,
+                "problems": [
+                    {
+                        "message": p.message,
+                        "location": p.location,
+                        "tenant": p.tenant,
+                        "tx_id": p.tx_id,
+                        "seq": p.seq,
+                        "unverifiable": p.unverifiable,
+                    }
+                    for p in problems
+                ],
+            }
+        )
+        return exit_code(verdict)
     for problem in problems:
         print(problem)
     scope = " ".join(
@@ -267,6 +308,7 @@ async def run_verify(
     )
     print(
         f"audit verify{' ' + scope if scope else ''}: {report.transactions} transactions, "
-        f"{report.events} events, {len(problems)} problems"
+        f"{report.events} events, {len(problems)} problems; canonical forms: {forms}; "
+        f"{verdict.value}"
     )
-    return 1 if problems else 0
+    return exit_code(verdict)

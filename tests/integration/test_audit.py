@@ -6,6 +6,7 @@ subprocess."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import sys
 import time
@@ -30,6 +31,7 @@ from projections.schema import apply_schema
 from projections.writer import project_batch
 from services.cli.audit_compare import compare
 from services.config import Settings
+from services.devtools.audit_vectors import VECTORS
 from services.devtools.infra._process import REPO_ROOT
 from services.devtools.stack import Stack
 from services.devtools.synthetic_log import simulated_start, transaction_records, tx_coordinates
@@ -142,7 +144,7 @@ async def test_verify_and_rebuild_match_the_live_projection(
     code, out, err = await cli(env, "audit", "verify")
     assert code == 0, (out, err)
     assert "PROBLEM" not in out
-    assert out.strip().endswith("problems") and ": 3 transactions," in out and " 0 problems" in out
+    assert ": 3 transactions," in out and " 0 problems;" in out and out.strip().endswith("VALID")
     code, out, err = await cli(env, "audit", "verify", "--tenant", "demo", "--tx", "audit-undo")
     assert code == 0 and ": 1 transactions," in out, (out, err)
 
@@ -214,6 +216,11 @@ async def test_verify_names_removed_and_altered_events(
         )
 
     clean, gap, altered = chain("clean"), chain("gap"), chain("altered")
+    # A log recon wrote before canonical forms were named (docs/canonical-form.md), and a
+    # transaction naming a form this verifier does not know.
+    legacy = (VECTORS / "legacy-log.jsonl").read_text().splitlines()
+    unknown = chain("unknown")
+    unknown[0] = unknown[0].model_copy(update={"canon": "jcs-2"})
     assert len(gap) >= 4
     del gap[1]  # seq 2 removed: seq 3 follows seq 1
     # A valid envelope whose content no longer matches its hash.
@@ -227,6 +234,7 @@ async def test_verify_names_removed_and_altered_events(
                 key=partition_key(envelope.tenant, envelope.tx_id),
                 value=envelope.model_dump_json().encode(),
             )
+
         await producer.send_and_wait(topics.events, key=b"demo/junk", value=b"{not json")
     finally:
         await producer.stop()
@@ -248,8 +256,39 @@ async def test_verify_names_removed_and_altered_events(
     )
     assert any("not an event envelope" in p for p in problems)
     assert not any("tx=clean" in p for p in problems)
-    assert ": 3 transactions," in out
+    assert ": 3 transactions," in out and out.strip().endswith("INVALID")
     assert "records read" in err  # progress lines
+
+    # Alone on a log of its own (the unreadable record above is every filter's problem).
+    alone = Topics(f"{topic_prefix}-unknown")
+    await ensure_topics(kafka_bootstrap, alone)
+    producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap, acks="all")
+    await producer.start()
+    try:
+        for envelope in (*clean, *unknown):
+            await producer.send_and_wait(
+                alone.events,
+                key=partition_key(envelope.tenant, envelope.tx_id),
+                value=envelope.model_dump_json().encode(),
+            )
+        for line in legacy:
+            await producer.send_and_wait(
+                alone.events, key=partition_key("demo", "legacy-1"), value=line.encode()
+            )
+    finally:
+        await producer.stop()
+    env_alone = {**env, "RECON_TOPIC_PREFIX": f"{topic_prefix}-unknown"}
+    code, out, err = await cli(env_alone, "audit", "verify", "--tx", "legacy-1", "--json")
+    report = json.loads(out)
+    assert code == 0 and report["verdict"] == "VALID", (out, err)
+    assert report["canonical_forms"] == {"legacy-json": 7} and report["events"] == 7
+    code, out, err = await cli(env_alone, "audit", "verify", "--json")
+    report = json.loads(out)
+    assert code == 3 and report["verdict"] == "UNVERIFIABLE", (out, err)
+    assert [(p["tx_id"], p["seq"], p["unverifiable"]) for p in report["problems"]] == [
+        ("unknown", 1, True)
+    ]
+    assert "'jcs-2' is not supported" in report["first_problem"]
 
     code, out, err = await cli(env, "audit", "verify", "--tx", "clean")
     # The unreadable record belongs to no transaction, so it is reported whatever the filter.

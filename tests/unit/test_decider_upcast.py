@@ -97,6 +97,15 @@ V2_MARKER = (
 )
 
 
+def same_but_head(
+    restored: TransactionState | FinishedTransaction,
+    reached: TransactionState | FinishedTransaction,
+) -> bool:
+    """Equal but for the chain head: the captured events were hashed in legacy-json, today's
+    name their form (jcs, docs/canonical-form.md), which is part of what they hash."""
+    return restored.model_copy(update={"last_hash": reached.last_hash}) == reached
+
+
 def run(inputs: list[DeciderInput]) -> TransactionState:
     state = initial_state("demo", "tx-1")
     for message in inputs:
@@ -111,7 +120,7 @@ def test_a_v1_state_restores_to_the_legs_the_decider_reaches_now() -> None:
     expected = run(COMPENSATION_IN_REVIEW)
     assert isinstance(restored, TransactionState)
     assert set(restored.seen) == set(expected.seen)
-    assert restored.model_copy(update={"seen": expected.seen}) == expected
+    assert same_but_head(restored.model_copy(update={"seen": expected.seen}), expected)
     assert isinstance(restored, TransactionState)
     reserve, charge = restored.operations
     # v1 overwrote the forward status with the undo's progress: the forward leg was
@@ -130,7 +139,7 @@ def test_a_v1_state_restores_to_the_legs_the_decider_reaches_now() -> None:
 def test_a_v1_finished_marker_restores_to_the_marker_written_now() -> None:
     restored, _ = parse_stored(V1_MARKER.encode())
 
-    assert restored == finish(run(COMPENSATED))
+    assert same_but_head(restored, finish(run(COMPENSATED)))
     assert isinstance(restored, FinishedTransaction)
     assert restored.operations[0].compensation == LegState(status=LegStatus.CONFIRMED, attempt=1)
 
@@ -156,8 +165,8 @@ def test_a_v2_state_and_marker_restore_their_undo_leg_as_the_compensation_leg() 
     state, _ = parse_stored(V2_STATE.encode())
     marker, _ = parse_stored(V2_MARKER.encode())
 
-    assert state == run(COMPENSATION_IN_REVIEW)
-    assert marker == finish(run(COMPENSATED))
+    assert same_but_head(state, run(COMPENSATION_IN_REVIEW))
+    assert same_but_head(marker, finish(run(COMPENSATED)))
     assert isinstance(state, TransactionState)
     assert state.operations[0].compensation == LegState(
         status=LegStatus.MANUAL_REVIEW, attempt=1, review="rv_d27b24a5bf0eca4adf589d37"

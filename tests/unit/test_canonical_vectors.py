@@ -1,0 +1,99 @@
+"""The canonical form of the hash chain (docs/canonical-form.md): the published vectors are
+what the code produces, JCS is what new events are hashed in, and a log written before the
+form was named still verifies in the legacy form."""
+
+import json
+
+from support.txbuilders import observed, submit
+
+from events.canonical import JCS, LEGACY, canonical_bytes, form_name, jcs, sha256_hex
+from events.chain_link import read_link
+from events.envelope import Envelope, verify_chain
+from events.inputs import Outcome
+from services.devtools.audit_vectors import VECTORS, rendered
+from transactions.transaction import handle, initial_state
+
+
+def _log() -> list[Envelope]:
+    state, log = initial_state("demo", "tx-jcs"), []
+    for message in (
+        submit(["a", "b"], ("n",)),
+        observed("a", 1, Outcome.SUCCEEDED),
+        observed("b", 1, Outcome.SUCCEEDED, 1),
+    ):
+        state, envelopes = handle(state, message)
+        log += envelopes
+    return log
+
+
+def test_the_checked_in_vectors_are_what_the_code_generates() -> None:
+    for name, text in rendered().items():
+        assert (VECTORS / name).read_text(encoding="utf-8") == text, (
+            f"docs/vectors/{name} is stale: run `uv run python -m services.devtools.audit_vectors`"
+        )
+
+
+def test_every_canonical_vector_holds() -> None:
+    cases = json.loads((VECTORS / "canonical.json").read_text(encoding="utf-8"))["cases"]
+    assert len(cases) >= 8
+    for case in cases:
+        out = jcs(json.loads(case["input"]))
+        assert out.decode("utf-8") == case["canonical"], case["name"]
+        assert sha256_hex(out) == case["sha256"], case["name"]
+
+
+def test_new_events_name_jcs_and_are_hashed_in_it() -> None:
+    log = _log()
+    assert verify_chain(log) == []
+    for env in log:
+        assert env.canon == JCS
+        content = env.model_dump(mode="json", exclude={"hash"})
+        assert content["canon"] == JCS
+        assert sha256_hex(env.prev_hash.encode() + jcs(content)) == env.hash
+
+
+def test_a_log_written_before_canonical_forms_still_verifies_as_legacy_json() -> None:
+    lines = (VECTORS / "legacy-log.jsonl").read_text(encoding="utf-8").splitlines()
+    log = [Envelope.model_validate_json(line) for line in lines]
+    assert len(log) == 7
+    assert verify_chain(log) == []
+    assert {form_name(env.canon) for env in log} == {LEGACY}
+    # Read back and written out again, an old envelope gains no `canon`: its hash holds.
+    assert [env.model_dump_json() for env in log] == lines
+    # The auditor's fast reading agrees.
+    links = [read_link(line.encode()) for line in lines]
+    assert all(link is not None and link.hash_matches() for link in links)
+
+
+def test_removing_or_changing_canon_breaks_the_link() -> None:
+    env = _log()[0]
+    body = env.model_dump(mode="json")
+    stripped = {k: v for k, v in body.items() if k != "canon"}
+    assert not Envelope.model_validate(stripped).hash_matches()
+    assert read_link(json.dumps(stripped).encode()) is not None
+    assert not read_link(json.dumps(stripped).encode()).hash_matches()  # type: ignore[union-attr]
+
+
+def test_an_unknown_canonical_form_is_unverifiable_not_invalid() -> None:
+    log = _log()
+    other = Envelope.model_validate({**log[0].model_dump(mode="json"), "canon": "jcs-2"})
+    problems = verify_chain([other, *log[1:]])
+    assert [(p.seq, p.unverifiable) for p in problems] == [(1, True)]
+    assert "'jcs-2' is not supported" in str(problems[0])
+
+
+def test_an_integer_jcs_cannot_hold_is_sealed_in_the_legacy_form() -> None:
+    command = submit(["a"], tx_id="tx-big")
+    ops = command.operations
+    huge = ops[0].model_copy(update={"payload": {"amount": 2**60}})
+    command = command.model_copy(update={"operations": (huge,)})
+    _, log = handle(initial_state("demo", "tx-big"), command)
+    accepted = log[0]
+    assert accepted.canon is None  # legacy-json: it keeps all the digits
+    assert verify_chain(log) == []
+    for env in log:  # only the events holding the integer
+        assert (env.canon is None) == (str(2**60) in env.model_dump_json())
+    content = accepted.model_dump(mode="json", exclude={"hash"})
+    assert sha256_hex(accepted.prev_hash.encode() + canonical_bytes(None, content)) == (
+        accepted.hash
+    )
