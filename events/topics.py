@@ -43,6 +43,12 @@ class Topics:
         return f"{self.prefix}recon.governance"
 
     @property
+    def checkpoints(self) -> str:
+        """Signed checkpoints of the chain heads the decider wrote (events.checkpoint),
+        on the partition of the events they cover, written in the same Kafka transaction."""
+        return f"{self.prefix}recon.checkpoints"
+
+    @property
     def dead_letters(self) -> str:
         return f"{self.prefix}recon.dead-letters"
 

@@ -91,6 +91,12 @@ DEFAULTS: dict[str, str] = {
     "RECON_POLICY_FILE": "",
     # TLS and SASL towards Kafka (services.kafka_security).
     **kafka_security.DEFAULTS,
+    # Signed checkpoints (services.signing_keys, docs/receipts.md): the decider's Ed25519
+    # key, required outside development; the public keys auditors verify with.
+    "RECON_SIGNING_KEY": "",
+    "RECON_SIGNING_KEY_FILE": "",
+    "RECON_VERIFY_KEYS_FILE": "",
+    "RECON_CHECKPOINT_INTERVAL_S": "1",
 }
 
 
@@ -289,6 +295,7 @@ class Settings:
     # How long the projector may go without polling its assigned partitions before it
     # exits for its supervisor to restart it (services.projector.stall_watch).
     projector_stall_s: float = _default_float("RECON_PROJECTOR_STALL_S")
+    checkpoint_interval_s: float = _default_float("RECON_CHECKPOINT_INTERVAL_S")
     # The key of the owner tokens a submission or a claim returns (issue 18, item 5).
     owner_token_secret: str = DEFAULTS["RECON_OWNER_TOKEN_SECRET"]
     # Policy documents per tenant installed by the intake at start-up (services.intake.policy).
@@ -750,6 +757,7 @@ def load_settings() -> Settings:
         metrics_host=_env("RECON_METRICS_HOST"),
         owner_lease_s=_int("RECON_OWNER_LEASE_S", minimum=1),
         projector_stall_s=_float("RECON_PROJECTOR_STALL_S"),
+        checkpoint_interval_s=_float("RECON_CHECKPOINT_INTERVAL_S"),
         owner_token_secret=_owner_token_secret(_env("RECON_ENVIRONMENT")),
         policy_file=_policy_file(),
         approval_required=_approval_required(),

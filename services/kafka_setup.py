@@ -34,6 +34,7 @@ def topic_configs(topics: Topics) -> dict[str, dict[str, str]]:
         topics.commands: FOREVER,
         topics.observations: FOREVER,
         topics.events: FOREVER,
+        topics.checkpoints: FOREVER,
         topics.dead_letters: FOREVER,
         topics.drift: FOREVER,
         topics.governance: FOREVER,

@@ -3,6 +3,7 @@
     audit verify [--tenant T] [--tx TX_ID]      # every hash chain on recon.events
     audit rebuild --into DATABASE_URL [--compare]  # replay the log into a fresh database
     audit timeline --tx TX_ID [--tenant T]      # one transaction's records, in time order
+    audit keys                                  # the public keys verifiers need
 
 Both read the topics from offset 0 up to the end offsets taken when they start, with no
 consumer group, and write nothing to Kafka.
@@ -14,7 +15,7 @@ import sys
 
 from services.cli.log_snapshot import AuditError
 from services.cli.progress import add_progress_flag
-from services.config import Settings
+from services.config import ConfigError, Settings
 
 
 def add_audit_parser(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
@@ -60,6 +61,7 @@ def add_audit_parser(commands: "argparse._SubParsersAction[argparse.ArgumentPars
         help="one transaction's commands, observations and events in the order Kafka got them",
     )
     timeline.add_argument("--tx", dest="tx_id", metavar="TX_ID", required=True)
+    sub.add_parser("keys", help="print the public keys checkpoints verify with (docs/receipts.md)")
     timeline.add_argument("--tenant", help="when several tenants use the same tx_id")
     for parser in (verify, rebuild, timeline):
         parser.add_argument(
@@ -74,7 +76,7 @@ def add_audit_parser(commands: "argparse._SubParsersAction[argparse.ArgumentPars
 
 def run_audit(args: argparse.Namespace, settings: Settings) -> int:
     # The bar when asked for, else only when stderr is a terminal (None: decide by that).
-    bar = True if args.progress_bar else None
+    bar = True if getattr(args, "progress_bar", False) else None
     # Each command imports only what it runs: the rebuild's projection code and models
     # took ~0.6 s of every command's start-up, most of one transaction's timeline.
     try:
@@ -92,6 +94,10 @@ def run_audit(args: argparse.Namespace, settings: Settings) -> int:
                     args.json,
                 )
             )
+        if args.audit_command == "keys":
+            from services.cli.audit_keys import run_keys
+
+            return run_keys(settings)
         if args.audit_command == "timeline":
             from services.cli.audit_timeline import run_timeline
 
@@ -103,4 +109,7 @@ def run_audit(args: argparse.Namespace, settings: Settings) -> int:
         )
     except AuditError as error:
         print(f"audit: {error}", file=sys.stderr)
+        return 2
+    except ConfigError as error:  # a signing or verify key that cannot be read
+        print(f"configuration error: {error}", file=sys.stderr)
         return 2

@@ -6,7 +6,7 @@ record that is not an envelope, or that sits under another transaction's key, is
 problem too. The chain is not a signature: it shows that an event was removed, reordered
 or altered after the fact, not who wrote it.
 
-The verdict (services.cli.verdict): INVALID when anything is wrong, else UNVERIFIABLE when an
+The verdict (events.verdict): INVALID when anything is wrong, else UNVERIFIABLE when an
 event names a canonical form this code does not support, else VALID; the summary names the
 canonical forms the log's events were hashed in, so an old log shows `legacy-json`.
 """
@@ -26,11 +26,14 @@ from events.canonical import form_name
 from events.chain_link import Link, read_link
 from events.envelope import Chained, Envelope, verify_chain
 from events.keys import partition_key
+from events.verdict import Verdict
 from projections.decode import decode_envelope
+from services.cli.audit_signatures import check_checkpoints
 from services.cli.log_snapshot import LogSnapshot, open_partitions, open_snapshot, where
 from services.cli.progress import Progress
-from services.cli.verdict import Verdict, exit_code, print_json
+from services.cli.verdict import exit_code, print_json
 from services.config import Settings
+from services.signing_keys import verify_keys
 
 
 @dataclass(frozen=True)
@@ -55,6 +58,7 @@ class Report:
     events: int = 0
     problems: list[Problem] = field(default_factory=list)
     forms: dict[str, int] = field(default_factory=dict)  # events per canonical form
+    signed: int = 0  # transactions whose chain a valid checkpoint signed
 
     def verdict(self) -> Verdict:
         if any(not p.unverifiable for p in self.problems):
@@ -112,6 +116,7 @@ class _Part:
     log: dict[tuple[str, str], list[Located]] = field(default_factory=lambda: defaultdict(list))
     events: int = 0
     forms: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    checkpoints: list[tuple[bytes | None, str]] = field(default_factory=list)
 
 
 async def _read(
@@ -119,11 +124,15 @@ async def _read(
     tenant: str | None,
     tx_id: str | None,
     advance: Callable[[int], None],
+    checkpoints_topic: str,
 ) -> _Part:
     part = _Part()
     async for batch in snapshot.batches():
         advance(len(batch))
         for record in batch:
+            if record.topic == checkpoints_topic:
+                part.checkpoints.append((record.value, where(record)))
+                continue
             decoded = _decode(record, part.problems)
             if decoded is None:
                 continue
@@ -141,6 +150,28 @@ def _chains(part: _Part) -> list[Problem]:
     for (t, tx), located in sorted(part.log.items()):
         problems += check_transaction(t, tx, located)
     return problems
+
+
+def _signatures(
+    part: _Part, environment: str, tenant: str | None, tx_id: str | None
+) -> tuple[list[Problem], int]:
+    """The checkpoints' problems (services.cli.audit_signatures), and how many of the
+    transactions read have a signed head."""
+
+    def wanted(t: str, tx: str) -> bool:
+        return not (tenant and t != tenant) and not (tx_id and tx != tx_id)
+
+    found, signed = check_checkpoints(
+        part.checkpoints,
+        lambda t, tx: part.log.get((t, tx)),
+        verify_keys(environment),
+        wanted,
+    )
+    problems = [
+        Problem(p.message, p.location, p.tenant, p.tx_id, p.seq, unverifiable=p.unverifiable)
+        for p in found
+    ]
+    return problems, len(signed)
 
 
 # --- reading partitions in several processes ------------------------------------------
@@ -164,18 +195,40 @@ def _count(n: int) -> None:
         _read_so_far.value += n
 
 
+@dataclass
+class _Found:
+    """What one process hands back: never its events, only what was found in them."""
+
+    read_problems: list[Problem]
+    chain_problems: list[Problem]
+    keys: list[tuple[str, str]]
+    events: int
+    forms: dict[str, int]
+    signed: int
+
+
 def _verify_partitions(
     bootstrap: str,
     ends: dict[TopicPartition, int],
     tenant: str | None,
     tx_id: str | None,
-) -> tuple[list[Problem], list[Problem], list[tuple[str, str]], int, dict[str, int]]:
+    checkpoints_topic: str,
+    environment: str,
+) -> _Found:
     async def read() -> _Part:
         async with open_partitions(bootstrap, {tp: 0 for tp in ends}, ends) as snapshot:
-            return await _read(snapshot, tenant, tx_id, _count)
+            return await _read(snapshot, tenant, tx_id, _count, checkpoints_topic)
 
     part = asyncio.run(read())
-    return part.problems, _chains(part), list(part.log), part.events, dict(part.forms)
+    signature_problems, signed = _signatures(part, environment, tenant, tx_id)
+    return _Found(
+        part.problems,
+        _chains(part) + signature_problems,
+        list(part.log),
+        part.events,
+        dict(part.forms),
+        signed,
+    )
 
 
 def _workers(requested: int | None, partitions: int, total: int) -> int:
@@ -200,9 +253,11 @@ async def _verify_in_processes(
     progress: Progress,
 ) -> Report | None:
     """None when a transaction spans the processes' partitions."""
+    # By partition number: partition p of recon.events and of recon.checkpoints (the
+    # checkpoints of p's chains) go to the same process.
     shares: list[dict[TopicPartition, int]] = [{} for _ in range(workers)]
-    for i, (tp, end) in enumerate(sorted(snapshot.ends.items())):
-        shares[i % workers][tp] = end
+    for tp, end in sorted(snapshot.ends.items()):
+        shares[tp.partition % workers][tp] = end
     context = multiprocessing.get_context("spawn")
     counter: Synchronized[int] = context.Value("q", 0)
     loop = asyncio.get_running_loop()
@@ -212,7 +267,14 @@ async def _verify_in_processes(
     ):
         futures = [
             loop.run_in_executor(
-                pool, _verify_partitions, settings.kafka_bootstrap, share, tenant, tx_id
+                pool,
+                _verify_partitions,
+                settings.kafka_bootstrap,
+                share,
+                tenant,
+                tx_id,
+                settings.topics.checkpoints,
+                settings.environment,
             )
             for share in shares
         ]
@@ -225,18 +287,19 @@ async def _verify_in_processes(
     # transaction (a stable sort keeps each chain's problems in seq order).
     read_problems: list[Problem] = []
     chain_problems: list[Problem] = []
-    events, seen, forms = 0, set[tuple[str, str]](), defaultdict[str, int](int)
-    for part_read, part_chains, keys, part_events, part_forms in results:
-        if seen.intersection(keys):
+    events, signed, seen, forms = 0, 0, set[tuple[str, str]](), defaultdict[str, int](int)
+    for found in results:
+        if seen.intersection(found.keys):
             return None
-        seen.update(keys)
-        read_problems += part_read
-        chain_problems += part_chains
-        events += part_events
-        for form, n in part_forms.items():
+        seen.update(found.keys)
+        read_problems += found.read_problems
+        chain_problems += found.chain_problems
+        events += found.events
+        signed += found.signed
+        for form, n in found.forms.items():
             forms[form] += n
     chain_problems.sort(key=lambda p: (p.tenant or "", p.tx_id or ""))
-    return Report(len(seen), events, read_problems + chain_problems, dict(forms))
+    return Report(len(seen), events, read_problems + chain_problems, dict(forms), signed)
 
 
 async def verify(
@@ -247,10 +310,13 @@ async def verify(
     bar: bool | None = None,
     workers: int | None = None,
 ) -> Report:
-    topic = settings.topics.events
-    async with open_snapshot(settings.kafka_bootstrap, [topic]) as snapshot:
+    topics = settings.topics
+    async with open_snapshot(
+        settings.kafka_bootstrap, [topics.events], optional=(topics.checkpoints,)
+    ) as snapshot:
         progress = Progress("audit verify", progress_every, snapshot.total, bar=bar)
-        n = _workers(workers, len(snapshot.ends), snapshot.total)
+        partitions = len({tp.partition for tp in snapshot.ends})
+        n = _workers(workers, partitions, snapshot.total)
         if n > 1:
             report = await _verify_in_processes(settings, snapshot, n, tenant, tx_id, progress)
             if report is not None:
@@ -259,9 +325,10 @@ async def verify(
             await snapshot.rewind()
             progress = Progress("audit verify", progress_every, snapshot.total, bar=bar)
         with progress:
-            part = await _read(snapshot, tenant, tx_id, progress.advance)
-    problems = part.problems + _chains(part)
-    return Report(len(part.log), part.events, problems, dict(part.forms))
+            part = await _read(snapshot, tenant, tx_id, progress.advance, topics.checkpoints)
+    signature_problems, signed = _signatures(part, settings.environment, tenant, tx_id)
+    problems = part.problems + _chains(part) + signature_problems
+    return Report(len(part.log), part.events, problems, dict(part.forms), signed)
 
 
 async def run_verify(
@@ -284,6 +351,7 @@ async def run_verify(
                 "transactions": report.transactions,
                 "events": report.events,
                 "canonical_forms": report.forms,
+                "signed_transactions": report.signed,
                 "first_problem": str(problems[0]) if problems else None,
                 "problems": [
                     {
@@ -309,6 +377,6 @@ async def run_verify(
     print(
         f"audit verify{' ' + scope if scope else ''}: {report.transactions} transactions, "
         f"{report.events} events, {len(problems)} problems; canonical forms: {forms}; "
-        f"{verdict.value}"
+        f"{report.signed} transactions signed; {verdict.value}"
     )
     return exit_code(verdict)

@@ -97,7 +97,10 @@ async def open_partitions(
 
 
 @asynccontextmanager
-async def open_snapshot(bootstrap: str, topics: list[str]) -> AsyncIterator[LogSnapshot]:
+async def open_snapshot(
+    bootstrap: str, topics: list[str], optional: tuple[str, ...] = ()
+) -> AsyncIterator[LogSnapshot]:
+    """`optional`: topics read when they exist (one an older recon never created)."""
     consumer = _consumer(bootstrap)
     await consumer.start()
     try:
@@ -110,9 +113,10 @@ async def open_snapshot(bootstrap: str, topics: list[str]) -> AsyncIterator[LogS
                 f"topic {', '.join(missing)} does not exist on {bootstrap} "
                 "(is RECON_TOPIC_PREFIX right?)"
             )
+        present = [topic for topic in optional if consumer.partitions_for_topic(topic)]
         partitions = [
             TopicPartition(topic, p)
-            for topic in topics
+            for topic in [*topics, *present]
             for p in sorted(consumer.partitions_for_topic(topic) or ())
         ]
         consumer.assign(partitions)

@@ -43,21 +43,24 @@ from aiokafka.errors import (
 from aiokafka.structs import RecordMetadata
 from pydantic import ValidationError
 
+from events.checkpoint import Head
 from events.dead_letters import dead_letter_headers
 from events.inputs import OperationObserved, parse_input
 from events.keys import partition_key
 from services import tracing
 from services.config import Settings
 from services.crash_points import DECIDER_IN_OPEN_TRANSACTION, pause_point
+from services.decider.checkpoints import UnsignedHeads, checkpoint_records
 from services.decider.dispatch_log import log_dispatches
 from services.decider.finished_index import ChangelogReader, FinishedIndex
 from services.decider.restore import StateKey, Stored, restore_partition
 from services.kafka_clients import acked_producer, group_consumer, transaction_failure
 from services.kafka_setup import ensure_topics
 from services.metrics import observe_lag
+from services.signing_keys import signing_key
 from transactions.finished import FinishedTransaction, finish, is_finished, revive
 from transactions.state import TransactionState
-from transactions.transaction import handle, initial_state
+from transactions.transaction import handle, initial_state, is_terminal
 
 log = logging.getLogger(__name__)
 
@@ -89,6 +92,8 @@ class OwnedPartition:
     # the partition was being (re)taken can be handed out before the seek to the
     # committed offsets and again after it: what is below this was decided already.
     next_offsets: dict[TopicPartition, int] = field(default_factory=dict)
+    # The chain heads written here and not signed yet (services.decider.checkpoints).
+    unsigned: UnsignedHeads = field(default_factory=lambda: UnsignedHeads(1.0))
 
 
 @dataclass
@@ -106,6 +111,9 @@ class _Staged:
         default_factory=dict
     )
     sends: list[asyncio.Future[RecordMetadata]] = field(default_factory=list)
+    # The last head each changed transaction's chain reached, and whether one ended.
+    heads: dict[StateKey, Head] = field(default_factory=dict)
+    ended: bool = False
 
     async def send(
         self,
@@ -158,6 +166,8 @@ class Decider:
         # only logs an exception raised in a rebalance listener).
         self.failure: BaseException | None = None
         self.changelog_reader = ChangelogReader(settings.kafka_bootstrap, self.topics.decider_state)
+        # Read at start-up: outside dev and test a missing key stops the process here.
+        self.signing_key = signing_key(settings.environment)
 
     # --- ownership -----------------------------------------------------------------
 
@@ -193,7 +203,12 @@ class Decider:
             await _stop_quietly(producer)
             raise
         finished = FinishedIndex(self.changelog_reader, partition, restored.finished)
-        self.owned[partition] = OwnedPartition(producer, restored.states, finished)
+        self.owned[partition] = OwnedPartition(
+            producer,
+            restored.states,
+            finished,
+            unsigned=UnsignedHeads(self.settings.checkpoint_interval_s),
+        )
         log.info(
             "took partition %d with %d transactions (%d live, %d finished)",
             partition,
@@ -269,6 +284,9 @@ class Decider:
                         with tracing.span("decider.decide", tracing.context_from(record.headers)):
                             await self._decide_one(owned, staged, tp, record)
                     offsets[tp] = records[-1].offset + 1
+                signing = staged.ended or owned.unsigned.overdue()
+                if signing:
+                    await self._sign(staged, owned.unsigned.pending(staged.heads))
                 await owned.producer.send_offsets_to_transaction(offsets, self.group_id)
                 # A record the broker refuses fails its own send, and aiokafka may still
                 # commit the rest: wait for every send so that a refusal aborts it all.
@@ -281,6 +299,10 @@ class Decider:
             if failure is None:
                 raise
             raise failure from error
+        if signing:
+            owned.unsigned.signed()
+        else:
+            owned.unsigned.keep(staged.heads)
         for key, kept in staged.changes.items():
             if isinstance(kept, FinishedTransaction):
                 kafka_key, sent = staged.changelog[key]
@@ -339,6 +361,9 @@ class Decider:
             )
             return
         staged.changes[key] = kept
+        last = envelopes[-1]
+        staged.heads[key] = Head(last.tenant, last.tx_id, last.seq, last.hash)
+        staged.ended = staged.ended or is_terminal(state)
         headers = tracing.kafka_headers()
         for value in events:
             await staged.send(
@@ -354,6 +379,31 @@ class Decider:
                 self.topics.decider_state, changelog, kafka_key, partition=staged.partition
             ),
         )
+
+    async def _sign(self, staged: _Staged, heads: list[Head]) -> None:
+        for value in checkpoint_records(self.signing_key, heads):
+            await staged.send(self.topics.checkpoints, value, None, partition=staged.partition)
+
+    async def _sign_overdue(self) -> None:
+        """Signs the heads of a partition that has been quiet for the interval: no batch
+        came to carry them. A failure is retried at the next quiet poll (the heads stay)."""
+        for partition, owned in list(self.owned.items()):
+            if not owned.unsigned.overdue():
+                continue
+            staged = _Staged(owned.producer, partition)
+            try:
+                async with owned.producer.transaction():
+                    await self._sign(staged, owned.unsigned.pending({}))
+                    await asyncio.gather(*staged.sends)
+            except ProducerFenced:
+                log.warning("fenced on partition %d: another decider owns it now", partition)
+                await self.drop(partition)
+                continue
+            except (KafkaError, TimeoutError) as error:
+                log.warning("checkpoint on partition %d failed (%r); restoring", partition, error)
+                await self.retake(partition)
+                continue
+            owned.unsigned.signed()
 
     async def _dead_letter(
         self, staged: _Staged, tp: TopicPartition, record: ConsumerRecord, reason: str
@@ -383,6 +433,7 @@ class Decider:
                     raise DeciderHalted("a partition could not be taken") from self.failure
                 async with self.lock:
                     await self._process_batch(batch)
+                    await self._sign_overdue()
         finally:
             async with self.lock:
                 for partition in list(self.owned):

@@ -80,6 +80,7 @@ async def generate(
         "observations": topics.observations,
         "events": topics.events,
         "decider_state": topics.decider_state,
+        "checkpoints": topics.checkpoints,
     }
     producer = AIOKafkaProducer(
         bootstrap_servers=bootstrap,

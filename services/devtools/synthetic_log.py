@@ -5,20 +5,29 @@ recon.observations, stamped with simulated Kafka times.
 
 Each transaction is the README's: reserve, charge, then a receipt on commit; every call
 answered at once, and one in `webhook_every` also confirmed by a late webhook (recorded
-as ObservationIgnored), for eleven or twelve events per transaction. Pure apart from the
-clock-free arithmetic: the same index yields the same records.
+as ObservationIgnored), for eleven or twelve events per transaction. After each input that
+leaves the transaction ended, a checkpoint of its head signed with the development key
+(role 'checkpoints'), as a decider deciding one input per batch writes it: the most
+checkpoints per event an auditor meets. Pure apart from the clock-free arithmetic: the
+same index yields the same records.
 """
 
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
+import orjson
+
+from events.checkpoint import Head, sign_checkpoint
 from events.definition import Compensation, OperationKind, OperationSpec
 from events.envelope import Envelope
 from events.inputs import DeciderInput, OperationObserved, Outcome, Source, SubmitTransaction
 from events.keys import compensation_key, op_key, partition_key
 from events.observation import Seen, observation
+from services.signing_keys import development_key
 from transactions.finished import finish, is_finished
-from transactions.transaction import handle, initial_state
+from transactions.transaction import handle, initial_state, is_terminal
+
+_KEY = development_key()
 
 TENANTS = ("demo", "acme", "globex")
 # Simulated spacing: transactions start STEP_MS apart, each answer comes ANSWER_MS after
@@ -130,6 +139,11 @@ def transaction_records(index: int, start: datetime, webhook_every: int = 4) -> 
         records.append(Produced(role, key, message.model_dump_json().encode(), ms))
         state, envelopes = handle(state, message)
         records += [_event(key, env, ms + DECIDE_MS) for env in envelopes]
+        if envelopes and is_terminal(state):
+            head = Head(tenant, tx_id, envelopes[-1].seq, envelopes[-1].hash)
+            signed_at = (at + timedelta(milliseconds=DECIDE_MS)).isoformat()
+            checkpoint = sign_checkpoint(_KEY, signed_at, [head])
+            records.append(Produced("checkpoints", key, orjson.dumps(checkpoint), ms + DECIDE_MS))
     assert is_finished(state), (tx_id, state.status)
     records.append(
         Produced("decider_state", key, finish(state).model_dump_json().encode(), ms + DECIDE_MS)

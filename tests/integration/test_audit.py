@@ -15,15 +15,18 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import asyncpg
+import orjson
 import pytest
 from aiokafka import AIOKafkaProducer
 from conftest import Infra, _with_database
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from support.compensation_support import failing_third_step
 from support.recon_client import Recon, transaction
 from support.txbuilders import log_of, observed, request_review, resolve, submit
 
+from events.checkpoint import Head, sign_checkpoint
 from events.definition import Resolution
-from events.envelope import Envelope
+from events.envelope import GENESIS_HASH, Envelope, chain_hash, verify_chain
 from events.inputs import Outcome
 from events.keys import partition_key
 from events.topics import Topics
@@ -36,6 +39,7 @@ from services.devtools.infra._process import REPO_ROOT
 from services.devtools.stack import Stack
 from services.devtools.synthetic_log import simulated_start, transaction_records, tx_coordinates
 from services.kafka_setup import ensure_topics
+from services.signing_keys import development_key
 
 # Every projected table, ordered by its key.
 TABLES = {
@@ -145,6 +149,8 @@ async def test_verify_and_rebuild_match_the_live_projection(
     assert code == 0, (out, err)
     assert "PROBLEM" not in out
     assert ": 3 transactions," in out and " 0 problems;" in out and out.strip().endswith("VALID")
+    # The decider signed each transaction's end (services.decider.checkpoints).
+    assert "; 3 transactions signed;" in out, out
     code, out, err = await cli(env, "audit", "verify", "--tenant", "demo", "--tx", "audit-undo")
     assert code == 0 and ": 1 transactions," in out, (out, err)
 
@@ -221,6 +227,12 @@ async def test_verify_names_removed_and_altered_events(
     legacy = (VECTORS / "legacy-log.jsonl").read_text().splitlines()
     unknown = chain("unknown")
     unknown[0] = unknown[0].model_copy(update={"canon": "jcs-2"})
+    # A chain rewritten consistently after its head was signed: every hash recomputed, so
+    # the chain holds, but the signed head is no longer on the log.
+    original = chain("rewritten")
+    signed = [signed_head(original), signed_head(clean)]
+    rewritten = rechained(original, 1, {"attempt": 7})
+    assert verify_chain(rewritten) == []
     assert len(gap) >= 4
     del gap[1]  # seq 2 removed: seq 3 follows seq 1
     # A valid envelope whose content no longer matches its hash.
@@ -228,11 +240,15 @@ async def test_verify_names_removed_and_altered_events(
     producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap, acks="all")
     await producer.start()
     try:
-        for envelope in (*clean, *gap, *altered):
+        for envelope in (*clean, *gap, *altered, *rewritten):
             await producer.send_and_wait(
                 topics.events,
                 key=partition_key(envelope.tenant, envelope.tx_id),
                 value=envelope.model_dump_json().encode(),
+            )
+        for checkpoint, tx in zip(signed, ("rewritten", "clean"), strict=True):
+            await producer.send_and_wait(
+                topics.checkpoints, key=partition_key("demo", tx), value=checkpoint
             )
 
         await producer.send_and_wait(topics.events, key=b"demo/junk", value=b"{not json")
@@ -256,7 +272,10 @@ async def test_verify_names_removed_and_altered_events(
     )
     assert any("not an event envelope" in p for p in problems)
     assert not any("tx=clean" in p for p in problems)
-    assert ": 3 transactions," in out and out.strip().endswith("INVALID")
+    [rewritten_problem] = [p for p in problems if "tx=rewritten" in p]
+    assert f"seq={original[-1].seq}: hash is not the one the checkpoint signed" in rewritten_problem
+    assert ": 4 transactions," in out and out.strip().endswith("INVALID")
+    assert "; 1 transactions signed;" in out
     assert "records read" in err  # progress lines
 
     # Alone on a log of its own (the unreadable record above is every filter's problem).
@@ -275,6 +294,11 @@ async def test_verify_names_removed_and_altered_events(
             await producer.send_and_wait(
                 alone.events, key=partition_key("demo", "legacy-1"), value=line.encode()
             )
+        # Signed by a key no verifier here knows: unverifiable, not invalid.
+        stranger = signed_head(clean, Ed25519PrivateKey.generate())
+        await producer.send_and_wait(
+            alone.checkpoints, key=partition_key("demo", "clean"), value=stranger
+        )
     finally:
         await producer.stop()
     env_alone = {**env, "RECON_TOPIC_PREFIX": f"{topic_prefix}-unknown"}
@@ -286,14 +310,33 @@ async def test_verify_names_removed_and_altered_events(
     report = json.loads(out)
     assert code == 3 and report["verdict"] == "UNVERIFIABLE", (out, err)
     assert [(p["tx_id"], p["seq"], p["unverifiable"]) for p in report["problems"]] == [
-        ("unknown", 1, True)
+        ("unknown", 1, True),
+        (None, None, True),
     ]
-    assert "'jcs-2' is not supported" in report["first_problem"]
+    assert "is not among the known keys" in report["problems"][1]["message"]
+    assert "'jcs-2' is not supported" in report["problems"][0]["message"]
 
     code, out, err = await cli(env, "audit", "verify", "--tx", "clean")
     # The unreadable record belongs to no transaction, so it is reported whatever the filter.
     assert code == 1 and ": 1 transactions," in out, (out, err)
     assert not any(line.startswith("PROBLEM tenant=") for line in out.splitlines()), out
+
+
+def signed_head(log: list[Envelope], key: Ed25519PrivateKey | None = None) -> bytes:
+    last = log[-1]
+    head = Head(last.tenant, last.tx_id, last.seq, last.hash)
+    return orjson.dumps(sign_checkpoint(key or development_key(), "2026-01-01T00:00:00", [head]))
+
+
+def rechained(log: list[Envelope], index: int, change: dict[str, Any]) -> list[Envelope]:
+    """log with event `index`'s data changed and every hash from it on recomputed."""
+    out, prev = [], GENESIS_HASH
+    for i, env in enumerate(log):
+        data = {**env.data, **change} if i == index else env.data
+        body = env.model_dump(mode="json", exclude={"hash"}) | {"prev_hash": prev, "data": data}
+        prev = chain_hash(prev, body)
+        out.append(Envelope(**body, hash=prev))
+    return out
 
 
 async def _produce_synthetic(kafka_bootstrap: str, topics: Topics, count: int) -> None:

@@ -4,7 +4,7 @@ form was named still verifies in the legacy form."""
 
 import json
 
-from support.txbuilders import observed, submit
+from support.txbuilders import log_of, observed, submit
 
 from events.canonical import JCS, LEGACY, canonical_bytes, form_name, jcs, sha256_hex
 from events.chain_link import read_link
@@ -15,15 +15,12 @@ from transactions.transaction import handle, initial_state
 
 
 def _log() -> list[Envelope]:
-    state, log = initial_state("demo", "tx-jcs"), []
-    for message in (
-        submit(["a", "b"], ("n",)),
-        observed("a", 1, Outcome.SUCCEEDED),
-        observed("b", 1, Outcome.SUCCEEDED, 1),
-    ):
-        state, envelopes = handle(state, message)
-        log += envelopes
-    return log
+    return log_of(
+        submit(["a", "b"], ("n",), tx_id="tx-jcs"),
+        observed("a", 1, Outcome.SUCCEEDED, tx_id="tx-jcs"),
+        observed("b", 1, Outcome.SUCCEEDED, 1, tx_id="tx-jcs"),
+        tx_id="tx-jcs",
+    )
 
 
 def test_the_checked_in_vectors_are_what_the_code_generates() -> None:
