@@ -129,6 +129,16 @@ async def test_an_agent_commits_a_transaction_through_the_mcp_server(
         preview = await client.call_tool("preview", {"transaction": body})
         assert not preview.is_error, _text(preview)
 
+    # A client of the previous protocol revision (the initialize handshake) gets the same
+    # tools and answers as the current one (negotiated by server/discover above).
+    async with Client(params) as current, Client(params, mode="legacy") as previous:
+        assert current.protocol_version != previous.protocol_version
+        for client in (current, previous):
+            names = {tool.name for tool in (await client.list_tools()).tools}
+            assert names == READ_ONLY | DESTRUCTIVE | {"submit_transaction"}
+            tx = _structured(await client.call_tool("get_transaction", {"tx_id": tx_id}))
+            assert tx["status"] == "committed"
+
     # Streamable HTTP: the same server behind a bearer token.
     port = free_port()
     server = await asyncio.create_subprocess_exec(
