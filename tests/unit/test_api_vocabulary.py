@@ -79,4 +79,6 @@ def test_the_sdk_spells_the_same_sets() -> None:
     assert sorted(get_args(sdk.TxStatus)) == sorted(TxStatus)
     assert sorted(get_args(sdk.Resolution)) == sorted(Resolution)
     assert sdk.TERMINAL == set(FINISHED)
-    assert sdk.SETTLED == {*FINISHED, TxStatus.MANUAL_REVIEW}
+    # What only a person can move on: wait() returns there rather than spin to its timeout.
+    assert sdk.NEEDS_PERSON == {TxStatus.AWAITING_APPROVAL, TxStatus.MANUAL_REVIEW}
+    assert sdk.SETTLED == {*FINISHED, *sdk.NEEDS_PERSON}
