@@ -1,7 +1,7 @@
 """A provider recon has never seen, connected by a file alone (issue 20, acceptance):
 docs/examples/acme.toml drives the README transaction (reserve, charge, its compensation,
-the receipt) against the Acme fake, with lookups, drift and reviews, and no recon code
-written for Acme.
+the receipt) against the Acme fake, with lookups, webhooks in Acme's own shape, drift and
+reviews, and no recon code written for Acme.
 
 Real Kafka, Postgres and every recon process (started with RECON_PROVIDER_FILES); the
 Acme fake runs in the test's loop, so the test reads its records and arms its faults.
@@ -17,13 +17,16 @@ from typing import Any, TypeVar
 
 import httpx
 from support.acme_fake import API_KEY, Acme, running_acme
-from support.acme_targets import ACME_FILE, QUERY_LOOKUP
+from support.acme_targets import ACME_FILE, QUERY_LOOKUP, AcmeTarget
 from support.recon_client import Recon, op, transaction
 from support.stack_fixtures import StackWith
+
+from services.config import DEFAULT_WEBHOOK_SECRET
 
 T = TypeVar("T")
 OPS = {"Authorization": "Bearer ops-key"}
 ADMIN = {"Authorization": "Bearer admin-key"}
+WEBHOOK_SECRET = AcmeTarget.secret
 
 
 def _on(body: dict[str, Any], provider: str) -> dict[str, Any]:
@@ -52,7 +55,7 @@ def _files(tmp_path: Path, url: str) -> str:
     return f"acme={acme},quiet={quiet}"
 
 
-async def test_the_readme_transaction_runs_through_a_provider_file_with_lookups_reviews_and_drift(
+async def test_the_readme_transaction_through_a_provider_file_with_lookups_webhooks_reviews_drift(
     stack_with: StackWith, tmp_path: Path
 ) -> None:
     async with (
@@ -60,6 +63,9 @@ async def test_the_readme_transaction_runs_through_a_provider_file_with_lookups_
         stack_with(
             RECON_PROVIDER_FILES=_files(tmp_path, url),
             RECON_PROVIDER_SECRETS=f"acme={API_KEY},quiet={API_KEY}",
+            RECON_WEBHOOK_SECRETS=(
+                f"sandbox={DEFAULT_WEBHOOK_SECRET},acme={WEBHOOK_SECRET},quiet={WEBHOOK_SECRET}"
+            ),
             RECON_ADMIN_KEYS="admin-key=ada",
             RECON_RECONCILE_AFTER_S="1",
             RECON_RECONCILE_INTERVAL_S="1",
@@ -67,9 +73,16 @@ async def test_the_readme_transaction_runs_through_a_provider_file_with_lookups_
             RECON_DRIFT_GRACE_S="1",
         ) as (stack, recon),
     ):
+        acme.webhook_url = f"{stack.intake_url}/v1/webhooks/acme"
+        acme.webhook_secret = WEBHOOK_SECRET
         await _commits(recon, acme)
         await _a_decline_compensates(recon, acme)
+        acme.muted = True  # this one is the lookup's to settle
         await _a_lost_answer_is_settled_by_a_lookup(recon, acme)
+        acme.muted = False
+        acme.webhook_url = f"{stack.intake_url}/v1/webhooks/quiet"
+        await _a_signed_webhook_settles_an_unknown_nothing_can_ask_about(recon, acme)
+        acme.muted = True  # no webhook will come: only a person can settle it
         await _unknown_at_a_provider_that_cannot_be_asked_goes_to_a_person(recon, acme)
         await _a_stray_effect_is_drift(stack.intake_url, acme)
 
@@ -116,6 +129,20 @@ async def _a_lost_answer_is_settled_by_a_lookup(recon: Recon, acme: Acme) -> Non
     assert len(acme.under(charge["op_key"])) == 1  # found, never made twice
 
 
+async def _a_signed_webhook_settles_an_unknown_nothing_can_ask_about(
+    recon: Recon, acme: Acme
+) -> None:
+    acme.lose["payment"] = 1  # made, its answer lost; Acme's webhook announces it
+    assert (await recon.submit(_on(transaction("quiet-0"), "quiet"))).status_code == 202
+    tx = await recon.wait_terminal("quiet-0")
+    assert tx["status"] == "committed", tx
+    charge = op(tx, "charge")
+    assert "webhook" in [e["source"] for e in charge["evidence"]], charge["evidence"]
+    assert charge["remote_id"] == acme.under(charge["op_key"])[0]["ref"]
+    assert len(acme.under(charge["op_key"])) == 1
+    assert await recon.open_reviews() == []
+
+
 async def _unknown_at_a_provider_that_cannot_be_asked_goes_to_a_person(
     recon: Recon, acme: Acme
 ) -> None:
@@ -144,8 +171,10 @@ async def _unknown_at_a_provider_that_cannot_be_asked_goes_to_a_person(
         headers=OPS,
     )
     assert resolved.status_code == 200, resolved.text
-    tx = await recon.wait_terminal("quiet-1")
-    assert tx["status"] == "committed", tx
+    # manual_review is terminal for wait_terminal: wait for the resolution's commit.
+    tx = await recon.wait_until(
+        "quiet-1", lambda t: t["status"] == "committed", 60, "quiet-1 not committed"
+    )
     assert len(acme.under(key)) == 1
 
 

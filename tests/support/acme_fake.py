@@ -11,7 +11,8 @@ How it differs from the sandbox:
   `409 request_id_reused` and a key whose first request still runs `409 request_in_progress`;
 - messages are fire and forget: `202` with no body;
 - its records are listed page by page (`GET /api/v2/records`, `paging.next`), filtered
-  by `client_ref` for lookups.
+  by `client_ref` for lookups;
+- it announces each record it makes with a signed `record.done` webhook of its own shape.
 
 Keys are kept for ever, or for `retention_s` on the fake's clock (then a resend is new,
 as at a `replay` provider). The fake runs in the test's loop (`running_acme`) or as a
@@ -24,16 +25,19 @@ import asyncio
 import itertools
 import json
 import sys
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+import httpx
 import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 
+from reconcilers.signatures import sign_standard
 from services.devtools.ports import free_port
 from support.stripe_fake import FakeClock
 
@@ -57,6 +61,12 @@ class Acme:
     # (`payment`, ...), make the next n effects but answer 503 (the answer lost).
     rate_limited: int = 0
     lose: dict[str, int] = field(default_factory=dict)
+    # Webhooks: each record made is announced (`record.done`, Standard Webhooks signed
+    # with `webhook_secret`) to `webhook_url`, unless muted.
+    webhook_url: str | None = None
+    webhook_secret: str | None = None
+    muted: bool = False
+    delivered: list[int] = field(default_factory=list)
     keys: dict[str, Kept] = field(default_factory=dict)
     records: list[dict[str, Any]] = field(default_factory=list)
     stock: dict[str, int] = field(default_factory=dict)
@@ -73,6 +83,7 @@ def _problem(status: int, code: str, detail: str) -> JSONResponse:
 
 def create_app(acme: Acme) -> FastAPI:
     app = FastAPI(title="acme fake")
+    tasks: set[asyncio.Task[None]] = set()  # webhook deliveries under way
 
     def slow_down() -> Response | None:
         """The rate-limit fault: 429, Retry-After one second."""
@@ -127,6 +138,20 @@ def create_app(acme: Acme) -> FastAPI:
             return _problem(503, "unavailable", "the answer was lost")
         return _answer(status, answer)
 
+    async def announce(made: dict[str, Any]) -> None:
+        if acme.webhook_url is None or acme.webhook_secret is None or acme.muted:
+            return
+        event_id = f"evt_{made['ref']}"
+        body = json.dumps({"id": event_id, "type": "record.done", "data": {"record": made}})
+        headers = sign_standard(acme.webhook_secret, event_id, int(time.time()), body.encode())
+        async with httpx.AsyncClient(timeout=10) as client:
+            answer = await client.post(
+                acme.webhook_url,
+                content=body.encode(),
+                headers={**headers, "Content-Type": "application/json"},
+            )
+        acme.delivered.append(answer.status_code)
+
     def record(kind: str, key: str, body: dict[str, Any], now: datetime, **details: Any) -> Any:
         made = {
             "ref": f"{kind[:3]}_{next(acme.ids):06d}",
@@ -138,6 +163,8 @@ def create_app(acme: Acme) -> FastAPI:
             "details": details,
         }
         acme.records.append(made)
+        tasks.add(task := asyncio.get_running_loop().create_task(announce(made)))
+        task.add_done_callback(tasks.discard)
         return made
 
     @app.post("/api/v2/holds")

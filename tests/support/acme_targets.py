@@ -22,7 +22,7 @@ from services.providers.declared.model import ProviderFile
 from services.providers.http import ProviderHttp, Requester
 from services.providers.interface import ProviderAdapter
 from support.acme_fake import API_KEY, Acme, running_acme
-from support.provider_kit import Answers, Live, recon_format
+from support.provider_kit import Answers, Live, Webhooks
 
 ACME_FILE = Path(__file__).resolve().parents[2] / "docs" / "examples" / "acme.toml"
 RETENTION_S = 24 * 3600.0
@@ -34,6 +34,29 @@ def acme_file(lookup: str = QUERY_LOOKUP) -> ProviderFile:
     text = ACME_FILE.read_text(encoding="utf-8")
     assert QUERY_LOOKUP in text, "docs/examples/acme.toml's lookup moved"
     return parse(text.replace(QUERY_LOOKUP, lookup), ACME_FILE.name)
+
+
+def _event(kind: str, data: dict[str, Any]) -> bytes:
+    return json.dumps({"id": "evt_kit", "type": kind, "data": data}).encode()
+
+
+# Acme's own events (docs/examples/acme.toml, [webhooks.events]).
+ACME_WEBHOOKS = Webhooks(
+    effect=lambda key: _event(
+        "record.done",
+        {
+            "record": {
+                "ref": "pay_kit",
+                "kind": "payment",
+                "phase": "done",
+                "request_id": key,
+                "meta": {"recon_ref": key},
+            }
+        },
+    ),
+    unread=_event("record.archived", {"record": {"ref": "pay_kit"}}),
+    malformed=_event("record.done", {}),
+)
 
 
 def _problem(code: str) -> bytes:
@@ -53,7 +76,7 @@ class AcmeTarget:
         error=_problem("internal"),
     )
     # A provider file declares no event format: Acme sends recon's.
-    webhooks = recon_format("payments.charge")
+    webhooks = ACME_WEBHOOKS
     lookup = QUERY_LOOKUP
     retention_s: float | None = None
 

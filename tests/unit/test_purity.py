@@ -31,6 +31,7 @@ PURE = [
     ROOT / "services/providers/declared/requests.py",
     ROOT / "services/providers/declared/answers.py",
     ROOT / "services/providers/declared/lookups.py",
+    ROOT / "services/providers/declared/webhooks.py",
     ROOT / "services/providers/stripe/classify.py",
     ROOT / "services/providers/stripe/forms.py",
     ROOT / "services/providers/stripe/operations.py",

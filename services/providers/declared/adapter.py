@@ -16,11 +16,11 @@ from events.catalog import OperationInfo
 from events.inputs import Outcome
 from events.observation import Seen
 from reconcilers.signatures import Scheme, Verified, verify
-from reconcilers.webhook_reading import WebhookReading, read_effect_webhook
+from reconcilers.webhook_reading import WebhookReading
 from services import tracing
 from services.providers import lookup_strategy as strategies
 from services.providers.classify import unreachable
-from services.providers.declared import answers, effects, lookups, requests
+from services.providers.declared import answers, effects, lookups, requests, webhooks
 from services.providers.declared.locate import DeclarationError, load
 from services.providers.declared.model import Credentials, ProviderFile
 from services.providers.http import Answer, ProviderUnreachable, Requester
@@ -233,9 +233,9 @@ class DeclaredAdapter:
         return verify(self.webhook_scheme, headers, body, secrets, now, tolerance_s)
 
     def read_webhook(self, body: bytes) -> WebhookReading:
-        """A provider file declares no event format of its own yet: its provider sends
-        recon's (docs/contract.md, "Webhooks"), as the sandbox does."""
-        return read_effect_webhook(body)
+        """The provider's events as its file's `[webhooks.events]` reads them; without
+        that table, recon's own format (docs/contract.md, "Webhooks")."""
+        return webhooks.read(self.declared.webhooks, body)
 
 
 def _retry_after(answer: Answer, header: str) -> float | None:

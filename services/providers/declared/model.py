@@ -263,8 +263,24 @@ class RateLimit(Strict):
     max_wait: Seconds = 5.0
 
 
+class WebhookEvents(Strict):
+    """How the provider's events are read: the effect an event is about, its id and the
+    key it was made under (the idempotency key recon sent), and what each event type says
+    of the operation; a type not listed is remembered and settles nothing."""
+
+    # Where the effect is in an event, and its fields within it.
+    effect: Pointer
+    id: Pointer
+    key: Pointer
+    # Where the effect repeats recon's reference: compared, never matched on.
+    reference: Pointer | None = None
+    types: dict[str, Literal["succeeded", "rejected", "unknown"]] = Field(min_length=1)
+
+
 class Webhooks(Strict):
     scheme: Scheme = Scheme.STANDARD
+    # None: the provider sends recon's own format (docs/contract.md, "Webhooks").
+    events: WebhookEvents | None = None
     # How long a late delivery may still arrive: recon keeps its dedupe and evidence at
     # least that long (start-up refuses a shorter RECON_WEBHOOK_DEDUPE_HORIZON_S).
     horizon: Seconds = 3 * 86400.0
