@@ -113,3 +113,12 @@ async def test_past_the_retention_a_replay_provider_without_a_query_is_never_res
     seen = await adapter.lookup("payments.charge", "k", past)
     assert seen.outcome is Outcome.UNAVAILABLE and CANNOT_BE_ASKED in (seen.error or "")
     assert http.requests == 1  # past it: nothing sent, a person decides
+
+
+async def test_a_rate_limited_lookup_is_deferred_not_waited_out() -> None:
+    async with running_acme(Acme(rate_limited=1)) as (acme, url), ProviderHttp(5.0) as http:
+        adapter = DeclaredAdapter(acme_file(), http, url, API_KEY)
+        seen = await adapter.lookup("payments.charge", _key())
+        # Unavailable at once: the pull reconciler's back-off asks again later.
+        assert (seen.outcome, seen.status_code, seen.alarm) == (Outcome.UNAVAILABLE, 429, None)
+        assert acme.requests == 1

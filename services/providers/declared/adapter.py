@@ -134,6 +134,11 @@ class DeclaredAdapter:
         return answers.classify(self.declared, op, status, body)
 
     async def apply(self, operation: str, op_key: str, payload: dict[str, Any]) -> Seen:
+        return await self._apply(operation, op_key, payload, self.declared.rate_limit.max_wait)
+
+    async def _apply(
+        self, operation: str, op_key: str, payload: dict[str, Any], max_wait: float
+    ) -> Seen:
         op = self.declared.operations.get(operation)
         if op is None:
             alarm = f"the provider file declares no operation {operation!r}"
@@ -145,7 +150,7 @@ class DeclaredAdapter:
             return Seen(Outcome.REJECTED, error=f"invalid_request: {error}")
         try:
             answer = await self._send(
-                built.method, built.path, json=built.body, headers=built.headers
+                built.method, built.path, json=built.body, headers=built.headers, max_wait=max_wait
             )
         except ProviderUnreachable as error:
             return unreachable(error.error)
@@ -159,10 +164,13 @@ class DeclaredAdapter:
         json: Any = None,
         params: dict[str, str] | None = None,
         headers: dict[str, str] | None = None,
+        max_wait: float = 0.0,
     ) -> Answer:
         """One request; a `429` is waited out (its Retry-After, the same request under the
-        same key) while the declared bound allows, and returned as it is past it."""
-        deadline = time.monotonic() + self.declared.rate_limit.max_wait
+        same key) while `max_wait` allows, and returned as it is past it. A call waits up
+        to the declared bound (the agent is waiting on it); a lookup or the drift listing
+        waits not at all: the pull reconciler's back-off defers it (a 429 is unavailable)."""
+        deadline = time.monotonic() + max_wait
         while True:
             answer = await self.http.request(
                 method,
@@ -183,7 +191,9 @@ class DeclaredAdapter:
         if strategy is strategies.Strategy.REPLAY:
             if strategies.inside_retention(sent, self.key_retention_s, self.clock()):
                 assert sent is not None
-                return strategies.replayed(await self.apply(operation, op_key, sent.payload))
+                # A lookup, so it defers a rate limit rather than wait it out.
+                replay = await self._apply(operation, op_key, sent.payload, max_wait=0.0)
+                return strategies.replayed(replay)
             if self.declared.lookup.query is None:
                 return strategies.cannot_be_asked(
                     "past its key retention a resend would be new, and it cannot be queried"
