@@ -54,6 +54,27 @@ async def claim_keys(
     return tuple(verdicts.get(spec.action, spec) for spec in specs)
 
 
+async def as_judged(
+    conn: asyncpg.Connection,
+    tenant: str,
+    tx_id: str,
+    specs: tuple[OperationSpec, ...],
+    horizon_s: float,
+) -> tuple[OperationSpec, ...]:
+    """The specs as `claim_keys` would answer them now, claiming nothing and refusing
+    nothing: what a preview shows, so that a step sent to a person by its natural key is
+    previewed as waiting for approval and the operator's approval of that digest holds."""
+    judged = []
+    for spec in specs:
+        if spec.natural_key is not None and spec.kind is OperationKind.STEP:
+            holder, _ = await _holder(conn, tenant, spec.operation, spec.natural_key, lock=False)
+            step = step_fingerprint(spec.provider, spec.operation, spec.payload)
+            if holder is not None and judge(holder, tx_id, step, horizon_s) is Verdict.DIFFERS:
+                spec = _to_a_person(spec, holder)
+        judged.append(spec)
+    return tuple(judged)
+
+
 async def release_keys(conn: asyncpg.Connection, tenant: str, tx_id: str) -> None:
     """Drop the claims of a body that never landed, when another body takes its tx_id over."""
     await conn.execute("DELETE FROM natural_keys WHERE tenant = $1 AND tx_id = $2", tenant, tx_id)
@@ -119,22 +140,25 @@ async def _claim_one(
             if spec.kind is not OperationKind.STEP:
                 # A notification runs without anyone to approve it: refused instead.
                 raise _duplicate(spec, holder, status, "another payload")
-            return spec.model_copy(
-                update={"approval_required": True, "natural_key_held_by": holder.tx_id}
-            )
+            return _to_a_person(spec, holder)
 
 
 async def _holder(
-    conn: asyncpg.Connection, tenant: str, operation: str, natural_key: str | None
+    conn: asyncpg.Connection,
+    tenant: str,
+    operation: str,
+    natural_key: str | None,
+    *,
+    lock: bool = True,
 ) -> tuple[Holder | None, str]:
-    """The key's holder, its row locked until the caller's transaction ends. Read in two
+    """The key's holder, its row locked (`lock`) until the caller's transaction ends. Read in two
     statements on purpose: the lock may wait for a racing claim's commit, and only a
     statement begun after it sees that claimant's `intents` row (a join in the locking
     statement would read it from the snapshot taken before the wait, and miss it)."""
     claim = await conn.fetchrow(
         "SELECT tx_id, action, step_fingerprint, expires_at <= now() AS expired"
         " FROM natural_keys WHERE tenant = $1 AND operation = $2 AND natural_key = $3"
-        " FOR UPDATE",
+        + (" FOR UPDATE" if lock else ""),
         tenant,
         operation,
         natural_key,
@@ -161,6 +185,10 @@ async def _holder(
     )
     # Not projected yet: Kafka has it, the decider has not answered.
     return holder, status or "accepted"
+
+
+def _to_a_person(spec: OperationSpec, holder: Holder) -> OperationSpec:
+    return spec.model_copy(update={"approval_required": True, "natural_key_held_by": holder.tx_id})
 
 
 def _duplicate(spec: OperationSpec, holder: Holder, status: str, what: str) -> ApiError:

@@ -24,7 +24,7 @@ from pydantic import BaseModel
 from events.definition import OperationKind
 from events.preview import StepPreview, preview_digest, shown_json
 from services.config import Settings
-from services.intake import auth, policy
+from services.intake import auth, natural_keys, policy
 from services.intake.accept import plan
 from services.intake.errors import parsed
 from services.intake.example import example_transaction
@@ -61,7 +61,13 @@ async def preview(request: Request, tenant: str = Depends(auth.tenant)) -> JSONR
     # provider's state (a waitlist, a balance), which an agent denied the operation must
     # not read through it.
     policy.refuse_ungranted(checked.policy, submission)
-    proposal_digest, specs = checked.fingerprint, checked.specs
+    proposal_digest = checked.fingerprint
+    async with request.app.state.pool.acquire() as conn:
+        # A step whose natural key another transaction holds with another payload waits for
+        # a person: previewed so, the operator's approval of this digest holds for it.
+        specs = await natural_keys.as_judged(
+            conn, tenant, submission.tx_id, checked.specs, settings.pending_horizon_s
+        )
     steps: list[StepPreview] = []
     async with ProviderHttp(settings.provider_timeout_s) as http:
         for spec in specs:

@@ -153,6 +153,27 @@ async def test_a_replanned_duplicate_never_reaches_the_provider_through_any_door
 
         # The provider's own log: one charge for the order, whatever came through the doors.
         assert await charges_applied(recon) == 1
+
+        # The person decides it is a second charge of its own: previewed and approved by an
+        # operator, it goes through once (the gate is the ordinary approval's).
+        preview = await recon.http.post(
+            f"{recon.intake_url}/v1/previews",
+            json=planned("plan-corrected", amount=4200),
+            headers=recon.headers,
+        )
+        assert preview.status_code == 200, preview.text
+        approved = await recon.http.post(
+            f"{recon.intake_url}/v1/approvals",
+            json={
+                "tx_id": "plan-corrected",
+                "action": "charge",
+                "digest": preview.json()["digest"],
+            },
+            headers={"Authorization": "Bearer ops-key"},
+        )
+        assert approved.status_code == 201, approved.text
+        assert (await recon.wait_terminal("plan-corrected"))["status"] == "committed"
+        assert await charges_applied(recon) == 2
     finally:
         await producer.stop()
 
