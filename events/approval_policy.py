@@ -8,7 +8,7 @@ seam); until then RECON_APPROVAL_REQUIRED names the classes and reversibilities.
 
 from collections.abc import Collection
 
-from events.catalog import OperationInfo
+from events.catalog import Classified
 
 # Side-effect classes and reversibilities that need approval. `destructive` by default:
 # naming `compensating_only` or `irreversible` as well would hold every charge and email.
@@ -26,7 +26,5 @@ def conflicts_of_duty(approver: str, agent_id: str, submitted_by: str | None) ->
     return approver == agent_id or submitted_by == f"operator:{approver}"
 
 
-def needs_approval(
-    info: OperationInfo, required: Collection[str] = DEFAULT_APPROVAL_REQUIRED
-) -> bool:
+def needs_approval(info: Classified, required: Collection[str] = DEFAULT_APPROVAL_REQUIRED) -> bool:
     return info.side_effect.value in required or info.reversibility.value in required

@@ -1,10 +1,21 @@
-"""The operations an agent may ask for, with the side-effect class and reversibility the
-retry policy and the policy gate rely on (docs/design.md, "Retry policy" and "Governance")."""
+"""The vocabulary of the catalog: what recon's rules read of an operation (its side-effect
+class, its reversibility, the one undo it allows, its payload's schema, its amount field),
+and `Catalog`, the operations of the configured providers.
 
-from collections.abc import Mapping
+No operation is named here: every provider declares its own (`ProviderAdapter.operations`;
+the sandbox's in services.providers.sandbox_operations, Stripe's in
+services.providers.stripe.operations), and the catalog recon serves and judges by is built
+from the providers configured (services.providers.registry.catalog_of). What the decider
+reads of an operation is recorded on the events when it is submitted (`OperationFacts`), so
+a replay never depends on the configuration of the day (docs/design.md, "Retry policy" and
+"Governance")."""
+
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import Any, Protocol
+
+from events.model import Message
 
 # How long a natural key (events.intent_identity) keeps a second submission of the same
 # business intent from the provider, unless the operation declares otherwise: longer than an
@@ -25,6 +36,36 @@ class Reversibility(StrEnum):
     IRREVERSIBLE = "irreversible"  # once sent, it stays sent
 
 
+class Classified(Protocol):
+    """Anything that says an operation's class and reversibility: the retry policy and the
+    approval rule read only these (an OperationInfo, or the OperationFacts an event
+    recorded)."""
+
+    @property
+    def side_effect(self) -> SideEffect: ...
+
+    @property
+    def reversibility(self) -> Reversibility: ...
+
+
+class OperationFacts(Message):
+    """What the decider reads of one operation, recorded on the events when the intake
+    accepts it (OperationSpec.facts, Compensation.facts, OperationDispatched.facts): the
+    provider's declaration of that day, so a replay decides as the live run did whatever the
+    configuration says now."""
+
+    side_effect: SideEffect
+    reversibility: Reversibility
+
+
+# What an operation nobody declared is taken for: the intake refuses such operations, so
+# this only covers a catalog shrunk under a live transaction. The safe reading of an
+# operation nobody declared is the one never sent twice.
+UNDECLARED = OperationFacts(
+    side_effect=SideEffect.DESTRUCTIVE, reversibility=Reversibility.IRREVERSIBLE
+)
+
+
 @dataclass(frozen=True)
 class OperationInfo:
     name: str
@@ -35,7 +76,7 @@ class OperationInfo:
     # that reservation, never another call sent under the step's grant (events.compensation).
     compensation: str | None = None
     # The JSON Schema (an object schema) a step's payload must satisfy, checked at the
-    # door; None: the provider declared none.
+    # door (events.payload_check); None: the provider declared none.
     payload_schema: Mapping[str, Any] | None = None
     # The payload field holding the amount (integer minor units) quotas count; None: the
     # operation moves no money.
@@ -44,48 +85,56 @@ class OperationInfo:
     # within it, another tx_id naming the same key never reaches the provider.
     natural_key_window_s: int = DEFAULT_NATURAL_KEY_WINDOW_S
 
-
-CATALOG: dict[str, OperationInfo] = {
-    info.name: info
-    for info in (
-        OperationInfo(
-            "payments.charge",
-            SideEffect.WRITE,
-            Reversibility.COMPENSATING_ONLY,
-            compensation="payments.refund",
-        ),
-        OperationInfo("payments.refund", SideEffect.WRITE, Reversibility.IRREVERSIBLE),
-        OperationInfo(
-            "inventory.reserve", SideEffect.WRITE, Reversibility.REVERSIBLE, "inventory.release"
-        ),
-        OperationInfo("inventory.release", SideEffect.WRITE, Reversibility.REVERSIBLE),
-        OperationInfo("email.send", SideEffect.WRITE, Reversibility.IRREVERSIBLE),
-        # Moves a user up a class waitlist, displacing (and notifying) the one ahead: its
-        # compensation puts the positions back, but the displaced user was told (seed 003).
-        OperationInfo(
-            "waitlist.promote",
-            SideEffect.DESTRUCTIVE,
-            Reversibility.COMPENSATING_ONLY,
-            compensation="waitlist.restore",
-        ),
-        OperationInfo("waitlist.restore", SideEffect.WRITE, Reversibility.COMPENSATING_ONLY),
-        OperationInfo("records.delete", SideEffect.DESTRUCTIVE, Reversibility.IRREVERSIBLE),
-    )
-}
-
-# Per provider: a provider whose operation behaves differently from the default (a charge
-# that cannot be refunded, a delete with a trash can) declares it here. Every configured
-# provider speaks the sandbox's API today, so every name falls back to CATALOG.
-PROVIDER_CATALOGS: dict[str, dict[str, OperationInfo]] = {"sandbox": CATALOG}
-
-# What an operation missing from every catalog is taken for: intake refuses unknown
-# operations, so this only covers a catalog shrunk under a live transaction. The safe
-# reading of an operation nobody declared is the one never sent twice.
-UNDECLARED = (SideEffect.DESTRUCTIVE, Reversibility.IRREVERSIBLE)
+    @property
+    def facts(self) -> OperationFacts:
+        return OperationFacts(side_effect=self.side_effect, reversibility=self.reversibility)
 
 
-def operation_info(provider: str, operation: str) -> OperationInfo:
-    """The class and reversibility of `operation` at `provider`: the one place the retry
-    policy, the approval gate and the API read them from."""
-    info = PROVIDER_CATALOGS.get(provider, CATALOG).get(operation) or CATALOG.get(operation)
-    return info or OperationInfo(operation, *UNDECLARED)
+class Catalog:
+    """The operations of each configured provider, by provider and name. Pure: built once
+    from what the adapters declare (services.providers.registry.catalog_of); the intake's
+    door, the policy gate, GET /v1/catalog and the OpenAPI document all read this one."""
+
+    def __init__(self, providers: Mapping[str, Mapping[str, OperationInfo]]) -> None:
+        self._providers = {name: dict(ops) for name, ops in sorted(providers.items())}
+
+    def providers(self) -> tuple[str, ...]:
+        return tuple(self._providers)
+
+    def operations(self, provider: str) -> Mapping[str, OperationInfo]:
+        """`provider`'s operations; empty for a provider not configured."""
+        return self._providers.get(provider, {})
+
+    def info(self, provider: str, operation: str) -> OperationInfo | None:
+        return self._providers.get(provider, {}).get(operation)
+
+    def facts(self, provider: str, operation: str) -> OperationFacts:
+        """The facts of `operation` at `provider`; UNDECLARED when it declares none."""
+        info = self.info(provider, operation)
+        return info.facts if info is not None else UNDECLARED
+
+    def compensation_of(self, provider: str, operation: str) -> str | None:
+        """The one undo `operation` at `provider` allows, None when it has none."""
+        info = self.info(provider, operation)
+        return info.compensation if info is not None else None
+
+    def names(self) -> tuple[str, ...]:
+        """Every operation name some provider declares, sorted, each once."""
+        return tuple(sorted({name for ops in self._providers.values() for name in ops}))
+
+    def side_effect_of(self, operation: str) -> SideEffect:
+        """The class of an operation named without its provider (a policy names operations
+        by name only): the most dangerous any provider declares for the name, `destructive`
+        when none does, so a grant is never implied by a provider that reads what another
+        writes."""
+        order = list(SideEffect)
+        classes = [
+            ops[operation].side_effect for ops in self._providers.values() if operation in ops
+        ]
+        return max(classes, key=order.index) if classes else UNDECLARED.side_effect
+
+    def __iter__(self) -> Iterator[tuple[str, OperationInfo]]:
+        """Every (provider, operation) once, providers and operations in a stable order."""
+        for provider, ops in self._providers.items():
+            for info in ops.values():
+                yield provider, info

@@ -1,24 +1,16 @@
-"""Pure: the compensation a step allows, and what that compensation sends.
+"""Pure: what a compensation sends.
 
 A compensation (the undo of a confirmed step; "compensation" is the one name the API, the
 events and the code give it) runs under its step's grant and without a person (the saga
-sends it on its own), so the agent must not be able to choose it: the catalog declares the
-one compensation of each operation (events.catalog, `OperationInfo.compensation`) and its
-payload is derived here from the step's approved payload and the evidence of its
-confirmation, never taken from the agent. A refund therefore names the charge that was
-confirmed (the provider's id from the evidence) and the charged amount, not a charge or an
-amount the agent picked (`reverses.remote_id`).
+sends it on its own), so the agent must not be able to choose it: the provider declares the
+one compensation of each operation (events.catalog, `OperationInfo.compensation`; the intake
+refuses any other) and its payload is derived here from the step's approved payload and the
+evidence of its confirmation, never taken from the agent. A refund therefore names the
+charge that was confirmed (the provider's id from the evidence) and the charged amount, not
+a charge or an amount the agent picked (`reverses.remote_id`).
 """
 
 from typing import Any
-
-from events.catalog import CATALOG
-
-
-def declared_compensation(operation: str) -> str | None:
-    """The compensation `operation` allows, or None when it has none."""
-    info = CATALOG.get(operation)
-    return info.compensation if info else None
 
 
 def compensation_payload(

@@ -3,8 +3,9 @@
 from enum import StrEnum
 from typing import Any
 
-from pydantic import SerializerFunctionWrapHandler, model_serializer
+from pydantic import Field, SerializerFunctionWrapHandler, model_serializer
 
+from events.catalog import OperationFacts
 from events.model import Message
 
 TX_ID_PATTERN = r"^[A-Za-z0-9._:-]{1,128}$"
@@ -82,6 +83,10 @@ FORWARD_CONFIRMED = (OpStatus.CONFIRMED, OpStatus.COMPENSATING, OpStatus.COMPENS
 class Compensation(Message):
     operation: str
     payload: dict[str, Any] | None = None
+    # The undo's class and reversibility as its provider declared them when the step was
+    # accepted; left out when absent, so an event from before they were recorded hashes as
+    # it did (it is read through events.legacy_facts).
+    facts: OperationFacts | None = Field(default=None, exclude_if=lambda v: v is None)
 
 
 class OperationSpec(Message):
@@ -102,6 +107,10 @@ class OperationSpec(Message):
     # The transaction that held this step's natural key with another payload when this one
     # was submitted: why the step waits for a person (approval_required is then true).
     natural_key_held_by: str | None = None
+    # The operation's class and reversibility as its provider declared them at submission
+    # (events.catalog.OperationFacts): the decider reads these, never the configuration of
+    # the day. Left out when absent (events.legacy_facts reads those).
+    facts: OperationFacts | None = Field(default=None, exclude_if=lambda v: v is None)
 
     @model_serializer(mode="wrap")
     def _leave_out_defaults_of_later_fields(self, handler: SerializerFunctionWrapHandler) -> Any:

@@ -12,20 +12,15 @@ least privilege by installing a document; agents it does not name get `default` 
 without one, reads only).
 """
 
+from collections.abc import Iterable
 from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from events.catalog import CATALOG, Reversibility, SideEffect
+from events.catalog import Reversibility, SideEffect
 
 NAME = Annotated[str, Field(min_length=1, max_length=128)]
 APPROVAL_CLASSES = frozenset({*(s.value for s in SideEffect), *(r.value for r in Reversibility)})
-
-
-def _known(operation: str) -> str:
-    if operation not in CATALOG:
-        raise ValueError(f"unknown operation {operation!r}; known: {', '.join(CATALOG)}")
-    return operation
 
 
 class _Doc(BaseModel):
@@ -36,22 +31,18 @@ class Quota(_Doc):
     """At most `max_count` dispatches and `max_amount` (the payload's integer `amount`, in
     minor units) of `operation` per agent in any `window_s` seconds; either may be left out."""
 
-    operation: str
+    operation: NAME
     window_s: int = Field(gt=0, le=366 * 86400)
     max_count: int | None = Field(default=None, ge=0)
     max_amount: int | None = Field(default=None, ge=0)
 
-    _operation = field_validator("operation")(_known)
-
 
 class AgentPolicy(_Doc):
-    grants: tuple[str, ...] = ()
+    # Operation names; which ones exist is the configured catalog's word, checked when a
+    # document is installed (services.intake.policy), not here: a document stored under an
+    # earlier configuration must still be readable.
+    grants: tuple[NAME, ...] = ()
     quotas: tuple[Quota, ...] = ()
-
-    @field_validator("grants")
-    @classmethod
-    def _grants_known(cls, grants: tuple[str, ...]) -> tuple[str, ...]:
-        return tuple(_known(g) for g in grants)
 
 
 class PolicyDocument(_Doc):
@@ -70,6 +61,15 @@ class PolicyDocument(_Doc):
             raise ValueError(f"unknown classes {unknown}; known: {sorted(APPROVAL_CLASSES)}")
         return classes
 
+    def operations(self) -> frozenset[str]:
+        """Every operation name the document grants or puts a quota on."""
+        agents = [*self.agents.values(), *([self.default] if self.default else [])]
+        return frozenset(
+            name
+            for agent in agents
+            for name in (*agent.grants, *(quota.operation for quota in agent.quotas))
+        )
+
     def for_agent(self, agent_id: str) -> tuple[str, AgentPolicy]:
         """The rule that applies to `agent_id` (its path in the document) and its content."""
         if agent_id in self.agents:
@@ -79,9 +79,10 @@ class PolicyDocument(_Doc):
         return "default", AgentPolicy()
 
 
-def open_policy() -> PolicyDocument:
-    """What a tenant without a document gets: the behaviour before policies existed."""
+def open_policy(operations: Iterable[str]) -> PolicyDocument:
+    """What a tenant without a document gets: the behaviour before policies existed, every
+    operation of the catalog (`operations`: its names) granted."""
     return PolicyDocument(
         version=0,
-        default=AgentPolicy(grants=tuple(CATALOG)),
+        default=AgentPolicy(grants=tuple(operations)),
     )

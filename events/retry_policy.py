@@ -13,24 +13,24 @@
 Pure: no I/O, no clock.
 """
 
-from events.catalog import OperationInfo, SideEffect
+from events.catalog import Classified, SideEffect
 
 # How many dispatches of one leg a machine may make in all; past that a person decides.
 ATTEMPT_BUDGET = {SideEffect.READ: 5, SideEffect.WRITE: 3, SideEffect.DESTRUCTIVE: 1}
 
 
-def may_resend(info: OperationInfo, attempt: int) -> bool:
+def may_resend(info: Classified, attempt: int) -> bool:
     """Whether a machine may dispatch attempt `attempt + 1` of a leg whose attempt
     `attempt` is unknown and (for a write) proven absent by a lookup."""
     return attempt < ATTEMPT_BUDGET[info.side_effect]
 
 
-def resend_without_lookup(info: OperationInfo) -> bool:
+def resend_without_lookup(info: Classified) -> bool:
     """A read has no effect a lookup could find: an unknown answer is asked again at once."""
     return info.side_effect is SideEffect.READ
 
 
-def redelivery_may_apply(info: OperationInfo) -> bool:
+def redelivery_may_apply(info: Classified) -> bool:
     """Whether a dispatcher that finds no effect under the key on a redelivered dispatch
     (a previous owner may have made the call and crashed before reporting) may apply it.
     For a destructive operation it may not: the call may still land, and the provider's

@@ -14,6 +14,7 @@ from events.approval_events import (
     OperationAwaitingApproval,
     OperationRejected,
 )
+from events.catalog import OperationFacts
 from events.definition import Leg, OperationSpec, Resolution
 from events.inputs import Evidence as Evidence
 from events.model import Message
@@ -98,6 +99,9 @@ class OperationDispatched(Message):
     # the revision its approval was given at (transactions.revisions). Every attempt
     # under the key carries the same one, so the key never comes with another payload.
     pinned_revision: int | None = Field(default=None, exclude_if=lambda v: v is None)
+    # The called operation's class and reversibility, from the spec the intake recorded:
+    # the dispatcher's redelivery rule reads them here (events.legacy_facts when absent).
+    facts: OperationFacts | None = Field(default=None, exclude_if=lambda v: v is None)
 
 
 class OperationUnknown(Message):

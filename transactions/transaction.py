@@ -558,6 +558,7 @@ def _dispatch(
             operation=spec.operation,
             payload=pinned_payload(spec.payload, pinned),
             pinned_revision=pinned,
+            facts=spec.facts,
         )
     assert spec.compensation is not None and spec.compensation_key is not None
     return OperationDispatched(
@@ -569,6 +570,7 @@ def _dispatch(
         provider=spec.provider,
         operation=spec.compensation.operation,
         payload=_compensation_payload(op),
+        facts=spec.compensation.facts,
     )
 
 

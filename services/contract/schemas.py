@@ -24,7 +24,8 @@ DOCS = Path(__file__).resolve().parents[2] / "docs"
 
 def openapi_document() -> dict[str, Any]:
     # Building the app connects to nothing (that happens at start-up), and no route's
-    # declaration depends on the settings: the document is the same in every deployment.
+    # declaration depends on the settings but the catalog and the webhook routes
+    # (services.intake.openapi_catalog): this is the default deployment's, the sandbox alone.
     document: dict[str, Any] = create_app(load_settings()).openapi()
     return document
 

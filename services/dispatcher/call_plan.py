@@ -35,10 +35,10 @@ from datetime import datetime
 from typing import Any, Generic, TypeVar, cast
 
 from events.aborted_before_call import ABORTED_BEFORE_CALL
-from events.catalog import operation_info
 from events.envelope import Envelope
 from events.inputs import OperationObserved, Outcome, Source
 from events.keys import dispatch_observation_id
+from events.legacy_facts import recorded_facts
 from events.observation import Seen, observation
 from events.retry_policy import redelivery_may_apply
 from events.transaction_events import OperationDispatched
@@ -146,7 +146,9 @@ def call_plan(dispatch: OperationDispatched, *, adapter_known: bool = True) -> P
         error = f"no adapter for provider {dispatch.provider!r}"
         yield Report(Source.RESPONSE, Seen(Outcome.UNKNOWN, error=error), 0)
         return
-    info = operation_info(dispatch.provider, dispatch.operation)
+    # What the events recorded when the step was accepted (events.legacy_facts), so a
+    # redelivery is judged by the class the step was approved under.
+    info = recorded_facts(dispatch.facts, dispatch.operation)
     if not (yield from ask(Gate())):
         return
     # Judged by what happened, not by an offset: a row means a call may have been made.

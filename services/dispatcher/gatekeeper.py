@@ -39,6 +39,7 @@ from events.definition import Leg
 from events.envelope import Envelope
 from events.inputs import Evidence, RequestReview
 from events.keys import gate_review_id, partition_key
+from events.legacy_facts import recorded_facts
 from events.policy import PolicyDocument, open_policy
 from events.transaction_events import OperationDispatched
 from services.at_least_once import RetryBatch
@@ -55,6 +56,7 @@ from services.governance.gate import (
 )
 from services.metrics import KILL_SWITCHES_ENGAGED
 from services.pg_pool import UNREACHABLE, create_pool
+from services.providers.registry import catalog_of
 
 log = logging.getLogger(__name__)
 
@@ -208,7 +210,7 @@ class Gatekeeper:
         await self._current(tenant, checked_under)
         if not self._governed(tenant):
             return True
-        policy = self.policies.get(tenant) or open_policy()
+        policy = self.policies.get(tenant) or open_policy(catalog_of(self.settings).names())
         decision = dispatch_verdict(
             policy,
             self.switches.get(tenant, ()),
@@ -216,6 +218,8 @@ class Gatekeeper:
             provider=dispatch.provider,
             operation=dispatch.operation,
             forward=dispatch.leg is Leg.FORWARD,
+            # The class recorded when the step was accepted, not today's catalog's.
+            side_effect=recorded_facts(dispatch.facts, dispatch.operation).side_effect,
         )
         if decision.verdict is Verdict.HOLD:
             await self._hold(envelope, dispatch, partition, agent_id, decision.switches)

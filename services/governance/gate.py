@@ -3,7 +3,7 @@
 - Grants (`submission_refusal`, at the intake): every operation a submission names must be
   granted to its agent, unless it is a `read`. A step's compensation is granted with the step
   (undoing what was allowed must stay possible) only when it is the one undo the step's
-  operation declares (events.compensation) and not `destructive`; anything else named as an undo
+  operation declares (its provider's catalog) and not `destructive`; anything else named as an undo
   needs its own grant (and the intake refuses it anyway: `compensation_not_allowed`).
 - The same rules at the dispatcher (`dispatch_verdict`), for submissions, saga compensations
   and review retries alike, because a policy may change after a submission was accepted: a
@@ -22,8 +22,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from events.catalog import CATALOG, SideEffect
-from events.compensation import declared_compensation
+from events.catalog import Catalog, SideEffect
 from events.definition import OperationSpec
 from events.policy import PolicyDocument, Quota
 
@@ -52,32 +51,39 @@ class Refusal:
         }
 
 
-def side_effect_of(operation: str) -> SideEffect:
-    info = CATALOG.get(operation)
-    # An operation the catalog does not know is treated as the most dangerous class.
-    return info.side_effect if info else SideEffect.DESTRUCTIVE
-
-
-def is_granted(policy: PolicyDocument, agent_id: str, operation: str) -> bool:
-    if side_effect_of(operation) is SideEffect.READ:
+def is_granted(
+    policy: PolicyDocument, agent_id: str, operation: str, side_effect: SideEffect
+) -> bool:
+    """Whether `agent_id` may call `operation`, of class `side_effect` (its provider's
+    word: the catalog at the door, the facts the events recorded at the dispatcher)."""
+    if side_effect is SideEffect.READ:
         return True
     _, agent = policy.for_agent(agent_id)
     return operation in agent.grants
 
 
 def grant_refusal(
-    policy: PolicyDocument, agent_id: str, operation: str, *, compensation_of: str | None = None
+    policy: PolicyDocument,
+    catalog: Catalog,
+    agent_id: str,
+    provider: str,
+    operation: str,
+    *,
+    compensation_of: str | None = None,
 ) -> Refusal | None:
-    """None when `agent_id` may dispatch `operation` (as the compensation of
-    `compensation_of`, if given)."""
-    side_effect = side_effect_of(operation)
-    if is_granted(policy, agent_id, operation):
+    """None when `agent_id` may dispatch `operation` at `provider` (as the compensation of
+    `compensation_of`, if given). An operation the catalog does not know is taken for the
+    most dangerous class (events.catalog.UNDECLARED)."""
+    side_effect = catalog.facts(provider, operation).side_effect
+    if is_granted(policy, agent_id, operation, side_effect):
         return None
     if (
         compensation_of is not None
-        and operation == declared_compensation(compensation_of)
+        and operation == catalog.compensation_of(provider, compensation_of)
         and side_effect is not SideEffect.DESTRUCTIVE
-        and is_granted(policy, agent_id, compensation_of)
+        and is_granted(
+            policy, agent_id, compensation_of, catalog.facts(provider, compensation_of).side_effect
+        )
     ):
         return None  # implied by the step's grant: the one compensation the step declares
     rule, _ = policy.for_agent(agent_id)
@@ -99,19 +105,26 @@ def grant_refusal(
 
 @dataclass(frozen=True)
 class Named:
-    """An operation a submission names; `compensation_of` is set for a step's compensation."""
+    """An operation a submission names at `provider`; `compensation_of` is set for a step's
+    compensation."""
 
+    provider: str
     operation: str
     compensation_of: str | None = None
 
 
 def submission_refusal(
-    policy: PolicyDocument, agent_id: str, named: Iterable[Named]
+    policy: PolicyDocument, catalog: Catalog, agent_id: str, named: Iterable[Named]
 ) -> Refusal | None:
     """The first operation of the submission its agent is not granted, or None."""
     for item in named:
         refusal = grant_refusal(
-            policy, agent_id, item.operation, compensation_of=item.compensation_of
+            policy,
+            catalog,
+            agent_id,
+            item.provider,
+            item.operation,
+            compensation_of=item.compensation_of,
         )
         if refusal is not None:
             return refusal
@@ -119,7 +132,7 @@ def submission_refusal(
 
 
 def successor_refusal(
-    policy: PolicyDocument, agent_id: str, operations: Iterable[OperationSpec]
+    policy: PolicyDocument, catalog: Catalog, agent_id: str, operations: Iterable[OperationSpec]
 ) -> Refusal | None:
     """The first operation of an accepted transaction that `agent_id` is not granted, or
     None: an agent that claims a transaction takes over every call it may still cause (its
@@ -128,14 +141,21 @@ def successor_refusal(
     claim carries."""
     return submission_refusal(
         policy,
+        catalog,
         agent_id,
         [
             named
             for spec in operations
             for named in (
-                (Named(spec.operation),)
+                (Named(spec.provider, spec.operation),)
                 + (
-                    (Named(spec.compensation.operation, compensation_of=spec.operation),)
+                    (
+                        Named(
+                            spec.provider,
+                            spec.compensation.operation,
+                            compensation_of=spec.operation,
+                        ),
+                    )
                     if spec.compensation is not None
                     else ()
                 )
@@ -199,11 +219,13 @@ def dispatch_verdict(
     provider: str,
     operation: str,
     forward: bool,
+    side_effect: SideEffect,
 ) -> Decision:
+    """`side_effect`: the class the events recorded for the call (events.legacy_facts)."""
     held_by = blocking(switches, agent_id, provider, operation)
     if held_by:
         return Decision(Verdict.HOLD, "kill_switch", held_by)
-    if forward and not is_granted(policy, agent_id, operation):
+    if forward and not is_granted(policy, agent_id, operation, side_effect):
         return Decision(Verdict.REVIEW, "not_granted")
     return Decision(Verdict.DISPATCH)
 

@@ -15,6 +15,7 @@ from typing import Any
 from pydantic import ValidationError
 from starlette.datastructures import State
 
+from events.catalog import Catalog
 from events.definition import OperationSpec
 from events.keys import default_session
 from events.policy import PolicyDocument
@@ -32,6 +33,7 @@ from services.intake.submission import (
     submit_command,
 )
 from services.intake.tenant_store import TenantStore
+from services.providers.registry import catalog_of
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +45,8 @@ class Plan:
     policy: PolicyDocument
     fingerprint: str
     specs: tuple[OperationSpec, ...]
+    # The configured providers' catalog the submission was judged by.
+    catalog: Catalog
 
 
 async def plan(state: State, tenant: str, submission: SubmissionRequest) -> Plan:
@@ -50,15 +54,16 @@ async def plan(state: State, tenant: str, submission: SubmissionRequest) -> Plan
     derive its fingerprint and operations; nothing is recorded. Shared by the submission
     and the preview, so a preview's digest and approvals are those of the submission."""
     settings: Settings = state.settings
+    catalog = catalog_of(settings)
     async with state.pool.acquire() as conn:
-        document = await policy.in_force(conn, tenant)
+        document = await policy.in_force(conn, tenant, catalog)
         # A charge, record or waitlist named in a payload must be the tenant's own (one
         # judge for the submission, the preview and the Kafka door alike).
         await resource_owners.refuse_foreign(
             TenantStore(conn, tenant), submission, settings.tenant_resources
         )
     approval_required = policy.approval_classes(document, settings.approval_required)
-    check(submission, settings.providers, approval_required)
+    check(submission, catalog, approval_required)
     try:
         fingerprint = submission.fingerprint()
     except ValueError:
@@ -69,9 +74,10 @@ async def plan(state: State, tenant: str, submission: SubmissionRequest) -> Plan
         submission,
         tenant=tenant,
         environment=settings.environment,
+        catalog=catalog,
         approval_required=approval_required,
     )
-    return Plan(document, fingerprint, specs)
+    return Plan(document, fingerprint, specs, catalog)
 
 
 async def accept_submission(
@@ -105,7 +111,7 @@ async def accept_submission(
     fingerprint, specs = checked.fingerprint, checked.specs
     # The policy gate: an ungranted operation is refused (403) with nothing recorded, not
     # even the intent row.
-    policy.refuse_ungranted(checked.policy, submission)
+    policy.refuse_ungranted(checked.policy, checked.catalog, submission)
     tracing.annotate(tx_id=submission.tx_id, op_keys=",".join(s.op_key for s in specs))
     intent = intents.Intent(
         tenant,

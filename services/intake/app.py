@@ -26,6 +26,7 @@ from services.intake import (
     kill_switches,
     method_not_allowed,
     openapi,
+    openapi_catalog,
     operations,
     ownership,
     policy,
@@ -106,6 +107,7 @@ def create_app(settings: Settings) -> FastAPI:
             *(approvals.ApprovalRequest, approvals.RejectionRequest),
         ],
     )
+    openapi_catalog.install(app, settings)
     _answer_refusals(app)
     policy.install(app)
     method_not_allowed.install(app)

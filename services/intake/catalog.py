@@ -1,17 +1,19 @@
-"""`GET /v1/catalog` (docs/contract.md, "v1 additions"): every configured provider's operations,
-with the side-effect class and reversibility the retry policy, the approval gate and the
-previews read from events.catalog, so an agent can tell before it submits what will need
-an approval and what cannot be undone. Any key of the tenant may read it."""
+"""`GET /v1/catalog` (docs/contract.md, "v1 additions"): every configured provider's operations
+as its adapter declares them (services.providers.registry.catalog_of): the side-effect class
+and reversibility the retry policy and the approval gate read, the one undo each allows, the
+payload's JSON Schema the door checks and the field quotas count, so an agent can tell
+before it submits what will need an approval, what cannot be undone and what to send. Any
+key of the tenant may read it."""
 
 from typing import Any
 
 from fastapi import APIRouter, Depends, Request
 from pydantic import BaseModel, Field
 
-from events.catalog import CATALOG, PROVIDER_CATALOGS, Reversibility, SideEffect
-from services.config import Settings
+from events.catalog import Reversibility, SideEffect
 from services.intake import auth
 from services.intake.openapi import errors, ok
+from services.providers.registry import catalog_of
 
 router = APIRouter()
 
@@ -29,6 +31,11 @@ class CatalogEntry(BaseModel):
     undo: str | None = Field(
         default=None, deprecated=True, description="Deprecated: the same as `compensation`."
     )
+    # The JSON Schema (draft 2020-12) a step's payload must satisfy, checked at the door
+    # (`422 invalid_payload` naming the field); None: the provider declares none.
+    payload_schema: dict[str, Any] | None = None
+    # The payload field quotas count as the amount (`max_amount`); None: no money moves.
+    amount_field: str | None = None
 
 
 class Catalog(BaseModel):
@@ -37,7 +44,6 @@ class Catalog(BaseModel):
 
 @router.get("/v1/catalog", responses={**ok(Catalog), **errors(401, 503)}, response_model=None)
 async def catalog(request: Request, tenant: str = Depends(auth.tenant)) -> dict[str, Any]:
-    settings: Settings = request.app.state.settings
     return {
         "operations": [
             {
@@ -47,8 +53,9 @@ async def catalog(request: Request, tenant: str = Depends(auth.tenant)) -> dict[
                 "reversibility": info.reversibility.value,
                 "compensation": info.compensation,
                 "undo": info.compensation,
+                "payload_schema": info.payload_schema,
+                "amount_field": info.amount_field,
             }
-            for provider in sorted(settings.providers)
-            for info in PROVIDER_CATALOGS.get(provider, CATALOG).values()
+            for provider, info in catalog_of(request.app.state.settings)
         ]
     }

@@ -7,6 +7,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Path, Request
 
+from events.catalog import Catalog
 from events.policy import open_policy
 from services.governance import store as governance
 from services.governance.gate import is_granted
@@ -16,6 +17,7 @@ from services.intake.openapi import errors, ok
 from services.intake.operation_models import OperationRecord
 from services.intake.operation_record import operation_record
 from services.intake.tenant_store import TenantStore
+from services.providers.registry import catalog_of
 
 router = APIRouter()
 
@@ -37,7 +39,9 @@ async def get_operation(
     op_key: OpKey, request: Request, tenant: str = Depends(auth.tenant)
 ) -> dict[str, Any]:
     async with request.app.state.pool.acquire() as conn:
-        found = await _record(TenantStore(conn, tenant), op_key)
+        found = await _record(
+            TenantStore(conn, tenant), op_key, catalog_of(request.app.state.settings)
+        )
     if found is None:
         raise ApiError(
             404, "not_found", f"no operation {op_key!r} for this API key's tenant; check the key"
@@ -45,7 +49,7 @@ async def get_operation(
     return found
 
 
-async def _record(store: TenantStore, op_key: str) -> dict[str, Any] | None:
+async def _record(store: TenantStore, op_key: str, catalog: Catalog) -> dict[str, Any] | None:
     row = await store.operation(op_key)
     if row is None:
         return None
@@ -56,24 +60,31 @@ async def _record(store: TenantStore, op_key: str) -> dict[str, Any] | None:
     return {
         "tx_id": row["tx_id"],
         "state": row["state"],
-        "grant": _grant(installed, record),
+        "grant": _grant(installed, record, catalog),
         "transaction_status": row["status"],
         "remote_id": row["remote_id"],
         **record,
     }
 
 
-def _grant(installed: governance.Installed | None, record: dict[str, Any]) -> dict[str, Any]:
+def _grant(
+    installed: governance.Installed | None, record: dict[str, Any], catalog: Catalog
+) -> dict[str, Any]:
     """Whether the submitting agent holds a grant for this operation under the tenant's
     policy as installed now (version 0: no document, everything granted). The policy
     history is not kept, so this is today's reading, not the one at acceptance; the
     acceptance itself proves the grant held then (an ungranted submission is refused)."""
-    policy = installed.document if installed is not None else open_policy()
+    policy = installed.document if installed is not None else open_policy(catalog.names())
     agent_id = record["approved"]["submitted_by"].get("agent_id") or ""
     operation = record["approved"]["operation"]
     return {
         "agent_id": agent_id,
         "operation": operation,
         "policy_version": policy.version,
-        "granted": is_granted(policy, agent_id, operation),
+        "granted": is_granted(
+            policy,
+            agent_id,
+            operation,
+            catalog.facts(record["approved"].get("provider", ""), operation).side_effect,
+        ),
     }

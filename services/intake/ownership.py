@@ -35,6 +35,7 @@ from services.intake.produce import produce_command
 from services.intake.session_cap import refuse_past_cap
 from services.intake.submission import SESSION_PATTERN
 from services.intake.tenant_store import TenantStore
+from services.providers.registry import catalog_of
 from transactions import ownership as rules
 from transactions.state import TransactionState
 
@@ -136,10 +137,11 @@ async def claim(
     key.speak_for(who.agent_id)
     async with request.app.state.pool.acquire() as conn:
         known = await known_transaction(TenantStore(conn, tenant), tx_id, settings.owner_lease_s)
-        document = await policy.in_force(conn, tenant)
+        catalog = catalog_of(settings)
+        document = await policy.in_force(conn, tenant, catalog)
     if known is None:
         raise unknown_transaction(tx_id)
-    refusal = successor_refusal(document, who.agent_id, known.operations)
+    refusal = successor_refusal(document, catalog, who.agent_id, known.operations)
     if refusal is not None:
         raise policy.GateRefused(refusal)
     if known.owner is not None and (known.owner.agent_id, known.owner.session_id) == (

@@ -22,6 +22,7 @@ from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
+from events.catalog import Catalog
 from events.governance import BreakerReset, GovernanceChange, PolicyReplaced
 from events.policy import PolicyDocument, open_policy
 from services.config import Settings
@@ -32,6 +33,7 @@ from services.intake.errors import ApiError, parsed
 from services.intake.openapi import errors, json_body, ok
 from services.intake.produce import produce_acked
 from services.intake.submission import SubmissionRequest
+from services.providers.registry import catalog_of
 
 log = logging.getLogger(__name__)
 router = APIRouter()
@@ -84,16 +86,19 @@ def now_iso() -> str:
 def named_operations(submission: SubmissionRequest) -> list[Named]:
     named: list[Named] = []
     for _, op in submission.operations():
-        named.append(Named(op.operation))
+        named.append(Named(op.provider, op.operation))
         if op.compensation is not None:
-            named.append(Named(op.compensation.operation, compensation_of=op.operation))
+            named.append(
+                Named(op.provider, op.compensation.operation, compensation_of=op.operation)
+            )
     return named
 
 
-async def in_force(conn: asyncpg.Connection, tenant: str) -> PolicyDocument:
-    """The tenant's policy document, or the open one when none is installed."""
+async def in_force(conn: asyncpg.Connection, tenant: str, catalog: Catalog) -> PolicyDocument:
+    """The tenant's policy document, or the open one (every operation of `catalog`) when
+    none is installed."""
     installed = await store.policy_of(conn, tenant)
-    return installed.document if installed else open_policy()
+    return installed.document if installed else open_policy(catalog.names())
 
 
 def approval_classes(policy: PolicyDocument, floor: frozenset[str]) -> frozenset[str]:
@@ -102,10 +107,12 @@ def approval_classes(policy: PolicyDocument, floor: frozenset[str]) -> frozenset
     return floor | frozenset(policy.approval_required)
 
 
-def refuse_ungranted(policy: PolicyDocument, submission: SubmissionRequest) -> None:
+def refuse_ungranted(
+    policy: PolicyDocument, catalog: Catalog, submission: SubmissionRequest
+) -> None:
     """Raise GateRefused (403) when the submission names an operation its agent is not
     granted; called before the intent row is written and before anything is produced."""
-    refusal = submission_refusal(policy, submission.agent_id, named_operations(submission))
+    refusal = submission_refusal(policy, catalog, submission.agent_id, named_operations(submission))
     if refusal is not None:
         raise GateRefused(refusal)
 
@@ -129,7 +136,9 @@ async def get_policy(request: Request, tenant: str = Depends(auth.tenant)) -> di
         return {
             "version": 0,
             "configured": False,
-            "document": open_policy().model_dump(mode="json"),
+            "document": open_policy(catalog_of(request.app.state.settings).names()).model_dump(
+                mode="json"
+            ),
         }
     return {
         "version": installed.document.version,
@@ -151,9 +160,23 @@ async def put_policy(
     request: Request, who: Annotated[auth.Principal, Depends(operator)]
 ) -> dict[str, Any]:
     document = parsed(await request.body(), PolicyDocument)
+    refuse_unknown_operations(document, catalog_of(request.app.state.settings))
     assert who.operator is not None
     await install_policy(request, who.tenant, document, who.operator)
     return await get_policy(request, who.tenant)
+
+
+def refuse_unknown_operations(document: PolicyDocument, catalog: Catalog) -> None:
+    """422 `unknown_operation` when the document grants or limits an operation no
+    configured provider offers: a typo would otherwise grant nothing, silently."""
+    unknown = sorted(document.operations() - set(catalog.names()))
+    if unknown:
+        raise ApiError(
+            422,
+            "unknown_operation",
+            f"the policy names operations no configured provider offers: {', '.join(unknown)}; "
+            f"known operations (GET /v1/catalog): {', '.join(catalog.names())}",
+        )
 
 
 async def install_policy(

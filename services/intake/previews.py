@@ -60,7 +60,7 @@ async def preview(request: Request, tenant: str = Depends(auth.tenant)) -> JSONR
     # The grant gate of the submission, before any provider is asked: a preview reads the
     # provider's state (a waitlist, a balance), which an agent denied the operation must
     # not read through it.
-    policy.refuse_ungranted(checked.policy, submission)
+    policy.refuse_ungranted(checked.policy, checked.catalog, submission)
     proposal_digest = checked.fingerprint
     async with request.app.state.pool.acquire() as conn:
         # A step whose natural key another transaction holds with another payload waits for

@@ -15,9 +15,9 @@ or route, an odd `2xx`) says nothing about the step, so the preview may be asked
 import logging
 from typing import Any
 
-from events.catalog import operation_info
 from events.definition import STALE_REVISION, OperationSpec
 from events.inputs import Outcome
+from events.legacy_facts import recorded_facts
 from events.preview import StepPreview
 from services.intake.errors import ApiError
 from services.providers.classify import classify_response
@@ -54,7 +54,7 @@ def step_preview(spec: OperationSpec, status: int | None, body: Any) -> StepPrev
 def _shown(
     spec: OperationSpec, body: dict[str, Any], refusal: dict[str, Any] | None
 ) -> StepPreview:
-    info = operation_info(spec.provider, spec.operation)
+    info = recorded_facts(spec.facts, spec.operation)
     effects = body.get("effects")
     notifications = body.get("notifications")
     revision = body.get("current_revision")

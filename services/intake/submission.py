@@ -8,12 +8,11 @@ from collections.abc import Collection
 from datetime import datetime
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field
 
 from events.approval_policy import DEFAULT_APPROVAL_REQUIRED, needs_approval
 from events.canonical import fingerprint
-from events.catalog import CATALOG, operation_info
-from events.compensation import declared_compensation
+from events.catalog import Catalog, OperationInfo
 from events.definition import (
     ACTION_PATTERN,
     TX_ID_PATTERN,
@@ -24,7 +23,7 @@ from events.definition import (
 from events.inputs import SubmitTransaction
 from events.intent_identity import NATURAL_KEY_PATTERN
 from events.keys import compensation_key, default_session, op_key, submit_id
-from events.payload_schemas import payload_problem
+from events.payload_check import payload_problem
 
 MAX_OPERATIONS = 20
 
@@ -39,15 +38,10 @@ class SubmissionRefused(ValueError):
         self.message = message
 
 
-def _known_operation(name: str) -> str:
-    if name not in CATALOG:
-        raise ValueError(f"unknown operation {name!r}; known operations: {', '.join(CATALOG)}")
-    return name
-
-
-# The catalog's names, also listed in the OpenAPI document so a client sees (and a generated
-# SDK types) which operations exist; the validator keeps the error message that lists them.
-OperationName = Annotated[str, Field(json_schema_extra={"enum": list(CATALOG)})]
+# Which names exist is the configured catalog's word, judged by `check` (422
+# `unknown_operation`, naming the provider's operations); the OpenAPI document lists them
+# as an enum (services.intake.openapi_catalog), so a client and a generated SDK see them.
+OperationName = Annotated[str, Field(min_length=1, max_length=128)]
 
 
 # An agent session id: printable, no spaces, as short as an agent id.
@@ -61,8 +55,6 @@ class _Request(BaseModel):
 class CompensationRequest(_Request):
     operation: OperationName
     payload: dict[str, Any] | None = None
-
-    _check_operation = field_validator("operation")(_known_operation)
 
 
 class OperationRequest(_Request):
@@ -104,8 +96,6 @@ class OperationRequest(_Request):
         }
         return {**self.payload, **extra}
 
-    _check_operation = field_validator("operation")(_known_operation)
-
 
 class SubmissionRequest(_Request):
     tx_id: Annotated[str, Field(pattern=TX_ID_PATTERN)]
@@ -144,10 +134,12 @@ class SubmissionRequest(_Request):
 
 def check(
     submission: SubmissionRequest,
-    providers: dict[str, str],
+    catalog: Catalog,
     approval_required: Collection[str] = DEFAULT_APPROVAL_REQUIRED,
 ) -> None:
-    """The checks that depend on the deployment; raise SubmissionRefused naming the fix."""
+    """The checks that depend on the deployment (its providers' catalog); raise
+    SubmissionRefused naming the fix. The one judge of every door: the HTTP route, the Kafka
+    intents topic and the MCP tools (which call the HTTP route) all come here."""
     seen: set[str] = set()
     named: set[tuple[str, str]] = set()
     for _, op in submission.operations():
@@ -166,27 +158,41 @@ def check(
                 "on_commit and on_compensated",
             )
         seen.add(op.action)
-        if op.provider not in providers:
-            raise SubmissionRefused(
-                "unknown_provider",
-                f"action {op.action!r}: unknown provider {op.provider!r}; known providers: "
-                f"{', '.join(sorted(providers))}",
-            )
-        _check_payload(op)
-        _check_compensation(op, approval_required)
+        info = _declared(op, catalog)
+        _check_payload(op, info)
+        _check_compensation(op, catalog, approval_required)
     _check_irreversible_steps(submission)
-    _check_gated_notifications(submission, approval_required)
+    _check_gated_notifications(submission, catalog, approval_required)
 
 
-def _check_payload(op: "OperationRequest") -> None:
-    problem = payload_problem(op.operation, op.payload)
+def _declared(op: OperationRequest, catalog: Catalog) -> OperationInfo:
+    """What `op`'s provider declares of its operation, or the refusal naming what exists."""
+    if op.provider not in catalog.providers():
+        raise SubmissionRefused(
+            "unknown_provider",
+            f"action {op.action!r}: unknown provider {op.provider!r}; known providers: "
+            f"{', '.join(catalog.providers())}",
+        )
+    info = catalog.info(op.provider, op.operation)
+    if info is None:
+        raise SubmissionRefused(
+            "unknown_operation",
+            f"action {op.action!r}: provider {op.provider!r} has no operation "
+            f"{op.operation!r}; its operations: {', '.join(catalog.operations(op.provider))} "
+            "(GET /v1/catalog)",
+        )
+    return info
+
+
+def _check_payload(op: OperationRequest, info: OperationInfo) -> None:
+    problem = payload_problem(info, op.payload)
     if problem is not None:
         raise SubmissionRefused(
             "invalid_payload", f"action {op.action!r} ({op.operation}): {problem}"
         )
 
 
-def _check_compensation(op: "OperationRequest", required: Collection[str]) -> None:
+def _check_compensation(op: OperationRequest, catalog: Catalog, required: Collection[str]) -> None:
     """A compensation runs under its step's grant, with no person and with a payload recon
     derives (events.compensation), so the agent may only name the one its step's operation
     declares,
@@ -195,7 +201,7 @@ def _check_compensation(op: "OperationRequest", required: Collection[str]) -> No
     compensation = op.compensation
     if compensation is None:
         return
-    allowed = declared_compensation(op.operation)
+    allowed = catalog.compensation_of(op.provider, op.operation)
     if compensation.operation != allowed:
         what = f"only {allowed!r}" if allowed else "none: leave the compensation out"
         raise SubmissionRefused(
@@ -209,7 +215,7 @@ def _check_compensation(op: "OperationRequest", required: Collection[str]) -> No
             f"action {op.action!r}: a compensation's payload is derived from the step and "
             f'the evidence of its confirmation; send {{"operation": {allowed!r}}} alone',
         )
-    if needs_approval(operation_info(op.provider, compensation.operation), required):
+    if needs_approval(catalog.facts(op.provider, compensation.operation), required):
         raise SubmissionRefused(
             "approval_required_in_compensation",
             f"action {op.action!r}: its compensation {compensation.operation!r} needs a person's "
@@ -219,12 +225,14 @@ def _check_compensation(op: "OperationRequest", required: Collection[str]) -> No
         )
 
 
-def _check_gated_notifications(submission: SubmissionRequest, required: Collection[str]) -> None:
+def _check_gated_notifications(
+    submission: SubmissionRequest, catalog: Catalog, required: Collection[str]
+) -> None:
     """A notification is sent by the decider on its own after commit, so nobody could
     approve it first: an operation that needs approval must be a step."""
     for kind, op in submission.operations():
         if kind is not OperationKind.STEP and needs_approval(
-            operation_info(op.provider, op.operation), required
+            catalog.facts(op.provider, op.operation), required
         ):
             raise SubmissionRefused(
                 "approval_required_in_notification",
@@ -253,12 +261,14 @@ def operation_specs(
     *,
     tenant: str,
     environment: str,
+    catalog: Catalog,
     approval_required: Collection[str] = DEFAULT_APPROVAL_REQUIRED,
 ) -> tuple[OperationSpec, ...]:
     return tuple(
         _spec(
             kind,
             op,
+            catalog,
             op_key(
                 tenant=tenant,
                 environment=environment,
@@ -273,12 +283,15 @@ def operation_specs(
 
 
 def _spec(
-    kind: OperationKind, op: OperationRequest, key: str, approval_required: Collection[str]
+    kind: OperationKind,
+    op: OperationRequest,
+    catalog: Catalog,
+    key: str,
+    approval_required: Collection[str],
 ) -> OperationSpec:
     compensation = op.compensation
-    gated = kind is OperationKind.STEP and needs_approval(
-        operation_info(op.provider, op.operation), approval_required
-    )
+    facts = catalog.facts(op.provider, op.operation)
+    gated = kind is OperationKind.STEP and needs_approval(facts, approval_required)
     return OperationSpec(
         action=op.action,
         kind=kind,
@@ -288,8 +301,15 @@ def _spec(
         approval_required=gated,
         natural_key=op.natural_key,
         op_key=key,
+        # What the provider declares today, recorded: the decider reads these from the
+        # events for as long as the transaction lives, whatever the configuration becomes.
+        facts=facts,
         compensation=(
-            Compensation(operation=compensation.operation, payload=compensation.payload)
+            Compensation(
+                operation=compensation.operation,
+                payload=compensation.payload,
+                facts=catalog.facts(op.provider, compensation.operation),
+            )
             if compensation
             else None
         ),

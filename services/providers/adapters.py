@@ -9,7 +9,7 @@ strategy); answers are judged by services.providers.classify, the sandbox's rule
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from events.catalog import CATALOG, OperationInfo
+from events.catalog import OperationInfo
 from events.inputs import Outcome
 from events.observation import Seen
 from reconcilers.signatures import Scheme, Verified, verify
@@ -20,10 +20,11 @@ from services.providers.http import ProviderUnreachable, Requester
 from services.providers.interface import ListingUnavailable, ProviderSetup, Sent
 from services.providers.lookup_strategy import Strategy
 from services.providers.paths import UnsafeSegment, segment
+from services.providers.sandbox_operations import SANDBOX_OPERATIONS
 
 
 class SandboxAdapter:
-    operations: Mapping[str, OperationInfo] = CATALOG
+    operations: Mapping[str, OperationInfo] = SANDBOX_OPERATIONS
     webhook_scheme = Scheme.STANDARD
     # The sandbox keeps its keys for ever and answers lookups by key.
     key_retention_s: float | None = None

@@ -143,8 +143,10 @@ class ProviderAdapter(Protocol):
 
 class AdapterClass(Protocol):
     """What a `recon.providers` entry point names: the adapter's class (its facts are
-    class attributes, read by the configuration before any adapter is made)."""
+    class attributes, read by the configuration before any adapter is made: the catalog is
+    built from `operations` without making one)."""
 
+    operations: Mapping[str, OperationInfo]
     webhook_scheme: Scheme
     key_retention_s: float | None
 

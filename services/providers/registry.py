@@ -14,8 +14,12 @@ A provider has a shared account and, per tenant, optionally the tenant's own
 one adapter class, and `Accounts.adapter_for` picks by services.providers.accounts' rule.
 """
 
+from collections.abc import Mapping
+from functools import cache
 from importlib.metadata import EntryPoint, entry_points
 
+from events.catalog import Catalog, OperationInfo
+from events.payload_check import schema_problem
 from reconcilers.signatures import Scheme
 from services.config import Settings
 from services.providers.accounts import Account, account_of
@@ -58,8 +62,49 @@ def adapter_class(name: str) -> AdapterClass:
             f"entry point {name!r} ({declared[name].value}) is not an adapter class: it needs "
             "`from_setup` and a `webhook_scheme` (docs/providers.md)"
         )
+    problem = _operations_problem(getattr(loaded, "operations", None))
+    if problem is not None:
+        raise AdapterSetupError(
+            f"entry point {name!r} ({declared[name].value}) declares its operations wrongly: "
+            f'{problem} (docs/providers.md, "Declaring operations")'
+        )
     kind: AdapterClass = loaded
     return kind
+
+
+def _operations_problem(operations: object) -> str | None:
+    """What is wrong with an adapter class's `operations`, None when nothing: a broken
+    declaration stops start-up rather than refusing or letting through every payload."""
+    if not isinstance(operations, Mapping):
+        return "`operations` must map each operation's name to an events.catalog.OperationInfo"
+    for name, info in operations.items():
+        if not isinstance(info, OperationInfo) or info.name != name:
+            return f"{name!r} must map to an OperationInfo named {name!r}"
+        if info.compensation is not None and info.compensation not in operations:
+            return f"{name!r} declares the undo {info.compensation!r}, which it does not offer"
+        if info.payload_schema is not None:
+            problem = schema_problem(info.payload_schema)
+            if problem is not None:
+                return f"{name!r}: its payload_schema is not a JSON Schema: {problem}"
+    return None
+
+
+def catalog_of(settings: Settings) -> Catalog:
+    """The catalog of the configured providers: each one's operations as its adapter class
+    declares them (no adapter is made, nothing is asked of a provider). A tenant's own
+    account is of its provider's class, so it offers the same operations."""
+    key = tuple(
+        (name, settings.provider_adapters.get(name, DEFAULT_ADAPTER))
+        for name in sorted(settings.providers)
+    )
+    return _catalog(key)
+
+
+@cache
+def _catalog(providers: tuple[tuple[str, str], ...]) -> Catalog:
+    # Cached per configuration: reading entry points scans the environment's metadata, and
+    # every submission asks.
+    return Catalog({name: adapter_class(adapter).operations for name, adapter in providers})
 
 
 def build_adapters(http: Requester, settings: Settings) -> dict[str, ProviderAdapter]:

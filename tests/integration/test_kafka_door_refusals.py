@@ -7,17 +7,13 @@ door runs as `run_intents`, the process's own entry point, in the test's event l
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import json
-import time
 from typing import Any
 
 import asyncpg
 import pytest
-from aiokafka import AIOKafkaProducer
 from support.governance_support import charge
 from support.intake_app import intake_settings
+from support.intent_door import door, replies
 from support.topic_records import read_records
 
 from events.policy import PolicyDocument
@@ -42,45 +38,6 @@ async def install(settings: Settings, document: dict[str, Any]) -> None:
         )
     finally:
         await conn.close()
-
-
-async def replies(settings: Settings, wanted: set[str], timeout: float = 90) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    found: dict[str, Any] = {}
-    while time.monotonic() < deadline:
-        for r in await read_records(
-            settings.kafka_bootstrap, settings.topics.intent_replies("acme")
-        ):
-            if r.key is not None and r.value is not None:
-                found[r.key.decode()] = json.loads(r.value)
-        if wanted <= set(found):
-            return found
-        await asyncio.sleep(0.3)
-    raise AssertionError(f"no replies for {wanted - set(found)} within {timeout}s: {found}")
-
-
-@contextlib.asynccontextmanager
-async def door(settings: Settings) -> Any:
-    stop = asyncio.Event()
-    task = asyncio.create_task(kafka_intents.run_intents(settings, stop))
-    producer = AIOKafkaProducer(bootstrap_servers=settings.kafka_bootstrap, acks="all")
-    await producer.start()
-
-    async def produce(tx_id: str, body: dict[str, Any]) -> None:
-        # The door creates its topics itself; the first send waits for them.
-        await producer.send_and_wait(
-            settings.topics.intents("acme"),
-            key=f"acme/{tx_id}".encode(),
-            value=json.dumps(body).encode(),
-        )
-
-    try:
-        yield produce, task
-    finally:
-        await producer.stop()
-        stop.set()
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(task, 30)
 
 
 async def test_an_ungranted_intent_is_refused_403_and_the_door_keeps_answering(

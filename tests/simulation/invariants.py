@@ -8,10 +8,11 @@ counts provider calls, so a bug in `evolve` cannot hide a bug in `decide`.
 
 from dataclasses import dataclass, field
 
-from events.catalog import SideEffect, operation_info
-from events.definition import OperationKind, OperationSpec, TxStatus
+from events.catalog import SideEffect
+from events.definition import Leg, OperationKind, OperationSpec, TxStatus
 from events.envelope import GENESIS_HASH, Envelope, verify_chain
 from events.inputs import DeciderInput, OperationObserved, Source
+from transactions.side_effects import leg_info
 from transactions.state import TransactionState
 from transactions.transaction import is_terminal
 
@@ -138,7 +139,9 @@ class Monitor:
         operation = (
             spec.compensation.operation if is_compensation and spec.compensation else spec.operation
         )
-        if operation_info(spec.provider, operation).side_effect is not SideEffect.DESTRUCTIVE:
+        leg = Leg.COMPENSATION if is_compensation else Leg.FORWARD
+        # The class the events recorded for the call: the decider's own reading.
+        if leg_info(spec, leg).side_effect is not SideEffect.DESTRUCTIVE:
             return
         dispatched = self.attempts.get(key, 0)
         if calls > dispatched:

@@ -11,13 +11,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 
-from events.catalog import operation_info
 from events.definition import Compensation, OperationKind, OperationSpec
 from events.envelope import Envelope
 from events.inputs import DeciderInput, SubmitTransaction
 from events.keys import compensation_key, op_key
 from projections.view import TxView
 from reconcilers.webhook_intake import MatchedOperation
+from services.providers.sandbox_operations import SANDBOX_OPERATIONS
 
 from .calls_begun import SimCallsBegun
 from .clock import Clock
@@ -45,9 +45,13 @@ def transaction(rng: random.Random, tx_id: str) -> SubmitTransaction:
         key = op_key(
             tenant=TENANT, environment="sim", provider="sandbox", tx_id=tx_id, action=action
         )
-        info = operation_info("sandbox", operation)
+        # Recorded on the spec as the intake records them (services.intake.submission).
+        info = SANDBOX_OPERATIONS[operation]
         compensation = (
-            Compensation(operation=info.compensation)
+            Compensation(
+                operation=info.compensation,
+                facts=SANDBOX_OPERATIONS[info.compensation].facts,
+            )
             if info.compensation and kind is OperationKind.STEP
             else None
         )
@@ -62,6 +66,7 @@ def transaction(rng: random.Random, tx_id: str) -> SubmitTransaction:
                 operation=operation,
                 payload=payload,
                 op_key=key,
+                facts=info.facts,
                 compensation=compensation,
                 compensation_key=compensation_key(key) if compensation else None,
             )

@@ -5,8 +5,8 @@ tenant. The route reads no database, so the app is driven without its lifespan."
 import dataclasses
 
 import httpx
+from support.catalogs import SANDBOX_NAMES
 
-from events.catalog import CATALOG
 from services.config import load_settings
 from services.intake.app import create_app
 
@@ -27,7 +27,7 @@ async def test_the_catalog_lists_each_operations_class_reversibility_and_undo() 
     assert agent.json() == operator.json()
     operations = agent.json()["operations"]
     assert {(o["provider"], o["operation"]) for o in operations} == {
-        (p, name) for p in ("sandbox", "other") for name in CATALOG
+        (p, name) for p in ("sandbox", "other") for name in SANDBOX_NAMES
     }
     by_name = {o["operation"]: o for o in operations if o["provider"] == "sandbox"}
     assert by_name["records.delete"] == {
@@ -37,7 +37,11 @@ async def test_the_catalog_lists_each_operations_class_reversibility_and_undo() 
         "reversibility": "irreversible",
         "compensation": None,
         "undo": None,
+        "payload_schema": by_name["records.delete"]["payload_schema"],
+        "amount_field": None,
     }
+    assert by_name["payments.charge"]["amount_field"] == "amount"
+    assert by_name["inventory.reserve"]["payload_schema"]["required"] == ["sku"]
     assert by_name["payments.charge"]["class"] == "write"
     # The one operation an agent may name as the step's compensation, and no other; `undo`
     # is v1's name for it, kept equal for one release.

@@ -6,20 +6,18 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from support.catalogs import SANDBOX
 from support.txbuilders import compensate, observed, plan, submit
 
-from events.catalog import CATALOG, SideEffect
-from events.compensation import declared_compensation
+from events.catalog import SideEffect
 from events.definition import Compensation, Leg
 from events.inputs import Outcome
-from events.payload_schemas import PAYLOAD_SCHEMAS, payload_problem
+from events.payload_check import payload_problem
 from events.policy import AgentPolicy, PolicyDocument, Quota
 from events.transaction_events import OperationDispatched
 from services.governance.gate import Named, amount_of, counts_amount, submission_refusal
 from services.intake.submission import SubmissionRefused, SubmissionRequest, check
 from transactions.transaction import handle, initial_state
-
-PROVIDERS = {"sandbox": "http://sandbox.invalid"}
 
 
 def body(step: dict[str, Any], *more: dict[str, Any]) -> SubmissionRequest:
@@ -51,22 +49,24 @@ def charge(amount: Any = 1299) -> dict[str, Any]:
 def refusal_code(submission: SubmissionRequest, required: frozenset[str] | None = None) -> str:
     with pytest.raises(SubmissionRefused) as refused:
         if required is None:
-            check(submission, PROVIDERS)
+            check(submission, SANDBOX)
         else:
-            check(submission, PROVIDERS, required)
+            check(submission, SANDBOX, required)
     return refused.value.code
 
 
 def test_the_catalog_declares_the_undos_of_the_issue() -> None:
-    assert declared_compensation("inventory.reserve") == "inventory.release"
-    assert declared_compensation("payments.charge") == "payments.refund"
-    assert declared_compensation("waitlist.promote") == "waitlist.restore"
+    undo = SANDBOX.compensation_of
+    assert undo("sandbox", "inventory.reserve") == "inventory.release"
+    assert undo("sandbox", "payments.charge") == "payments.refund"
+    assert undo("sandbox", "waitlist.promote") == "waitlist.restore"
     for operation in ("email.send", "records.delete", "payments.refund"):
-        assert declared_compensation(operation) is None
-    # Every declared undo is a catalog operation, and none is destructive.
-    for info in CATALOG.values():
+        assert undo("sandbox", operation) is None
+    # Every declared undo is an operation of its provider, and none is destructive.
+    for provider, info in SANDBOX:
         if info.compensation is not None:
-            assert CATALOG[info.compensation].side_effect is not SideEffect.DESTRUCTIVE
+            declared = SANDBOX.info(provider, info.compensation)
+            assert declared is not None and declared.side_effect is not SideEffect.DESTRUCTIVE
 
 
 def test_given_a_reserve_when_its_undo_is_a_charge_then_it_is_refused() -> None:
@@ -93,7 +93,7 @@ def test_given_undos_that_need_approval_when_a_step_declares_one_then_it_is_refu
 
 
 def test_given_the_declared_undos_without_payloads_then_the_submission_passes() -> None:
-    check(body(reserve({"operation": "inventory.release"}), charge()), PROVIDERS)
+    check(body(reserve({"operation": "inventory.release"}), charge()), SANDBOX)
 
 
 @pytest.mark.parametrize("amount", ["4999999", 4999999.5, True, -1, 0, None, [1]])
@@ -102,17 +102,26 @@ def test_given_an_amount_that_is_not_a_positive_integer_then_it_is_refused_namin
 ) -> None:
     submission = body(charge(amount))
     with pytest.raises(SubmissionRefused) as refused:
-        check(submission, PROVIDERS)
+        check(submission, SANDBOX)
     assert refused.value.code == "invalid_payload"
     assert "payload.amount" in refused.value.message
 
 
 def test_a_charge_needs_an_amount_and_a_reserve_a_sku() -> None:
-    assert payload_problem("payments.charge", {"currency": "usd"}) is not None
-    assert payload_problem("inventory.reserve", {"qty": 1}) is not None
-    assert payload_problem("inventory.reserve", {"sku": "sku-1", "qty": "1"}) is not None
-    assert payload_problem("payments.charge", {"amount": 1, "note": "kept"}) is None
-    assert set(PAYLOAD_SCHEMAS) == set(CATALOG)
+    charge, reserve = (
+        SANDBOX.operations("sandbox")[name] for name in ("payments.charge", "inventory.reserve")
+    )
+    assert payload_problem(charge, {"currency": "usd"}) == "payload.amount: required"
+    assert payload_problem(reserve, {"qty": 1}) == "payload.sku: required"
+    assert (payload_problem(reserve, {"sku": "sku-1", "qty": "1"}) or "").startswith("payload.qty:")
+    # JSON Schema takes 1.0 for an integer; a quota could not count it, so it is refused.
+    assert (payload_problem(charge, {"amount": 1.0}) or "").startswith("payload.amount:")
+    # A charge takes fields recon does not read; a reserve names every field it takes.
+    assert payload_problem(charge, {"amount": 1, "note": "kept"}) is None
+    assert (payload_problem(reserve, {"sku": "s", "note": "x"}) or "").startswith(
+        "payload.note: not a field of inventory.reserve"
+    )
+    assert all(info.payload_schema is not None for _, info in SANDBOX)
 
 
 @given(st.one_of(st.text(), st.floats(), st.booleans(), st.integers(max_value=-1)))
@@ -137,15 +146,19 @@ def test_given_a_reserve_grant_when_a_charge_is_named_as_its_undo_then_it_is_not
     )
     refusal = submission_refusal(
         policy,
+        SANDBOX,
         "agent-1",
-        [Named("inventory.reserve"), Named("payments.charge", compensation_of="inventory.reserve")],
+        [
+            Named("sandbox", "inventory.reserve"),
+            Named("sandbox", "payments.charge", compensation_of="inventory.reserve"),
+        ],
     )
     assert refusal is not None and refusal.operation == "payments.charge"
     allowed = [
-        Named("inventory.reserve"),
-        Named("inventory.release", compensation_of="inventory.reserve"),
+        Named("sandbox", "inventory.reserve"),
+        Named("sandbox", "inventory.release", compensation_of="inventory.reserve"),
     ]
-    assert submission_refusal(policy, "agent-1", allowed) is None
+    assert submission_refusal(policy, SANDBOX, "agent-1", allowed) is None
 
 
 def test_given_an_undo_payload_recorded_before_the_fix_then_the_decider_sends_the_derived_one() -> (

@@ -7,10 +7,10 @@ from dataclasses import dataclass, field
 
 from hypothesis import given
 from hypothesis import strategies as st
+from support.catalogs import SANDBOX, SANDBOX_NAMES, sandbox_catalog
 from support.txbuilders import spec
 
-from events.catalog import CATALOG, SideEffect
-from events.compensation import declared_compensation
+from events.catalog import SideEffect
 from events.definition import OperationKind
 from events.policy import AgentPolicy, PolicyDocument, Quota, open_policy
 from services.governance.gate import (
@@ -21,14 +21,19 @@ from services.governance.gate import (
     dispatch_verdict,
     is_granted,
     reserve,
-    side_effect_of,
     submission_refusal,
     successor_refusal,
 )
 
-OPERATIONS = sorted(CATALOG)
+OPERATIONS = sorted(SANDBOX_NAMES)
 AGENTS = ["agent-1", "agent-2", "agent-3"]
 PROVIDERS = ["sandbox", "other"]
+CATALOG = sandbox_catalog(*PROVIDERS)
+
+
+def side_effect_of(operation: str) -> SideEffect:
+    return CATALOG.facts("sandbox", operation).side_effect
+
 
 grants = st.lists(st.sampled_from(OPERATIONS), unique=True).map(tuple)
 agent_policies = st.builds(AgentPolicy, grants=grants)
@@ -79,6 +84,7 @@ def test_no_dispatch_outside_a_grant_nor_under_a_matching_kill_switch(
         provider=provider,
         operation=operation,
         forward=forward,
+        side_effect=side_effect_of(operation),
     )
     matching = [s for s in engaged if s.matches(agent_id, provider, operation)]
     if decision.verdict is Verdict.DISPATCH:
@@ -103,12 +109,12 @@ steps = st.lists(
 def test_a_submission_passes_only_when_everything_it_names_is_granted(
     policy: PolicyDocument, agent_id: str, named: list[tuple[str, str | None]]
 ) -> None:
-    items = [Named(op) for op, _ in named] + [
-        Named(compensation, compensation_of=op)
+    items = [Named("sandbox", op) for op, _ in named] + [
+        Named("sandbox", compensation, compensation_of=op)
         for op, compensation in named
         if compensation is not None
     ]
-    refusal = submission_refusal(policy, agent_id, items)
+    refusal = submission_refusal(policy, CATALOG, agent_id, items)
     if refusal is None:
         for op, compensation in named:
             assert granted_in_document(policy, agent_id, op)
@@ -116,7 +122,7 @@ def test_a_submission_passes_only_when_everything_it_names_is_granted(
                 # A compensation rides on its step's grant only when it is the one the
                 # step declares, and not destructive (before issue 18 any operation did).
                 assert granted_in_document(policy, agent_id, compensation) or (
-                    compensation == declared_compensation(op)
+                    compensation == CATALOG.compensation_of("sandbox", op)
                     and side_effect_of(compensation) is not SideEffect.DESTRUCTIVE
                 )
     else:
@@ -138,19 +144,20 @@ def test_a_claimant_must_be_granted_what_the_transaction_still_may_call() -> Non
             "agent-2": AgentPolicy(grants=("payments.charge",)),
         },
     )
-    assert successor_refusal(policy, "agent-1", operations) is None
-    refused = successor_refusal(policy, "agent-2", operations)
+    assert successor_refusal(policy, SANDBOX, "agent-1", operations) is None
+    refused = successor_refusal(policy, SANDBOX, "agent-2", operations)
     assert refused is not None and (refused.error, refused.operation) == (
         "not_granted",
         "email.send",
     )
-    stranger = successor_refusal(policy, "agent-9", operations)
+    stranger = successor_refusal(policy, SANDBOX, "agent-9", operations)
     assert stranger is not None and stranger.operation == "payments.charge"
 
 
 def test_without_a_document_everything_in_the_catalog_is_granted() -> None:
     # Today's behaviour stays the default (README, "Governance").
-    assert all(is_granted(open_policy(), "any-agent", op) for op in OPERATIONS)
+    policy = open_policy(SANDBOX.names())
+    assert all(is_granted(policy, "any-agent", op, side_effect_of(op)) for op in OPERATIONS)
 
 
 # --- quotas: any interleaving of dispatchers over one ledger -----------------------------

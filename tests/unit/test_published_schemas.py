@@ -15,6 +15,7 @@ from jsonschema import Draft7Validator, Draft202012Validator
 from openapi_spec_validator import validate as validate_openapi
 from referencing import Registry
 from referencing.jsonschema import DRAFT202012
+from support.catalogs import SANDBOX
 
 from events.drift import DriftDetected, DriftKind, drift_id
 from events.envelope import GENESIS_HASH, seal
@@ -128,7 +129,7 @@ def test_messages_the_code_writes_match_their_published_schema(
     asyncapi: dict[str, Any],
 ) -> None:
     submission = SubmissionRequest.model_validate(example_transaction())
-    specs = operation_specs(submission, tenant="demo", environment="dev")
+    specs = operation_specs(submission, tenant="demo", environment="dev", catalog=SANDBOX)
     command = submit_command(
         submission, tenant="demo", fingerprint="f" * 64, operations=specs, issued_at=NOW
     )

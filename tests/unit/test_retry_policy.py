@@ -2,9 +2,10 @@
 reads are asked again, writes re-sent under their key after a lookup proved absence,
 destructive operations never re-sent (events.retry_policy)."""
 
+from support.catalogs import sandbox_catalog
 from support.txbuilders import T0, observed
 
-from events.catalog import OperationInfo, Reversibility, SideEffect, operation_info
+from events.catalog import OperationInfo, Reversibility, SideEffect
 from events.definition import OperationKind, OperationSpec, OpStatus
 from events.inputs import Outcome, Source, SubmitTransaction
 from events.keys import op_key
@@ -43,6 +44,8 @@ def run(*inputs: object) -> TransactionState:
 
 
 def test_catalog_declares_the_sandbox_classes_per_provider() -> None:
+    catalog = sandbox_catalog("sandbox", "sandbox-eu")
+    operation_info = catalog.facts
     promote = operation_info("sandbox", "waitlist.promote")
     assert (promote.side_effect, promote.reversibility) == (
         SideEffect.DESTRUCTIVE,
@@ -53,10 +56,11 @@ def test_catalog_declares_the_sandbox_classes_per_provider() -> None:
         SideEffect.DESTRUCTIVE,
         Reversibility.IRREVERSIBLE,
     )
-    # Another configured provider speaks the sandbox's API: the same declaration.
+    # Another configured provider of the sandbox's adapter: the same declaration.
     assert operation_info("sandbox-eu", "payments.charge").side_effect is SideEffect.WRITE
-    # An operation nobody declared is never sent twice.
+    # An operation nobody declared, or at a provider not configured, is never sent twice.
     assert operation_info("sandbox", "nope").side_effect is SideEffect.DESTRUCTIVE
+    assert operation_info("elsewhere", "payments.charge").side_effect is SideEffect.DESTRUCTIVE
 
 
 def test_policy_table() -> None:
