@@ -224,6 +224,13 @@ class CatalogEntry(_Answer):
     class_: str = Field(alias="class")
     reversibility: str
     compensation: str | None = None
+    # The JSON Schema a step's payload must satisfy (422 `invalid_payload` otherwise).
+    payload_schema: dict[str, Any] | None = None
+    # The payload field quotas count as the amount.
+    amount_field: str | None = None
+    # How the undo's payload is built from the confirmed step; None: the step's payload
+    # with `reverses`.
+    undo_payload: dict[str, str] | None = None
 
 
 class KillSwitch(_Answer):

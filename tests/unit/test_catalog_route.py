@@ -5,6 +5,7 @@ tenant. The route reads no database, so the app is driven without its lifespan."
 import dataclasses
 
 import httpx
+from recon_sdk import AsyncRecon
 from support.catalogs import SANDBOX_NAMES
 
 from services.config import load_settings
@@ -52,3 +53,21 @@ async def test_the_catalog_lists_each_operations_class_reversibility_and_undo() 
         assert by_name[operation]["compensation"] == by_name[operation]["undo"] == compensation
     assert by_name["payments.charge"]["reversibility"] == "compensating_only"
     assert (await _get(None)).status_code == 401
+
+
+async def test_the_sdk_reads_the_catalog_typed() -> None:
+    settings = dataclasses.replace(load_settings(), providers={"sandbox": "http://127.0.0.1:9"})
+    transport = httpx.ASGITransport(app=create_app(settings))
+    async with (
+        httpx.AsyncClient(transport=transport) as http,
+        AsyncRecon("http://intake", api_key="demo-key", http=http) as recon,
+    ):
+        entries = await recon.catalog()
+    charge = next(e for e in entries if e.operation == "payments.charge")
+    assert (charge.provider, charge.class_, charge.compensation) == (
+        "sandbox",
+        "write",
+        "payments.refund",
+    )
+    assert charge.amount_field == "amount" and charge.payload_schema is not None
+    assert {e.operation for e in entries} == set(SANDBOX_NAMES)
