@@ -122,6 +122,11 @@ async def accept_submission(
         policy_version=checked.policy.version,
         session_id=submission.session_id or default_session(submission.agent_id),
         submitted_by=who.name if who is not None else None,
+        natural_key_windows={
+            spec.action: info.natural_key_window_s
+            for spec in specs
+            if (info := checked.catalog.info(spec.provider, spec.operation)) is not None
+        },
     )
     async with state.pool.acquire() as conn:
         # The operations as claimed: a step whose natural key another transaction holds

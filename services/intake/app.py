@@ -44,12 +44,16 @@ from services.intake.submission import SubmissionRefused, SubmissionRequest
 from services.kafka_setup import ensure_topics
 from services.postgres_start import open_pool
 from services.providers.http import ProviderHttp
-from services.providers.registry import build_accounts
+from services.providers.registry import build_accounts, catalog_of
 
 log = logging.getLogger(__name__)
 
 
 def create_app(settings: Settings) -> FastAPI:
+    # The providers' catalog, read once now: an adapter declaring its operations wrongly
+    # stops start-up here (AdapterSetupError) rather than failing every submission.
+    catalog_of(settings)
+
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         # Postgres restarting while the intake starts is waited out, not a crash.

@@ -31,7 +31,8 @@ principal, or the Kafka record's key), never from the body.
 """
 
 import json
-from dataclasses import dataclass, replace
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import asyncpg
@@ -57,6 +58,10 @@ class Intent:
     # The principal that submitted it (services.intake.auth.Principal.name); None: the
     # Kafka door, whose producer the broker authenticates.
     submitted_by: str | None = None
+    # Per action, how long its natural key is held: the window its provider declares for
+    # the operation (events.catalog.OperationInfo.natural_key_window_s); an action not
+    # listed holds it for the default.
+    natural_key_windows: Mapping[str, int] = field(default_factory=dict)
 
     def operations_json(self) -> str:
         return json.dumps([spec.model_dump(mode="json") for spec in self.operations])
@@ -141,7 +146,7 @@ async def claim(
 async def _judged(conn: asyncpg.Connection, intent: Intent, horizon_s: float) -> Intent:
     """The intent with its natural keys claimed, its row holding the operations to produce."""
     specs = await natural_keys.claim_keys(
-        conn, intent.tenant, intent.tx_id, intent.operations, horizon_s
+        conn, intent.tenant, intent.tx_id, intent.operations, horizon_s, intent.natural_key_windows
     )
     if specs == intent.operations:
         return intent

@@ -23,11 +23,12 @@ Called inside the caller's transaction (services.intake.intents.claim), so a ref
 rolls back the `intents` row too: nothing is recorded.
 """
 
+from collections.abc import Mapping
 from typing import Any
 
 import asyncpg
 
-from events.catalog import operation_info
+from events.catalog import DEFAULT_NATURAL_KEY_WINDOW_S
 from events.definition import OperationKind, OperationSpec
 from events.intent_identity import Holder, Verdict, judge, step_fingerprint
 from services.intake.errors import ApiError, not_yet_known
@@ -39,6 +40,7 @@ async def claim_keys(
     tx_id: str,
     specs: tuple[OperationSpec, ...],
     horizon_s: float,
+    windows: Mapping[str, int],
 ) -> tuple[OperationSpec, ...]:
     """Claim every natural key `specs` name for `tx_id`, or raise the 409; answer the specs
     to record, a step whose key another transaction holds with another payload gated on a
@@ -50,7 +52,8 @@ async def claim_keys(
         key=lambda s: (s.operation, s.natural_key or ""),
     )
     for spec in named:
-        verdicts[spec.action] = await _claim_one(conn, tenant, tx_id, spec, horizon_s)
+        window_s = windows.get(spec.action, DEFAULT_NATURAL_KEY_WINDOW_S)
+        verdicts[spec.action] = await _claim_one(conn, tenant, tx_id, spec, horizon_s, window_s)
     return tuple(verdicts.get(spec.action, spec) for spec in specs)
 
 
@@ -81,9 +84,13 @@ async def release_keys(conn: asyncpg.Connection, tenant: str, tx_id: str) -> Non
 
 
 async def _claim_one(
-    conn: asyncpg.Connection, tenant: str, tx_id: str, spec: OperationSpec, horizon_s: float
+    conn: asyncpg.Connection,
+    tenant: str,
+    tx_id: str,
+    spec: OperationSpec,
+    horizon_s: float,
+    window_s: int,
 ) -> OperationSpec:
-    window_s = operation_info(spec.provider, spec.operation).natural_key_window_s
     step = step_fingerprint(spec.provider, spec.operation, spec.payload)
     coordinates = (tenant, spec.operation, spec.natural_key)
     # A racing claim of the same key waits here for the other's transaction to end.

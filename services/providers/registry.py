@@ -23,6 +23,7 @@ from events.payload_check import schema_problem
 from reconcilers.signatures import Scheme
 from services.config import Settings
 from services.providers.accounts import Account, account_of
+from services.providers.declared.adapter import declared_operations
 from services.providers.http import Requester
 from services.providers.interface import (
     AdapterClass,
@@ -62,7 +63,10 @@ def adapter_class(name: str) -> AdapterClass:
             f"entry point {name!r} ({declared[name].value}) is not an adapter class: it needs "
             "`from_setup` and a `webhook_scheme` (docs/providers.md)"
         )
-    problem = _operations_problem(getattr(loaded, "operations", None))
+    # A declared provider's operations are its file's (services.providers.declared), so its
+    # class has none of its own; any other class's are checked here, at start-up.
+    operations = getattr(loaded, "operations", None)
+    problem = None if operations is None else _operations_problem(operations)
     if problem is not None:
         raise AdapterSetupError(
             f"entry point {name!r} ({declared[name].value}) declares its operations wrongly: "
@@ -91,20 +95,34 @@ def _operations_problem(operations: object) -> str | None:
 
 def catalog_of(settings: Settings) -> Catalog:
     """The catalog of the configured providers: each one's operations as its adapter class
-    declares them (no adapter is made, nothing is asked of a provider). A tenant's own
-    account is of its provider's class, so it offers the same operations."""
+    declares them, or a declared provider's as its file does (no adapter is made, nothing
+    is asked of a provider). A tenant's own account is of its provider's class, so it
+    offers the same operations. AdapterSetupError for a broken declaration."""
     key = tuple(
-        (name, settings.provider_adapters.get(name, DEFAULT_ADAPTER))
+        (
+            name,
+            settings.provider_adapters.get(name, DEFAULT_ADAPTER),
+            settings.provider_files.get(name),
+        )
         for name in sorted(settings.providers)
     )
     return _catalog(key)
 
 
 @cache
-def _catalog(providers: tuple[tuple[str, str], ...]) -> Catalog:
+def _catalog(providers: tuple[tuple[str, str, str | None], ...]) -> Catalog:
     # Cached per configuration: reading entry points scans the environment's metadata, and
     # every submission asks.
-    return Catalog({name: adapter_class(adapter).operations for name, adapter in providers})
+    declared: dict[str, Mapping[str, OperationInfo]] = {}
+    for name, adapter, path in providers:
+        operations = (
+            declared_operations(path) if path is not None else adapter_class(adapter).operations
+        )
+        problem = _operations_problem(operations)
+        if problem is not None:
+            raise AdapterSetupError(f"provider {name!r} declares its operations wrongly: {problem}")
+        declared[name] = operations
+    return Catalog(declared)
 
 
 def build_adapters(http: Requester, settings: Settings) -> dict[str, ProviderAdapter]:
