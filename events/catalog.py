@@ -81,6 +81,11 @@ class OperationInfo:
     # The payload field holding the amount (integer minor units) quotas count; None: the
     # operation moves no money.
     amount_field: str | None = None
+    # How the undo's payload is built from the confirmed step (events.compensation): each
+    # undo field from `$remote_id` (the provider's id of the confirmed effect), `$op_key`
+    # (the step's key) or a JSON pointer into the step's payload (`/currency`). None: the
+    # step's payload with `reverses` (the sandbox's undos read it so).
+    undo_payload: Mapping[str, str] | None = None
     # How long a step's natural key is held for this operation (events.intent_identity):
     # within it, another tx_id naming the same key never reaches the provider.
     natural_key_window_s: int = DEFAULT_NATURAL_KEY_WINDOW_S

@@ -87,6 +87,10 @@ class Compensation(Message):
     # accepted; left out when absent, so an event from before they were recorded hashes as
     # it did (it is read through events.legacy_facts).
     facts: OperationFacts | None = Field(default=None, exclude_if=lambda v: v is None)
+    # How the undo's payload is built, as the step's provider declared it at submission
+    # (events.catalog.OperationInfo.undo_payload); absent: the step's payload with
+    # `reverses`, the shape every compensation recorded before it existed was sent with.
+    template: dict[str, str] | None = Field(default=None, exclude_if=lambda v: v is None)
 
 
 class OperationSpec(Message):

@@ -579,7 +579,9 @@ def _compensation_payload(op: OperationState) -> dict[str, Any]:
     (events.compensation), never a payload the agent wrote for it; the intake refuses one,
     and one recorded before it did is ignored here rather than sent ungoverned."""
     assert op.spec.compensation is not None
-    return compensation_payload(op.spec.payload, op.spec.op_key, op.remote_id)
+    return compensation_payload(
+        op.spec.payload, op.spec.op_key, op.remote_id, op.spec.compensation.template
+    )
 
 
 # --- evolve -------------------------------------------------------------------------

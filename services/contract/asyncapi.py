@@ -20,8 +20,11 @@ from events.governance import GovernanceChange
 from events.inputs import Command, OperationObserved
 from events.topics import PARTITIONS, Topics
 from events.transaction_events import Event
+from services.config import load_settings
+from services.intake.openapi_catalog import with_catalog
 from services.intake.response_models import IntentRefused, SubmissionAccepted
 from services.intake.submission import SubmissionRequest
+from services.providers.registry import catalog_of
 
 SCHEMAS = "#/components/schemas/{model}"
 KAFKA_BINDING_VERSION = "0.5.0"
@@ -159,6 +162,9 @@ def asyncapi_document() -> dict[str, Any]:
         IntentRefused,
     ]
     _, defs = models_json_schema([(m, "serialization") for m in models], ref_template=SCHEMAS)
+    # The intents door takes what POST /v1/transactions takes: the catalog's providers and
+    # operations as enums, the default deployment's as in docs/openapi.json.
+    with_catalog({"components": {"schemas": defs["$defs"]}}, catalog_of(load_settings()))
     commands = {c.__name__: _message(c.__name__, _ref(c), _doc(c), TX_KEY) for c in COMMANDS}
     observations = {
         "OperationObserved": _message(

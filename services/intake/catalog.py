@@ -36,6 +36,10 @@ class CatalogEntry(BaseModel):
     payload_schema: dict[str, Any] | None = None
     # The payload field quotas count as the amount (`max_amount`); None: no money moves.
     amount_field: str | None = None
+    # How the undo's payload is built from the confirmed step (undo field -> `$remote_id`,
+    # `$op_key` or a pointer into the step's payload); None: the step's payload with
+    # `reverses`.
+    undo_payload: dict[str, str] | None = None
 
 
 class Catalog(BaseModel):
@@ -55,6 +59,7 @@ async def catalog(request: Request, tenant: str = Depends(auth.tenant)) -> dict[
                 "undo": info.compensation,
                 "payload_schema": info.payload_schema,
                 "amount_field": info.amount_field,
+                "undo_payload": dict(info.undo_payload) if info.undo_payload else None,
             }
             for provider, info in catalog_of(request.app.state.settings)
         ]

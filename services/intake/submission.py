@@ -282,6 +282,15 @@ def operation_specs(
     )
 
 
+def _undo_template(catalog: Catalog, op: OperationRequest) -> dict[str, str] | None:
+    """How the step's undo payload is built, as its provider declares it, recorded with
+    the step so the decider builds it the same way on every replay."""
+    info = catalog.info(op.provider, op.operation)
+    if info is None or info.undo_payload is None:
+        return None
+    return dict(info.undo_payload)
+
+
 def _spec(
     kind: OperationKind,
     op: OperationRequest,
@@ -309,6 +318,7 @@ def _spec(
                 operation=compensation.operation,
                 payload=compensation.payload,
                 facts=catalog.facts(op.provider, compensation.operation),
+                template=_undo_template(catalog, op),
             )
             if compensation
             else None

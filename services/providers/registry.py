@@ -19,6 +19,7 @@ from functools import cache
 from importlib.metadata import EntryPoint, entry_points
 
 from events.catalog import Catalog, OperationInfo
+from events.compensation import source_problem
 from events.payload_check import schema_problem
 from reconcilers.signatures import Scheme
 from services.config import Settings
@@ -86,6 +87,10 @@ def _operations_problem(operations: object) -> str | None:
             return f"{name!r} must map to an OperationInfo named {name!r}"
         if info.compensation is not None and info.compensation not in operations:
             return f"{name!r} declares the undo {info.compensation!r}, which it does not offer"
+        for field, source in (info.undo_payload or {}).items():
+            problem = source_problem(source)
+            if problem is not None:
+                return f"{name!r}: its undo_payload field {field!r}: {problem}"
         if info.payload_schema is not None:
             problem = schema_problem(info.payload_schema)
             if problem is not None:

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from support.catalogs import SANDBOX
+from support.txbuilders import compensate, observed, plan, submit
 
 import events.catalog as catalog_module
 from events.catalog import (
@@ -20,7 +21,9 @@ from events.catalog import (
     SideEffect,
 )
 from events.definition import Leg, OperationKind, OperationSpec
+from events.inputs import Outcome
 from events.legacy_facts import LEGACY_FACTS
+from events.transaction_events import OperationDispatched
 from reconcilers.signatures import Scheme
 from services.config import Settings, load_settings
 from services.intake.app import create_app
@@ -34,6 +37,7 @@ from services.providers.registry import _operations_problem, catalog_of
 from services.providers.sandbox_operations import SANDBOX_OPERATIONS
 from services.providers.stripe.operations import DECLARED as STRIPE_OPERATIONS
 from transactions.side_effects import leg_info
+from transactions.transaction import handle, initial_state
 
 
 def settings_with_stripe() -> Settings:
@@ -224,3 +228,54 @@ def test_the_openapi_document_lists_the_catalog_and_each_providers_signature_hea
         if p["name"] == "provider"
     ]
     assert provider["schema"]["enum"] == ["pay", "sandbox"]
+
+
+def test_a_declared_undo_payload_is_built_from_the_confirmed_step_and_recorded() -> None:
+    # Given a Stripe payment intent made, then a declined charge, when the saga undoes the
+    # intent, then the cancel names the intent by its id (the create's evidence), not the
+    # create's amount and currency with `reverses`, which Stripe cannot act on.
+    catalog = catalog_of(settings_with_stripe())
+    body = SubmissionRequest.model_validate(
+        {
+            "tx_id": "tx-1",
+            "agent_id": "x",
+            "steps": [
+                {
+                    "action": "reserve",
+                    "provider": "pay",
+                    "operation": "payment_intents.create",
+                    "payload": {"amount": 100, "currency": "usd"},
+                    "compensation": {"operation": "payment_intents.cancel"},
+                },
+                {
+                    "action": "charge",
+                    "provider": "sandbox",
+                    "operation": "payments.charge",
+                    "payload": {"amount": 100},
+                },
+            ],
+        }
+    )
+    specs = operation_specs(body, tenant="demo", environment="dev", catalog=catalog)
+    assert specs[0].compensation is not None
+    assert specs[0].compensation.template == {"payment_intent": "$remote_id"}
+    built = submit(["reserve", "charge"])
+    # The recorded step, under the builder's key (the one `observed` answers for).
+    first = specs[0].model_copy(update={"op_key": built.operations[0].op_key})
+    accepted = built.model_copy(update={"operations": (first, *built.operations[1:])})
+    state = initial_state("demo", "tx-1")
+    undone: list[dict[str, Any]] = []
+    for message in (
+        accepted,
+        observed("reserve", 1, Outcome.SUCCEEDED),
+        observed("charge", 1, Outcome.REJECTED),
+        plan("reserve"),
+        compensate("reserve"),
+    ):
+        state, envelopes = handle(state, message)
+        undone += [
+            e.payload
+            for e in (envelope.event() for envelope in envelopes)
+            if isinstance(e, OperationDispatched) and e.leg is Leg.COMPENSATION
+        ]
+    assert undone == [{"payment_intent": "ch_reserve"}]  # observed()'s remote id

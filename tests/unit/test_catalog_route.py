@@ -40,6 +40,7 @@ async def test_the_catalog_lists_each_operations_class_reversibility_and_undo() 
         "undo": None,
         "payload_schema": by_name["records.delete"]["payload_schema"],
         "amount_field": None,
+        "undo_payload": None,
     }
     assert by_name["payments.charge"]["amount_field"] == "amount"
     assert by_name["inventory.reserve"]["payload_schema"]["required"] == ["sku"]

@@ -26,6 +26,7 @@ PURE = [
     ROOT / "services/dispatcher/call_plan.py",
     ROOT / "services/providers/paths.py",
     ROOT / "services/providers/accounts.py",
+    ROOT / "services/providers/sandbox_operations.py",
     ROOT / "services/providers/lookup_strategy.py",
     ROOT / "services/providers/declared/fields.py",
     ROOT / "services/providers/declared/requests.py",

@@ -74,6 +74,8 @@ DECLARED: dict[str, OperationInfo] = {
             SideEffect.WRITE,
             Reversibility.REVERSIBLE,
             compensation="payment_intents.cancel",
+            # The intent made is cancelled by its id, which the create's answer carries.
+            undo_payload={"payment_intent": "$remote_id"},
             payload_schema={
                 "type": "object",
                 "required": ["amount", "currency"],
@@ -86,6 +88,9 @@ DECLARED: dict[str, OperationInfo] = {
             SideEffect.WRITE,
             Reversibility.COMPENSATING_ONLY,
             compensation="refunds.create",
+            # The confirmed intent is refunded in full, by its id (the confirm's answer is
+            # the intent, so its id is the evidence's remote id).
+            undo_payload={"payment_intent": "$remote_id"},
             payload_schema={
                 "type": "object",
                 "required": ["payment_intent"],
