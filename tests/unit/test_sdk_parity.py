@@ -97,7 +97,8 @@ def test_every_public_route_has_a_call_in_both_clients() -> None:
     routes = {
         (method, path)
         for path, methods in OPENAPI["paths"].items()
-        if path not in NOT_FOR_AGENTS
+        # Each provider's own webhook route (services.intake.openapi_catalog) is a provider's.
+        if path not in NOT_FOR_AGENTS and not path.startswith("/v1/webhooks/")
         for method in methods
     }
     assert routes == set(ROUTES), "a route without an SDK call (or a call for a gone route)"
