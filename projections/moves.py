@@ -20,12 +20,17 @@ class Moves:
     transactions: Counter[TxStatus] = field(default_factory=Counter)
     operations: Counter[OpStatus] = field(default_factory=Counter)
     reviews_opened: int = 0
+    # For each transaction that entered `committed`: seconds from its acceptance, by the
+    # events' own times.
+    committed_after_s: list[float] = field(default_factory=list)
 
     def add(self, before: TxView | None, after: TxView) -> None:
         if before is after:
             return  # a re-applied envelope, or an event that moved nothing
         if before is None or before.status is not after.status:
             self.transactions[after.status] += 1
+            if after.status is TxStatus.COMMITTED:
+                self.committed_after_s.append((after.updated_at - after.created_at).total_seconds())
         old = {} if before is None else {op.action: op.state for op in before.operations}
         for op in after.operations:
             if old.get(op.action) is not op.state:

@@ -45,7 +45,7 @@ from events.dead_letters import dead_letter_headers
 from services.config import Settings
 from services.kafka_clients import group_consumer
 from services.kafka_start import start_kafka_client
-from services.metrics import observe_lag
+from services.metrics import dead_lettered, observe_lag
 
 log = logging.getLogger(__name__)
 
@@ -102,6 +102,7 @@ class AtLeastOnceConsumer:
     async def dead_letter(self, tp: TopicPartition, record: ConsumerRecord, reason: str) -> None:
         """Set a record nobody can read aside, acknowledged before its offset is committed."""
         log.error("dead-lettering %s:%d@%d: %s", tp.topic, tp.partition, record.offset, reason)
+        dead_lettered(reason)
         await self.producer.send_and_wait(
             self.dead_letter_topic,
             value=record.value,

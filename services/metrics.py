@@ -14,7 +14,14 @@ record work beyond that (the CPU per transaction is watched).
   shared by the dispatcher and the reconciler;
 - webhook verifications: the intake's webhook route;
 - consumer lag: after each fetch of every consumer (`observe_lag`);
-- reviews open: a gauge the reconciler refreshes from Postgres on its tick;
+- accepted-to-committed time: by the projector, from the event times of a transaction that
+  entered `committed` (projections.moves);
+- HTTP requests and their duration: the intake's request wrapper (services.intake.
+  request_span), by method, route template and status;
+- dead letters: where a record is set aside (decider, projector, at-least-once consumers);
+- the decider's Kafka transactions: from the batch's begin to its commit acknowledged;
+- reviews open, the age of the oldest open review and of the oldest unknown operation leg:
+  gauges the reconciler refreshes from Postgres on its tick;
 - kill switches engaged: a gauge each dispatcher sets from the view of switches it
   refreshes anyway (services.dispatcher.gatekeeper); 0 in the other processes.
 """
@@ -84,6 +91,40 @@ KILL_SWITCHES_ENGAGED = Gauge(
     "recon_kill_switches_engaged",
     "Kill switches engaged now, every tenant (as the dispatcher's last refresh saw them)",
 )
+ACCEPTED_TO_COMMITTED = Histogram(
+    "recon_accepted_to_committed_seconds",
+    "Time from a transaction's acceptance to its commit (the two events' times)",
+    buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 1800),
+)
+HTTP_REQUESTS = Counter(
+    "recon_http_requests",
+    "Requests the intake answered, by method, route template and status code",
+    ["method", "route", "status"],
+)
+HTTP_REQUEST_SECONDS = Histogram(
+    "recon_http_request_seconds",
+    "Time the intake took to answer a request, by method and route template",
+    ["method", "route"],
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+)
+DEAD_LETTERS = Counter(
+    "recon_dead_letters",
+    "Records set aside on the dead-letter topic, by the reason's first clause",
+    ["reason"],
+)
+DECIDER_TRANSACTION_SECONDS = Histogram(
+    "recon_decider_transaction_seconds",
+    "Time from the decider opening a batch's Kafka transaction to its commit acknowledged",
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+)
+OLDEST_UNKNOWN_SECONDS = Gauge(
+    "recon_oldest_unknown_operation_seconds",
+    "Age of the oldest operation leg whose outcome is unknown (0 when none; by the reconciler)",
+)
+OLDEST_OPEN_REVIEW_SECONDS = Gauge(
+    "recon_oldest_open_review_seconds",
+    "Age of the oldest manual review still open (0 when none; by the reconciler)",
+)
 KAFKA_INTENTS = Counter(
     "recon_kafka_intents",
     "Intents read from the Kafka intents topics, by answer (`accepted` or the error code)",
@@ -118,6 +159,17 @@ def count_moves(moves: Moves) -> None:
         OPERATIONS.labels(state.value).inc(n)
     if moves.reviews_opened:
         REVIEWS_OPENED.inc(moves.reviews_opened)
+    for seconds in moves.committed_after_s:
+        ACCEPTED_TO_COMMITTED.observe(seconds)
+
+
+# Reasons are free text ("unreadable event: <the parser's message>"); the label keeps the
+# first clause only, so a message with ids in it cannot create a series per record.
+REASON_LABEL_CHARS = 60
+
+
+def dead_lettered(reason: str) -> None:
+    DEAD_LETTERS.labels(reason.partition(":")[0].strip()[:REASON_LABEL_CHARS]).inc()
 
 
 # --- consumers -----------------------------------------------------------------------

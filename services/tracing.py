@@ -9,17 +9,25 @@ to its log lines (services.logging_json).
 
 `RECON_TRACE_EXPORTER` says where finished spans go: `none` (the default: no SDK is set up,
 spans are the API's no-op ones and cost next to nothing, and a context an agent sent is
-still passed on unchanged), `console` (stderr), `file:<path>` (one span per line as JSON,
-appended; `{process}` in the path is replaced by the process name; a stand-in for an OTLP
-collector, which tests read) or `memory` (kept in this process, `memory_exporter`, for
-in-process tests).
+still passed on unchanged), `otlp` (OTLP over HTTP to a collector or backend, configured by
+the standard `OTEL_EXPORTER_OTLP_*` variables: endpoint, headers, timeout, compression),
+`console` (stderr), `file:<path>` (one span per line as JSON, appended; `{process}` in the
+path is replaced by the process name, so each process writes its own file) or `memory`
+(kept in this process, `memory_exporter`, for in-process tests). With it unset or `none`,
+the standard `OTEL_TRACES_EXPORTER=otlp` turns OTLP on too. Each process is the service
+`recon-<process>` (`OTEL_SERVICE_NAME` overrides it; `OTEL_RESOURCE_ATTRIBUTES` adds to it).
+
+Span attributes follow OpenTelemetry's semantic conventions where one applies (`http.*` on
+the intake's requests and the provider calls, `messaging.*` on every Kafka record a process
+handles), and recon's own ids as `recon.*`.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import IO, Any
+from typing import TYPE_CHECKING, Any
 
 from opentelemetry import propagate, trace
 from opentelemetry.context import Context
@@ -27,52 +35,59 @@ from opentelemetry.trace import Span, SpanKind
 
 from services.logging_json import bind, log_context
 
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace.export import SpanExporter
+
 _tracer = trace.get_tracer("recon")
 _HEADERS = ("traceparent", "tracestate")
 # Set by configure_tracing("...", "memory"): what an in-process test reads.
 memory_exporter: Any = None
-_file: IO[str] | None = None
 
 
 def configure_tracing(service: str, exporter: str) -> None:
     """Install the SDK for this process, or leave the API's no-op tracer for `none`.
     Raises ValueError for an exporter it does not know."""
-    global memory_exporter, _file
+    global memory_exporter
+    if exporter in ("", "none") and os.environ.get("OTEL_TRACES_EXPORTER", "").strip() == "otlp":
+        exporter = "otlp"
     if exporter in ("", "none"):
         return
     # Imported only when tracing is on: a process that does not trace loads no SDK.
     from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import (
-        BatchSpanProcessor,
-        ConsoleSpanExporter,
-        SimpleSpanProcessor,
-        SpanExporter,
-    )
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-    provider = TracerProvider(resource=Resource.create({"service.name": f"recon-{service}"}))
-    chosen: SpanExporter
-    if exporter == "console":
-        chosen = ConsoleSpanExporter(service_name=service)
-    elif exporter.startswith("file:") and len(exporter) > 5:
-        _file = open(exporter[5:], "a", buffering=1)
-        chosen = ConsoleSpanExporter(
-            out=_file, formatter=lambda span: span.to_json(indent=None) + "\n"
-        )
-    elif exporter == "memory":
+    name = os.environ.get("OTEL_SERVICE_NAME", "").strip() or f"recon-{service}"
+    resource = Resource.create({"service.name": name, "service.namespace": "recon"})
+    provider = TracerProvider(resource=resource)
+    if exporter == "memory":
         memory_exporter = InMemorySpanExporter()
         provider.add_span_processor(SimpleSpanProcessor(memory_exporter))
-        trace.set_tracer_provider(provider)
-        return
     else:
-        raise ValueError(
-            f"RECON_TRACE_EXPORTER: unknown exporter {exporter!r}"
-            " (none, console, file:<path> or memory)"
-        )
-    # Exported off the event loop, in batches; flushed when the process exits.
-    provider.add_span_processor(BatchSpanProcessor(chosen, schedule_delay_millis=500))
+        # Exported off the event loop, in batches; flushed when the process exits.
+        chosen = span_exporter(service, exporter)
+        provider.add_span_processor(BatchSpanProcessor(chosen, schedule_delay_millis=500))
     trace.set_tracer_provider(provider)
+
+
+def span_exporter(service: str, exporter: str) -> SpanExporter:
+    """The exporter `RECON_TRACE_EXPORTER` names (but `memory`), for process `service`."""
+    from opentelemetry.sdk.trace.export import ConsoleSpanExporter
+
+    if exporter == "otlp":
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+        return OTLPSpanExporter()  # endpoint, headers, ...: the OTEL_EXPORTER_OTLP_* variables
+    if exporter == "console":
+        return ConsoleSpanExporter(service_name=service)
+    if exporter.startswith("file:") and len(exporter) > 5:
+        out = open(exporter[5:].replace("{process}", service), "a", buffering=1)
+        return ConsoleSpanExporter(out=out, formatter=lambda span: span.to_json(indent=None) + "\n")
+    raise ValueError(
+        f"RECON_TRACE_EXPORTER: unknown exporter {exporter!r}"
+        " (none, otlp, console, file:<path> or memory)"
+    )
 
 
 def context_from(headers: Iterable[tuple[str, bytes]] | None) -> Context | None:
@@ -104,16 +119,31 @@ def span(
     name: str,
     parent: Context | None = None,
     kind: SpanKind = SpanKind.INTERNAL,
+    semantic: Mapping[str, str | int] | None = None,
     **ids: str | int | None,
 ) -> Iterator[Span]:
     """A span under `parent` (or the current one), the ids as its `recon.*` attributes and
-    on every log line written inside it, with the trace id when there is a trace."""
+    on every log line written inside it, with the trace id when there is a trace;
+    `semantic`: attributes under OpenTelemetry's own names (`http.*`, `messaging.*`)."""
     attributes = {f"recon.{k}": v for k, v in ids.items() if v is not None}
+    attributes |= dict(semantic or {})
     with _tracer.start_as_current_span(name, context=parent, kind=kind, attributes=attributes) as s:
         ctx = s.get_span_context()
         trace_id = format(ctx.trace_id, "032x") if ctx.is_valid else None
         with log_context(**ids, trace_id=trace_id):
             yield s
+
+
+def kafka_record(record: Any, group: str) -> dict[str, str | int]:
+    """The semantic-convention attributes of processing one consumed Kafka record."""
+    return {
+        "messaging.system": "kafka",
+        "messaging.operation.type": "process",
+        "messaging.destination.name": record.topic,
+        "messaging.destination.partition.id": str(record.partition),
+        "messaging.kafka.offset": record.offset,
+        "messaging.consumer.group.name": group,
+    }
 
 
 def annotate(**ids: str | int | None) -> None:

@@ -26,6 +26,7 @@ import contextlib
 import hashlib
 import json
 import logging
+import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 
@@ -56,7 +57,7 @@ from services.decider.finished_index import ChangelogReader, FinishedIndex
 from services.decider.restore import StateKey, Stored, restore_partition
 from services.kafka_clients import acked_producer, group_consumer, transaction_failure
 from services.kafka_setup import ensure_topics
-from services.metrics import observe_lag
+from services.metrics import DECIDER_TRANSACTION_SECONDS, dead_lettered, observe_lag
 from services.signing_keys import signing_key
 from transactions.finished import FinishedTransaction, finish, is_finished, revive
 from transactions.state import TransactionState
@@ -276,12 +277,17 @@ class Decider:
             return
         staged = _Staged(owned.producer, partition)
         offsets: dict[TopicPartition, int] = {}
+        began = time.monotonic()
         try:
             async with owned.producer.transaction():
                 for tp, records in batches:
                     for record in records:
                         # One span per decided input, under the context its producer sent.
-                        with tracing.span("decider.decide", tracing.context_from(record.headers)):
+                        with tracing.span(
+                            "decider.decide",
+                            tracing.context_from(record.headers),
+                            semantic=tracing.kafka_record(record, self.group_id),
+                        ):
                             await self._decide_one(owned, staged, tp, record)
                     offsets[tp] = records[-1].offset + 1
                 signing = staged.ended or owned.unsigned.overdue()
@@ -299,6 +305,7 @@ class Decider:
             if failure is None:
                 raise
             raise failure from error
+        DECIDER_TRANSACTION_SECONDS.observe(time.monotonic() - began)
         if signing:
             owned.unsigned.signed()
         else:
@@ -409,6 +416,7 @@ class Decider:
         self, staged: _Staged, tp: TopicPartition, record: ConsumerRecord, reason: str
     ) -> None:
         log.error("dead-lettering %s:%d@%d: %s", tp.topic, tp.partition, record.offset, reason)
+        dead_lettered(reason)  # counted when staged: an aborted batch stages it again
         value: bytes = record.value or b""
         key: bytes | None = record.key
         headers = dead_letter_headers(reason, tp.topic, tp.partition, record.offset, self.group_id)

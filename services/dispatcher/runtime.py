@@ -178,6 +178,7 @@ class Dispatcher:
                 "dispatcher.call",
                 tracing.context_from(record.headers),
                 SpanKind.CLIENT,
+                semantic=tracing.kafka_record(record, self.inputs.group),
                 tx_id=envelope.tx_id,
                 op_key=dispatch.op_key,
                 attempt=dispatch.attempt,

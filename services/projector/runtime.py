@@ -27,7 +27,7 @@ from services import task_dump
 from services.config import Settings
 from services.kafka_clients import acked_producer, group_consumer
 from services.kafka_setup import ensure_topics
-from services.metrics import count_moves, observe_lag
+from services.metrics import count_moves, dead_lettered, observe_lag
 from services.pg_pool import UNREACHABLE, create_pool
 from services.projector.stall_watch import STALLED_EXIT_CODE, StallWatch
 
@@ -193,6 +193,7 @@ class Projector:
         log.error(
             "dead-lettering %s[%d]@%d: %s", record.topic, record.partition, record.offset, reason
         )
+        dead_lettered(reason)
         await self.dead_letters.send_and_wait(
             self.settings.topics.dead_letters,
             value=record.value,

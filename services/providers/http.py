@@ -13,10 +13,13 @@ import json
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Protocol
+from urllib.parse import urlsplit
 
 import aiohttp
+from opentelemetry.trace import SpanKind
 
 from events.safe_json import escape_unencodable
+from services import tracing
 
 # Below the keep-alive of common servers (uvicorn's default is 5 s): a connection the
 # provider is closing at the moment it is reused fails the request, which would turn a
@@ -113,20 +116,34 @@ class ProviderHttp:
         headers: dict[str, str] | None = None,
     ) -> Answer:
         assert self._session is not None, "use ProviderHttp as `async with`"
-        try:
-            async with self._session.request(
-                method, url, json=json, data=data, params=params, headers=headers
-            ) as response:
-                body = bytearray()
-                async for chunk in response.content.iter_any():
-                    body += chunk
-                    if len(body) > MAX_ANSWER_BYTES:
-                        raise ValueError(f"answer over {MAX_ANSWER_BYTES} bytes")
-                return Answer(
-                    response.status,
-                    bytes(body),
-                    {k.lower(): v for k, v in response.headers.items()},
-                )
-        except (TimeoutError, aiohttp.ClientError, OSError, ValueError) as error:
-            # ValueError: aiohttp's InvalidURL and a header it cannot encode.
-            raise ProviderUnreachable(error) from error
+        where = urlsplit(url)
+        semantic: dict[str, str | int] = {
+            "http.request.method": method,
+            "url.full": f"{where.scheme}://{where.netloc}{where.path}",  # no query: keys
+            "server.address": where.hostname or "",
+            "server.port": where.port or (443 if where.scheme == "https" else 80),
+        }
+        # One client span per call to a provider (http.* semantic conventions), inside the
+        # dispatcher's or reconciler's span of the operation.
+        with tracing.span(method, kind=SpanKind.CLIENT, semantic=semantic) as span:
+            # The provider's record of the call names this span (services.tracing).
+            headers = {**(headers or {}), **tracing.http_headers()}
+            try:
+                async with self._session.request(
+                    method, url, json=json, data=data, params=params, headers=headers
+                ) as response:
+                    span.set_attribute("http.response.status_code", response.status)
+                    body = bytearray()
+                    async for chunk in response.content.iter_any():
+                        body += chunk
+                        if len(body) > MAX_ANSWER_BYTES:
+                            raise ValueError(f"answer over {MAX_ANSWER_BYTES} bytes")
+                    return Answer(
+                        response.status,
+                        bytes(body),
+                        {k.lower(): v for k, v in response.headers.items()},
+                    )
+            except (TimeoutError, aiohttp.ClientError, OSError, ValueError) as error:
+                span.set_attribute("error.type", type(error).__name__)
+                # ValueError: aiohttp's InvalidURL and a header it cannot encode.
+                raise ProviderUnreachable(error) from error

@@ -5,9 +5,14 @@ import logging
 
 import asyncpg
 
-from events.definition import ReviewState
+from events.definition import OpStatus, ReviewState
 from reconcilers import store
-from services.metrics import LEGS_GIVEN_UP, REVIEWS_OPEN
+from services.metrics import (
+    LEGS_GIVEN_UP,
+    OLDEST_OPEN_REVIEW_SECONDS,
+    OLDEST_UNKNOWN_SECONDS,
+    REVIEWS_OPEN,
+)
 
 log = logging.getLogger(__name__)
 
@@ -25,6 +30,22 @@ async def refresh_gauges(pool: asyncpg.Pool) -> None:
                 )
             )
             LEGS_GIVEN_UP.set(await store.given_up_in_flight(conn))
+            # Ages by the database's clock, like the times the projector wrote (events'
+            # times); a leg's updated_at is when it entered its current state.
+            OLDEST_OPEN_REVIEW_SECONDS.set(
+                await conn.fetchval(
+                    "SELECT coalesce(extract(epoch FROM now() - min(created_at)), 0)"
+                    " FROM reviews WHERE state = $1",
+                    ReviewState.OPEN.value,
+                )
+            )
+            OLDEST_UNKNOWN_SECONDS.set(
+                await conn.fetchval(
+                    "SELECT coalesce(extract(epoch FROM now() - min(updated_at)), 0)"
+                    " FROM operations WHERE state = $1 OR comp_state = $1",
+                    OpStatus.UNKNOWN.value,
+                )
+            )
     except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as error:
         # The gauge keeps its last value; the next refresh tries again.
         log.warning("refreshing the metrics' gauges failed (%r)", error)

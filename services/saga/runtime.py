@@ -51,7 +51,11 @@ class Orchestrator:
         sends: list[asyncio.Future[object]] = []
         for tp, records in batch.items():
             for record in records:
-                with tracing.span("saga.react", tracing.context_from(record.headers)):
+                with tracing.span(
+                    "saga.react",
+                    tracing.context_from(record.headers),
+                    semantic=tracing.kafka_record(record, self.inputs.group),
+                ):
                     await self._issue_one(tp, record, sends)
         await asyncio.gather(*sends)
         await pause_point(SAGA_AFTER_COMMANDS_ACKED, when=bool(sends))

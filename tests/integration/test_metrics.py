@@ -2,7 +2,9 @@
 scrape during a run of real processes shows each family fed: transactions by status,
 operations by state, dispatch latency by provider and operation, lookups and their
 outcomes, webhook verifications, consumer lag per partition, reviews open (and opened),
-kill switches engaged, Kafka intents."""
+kill switches engaged, Kafka intents; and (issue 25, item 2) the intake's HTTP requests,
+accepted-to-committed time, the decider's Kafka transactions and the oldest open review's
+age."""
 
 from __future__ import annotations
 
@@ -133,6 +135,21 @@ async def test_a_scrape_shows_every_metric_family_fed(fast_stack: Stack) -> None
                     samples, "recon_kafka_intents_total", result="accepted"
                 ),
                 "kill switches engaged": total(samples, "recon_kill_switches_engaged"),
+                "accepted to committed": total(
+                    samples, "recon_accepted_to_committed_seconds_count"
+                ),
+                "http requests": total(
+                    samples,
+                    "recon_http_requests_total",
+                    method="POST",
+                    route="/v1/transactions",
+                    status="202",
+                ),
+                "http request durations": total(
+                    samples, "recon_http_request_seconds_count", route="/v1/transactions/{tx_id}"
+                ),
+                "decider transactions": total(samples, "recon_decider_transaction_seconds_count"),
+                "oldest open review age": total(samples, "recon_oldest_open_review_seconds"),
             }
             if all(fed.values()) or time.monotonic() > deadline:
                 break
@@ -154,6 +171,8 @@ async def test_a_scrape_shows_every_metric_family_fed(fast_stack: Stack) -> None
             "recon-saga",
             "recon-intents",
         }, lagging
+        # Present while nothing is unknown (0), as a gauge an alert can compare.
+        assert any(name == "recon_oldest_unknown_operation_seconds" for name, _, _ in samples)
         # The one dispatcher reports the one switch it acts on; no other process sets it.
         assert total(samples, "recon_kill_switches_engaged") == 1.0
     finally:

@@ -1,6 +1,8 @@
 """The transitions the metrics count (projections.moves): read off the projection's own
 views, so they follow the decider's rules and count each transition once."""
 
+from datetime import datetime
+
 from support.txbuilders import log_of, observed, request_review, submit
 
 from events.definition import OpStatus, TxStatus
@@ -38,6 +40,11 @@ def test_a_committed_transaction_counts_every_status_it_went_through_running_inc
         OpStatus.DISPATCHED: 2,
         OpStatus.CONFIRMED: 2,
     }
+    # Accepted-to-committed, by the events' own times (the histogram's one observation).
+    accepted, committed = log[0].occurred_at, log[-1].occurred_at
+    assert moves.committed_after_s == [
+        (datetime.fromisoformat(committed) - datetime.fromisoformat(accepted)).total_seconds()
+    ]
     assert moves.reviews_opened == 0
 
 
