@@ -104,6 +104,27 @@ def _env(name: str) -> str:
     return os.environ.get(name, DEFAULTS[name])
 
 
+# Variables whose value may come from a file instead (`<name>_FILE`, as container secrets
+# are mounted): keys kept out of the process environment, which any child process and any
+# `ps e` on the host can read.
+FROM_FILE = ("RECON_API_KEYS", "RECON_OPERATOR_KEYS", "RECON_ADMIN_KEYS")
+
+
+def _env_or_file(name: str) -> str:
+    path = os.environ.get(f"{name}_FILE", "").strip()
+    if not path:
+        return _env(name)
+    if name in os.environ:
+        raise ConfigError(f"set {name} or {name}_FILE, not both")
+    try:
+        with open(path) as source:
+            # One entry a line or comma separated, as in the variable; # starts a comment.
+            lines = (line.partition("#")[0].strip() for line in source)
+            return ",".join(line for line in lines if line)
+    except OSError as error:
+        raise ConfigError(f"{name}_FILE: cannot read {path!r} ({error.strerror})") from None
+
+
 def _default_float(name: str) -> float:
     return float(DEFAULTS[name])
 
@@ -694,7 +715,7 @@ def _owner_token_secret(environment: str) -> str:
 
 
 def load_settings() -> Settings:
-    api_keys, key_agents = agent_keys(_env("RECON_API_KEYS"))
+    api_keys, key_agents = agent_keys(_env_or_file("RECON_API_KEYS"))
     file_paths = _pairs("RECON_PROVIDER_FILES", _env("RECON_PROVIDER_FILES"))
     files = provider_files(file_paths)
     providers, adapters = with_files(
@@ -708,7 +729,7 @@ def load_settings() -> Settings:
         _env("RECON_WEBHOOK_SCHEMES"),
         declared_schemes(adapters, files),
     )
-    operators = operator_keys(_env("RECON_OPERATOR_KEYS"), api_keys)
+    operators = operator_keys(_env_or_file("RECON_OPERATOR_KEYS"), api_keys)
     tenants = {*api_keys.values(), *(o.tenant for o in operators.values())}
     secrets, accounts = provider_accounts(
         _env("RECON_PROVIDER_ACCOUNTS"), _provider_secrets(), providers, tenants
@@ -728,7 +749,7 @@ def load_settings() -> Settings:
         environment=_env("RECON_ENVIRONMENT"),
         api_keys=api_keys,
         operator_keys=operators,
-        admin_keys=admin_keys(_env("RECON_ADMIN_KEYS"), {*api_keys, *operators}),
+        admin_keys=admin_keys(_env_or_file("RECON_ADMIN_KEYS"), {*api_keys, *operators}),
         tenant_resources=tenant_resources(_env("RECON_TENANT_RESOURCES")),
         key_agents=key_agents,
         providers=providers,

@@ -10,6 +10,7 @@ it is accepted only where `viewer` is the dependency (`GET /v1/drift`, for the d
 belongs to no tenant, in full) and is an unknown key (`401`) everywhere else.
 """
 
+import hashlib
 import hmac
 from dataclasses import dataclass
 from typing import Annotated
@@ -28,6 +29,20 @@ _declare_bearer = HTTPBearer(
     scheme_name="apiKey",
     description="an API key from RECON_API_KEYS; the key names the tenant",
 )
+
+# A configured key written `sha256:<hex digest>` is matched by the digest of the key
+# presented: the deployment's configuration (and whoever reads it) never holds the key itself.
+HASHED = "sha256:"
+
+
+def key_matches(known: str, presented: bytes) -> bool:
+    """One comparison, in constant time, of a presented key with a configured one (plain or
+    `sha256:`-hashed)."""
+    if known.startswith(HASHED):
+        digest = hashlib.sha256(presented).hexdigest().encode()
+        return hmac.compare_digest(known[len(HASHED) :].lower().encode(), digest)
+    return hmac.compare_digest(known.encode(), presented)
+
 
 _UNAUTHORIZED = "send `Authorization: Bearer <api key>` with a key issued for your tenant"
 
@@ -79,10 +94,10 @@ def principal_for(
     # Compare against every key in constant time so response timing does not leak
     # how much of a guessed key was right, nor which kind of key it was.
     for known, owner in api_keys.items():
-        if hmac.compare_digest(known.encode(), presented):
+        if key_matches(known, presented):
             found = Principal(owner, agents=(key_agents or {}).get(known))
     for known, operator in (operator_keys or {}).items():
-        if hmac.compare_digest(known.encode(), presented):
+        if key_matches(known, presented):
             found = Principal(operator.tenant, operator.person)
     if found is None:
         raise ApiError(401, "unauthorized", f"unknown API key: {_UNAUTHORIZED}")
@@ -108,7 +123,7 @@ def viewer_for(
     admin = None
     # Every admin key compared, in constant time, as principal_for does for the others.
     for known, person in admin_keys.items():
-        if scheme.lower() == "bearer" and hmac.compare_digest(known.encode(), presented):
+        if scheme.lower() == "bearer" and key_matches(known, presented):
             admin = Admin(person)
     if admin is not None:
         return admin
