@@ -7,7 +7,7 @@ UV := $(shell command -v uv 2>/dev/null || echo python3 -m uv)
 # Never re-resolve: CI and developers run exactly what uv.lock pins.
 export UV_FROZEN := 1
 
-.PHONY: setup test lint fetch run bench audit-bench properties simulate chaos
+.PHONY: setup test lint fetch run bench audit-bench properties simulate chaos image-test
 
 .venv: pyproject.toml uv.lock
 	@command -v uv >/dev/null 2>&1 || python3 -m pip install --quiet uv==0.13.9
@@ -60,3 +60,11 @@ simulate: setup
 # smaller one (tests/fault/test_chaos.py).
 chaos: fetch
 	$(UV) run python -m services.devtools.chaos $(CHAOS_ARGS)
+
+# Build compose/Dockerfile's image and run every recon process from it (host network) against
+# the project's own Kafka and Postgres until the README transaction commits (docs/operations.md,
+# "Docker"). Needs a Docker engine; IMAGE_ARGS="--local-base --start-dockerd" on a machine
+# without a registry (Debian's docker.io and debootstrap, as root). Not part of `make test`.
+IMAGE_ARGS ?=
+image-test: fetch
+	$(UV) run python -m services.devtools.image_check $(IMAGE_ARGS)
