@@ -4,6 +4,8 @@
     audit rebuild --into DATABASE_URL [--compare]  # replay the log into a fresh database
     audit timeline --tx TX_ID [--tenant T]      # one transaction's records, in time order
     audit keys                                  # the public keys verifiers need
+    audit bundle --tx TX_ID [--out FILE]        # one transaction's evidence, in one file
+    audit verify-bundle FILE [--json]           # VALID / INVALID / UNVERIFIABLE
 
 Both read the topics from offset 0 up to the end offsets taken when they start, with no
 consumer group, and write nothing to Kafka.
@@ -62,6 +64,17 @@ def add_audit_parser(commands: "argparse._SubParsersAction[argparse.ArgumentPars
     )
     timeline.add_argument("--tx", dest="tx_id", metavar="TX_ID", required=True)
     sub.add_parser("keys", help="print the public keys checkpoints verify with (docs/receipts.md)")
+    bundle = sub.add_parser(
+        "bundle", help="write one transaction's events, checkpoint and evidence as one file"
+    )
+    bundle.add_argument("--tx", dest="tx_id", metavar="TX_ID", required=True)
+    bundle.add_argument("--tenant", help="the tenant (default: the one the projection knows)")
+    bundle.add_argument("--out", metavar="FILE", help="write here (default: stdout)")
+    verify_bundle = sub.add_parser(
+        "verify-bundle", help="check a bundle: VALID (0), INVALID (1), UNVERIFIABLE (3)"
+    )
+    verify_bundle.add_argument("file", metavar="FILE")
+    verify_bundle.add_argument("--json", action="store_true", help="the verdict as JSON")
     timeline.add_argument("--tenant", help="when several tenants use the same tx_id")
     for parser in (verify, rebuild, timeline):
         parser.add_argument(
@@ -94,6 +107,14 @@ def run_audit(args: argparse.Namespace, settings: Settings) -> int:
                     args.json,
                 )
             )
+        if args.audit_command == "bundle":
+            from services.cli.audit_bundle import run_bundle
+
+            return asyncio.run(run_bundle(settings, args.tenant, args.tx_id, args.out))
+        if args.audit_command == "verify-bundle":
+            from services.cli.audit_bundle import run_verify_bundle
+
+            return run_verify_bundle(settings, args.file, args.json)
         if args.audit_command == "keys":
             from services.cli.audit_keys import run_keys
 

@@ -8,12 +8,21 @@ docs/vectors/legacy-log.jsonl is not generated here: it is a log written by reco
 canonical forms were named (commit fc501e0), kept as it was to prove it still verifies.
 """
 
+import hashlib
 import json
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from events.bundle import FORMAT, verify_bundle
 from events.canonical import jcs, sha256_hex
+from events.checkpoint import Head, key_id, sign_checkpoint
+from events.envelope import GENESIS_HASH, chain_hash
 from services.devtools.infra._process import REPO_ROOT
+from services.devtools.synthetic_log import transaction_records
+from services.signing_keys import key_entry
 
 VECTORS = REPO_ROOT / "docs" / "vectors"
 
@@ -51,9 +60,128 @@ def canonical_vectors() -> list[dict[str, Any]]:
     return out
 
 
+# The vectors' keys, from public seeds: Ed25519 signatures are deterministic, so the same
+# seeds give the same files. Only VECTOR_KEY is in keys.json.
+VECTOR_KEY = Ed25519PrivateKey.from_private_bytes(
+    hashlib.sha256(b"recon conformance vectors: the known key (public)").digest()
+)
+OTHER_KEY = Ed25519PrivateKey.from_private_bytes(
+    hashlib.sha256(b"recon conformance vectors: a key no verifier knows (public)").digest()
+)
+SIGNED_AT = "2026-12-03T00:00:00+00:00"
+
+
+def _events() -> list[dict[str, Any]]:
+    """A committed transaction as the real decider writes it (services.devtools.
+    synthetic_log): reserve, charge confirmed also by a webhook, a receipt on commit."""
+    start = datetime(2026, 12, 3, tzinfo=UTC)
+    return [json.loads(r.value) for r in transaction_records(0, start, 1) if r.role == "events"]
+
+
+def _evidence() -> dict[str, list[Any]]:
+    start = datetime(2026, 12, 3, tzinfo=UTC)
+    records = transaction_records(0, start, 1)
+    return {
+        "commands": [json.loads(r.value) for r in records if r.role == "commands"],
+        "observations": [json.loads(r.value) for r in records if r.role == "observations"],
+    }
+
+
+def _checkpoint(events: list[dict[str, Any]], key: Ed25519PrivateKey) -> dict[str, Any]:
+    last = events[-1]
+    return sign_checkpoint(
+        key, SIGNED_AT, [Head(last["tenant"], last["tx_id"], last["seq"], last["hash"])]
+    )
+
+
+def _bundle(events: list[dict[str, Any]], checkpoint: dict[str, Any] | None) -> dict[str, Any]:
+    return {
+        "format": FORMAT,
+        "tenant": events[0]["tenant"],
+        "tx_id": events[0]["tx_id"],
+        "events": events,
+        "checkpoint": checkpoint,
+        "evidence": _evidence(),
+    }
+
+
+def _rechained(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    out, prev = [], GENESIS_HASH
+    for event in events:
+        body = {k: v for k, v in event.items() if k != "hash"} | {"prev_hash": prev}
+        prev = chain_hash(prev, body)
+        out.append({**body, "hash": prev})
+    return out
+
+
+def bundle_vectors() -> dict[str, tuple[str, dict[str, Any]]]:
+    """name -> (what it shows, bundle). Their verdicts are events.bundle's, written to
+    expected.json; tests hold both verifiers to them."""
+    events = _events()
+    good = _checkpoint(events, VECTOR_KEY)
+    tampered = json.loads(json.dumps(events))
+    tampered[3]["data"]["payload" if "payload" in tampered[3]["data"] else "action"] = "forged"
+    rewritten = json.loads(json.dumps(events))
+    rewritten[3]["data"]["action"] = "forged"
+    wrong = _checkpoint(events, OTHER_KEY)
+    wrong["key_id"] = good["key_id"]
+    legacy = [json.loads(line) for line in (VECTORS / "legacy-log.jsonl").read_text().splitlines()]
+    unknown_form = json.loads(json.dumps(events))
+    unknown_form[0]["canon"] = "jcs-2"
+    later = _checkpoint(events[:-1], VECTOR_KEY)
+    return {
+        "valid": (
+            "a committed transaction, its last head signed by the known key",
+            _bundle(events, good),
+        ),
+        "tampered-payload": ("one field of event 4 changed", _bundle(tampered, good)),
+        "removed-event": ("event 3 removed", _bundle(events[:2] + events[3:], good)),
+        "removed-last-event": ("the signed last event removed", _bundle(events[:-1], good)),
+        "reordered": (
+            "events 2 and 3 swapped",
+            _bundle([events[0], events[2], events[1], *events[3:]], good),
+        ),
+        "rewritten-chain": (
+            "event 4 changed and every hash recomputed: the chain holds, the signed head does not",
+            _bundle(_rechained(rewritten), good),
+        ),
+        "wrong-key": ("signed by another key under the known key's id", _bundle(events, wrong)),
+        "unknown-key": (
+            "signed by a key the verifier does not know",
+            _bundle(events, _checkpoint(events, OTHER_KEY)),
+        ),
+        "unknown-canonical-form": (
+            "event 1 names a form no verifier supports",
+            _bundle(unknown_form, good),
+        ),
+        "unsigned-tail": ("the last event is after the signed head", _bundle(events, later)),
+        "legacy-unsigned": (
+            "a log written before forms and checkpoints existed",
+            _bundle(legacy, None),
+        ),
+    }
+
+
+def keys_document() -> dict[str, Any]:
+    return {"keys": [key_entry(VECTOR_KEY.public_key())]}
+
+
 def rendered() -> dict[str, str]:
     """Each generated file's path under docs/vectors and its exact text."""
-    return {"canonical.json": _dump({"form": "jcs", "cases": canonical_vectors()})}
+    keys = {key_id(VECTOR_KEY.public_key()): VECTOR_KEY.public_key()}
+    files = {"canonical.json": _dump({"form": "jcs", "cases": canonical_vectors()})}
+    files["bundles/keys.json"] = _dump(keys_document())
+    expected = {}
+    for name, (shows, bundle) in bundle_vectors().items():
+        files[f"bundles/{name}.json"] = _dump(bundle)
+        verdict = verify_bundle(bundle, keys)
+        expected[name] = {
+            "shows": shows,
+            "verdict": verdict.verdict.value,
+            "problem": verdict.problem,
+        }
+    files["bundles/expected.json"] = _dump(expected)
+    return files
 
 
 def _dump(document: Any) -> str:
@@ -64,6 +192,7 @@ def main() -> None:
     VECTORS.mkdir(parents=True, exist_ok=True)
     for name, text in rendered().items():
         path: Path = VECTORS / name
+        path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
         print(f"wrote {path}")
 

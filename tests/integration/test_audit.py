@@ -8,10 +8,12 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import subprocess
 import sys
 import time
 import uuid
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import asyncpg
@@ -118,7 +120,7 @@ async def wait_quiet(url: str, quiet_s: float = 3, timeout: float = 60) -> None:
 
 
 async def test_verify_and_rebuild_match_the_live_projection(
-    stack: Stack, recon: Recon, rebuild_database: str
+    stack: Stack, recon: Recon, rebuild_database: str, tmp_path: Path
 ) -> None:
     # One committed, one declined and compensated, one whose charge response was lost
     # (settled by a lookup or the provider's webhook; the other one adds late evidence).
@@ -151,6 +153,7 @@ async def test_verify_and_rebuild_match_the_live_projection(
     assert ": 3 transactions," in out and " 0 problems;" in out and out.strip().endswith("VALID")
     # The decider signed each transaction's end (services.decider.checkpoints).
     assert "; 3 transactions signed;" in out, out
+    await _bundle_verifies_with_both_verifiers(env, tmp_path)
     code, out, err = await cli(env, "audit", "verify", "--tenant", "demo", "--tx", "audit-undo")
     assert code == 0 and ": 1 transactions," in out, (out, err)
 
@@ -320,6 +323,34 @@ async def test_verify_names_removed_and_altered_events(
     # The unreadable record belongs to no transaction, so it is reported whatever the filter.
     assert code == 1 and ": 1 transactions," in out, (out, err)
     assert not any(line.startswith("PROBLEM tenant=") for line in out.splitlines()), out
+
+
+async def _bundle_verifies_with_both_verifiers(env: dict[str, str], tmp_path: Path) -> None:
+    """`audit bundle` of a transaction the real decider signed: VALID for recon's
+    verifier and for the Go one (verifier-go/), which get only the file and the public
+    keys `audit keys` prints; one altered event makes both say INVALID."""
+    out = tmp_path / "audit-ok.json"
+    code, stdout, err = await cli(env, "audit", "bundle", "--tx", "audit-ok", "--out", str(out))
+    assert code == 0 and "VALID" in stdout, (stdout, err)
+    bundle = json.loads(out.read_text())
+    assert bundle["checkpoint"]["heads"] and bundle["evidence"]["observations"]
+    assert [e["seq"] for e in bundle["events"]] == list(range(1, len(bundle["events"]) + 1))
+    code, stdout, err = await cli(env, "audit", "verify-bundle", str(out), "--json")
+    assert code == 0 and json.loads(stdout)["verdict"] == "VALID", (stdout, err)
+    code, keys, err = await cli(env, "audit", "keys")
+    assert code == 0, err
+    (tmp_path / "keys.json").write_text(keys)
+    bundle["events"][2]["data"]["action"] = "forged"
+    (tmp_path / "forged.json").write_text(json.dumps(bundle))
+    go = {**os.environ, "GOTOOLCHAIN": "local", "GOFLAGS": "-mod=mod"}
+    binary = tmp_path / "verify-bundle"
+    build = ["go", "build", "-o", str(binary), "."]
+    built = await asyncio.to_thread(subprocess.run, build, cwd=REPO_ROOT / "verifier-go", env=go)
+    assert built.returncode == 0
+    for name, expected in (("audit-ok.json", 0), ("forged.json", 1)):
+        verify = [str(binary), "-keys", str(tmp_path / "keys.json"), str(tmp_path / name)]
+        run = await asyncio.to_thread(subprocess.run, verify, capture_output=True)
+        assert run.returncode == expected, run
 
 
 def signed_head(log: list[Envelope], key: Ed25519PrivateKey | None = None) -> bytes:

@@ -3,7 +3,11 @@ what the code produces, JCS is what new events are hashed in, and a log written 
 form was named still verifies in the legacy form."""
 
 import json
+from typing import Any
 
+import rfc8785
+from hypothesis import given
+from hypothesis import strategies as st
 from support.txbuilders import log_of, observed, submit
 
 from events.canonical import JCS, LEGACY, canonical_bytes, form_name, jcs, sha256_hex
@@ -94,3 +98,30 @@ def test_an_integer_jcs_cannot_hold_is_sealed_in_the_legacy_form() -> None:
     assert sha256_hex(accepted.prev_hash.encode() + canonical_bytes(None, content)) == (
         accepted.hash
     )
+
+
+_json = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**60), max_value=2**60)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=12,
+)
+
+
+@given(_json)
+def test_the_fast_jcs_is_the_reference_jcs(value: Any) -> None:
+    # events.canonical.jcs takes orjson for the values it proves it spells the same.
+    try:
+        reference = rfc8785.dumps(value)
+    except rfc8785.CanonicalizationError:
+        return
+    assert jcs(value) == reference
+
+
+def test_the_fast_jcs_agrees_on_every_ascii_character_and_beyond() -> None:
+    text = "".join(chr(i) for i in range(0x80)) + "\u2028\u2029\ud7ff\ue000\uffff\U0001f600"
+    value: Any = {text.encode("ascii", "ignore").decode(): [text, 2**53 - 1, -(2**53 - 1), True]}
+    assert jcs(value) == rfc8785.dumps(value)

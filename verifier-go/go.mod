@@ -1,0 +1,3 @@
+module recon/verifier-go
+
+go 1.22
