@@ -224,6 +224,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         print(
             f"\nrecon is up.\n  intake API  {stack.intake_url}  (API key: demo-key)\n"
+            f"  console     {stack.intake_url}/console  (operator key: ops-key)\n"
             f"  sandbox     {stack.sandbox_url}\n  Kafka       {kafka.bootstrap}\n"
             f"  Postgres    {postgres.url}\n  logs        {stack.log_dir}\n"
             f"  metrics     {metrics}\n\n"

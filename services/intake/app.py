@@ -1,7 +1,9 @@
 """The intake API (docs/contract.md, "Intake API"), wired: its connections, its routes (one
 module each) and the one place where refusals become HTTP answers.
 
-Routes: transactions (submit, read, events), abort, reviews, drift, webhooks, health.
+Routes: transactions (submit, list, read, events), abort, reviews, drift, webhooks, health,
+the governance routes, and the operator console's pages under /console
+(services.intake.console).
 """
 
 import logging
@@ -21,6 +23,7 @@ from services.intake import (
     abort,
     approvals,
     catalog,
+    console,
     drift,
     health,
     kill_switches,
@@ -37,6 +40,7 @@ from services.intake import (
     webhooks,
 )
 from services.intake.body_limit import BodyLimit
+from services.intake.console.sessions import apply_console_schema
 from services.intake.errors import DATABASE_DOWN, RETRY_AFTER_S, ApiError, retry_after, summary
 from services.intake.produce import intake_producer
 from services.intake.request_span import RequestSpan
@@ -62,6 +66,7 @@ def create_app(settings: Settings) -> FastAPI:
             async with pool.acquire() as conn:
                 await apply_schema(conn)
                 await apply_governance_schema(conn)
+                await apply_console_schema(conn)
             # Producing to a missing topic would let the broker create it with its default
             # partition count, breaking co-partitioning.
             await ensure_topics(
@@ -83,6 +88,9 @@ def create_app(settings: Settings) -> FastAPI:
                         app.state.webhook_readers = build_accounts(http, settings)
                         yield
                 finally:
+                    counts = getattr(app.state, "console_kafka", None)
+                    if counts is not None:
+                        await counts.close()
                     await admin.close()
             finally:
                 await producer.stop()
@@ -112,6 +120,7 @@ def create_app(settings: Settings) -> FastAPI:
         ],
     )
     openapi_catalog.install(app, settings)
+    console.install(app)
     _answer_refusals(app)
     policy.install(app)
     method_not_allowed.install(app)

@@ -122,7 +122,7 @@ async def approve(
     # The latest preview's steps, whatever digest the body names: the decider recomputes
     # the digest from them, so an older preview's digest (or none stored) is its
     # digest_mismatch, not a second rule here.
-    shown = _steps(preview)
+    shown = preview_steps(preview)
     approval = approval_id(tenant, body.tx_id, body.action, body.digest, now.isoformat())
     command = ApproveOperation(
         message_id=approval,
@@ -161,7 +161,7 @@ async def approve(
     )
 
 
-def _steps(preview: asyncpg.Record | None) -> tuple[StepPreview, ...]:
+def preview_steps(preview: asyncpg.Record | None) -> tuple[StepPreview, ...]:
     if preview is None:
         return ()
     body = preview["body"]

@@ -302,6 +302,20 @@ class TenantStore:
         )
         return rows
 
+    async def attention(self) -> asyncpg.Record:
+        """What waits on a person or on a provider, for the console's counts: open reviews
+        and unknown legs (forward or undo), how many and since when the oldest."""
+        row: asyncpg.Record = await self.conn.fetchrow(
+            "SELECT (SELECT count(*) FROM reviews WHERE tenant = $1 AND state = 'open')"
+            " AS reviews_open,"
+            " (SELECT min(created_at) FROM reviews WHERE tenant = $1 AND state = 'open')"
+            " AS oldest_review,"
+            " count(*) AS unknown, min(updated_at) AS oldest_unknown FROM operations"
+            " WHERE tenant = $1 AND (state = 'unknown' OR comp_state = 'unknown')",
+            self.tenant,
+        )
+        return row
+
     async def review(self, review_id: str) -> asyncpg.Record | None:
         """A review with its operation, whose evidence is the review's whole trail."""
         row: asyncpg.Record | None = await self.conn.fetchrow(

@@ -11,17 +11,13 @@ import asyncio
 import json
 import time
 from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 import httpx
-from aiokafka import AIOKafkaProducer
 from support.recon_client import Recon, effects_for, op, transaction
+from support.review_requests import request_review
 from support.topic_records import read_topic
 
-from events.definition import Leg
-from events.inputs import RequestReview
-from events.keys import partition_key
 from events.topics import Topics
 from services.devtools.stack import Stack
 
@@ -171,29 +167,6 @@ async def test_webhooks_confirm_lost_responses_once_and_report_unintended_effect
     )
     [full] = [d for d in admin.json()["drift"] if d["effect_id"] == effect_id]
     assert full["detail"]["effect"]["id"] == effect_id
-
-
-async def request_review(stack: Stack, tx_id: str, action: str = "charge") -> None:
-    producer = AIOKafkaProducer(bootstrap_servers=stack.kafka_bootstrap, acks="all")
-    await producer.start()
-    try:
-        command = RequestReview(
-            message_id=f"test-review:{tx_id}:{action}",
-            tenant="demo",
-            tx_id=tx_id,
-            action=action,
-            leg=Leg.FORWARD,
-            attempt=1,
-            reason="lookup_budget_exhausted",
-            issued_at=datetime.now(UTC),
-        )
-        await producer.send_and_wait(
-            Topics(stack.topic_prefix).commands,
-            value=command.model_dump_json().encode(),
-            key=partition_key("demo", tx_id),
-        )
-    finally:
-        await producer.stop()
 
 
 async def test_review_resolutions_move_transactions_on_for_their_tenant_only(

@@ -124,6 +124,11 @@ async def _transactions(s: TenantStore) -> list[object]:
     return list(await s.transactions()) + list(await s.transactions(provider="sandbox"))
 
 
+async def _attention(s: TenantStore) -> list[object]:
+    counted = await s.attention()
+    return [counted] if counted["reviews_open"] or counted["unknown"] else []
+
+
 async def _review(s: TenantStore) -> list[object]:
     return _some(await s.review(REVIEW))
 
@@ -147,6 +152,7 @@ READS: dict[str, Callable[[TenantStore], Awaitable[list[object]]]] = {
     "operations_on": _operations_on,
     "reviews": _reviews,
     "transactions": _transactions,
+    "attention": _attention,
     "review": _review,
     "review_state": _review_state,
     "drift": _drift,
