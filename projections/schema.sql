@@ -227,3 +227,8 @@ CREATE TABLE IF NOT EXISTS natural_keys (
     PRIMARY KEY (tenant, operation, natural_key)
 );
 CREATE INDEX IF NOT EXISTS natural_keys_tx ON natural_keys (tenant, tx_id);
+
+-- The canonical form an event's hash was computed in (events.envelope, docs/canonical-form.md):
+-- `jcs` for the events sealed since forms were named, NULL for the legacy-json ones. Kept so
+-- that GET /v1/transactions/{tx_id}/events returns every field the hash covers.
+ALTER TABLE events ADD COLUMN IF NOT EXISTS canon text;

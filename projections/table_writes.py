@@ -49,6 +49,7 @@ TABLES = {
                 "prev_hash",
                 "hash",
                 "data",
+                "canon",
             ),
             key=("tenant", "tx_id", "seq"),
             update=(),

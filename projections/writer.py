@@ -219,6 +219,7 @@ def _event_row(env: Envelope) -> tuple[Any, ...]:
         env.prev_hash,
         env.hash,
         json.dumps(env.data),
+        env.canon,
     )
 
 

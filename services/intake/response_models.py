@@ -88,6 +88,11 @@ class EventView(BaseModel):
     tenant: str
     tx_id: str
     schema_version: int
+    canon: str | None = Field(
+        None,
+        description="the canonical form the hash is computed in (`jcs`); absent on events "
+        "sealed before forms were named (legacy-json)",
+    )
 
 
 NEXT_CURSOR = Field(

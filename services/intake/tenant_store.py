@@ -142,7 +142,7 @@ class TenantStore:
         event), None for a tx_id the tenant never had accepted."""
         rows = await self.conn.fetch(
             "SELECT seq, type, occurred_at, occurred_at_text, prev_hash, hash, data, event_id,"
-            " causation_id, tenant, tx_id, schema_version, correlation_id"
+            " causation_id, tenant, tx_id, schema_version, correlation_id, canon"
             " FROM events WHERE tenant = $1 AND tx_id = $2 AND seq > $3 ORDER BY seq LIMIT $4",
             self.tenant,
             tx_id,
@@ -155,7 +155,13 @@ class TenantStore:
         # this answer alone.
         return [
             {
-                **{k: v for k, v in row.items() if k != "occurred_at_text"},
+                # `canon` only where the event names a form: a legacy-json event's hash
+                # covers no such field (events.envelope).
+                **{
+                    k: v
+                    for k, v in row.items()
+                    if k != "occurred_at_text" and not (k == "canon" and v is None)
+                },
                 "occurred_at": row["occurred_at_text"] or row["occurred_at"].isoformat(),
                 "data": json.loads(row["data"]),
             }
