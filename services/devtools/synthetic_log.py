@@ -23,6 +23,7 @@ from events.envelope import Envelope
 from events.inputs import DeciderInput, OperationObserved, Outcome, Source, SubmitTransaction
 from events.keys import compensation_key, op_key, partition_key
 from events.observation import Seen, observation
+from services.providers.sandbox_operations import SANDBOX_OPERATIONS
 from services.signing_keys import development_key
 from transactions.finished import finish, is_finished
 from transactions.transaction import handle, initial_state, is_terminal
@@ -62,6 +63,7 @@ def _spec(
     compensation: str | None,
 ) -> OperationSpec:
     key = op_key(tenant=tenant, environment="bench", provider="sandbox", tx_id=tx_id, action=action)
+    # With the facts the intake records from the sandbox's declaration, as production writes.
     return OperationSpec(
         action=action,
         kind=kind,
@@ -69,7 +71,12 @@ def _spec(
         operation=operation,
         payload=payload,
         op_key=key,
-        compensation=Compensation(operation=compensation) if compensation else None,
+        facts=SANDBOX_OPERATIONS[operation].facts,
+        compensation=(
+            Compensation(operation=compensation, facts=SANDBOX_OPERATIONS[compensation].facts)
+            if compensation
+            else None
+        ),
         compensation_key=compensation_key(key) if compensation else None,
     )
 
