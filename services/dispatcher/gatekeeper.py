@@ -230,7 +230,10 @@ class Gatekeeper:
         # Undo legs count too: a compensation is a call to a provider like any other.
         quotas = quotas_for(policy, agent_id, dispatch.operation)
         if quotas:
-            amount = amount_of(dispatch.payload)
+            # The field its provider declares the amount in; an operation the catalog no
+            # longer holds is read as before catalogs declared one (`amount`).
+            info = catalog_of(self.settings).info(dispatch.provider, dispatch.operation)
+            amount = amount_of(dispatch.payload, info.amount_field if info else "amount")
             if amount is None and counts_amount(quotas):
                 log.warning(
                     "%s %s: an amount quota cannot read the payload's amount, held for review",

@@ -247,14 +247,16 @@ def quotas_for(policy: PolicyDocument, agent_id: str, operation: str) -> tuple[Q
     return tuple(q for q in agent.quotas if q.operation == operation)
 
 
-def amount_of(payload: Mapping[str, Any]) -> int | None:
-    """The amount a dispatch counts against `max_amount`: the payload's integer `amount`
-    (minor units), 0 when it has none, None when it has one that is not a non-negative
-    JSON integer (a string, a float, a boolean): the provider may still read that as money,
-    so a quota on amounts cannot count it and must refuse it (`amount_unreadable`)."""
-    if "amount" not in payload:
+def amount_of(payload: Mapping[str, Any], field: str | None = "amount") -> int | None:
+    """The amount a dispatch counts against `max_amount`: the payload's integer `field`
+    (minor units; the operation's declared `amount_field`), 0 when it has none or the
+    operation moves no money (`field` None), None when it has one that is not a
+    non-negative JSON integer (a string, a float, a boolean): the provider may still read
+    that as money, so a quota on amounts cannot count it and must refuse it
+    (`amount_unreadable`)."""
+    if field is None or field not in payload:
         return 0
-    amount = payload["amount"]
+    amount = payload[field]
     if isinstance(amount, bool) or not isinstance(amount, int) or amount < 0:
         return None
     return amount

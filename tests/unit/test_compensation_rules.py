@@ -133,6 +133,9 @@ def test_an_amount_a_quota_cannot_read_is_none_never_zero(amount: Any) -> None:
 def test_an_integer_amount_counts_as_itself(amount: int) -> None:
     assert amount_of({"amount": amount}) == amount
     assert amount_of({}) == 0
+    # The field the operation declares (OperationInfo.amount_field); none: no money moves.
+    assert amount_of({"amount_cents": amount}, "amount_cents") == amount
+    assert amount_of({"amount": "5"}, None) == 0
 
 
 def test_only_an_amount_quota_needs_an_amount() -> None:
