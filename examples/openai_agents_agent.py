@@ -47,7 +47,7 @@ class AgentContext:
     crash_after: frozenset[str] = frozenset()
 
 
-def _outputs(items: str | list[Any]) -> dict[str, dict[str, Any]]:
+def tool_outputs(items: str | list[Any]) -> dict[str, dict[str, Any]]:
     """The tool results the model has seen so far, by call id."""
     found: dict[str, dict[str, Any]] = {}
     for item in [] if isinstance(items, str) else items:
@@ -62,7 +62,7 @@ def next_step(items: str | list[Any]) -> ToolCall | str:
     """Replays SCRIPT against what the run has answered so far: the first tool call without
     a result (after a crash, the same call under the same id), and after a result that needs
     a person, a `wait_for_person` call for it."""
-    outputs = _outputs(items)
+    outputs = tool_outputs(items)
     for planned in SCRIPT:
         if not isinstance(planned, ToolCall):
             return planned

@@ -4,8 +4,6 @@ end with one charge and one delete at the provider, counted in the sandbox's own
 
 from __future__ import annotations
 
-import json
-
 import pytest
 from agents import Runner, SQLiteSession
 from agents.exceptions import UserError
@@ -13,7 +11,7 @@ from recon_sdk import AsyncRecon, stable_tx_id
 from support.example_checks import arm_lost_charge, assert_one_effect_each, seed_record
 from support.recon_client import Recon
 
-from examples.openai_agents_agent import AgentContext, build_agent
+from examples.openai_agents_agent import AgentContext, build_agent, tool_outputs
 from examples.recon_tools import AgentCrashed, approve_as_operator
 from examples.scripted_model import CRASH_AFTER, ORDER, RECORD
 from services.devtools.stack import Stack
@@ -45,11 +43,7 @@ async def test_openai_agent_survives_crash_replan_approval_and_lost_response(
         assert question.name == "wait_for_person", question
 
         # The person approves in recon (an operator key), then in the run, and resumes it.
-        outputs = {
-            i["call_id"]: json.loads(i["output"])
-            for i in paused.to_input_list()
-            if isinstance(i, dict) and i.get("type") == "function_call_output"
-        }
+        outputs = tool_outputs(paused.to_input_list())
         await approve_as_operator(operator, outputs["call_delete"]["transaction"])
         state = paused.to_state()
         state.approve(question)
