@@ -34,6 +34,7 @@ from services.intake import (
     ownership,
     policy,
     previews,
+    receipts,
     resolutions,
     reviews,
     transactions,
@@ -105,7 +106,17 @@ def create_app(settings: Settings) -> FastAPI:
         webhook_max_body_bytes=settings.webhook_max_body_bytes,
     )
     # Webhooks are signed by their provider, every other /v1 route takes an API key.
-    for routes in (transactions, abort, reviews, drift, webhooks, health, operations, ownership):
+    for routes in (
+        transactions,
+        receipts,
+        abort,
+        reviews,
+        drift,
+        webhooks,
+        health,
+        operations,
+        ownership,
+    ):
         app.include_router(routes.router)
     for governance in (policy, kill_switches, previews, approvals, catalog):
         app.include_router(governance.router)

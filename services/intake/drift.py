@@ -43,9 +43,7 @@ def redacted(detail: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-@router.get(
-    "/v1/drift", responses={**ok(DriftList), **errors(401, 422, 503)}, response_model=None
-)
+@router.get("/v1/drift", responses={**ok(DriftList), **errors(401, 422, 503)}, response_model=None)
 async def list_drift(
     request: Request,
     who: Annotated[auth.Principal | auth.Admin, Depends(auth.viewer)],

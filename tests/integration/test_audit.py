@@ -154,6 +154,16 @@ async def test_verify_and_rebuild_match_the_live_projection(
     # The decider signed each transaction's end (services.decider.checkpoints).
     assert "; 3 transactions signed;" in out, out
     await _bundle_verifies_with_both_verifiers(env, tmp_path)
+    # The tenant gets the same bundle from the API; a transaction it does not have is 404
+    # (another tenant's too: the tenant store answers, as for every read).
+    url = f"{recon.intake_url}/v1/transactions/audit-ok/receipt"
+    receipt = await recon.http.get(url, headers=recon.headers)
+    assert receipt.status_code == 200 and receipt.headers["Recon-Verdict"] == "VALID"
+    assert (
+        receipt.json()["events"] == json.loads((tmp_path / "audit-ok.json").read_text())["events"]
+    )
+    missing = await recon.http.get(url.replace("audit-ok", "no-such-tx"), headers=recon.headers)
+    assert missing.status_code == 404, missing.text
     code, out, err = await cli(env, "audit", "verify", "--tenant", "demo", "--tx", "audit-undo")
     assert code == 0 and ": 1 transactions," in out, (out, err)
 
