@@ -28,7 +28,12 @@ def _log() -> list[Envelope]:
 
 
 def test_the_checked_in_vectors_are_what_the_code_generates() -> None:
+    # The bundles themselves are data (a transaction as the decider wrote it when they were
+    # made): frozen as checked in, and held to their verdicts by test_bundle_vectors.py and
+    # verifier-go. What a change of code must not move silently: the canonical bytes and keys.
     for name, text in rendered().items():
+        if name.startswith("bundles/") and name != "bundles/keys.json":
+            continue
         assert (VECTORS / name).read_text(encoding="utf-8") == text, (
             f"docs/vectors/{name} is stale: run `uv run python -m services.devtools.audit_vectors`"
         )
