@@ -13,9 +13,10 @@ without one, reads only).
 """
 
 from collections.abc import Iterable
+from datetime import datetime
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator
 
 from events.catalog import Reversibility, SideEffect
 
@@ -45,6 +46,22 @@ class AgentPolicy(_Doc):
     quotas: tuple[Quota, ...] = ()
 
 
+class TaskGrant(_Doc):
+    """What one task may do (least privilege per task, issue 22 item 2): a submission that
+    names the task may only ask for `grants` (reads aside), each call at most `max_amount`
+    (the payload's integer `amount`, minor units), and only until `expires_at`. It narrows,
+    never widens: the agent must be granted the operation too. Removing the task from the
+    document revokes it; both expiry and revocation stop calls not yet made."""
+
+    grants: tuple[NAME, ...] = ()
+    max_amount: int | None = Field(default=None, ge=0)
+    # Required: a task's authority is bounded in time by construction.
+    expires_at: AwareDatetime
+
+    def expired(self, now: datetime) -> bool:
+        return now >= self.expires_at
+
+
 class PolicyDocument(_Doc):
     # 0 only for `open_policy` (no document installed); an installed one starts at 1.
     version: int = Field(ge=0)
@@ -52,6 +69,8 @@ class PolicyDocument(_Doc):
     # For agents the document does not name; None: they may only read.
     default: AgentPolicy | None = None
     approval_required: tuple[str, ...] = ()
+    # Per task id: its grant (TaskGrant); a submission naming a task absent here is refused.
+    tasks: dict[NAME, TaskGrant] = Field(default_factory=dict)
 
     @field_validator("approval_required")
     @classmethod
@@ -68,7 +87,7 @@ class PolicyDocument(_Doc):
             name
             for agent in agents
             for name in (*agent.grants, *(quota.operation for quota in agent.quotas))
-        )
+        ) | frozenset(name for task in self.tasks.values() for name in task.grants)
 
     def for_agent(self, agent_id: str) -> tuple[str, AgentPolicy]:
         """The rule that applies to `agent_id` (its path in the document) and its content."""

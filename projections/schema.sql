@@ -165,6 +165,10 @@ ALTER TABLE intents ADD COLUMN IF NOT EXISTS session_id text;
 -- The principal that submitted the intent (services.intake.auth.Principal.name); NULL for
 -- the Kafka door and for intents from before it was recorded.
 ALTER TABLE intents ADD COLUMN IF NOT EXISTS submitted_by text;
+-- The task the submission named (events.policy.TaskGrant), the authority it acts under:
+-- every dispatcher re-judges it right before each forward call, so a task revoked or
+-- expired after the submission stops calls not yet made. NULL: no task named.
+ALTER TABLE intents ADD COLUMN IF NOT EXISTS task_id text;
 -- When an abort of the transaction was first asked through the API (services.intake.
 -- abort_record), written before its AbortTransaction is produced. The dispatcher's last gate
 -- (services/dispatcher/calls_begun.py) reads it in the statement that begins a call: a step's

@@ -19,6 +19,10 @@ step, a saga compensation, a review `retry`, a lookup-first re-send).
   answered, even one sent at once.
 - Grants: a forward leg whose operation the agent is no longer granted (the policy changed
   after the submission) is held for a person: a RequestReview with reason `not_granted`.
+- Tasks: the authority an intent acts under (the task its submission named, on the intent
+  row) is re-judged here, in the same verdict and on the same view as grants and kill
+  switches: a task revoked or expired since the submission stops the forward call, sent to
+  a person (`task_unknown`, `task_expired`, or `not_granted` for its grants or amount).
 - Quotas: reserved in Postgres (services.governance.store.reserve_quota) before the call;
   one that would be exceeded trips the breaker and asks for review (`quota_exceeded`). The
   reservation is written before the call: a crash between the two leaves the quota counted
@@ -81,7 +85,7 @@ class Gatekeeper:
         self.policies: dict[str, PolicyDocument] = {}
         self.switches: dict[str, list[Switch]] = {}
         self.refreshed_at = float("-inf")
-        self.intents: dict[tuple[str, str], tuple[str, int]] = {}
+        self.intents: dict[tuple[str, str], store.Authority] = {}
         self.held = 0
         self._refreshing: asyncio.Lock = asyncio.Lock()
 
@@ -162,9 +166,9 @@ class Gatekeeper:
         async with pool.acquire() as conn:
             await store.forget_held(conn, held)
 
-    async def _intent(self, tenant: str, tx_id: str) -> tuple[str, int]:
-        """The transaction's submitting agent, and the policy version its submission was
-        checked under."""
+    async def _intent(self, tenant: str, tx_id: str) -> store.Authority:
+        """The transaction's submitting agent, the policy version its submission was
+        checked under and the task it named."""
         found = self.intents.get((tenant, tx_id))
         if found is None:
             pool = await self._pool()
@@ -172,7 +176,7 @@ class Gatekeeper:
                 agents = await store.agents_of(conn, [(tenant, tx_id)])
             # Every dispatch has an intent row (written before the submission was
             # produced); without one no agent can be named, and no grant applies.
-            found = agents.get((tenant, tx_id), ("", 0))
+            found = agents.get((tenant, tx_id), store.Authority(""))
             if len(self.intents) >= _INTENTS_CACHED:
                 self.intents.clear()
             self.intents[(tenant, tx_id)] = found
@@ -203,12 +207,13 @@ class Gatekeeper:
     ) -> bool:
         await self._fresh()
         tenant = envelope.tenant
-        submitter, checked_under = await self._intent(tenant, envelope.tx_id)
+        authority = await self._intent(tenant, envelope.tx_id)
         # The agent the call is charged to: the successor once one claimed the transaction
         # (the decider names it on the dispatch), else the submitter.
-        agent_id = dispatch.agent_id or submitter
-        await self._current(tenant, checked_under)
-        if not self._governed(tenant):
+        agent_id = dispatch.agent_id or authority.agent_id
+        await self._current(tenant, authority.policy_version)
+        # A task is judged even without a document in force: none grants it.
+        if not self._governed(tenant) and authority.task_id is None:
             return True
         policy = self.policies.get(tenant) or open_policy(catalog_of(self.settings).names())
         decision = dispatch_verdict(
@@ -220,6 +225,9 @@ class Gatekeeper:
             forward=dispatch.leg is Leg.FORWARD,
             # The class recorded when the step was accepted, not today's catalog's.
             side_effect=recorded_facts(dispatch.facts, dispatch.operation).side_effect,
+            task_id=authority.task_id,
+            amount=amount_of(dispatch.payload),
+            now=datetime.now(UTC),
         )
         if decision.verdict is Verdict.HOLD:
             await self._hold(envelope, dispatch, partition, agent_id, decision.switches)
@@ -283,7 +291,7 @@ class Gatekeeper:
         durable record of the call about to be made, or `aborted`: not to be made at all
         (an abort stops it whatever the switches: held, it could only be refused later)."""
         try:
-            submitter, _ = await self._intent(envelope.tenant, envelope.tx_id)
+            submitter = (await self._intent(envelope.tenant, envelope.tx_id)).agent_id
             agent_id = dispatch.agent_id or submitter  # the successor after a claim
             pool = await self._pool()
             async with pool.acquire() as conn:

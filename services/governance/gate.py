@@ -10,6 +10,11 @@
   forward leg no longer granted is held for a person (`not_granted`); an undo is never
   refused by a grant (it was checked when declared, and refusing it would leave a saga half
   done). A kill switch matching the dispatch holds it, whatever the leg.
+- Tasks (`task_refusal`, issue 22 item 2): a submission that names a task may only ask for
+  what the task's grant (events.policy.TaskGrant) allows, on top of its agent's grants: its
+  operations, at most its amount per call, until its expiry. The dispatcher re-judges the
+  same rule right before each forward call (`dispatch_verdict`), so a task revoked (removed
+  from the document) or expired after the submission stops every call not yet made.
 - Quotas (`quota_refusal`), for forward legs and undos alike (an undo is a call like any
   other, and a refund moves money): given the claims already counted in the windows, would one more
   dispatch of this amount exceed any quota? The caller evaluates it under a lock that
@@ -19,6 +24,7 @@
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
@@ -31,7 +37,7 @@ from events.policy import PolicyDocument, Quota
 class Refusal:
     """Why the gate refused: the rule (its path in the policy document) and what it covers."""
 
-    error: str  # `not_granted`
+    error: str  # `not_granted`, `task_unknown`, `task_expired`
     rule: str
     agent_id: str
     operation: str
@@ -103,21 +109,84 @@ def grant_refusal(
     )
 
 
+def task_refusal(
+    policy: PolicyDocument,
+    task_id: str,
+    *,
+    agent_id: str,
+    operation: str,
+    side_effect: SideEffect,
+    amount: int | None,
+    now: datetime,
+) -> Refusal | None:
+    """None when the task `task_id` allows calling `operation` (of class `side_effect`) with
+    `amount` (amount_of the payload) at `now`. The one judge of a task's grant, at the door
+    and right before the call. Reads are allowed, as for agents; an amount the task's cap
+    cannot read is refused (the provider may still read it as money)."""
+    rule = f"tasks.{task_id}"
+    task = policy.tasks.get(task_id)
+
+    def refused(error: str, path: str, why: str) -> Refusal:
+        return Refusal(
+            error=error,
+            rule=path,
+            agent_id=agent_id,
+            operation=operation,
+            side_effect=side_effect.value,
+            policy_version=policy.version,
+            message=(
+                f"policy version {policy.version}: {why}; an operator must grant the task "
+                "(PUT /v1/policy) before it may ask for this"
+            ),
+        )
+
+    if task is None:
+        return refused("task_unknown", rule, f"{rule} is not granted (never granted, or revoked)")
+    if task.expired(now):
+        return refused(
+            "task_expired", f"{rule}.expires_at", f"{rule} expired at {task.expires_at.isoformat()}"
+        )
+    if side_effect is not SideEffect.READ and operation not in task.grants:
+        return refused(
+            "not_granted",
+            f"{rule}.grants",
+            f"{rule}.grants does not grant {operation!r} (a {side_effect.value} operation)",
+        )
+    if task.max_amount is not None and (amount is None or amount > task.max_amount):
+        return refused(
+            "not_granted",
+            f"{rule}.max_amount",
+            f"{rule}.max_amount caps one call at {task.max_amount}; this one asks for "
+            + ("an amount it cannot read" if amount is None else str(amount)),
+        )
+    return None
+
+
 @dataclass(frozen=True)
 class Named:
     """An operation a submission names at `provider`; `compensation_of` is set for a step's
-    compensation."""
+    compensation. `amount`: amount_of its payload (a compensation's is derived: 0)."""
 
     provider: str
     operation: str
     compensation_of: str | None = None
+    amount: int | None = 0
 
 
 def submission_refusal(
-    policy: PolicyDocument, catalog: Catalog, agent_id: str, named: Iterable[Named]
+    policy: PolicyDocument,
+    catalog: Catalog,
+    agent_id: str,
+    named: Iterable[Named],
+    *,
+    task_id: str | None = None,
+    now: datetime | None = None,
 ) -> Refusal | None:
-    """The first operation of the submission its agent is not granted, or None."""
-    for item in named:
+    """The first operation of the submission its agent (or, when it names one, its task:
+    `task_id`, judged at `now`) is not granted, or None. A step's compensation is within
+    the task when its step is, as for agents (grant_refusal): undoing stays possible."""
+    items = list(named)
+    for item in items:
         refusal = grant_refusal(
             policy,
             catalog,
@@ -125,6 +194,29 @@ def submission_refusal(
             item.provider,
             item.operation,
             compensation_of=item.compensation_of,
+        )
+        if refusal is not None:
+            return refusal
+    if task_id is None:
+        return None
+    if now is None:
+        raise ValueError("a task is judged at a time: pass `now`")
+    for item in items:
+        if (
+            item.compensation_of is not None
+            and item.operation == catalog.compensation_of(item.provider, item.compensation_of)
+            and catalog.facts(item.provider, item.operation).side_effect
+            is not SideEffect.DESTRUCTIVE
+        ):
+            continue  # implied by its step's task grant, judged in this loop too
+        refusal = task_refusal(
+            policy,
+            task_id,
+            agent_id=agent_id,
+            operation=item.operation,
+            side_effect=catalog.facts(item.provider, item.operation).side_effect,
+            amount=item.amount,
+            now=now,
         )
         if refusal is not None:
             return refusal
@@ -220,13 +312,34 @@ def dispatch_verdict(
     operation: str,
     forward: bool,
     side_effect: SideEffect,
+    task_id: str | None = None,
+    amount: int | None = 0,
+    now: datetime | None = None,
 ) -> Decision:
-    """`side_effect`: the class the events recorded for the call (events.legacy_facts)."""
+    """`side_effect`: the class the events recorded for the call (events.legacy_facts).
+    `task_id`: the task the intent acts under (its authority), judged at `now` with the
+    call's `amount`; a forward leg outside it (revoked, expired, not granted) goes to a
+    person with the refusal's error as reason (`task_unknown`, `task_expired`,
+    `not_granted`). Undo legs are never refused by a task, as by grants."""
     held_by = blocking(switches, agent_id, provider, operation)
     if held_by:
         return Decision(Verdict.HOLD, "kill_switch", held_by)
     if forward and not is_granted(policy, agent_id, operation, side_effect):
         return Decision(Verdict.REVIEW, "not_granted")
+    if forward and task_id is not None:
+        if now is None:
+            raise ValueError("a task is judged at a time: pass `now`")
+        refusal = task_refusal(
+            policy,
+            task_id,
+            agent_id=agent_id,
+            operation=operation,
+            side_effect=side_effect,
+            amount=amount,
+            now=now,
+        )
+        if refusal is not None:
+            return Decision(Verdict.REVIEW, refusal.error)
     return Decision(Verdict.DISPATCH)
 
 

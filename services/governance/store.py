@@ -35,7 +35,10 @@ async def apply_governance_schema(conn: asyncpg.Connection) -> None:
 
 
 def policy_digest(document: PolicyDocument) -> str:
-    return fingerprint(document.model_dump(mode="json"))
+    body = document.model_dump(mode="json")
+    if not body["tasks"]:
+        del body["tasks"]  # a document from before tasks existed keeps its digest
+    return fingerprint(body)
 
 
 @dataclass(frozen=True)
@@ -461,16 +464,28 @@ async def forget_held(conn: asyncpg.Connection, held: Held) -> None:
     )
 
 
+@dataclass(frozen=True)
+class Authority:
+    """What an intent acts under: its agent, the policy version its submission was checked
+    under, and the task it named (None: the agent's own grants only)."""
+
+    agent_id: str
+    policy_version: int = 0
+    task_id: str | None = None
+
+
 async def agents_of(
     conn: asyncpg.Connection, wanted: list[tuple[str, str]]
-) -> dict[tuple[str, str], tuple[str, int]]:
-    """The agent of each (tenant, tx_id) and the policy version its submission was checked
-    under, from the intake's intent rows (written before the submission was produced, so
-    present for every dispatch)."""
+) -> dict[tuple[str, str], Authority]:
+    """The authority of each (tenant, tx_id), from the intake's intent rows (written before
+    the submission was produced, so present for every dispatch)."""
     rows = await conn.fetch(
-        "SELECT i.tenant, i.tx_id, i.agent_id, i.policy_version FROM intents i"
+        "SELECT i.tenant, i.tx_id, i.agent_id, i.policy_version, i.task_id FROM intents i"
         " JOIN unnest($1::text[], $2::text[]) AS w(tenant, tx_id) USING (tenant, tx_id)",
         [t for t, _ in wanted],
         [x for _, x in wanted],
     )
-    return {(r["tenant"], r["tx_id"]): (r["agent_id"], r["policy_version"]) for r in rows}
+    return {
+        (r["tenant"], r["tx_id"]): Authority(r["agent_id"], r["policy_version"], r["task_id"])
+        for r in rows
+    }

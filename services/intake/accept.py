@@ -122,6 +122,7 @@ async def accept_submission(
         policy_version=checked.policy.version,
         session_id=submission.session_id or default_session(submission.agent_id),
         submitted_by=who.name if who is not None else None,
+        task_id=submission.task_id,
         natural_key_windows={
             spec.action: info.natural_key_window_s
             for spec in specs

@@ -62,6 +62,8 @@ class Intent:
     # the operation (events.catalog.OperationInfo.natural_key_window_s); an action not
     # listed holds it for the default.
     natural_key_windows: Mapping[str, int] = field(default_factory=dict)
+    # The task the submission names (its authority, re-judged at each call); None: none.
+    task_id: str | None = None
 
     def operations_json(self) -> str:
         return json.dumps([spec.model_dump(mode="json") for spec in self.operations])
@@ -78,7 +80,8 @@ async def claim(
         inserted = await conn.fetchval(
             "INSERT INTO intents"
             " (tenant, tx_id, fingerprint, agent_id, operations, produced, policy_version,"
-            " session_id, submitted_by) VALUES ($1, $2, $3, $4, $5::jsonb, false, $6, $7, $8)"
+            " session_id, submitted_by, task_id)"
+            " VALUES ($1, $2, $3, $4, $5::jsonb, false, $6, $7, $8, $9)"
             " ON CONFLICT (tenant, tx_id) DO NOTHING RETURNING 1",
             intent.tenant,
             intent.tx_id,
@@ -88,6 +91,7 @@ async def claim(
             intent.policy_version,
             intent.session_id,
             intent.submitted_by,
+            intent.task_id,
         )
         if inserted:
             judged = await _judged(conn, intent, horizon_s)
@@ -123,7 +127,7 @@ async def claim(
         await conn.execute(
             "UPDATE intents SET fingerprint = $3, agent_id = $4, operations = $5::jsonb,"
             " created_at = now(), attempted_at = now(), policy_version = $6,"
-            " submitted_by = $7"
+            " submitted_by = $7, task_id = $8"
             " WHERE tenant = $1 AND tx_id = $2",
             intent.tenant,
             intent.tx_id,
@@ -132,6 +136,7 @@ async def claim(
             intent.operations_json(),
             intent.policy_version,
             intent.submitted_by,
+            intent.task_id,
         )
         await conn.execute(
             "DELETE FROM intent_keys WHERE tenant = $1 AND tx_id = $2",

@@ -27,7 +27,7 @@ from events.governance import BreakerReset, GovernanceChange, PolicyReplaced
 from events.policy import PolicyDocument, open_policy
 from services.config import Settings
 from services.governance import store
-from services.governance.gate import Named, Refusal, submission_refusal
+from services.governance.gate import Named, Refusal, amount_of, submission_refusal
 from services.intake import auth
 from services.intake.errors import ApiError, parsed
 from services.intake.openapi import errors, json_body, ok
@@ -86,7 +86,7 @@ def now_iso() -> str:
 def named_operations(submission: SubmissionRequest) -> list[Named]:
     named: list[Named] = []
     for _, op in submission.operations():
-        named.append(Named(op.provider, op.operation))
+        named.append(Named(op.provider, op.operation, amount=amount_of(op.payload)))
         if op.compensation is not None:
             named.append(
                 Named(op.provider, op.compensation.operation, compensation_of=op.operation)
@@ -110,9 +110,17 @@ def approval_classes(policy: PolicyDocument, floor: frozenset[str]) -> frozenset
 def refuse_ungranted(
     policy: PolicyDocument, catalog: Catalog, submission: SubmissionRequest
 ) -> None:
-    """Raise GateRefused (403) when the submission names an operation its agent is not
-    granted; called before the intent row is written and before anything is produced."""
-    refusal = submission_refusal(policy, catalog, submission.agent_id, named_operations(submission))
+    """Raise GateRefused (403) when the submission names an operation its agent (or the
+    task it names) is not granted; called before the intent row is written and before
+    anything is produced."""
+    refusal = submission_refusal(
+        policy,
+        catalog,
+        submission.agent_id,
+        named_operations(submission),
+        task_id=submission.task_id,
+        now=datetime.now(UTC),
+    )
     if refusal is not None:
         raise GateRefused(refusal)
 

@@ -46,6 +46,8 @@ OperationName = Annotated[str, Field(min_length=1, max_length=128)]
 
 # An agent session id: printable, no spaces, as short as an agent id.
 SESSION_PATTERN = r"^[A-Za-z0-9._:@/-]{1,128}$"
+# A task's id, as the policy document's `tasks` names it (events.policy.TaskGrant).
+TASK_ID_PATTERN = r"^[A-Za-z0-9._:-]{1,128}$"
 
 
 class _Request(BaseModel):
@@ -107,6 +109,10 @@ class SubmissionRequest(_Request):
     # session (events.keys.default_session). Not part of the intent: the same body from
     # another session is the same intent.
     session_id: Annotated[str | None, Field(pattern=SESSION_PATTERN)] = None
+    # The task the submission acts under (least privilege per task, issue 22 item 2): its
+    # grant in the policy document bounds what may be asked, at the door and at each call.
+    # Part of the intent: the same body under another task is another authority.
+    task_id: Annotated[str | None, Field(pattern=TASK_ID_PATTERN)] = None
 
     def operations(self) -> list[tuple[OperationKind, OperationRequest]]:
         return (
@@ -119,6 +125,8 @@ class SubmissionRequest(_Request):
         # Over the validated model, so key order, whitespace and an omitted optional
         # field versus an explicit null do not make two identical intents differ.
         body = self.model_dump(mode="json", exclude={"session_id"})
+        if body["task_id"] is None:
+            del body["task_id"]  # an intent from before tasks existed keeps its fingerprint
         if not body["on_compensated"]:
             # Left out when empty, so an intent submitted before on_compensated existed
             # keeps its fingerprint: its retry is still recognised, not refused with 409.
