@@ -64,6 +64,10 @@ class TransactionRequest(_Request):
     on_compensated: tuple[Operation, ...] = ()
     # The agent session that owns the transaction; default `<agent_id>:default`.
     session_id: str | None = Field(default=None, pattern=r"^[A-Za-z0-9._:@/-]{1,128}$")
+    # The task the transaction acts under: its grant in the tenant's policy document bounds
+    # what may be asked (operations, amount per call, expiry), at submission and at each
+    # call; None: the agent's own grants only.
+    task_id: str | None = Field(default=None, pattern=r"^[A-Za-z0-9._:-]{1,128}$")
 
     def body(self) -> dict[str, Any]:
         # Empty notification lists are left out: the body is then byte-for-byte what a

@@ -96,6 +96,7 @@ def transaction(
     on_commit: Iterable[Operation] = (),
     on_compensated: Iterable[Operation] = (),
     session_id: str | None = None,
+    task_id: str | None = None,
 ) -> TransactionRequest:
     return TransactionRequest(
         tx_id=tx_id,
@@ -104,4 +105,5 @@ def transaction(
         on_commit=tuple(on_commit),
         on_compensated=tuple(on_compensated),
         session_id=session_id,
+        task_id=task_id,
     )

@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 
+from recon_sdk.mcp.config import load_mcp_settings
 from recon_sdk.mcp.models import McpTransaction
 from recon_sdk.tx_ids import stable_tx_id
 
@@ -39,3 +40,16 @@ def test_the_tx_id_is_derived_from_the_transaction_and_the_configured_session() 
     assert body["tx_id"] == expected
     named = McpTransaction.model_validate({"tx_id": "order-9", "steps": steps})
     assert named.body("agent-7", None)["tx_id"] == "order-9"
+
+
+def test_the_configured_task_is_carried_and_the_model_cannot_name_one() -> None:
+    steps = [{"action": "a", "provider": "sandbox", "operation": "email.send", "payload": {}}]
+    tx = McpTransaction.model_validate({"steps": steps})
+    assert "task_id" not in tx.body("agent-7", None)
+    under = tx.body("agent-7", None, "order-42")
+    assert under["task_id"] == "order-42"
+    # Another task is another authority: another intent, not a conflicting resubmission.
+    assert under["tx_id"] != tx.body("agent-7", None)["tx_id"]
+    assert "task_id" not in McpTransaction.model_json_schema()["properties"]
+    settings = load_mcp_settings({"RECON_MCP_API_KEY": "k", "RECON_MCP_TASK_ID": "order-42"})
+    assert settings.task_id == "order-42"

@@ -98,3 +98,9 @@ def test_the_stable_tx_id_is_frozen() -> None:
     assert stable_tx_id("run-1", "call_abd") != stable_tx_id("run-1", "call_abc")
     with pytest.raises(ValueError):
         stable_tx_id("", "call")
+
+
+def test_a_transaction_carries_its_task_only_when_named() -> None:
+    steps = [ops.charge(100, "usd", "c")]
+    assert ops.transaction("t-1", "a", steps, task_id="order-42").body()["task_id"] == "order-42"
+    assert "task_id" not in ops.transaction("t-1", "a", steps).body()

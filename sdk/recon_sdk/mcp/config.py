@@ -21,6 +21,10 @@ class McpSettings:
     # The agent session that owns this server's submissions; None: recon's default
     # (`<agent_id>:default`).
     session_id: str | None = None
+    # The task every submission acts under (least privilege per task): its grant in the
+    # policy document bounds what this server's model may ask for. Configuration, never a
+    # tool argument: a model that could name the task could pick a wider one.
+    task_id: str | None = None
     # The bearer token every request of the streamable HTTP transport must carry; the HTTP
     # transport does not start without one (anyone who reaches the port would act with the
     # API key).
@@ -38,5 +42,6 @@ def load_mcp_settings(env: dict[str, str] | None = None) -> McpSettings:
         api_key=key,
         agent_id=env.get("RECON_MCP_AGENT_ID", "").strip() or DEFAULT_AGENT,
         session_id=env.get("RECON_MCP_SESSION_ID", "").strip() or None,
+        task_id=env.get("RECON_MCP_TASK_ID", "").strip() or None,
         http_token=env.get("RECON_MCP_HTTP_TOKEN", "").strip() or None,
     )

@@ -35,20 +35,26 @@ class McpTransaction(BaseModel):
     def operations(self) -> tuple[Operation, ...]:
         return self.steps + self.on_commit + self.on_compensated
 
-    def body(self, agent_id: str, session_id: str | None) -> dict[str, Any]:
+    def body(
+        self, agent_id: str, session_id: str | None, task_id: str | None = None
+    ) -> dict[str, Any]:
         """The submission body, its tx_id derived when the model named none: the same
         operations from the same agent session are the same intent, however often the model
         submits them (a different wording is caught by a step's natural_key)."""
         fields = self.model_dump(mode="json", exclude_defaults=True, exclude_none=True)
         fields.pop("tx_id", None)
         tx_id = self.tx_id or stable_tx_id(
-            f"{agent_id}/{session_id or 'default'}",
+            # The task too (when one is configured): another task is another authority,
+            # so another intent, not a conflicting resubmission of this one.
+            f"{agent_id}/{session_id or 'default'}" + (f"/{task_id}" if task_id else ""),
             json.dumps(fields, sort_keys=True, separators=(",", ":")),
             prefix="mcp",
         )
         body = {**fields, "tx_id": tx_id, "agent_id": agent_id}
         if session_id is not None:
             body["session_id"] = session_id
+        if task_id is not None:
+            body["task_id"] = task_id
         return body
 
 

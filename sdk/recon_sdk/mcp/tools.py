@@ -77,7 +77,7 @@ def build_server(settings: McpSettings) -> MCPServer[Any]:
         return found
 
     async def submit(transaction: McpTransaction) -> Submitted:
-        body = transaction.body(settings.agent_id, settings.session_id)
+        body = transaction.body(settings.agent_id, settings.session_id, settings.task_id)
         accepted = await call(lambda recon: recon.submit(body))
         if accepted.owner is not None:
             owners[accepted.tx_id] = accepted.owner
@@ -154,7 +154,7 @@ def build_server(settings: McpSettings) -> MCPServer[Any]:
     async def preview(transaction: McpTransaction) -> dict[str, Any]:
         """What the transaction would do, computed by the providers, without doing it (each
         step's effects, reversibility and whether it needs approval)."""
-        body = transaction.body(settings.agent_id, settings.session_id)
+        body = transaction.body(settings.agent_id, settings.session_id, settings.task_id)
         return await call(lambda recon: recon.preview(body))
 
     @server.tool(
