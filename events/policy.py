@@ -49,9 +49,10 @@ class AgentPolicy(_Doc):
 class TaskGrant(_Doc):
     """What one task may do (least privilege per task, issue 22 item 2): a submission that
     names the task may only ask for `grants` (reads aside), each call at most `max_amount`
-    (the payload's integer `amount`, minor units), and only until `expires_at`. It narrows,
-    never widens: the agent must be granted the operation too. Removing the task from the
-    document revokes it; both expiry and revocation stop calls not yet made."""
+    (in minor units, in the field its provider declares: OperationInfo.amount_field), and
+    only until `expires_at`. It narrows, never widens: the agent must be granted the
+    operation too. Removing the task from the document revokes it; both expiry and
+    revocation stop calls not yet made."""
 
     grants: tuple[NAME, ...] = ()
     max_amount: int | None = Field(default=None, ge=0)

@@ -216,6 +216,10 @@ class Gatekeeper:
         if not self._governed(tenant) and authority.task_id is None:
             return True
         policy = self.policies.get(tenant) or open_policy(catalog_of(self.settings).names())
+        # The field its provider declares the amount in; an operation the catalog no
+        # longer holds is read as before catalogs declared one (`amount`).
+        info = catalog_of(self.settings).info(dispatch.provider, dispatch.operation)
+        amount = amount_of(dispatch.payload, info.amount_field if info else "amount")
         decision = dispatch_verdict(
             policy,
             self.switches.get(tenant, ()),
@@ -226,7 +230,7 @@ class Gatekeeper:
             # The class recorded when the step was accepted, not today's catalog's.
             side_effect=recorded_facts(dispatch.facts, dispatch.operation).side_effect,
             task_id=authority.task_id,
-            amount=amount_of(dispatch.payload),
+            amount=amount,
             now=datetime.now(UTC),
         )
         if decision.verdict is Verdict.HOLD:
@@ -238,10 +242,6 @@ class Gatekeeper:
         # Undo legs count too: a compensation is a call to a provider like any other.
         quotas = quotas_for(policy, agent_id, dispatch.operation)
         if quotas:
-            # The field its provider declares the amount in; an operation the catalog no
-            # longer holds is read as before catalogs declared one (`amount`).
-            info = catalog_of(self.settings).info(dispatch.provider, dispatch.operation)
-            amount = amount_of(dispatch.payload, info.amount_field if info else "amount")
             if amount is None and counts_amount(quotas):
                 log.warning(
                     "%s %s: an amount quota cannot read the payload's amount, held for review",

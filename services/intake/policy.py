@@ -83,10 +83,13 @@ def now_iso() -> str:
 # --- the gate at submission -------------------------------------------------------------
 
 
-def named_operations(submission: SubmissionRequest) -> list[Named]:
+def named_operations(submission: SubmissionRequest, catalog: Catalog) -> list[Named]:
     named: list[Named] = []
     for _, op in submission.operations():
-        named.append(Named(op.provider, op.operation, amount=amount_of(op.payload)))
+        # The amount in the field its provider declares (as quotas read it at the call).
+        info = catalog.info(op.provider, op.operation)
+        amount = amount_of(op.payload, info.amount_field if info else "amount")
+        named.append(Named(op.provider, op.operation, amount=amount))
         if op.compensation is not None:
             named.append(
                 Named(op.provider, op.compensation.operation, compensation_of=op.operation)
@@ -117,7 +120,7 @@ def refuse_ungranted(
         policy,
         catalog,
         submission.agent_id,
-        named_operations(submission),
+        named_operations(submission, catalog),
         task_id=submission.task_id,
         now=datetime.now(UTC),
     )
