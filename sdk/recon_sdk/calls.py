@@ -58,6 +58,10 @@ def get_events(tx_id: str, cursor: str | None = None) -> Call:
     return Call("GET", f"/v1/transactions/{_seg(tx_id)}/events", params=params, idempotent=True)
 
 
+def get_receipt(tx_id: str) -> Call:
+    return Call("GET", f"/v1/transactions/{_seg(tx_id)}/receipt", idempotent=True)
+
+
 def list_transactions(filters: Mapping[str, Any], limit: int | None, cursor: str | None) -> Call:
     params = _given(**filters, limit=limit, cursor=cursor)
     return Call("GET", "/v1/transactions", params=params, idempotent=True)

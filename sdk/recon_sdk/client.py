@@ -245,6 +245,12 @@ class AsyncRecon:
         return ReviewResolving.model_validate(body)
 
     # Routes of docs/contract.md's "v1 additions" still being built: untyped until they land.
+    async def receipt(self, tx_id: str) -> dict[str, Any]:
+        """`GET /v1/transactions/{tx_id}/receipt`: the transaction's evidence bundle (events,
+        provider evidence, the signed checkpoint covering them) for an auditor to verify,
+        e.g. with `audit verify-bundle` or verifier-go, without recon."""
+        return dict(await self._send(calls.get_receipt(tx_id)))
+
     async def operation(self, op_key: str) -> dict[str, Any]:
         """`GET /v1/operations/{op_key}`."""
         return dict(await self._send(calls.get_operation(op_key)))
@@ -478,6 +484,12 @@ class Recon:
     ) -> ReviewResolving:
         body = self._send(calls.resolve_review(review_id, resolution, note, actor))
         return ReviewResolving.model_validate(body)
+
+    def receipt(self, tx_id: str) -> dict[str, Any]:
+        """`GET /v1/transactions/{tx_id}/receipt`: the transaction's evidence bundle (events,
+        provider evidence, the signed checkpoint covering them) for an auditor to verify,
+        e.g. with `audit verify-bundle` or verifier-go, without recon."""
+        return dict(self._send(calls.get_receipt(tx_id)))
 
     def operation(self, op_key: str) -> dict[str, Any]:
         """`GET /v1/operations/{op_key}`."""

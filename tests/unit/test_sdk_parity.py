@@ -53,6 +53,7 @@ ROUTES: dict[tuple[str, str], str] = {
     ("get", "/v1/transactions"): "transactions",
     ("get", "/v1/transactions/{tx_id}"): "get",
     ("get", "/v1/transactions/{tx_id}/events"): "events",
+    ("get", "/v1/transactions/{tx_id}/receipt"): "receipt",
     ("post", "/v1/transactions/{tx_id}/abort"): "abort",
     ("post", "/v1/transactions/{tx_id}/claim"): "claim",
     ("post", "/v1/transactions/{tx_id}/release"): "release",
