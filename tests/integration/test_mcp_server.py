@@ -1,10 +1,10 @@
 """The MCP server (`recon-mcp`, `python -m services.mcp`) driven by the MCP client library, end
 to end on the real stack: over stdio an agent lists the operations, submits a transaction
 without naming a tx_id or an agent, waits for it to commit, and is refused honestly (a
-destructive operation through the non-destructive tool, a re-planned duplicate naming the
-first transaction); over streamable HTTP the same tools answer with the bearer token and
-nothing answers without it. The API key, the agent and the session are the server's
-environment, never a tool argument."""
+destructive operation through the non-destructive tool, by its input schema generated from
+the catalog, a re-planned duplicate naming the first transaction); over streamable HTTP the
+same tools answer with the bearer token and nothing answers without it. The API key, the
+agent and the session are the server's environment, never a tool argument."""
 
 import asyncio
 import copy
@@ -46,6 +46,16 @@ def _structured(result: CallToolResult) -> dict[str, Any]:
     return content
 
 
+def offered(schema: dict[str, Any]) -> set[tuple[str, str]]:
+    """The (provider, operation) of every step branch a submit tool's input schema offers."""
+    props = [d["properties"] for d in schema["$defs"].values() if "properties" in d]
+    return {
+        (p["provider"]["const"], p["operation"]["const"])
+        for p in props
+        if "const" in p.get("operation", {})
+    }
+
+
 def as_model_writes(tx: dict[str, Any]) -> dict[str, Any]:
     """The transaction without what the server decides (tx_id, agent)."""
     body = copy.deepcopy(tx)
@@ -81,8 +91,12 @@ async def test_an_agent_commits_a_transaction_through_the_mcp_server(
                 assert chosen_by_the_server not in schema, (name, chosen_by_the_server)
 
         catalog = _structured(await client.call_tool("list_operations", {}))
-        classes = {o["operation"]: o["class"] for o in catalog["operations"]}
-        assert classes["records.delete"] == "destructive", catalog
+        classes = {(o["provider"], o["operation"]): o["class"] for o in catalog["operations"]}
+        assert classes["sandbox", "records.delete"] == "destructive", catalog
+        # The submit tools' inputs are the catalog's operations, split by class.
+        safe = offered(tools["submit_transaction"].input_schema)
+        assert safe == {op for op, cls in classes.items() if cls != "destructive"}
+        assert offered(tools["submit_destructive_transaction"].input_schema) == set(classes)
 
         body = as_model_writes(example_transaction("ignored"))
         body["steps"][1]["natural_key"] = "mcp-order-1"
@@ -117,7 +131,12 @@ async def test_an_agent_commits_a_transaction_through_the_mcp_server(
             ]
         }
         refused = await client.call_tool("submit_transaction", {"transaction": delete})
-        assert refused.is_error and "destructive_operation: " in _text(refused), _text(refused)
+        assert refused.is_error and "operation_not_offered" in _text(refused), _text(refused)
+        assert "submit_destructive_transaction" in _text(refused)
+        unknown = copy.deepcopy(delete)
+        unknown["steps"][0]["operation"] = "records.shred"
+        refused = await client.call_tool("submit_destructive_transaction", {"transaction": unknown})
+        assert refused.is_error and "operation_not_offered" in _text(refused), _text(refused)
         chosen = await client.call_tool(
             "submit_transaction", {"transaction": {**body, "agent_id": "someone-else"}}
         )

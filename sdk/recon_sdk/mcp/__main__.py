@@ -5,6 +5,7 @@ import argparse
 import logging
 import sys
 
+from recon_sdk import Recon, ReconError
 from recon_sdk.mcp.config import ConfigError, load_mcp_settings
 
 
@@ -26,10 +27,25 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"configuration error: {exc}", file=sys.stderr)
         return 2
+    # The tools' input schemas are generated from the catalog, so the server does not start
+    # without it (the client retries an unreachable intake a few times first).
+    try:
+        with Recon(settings.intake_url, api_key=settings.api_key) as recon:
+            catalog = recon.catalog()
+    except ReconError as exc:
+        print(
+            f"cannot read the catalog from {settings.intake_url} (GET /v1/catalog), which the "
+            f"tools' input schemas are generated from: {exc.code}: {exc.message}",
+            file=sys.stderr,
+        )
+        return 3
+    if not catalog:
+        print("the intake's catalog (GET /v1/catalog) offers no operation", file=sys.stderr)
+        return 3
     # Imported after the configuration is checked: a misconfigured start fails fast.
     from recon_sdk.mcp.tools import build_server
 
-    server = build_server(settings)
+    server = build_server(settings, catalog)
     if args.transport == "stdio":
         server.run("stdio")
         return 0

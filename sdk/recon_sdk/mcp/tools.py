@@ -20,6 +20,7 @@ from mcp.types import ToolAnnotations
 from pydantic import Field
 
 from recon_sdk import AsyncRecon, Conflict, Owner, ReconError
+from recon_sdk.mcp.catalog_tools import split_by_class, transaction_model
 from recon_sdk.mcp.config import McpSettings
 from recon_sdk.mcp.models import (
     TX_ID_PATTERN,
@@ -33,18 +34,31 @@ from recon_sdk.mcp.models import (
 from recon_sdk.models import SETTLED, AbortRequested, CatalogEntry, Transaction
 
 T = TypeVar("T")
+F = TypeVar("F", bound=Callable[..., Any])
 
 TxId = Annotated[str, Field(pattern=TX_ID_PATTERN, description="the transaction's tx_id")]
 Reason = Annotated[str, Field(min_length=1, max_length=1000)]
 WaitSeconds = Annotated[int, Field(ge=1, le=120, description="how long to wait, at most")]
 
 READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
-# The catalog changes with a deployment, not between two calls of one conversation.
-CATALOG_TTL_S = 60.0
-DESTRUCTIVE = "destructive"
 
 
-def build_server(settings: McpSettings) -> MCPServer[Any]:
+def build_server(settings: McpSettings, catalog: list[CatalogEntry]) -> MCPServer[Any]:
+    """The server, its submit tools' inputs generated from `catalog` (`GET /v1/catalog`)."""
+    safe, _ = split_by_class(catalog)
+    # Read and write operations only: a destructive step is refused by the schema, naming
+    # the tool that takes it (which a host confirms with the user).
+    safe_transaction = transaction_model(
+        "SafeTransaction",
+        safe,
+        "not an operation of submit_transaction: a destructive one goes through "
+        "submit_destructive_transaction; list_operations shows every operation and its class",
+    )
+    # Every operation: a destructive transaction may also reserve, and its notifications
+    # (on_commit) are writes; the tool is marked destructive as a whole.
+    any_transaction = transaction_model(
+        "Transaction", catalog, "not an operation of the catalog: see list_operations"
+    )
     server: MCPServer[Any] = MCPServer(
         "recon",
         instructions=(
@@ -59,7 +73,6 @@ def build_server(settings: McpSettings) -> MCPServer[Any]:
     )
     # The sessions this server's submissions own, by tx_id: its aborts name and prove them.
     owners: dict[str, Owner] = {}
-    catalog: dict[str, Any] = {"at": -CATALOG_TTL_S, "classes": {}}
 
     async def call(use: Callable[[AsyncRecon], Awaitable[T]]) -> T:
         async with AsyncRecon(settings.intake_url, api_key=settings.api_key) as recon:
@@ -67,14 +80,6 @@ def build_server(settings: McpSettings) -> MCPServer[Any]:
                 return await use(recon)
             except ReconError as exc:
                 raise ToolError(_refusal(exc)) from exc
-
-    async def classes() -> dict[tuple[str, str], str]:
-        if time.monotonic() - catalog["at"] > CATALOG_TTL_S:
-            entries = await call(lambda recon: recon.catalog())
-            catalog["classes"] = {(e.provider, e.operation): e.class_ for e in entries}
-            catalog["at"] = time.monotonic()
-        found: dict[tuple[str, str], str] = catalog["classes"]
-        return found
 
     async def submit(transaction: McpTransaction) -> Submitted:
         body = transaction.body(settings.agent_id, settings.session_id, settings.task_id)
@@ -94,18 +99,12 @@ def build_server(settings: McpSettings) -> MCPServer[Any]:
             open_world_hint=True,
         )
     )
+    @_takes(safe_transaction)
     async def submit_transaction(transaction: McpTransaction) -> Submitted:
         """Submit a transaction of read and write operations (a destructive one, such as a
         delete, goes through submit_destructive_transaction): `steps` run in order, each
         with the `compensation` that undoes it if a later step fails; `on_commit`
         notifications run after commit. Answers the tx_id and operation keys."""
-        known = await classes()
-        for op in transaction.operations():
-            if known.get((op.provider, op.operation)) == DESTRUCTIVE:
-                raise ToolError(
-                    f"destructive_operation: {op.action!r} ({op.operation}) is destructive; "
-                    "submit it with submit_destructive_transaction, which the user confirms"
-                )
         return await submit(transaction)
 
     @server.tool(
@@ -113,10 +112,12 @@ def build_server(settings: McpSettings) -> MCPServer[Any]:
             read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=True
         )
     )
+    @_takes(any_transaction)
     async def submit_destructive_transaction(transaction: McpTransaction) -> Submitted:
         """Submit a transaction that may destroy data (a delete, a waitlist promotion that
-        displaces someone): the same as submit_transaction, marked destructive so the user
-        is asked first. recon still requires an operator's approval where policy says so."""
+        displaces someone), with any other operations it needs: the same as
+        submit_transaction, marked destructive so the user is asked first. recon still
+        requires an operator's approval where policy says so."""
         return await submit(transaction)
 
     @server.tool(annotations=READ_ONLY)
@@ -151,6 +152,7 @@ def build_server(settings: McpSettings) -> MCPServer[Any]:
         return OperationList(operations=entries)
 
     @server.tool(annotations=READ_ONLY)
+    @_takes(any_transaction)
     async def preview(transaction: McpTransaction) -> dict[str, Any]:
         """What the transaction would do, computed by the providers, without doing it (each
         step's effects, reversibility and whether it needs approval)."""
@@ -182,6 +184,18 @@ def build_server(settings: McpSettings) -> MCPServer[Any]:
         return ReviewList(reviews=reviews)
 
     return server
+
+
+def _takes(model: type[McpTransaction]) -> Callable[[F], F]:
+    """The tool's `transaction` argument is `model` (generated from the catalog at start):
+    the MCP library builds the input schema and validates the arguments from the
+    signature, and a type made at run time cannot be written in it."""
+
+    def set_input(fn: F) -> F:
+        fn.__annotations__["transaction"] = model
+        return fn
+
+    return set_input
 
 
 def _refusal(exc: ReconError) -> str:
