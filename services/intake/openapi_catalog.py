@@ -72,12 +72,16 @@ def with_webhook_routes(document: dict[str, Any], settings: Settings) -> None:
     shared, own = paths.get(SHARED), paths.get(OWN)
     delivered = sorted(settings.webhook_secrets)
     with_own = sorted({p for (_, p), a in settings.provider_accounts.items() if a.webhook_secrets})
-    for template, providers in ((shared, delivered), (own, with_own)):
+    for path, template, providers in ((SHARED, shared, delivered), (OWN, own, with_own)):
         if template is None:
+            continue
+        if not providers:
+            # No secrets, no deliveries: an empty enum would admit no request at all (which
+            # schema tools refuse as a broken document), so the route is left out.
+            del paths[path]
             continue
         for parameter in template["post"]["parameters"]:
             if parameter["name"] == "provider":
-                # An empty enum is no valid value at all: no secrets, no deliveries.
                 parameter["schema"]["enum"] = providers
     for provider in delivered:
         if shared is not None:

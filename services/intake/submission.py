@@ -8,7 +8,7 @@ from collections.abc import Collection
 from datetime import datetime
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, Strict
 
 from events.approval_policy import DEFAULT_APPROVAL_REQUIRED, needs_approval
 from events.canonical import fingerprint
@@ -68,7 +68,8 @@ class OperationRequest(_Request):
     # The resource the step changes and the revision the agent planned against; sent to
     # the provider in the payload, which refuses a stale one for good (`stale_revision`).
     resource: Annotated[str, Field(min_length=1, max_length=256)] | None = None
-    expected_revision: Annotated[int, Field(ge=0, le=2**53)] | None = None
+    # Strict: JSON's false is not revision 0 (pydantic's lax int takes a bool).
+    expected_revision: Annotated[int, Strict(), Field(ge=0, le=2**53)] | None = None
     # The business identity of the effect (an order id, an invoice number): another tx_id
     # naming it for the same operation within the operation's window never reaches the
     # provider (events.intent_identity). Not sent to the provider.

@@ -9,12 +9,14 @@ Kafka has acknowledged it (services.intake.intents).
 """
 
 import json
+import re
 from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Annotated, Any, TypeVar
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse
+from pydantic import BeforeValidator
 
 from events.definition import TxStatus
 from services.intake import auth, owner_token
@@ -75,7 +77,22 @@ async def get_transaction(
 
 
 Name = Annotated[str | None, Query(min_length=1, max_length=128)]
-Instant = Annotated[datetime | None, Query(description="an ISO 8601 time with its offset")]
+
+
+def _not_a_number(value: Any) -> Any:
+    # pydantic reads a bare number as Unix time; the document promises an ISO 8601 time,
+    # so `created_before=0.5` is refused (422) rather than read as 1970.
+    if isinstance(value, str) and _NUMBER.fullmatch(value.strip()):
+        raise ValueError("an ISO 8601 time with its offset, not a number")
+    return value
+
+
+_NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
+Instant = Annotated[
+    datetime | None,
+    BeforeValidator(_not_a_number),
+    Query(description="an ISO 8601 time with its offset"),
+]
 
 
 @router.get(

@@ -189,6 +189,15 @@ async def test_a_cursor_is_refused_off_its_list_tenant_and_filters(
     assert answer.json()["error"] == "invalid_cursor"
 
 
+@pytest.mark.parametrize("value", ["0.5", "1764700000", "yesterday"])
+async def test_a_time_filter_is_an_iso_time_not_a_number(
+    http: httpx.AsyncClient, value: str
+) -> None:
+    # pydantic alone reads 0.5 as Unix time (1970) and lists everything before it.
+    answer = await http.get("/v1/transactions", params={"created_before": value}, headers=DEMO)
+    assert answer.status_code == 422, answer.text
+
+
 async def test_reviews_drift_and_events_pages_give_every_row_once(
     http: httpx.AsyncClient,
 ) -> None:
