@@ -6,13 +6,13 @@ Lookups ask the provider by key (`GET /v1/effects?idempotency_key=K`: the `query
 strategy); answers are judged by services.providers.classify, the sandbox's rule.
 """
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from events.catalog import OperationInfo
 from events.inputs import Outcome
 from events.observation import Seen
-from reconcilers.signatures import Scheme, Verified, verify
+from reconcilers.signatures import Scheme
 from reconcilers.webhook_reading import WebhookReading, read_effect_webhook
 from services import tracing
 from services.providers.classify import classify_lookup, classify_response, unreachable
@@ -106,16 +106,6 @@ class SandboxAdapter:
         if not isinstance(effects, list):
             raise ListingUnavailable(f"GET /v1/effects without an 'effects' list: {body}")
         return effects
-
-    def verify_webhook(
-        self,
-        headers: Mapping[str, str],
-        body: bytes,
-        secrets: Sequence[str],
-        now: int,
-        tolerance_s: int,
-    ) -> Verified:
-        return verify(self.webhook_scheme, headers, body, secrets, now, tolerance_s)
 
     def read_webhook(self, body: bytes) -> WebhookReading:
         """recon's own format, which the sandbox sends (docs/contract.md, "Webhooks")."""

@@ -20,14 +20,14 @@ What every adapter promises (the contract kit, tests/contract/provider_kit, chec
   read as a type alone, a body it cannot read is a WebhookBodyError.
 """
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
 from events.catalog import OperationInfo
 from events.observation import Seen
-from reconcilers.signatures import Scheme, Verified
+from reconcilers.signatures import Scheme
 from reconcilers.webhook_reading import WebhookReading
 from services.providers.http import Requester
 
@@ -76,7 +76,9 @@ class ProviderAdapter(Protocol):
     # the payload's schema, its amount field). Known without I/O once the adapter is made:
     # the catalog recon serves and judges by is built from them.
     operations: Mapping[str, OperationInfo]
-    # How the provider signs its webhooks (reconcilers.signatures).
+    # How the provider signs its webhooks: the intake checks every delivery with
+    # reconcilers.signatures.verify under this scheme (or the one RECON_WEBHOOK_SCHEMES
+    # names), so an adapter declares the scheme and has no check of its own.
     webhook_scheme: Scheme
     # The lookup strategy's declared fact: how long the provider replays a key's first
     # answer (seconds); None when lookups ask the provider by key instead (`query`).
@@ -116,18 +118,6 @@ class ProviderAdapter(Protocol):
         """Every effect the provider lists, as reconcilers.drift.effect_from_json reads
         them (`id`, `operation`, `idempotency_key`, `payload`, `created_at`), for the
         drift scan; raises ListingUnavailable when the provider cannot answer."""
-        ...
-
-    def verify_webhook(
-        self,
-        headers: Mapping[str, str],
-        body: bytes,
-        secrets: Sequence[str],
-        now: int,
-        tolerance_s: int,
-    ) -> Verified:
-        """Check one delivery's signature and age; raise reconcilers.signatures.
-        SignatureError when it must be refused. Pure."""
         ...
 
     def read_webhook(self, body: bytes) -> WebhookReading:

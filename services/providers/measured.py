@@ -3,11 +3,9 @@ provider, operation and outcome, each lookup's outcome. One observation per call
 other method is the inner adapter's own."""
 
 import time
-from collections.abc import Mapping, Sequence
 from typing import Any
 
 from events.observation import Seen
-from reconcilers.signatures import Verified
 from reconcilers.webhook_reading import WebhookReading
 from services.metrics import DISPATCH_SECONDS, LOOKUPS
 from services.providers.interface import ProviderAdapter, Sent
@@ -47,16 +45,6 @@ class Measured:
 
     async def list_effects(self) -> list[Any]:
         return await self.inner.list_effects()
-
-    def verify_webhook(
-        self,
-        headers: Mapping[str, str],
-        body: bytes,
-        secrets: Sequence[str],
-        now: int,
-        tolerance_s: int,
-    ) -> Verified:
-        return self.inner.verify_webhook(headers, body, secrets, now, tolerance_s)
 
     def read_webhook(self, body: bytes) -> WebhookReading:
         return self.inner.read_webhook(body)

@@ -31,7 +31,7 @@ from support.provider_kit import KitTarget, Live, Scripted, third_party_targets
 
 from events.inputs import Outcome
 from reconcilers.drift import effect_from_json
-from reconcilers.signatures import SignatureError, SignatureErrorCode
+from reconcilers.signatures import SignatureError, SignatureErrorCode, verify
 from reconcilers.webhook_reading import WebhookBodyError
 from services.providers.interface import ProviderAdapter, Sent
 from services.providers.lookup_strategy import CANNOT_BE_ASKED, Strategy, strategy_of
@@ -216,8 +216,13 @@ def test_a_validly_signed_webhook_is_accepted(target: KitTarget) -> None:
     now, event = 1_800_000_000, target.webhooks.effect(new_key())
     for signed_at in (now, now - TOLERANCE_S, now + TOLERANCE_S):  # the window's edges
         headers = target.sign(target.secret, signed_at, event)
-        verified = target.adapter_over(Scripted()).verify_webhook(
-            headers, event, [target.other_secret, target.secret], now, TOLERANCE_S
+        verified = verify(
+            target.adapter_over(Scripted()).webhook_scheme,
+            headers,
+            event,
+            [target.other_secret, target.secret],
+            now,
+            TOLERANCE_S,
         )
         assert verified.timestamp == signed_at and verified.delivery_id
 
@@ -240,8 +245,13 @@ def test_an_invalid_or_replayed_webhook_is_refused(
     headers = target.sign(secret, signed_at.get(case, now), event)
     body = event + b" " if case == "altered body" else event
     with pytest.raises(SignatureError) as refused:
-        target.adapter_over(Scripted()).verify_webhook(
-            headers, body, [target.secret], now, TOLERANCE_S
+        verify(
+            target.adapter_over(Scripted()).webhook_scheme,
+            headers,
+            body,
+            [target.secret],
+            now,
+            TOLERANCE_S,
         )
     assert refused.value.code is code
 

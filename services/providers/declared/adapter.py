@@ -6,7 +6,7 @@ beside it; the lookup strategies' shared rules are services.providers.lookup_str
 import asyncio
 import os
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from functools import cache
 from pathlib import Path
@@ -15,7 +15,7 @@ from typing import Any
 from events.catalog import OperationInfo
 from events.inputs import Outcome
 from events.observation import Seen
-from reconcilers.signatures import Scheme, Verified, verify
+from reconcilers.signatures import Scheme
 from reconcilers.webhook_reading import WebhookReading
 from services import tracing
 from services.providers import lookup_strategy as strategies
@@ -231,16 +231,6 @@ class DeclaredAdapter:
             return await self._send("GET", listing.path, params=params)
 
         return await effects.listed(page, listing)
-
-    def verify_webhook(
-        self,
-        headers: Mapping[str, str],
-        body: bytes,
-        secrets: Sequence[str],
-        now: int,
-        tolerance_s: int,
-    ) -> Verified:
-        return verify(self.webhook_scheme, headers, body, secrets, now, tolerance_s)
 
     def read_webhook(self, body: bytes) -> WebhookReading:
         """The provider's events as its file's `[webhooks.events]` reads them; without

@@ -10,14 +10,14 @@ object by `metadata[op_key]` instead (the intent's search, a payment intent's re
 intent a confirm or cancel acted on).
 """
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
 from events.catalog import OperationInfo
 from events.inputs import Outcome
 from events.observation import Seen
-from reconcilers.signatures import Scheme, Verified, verify
+from reconcilers.signatures import Scheme
 from reconcilers.webhook_reading import WebhookReading
 from services.providers.classify import TIMING_4XX, lookup_misdirected, unreachable
 from services.providers.http import Answer, ProviderUnreachable, Requester
@@ -220,16 +220,6 @@ class StripeAdapter:
         return await self.http.request(
             "GET", self.base_url + path, params=params, headers=self.headers
         )
-
-    def verify_webhook(
-        self,
-        headers: Mapping[str, str],
-        body: bytes,
-        secrets: Sequence[str],
-        now: int,
-        tolerance_s: int,
-    ) -> Verified:
-        return verify(self.webhook_scheme, headers, body, secrets, now, tolerance_s)
 
     def read_webhook(self, body: bytes) -> WebhookReading:
         """Stripe's events (webhooks.py)."""
