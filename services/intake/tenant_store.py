@@ -34,6 +34,27 @@ _DRIFT = (
 )
 
 
+class _Where:
+    """A list query's conditions and their arguments, numbered as they are added: each
+    `{}` of a condition becomes the next `$n`, so no query counts its parameters by hand.
+    Values only ever travel as arguments; the SQL text is the caller's constants."""
+
+    def __init__(self, tenant: str, tenant_condition: str) -> None:
+        self.args: list[object] = []
+        self.conditions: list[str] = []
+        self.add(tenant_condition, tenant)
+
+    def param(self, value: object) -> str:
+        self.args.append(value)
+        return f"${len(self.args)}"
+
+    def add(self, condition: str, *values: object) -> None:
+        self.conditions.append(condition.format(*(self.param(v) for v in values)))
+
+    def __str__(self) -> str:
+        return " AND ".join(self.conditions)
+
+
 @dataclass(frozen=True)
 class TenantStore:
     conn: asyncpg.Connection
@@ -236,22 +257,17 @@ class TenantStore:
         limit: int | None = None,
     ) -> list[asyncpg.Record]:
         """Oldest first: the reviews after `after` (a page's last `(created_at, id)`)."""
-        conditions: list[str] = ["r.tenant = $1"]
-        args: list[object] = [self.tenant]
+        where = _Where(self.tenant, "r.tenant = {}")
         if state is not None:
-            args.append(state)
-            conditions.append(f"r.state = ${len(args)}")
+            where.add("r.state = {}", state)
         if created_before is not None:
-            args.append(created_before)
-            conditions.append(f"r.created_at <= ${len(args)}")
+            where.add("r.created_at <= {}", created_before)
         if after is not None:
-            args.extend(after)
-            conditions.append(f"(r.created_at, r.id) > (${len(args) - 1}, ${len(args)})")
-        args.append(limit)
+            where.add("(r.created_at, r.id) > ({}, {})", *after)
         rows: list[asyncpg.Record] = await self.conn.fetch(
-            f"SELECT {_REVIEW} FROM reviews r WHERE {' AND '.join(conditions)}"
-            f" ORDER BY r.created_at, r.id LIMIT ${len(args)}",
-            *args,
+            f"SELECT {_REVIEW} FROM reviews r WHERE {where}"
+            f" ORDER BY r.created_at, r.id LIMIT {where.param(limit)}",
+            *where.args,
         )
         return rows
 
@@ -270,41 +286,35 @@ class TenantStore:
         """Newest first, the projected transactions matching every filter given, those
         after `before` (a page's last `(created_at, tx_id)`), each with its steps' summary.
         A provider or operation filter matches a transaction having such a step."""
-        conditions: list[str] = ["t.tenant = $1"]
-        args: list[object] = [self.tenant]
+        where = _Where(self.tenant, "t.tenant = {}")
         for column, value in (("t.status", status), ("t.agent_id", agent_id)):
             if value is not None:
-                args.append(value)
-                conditions.append(f"{column} = ${len(args)}")
-        steps: list[str] = []
-        for column, value in (("o.provider", provider), ("o.operation", operation)):
-            if value is not None:
-                args.append(value)
-                steps.append(f"{column} = ${len(args)}")
+                where.add(f"{column} = {{}}", value)
+        steps = [
+            f"{column} = {where.param(value)}"
+            for column, value in (("o.provider", provider), ("o.operation", operation))
+            if value is not None
+        ]
         if steps:
-            conditions.append(
+            where.add(
                 "EXISTS (SELECT 1 FROM operations o WHERE o.tenant = t.tenant"
                 f" AND o.tx_id = t.tx_id AND {' AND '.join(steps)})"
             )
         if created_after is not None:
-            args.append(created_after)
-            conditions.append(f"t.created_at >= ${len(args)}")
+            where.add("t.created_at >= {}", created_after)
         if created_before is not None:
-            args.append(created_before)
-            conditions.append(f"t.created_at < ${len(args)}")
+            where.add("t.created_at < {}", created_before)
         if before is not None:
-            args.extend(before)
-            conditions.append(f"(t.created_at, t.tx_id) < (${len(args) - 1}, ${len(args)})")
-        args.append(limit)
+            where.add("(t.created_at, t.tx_id) < ({}, {})", *before)
         rows: list[asyncpg.Record] = await self.conn.fetch(
             "SELECT t.tx_id, t.status, t.agent_id, t.created_at, t.updated_at,"
             " (SELECT coalesce(json_agg(json_build_object('action', o.action, 'provider',"
             " o.provider, 'operation', o.operation, 'state', o.state) ORDER BY o.position),"
             " '[]') FROM operations o WHERE o.tenant = t.tenant AND o.tx_id = t.tx_id)"
             " AS operations"
-            f" FROM transactions t WHERE {' AND '.join(conditions)}"
-            f" ORDER BY t.created_at DESC, t.tx_id DESC LIMIT ${len(args)}",
-            *args,
+            f" FROM transactions t WHERE {where}"
+            f" ORDER BY t.created_at DESC, t.tx_id DESC LIMIT {where.param(limit)}",
+            *where.args,
         )
         return rows
 
