@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import pytest
-import uvicorn
+from support.local_server import serving
 from support.recon_client import Recon, op, transaction
 
 from services.devtools.stack import Stack
@@ -29,18 +29,9 @@ async def odd_provider(scope: dict[str, Any], receive: Receive, send: Send) -> N
 
 
 @pytest.fixture
-async def odd_url(free_port: Callable[[], int]) -> AsyncIterator[str]:
-    port = free_port()
-    server = uvicorn.Server(
-        uvicorn.Config(odd_provider, host="127.0.0.1", port=port, lifespan="off", log_level="error")
-    )
-    task = asyncio.create_task(server.serve())
-    while not server.started:
-        assert not task.done(), "the odd provider did not start"
-        await asyncio.sleep(0.05)
-    yield f"http://127.0.0.1:{port}"
-    server.should_exit = True
-    await task
+async def odd_url() -> AsyncIterator[str]:
+    async with serving(odd_provider, lifespan="off", log_level="error") as url:
+        yield url
 
 
 async def test_a_lone_surrogate_from_a_provider_is_recorded_escaped(

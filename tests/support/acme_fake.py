@@ -38,7 +38,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 
 from reconcilers.signatures import sign_standard
-from services.devtools.ports import free_port
+from support.local_server import serving
 from support.stripe_fake import FakeClock
 
 API_KEY = "acme_test_key"
@@ -276,20 +276,8 @@ def _answer(status: int, body: Any) -> Response:
 async def running_acme(acme: Acme | None = None) -> AsyncIterator[tuple[Acme, str]]:
     """The fake on a loopback port in this loop: (its state, its base URL)."""
     state = acme or Acme()
-    port = free_port()
-    server = uvicorn.Server(
-        uvicorn.Config(create_app(state), host="127.0.0.1", port=port, log_level="warning")
-    )
-    task = asyncio.create_task(server.serve())
-    while not server.started:
-        if task.done():
-            task.result()
-        await asyncio.sleep(0.01)
-    try:
-        yield state, f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        await task
+    async with serving(create_app(state)) as url:
+        yield state, url
 
 
 if __name__ == "__main__":

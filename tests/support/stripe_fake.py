@@ -25,11 +25,10 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import parse_qsl
 
-import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
-from services.devtools.ports import free_port
+from support.local_server import serving
 
 API_KEY = "sk_test_fake"
 RETENTION_S = 24 * 3600.0
@@ -279,17 +278,5 @@ def _shown(intent: dict[str, Any]) -> dict[str, Any]:
 async def running_fake() -> AsyncIterator[tuple[StripeFake, str]]:
     """The fake served on a loopback port in this loop: (its state, its base URL)."""
     fake = StripeFake()
-    port = free_port()
-    server = uvicorn.Server(
-        uvicorn.Config(create_app(fake), host="127.0.0.1", port=port, log_level="warning")
-    )
-    task = asyncio.create_task(server.serve())
-    while not server.started:
-        if task.done():
-            task.result()
-        await asyncio.sleep(0.01)
-    try:
-        yield fake, f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        await task
+    async with serving(create_app(fake)) as url:
+        yield fake, url
