@@ -122,24 +122,30 @@ def _advanced(
 
 
 async def _store_offsets(conn: asyncpg.Connection, topic: str, advanced: dict[int, int]) -> None:
-    await conn.executemany(
-        "UPDATE projection_offsets SET next_offset = $3"
-        " WHERE topic = $1 AND partition = $2 AND next_offset < $3",
-        [(topic, p, next_offset) for p, next_offset in sorted(advanced.items())],
+    partitions = sorted(advanced)
+    await conn.execute(
+        "UPDATE projection_offsets o SET next_offset = n.next_offset"
+        " FROM unnest($2::int[], $3::bigint[]) AS n(partition, next_offset)"
+        " WHERE o.topic = $1 AND o.partition = n.partition AND o.next_offset < n.next_offset",
+        topic,
+        partitions,
+        [advanced[p] for p in partitions],
     )
 
 
 async def _lock_offsets(
     conn: asyncpg.Connection, topic: str, partitions: list[int]
 ) -> dict[int, int]:
-    await conn.executemany(
-        "INSERT INTO projection_offsets (topic, partition, next_offset) VALUES ($1, $2, 0)"
-        " ON CONFLICT (topic, partition) DO NOTHING",
-        [(topic, p) for p in partitions],
-    )
+    # One statement makes a new partition's row and locks every row: ON CONFLICT DO UPDATE
+    # takes the row lock, waits for another projector's transaction on the same partition
+    # to end and then reads the offset it stored (READ COMMITTED re-reads the newest row
+    # version), so the second of two briefly owning a partition skips what the first
+    # applied. Rows are taken in partition order, so two projectors cannot deadlock.
     rows = await conn.fetch(
-        "SELECT partition, next_offset FROM projection_offsets"
-        " WHERE topic = $1 AND partition = ANY($2::int[]) ORDER BY partition FOR UPDATE",
+        "INSERT INTO projection_offsets (topic, partition, next_offset)"
+        " SELECT $1, p, 0 FROM unnest($2::int[]) AS p ORDER BY p"
+        " ON CONFLICT (topic, partition) DO UPDATE SET next_offset = projection_offsets.next_offset"
+        " RETURNING partition, next_offset",
         topic,
         partitions,
     )
@@ -201,6 +207,8 @@ def _review_view(row: asyncpg.Record) -> ReviewView:
 async def _insert_events(conn: asyncpg.Connection, envelopes: list[Envelope]) -> None:
     # Only a replay hits the conflict on (tenant, tx_id, seq). The same event_id under
     # another key is corruption and must fail the batch, hence the explicit target.
+    if not envelopes:
+        return
     await conn.executemany(upsert_sql("events"), [_event_row(env) for env in envelopes])
 
 
@@ -225,7 +233,8 @@ def _event_row(env: Envelope) -> tuple[Any, ...]:
 
 async def _upsert_views(conn: asyncpg.Connection, views: list[TxView]) -> None:
     for table, rows in view_rows(views).items():
-        await conn.executemany(upsert_sql(table), rows)
+        if rows:  # an empty executemany is still a round trip (most batches open no review)
+            await conn.executemany(upsert_sql(table), rows)
 
 
 def view_rows(views: list[TxView]) -> dict[str, list[tuple[Any, ...]]]:

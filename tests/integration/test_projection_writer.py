@@ -3,6 +3,7 @@ not at all, with its offsets."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -128,6 +129,32 @@ async def test_skipped_records_advance_the_offset(conn: asyncpg.Connection) -> N
     await project_batch(conn, TOPIC, as_records(log), skipped=[(0, 5), (3, 10)])
 
     assert await load_offsets(conn, TOPIC) == {0: 6, 3: 11}
+
+
+async def test_two_projectors_owning_one_partition_apply_a_batch_once(
+    conn: asyncpg.Connection, fresh_database: str
+) -> None:
+    # A rebalance can leave two projectors holding the same partition for a moment. The
+    # offset row's lock serializes them: the second waits, then reads the offset the first
+    # stored and applies nothing, so metrics count each transition once. A third
+    # connection holds the lock first so that both are surely waiting at the same time.
+    await project_batch(conn, TOPIC, [], skipped=[(0, 0)])  # the partition's row exists
+    records = as_records(log_of(submit(["charge"]), observed("charge", 1, Outcome.UNKNOWN)), 0, 1)
+    first, second = [await asyncpg.connect(fresh_database) for _ in range(2)]
+    try:
+        async with conn.transaction():
+            await conn.execute("SELECT 1 FROM projection_offsets FOR UPDATE")
+            both = [asyncio.create_task(project_batch(c, TOPIC, records)) for c in (first, second)]
+            await asyncio.sleep(0.5)
+            assert not any(task.done() for task in both), "a projector ignored the offset lock"
+        applied = [bool(moves.transactions) for moves in await asyncio.gather(*both)]
+    finally:
+        await first.close()
+        await second.close()
+
+    assert sorted(applied) == [False, True]
+    assert await load_offsets(conn, TOPIC) == {0: 1 + len(records)}
+    assert await conn.fetchval("SELECT count(*) FROM events") == len(records)
 
 
 async def test_reviews_and_undo_columns_commit_with_the_operation(
