@@ -19,7 +19,9 @@ record work beyond that (the CPU per transaction is watched).
 - HTTP requests and their duration: the intake's request wrapper (services.intake.
   request_span), by method, route template and status;
 - dead letters: where a record is set aside (decider, projector, at-least-once consumers);
-- the decider's Kafka transactions: from the batch's begin to its commit acknowledged;
+- the decider's Kafka transactions: from the batch's begin to its commit acknowledged, and
+  counted by what they carry (decisions, or checkpoints alone) with the inputs they commit,
+  so a benchmark reads transactions per recon transaction and inputs per transaction;
 - reviews open, the age of the oldest open review and of the oldest unknown operation leg:
   gauges the reconciler refreshes from Postgres on its tick;
 - kill switches engaged: a gauge each dispatcher sets from the view of switches it
@@ -114,8 +116,19 @@ DEAD_LETTERS = Counter(
 )
 DECIDER_TRANSACTION_SECONDS = Histogram(
     "recon_decider_transaction_seconds",
-    "Time from the decider opening a batch's Kafka transaction to its commit acknowledged",
+    "Time from the decider opening a Kafka transaction to its commit acknowledged",
     buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+)
+DECIDER_TRANSACTIONS = Counter(
+    "recon_decider_kafka_transactions",
+    "Kafka transactions the decider committed, by what they carry: `decisions` (inputs with"
+    " their offsets) or `checkpoints` (signed checkpoints of a quiet partition alone)",
+    ["carries"],
+)
+DECIDER_INPUTS_COMMITTED = Counter(
+    "recon_decider_inputs_committed",
+    "Inputs whose decisions and offsets the decider committed (divided by the `decisions`"
+    " transactions: inputs per Kafka transaction)",
 )
 OLDEST_UNKNOWN_SECONDS = Gauge(
     "recon_oldest_unknown_operation_seconds",

@@ -57,7 +57,13 @@ from services.decider.finished_index import ChangelogReader, FinishedIndex
 from services.decider.restore import StateKey, Stored, restore_partition
 from services.kafka_clients import acked_producer, group_consumer, transaction_failure
 from services.kafka_setup import ensure_topics
-from services.metrics import DECIDER_TRANSACTION_SECONDS, dead_lettered, observe_lag
+from services.metrics import (
+    DECIDER_INPUTS_COMMITTED,
+    DECIDER_TRANSACTION_SECONDS,
+    DECIDER_TRANSACTIONS,
+    dead_lettered,
+    observe_lag,
+)
 from services.signing_keys import signing_key
 from transactions.finished import FinishedTransaction, finish, is_finished, revive
 from transactions.state import TransactionState
@@ -306,6 +312,8 @@ class Decider:
                 raise
             raise failure from error
         DECIDER_TRANSACTION_SECONDS.observe(time.monotonic() - began)
+        DECIDER_TRANSACTIONS.labels("decisions").inc()
+        DECIDER_INPUTS_COMMITTED.inc(sum(len(records) for _, records in batches))
         if signing:
             owned.unsigned.signed()
         else:
@@ -410,6 +418,7 @@ class Decider:
                 log.warning("checkpoint on partition %d failed (%r); restoring", partition, error)
                 await self.retake(partition)
                 continue
+            DECIDER_TRANSACTIONS.labels("checkpoints").inc()
             owned.unsigned.signed()
 
     async def _dead_letter(

@@ -11,7 +11,10 @@ system being measured).
 With its own stack it also prints the CPU seconds each process used over the measured run,
 per transaction (services.devtools.cpu_account), after `--warmup` transactions that are not
 measured; `--profile SERVICE` writes a cProfile of that service over the measured run
-(services.profiling) and prints its top functions.
+(services.profiling) and prints its top functions. It prints T, the decider's Kafka
+transactions per transaction, and inputs per decider transaction (load-independent counts);
+`--requests` also counts the broker's requests by kind per transaction, from Kafka's request
+log (which costs the broker CPU: read CPU from a run without it).
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ import statistics
 import sys
 import time
 import uuid
+from collections import Counter
 from pathlib import Path
 
 import httpx
@@ -38,6 +42,13 @@ from services.devtools.consumer_groups import wait_spread
 from services.devtools.cpu_account import CpuUse, snapshot
 from services.devtools.hops import hop_table, read_hops
 from services.devtools.infra._process import REPO_ROOT
+from services.devtools.kafka_counts import (
+    decider_counts,
+    decider_table,
+    request_counts,
+    request_offset,
+    request_table,
+)
 from services.devtools.stack import SERVICES, Stack
 from services.intake.example import example_transaction
 
@@ -189,6 +200,19 @@ async def drive(
     }
 
 
+async def settled(deciders: list[str], quiet_s: float = 1.0, limit_s: float = 15.0) -> Counter[str]:
+    """The deciders' counts once their committed inputs stopped moving for `quiet_s`."""
+    last = decider_counts(deciders)
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        await asyncio.sleep(quiet_s)
+        now = decider_counts(deciders)
+        if now["inputs"] == last["inputs"]:
+            return now
+        last = now
+    return last
+
+
 PROFILED = tuple(s for s in SERVICES if s != "sandbox")
 
 
@@ -199,7 +223,7 @@ async def _with_own_stack(args: argparse.Namespace) -> dict[str, float]:
     root: Path = REPO_ROOT / ".cache" / f"bench{args.port_offset or ''}"
     at = args.port_offset
     shutil.rmtree(root, ignore_errors=True)
-    kafka = KafkaBroker(root / "kafka", 19092 + at, 19093 + at)
+    kafka = KafkaBroker(root / "kafka", 19092 + at, 19093 + at, request_log=args.requests)
     postgres = PostgresServer(root / "postgres", 15432 + at)
     profile_out = root / f"{args.profile}.prof"
     stack = Stack(
@@ -242,11 +266,27 @@ async def _with_own_stack(args: argparse.Namespace) -> dict[str, float]:
             idle.seconds = {k: v / args.idle for k, v in idle.seconds.items()}
         if args.profile:
             os.kill(stack.processes[args.profile].pid, signal.SIGUSR1)
+        deciders = [
+            stack.metrics_url(name) for name in stack.processes if name.startswith("decider")
+        ]
+        decided = decider_counts(deciders)
+        requested = request_offset(kafka.requests_log)
         before = snapshot(roots)
         result = await drive(
             stack.intake_url, "demo-key", kafka.bootstrap, Topics(), args.count, args.concurrency
         )
         cpu = CpuUse.between(before, snapshot(roots))
+        # The inputs that follow the last TransactionCommitted (the receipt's webhooks)
+        # belong to the measured transactions: read once the decider has settled.
+        print("\n" + decider_table(decided, await settled(deciders), args.count))
+        if args.requests:
+            requests = request_counts(
+                kafka.requests_log, requested, request_offset(kafka.requests_log)
+            )
+            print(
+                request_table(requests, args.count)
+                + "\n(CPU below includes the request log's cost)"
+            )
         if args.profile:
             os.kill(stack.processes[args.profile].pid, signal.SIGUSR2)
         own = {k for k in roots if k != "provider (sandbox)"}
@@ -358,6 +398,12 @@ def main(argv: list[str] | None = None) -> int:
         "--hops",
         action="store_true",
         help="with its own stack: read the run back from Kafka and print each hop's p50/p99",
+    )
+    parser.add_argument(
+        "--requests",
+        action="store_true",
+        help="with its own stack: count the broker's requests by kind over the measured run"
+        " (Kafka's request log, which costs the broker CPU)",
     )
     parser.add_argument(
         "--json", type=Path, help="also write the results (and CPU per process) to this file"

@@ -145,8 +145,13 @@ class KafkaBroker(ServerProcess):
         min_insync: int = 1,
         heap: str = "768m",
         secure: SecureListener | None = None,
+        request_log: bool = False,
     ) -> None:
         super().__init__()
+        # Every request the broker completes, one line each in `requests_log` (Kafka's
+        # request logger at DEBUG): for counting requests by kind and client. It costs the
+        # broker CPU per request, so CPU is not measured in a run that writes it.
+        self.request_log = request_log
         self.data_dir = data_dir.resolve()
         self.port = port
         self.controller_port = controller_port
@@ -174,6 +179,10 @@ class KafkaBroker(ServerProcess):
     @property
     def server_log(self) -> Path:
         return self.data_dir / "broker.log"
+
+    @property
+    def requests_log(self) -> Path:
+        return self.data_dir / "requests.log"
 
     def ensure_jars(self) -> Path:
         return ensure_kafka_jars()
@@ -265,6 +274,16 @@ class KafkaBroker(ServerProcess):
             # of NotLeaderForPartition / NotEnoughReplicas answers.
             "log4j.logger.org.apache.kafka.controller.ClusterControlManager=INFO\n"
         )
+        if self.request_log:
+            with log4j.open("a") as out:
+                out.write(
+                    "log4j.logger.kafka.request.logger=DEBUG, requests\n"
+                    "log4j.additivity.kafka.request.logger=false\n"
+                    "log4j.appender.requests=org.apache.log4j.FileAppender\n"
+                    f"log4j.appender.requests.File={self.requests_log}\n"
+                    "log4j.appender.requests.layout=org.apache.log4j.PatternLayout\n"
+                    "log4j.appender.requests.layout.ConversionPattern=%m%n\n"
+                )
         return properties
 
     def _format_storage(self, classpath: str, properties: Path) -> None:
