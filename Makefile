@@ -7,7 +7,7 @@ UV := $(shell command -v uv 2>/dev/null || echo python3 -m uv)
 # Never re-resolve: CI and developers run exactly what uv.lock pins.
 export UV_FROZEN := 1
 
-.PHONY: setup test lint fetch run bench audit-bench properties simulate chaos image-test
+.PHONY: setup test lint fetch run bench audit-bench properties simulate chaos image-test compose-test compose-images
 
 .venv: pyproject.toml uv.lock
 	@command -v uv >/dev/null 2>&1 || python3 -m pip install --quiet uv==0.13.9
@@ -68,3 +68,16 @@ chaos: fetch
 IMAGE_ARGS ?=
 image-test: fetch
 	$(UV) run python -m services.devtools.image_check $(IMAGE_ARGS)
+
+# Bring compose/docker-compose.yml up and see the README transaction commit, on a machine that
+# reaches no registry (services/devtools/compose_check.py; docs/operations.md, "Docker"): a
+# dockerd of its own unless one answers, the base image from debootstrap (cached), Kafka and
+# Postgres images built from it (compose/local/), the stack on the host's network
+# (compose/docker-compose.host.yml), then `docker-compose down -v`. Needs root, Debian's
+# docker.io, docker-compose and debootstrap, as .ci/run installs them. .ci/run runs it.
+compose-test: fetch
+	$(UV) run python -m services.devtools.compose_check
+
+# The same images without starting the stack, for running it by hand.
+compose-images: fetch
+	$(UV) run python -m services.devtools.compose_check --images-only

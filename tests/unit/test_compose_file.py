@@ -2,11 +2,13 @@
 every process as a service of recon's image with a health check, its metrics where
 Prometheus scrapes them, and every image a variable defaulting to the public one."""
 
+import importlib.util
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from services.devtools.compose_check import host_ports
 from services.devtools.stack import MODULES, SERVICES
 from services.metrics import DEFAULT_PORTS
 
@@ -44,3 +46,46 @@ def test_every_image_can_be_replaced_by_a_local_one() -> None:
     text = (COMPOSE / "docker-compose.yml").read_text()
     for variable in ("RECON_BASE_IMAGE", "KAFKA_IMAGE", "POSTGRES_IMAGE", "PROMETHEUS_IMAGE"):
         assert f"${{{variable}:-" in text, variable
+
+
+def _host_services() -> dict[str, Any]:
+    services: dict[str, Any] = yaml.safe_load((COMPOSE / "docker-compose.host.yml").read_text())[
+        "services"
+    ]
+    return services
+
+
+def test_the_host_network_file_moves_every_service_off_make_runs_and_the_tests_ports() -> None:
+    """make compose-test runs the stack beside `make run` (its default ports) and the tests
+    (services.devtools.ports: 20000 and up), so its ports must be neither."""
+    host = _host_services()
+    assert set(host) == set(_services()), "every service needs network_mode: host"
+    assert all(service["network_mode"] == "host" for service in host.values())
+    ports = host_ports()
+    taken_by_make_run = {9092, 9093, 5432, 8080, 8090, *DEFAULT_PORTS.values()}
+    assert not set(ports.values()) & taken_by_make_run
+    assert all(port < 20000 for port in ports.values())
+    assert len(set(ports.values())) == len(ports), "two services on one port"
+    for name in DEFAULT_PORTS:
+        env = host[name]["environment"]
+        assert env["RECON_METRICS_PORT"] == str(ports[f"{name} metrics"]), name
+        assert env["RECON_HEALTH_URL"].startswith("http://127.0.0.1:"), name
+
+
+def test_the_local_kafka_image_reads_the_public_images_variables() -> None:
+    """compose/local/kafka turns KAFKA_* variables into properties as apache/kafka does, so the
+    compose file configures either image the same way."""
+    spec = importlib.util.spec_from_file_location(
+        "local_kafka_entrypoint", COMPOSE / "local" / "kafka" / "entrypoint.py"
+    )
+    assert spec is not None and spec.loader is not None
+    entrypoint = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(entrypoint)
+    assert entrypoint.property_name("KAFKA_NODE_ID") == "node.id"
+    assert (
+        entrypoint.property_name("KAFKA_LISTENER_SECURITY_PROTOCOL_MAP")
+        == "listener.security.protocol.map"
+    )
+    assert entrypoint.property_name("KAFKA_SOME___DASHED__UNDER") == "some-dashed_under"
+    kafka_env = _services()["kafka"]["environment"]
+    assert "KAFKA_HEAP_OPTS" in entrypoint.NOT_PROPERTIES and "KAFKA_HEAP_OPTS" in kafka_env
