@@ -97,6 +97,9 @@ DEFAULTS: dict[str, str] = {
     "RECON_SIGNING_KEY_FILE": "",
     "RECON_VERIFY_KEYS_FILE": "",
     "RECON_CHECKPOINT_INTERVAL_S": "1",
+    # How long the decider may hold decisions that only record evidence for the partition's
+    # next Kafka transaction when idle (longer under load; services.decider.group_commit).
+    "RECON_DECIDER_GROUP_COMMIT_MS": "100",
 }
 
 
@@ -157,6 +160,18 @@ def _float(name: str) -> float:
     if value <= 0:
         raise ConfigError(f"{name}: must be positive, got {raw!r}")
     return value
+
+
+def _milliseconds(name: str, maximum: float = 1000) -> float:
+    """A wait in milliseconds, 0 (no wait) to `maximum`; returned in seconds."""
+    raw = _env(name)
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ConfigError(f"{name}: expected a number of milliseconds, got {raw!r}") from None
+    if not 0 <= value <= maximum:
+        raise ConfigError(f"{name}: must be between 0 and {maximum:g}, got {raw!r}")
+    return value / 1000
 
 
 def _int(name: str, minimum: int = 1) -> int:
@@ -317,6 +332,8 @@ class Settings:
     # exits for its supervisor to restart it (services.projector.stall_watch).
     projector_stall_s: float = _default_float("RECON_PROJECTOR_STALL_S")
     checkpoint_interval_s: float = _default_float("RECON_CHECKPOINT_INTERVAL_S")
+    # 0: every fetch's decisions commit at once, evidence or not.
+    decider_group_commit_s: float = _default_float("RECON_DECIDER_GROUP_COMMIT_MS") / 1000
     # The key of the owner tokens a submission or a claim returns (issue 18, item 5).
     owner_token_secret: str = DEFAULTS["RECON_OWNER_TOKEN_SECRET"]
     # Policy documents per tenant installed by the intake at start-up (services.intake.policy).
@@ -779,6 +796,7 @@ def load_settings() -> Settings:
         owner_lease_s=_int("RECON_OWNER_LEASE_S", minimum=1),
         projector_stall_s=_float("RECON_PROJECTOR_STALL_S"),
         checkpoint_interval_s=_float("RECON_CHECKPOINT_INTERVAL_S"),
+        decider_group_commit_s=_milliseconds("RECON_DECIDER_GROUP_COMMIT_MS"),
         owner_token_secret=_owner_token_secret(_env("RECON_ENVIRONMENT")),
         policy_file=_policy_file(),
         approval_required=_approval_required(),

@@ -32,6 +32,9 @@ DISPATCHER_AFTER_PROVIDER_ANSWERED = "dispatcher.after_provider_answered"
 DISPATCHER_BEFORE_CALL_BEGUN = "dispatcher.before_call_begun"
 SAGA_AFTER_COMMANDS_ACKED = "saga.after_commands_acked"
 DECIDER_IN_OPEN_TRANSACTION = "decider.in_open_transaction"
+# Decisions that only record evidence are staged, in memory only: no record sent, no offset
+# committed, no transaction open (services.decider.group_commit).
+DECIDER_WITH_STAGED_INPUTS = "decider.with_staged_inputs"
 # The intent's row and its natural keys are claimed in Postgres, its command not produced.
 INTAKE_AFTER_CLAIM = "intake.after_claim"
 

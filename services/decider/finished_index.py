@@ -18,6 +18,7 @@ validations would cost ~17 s of restore); one that turns out unreadable when rea
 stops the decider with CorruptChangelog, as an unreadable record on restore does.
 """
 
+import asyncio
 import time
 from collections import OrderedDict
 
@@ -54,8 +55,14 @@ class ChangelogReader:
             auto_offset_reset="none",
         )
         self.started = False
+        # The decider's partitions decide concurrently: one read at a time on the consumer.
+        self.lock = asyncio.Lock()
 
     async def read(self, partition: int, offset: int) -> bytes:
+        async with self.lock:
+            return await self._read(partition, offset)
+
+    async def _read(self, partition: int, offset: int) -> bytes:
         tp = TopicPartition(self.topic, partition)
         if not self.started:
             await self.consumer.start()

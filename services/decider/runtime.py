@@ -3,7 +3,10 @@
 Consumes recon.commands and recon.observations, runs the pure state machine, and
 produces the resulting events, the new state (changelog) and the consumed offsets in
 ONE Kafka transaction per partition and batch. Either all of it is visible to
-read_committed readers, or none of it is and the inputs are read again.
+read_committed readers, or none of it is and the inputs are read again. Inputs whose
+decisions only record evidence stay staged and join the partition's next transaction
+(services.decider.group_commit); the partitions of a fetch commit concurrently, each with
+its own producer.
 
 aiokafka has no KIP-447 (fencing by consumer group metadata), so each input partition
 has its own transactional producer, `recon-decider-<p>`: whoever takes partition p
@@ -28,6 +31,7 @@ import json
 import logging
 import time
 from collections import defaultdict
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from aiokafka import AIOKafkaProducer, ConsumerRecord, TopicPartition
@@ -50,10 +54,15 @@ from events.inputs import OperationObserved, parse_input
 from events.keys import partition_key
 from services import tracing
 from services.config import Settings
-from services.crash_points import DECIDER_IN_OPEN_TRANSACTION, pause_point
+from services.crash_points import (
+    DECIDER_IN_OPEN_TRANSACTION,
+    DECIDER_WITH_STAGED_INPUTS,
+    pause_point,
+)
 from services.decider.checkpoints import UnsignedHeads, checkpoint_records
 from services.decider.dispatch_log import log_dispatches
 from services.decider.finished_index import ChangelogReader, FinishedIndex
+from services.decider.group_commit import interval, only_evidence
 from services.decider.restore import StateKey, Stored, restore_partition
 from services.kafka_clients import acked_producer, group_consumer, transaction_failure
 from services.kafka_setup import ensure_topics
@@ -101,28 +110,45 @@ class OwnedPartition:
     next_offsets: dict[TopicPartition, int] = field(default_factory=dict)
     # The chain heads written here and not signed yet (services.decider.checkpoints).
     unsigned: UnsignedHeads = field(default_factory=lambda: UnsignedHeads(1.0))
+    # Decisions made and not committed yet: forgotten with the rest of this memory when the
+    # partition is dropped, and then read again from the committed offsets.
+    staged: "_Staged | None" = None
+
+
+@dataclass
+class _Planned:
+    topic: str
+    value: bytes
+    key: bytes | None
+    partition: int | None
+    headers: list[tuple[str, bytes]] | None
 
 
 @dataclass
 class _Staged:
-    """One Kafka transaction in the making: what it changes, and the sends to wait for."""
+    """One Kafka transaction in the making: the decisions it carries, planned as records
+    and sent when it opens, so that decisions that only record evidence can wait for the
+    partition's next transaction (services.decider.group_commit)."""
 
-    producer: AIOKafkaProducer
     partition: int
-    # Only the transactions this batch changed, over the owned states: memory follows the
-    # log once the transaction commits, without copying the partition's state each batch.
+    # Only the transactions these decisions changed, over the owned states: memory follows
+    # the log once the transaction commits, without copying the partition's state.
     changes: dict[StateKey, Stored] = field(default_factory=dict)
-    # Each changed transaction's Kafka key and latest changelog send: a marker's offset
-    # comes from it.
-    changelog: dict[StateKey, tuple[bytes, asyncio.Future[RecordMetadata]]] = field(
-        default_factory=dict
-    )
-    sends: list[asyncio.Future[RecordMetadata]] = field(default_factory=list)
+    # Each changed transaction's Kafka key and latest changelog record (its index in
+    # `planned`): a marker's offset comes from it.
+    changelog: dict[StateKey, tuple[bytes, int]] = field(default_factory=dict)
+    planned: list[_Planned] = field(default_factory=list)
     # The last head each changed transaction's chain reached, and whether one ended.
     heads: dict[StateKey, Head] = field(default_factory=dict)
     ended: bool = False
+    # The next input to read per input partition: committed with the records.
+    offsets: dict[TopicPartition, int] = field(default_factory=dict)
+    inputs: int = 0
+    # A decision that must not wait (anything but evidence), and when the first was staged.
+    urgent: bool = False
+    since: float = field(default_factory=time.monotonic)
 
-    async def send(
+    def plan(
         self,
         topic: str,
         value: bytes,
@@ -130,12 +156,18 @@ class _Staged:
         *,
         partition: int | None = None,
         headers: list[tuple[str, bytes]] | None = None,
-    ) -> asyncio.Future[RecordMetadata]:
-        sent: asyncio.Future[RecordMetadata] = await self.producer.send(
-            topic, value=value, key=key, partition=partition, headers=headers
-        )
-        self.sends.append(sent)
-        return sent
+    ) -> int:
+        self.planned.append(_Planned(topic, value, key, partition, headers))
+        return len(self.planned) - 1
+
+    async def write(self, producer: AIOKafkaProducer) -> list[asyncio.Future[RecordMetadata]]:
+        """Sends every planned record, in order, inside the open transaction."""
+        return [
+            await producer.send(
+                p.topic, value=p.value, key=p.key, partition=p.partition, headers=p.headers
+            )
+            for p in self.planned
+        ]
 
 
 class PoisonInput(Exception):
@@ -175,6 +207,9 @@ class Decider:
         self.changelog_reader = ChangelogReader(settings.kafka_bootstrap, self.topics.decider_state)
         # Read at start-up: outside dev and test a missing key stops the process here.
         self.signing_key = signing_key(settings.environment)
+        self.group_commit_s = settings.decider_group_commit_s
+        # Records the last fetch brought: the staged decisions' wait grows with it.
+        self.fetched = 0
 
     # --- ownership -----------------------------------------------------------------
 
@@ -259,20 +294,29 @@ class Decider:
         self, partition: int, batches: list[tuple[TopicPartition, list[ConsumerRecord]]]
     ) -> None:
         if partition not in self.isolating:
-            await self._transact(partition, batches)
+            await self._decide(partition, batches)
+            owned = self.owned[partition]
+            staged = owned.staged
+            if staged is not None and (staged.urgent or not self.group_commit_s):
+                await self._commit(partition)
+            elif staged is not None:
+                await pause_point(DECIDER_WITH_STAGED_INPUTS, when=bool(staged.heads))
             return
+        await self._commit(partition)  # nothing staged after a retake; never mix it in
         for tp, records in batches:
             for record in records:
                 try:
-                    await self._transact(partition, [(tp, [record])])
+                    await self._decide(partition, [(tp, [record])])
+                    await self._commit(partition)
                 except RECORD_REFUSED as error:
                     origin = (tp.topic, tp.partition, record.offset)
                     raise PoisonInput(origin, f"record_refused_by_kafka: {error!r}") from error
         self.isolating.discard(partition)
 
-    async def _transact(
+    async def _decide(
         self, partition: int, batches: list[tuple[TopicPartition, list[ConsumerRecord]]]
     ) -> None:
+        """Decides the inputs not decided yet onto the partition's staged transaction."""
         owned = self.owned[partition]
         batches = [
             (tp, fresh)
@@ -281,28 +325,41 @@ class Decider:
         ]
         if not batches:
             return
-        staged = _Staged(owned.producer, partition)
-        offsets: dict[TopicPartition, int] = {}
+        staged = owned.staged = owned.staged or _Staged(partition)
+        for tp, records in batches:
+            for record in records:
+                # One span per decided input, under the context its producer sent.
+                with tracing.span(
+                    "decider.decide",
+                    tracing.context_from(record.headers),
+                    semantic=tracing.kafka_record(record, self.group_id),
+                ):
+                    await self._decide_one(owned, staged, tp, record)
+            staged.offsets[tp] = records[-1].offset + 1
+            staged.inputs += len(records)
+            # Decided, in memory: a batch fetched again before a seek skips them. A failed
+            # commit drops this memory and reads from the committed offsets again.
+            owned.next_offsets[tp] = records[-1].offset + 1
+
+    async def _commit(self, partition: int) -> None:
+        """Commits the partition's staged decisions with their offsets in one transaction,
+        with a signed checkpoint if a transaction ended or a head waited its interval. On
+        any failure the staged decisions are gone: the caller restores or drops."""
+        owned = self.owned[partition]
+        staged, owned.staged = owned.staged, None
+        if staged is None:
+            return
         began = time.monotonic()
+        signing = staged.ended or owned.unsigned.overdue()
+        if signing:
+            self._sign(staged, owned.unsigned.pending(staged.heads))
         try:
             async with owned.producer.transaction():
-                for tp, records in batches:
-                    for record in records:
-                        # One span per decided input, under the context its producer sent.
-                        with tracing.span(
-                            "decider.decide",
-                            tracing.context_from(record.headers),
-                            semantic=tracing.kafka_record(record, self.group_id),
-                        ):
-                            await self._decide_one(owned, staged, tp, record)
-                    offsets[tp] = records[-1].offset + 1
-                signing = staged.ended or owned.unsigned.overdue()
-                if signing:
-                    await self._sign(staged, owned.unsigned.pending(staged.heads))
-                await owned.producer.send_offsets_to_transaction(offsets, self.group_id)
+                sends = await staged.write(owned.producer)
+                await owned.producer.send_offsets_to_transaction(staged.offsets, self.group_id)
                 # A record the broker refuses fails its own send, and aiokafka may still
                 # commit the rest: wait for every send so that a refusal aborts it all.
-                await asyncio.gather(*staged.sends)
+                await asyncio.gather(*sends)
                 await pause_point(DECIDER_IN_OPEN_TRANSACTION, flush=owned.producer.flush)
         except IllegalOperation as error:
             # A fence the sender met between two of our calls (kafka_clients.transaction_
@@ -313,19 +370,18 @@ class Decider:
             raise failure from error
         DECIDER_TRANSACTION_SECONDS.observe(time.monotonic() - began)
         DECIDER_TRANSACTIONS.labels("decisions").inc()
-        DECIDER_INPUTS_COMMITTED.inc(sum(len(records) for _, records in batches))
+        DECIDER_INPUTS_COMMITTED.inc(staged.inputs)
         if signing:
             owned.unsigned.signed()
         else:
             owned.unsigned.keep(staged.heads)
         for key, kept in staged.changes.items():
             if isinstance(kept, FinishedTransaction):
-                kafka_key, sent = staged.changelog[key]
+                kafka_key, index = staged.changelog[key]
                 owned.states.pop(key, None)
-                owned.finished.put(kafka_key, kept, sent.result().offset)
+                owned.finished.put(kafka_key, kept, sends[index].result().offset)
             else:
                 owned.states[key] = kept
-        owned.next_offsets.update(offsets)
 
     async def _decide_one(
         self, owned: OwnedPartition, staged: _Staged, tp: TopicPartition, record: ConsumerRecord
@@ -364,7 +420,7 @@ class Decider:
             await self._dead_letter(staged, tp, record, f"decision_failed: {error!r}")
             return
         if not envelopes:
-            return
+            return  # nothing to write: its offset goes with the next transaction
         largest = max(len(value) for value in [*events, changelog]) + len(kafka_key)
         if largest > MAX_RECORD_BYTES:
             await self._dead_letter(
@@ -376,12 +432,13 @@ class Decider:
             )
             return
         staged.changes[key] = kept
+        staged.urgent = staged.urgent or not only_evidence(envelopes)
         last = envelopes[-1]
         staged.heads[key] = Head(last.tenant, last.tx_id, last.seq, last.hash)
         staged.ended = staged.ended or is_terminal(state)
         headers = tracing.kafka_headers()
         for value in events:
-            await staged.send(
+            staged.plan(
                 self.topics.events, value, kafka_key, partition=staged.partition, headers=headers
             )
         log_dispatches(envelopes)
@@ -390,26 +447,26 @@ class Decider:
         # transaction finished instead of starting it again.
         staged.changelog[key] = (
             kafka_key,
-            await staged.send(
+            staged.plan(
                 self.topics.decider_state, changelog, kafka_key, partition=staged.partition
             ),
         )
 
-    async def _sign(self, staged: _Staged, heads: list[Head]) -> None:
+    def _sign(self, staged: _Staged, heads: list[Head]) -> None:
         for value in checkpoint_records(self.signing_key, heads):
-            await staged.send(self.topics.checkpoints, value, None, partition=staged.partition)
+            staged.plan(self.topics.checkpoints, value, None, partition=staged.partition)
 
     async def _sign_overdue(self) -> None:
         """Signs the heads of a partition that has been quiet for the interval: no batch
         came to carry them. A failure is retried at the next quiet poll (the heads stay)."""
         for partition, owned in list(self.owned.items()):
-            if not owned.unsigned.overdue():
-                continue
-            staged = _Staged(owned.producer, partition)
+            if not owned.unsigned.overdue() or owned.staged is not None:
+                continue  # a staged transaction signs them when it commits
+            staged = _Staged(partition)
+            self._sign(staged, owned.unsigned.pending({}))
             try:
                 async with owned.producer.transaction():
-                    await self._sign(staged, owned.unsigned.pending({}))
-                    await asyncio.gather(*staged.sends)
+                    await asyncio.gather(*await staged.write(owned.producer))
             except ProducerFenced:
                 log.warning("fenced on partition %d: another decider owns it now", partition)
                 await self.drop(partition)
@@ -437,26 +494,51 @@ class Decider:
             ).encode()
             key = key if key is not None and len(key) <= 1024 else None
             headers.append(("value-omitted", b"true"))
-        await staged.send(self.topics.dead_letters, value, key, headers=headers)
+        staged.plan(self.topics.dead_letters, value, key, headers=headers)
+        staged.urgent = True  # rare, and someone is paged for it: never held back
 
     async def run(self, stop: asyncio.Event) -> None:
         self.consumer.subscribe(list(self.topics.decider_inputs()), listener=_Listener(self))
         await self.consumer.start()
         try:
             while not stop.is_set():
-                batch = await self.consumer.getmany(timeout_ms=500, max_records=500)
+                batch = await self.consumer.getmany(timeout_ms=self._poll_ms(), max_records=500)
                 await observe_lag(self.consumer, self.group_id, batch)
                 if self.failure is not None:
                     raise DeciderHalted("a partition could not be taken") from self.failure
+                self.fetched = sum(len(records) for records in batch.values())
                 async with self.lock:
                     await self._process_batch(batch)
+                    await self._commit_due()
                     await self._sign_overdue()
         finally:
             async with self.lock:
                 for partition in list(self.owned):
+                    # Staged decisions are dropped, not committed: read again, they are
+                    # decided again by whoever takes the partition.
                     await self.drop(partition)
             await self.consumer.stop()
             await self.changelog_reader.stop()
+
+    def _wait_s(self) -> float:
+        return interval(self.group_commit_s, self.fetched, len(self.owned))
+
+    def _poll_ms(self) -> int:
+        """The fetch's long poll, cut short to commit the staged decisions on time."""
+        staged = [o.staged.since for o in self.owned.values() if o.staged is not None]
+        if not staged:
+            return 500
+        due = min(staged) + self._wait_s() - time.monotonic()
+        return max(0, min(500, int(due * 1000) + 1))
+
+    async def _commit_due(self) -> None:
+        now, wait = time.monotonic(), self._wait_s()
+        due = [
+            partition
+            for partition, owned in self.owned.items()
+            if owned.staged is not None and now - owned.staged.since >= wait
+        ]
+        await self._each(due, lambda partition: self._commit(partition))
 
     async def _process_batch(self, batch: dict[TopicPartition, list[ConsumerRecord]]) -> None:
         by_partition: dict[int, list[tuple[TopicPartition, list[ConsumerRecord]]]] = defaultdict(
@@ -467,34 +549,50 @@ class Decider:
         for tp in sorted(batch, key=lambda t: t.topic != self.topics.commands):
             if batch[tp]:
                 by_partition[tp.partition].append((tp, batch[tp]))
-        for partition, batches in by_partition.items():
-            if partition not in self.owned:
-                continue  # revoked while fetching; the new owner reads it again
-            try:
-                await self.process(partition, batches)
-            except ProducerFenced:
-                log.warning("fenced on partition %d: another decider owns it now", partition)
-                await self.drop(partition)
-            except PoisonInput as poison:
-                if poison.origin in self.poison:
-                    # Even its small dead letter was refused: nothing left to try here.
-                    raise DeciderHalted(f"cannot dead-letter {poison}") from poison
-                log.error("input %s cannot be written; dead-lettering it", poison)
-                self.poison[poison.origin] = poison.reason
-                self.isolating.discard(partition)
-                await self.retake(partition)
-            except RECORD_REFUSED as error:
-                log.error(
-                    "Kafka refused a record on partition %d (%r); replaying the batch one "
-                    "input per transaction to find the input that causes it",
-                    partition,
-                    error,
-                )
-                self.isolating.add(partition)
-                await self.retake(partition)
-            except (KafkaError, TimeoutError) as error:
-                log.warning("transaction on partition %d failed (%r); restoring", partition, error)
-                await self.retake(partition)
+        await self._each(
+            # Revoked while fetching: the new owner reads it again.
+            [partition for partition in by_partition if partition in self.owned],
+            lambda partition: self.process(partition, by_partition[partition]),
+        )
+
+    async def _each(self, partitions: list[int], work: Callable[[int], Awaitable[None]]) -> None:
+        """Runs `work` for every partition at once (each has its own producer and
+        transaction, and waits on the broker, not on the others); a partition's failure
+        is handled for that partition alone."""
+        results = await asyncio.gather(
+            *(self._guarded(partition, work) for partition in partitions),
+            return_exceptions=True,
+        )
+        for result in results:
+            if isinstance(result, BaseException):
+                raise result  # DeciderHalted, or a bug: the process stops
+
+    async def _guarded(self, partition: int, work: Callable[[int], Awaitable[None]]) -> None:
+        try:
+            await work(partition)
+        except ProducerFenced:
+            log.warning("fenced on partition %d: another decider owns it now", partition)
+            await self.drop(partition)
+        except PoisonInput as poison:
+            if poison.origin in self.poison:
+                # Even its small dead letter was refused: nothing left to try here.
+                raise DeciderHalted(f"cannot dead-letter {poison}") from poison
+            log.error("input %s cannot be written; dead-lettering it", poison)
+            self.poison[poison.origin] = poison.reason
+            self.isolating.discard(partition)
+            await self.retake(partition)
+        except RECORD_REFUSED as error:
+            log.error(
+                "Kafka refused a record on partition %d (%r); replaying the batch one "
+                "input per transaction to find the input that causes it",
+                partition,
+                error,
+            )
+            self.isolating.add(partition)
+            await self.retake(partition)
+        except (KafkaError, TimeoutError) as error:
+            log.warning("transaction on partition %d failed (%r); restoring", partition, error)
+            await self.retake(partition)
 
 
 class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]

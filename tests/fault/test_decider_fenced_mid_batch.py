@@ -8,7 +8,9 @@ first. A call that waits on that request raises `ProducerFenced`, which the deci
 handled; every send after the sender moved the producer to its fatal state raises
 `IllegalOperation`, which is no KafkaError and used to end the process. Which of the two a
 real rebalance produces depends on timing; the test makes it the second one for certain by
-holding the batch, after its first input's decision, until the sender has met the fence."""
+holding the batch's transaction, after its first record is sent, until the sender has met the
+fence. (Decisions are made before the transaction opens and sent when it commits,
+services.decider.group_commit: the first send is where the sender first meets the broker.)"""
 
 import asyncio
 import gc
@@ -49,21 +51,22 @@ def records(topic: str, count: int) -> list[ConsumerRecord]:
     return out
 
 
-def held_after_first_decision(decider: Decider) -> Callable[..., Any]:
-    """The decider's own `_decide_one`, held after the first input until its producer is in
-    aiokafka's fatal state: the point at which the sender has met the fence."""
-    decide_one = decider._decide_one
-    decided = 0
+def held_after_first_send(producer: AIOKafkaProducer) -> Callable[..., Any]:
+    """The producer's own `send`, held after the transaction's first record until the
+    producer is in aiokafka's fatal state: the point at which the sender has met the fence."""
+    send = producer.send
+    sent = 0
 
-    async def held(*args: Any) -> None:
-        nonlocal decided
-        await decide_one(*args)
-        decided += 1
-        if decided == 1:
-            manager = decider.owned[PARTITION].producer._txn_manager
+    async def held(*args: Any, **kwargs: Any) -> Any:
+        nonlocal sent
+        result = await send(*args, **kwargs)
+        sent += 1
+        if sent == 1:
+            manager = producer._txn_manager
             async with asyncio.timeout(30):
                 while not manager.is_fatal_error():
                     await asyncio.sleep(0.01)
+        return result
 
     return held
 
@@ -82,7 +85,8 @@ async def test_a_fence_in_the_middle_of_a_batch_drops_the_partition_and_the_deci
     decider = Decider(settings)
     try:
         await decider.take(PARTITION)
-        decider._decide_one = held_after_first_decision(decider)  # type: ignore[method-assign]
+        producer = decider.owned[PARTITION].producer
+        producer.send = held_after_first_send(producer)
         successor = AIOKafkaProducer(
             bootstrap_servers=kafka_bootstrap,
             transactional_id=f"{topics.prefix}recon-decider-{PARTITION}",

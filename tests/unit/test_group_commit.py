@@ -1,0 +1,46 @@
+"""Which decisions the decider may stage for the partition's next Kafka transaction, and how
+long they may wait (services.decider.group_commit), and how the wait is configured."""
+
+from typing import Any
+
+import pytest
+
+from events.envelope import Envelope
+from services.config import ConfigError, load_settings
+from services.decider.group_commit import MAX_STRETCH, interval, only_evidence
+
+
+def _envelope(event_type: str) -> Envelope:
+    fields: dict[str, Any] = {"type": event_type}  # only the type is read
+    return Envelope.model_construct(**fields)
+
+
+def test_only_evidence_is_staged() -> None:
+    assert only_evidence([_envelope("ObservationIgnored")])
+    assert only_evidence([_envelope("EvidenceRecorded"), _envelope("CommandIgnored")])
+    assert only_evidence([])  # an input that makes no event: only its offset to commit
+    # Anything that moves a leg, a status or a plan commits at once.
+    assert not only_evidence([_envelope("EvidenceRecorded"), _envelope("OperationDispatched")])
+    assert not only_evidence([_envelope("OperationConfirmed")])
+
+
+def test_the_wait_is_the_idle_interval_and_grows_with_the_backlog_up_to_a_bound() -> None:
+    assert interval(0.005, 0, 4) == 0.005
+    assert interval(0.005, 4, 4) == 0.005  # one record per partition: no backlog
+    assert interval(0.005, 12, 4) == pytest.approx(0.015)
+    assert interval(0.005, 10_000, 4) == pytest.approx(0.005 * MAX_STRETCH)
+    assert interval(0.005, 3, 0) == pytest.approx(0.015)  # owning nothing yet
+    assert interval(0.0, 400, 4) == 0.0  # 0: group commit off
+
+
+def test_the_wait_is_read_in_milliseconds_and_refused_out_of_range(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("RECON_DECIDER_GROUP_COMMIT_MS", "20")
+    assert load_settings().decider_group_commit_s == pytest.approx(0.02)
+    monkeypatch.setenv("RECON_DECIDER_GROUP_COMMIT_MS", "0")
+    assert load_settings().decider_group_commit_s == 0
+    for bad in ("-1", "1001", "soon"):
+        monkeypatch.setenv("RECON_DECIDER_GROUP_COMMIT_MS", bad)
+        with pytest.raises(ConfigError, match="RECON_DECIDER_GROUP_COMMIT_MS"):
+            load_settings()
