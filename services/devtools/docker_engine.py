@@ -113,6 +113,11 @@ def engine(*, start: bool | None = None) -> Iterator[None]:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait(10)
+        # dockerd leaves its own network namespace mounted under the exec root when it
+        # stops; left there, the checkout cannot be deleted ("Device or resource busy").
+        netns = root / "exec" / "netns" / "default"
+        if os.path.ismount(netns):
+            subprocess.run(["umount", str(netns)], capture_output=True, check=False)
         if previous is None:
             os.environ.pop("DOCKER_HOST", None)
         else:
