@@ -178,6 +178,19 @@ class RequestReview(Message):
     evidence: Evidence | None = Field(default=None, exclude_if=lambda v: v is None)
 
 
+class SignedDelivery(Message):
+    """A webhook delivery as the provider sent it, kept on its observation as evidence: the
+    signature covers these exact body bytes (and, in the Standard Webhooks scheme, the id
+    and timestamp headers), so an auditor can have the provider, or anyone holding the
+    account's secret, check the signature again long after recon verified it. Carried, not
+    read by the decider; no secret is in it."""
+
+    scheme: str  # reconcilers.signatures.Scheme: "standard" or "stripe"
+    # The headers the scheme's signature is in, names lowercased, values as received.
+    headers: dict[str, str]
+    body_base64: str  # the raw body, byte for byte (base64, since it need not be text)
+
+
 class OperationObserved(Message):
     type: Literal["OperationObserved"] = "OperationObserved"
     schema_version: Literal[1] = 1
@@ -204,6 +217,9 @@ class OperationObserved(Message):
     # the call of this attempt is over (its `unavailable` makes the leg `unknown`, so an
     # `absent` may then send again; a reconciler's does not). Absent in older records: False.
     by_dispatcher: bool = False
+    # A webhook's delivery as received (its signature headers and raw body); absent from
+    # every other source and from webhooks received before it was kept.
+    delivery: SignedDelivery | None = Field(default=None, exclude_if=lambda v: v is None)
 
 
 Command = (

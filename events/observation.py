@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from events.inputs import OperationObserved, Outcome, Source
+from events.inputs import OperationObserved, Outcome, SignedDelivery, Source
 
 
 @dataclass(frozen=True)
@@ -42,9 +42,11 @@ def observation(
     seen: Seen,
     observed_at: datetime,
     by_dispatcher: bool = False,
+    delivery: SignedDelivery | None = None,
 ) -> OperationObserved:
     """What `seen` says of attempt `attempt` of the leg under `op_key`. `by_dispatcher`:
-    the dispatcher that took the dispatch reports it (only its word ends the call)."""
+    the dispatcher that took the dispatch reports it (only its word ends the call).
+    `delivery`: a webhook's, as received (evidence for an auditor)."""
     return OperationObserved(
         message_id=message_id,
         tenant=tenant,
@@ -60,4 +62,5 @@ def observation(
         error=seen.error,
         observed_at=observed_at,
         by_dispatcher=by_dispatcher,
+        delivery=delivery,
     )

@@ -158,6 +158,16 @@ def verify(
     return verified
 
 
+def signed_headers(scheme: Scheme, headers: Mapping[str, str]) -> dict[str, str]:
+    """The headers a verified delivery's signature is in, names lowercased, values as
+    received: what an auditor needs beside the raw body to check it again."""
+    names: tuple[str, ...] = (WEBHOOK_ID, WEBHOOK_TIMESTAMP, WEBHOOK_SIGNATURE)
+    if scheme is Scheme.STRIPE:
+        names = (STRIPE_SIGNATURE,)
+    lowered = {name.lower(): value for name, value in headers.items()}
+    return {name: lowered[name] for name in names if name in lowered}
+
+
 def _require(headers: Mapping[str, str], names: Sequence[str]) -> list[str]:
     missing = [name for name in names if not headers.get(name, "").strip()]
     if missing:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from events.drift import DriftDetected, DriftKind, drift_id
-from events.inputs import OperationObserved, Source
+from events.inputs import OperationObserved, SignedDelivery, Source
 from events.keys import webhook_id
 from events.observation import Seen, observation
 from reconcilers.webhook_reading import EffectNotice
@@ -41,6 +41,7 @@ def meaning(
     notice: EffectNotice,
     op: MatchedOperation | None,
     now: datetime,
+    delivery: SignedDelivery | None = None,
 ) -> OperationObserved | DriftDetected:
     """The one judge of a verified effect notice: an observation of the operation its
     idempotency key names, or drift.
@@ -56,7 +57,7 @@ def meaning(
         return effect_without_intent(provider, account, notice, now)
     if notice.claimed_op_key is not None and notice.claimed_op_key != op.op_key:
         return metadata_mismatch(provider, notice, op, now)
-    return webhook_observation(provider, delivery_id, notice, op, now)
+    return webhook_observation(provider, delivery_id, notice, op, now, delivery)
 
 
 def webhook_observation(
@@ -65,6 +66,7 @@ def webhook_observation(
     notice: EffectNotice,
     op: MatchedOperation,
     now: datetime,
+    delivery: SignedDelivery | None = None,
 ) -> OperationObserved:
     """A sighting not tied to any dispatch (attempt 0): it can prove the effect exists and
     nothing else (transactions.transaction). The message id is the delivery's, so a
@@ -81,6 +83,7 @@ def webhook_observation(
         source=Source.WEBHOOK,
         seen=Seen(notice.outcome, remote_id=notice.effect_id, body=notice.effect),
         observed_at=now,
+        delivery=delivery,
     )
 
 

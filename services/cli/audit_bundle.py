@@ -3,11 +3,12 @@ bundles").
 
 A bundle is one transaction's evidence in one JSON file an auditor checks without recon
 (events.bundle gives the verdict; verifier-go/ is a second verifier): its events in seq
-order, the latest signed checkpoint of its head, and the records its events were decided
-from (the submission and approvals on recon.commands, every provider answer, lookup and
-webhook on recon.observations). It reads only the transaction's partition of each topic
-(the producers' partitioner on the key tenant/tx_id), all of it: a bundle is made once per
-request of an auditor, not on a hot path.
+order, the latest signed checkpoint of its head, the records its events were decided from
+(the submission and approvals on recon.commands; every provider answer, lookup and webhook
+on recon.observations, a webhook with its signature headers and raw body as received) and
+the previews its approvals bound to (the intake's preview store). It reads only the
+transaction's partition of each topic (the producers' partitioner on the key tenant/tx_id),
+all of it: a bundle is made once per request of an auditor, not on a hot path.
 """
 
 import json
@@ -15,6 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import asyncpg
 from aiokafka.structs import TopicPartition
 
 from events.bundle import FORMAT, verify_bundle
@@ -81,6 +83,9 @@ async def build_bundle(settings: Settings, tenant: str | None, tx_id: str) -> di
         }
         checkpoint = await _covering_checkpoint(log, checkpoints_tp, tenant, tx_id)
     events.sort(key=lambda e: e.get("seq", 0))
+    evidence["previews"] = await _bound_previews(
+        settings.database_url, tenant, tx_id, evidence["commands"]
+    )
     return {
         "format": FORMAT,
         "tenant": tenant,
@@ -89,6 +94,57 @@ async def build_bundle(settings: Settings, tenant: str | None, tx_id: str) -> di
         "checkpoint": checkpoint,
         "evidence": evidence,
     }
+
+
+class EvidenceUnavailable(AuditError):
+    """A store the bundle copies evidence from cannot be read (not: the transaction is not
+    there), so the receipt route answers 503, not 404."""
+
+
+def bound_digests(commands: list[dict[str, Any]]) -> list[str]:
+    """The preview digests the transaction's approvals bound to, in log order, once each."""
+    digests = [
+        c["preview_digest"]
+        for c in commands
+        if c.get("type") == "ApproveOperation" and isinstance(c.get("preview_digest"), str)
+    ]
+    return list(dict.fromkeys(digests))
+
+
+async def _bound_previews(
+    database_url: str, tenant: str, tx_id: str, commands: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """The previews (POST /v1/previews, as the approver was shown them) that the approvals
+    bound to, copied from the intake's preview store. The approval itself carries the
+    steps its digest covers, so a preview the store no longer keeps (PREVIEW_RETENTION_S)
+    is still checkable from the command; this is the document as served."""
+    digests = bound_digests(commands)
+    if not digests:
+        return []
+    try:
+        conn = await asyncpg.connect(database_url, timeout=3)
+    except (TimeoutError, OSError, asyncpg.PostgresError) as error:
+        raise EvidenceUnavailable(f"cannot read the stored previews ({error})") from error
+    try:
+        rows = await conn.fetch(
+            "SELECT preview_id, digest, body::text AS body, created_at FROM previews"
+            " WHERE tenant = $1 AND tx_id = $2 AND digest = ANY($3::text[])",
+            tenant,
+            tx_id,
+            digests,
+        )
+    finally:
+        await conn.close()
+    order = {digest: i for i, digest in enumerate(digests)}
+    return [
+        {
+            "preview_id": row["preview_id"],
+            "preview_digest": row["digest"],
+            "created_at": row["created_at"].isoformat(),
+            "preview": json.loads(row["body"]),
+        }
+        for row in sorted(rows, key=lambda r: (order[r["digest"]], r["preview_id"]))
+    ]
 
 
 async def _covering_checkpoint(

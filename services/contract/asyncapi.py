@@ -41,6 +41,35 @@ class OmittedValue(BaseModel):
     sha256: str = Field(description="hex SHA-256 of the record's value")
 
 
+class ChainHead(BaseModel):
+    """One transaction's chain head a checkpoint signs."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    tenant: str
+    tx_id: str
+    seq: int = Field(description="the seq of the transaction's last event the decider wrote")
+    hash: str = Field(description="that event's hash (hex SHA-256)")
+
+
+class ChainCheckpoint(BaseModel):
+    """The decider's signed statement of the chain heads it wrote (events.checkpoint,
+    specified byte for byte in docs/receipts.md). Described here, not parsed through this
+    model: audit verify and the bundle verifiers read the record's JSON as signed."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    type: str = Field(description='"ChainCheckpoint"')
+    schema_version: int = Field(description="1")
+    canon: str = Field(
+        description='"jcs": the signed bytes are the JCS form of the record without `signature`'
+    )
+    key_id: str = Field(description="first 16 hex digits of sha256(the raw Ed25519 public key)")
+    signed_at: str = Field(description="ISO 8601 time of signing")
+    heads: list[ChainHead] = Field(description="in (tenant, tx_id) order, at most 1000")
+    signature: str = Field(description="base64 Ed25519 signature over the signed bytes")
+
+
 def _members(union: Any) -> list[type[BaseModel]]:
     """The models of a (possibly Annotated) union, in declaration order."""
     if get_origin(union) is Annotated:
@@ -156,6 +185,7 @@ def asyncapi_document() -> dict[str, Any]:
         *EVENTS,
         *GOVERNANCE,
         DriftDetected,
+        ChainCheckpoint,
         OmittedValue,
         SubmissionRequest,
         SubmissionAccepted,
@@ -178,6 +208,14 @@ def asyncapi_document() -> dict[str, Any]:
             _ref(DriftDetected),
             "a disagreement between a provider's effects and recon's ledger",
             "the drift id (derived from what was found: one report per drift)",
+        )
+    }
+    checkpoints = {
+        "ChainCheckpoint": _message(
+            "ChainCheckpoint",
+            _ref(ChainCheckpoint),
+            "the decider's Ed25519-signed statement of the chain heads it wrote",
+            "none: the record is written to the partition of the events it signs",
         )
     }
     dead = {"DeadLetter": _dead_letter_message()}
@@ -217,6 +255,12 @@ def asyncapi_document() -> dict[str, Any]:
             "decider, kept forever",
             events,
         ),
+        "checkpoints": (
+            topics.checkpoints,
+            "signed chain heads, written by the decider in the same Kafka transaction as "
+            "the events they sign; kept forever beside recon.events",
+            checkpoints,
+        ),
         "drift": (topics.drift, "drift reports of the scan and of webhooks", drift),
         "intents": (
             topics.intents("{tenant}"),
@@ -245,6 +289,7 @@ def asyncapi_document() -> dict[str, Any]:
         "commands": "intake, saga orchestrator and pull reconciler",
         "observations": "dispatcher, pull reconciler and intake (webhooks)",
         "events": "decider",
+        "checkpoints": "decider",
         "drift": "pull reconciler and intake",
         "deadLetters": "any consumer that could not read its input",
         "intents": "agents of the tenant",
@@ -255,6 +300,7 @@ def asyncapi_document() -> dict[str, Any]:
         "commands": "decider",
         "observations": "decider",
         "events": "projector, dispatcher, saga orchestrator, auditors",
+        "checkpoints": "auditors (audit verify, audit bundle, the receipt route)",
         "drift": "projector",
         "deadLetters": "operators",
         "intents": "Kafka intents process",
@@ -293,6 +339,7 @@ def asyncapi_document() -> dict[str, Any]:
                 **commands,
                 **observations,
                 **events,
+                **checkpoints,
                 **drift,
                 **dead,
                 **governance,

@@ -15,7 +15,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 
 from events.bundle import verify_bundle
-from services.cli.audit_bundle import build_bundle
+from services.cli.audit_bundle import EvidenceUnavailable, build_bundle
 from services.cli.log_snapshot import AuditError
 from services.intake import auth
 from services.intake.errors import ApiError, unknown_transaction
@@ -51,6 +51,8 @@ async def get_receipt(
             raise unknown_transaction(tx_id)
     try:
         bundle = await build_bundle(state.settings, tenant, tx_id)
+    except EvidenceUnavailable as error:
+        raise ApiError(503, "unavailable", str(error)) from error
     except AuditError as error:  # projected but not on this log (another topic prefix)
         raise unknown_transaction(tx_id) from error
     except KafkaError as error:

@@ -17,6 +17,7 @@ belongs to: the shared account's at `/v1/webhooks/{provider}`, a tenant's own ac
    (and a drift report the same drift id), so the decider and the projector see it once.
 """
 
+import base64
 import logging
 import time
 from collections.abc import Callable
@@ -26,9 +27,15 @@ import asyncpg
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
-from events.inputs import OperationObserved
+from events.inputs import OperationObserved, SignedDelivery
 from events.keys import partition_key
-from reconcilers.signatures import Scheme, SignatureError, SignatureErrorCode, verify
+from reconcilers.signatures import (
+    Scheme,
+    SignatureError,
+    SignatureErrorCode,
+    signed_headers,
+    verify,
+)
 from reconcilers.webhook_intake import meaning
 from reconcilers.webhook_reading import WebhookBodyError, WebhookReading, read_effect_webhook
 from services.config import Settings
@@ -133,7 +140,14 @@ async def _receive(request: Request, account: Account, secrets: tuple[str, ...])
             conn, provider, notice.keys, settings.provider_accounts
         )
     producer = request.app.state.producer
-    found = meaning(provider, account.tenant, delivery_id, notice, matched, now)
+    # The delivery as received goes with its observation into the transaction's evidence
+    # (audit bundle): recon's word that it verified a signature is not the signature.
+    delivery = SignedDelivery(
+        scheme=scheme.value,
+        headers=signed_headers(scheme, request.headers),
+        body_base64=base64.b64encode(body).decode("ascii"),
+    )
+    found = meaning(provider, account.tenant, delivery_id, notice, matched, now, delivery)
     if isinstance(found, OperationObserved):
         await produce_acked(
             producer,

@@ -6,6 +6,7 @@ Kafka, what it remembered from Postgres. Only verified deliveries may produce an
 
 from __future__ import annotations
 
+import base64
 import json
 import time
 from collections.abc import AsyncIterator, Callable
@@ -20,7 +21,7 @@ from support.topic_records import read_records
 from events.drift import DriftDetected, DriftKind, drift_id
 from events.inputs import OperationObserved, Outcome, Source, parse_input
 from events.keys import partition_key
-from reconcilers.signatures import Scheme, sign_standard, sign_stripe
+from reconcilers.signatures import Scheme, SignatureError, sign_standard, sign_stripe, verify
 from services.config import Settings
 
 OLD_SECRET = "whsec_b2xkLXNhbmRib3gtc2VjcmV0"  # still accepted during the rotation
@@ -200,6 +201,17 @@ async def test_only_verified_deliveries_produce_an_observation(
     )
     assert (first.attempt, first.source, first.outcome) == (0, Source.WEBHOOK, Outcome.SUCCEEDED)
     assert first.remote_id == "ch_evt_valid" and first.body["idempotency_key"] == KEYS[scheme]
+    # The delivery as received rides on its observation (an auditor's evidence): its
+    # headers and raw body verify again under the account's secret, and only under it.
+    delivery = first.delivery
+    assert delivery is not None and delivery.scheme == scheme.value
+    raw = base64.b64decode(delivery.body_base64)
+    assert raw == _valid(scheme, "evt_valid")[1]
+    secret = STRIPE_SECRET if scheme is Scheme.STRIPE else NEW_SECRET
+    again = verify(scheme, delivery.headers, raw, (secret,), now=int(time.time()), tolerance_s=300)
+    assert again.delivery_id == "evt_valid"
+    with pytest.raises(SignatureError):
+        verify(scheme, delivery.headers, raw, (WRONG_SECRET,), now=int(time.time()))
     assert await records(settings, settings.topics.drift) == []
     conn = await asyncpg.connect(settings.database_url)
     try:

@@ -87,6 +87,7 @@ def test_the_asyncapi_document_is_well_formed(asyncapi: dict[str, Any]) -> None:
         "recon.commands",
         "recon.observations",
         "recon.events",
+        "recon.checkpoints",
         "recon.drift",
         "recon.dead-letters",
         "recon.governance",
@@ -168,3 +169,15 @@ def test_messages_the_code_writes_match_their_published_schema(
             json.loads(envelopes[0].model_dump_json())
         )
     )
+
+
+def test_the_checkpoint_described_is_the_one_the_decider_signs() -> None:
+    # recon.checkpoints' message is described by a model nothing parses with: a checkpoint
+    # as events.checkpoint writes it must fit it, member for member.
+    from events.checkpoint import Head, sign_checkpoint
+    from services.contract.asyncapi import ChainCheckpoint
+    from services.signing_keys import development_key
+
+    head = Head("acme", "tx-1", 3, "ab" * 32)
+    signed = sign_checkpoint(development_key(), "2026-12-03T00:00:00+00:00", [head])
+    assert ChainCheckpoint.model_validate(signed).model_dump() == signed

@@ -19,6 +19,7 @@ from reconcilers.signatures import (
     Verified,
     sign_standard,
     sign_stripe,
+    signed_headers,
     verify,
 )
 
@@ -241,3 +242,13 @@ def test_a_standard_secret_without_base64_padding_signs_like_the_padded_one(secr
 def test_a_standard_secret_that_is_not_base64_is_still_refused(secret: str) -> None:
     with pytest.raises(InvalidSecretError):
         sign_standard(secret, EVENT_ID, NOW, BODY)
+
+
+def test_the_signed_headers_kept_as_evidence_are_the_schemes_own_as_received() -> None:
+    body = b'{"id":"evt_1"}'
+    standard = {**sign_standard(SECRET, "evt_1", 1_700_000_000, body), "Content-Type": "x"}
+    kept = signed_headers(Scheme.STANDARD, {k.title(): v for k, v in standard.items()})
+    assert set(kept) == {"webhook-id", "webhook-timestamp", "webhook-signature"}
+    assert verify(Scheme.STANDARD, kept, body, [SECRET], now=1_700_000_000).delivery_id == "evt_1"
+    stripe = {**sign_stripe(SECRET, 1_700_000_000, body), "user-agent": "x"}
+    assert list(signed_headers(Scheme.STRIPE, stripe)) == ["stripe-signature"]
