@@ -5,9 +5,9 @@ The view holds the decider's two legs (events.legs.LegState); the table keeps th
 columns other processes query with SQL: `state` is the operation's status in the API's
 vocabulary (events.legs.op_status), `attempts` the forward leg's attempt, and the
 compensation leg sits in `comp_op_key`, `comp_state` and `comp_attempts`. Those three
-keep their storage names: renaming a column needs a migration, and versioned migrations
-are a later issue (projections/schema.sql is applied as idempotent statements); every
-Python name says `compensation`.
+keep their storage names: renaming a column is a migration (services/migrations) that
+every reader and writer must follow in the same release; every Python name says
+`compensation`.
 
 Pure: no I/O. The writer loads a transaction's rows once per batch and writes its changed
 rows once; the events in between move the legs themselves, never these columns.

@@ -25,35 +25,8 @@ from events import legs
 from events.definition import Leg, OpStatus, ReviewState
 from events.legs import LegStatus
 from projections.operation_row import legs_of
-from projections.schema import apply_once, apply_schema
 from reconcilers.drift import LedgerEntry
 from reconcilers.pull import Candidate, FirstRequest, Lease, LeaseKey
-
-_LOCK_ID = 0x7265636F6E02  # serializes concurrent start-ups of reconcilers
-
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS reconciler_leases (
-    op_key              text NOT NULL,
-    attempt             integer NOT NULL,
-    lookups             integer NOT NULL,
-    next_at             timestamptz NOT NULL,
-    last_outcome        text,
-    review_requested_at timestamptz,
-    updated_at          timestamptz NOT NULL DEFAULT now(),
-    PRIMARY KEY (op_key, attempt)
-);
--- Added later: rows from before count as asked 0 times, never given up.
-ALTER TABLE reconciler_leases ADD COLUMN IF NOT EXISTS review_requests integer NOT NULL DEFAULT 0;
-ALTER TABLE reconciler_leases ADD COLUMN IF NOT EXISTS given_up_at timestamptz;
-CREATE INDEX IF NOT EXISTS reconciler_leases_given_up ON reconciler_leases (op_key)
-    WHERE given_up_at IS NOT NULL;
--- Drift ids already produced to recon.drift, so the next scan does not report them again.
-CREATE TABLE IF NOT EXISTS reconciler_drift_reported (
-    drift_id    text PRIMARY KEY,
-    kind        text NOT NULL,
-    reported_at timestamptz NOT NULL
-);
-"""
 
 IN_FLIGHT = tuple(status.value for status in legs.IN_FLIGHT)
 
@@ -71,11 +44,6 @@ SELECT o.tenant, o.tx_id, o.action, 'compensation', o.comp_op_key, o.comp_attemp
        o.updated_at, o.comp_state
   FROM operations o WHERE o.comp_state = ANY($1::text[]) AND o.comp_op_key IS NOT NULL
 """
-
-
-async def apply_reconciler_schema(conn: asyncpg.Connection) -> None:
-    await apply_schema(conn)  # the projections this reads, in case the projector is not up yet
-    await apply_once(conn, _LOCK_ID, SCHEMA)
 
 
 async def in_flight_legs(conn: asyncpg.Connection) -> list[Candidate]:
@@ -179,7 +147,7 @@ async def _begun(conn: asyncpg.Connection) -> set[tuple[str, str, str, int]] | N
 
 
 async def _held(conn: asyncpg.Connection) -> set[tuple[str, str, int]]:
-    """Dispatches a kill switch holds (`held_dispatches`, services/governance/schema.sql):
+    """Dispatches a kill switch holds (`held_dispatches`, services/migrations):
     not stuck, since no dispatcher has sent them, so not looked up. Their lookups would find
     nothing and, past the budget, send a leg that is only waiting for a release to review.
     The table exists once a dispatcher or the intake has started."""

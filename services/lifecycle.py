@@ -12,13 +12,26 @@ from services.config import DEFAULTS, ConfigError, Settings, load_settings
 from services.event_loop import LOOPS
 from services.event_loop import run as run_loop
 from services.logging_json import configure_logging
+from services.migrate import SchemaBehind, require_current
+from services.postgres_start import open_pool
 from services.profiling import install_from_env
 from services.tracing import configure_tracing
 
 Main = Callable[[Settings, asyncio.Event], Awaitable[None]]
 
 
-def run_process(name: str, main: Main) -> None:
+async def _require_schema(database_url: str) -> None:
+    pool = await open_pool(database_url, min_size=1, max_size=1)
+    try:
+        async with pool.acquire() as conn:
+            await require_current(conn)
+    finally:
+        await pool.close()
+
+
+def run_process(name: str, main: Main, *, database: bool = False) -> None:
+    """Run `main` as the process `name`; `database`: it reads or writes Postgres, so it starts
+    only on a database at the code's schema version (services.migrate)."""
     level = os.environ.get("RECON_LOG_LEVEL", DEFAULTS["RECON_LOG_LEVEL"])
     fmt = os.environ.get("RECON_LOG_FORMAT", DEFAULTS["RECON_LOG_FORMAT"])
     try:
@@ -64,6 +77,14 @@ def run_process(name: str, main: Main) -> None:
                 await kafka_security.probe(settings.kafka_bootstrap, security)
             except kafka_security.KafkaAccessDenied as error:
                 print(f"{name}: Kafka access denied: {error}", file=sys.stderr)
+                raise SystemExit(2) from None
+        if database:
+            # A process never changes the schema (its role may not); on a database behind
+            # it stops here, naming the command, rather than failing on a missing column.
+            try:
+                await _require_schema(settings.database_url)
+            except SchemaBehind as error:
+                print(f"{name}: {error}", file=sys.stderr)
                 raise SystemExit(2) from None
         await main(settings, stop)
 

@@ -7,6 +7,7 @@ import os
 import shutil
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import NoReturn
 from urllib.parse import urlsplit, urlunsplit
@@ -75,6 +76,8 @@ class Infra:
     # None when the environment points the tests at infrastructure they do not control.
     kafka: KafkaBroker | None
     postgres: PostgresServer | None
+    # A database at the code's schema version that `fresh_database` copies (services.migrate).
+    template: str = ""
 
     def require_kafka(self) -> KafkaBroker:
         if self.kafka is None:
@@ -113,7 +116,11 @@ def infra() -> Iterator[Infra]:
     bootstrap = os.environ.get("RECON_KAFKA_BOOTSTRAP")
     database_url = os.environ.get("RECON_DATABASE_URL")
     if bootstrap and database_url:
-        yield Infra(bootstrap, database_url, kafka=None, postgres=None)
+        template = _migrated_template(database_url)
+        try:
+            yield Infra(bootstrap, database_url, kafka=None, postgres=None, template=template)
+        finally:
+            _drop_database(database_url, template)
         return
 
     root = REPO_ROOT / ".cache" / "test-infra" / str(os.getpid())
@@ -123,7 +130,10 @@ def infra() -> Iterator[Infra]:
     try:
         postgres.start()
         kafka.start()
-        yield Infra(kafka.bootstrap, postgres.url, kafka=kafka, postgres=postgres)
+        template = _migrated_template(postgres.url)
+        yield Infra(
+            kafka.bootstrap, postgres.url, kafka=kafka, postgres=postgres, template=template
+        )
     finally:
         kafka.stop()
         postgres.stop()
@@ -156,25 +166,70 @@ def _with_database(url: str, database: str) -> str:
     return urlunsplit(urlsplit(url)._replace(path=f"/{database}"))
 
 
+def _migrated_template(url: str) -> str:
+    """Migrate the session's database (tests that use it directly find the schema there, as
+    processes started by `make run` do) and a template for `fresh_database`: one migration
+    run per session, a copy per test, rather than one run per test."""
+    import psycopg
+
+    from services.migrate import migrate
+
+    def quiet(line: str) -> None:
+        return None
+
+    migrate(url, quiet)
+    name = f"recon_template_{os.getpid()}"
+    with psycopg.connect(url, autocommit=True) as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}"')
+        admin.execute(f'CREATE DATABASE "{name}"')
+    migrate(_with_database(url, name), quiet)
+    return name
+
+
+def _drop_database(url: str, name: str) -> None:
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
 @pytest.fixture
 async def fresh_database(infra: Infra) -> AsyncIterator[str]:
-    """URL of a new, empty database that is dropped after the test."""
+    """URL of a new database at the code's schema version, with no rows, dropped after the
+    test (a copy of the session's migrated template)."""
+    async with _new_database(infra, template=infra.template) as url:
+        yield url
+
+
+@pytest.fixture
+async def empty_database(infra: Infra) -> AsyncIterator[str]:
+    """URL of a new database without any table, dropped after the test: for what migrations
+    or an older release build."""
+    async with _new_database(infra, template="") as url:
+        yield url
+
+
+@asynccontextmanager
+async def _new_database(infra: Infra, template: str) -> AsyncIterator[str]:
     name = f"t_{uuid.uuid4().hex}"
     admin = await asyncpg.connect(infra.database_url)
     try:
-        await admin.execute(f'CREATE DATABASE "{name}"')
+        copy = f' TEMPLATE "{template}"' if template else ""
+        await admin.execute(f'CREATE DATABASE "{name}"{copy}')
     finally:
         await admin.close()
-    yield _with_database(infra.database_url, name)
     try:
-        # The test may have restarted Postgres, so reconnect rather than reuse a connection.
-        admin = await asyncpg.connect(infra.database_url)
+        yield _with_database(infra.database_url, name)
+    finally:
         try:
-            await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        finally:
-            await admin.close()
-    except (OSError, asyncpg.PostgresError):
-        pass
+            # The test may have restarted Postgres, so reconnect rather than reuse one.
+            admin = await asyncpg.connect(infra.database_url)
+            try:
+                await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+            finally:
+                await admin.close()
+        except (OSError, asyncpg.PostgresError):
+            pass
 
 
 @pytest.fixture

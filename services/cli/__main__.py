@@ -5,6 +5,7 @@
     python -m services.cli audit verify    # check every transaction's hash chain on the log
     python -m services.cli audit rebuild --into URL [--compare]  # replay the log, diff
     python -m services.cli audit timeline --tx TX_ID    # one transaction, in time order
+    python -m services.cli migrate         # bring the database to the code's schema version
 
 Reads the same RECON_* environment as every process (see README, "Configuration").
 """
@@ -48,8 +49,8 @@ async def _show(settings: Settings) -> int:
         )
     except asyncpg.UndefinedTableError:
         print(
-            "the drift table does not exist yet in this database: start the projector (or "
-            "`python -m services.devtools.stack`) so it creates the schema, or run "
+            "the drift table does not exist yet in this database: run "
+            "`python -m services.cli migrate` to create the schema, or "
             "`python -m services.cli drift --scan` to scan now",
             file=sys.stderr,
         )
@@ -74,6 +75,17 @@ def _describe(detail: object) -> str:
     return json.dumps(detail, sort_keys=True)
 
 
+def run_migrate() -> int:
+    from services.migrate import MigrateError, migrate, migrate_url
+
+    try:
+        migrate(migrate_url(), say=lambda line: print(line, flush=True))
+    except MigrateError as error:
+        print(f"migrate: {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m services.cli", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -83,7 +95,15 @@ def main(argv: list[str] | None = None) -> int:
     )
     add_progress_flag(drift)
     add_audit_parser(commands)
+    commands.add_parser(
+        "migrate",
+        help="apply the schema migrations the database lacks (RECON_MIGRATE_DATABASE_URL, "
+        "else RECON_DATABASE_URL)",
+    )
     args = parser.parse_args(argv)
+    if args.command == "migrate":
+        # Before load_settings: migrating needs a database URL, not the processes' settings.
+        return run_migrate()
     try:
         settings = load_settings()
     except ConfigError as error:

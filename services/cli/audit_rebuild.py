@@ -1,11 +1,13 @@
 """`audit rebuild`: recon.events and recon.drift from offset 0 into a fresh database.
 
-The same schema (projections.schema) and the same batch writer (projections.writer) as the
-live projector, fed the records it would be fed, so what comes out is what the live
-projection must hold (promise 6). Poison records are skipped as the projector skips them,
-but never dead-lettered again: an audit writes nothing to Kafka.
+The same schema (services/migrations, applied to the fresh database first) and the same
+batch writer (projections.writer) as the live projector, fed the records it would be fed,
+so what comes out is what the live projection must hold (promise 6). Poison records are
+skipped as the projector skips them, but never dead-lettered again: an audit writes nothing
+to Kafka.
 """
 
+import asyncio
 import sys
 from urllib.parse import urlsplit
 
@@ -14,13 +16,13 @@ import asyncpg
 from events.drift import DriftDetected
 from events.envelope import Envelope
 from projections.decode import decode_drift, decode_envelope
-from projections.schema import apply_schema
 from projections.view import ViewError
 from projections.writer import DriftRecord, Record, project_batch, project_drift
 from services.cli.audit_compare import compare
 from services.cli.log_snapshot import AuditError, open_snapshot, where
 from services.cli.progress import Progress
 from services.config import Settings
+from services.migrate import MigrateError, migrate
 
 PROJECTION_TABLES = ("events", "transactions", "operations", "reviews", "drift")
 _LOCAL_HOSTS = {"", "localhost", "127.0.0.1", "::1"}
@@ -74,6 +76,18 @@ async def _require_empty(conn: asyncpg.Connection, into: str) -> None:
             )
 
 
+async def _migrated(into: str) -> None:
+    # The same migrations as the live database's: the rebuild is compared with it table by
+    # table. Their progress lines go to stderr, beside the rebuild's own.
+    def say(line: str) -> None:
+        print(f"migrate: {line}", file=sys.stderr)
+
+    try:
+        await asyncio.to_thread(migrate, into, say)
+    except MigrateError as exc:
+        raise AuditError(f"cannot create the schema in --into {_redacted(into)}: {exc}") from exc
+
+
 async def rebuild(
     settings: Settings, into: str, progress_every: int, bar: bool | None = None
 ) -> asyncpg.Connection:
@@ -84,7 +98,7 @@ async def rebuild(
         raise AuditError(f"cannot connect to --into {_redacted(into)}: {exc}") from exc
     try:
         await _refuse_live(settings.database_url, conn, into)
-        await apply_schema(conn)
+        await _migrated(into)
         await _require_empty(conn, into)
         await _project_log(settings, conn, progress_every, bar)
     except BaseException:

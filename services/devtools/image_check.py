@@ -69,6 +69,12 @@ def run_stack(work: Path) -> float:
     started: list[str] = []
     began = time.monotonic()
     try:
+        # The compose stack's one-shot `migrate` service: the processes refuse an empty
+        # database, and this also shows the image carries services/migrations.
+        migrate = ["run", "--rm", "--network", "host"]
+        for key, value in env.items():
+            migrate += ["-e", f"{key}={value}"]
+        _docker(*migrate, IMAGE, "python", "-m", "services.cli", "migrate", quiet=False)
         for name, module in MODULES.items():
             args = ["run", "-d", "--network", "host", "--name", f"recon-check-{name}"]
             for key, value in env.items():

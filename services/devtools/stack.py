@@ -1,9 +1,11 @@
 """Every recon process, started and stopped together.
 
 `python -m services.devtools.stack` (what `make run` runs) starts Kafka and Postgres from
-services.devtools.infra, the sandbox provider and every recon service, prints the URLs and a
-first request, and stops everything on Ctrl-C. The end-to-end tests use the same
-`Stack` to start real processes and to kill them. A service that exits is started again
+services.devtools.infra, brings the database to the code's schema version (`python -m
+services.cli migrate`, as a deployment does before its services), starts the sandbox
+provider and every recon service, prints the URLs and a first request, and stops
+everything on Ctrl-C. The end-to-end tests use the same `Stack` to start real processes
+and to kill them. A service that exits is started again
 after a back-off (services.devtools.restarts), logged loudly; it never stops the rest.
 """
 
@@ -61,6 +63,11 @@ class Stack:
     # Each recon process's metrics port (RECON_METRICS_PORT), free when first started and
     # kept across restarts, so a scraper finds the same process at the same address.
     metrics_ports: dict[str, int] = field(default_factory=dict)
+    # Whether the first recon process started runs the migrate step first: every test and
+    # `make run` start through here, so a fresh database gets its schema in this one place.
+    # False only for a test of what a process does on a database behind.
+    migrate: bool = True
+    migrated: bool = False
 
     @property
     def intake_url(self) -> str:
@@ -90,6 +97,8 @@ class Stack:
         name = service + instance
         if name in self.processes and self.processes[name].poll() is None:
             raise RuntimeError(f"{name} is already running")
+        if service != "sandbox" and self.migrate and not self.migrated:
+            self.migrate_database()
         args = [sys.executable, "-m", MODULES[service]]
         env = self.env()
         if service != "sandbox":  # not a recon process: no metrics
@@ -110,6 +119,27 @@ class Stack:
             )
         self.processes[name] = process
         return process
+
+    def migrate_database(self, echo: bool = False) -> None:
+        """`python -m services.cli migrate` against the stack's database, its lines in
+        migrate.log (and on stdout with `echo`); a failure stops the start with them."""
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        done = subprocess.run(
+            [sys.executable, "-m", "services.cli", "migrate"],
+            cwd=REPO_ROOT,
+            env=self.env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            check=False,
+        )
+        with open(self.log_dir / "migrate.log", "a") as log:
+            log.write(done.stdout)
+        if echo:
+            print(done.stdout, end="", flush=True)
+        if done.returncode != 0:
+            raise RuntimeError(f"migrate exited with {done.returncode}:\n{done.stdout}")
+        self.migrated = True
 
     def start_all(self) -> None:
         for service in SERVICES:
@@ -216,6 +246,8 @@ def main(argv: list[str] | None = None) -> int:
         print("starting Postgres and Kafka ...", flush=True)
         postgres.start()
         kafka.start()
+        print("migrating the database ...", flush=True)
+        stack.migrate_database(echo=True)
         print("starting recon services ...", flush=True)
         stack.start_all()
         asyncio.run(stack.wait_ready())

@@ -4,4 +4,4 @@ from services.dispatcher.runtime import run_dispatcher
 from services.lifecycle import run_process
 
 if __name__ == "__main__":
-    run_process("dispatcher", run_dispatcher)
+    run_process("dispatcher", run_dispatcher, database=True)

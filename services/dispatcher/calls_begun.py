@@ -1,4 +1,4 @@
-"""The durable "about to call" record (`calls_begun`, services/governance/schema.sql).
+"""The durable "about to call" record (`calls_begun`, services/migrations).
 
 A dispatcher writes one row per (tenant, op_key, leg, attempt) right before it calls the
 provider, after every gate and precondition. Two questions are answered by it, exactly:

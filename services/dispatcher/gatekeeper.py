@@ -98,8 +98,6 @@ class Gatekeeper:
             # Without asyncpg's reset round trip per release (services.pg_pool): the
             # governance store takes transaction-scoped advisory locks only.
             pool = await create_pool(self.settings.database_url, min_size=1, max_size=4)
-            async with pool.acquire() as conn:
-                await store.apply_governance_schema(conn)
             self.pool = pool
         return self.pool
 

@@ -19,7 +19,6 @@ import asyncpg
 
 from events.definition import Leg, OpStatus
 from events.transaction_events import OperationDispatched
-from projections.schema import apply_schema
 from services.pg_pool import UNREACHABLE, create_pool
 
 log = logging.getLogger(__name__)
@@ -76,9 +75,6 @@ class Projection:
         try:
             if self.pool is None:
                 pool: asyncpg.Pool = await create_pool(self.database_url, min_size=1, max_size=2)
-                # The table may not exist yet if the projector has never run.
-                async with pool.acquire() as conn:
-                    await apply_schema(conn)
                 self.pool = pool
             rows = await self.pool.fetch(
                 "SELECT o.tenant, o.tx_id, o.action, o.state, o.attempts, o.comp_state,"

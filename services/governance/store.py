@@ -10,25 +10,17 @@ is the pure `gate.quota_refusal`.
 
 import json
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import asyncpg
 
 from events.canonical import fingerprint
 from events.policy import PolicyDocument, Quota
-from projections.schema import apply_once
 from services.governance.gate import Claim, Switch, reserve
 
-SCHEMA = Path(__file__).with_name("schema.sql").read_text()
-_LOCK_ID = 0x676F76  # "gov": serialises concurrent start-ups
 # How long a quota claim is kept at least, whatever its windows: a dispatch re-delivered
 # within it is recognised by its key and not counted twice (reserve_quota).
 CLAIM_DEDUPE_S = 86400.0
-
-
-async def apply_governance_schema(conn: asyncpg.Connection) -> None:
-    await apply_once(conn, _LOCK_ID, SCHEMA)
 
 
 # --- policies ---------------------------------------------------------------------------

@@ -43,4 +43,4 @@ async def serve_intake(settings: Settings, stop: asyncio.Event) -> None:
 
 
 if __name__ == "__main__":
-    run_process("intake", serve_intake)
+    run_process("intake", serve_intake, database=True)

@@ -1,5 +1,5 @@
 """The durable record of an abort asked through the API: `intents.abort_requested_at`
-(projections/schema.sql), keyed by the caller's tenant and the tx_id. A store, not a route:
+(services/migrations), keyed by the caller's tenant and the tx_id. A store, not a route:
 its one statement is a rule of its own, and it is bound to the tenant of the route's
 TenantStore (services.intake.tenant_store), the authenticated caller's.
 

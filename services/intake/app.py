@@ -16,9 +16,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
 from events.policy import PolicyDocument
-from projections.schema import apply_schema
 from services.config import Settings
-from services.governance.store import apply_governance_schema
 from services.intake import (
     abort,
     approvals,
@@ -41,7 +39,6 @@ from services.intake import (
     webhooks,
 )
 from services.intake.body_limit import BodyLimit
-from services.intake.console.sessions import apply_console_schema
 from services.intake.errors import DATABASE_DOWN, RETRY_AFTER_S, ApiError, retry_after, summary
 from services.intake.produce import intake_producer
 from services.intake.request_span import RequestSpan
@@ -64,10 +61,6 @@ def create_app(settings: Settings) -> FastAPI:
         # Postgres restarting while the intake starts is waited out, not a crash.
         pool = await open_pool(settings.database_url, min_size=1, max_size=10)
         try:
-            async with pool.acquire() as conn:
-                await apply_schema(conn)
-                await apply_governance_schema(conn)
-                await apply_console_schema(conn)
             # Producing to a missing topic would let the broker create it with its default
             # partition count, breaking co-partitioning.
             await ensure_topics(

@@ -32,7 +32,6 @@ from aiokafka import ConsumerRecord, TopicPartition
 from aiokafka.errors import KafkaError
 from starlette.datastructures import State
 
-from projections.schema import apply_schema
 from services.at_least_once import AtLeastOnceConsumer, Batch, RetryBatch
 from services.config import Settings
 from services.intake.accept import accept_submission
@@ -184,8 +183,6 @@ async def run_intents(settings: Settings, stop: asyncio.Event) -> None:
     )
     pool = await open_pool(settings.database_url, min_size=1, max_size=4)
     try:
-        async with pool.acquire() as conn:
-            await apply_schema(conn)
         log.info("reading the Kafka intents of %s", ", ".join(tenants) or "no tenant")
         await IntentSubscriber(settings, pool, tenants).run(stop)
     finally:
@@ -193,4 +190,4 @@ async def run_intents(settings: Settings, stop: asyncio.Event) -> None:
 
 
 if __name__ == "__main__":
-    run_process("intents", run_intents)
+    run_process("intents", run_intents, database=True)

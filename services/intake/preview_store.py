@@ -2,7 +2,7 @@
 
 A store, like services.intake.abort_record: it is handed the route's TenantStore, so the
 tenant it reads and writes is the caller's. The table is governance state
-(services/governance/schema.sql, applied when the intake starts, not on every call). It is
+(services/migrations, applied by the migrate step before any process starts). It is
 bounded: storing a preview deletes the older previews of the same proposal (an approval
 must name the latest, so they can approve nothing) and every preview older than
 PREVIEW_RETENTION_S (an approval of a step held that long previews again).

@@ -4,4 +4,4 @@ from services.lifecycle import run_process
 from services.projector.runtime import run_projector
 
 if __name__ == "__main__":
-    run_process("projector", run_projector)
+    run_process("projector", run_projector, database=True)

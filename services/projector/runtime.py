@@ -21,7 +21,6 @@ from events.drift import DriftDetected
 from events.envelope import Envelope
 from projections.decode import decode_drift, decode_envelope
 from projections.offsets import load_offsets
-from projections.schema import apply_schema
 from projections.writer import DriftRecord, Record, project_batch, project_drift
 from services import task_dump
 from services.config import Settings
@@ -86,8 +85,6 @@ class Projector:
     async def run(self) -> None:
         self.pool = await _connect(self.settings.database_url)
         try:
-            async with self.pool.acquire() as conn:
-                await apply_schema(conn)
             await ensure_topics(
                 self.settings.kafka_bootstrap,
                 self.settings.topics,

@@ -45,7 +45,7 @@ from reconcilers.pull import (
 )
 from services.config import Settings
 from services.crash_points import crash_point
-from services.governance.store import apply_governance_schema, switches_holding
+from services.governance.store import switches_holding
 from services.kafka_clients import acked_producer
 from services.kafka_setup import ensure_topics
 from services.kafka_start import start_kafka_client
@@ -376,17 +376,13 @@ class Reconciler:
 
 @asynccontextmanager
 async def open_reconciler(settings: Settings) -> AsyncIterator[Reconciler]:
-    """Topics, schema, a Postgres pool, a producer and the providers' adapters: what the
+    """Topics, a Postgres pool, a producer and the providers' adapters: what the
     process and the CLI's one-off scan both need."""
     await ensure_topics(
         settings.kafka_bootstrap, settings.topics, durability=settings.kafka_durability
     )
     pool = await open_pool(settings.database_url, min_size=1, max_size=8)
     try:
-        async with pool.acquire() as conn:
-            await store.apply_reconciler_schema(conn)
-            # Its lookups read the kill switches (a replaying lookup is a send).
-            await apply_governance_schema(conn)
         producer = acked_producer(settings)
         await start_kafka_client(producer, "reconciler producer")
         try:

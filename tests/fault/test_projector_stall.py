@@ -27,7 +27,6 @@ from support.txbuilders import log_of, submit
 
 from events.keys import partition_key
 from events.topics import Topics
-from projections.schema import apply_schema
 from services.devtools.infra import PostgresServer
 from services.devtools.stack import Stack
 from services.kafka_setup import ensure_topics
@@ -43,11 +42,6 @@ async def test_a_projector_stuck_in_its_rebalance_exits_and_its_successor_catche
     postgres = infra.require_postgres()
     topics = Topics(topic_prefix)
     await ensure_topics(infra.kafka_bootstrap, topics)
-    conn = await asyncpg.connect(fresh_database)
-    try:
-        await apply_schema(conn)
-    finally:
-        await conn.close()
     stack = Stack(
         kafka_bootstrap=infra.kafka_bootstrap,
         database_url=fresh_database,

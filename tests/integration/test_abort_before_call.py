@@ -27,14 +27,12 @@ from events.envelope import GENESIS_HASH, Envelope, seal
 from events.keys import compensation_key
 from events.topics import Topics
 from events.transaction_events import OperationDispatched
-from projections.schema import apply_schema
 from services.config import Settings
 from services.crash_points import DISPATCHER_BEFORE_CALL_BEGUN
 from services.devtools.stack import Stack
 from services.dispatcher import call_plan, calls_begun
 from services.dispatcher.in_flight import Projection
 from services.dispatcher.runtime import Call, Dispatcher
-from services.governance import store
 from services.intake import intents
 from services.intake.abort_record import record_abort
 from services.intake.tenant_store import TenantStore
@@ -56,8 +54,6 @@ def provider(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox]:
 @pytest.fixture
 async def conn(fresh_database: str) -> AsyncIterator[asyncpg.Connection]:
     connection = await asyncpg.connect(fresh_database)
-    await apply_schema(connection)
-    await store.apply_governance_schema(connection)
     yield connection
     await connection.close()
 

@@ -32,7 +32,6 @@ from events.envelope import GENESIS_HASH, Envelope, chain_hash, verify_chain
 from events.inputs import Outcome
 from events.keys import partition_key
 from events.topics import Topics
-from projections.schema import apply_schema
 from projections.writer import project_batch
 from services.cli.audit_compare import compare
 from services.config import Settings
@@ -41,6 +40,7 @@ from services.devtools.infra._process import REPO_ROOT
 from services.devtools.stack import Stack
 from services.devtools.synthetic_log import simulated_start, transaction_records, tx_coordinates
 from services.kafka_setup import ensure_topics
+from services.migrate import migrate
 from services.signing_keys import development_key
 
 # Every projected table, ordered by its key.
@@ -467,10 +467,10 @@ async def test_bulk_projection_writes_the_rows_of_the_row_by_row_one(
     records.append(records[3])  # a replayed event: the row it would duplicate stays
     batches = [records[:5], records[5:9], records[9:]]
     urls = {False: fresh_database, True: rebuild_database}
+    await asyncio.to_thread(migrate, rebuild_database, lambda line: None)  # as rebuild does
     for bulk, url in urls.items():
         conn = await asyncpg.connect(url)
         try:
-            await apply_schema(conn)
             for batch in batches:
                 await project_batch(conn, "t.recon.events", batch, bulk=bulk)
         finally:

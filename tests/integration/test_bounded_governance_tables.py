@@ -43,8 +43,6 @@ async def test_a_preview_of_an_ungranted_operation_is_refused_and_stores_nothing
 
 
 async def test_previews_keep_the_latest_of_a_proposal_and_expire(settings: Any) -> None:
-    async with intake_client(settings):  # its start-up applies the schema
-        pass
     conn = await asyncpg.connect(settings.database_url)
     try:
         for n in range(3):
@@ -72,7 +70,6 @@ async def test_previews_keep_the_latest_of_a_proposal_and_expire(settings: Any) 
 async def test_quota_claims_past_every_window_are_deleted(settings: Any) -> None:
     conn = await asyncpg.connect(settings.database_url)
     try:
-        await store.apply_governance_schema(conn)
         quota = Quota(operation="payments.charge", window_s=60, max_count=5)
         # Given one claim past the window and the dedupe floor, one inside the floor only
         for op_key, age_s in (("old", store.CLAIM_DEDUPE_S + 600), ("recent", 600)):

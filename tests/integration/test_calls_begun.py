@@ -20,7 +20,6 @@ from events.definition import Leg
 from events.envelope import GENESIS_HASH, Envelope, seal
 from events.topics import Topics
 from events.transaction_events import OperationDispatched
-from projections.schema import apply_schema
 from services.config import Settings
 from services.dispatcher import call_plan, calls_begun, gatekeeper
 from services.dispatcher.gatekeeper import Gatekeeper
@@ -44,8 +43,6 @@ def provider(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox]:
 @pytest.fixture
 async def conn(fresh_database: str) -> AsyncIterator[asyncpg.Connection]:
     connection = await asyncpg.connect(fresh_database)
-    await apply_schema(connection)  # the intents rows the gate reads
-    await store.apply_governance_schema(connection)
     yield connection
     await connection.close()
 

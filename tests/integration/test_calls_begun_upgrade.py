@@ -2,12 +2,17 @@
 projection shows in flight may have been sent by a dispatcher that wrote no row, so the
 table is created with a row for each. Without one, such a leg (its dispatch consumed long
 ago) would be taken by the reconciler for one no dispatcher has picked up yet and never
-be looked up, and a redelivery of it would be sent without a lookup."""
+be looked up, and a redelivery of it would be sent without a lookup.
+
+Such a database has the projection but not the governance schema: the migrate step runs
+version 1 (services/migrations/0001.baseline.sql) on it, whose governance part does this."""
+
+import asyncio
 
 import asyncpg
+from support import release_before_migrations
 
-from projections.schema import apply_schema
-from services.governance.store import apply_governance_schema
+from services.migrate import migrate
 
 OPERATION = (
     "INSERT INTO operations (tenant, tx_id, action, position, kind, provider, operation,"
@@ -17,10 +22,15 @@ OPERATION = (
 )
 
 
-async def test_an_upgrade_marks_every_leg_in_flight_as_possibly_sent(fresh_database: str) -> None:
-    conn = await asyncpg.connect(fresh_database)
+def _quiet(line: str) -> None:
+    return None
+
+
+async def test_an_upgrade_marks_every_leg_in_flight_as_possibly_sent(empty_database: str) -> None:
+    conn = await asyncpg.connect(empty_database)
     try:
-        await apply_schema(conn)  # the projection of an older version, with its legs
+        # the projection of an older version, with its legs
+        await release_before_migrations.build(conn, ("projections",))
         await conn.execute(OPERATION, "demo", "t1", "k_sent", "dispatched", 2, None, None, 0)
         await conn.execute(OPERATION, "acme", "t2", "k_unknown", "unknown", 1, None, None, 0)
         await conn.execute(OPERATION, "demo", "t3", "k_done", "confirmed", 1, None, None, 0)
@@ -29,8 +39,8 @@ async def test_an_upgrade_marks_every_leg_in_flight_as_possibly_sent(fresh_datab
             OPERATION, "demo", "t5", "k_fwd", "compensating", 1, "k_undo", "dispatched", 1
         )
 
-        await apply_governance_schema(conn)
-        await apply_governance_schema(conn)  # a second start adds nothing
+        await asyncio.to_thread(migrate, empty_database, _quiet)
+        await asyncio.to_thread(migrate, empty_database, _quiet)  # a second run adds nothing
 
         rows = await conn.fetch("SELECT tenant, op_key, leg, attempt FROM calls_begun")
     finally:
@@ -45,8 +55,6 @@ async def test_an_upgrade_marks_every_leg_in_flight_as_possibly_sent(fresh_datab
 async def test_a_fresh_database_starts_with_no_call_begun(fresh_database: str) -> None:
     conn = await asyncpg.connect(fresh_database)
     try:
-        await apply_governance_schema(conn)  # before the projector ever ran
-        await apply_schema(conn)
         assert await conn.fetchval("SELECT count(*) FROM calls_begun") == 0
     finally:
         await conn.close()

@@ -13,9 +13,7 @@ from support.intent_door import door, replies
 from support.topic_records import read_records
 
 from events.inputs import SubmitTransaction, parse_input
-from projections.schema import apply_schema
 from services.config import Settings
-from services.governance import store
 
 AGENT = {"Authorization": "Bearer key-acme"}
 OPERATOR = {"Authorization": "Bearer ops-acme"}
@@ -121,13 +119,6 @@ async def test_the_kafka_door_refuses_the_same_intents_with_the_same_codes(
     infra: Any, fresh_database: str, topic_prefix: str
 ) -> None:
     settings = await stripe_settings(infra, fresh_database, topic_prefix)
-    conn = await asyncpg.connect(settings.database_url)
-    try:
-        # The HTTP intake applies these at start-up; the door alone reads them.
-        await apply_schema(conn)
-        await store.apply_governance_schema(conn)
-    finally:
-        await conn.close()
     async with door(settings) as (produce, task):
         for tx_id, (body, _, _) in REFUSED.items():
             await produce(tx_id, body)

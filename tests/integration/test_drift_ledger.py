@@ -16,14 +16,13 @@ from events.inputs import Outcome
 from events.keys import compensation_key
 from projections.writer import project_batch
 from reconcilers.drift import Effect, compare
-from reconcilers.store import apply_reconciler_schema, ledger
+from reconcilers.store import ledger
 
 
 @pytest.fixture
 async def conn(fresh_database: str) -> AsyncIterator[asyncpg.Connection]:
     connection = await asyncpg.connect(fresh_database)
     try:
-        await apply_reconciler_schema(connection)
         yield connection
     finally:
         await connection.close()

@@ -17,7 +17,6 @@ import pytest
 from support.intake_app import intake_client, settings_fixture
 
 from events.definition import Leg
-from projections.schema import apply_schema
 from projections.writer import project_drift
 from reconcilers.drift import Effect, LedgerEntry, compare
 from services.config import Operator, Settings
@@ -93,7 +92,6 @@ async def _project_drift(settings: Settings) -> None:
     ]
     conn = await asyncpg.connect(settings.database_url)
     try:
-        await apply_schema(conn)
         await project_drift(conn, settings.topics.drift, [(0, i, d) for i, d in enumerate(found)])
     finally:
         await conn.close()

@@ -7,15 +7,13 @@ from datetime import UTC, datetime, timedelta
 
 import asyncpg
 
-from reconcilers.store import apply_reconciler_schema, in_flight_legs
-from services.governance.store import apply_governance_schema, hold
+from reconcilers.store import in_flight_legs
+from services.governance.store import hold
 
 
 async def test_a_held_dispatch_is_not_looked_up_by_the_reconciler(fresh_database: str) -> None:
     conn = await asyncpg.connect(fresh_database)
     try:
-        await apply_reconciler_schema(conn)
-        await apply_governance_schema(conn)
         long_ago = datetime.now(UTC) - timedelta(hours=1)
         for tx_id, key in (("tx-held", "k_held"), ("tx-stuck", "k_stuck")):
             await conn.execute(
@@ -60,8 +58,6 @@ async def test_a_dispatch_no_dispatcher_began_is_not_looked_up_nor_sent_to_revie
     it `unknown`, it is looked up as before."""
     conn = await asyncpg.connect(fresh_database)
     try:
-        await apply_reconciler_schema(conn)
-        await apply_governance_schema(conn)
         long_ago = datetime.now(UTC) - timedelta(hours=1)
         for tx_id, key, state in (
             ("tx-waiting", "k_waiting", "dispatched"),

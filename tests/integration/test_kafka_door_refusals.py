@@ -17,7 +17,6 @@ from support.intent_door import door, replies
 from support.topic_records import read_records
 
 from events.policy import PolicyDocument
-from projections.schema import apply_schema
 from services.config import Settings
 from services.governance import store
 from services.intake import kafka_intents
@@ -31,8 +30,6 @@ GRANTED = {"version": 1, "agents": {"agent-7": {"grants": ["payments.charge", "p
 async def install(settings: Settings, document: dict[str, Any]) -> None:
     conn = await asyncpg.connect(settings.database_url)
     try:
-        await apply_schema(conn)
-        await store.apply_governance_schema(conn)
         assert await store.replace_policy(
             conn, "acme", PolicyDocument.model_validate(document), "ops"
         )

@@ -23,7 +23,6 @@ from support.txbuilders import T0, log_of, observed, request_review, submit
 
 from events.drift import DriftDetected, DriftKind, drift_id
 from events.inputs import Outcome
-from projections.schema import apply_schema
 from projections.writer import project_batch, project_drift
 from services.config import Operator, Settings
 
@@ -39,7 +38,6 @@ settings = settings_fixture(
 async def _seed(url: str) -> None:
     conn = await asyncpg.connect(url)
     try:
-        await apply_schema(conn)
         offset = 0
         for n, tx_id in enumerate(TXS, start=1):
             # tx-1 and tx-2 stop in review (each opens one), tx-2 sends an email on commit.

@@ -23,12 +23,10 @@ from events.drift import DriftKind
 from events.envelope import GENESIS_HASH, Envelope, seal
 from events.topics import Topics
 from events.transaction_events import OperationDispatched
-from projections.schema import apply_schema
 from services.config import ProviderAccount, ReconcilerSettings, Settings
 from services.devtools.ports import free_port
 from services.dispatcher.in_flight import Projection
 from services.dispatcher.runtime import Call, Dispatcher
-from services.governance import store
 from services.kafka_setup import ensure_topics
 from services.providers.http import ProviderHttp
 from services.providers.registry import build_accounts
@@ -89,8 +87,6 @@ async def asked(sandboxes: Sandboxes, key: str) -> dict[str, list[tuple[str, str
 @pytest.fixture
 async def conn(fresh_database: str) -> AsyncIterator[asyncpg.Connection]:
     connection = await asyncpg.connect(fresh_database)
-    await apply_schema(connection)
-    await store.apply_governance_schema(connection)
     yield connection
     await connection.close()
 

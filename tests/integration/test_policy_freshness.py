@@ -16,7 +16,6 @@ from events.envelope import GENESIS_HASH, seal
 from events.policy import AgentPolicy, PolicyDocument
 from events.topics import Topics
 from events.transaction_events import OperationDispatched
-from projections.schema import apply_schema
 from services.config import Settings
 from services.dispatcher.gatekeeper import Gatekeeper
 from services.governance import store
@@ -42,7 +41,6 @@ async def test_a_dispatch_is_judged_by_the_policy_its_submission_was_checked_und
     gate = Gatekeeper(settings, producer)
     conn = await asyncpg.connect(fresh_database)
     try:
-        await apply_schema(conn)
         await gate.refresh()  # the dispatcher's view: no policy for the tenant
         assert gate.policies == {}
 

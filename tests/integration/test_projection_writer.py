@@ -17,7 +17,6 @@ from events.envelope import Envelope
 from events.inputs import Outcome, Source
 from events.keys import review_id
 from projections.offsets import load_offsets
-from projections.schema import apply_schema
 from projections.writer import Record, project_batch, project_drift
 
 TOPIC = "recon.events"
@@ -31,7 +30,6 @@ def as_records(log: list[Envelope], partition: int = 0, first_offset: int = 0) -
 async def conn(fresh_database: str) -> AsyncIterator[asyncpg.Connection]:
     connection = await asyncpg.connect(fresh_database)
     try:
-        await apply_schema(connection)
         yield connection
     finally:
         await connection.close()

@@ -12,7 +12,6 @@ from support.txbuilders import log_of, observed, submit
 from events.inputs import Outcome
 from events.keys import partition_key
 from events.topics import Topics
-from projections.schema import apply_schema
 from services.config import Settings
 from services.kafka_setup import ensure_topics
 from services.projector.runtime import run_projector
@@ -43,11 +42,6 @@ async def test_projects_events_and_dead_letters_poison(
         environment="test",
     )
     await ensure_topics(settings.kafka_bootstrap, settings.topics)
-    conn = await asyncpg.connect(fresh_database)
-    try:
-        await apply_schema(conn)
-    finally:
-        await conn.close()
     log = log_of(submit(["charge"]), observed("charge", 1, Outcome.SUCCEEDED))
     key = partition_key("demo", "tx-1")
     producer = AIOKafkaProducer(bootstrap_servers=settings.kafka_bootstrap)

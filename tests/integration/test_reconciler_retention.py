@@ -13,7 +13,6 @@ import pytest
 from events.topics import Topics
 from reconcilers import store
 from services.config import ReconcilerSettings, Settings
-from services.governance.store import apply_governance_schema
 from services.pull_reconciler.runtime import open_reconciler
 
 DAY = timedelta(days=1)
@@ -47,7 +46,6 @@ async def test_the_drift_scan_reads_events_by_op_key_and_time_through_an_index(
 ) -> None:
     conn = await asyncpg.connect(fresh_database)
     try:
-        await store.apply_reconciler_schema(conn)
         await conn.execute("SET plan_cache_mode = force_generic_plan")
         # The tables are empty here: without this a sequential scan is always cheapest, so
         # only "no index can serve it" makes the planner choose one.
@@ -67,7 +65,6 @@ async def test_the_drift_scan_reads_events_by_op_key_and_time_through_an_index(
 
 
 async def _seed(conn: asyncpg.Connection, now: datetime) -> None:
-    await apply_governance_schema(conn)  # what a dispatcher creates at its start
     op = (
         "INSERT INTO operations (tenant, tx_id, action, position, kind, provider, operation,"
         " op_key, state, attempts, evidence, updated_at, comp_op_key, comp_state)"

@@ -18,12 +18,10 @@ from events.definition import Leg
 from events.envelope import GENESIS_HASH, Envelope, seal
 from events.topics import Topics
 from events.transaction_events import OperationDispatched
-from projections.schema import apply_schema
 from services.config import Settings
 from services.dispatcher import calls_begun
 from services.dispatcher.in_flight import Projection
 from services.dispatcher.runtime import Call, Dispatcher
-from services.governance import store
 from services.kafka_setup import ensure_topics
 from services.providers.accounts import Account
 from services.providers.http import ProviderHttp
@@ -37,8 +35,6 @@ PAYLOAD = {"amount": 1250, "currency": "eur"}
 @pytest.fixture
 async def conn(fresh_database: str) -> AsyncIterator[asyncpg.Connection]:
     connection = await asyncpg.connect(fresh_database)
-    await apply_schema(connection)
-    await store.apply_governance_schema(connection)
     yield connection
     await connection.close()
 

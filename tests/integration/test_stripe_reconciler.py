@@ -23,9 +23,9 @@ from events.topics import Topics
 from events.transaction_events import OperationDispatched
 from projections.writer import project_batch
 from reconcilers.pull import FirstRequest
-from reconcilers.store import apply_reconciler_schema, in_flight_legs
+from reconcilers.store import in_flight_legs
 from services.config import ReconcilerSettings, Settings
-from services.governance.store import apply_governance_schema, engage, release
+from services.governance.store import engage, release
 from services.kafka_clients import acked_producer
 from services.kafka_setup import ensure_topics
 from services.providers.http import ProviderHttp
@@ -63,10 +63,6 @@ async def rig(kafka_bootstrap: str, fresh_database: str, topic_prefix: str) -> A
         producer = acked_producer(settings)
         await producer.start()
         try:
-            async with pool.acquire() as conn:
-                # As open_reconciler does: its replaying lookups read the kill switches.
-                await apply_reconciler_schema(conn)
-                await apply_governance_schema(conn)
             accounts = build_accounts(http, settings)
             adapter = accounts.adapter_for(TENANT, "pay")
             assert adapter is not None
@@ -178,7 +174,6 @@ async def test_the_first_send_is_bounded_by_the_earliest_dispatch_or_begun_call(
     key = await strand_confirm(rig, "pull-stripe-4", at, again_at)
     async with rig.pool.acquire() as conn:
         # Created now, it writes a row for the leg in flight (attempt 2), stamped now.
-        await apply_governance_schema(conn)
         for attempt, begun_at in ((1, at + timedelta(hours=1)), (2, again_at)):
             await conn.execute(
                 "INSERT INTO calls_begun (tenant, op_key, leg, attempt, begun_at)"

@@ -20,7 +20,6 @@ from support.txbuilders import log_of, observed, request_review, spec, submit
 from events.drift import DriftDetected, DriftKind, drift_id
 from events.inputs import Outcome
 from events.keys import review_id
-from projections.schema import apply_schema
 from projections.writer import project_batch, project_drift
 from services.intake import intents
 from services.intake.tenant_store import TenantStore, unowned_drift
@@ -35,7 +34,6 @@ UNOWNED = drift_id(DriftKind.EFFECT_WITHOUT_INTENT, "sandbox", "ch_stray")
 async def conn(fresh_database: str) -> AsyncIterator[asyncpg.Connection]:
     connection = await asyncpg.connect(fresh_database)
     try:
-        await apply_schema(connection)
         await _seed(connection)
         yield connection
     finally:

@@ -13,7 +13,6 @@ from collections.abc import AsyncIterator
 import asyncpg
 import pytest
 
-from projections.schema import apply_schema
 from services.intake.webhook_store import INTENT_BY_KEY, OPERATION_BY_KEY, operation_by_key
 
 ROWS = 3000
@@ -23,8 +22,6 @@ ROWS = 3000
 async def conn(fresh_database: str) -> AsyncIterator[asyncpg.Connection]:
     conn = await asyncpg.connect(fresh_database)
     try:
-        await apply_schema(conn)
-        # Intents as the intake writes them (three legs each, two with an undo), and the
         # projected operations of as many transactions.
         await conn.execute(
             """

@@ -42,6 +42,21 @@ def test_each_recon_process_is_checked_where_it_serves_metrics() -> None:
         assert services[name]["environment"]["RECON_METRICS_HOST"] == "0.0.0.0", name
 
 
+def test_every_recon_process_starts_after_the_migrate_step_succeeded() -> None:
+    # A process refuses a database behind its schema version (services.migrate), so the
+    # one-shot migrate service must have finished, successfully, before any of them starts.
+    services = _services()
+    migrate = services["migrate"]
+    assert migrate["command"] == ["python", "-m", "services.cli", "migrate"]
+    assert migrate["restart"] == "no"
+    assert migrate["depends_on"]["postgres"]["condition"] == "service_healthy"
+    for name in SERVICES:
+        if name == "sandbox":
+            continue
+        condition = services[name]["depends_on"]["migrate"]["condition"]
+        assert condition == "service_completed_successfully", name
+
+
 def test_every_image_can_be_replaced_by_a_local_one() -> None:
     text = (COMPOSE / "docker-compose.yml").read_text()
     for variable in ("RECON_BASE_IMAGE", "KAFKA_IMAGE", "POSTGRES_IMAGE", "PROMETHEUS_IMAGE"):

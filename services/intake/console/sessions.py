@@ -16,21 +16,7 @@ from dataclasses import dataclass
 
 import asyncpg
 
-from projections.schema import apply_once
-
 SESSION_TTL_S = 8 * 3600  # one working shift
-_LOCK_ID = 0x7265636F6E_C0  # serialises concurrent start-ups applying this schema
-
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS console_sessions (
-    token_sha256 text PRIMARY KEY,
-    tenant       text NOT NULL,
-    person       text NOT NULL,
-    csrf         text NOT NULL,
-    expires_at   timestamptz NOT NULL
-);
-CREATE INDEX IF NOT EXISTS console_sessions_expiry ON console_sessions (expires_at);
-"""
 
 
 @dataclass(frozen=True)
@@ -40,10 +26,6 @@ class ConsoleUser:
     tenant: str
     person: str
     csrf: str
-
-
-async def apply_console_schema(conn: asyncpg.Connection) -> None:
-    await apply_once(conn, _LOCK_ID, SCHEMA)
 
 
 def _digest(token: str) -> str:

@@ -1,0 +1,286 @@
+"""Versioned migrations against a real Postgres (services.migrate, services/migrations).
+
+A database made by the last release before versions is recognised and upgraded with its
+rows kept; migrating again changes nothing; runs at the same moment apply each migration
+once; a process refuses a database behind the code's version, naming the command.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import asyncpg
+import pytest
+from conftest import Infra
+from support import release_before_migrations
+from support.recon_client import Recon, transaction
+from support.stack_fixtures import running_stack
+from support.txbuilders import log_of, observed, request_review, submit
+
+from events.inputs import Outcome
+from events.policy import PolicyDocument
+from projections.writer import project_batch
+from services.devtools.infra._process import REPO_ROOT
+from services.governance import store
+from services.intake.console.sessions import open_session
+from services.migrate import CODE_VERSION, TABLE, migrate, migration_ids
+from services.migrate import Outcome as Migrated
+
+# Every table of version 1 but the start-up record version 3 drops.
+TABLES = (
+    "intents", "events", "transactions", "operations", "projection_offsets", "reviews",
+    "review_resolutions", "drift", "webhook_deliveries", "intent_keys", "natural_keys",
+    "governance_policies", "kill_switches", "quota_claims", "quota_breakers",
+    "held_dispatches", "previews", "calls_begun", "reconciler_leases",
+    "reconciler_drift_reported", "console_sessions",
+)  # fmt: skip
+
+
+def _quiet(line: str) -> None:
+    return None
+
+
+async def _migrate(url: str, lines: list[str] | None = None) -> Migrated:
+    say = lines.append if lines is not None else _quiet
+    return await asyncio.to_thread(migrate, url, say)
+
+
+async def _rows(conn: asyncpg.Connection) -> dict[str, tuple[int, str | None]]:
+    """Each table's row count and a digest of its rows, whatever their columns."""
+    return {
+        table: tuple(
+            await conn.fetchrow(
+                f"SELECT count(*), md5(string_agg(t::text, '|' ORDER BY t::text)) FROM {table} t"
+            )
+        )
+        for table in TABLES
+    }
+
+
+async def _representative_rows(conn: asyncpg.Connection) -> None:
+    """Rows as that release's processes wrote them: a projected transaction with a review,
+    an intent, a policy, a kill switch, a held dispatch, a console session, a lease."""
+    log = log_of(
+        submit(["reserve", "charge"], ("receipt",)),
+        observed("reserve", 1, Outcome.SUCCEEDED, n=0),
+        observed("charge", 1, Outcome.UNKNOWN, n=1),
+        request_review("charge", 1),
+    )
+    await project_batch(conn, "recon.events", [(0, i, env) for i, env in enumerate(log)])
+    await conn.execute(
+        "INSERT INTO intents (tenant, tx_id, fingerprint, agent_id, operations, produced)"
+        " VALUES ('demo', 'tx-upgrade', 'fp', 'agent-7', '[]', true)"
+    )
+    policy = {"version": 1, "agents": {"agent-7": {"grants": ["payments.charge"]}}}
+    assert await store.replace_policy(conn, "demo", PolicyDocument.model_validate(policy), "ops")
+    await store.engage(conn, "sw-1", "demo", {"agent": "agent-9"}, "runaway agent", "ops")
+    await open_session(conn, "demo", "ada")
+    await conn.execute(
+        "INSERT INTO reconciler_leases (op_key, attempt, lookups, next_at, review_requests)"
+        " VALUES ('k1', 1, 2, now(), 1)"
+    )
+    await conn.execute(
+        "INSERT INTO calls_begun (tenant, op_key, leg, attempt) VALUES ('demo', 'k1', 'forward', 1)"
+    )
+
+
+async def _applied(conn: asyncpg.Connection) -> list[tuple[str, Any]]:
+    rows = await conn.fetch(f"SELECT migration_id, applied_at_utc FROM {TABLE} ORDER BY 1")
+    return [(r["migration_id"], r["applied_at_utc"]) for r in rows]
+
+
+async def test_a_database_made_by_the_release_before_versions_is_upgraded_with_its_rows(
+    empty_database: str,
+) -> None:
+    conn = await asyncpg.connect(empty_database)
+    try:
+        await release_before_migrations.build(conn)
+        await _representative_rows(conn)
+        before = await _rows(conn)
+
+        lines: list[str] = []
+        outcome = await _migrate(empty_database, lines)
+
+        # Recognised as version 1 and marked, not run again: its ALTER TABLEs would lock
+        # tables that release's processes may still be writing.
+        assert any("at version 1: marking 0001.baseline applied" in line for line in lines)
+        assert outcome.before == 1 and outcome.after == CODE_VERSION
+        assert outcome.applied == migration_ids()[1:]
+        assert await _rows(conn) == before
+        assert [m for m, _ in await _applied(conn)] == migration_ids()
+        # Version 2's index is there and valid (built CONCURRENTLY).
+        index = "SELECT indisvalid FROM pg_index WHERE indexrelid = $1::regclass"
+        assert await conn.fetchval(index, "operations_comp_state")
+        assert await conn.fetchval("SELECT to_regclass('schema_applied')") is None
+    finally:
+        await conn.close()
+    # Something was really there to keep.
+    assert before["events"][0] >= 4 and before["intents"][0] == 1 and before["reviews"][0] == 1
+
+
+async def test_a_database_where_only_the_projector_ran_gets_the_rest_of_version_1(
+    empty_database: str,
+) -> None:
+    # An older release, or a stack where not every process had started: not every digest is
+    # there, so the idempotent version 1 is run, keeping the rows and adding the tables.
+    conn = await asyncpg.connect(empty_database)
+    try:
+        await release_before_migrations.build(conn, ("projections",))
+        log = log_of(submit(["charge"]), observed("charge", 1, Outcome.SUCCEEDED, n=0))
+        await project_batch(conn, "recon.events", [(0, i, env) for i, env in enumerate(log)])
+        events = await conn.fetch("SELECT * FROM events ORDER BY seq")
+
+        lines: list[str] = []
+        outcome = await _migrate(empty_database, lines)
+
+        assert any("running 0001.baseline (idempotent)" in line for line in lines)
+        assert outcome.after == CODE_VERSION
+        assert await conn.fetch("SELECT * FROM events ORDER BY seq") == events
+        assert await conn.fetchval("SELECT to_regclass('kill_switches')") is not None
+    finally:
+        await conn.close()
+
+
+async def test_migrating_twice_changes_nothing(empty_database: str) -> None:
+    first = await _migrate(empty_database)
+    assert (first.before, first.after, first.applied) == (0, CODE_VERSION, migration_ids())
+    conn = await asyncpg.connect(empty_database)
+    try:
+        applied = await _applied(conn)
+        lines: list[str] = []
+        second = await _migrate(empty_database, lines)
+        assert (second.before, second.after, second.applied) == (CODE_VERSION, CODE_VERSION, [])
+        assert await _applied(conn) == applied
+        assert any("0 migration(s) to apply" in line for line in lines)
+    finally:
+        await conn.close()
+
+
+async def test_migrations_run_at_the_same_moment_apply_each_migration_once(
+    empty_database: str,
+) -> None:
+    # Two deploys, or `make run` beside a compose stack: the advisory lock makes one wait.
+    outcomes = await asyncio.gather(*(_migrate(empty_database) for _ in range(4)))
+    applied = sorted(m for outcome in outcomes for m in outcome.applied)
+    assert applied == migration_ids()
+    assert {outcome.after for outcome in outcomes} == {CODE_VERSION}
+    conn = await asyncpg.connect(empty_database)
+    try:
+        assert [m for m, _ in await _applied(conn)] == migration_ids()
+    finally:
+        await conn.close()
+
+
+def _process(module: str, env: dict[str, str]) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", module],
+        cwd=REPO_ROOT,
+        env={**os.environ, "PYTHONUNBUFFERED": "1", **env},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+
+@pytest.mark.parametrize("module", ["services.projector", "services.intake"])
+async def test_a_process_refuses_a_database_behind_the_code(
+    infra: Infra,
+    fresh_database: str,
+    topic_prefix: str,
+    free_port: Callable[[], int],
+    module: str,
+) -> None:
+    # The database a release behind: the last migration not applied yet.
+    last = migration_ids()[-1]
+    conn = await asyncpg.connect(fresh_database)
+    try:
+        await conn.execute(f"DELETE FROM {TABLE} WHERE migration_id = $1", last)
+    finally:
+        await conn.close()
+    env = {
+        "RECON_DATABASE_URL": fresh_database,
+        "RECON_KAFKA_BOOTSTRAP": infra.kafka_bootstrap,
+        "RECON_TOPIC_PREFIX": topic_prefix,
+        "RECON_INTAKE_PORT": str(free_port()),
+        "RECON_METRICS_PORT": str(free_port()),
+    }
+    process = _process(module, env)
+    try:
+        out, _ = await asyncio.to_thread(process.communicate, timeout=30)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        out, _ = process.communicate()
+        pytest.fail(f"{module} did not refuse the database behind; it ran:\n{out[-2000:]}")
+    assert process.returncode == 2, out
+    assert (
+        f"the database is at schema version {CODE_VERSION - 1}, this code needs version "
+        f"{CODE_VERSION} (missing: {last}); run `python -m services.cli migrate`"
+    ) in out, out
+
+
+async def test_the_stack_runs_on_a_runtime_role_without_ddl_rights(
+    infra: Infra,
+    empty_database: str,
+    topic_prefix: str,
+    tmp_path: Path,
+    free_port: Callable[[], int],
+) -> None:
+    # docs/operations.md's grants, as written there: the migrate step runs as the owner
+    # (RECON_MIGRATE_DATABASE_URL), every process as a role that may only read and write rows.
+    role = f"r_{uuid.uuid4().hex[:12]}"
+    database = urlsplit(empty_database).path.lstrip("/")
+    owner = await asyncpg.connect(empty_database)
+    try:
+        await owner.execute(f"CREATE ROLE {role} LOGIN")
+        await owner.execute(f'GRANT CONNECT, TEMPORARY ON DATABASE "{database}" TO {role}')
+        await owner.execute(f"GRANT USAGE ON SCHEMA public TO {role}")
+        await owner.execute(
+            "ALTER DEFAULT PRIVILEGES IN SCHEMA public"
+            f" GRANT SELECT, INSERT, UPDATE, DELETE ON TABLES TO {role}"
+        )
+        parts = urlsplit(empty_database)
+        runtime = urlunsplit(parts._replace(netloc=f"{role}@{parts.netloc.rsplit('@', 1)[1]}"))
+        try:
+            async with running_stack(
+                infra,
+                runtime,
+                topic_prefix,
+                tmp_path / "logs",
+                free_port,
+                RECON_MIGRATE_DATABASE_URL=empty_database,
+            ) as stack:
+                recon = Recon(stack.intake_url, stack.sandbox_url)
+                try:
+                    accepted = await recon.submit(transaction("runtime-role-1"))
+                    assert accepted.status_code == 202, accepted.text
+                    tx = await recon.wait_terminal("runtime-role-1")
+                    assert tx["status"] == "committed", tx
+                finally:
+                    await recon.close()
+            # The role really could not have changed the schema.
+            as_runtime = await asyncpg.connect(runtime)
+            try:
+                with pytest.raises(asyncpg.InsufficientPrivilegeError):
+                    await as_runtime.execute("ALTER TABLE intents ADD COLUMN nope text")
+            finally:
+                await as_runtime.close()
+            assert "applying 0001.baseline" in stack.log_tail("migrate", 50)
+        finally:
+            await owner.execute(f"DROP OWNED BY {role}")
+    finally:
+        await owner.close()
+    admin = await asyncpg.connect(infra.database_url)
+    try:
+        # Its privileges went with the test's database: only the role is left to drop.
+        await admin.execute(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')
+        await admin.execute(f"DROP ROLE IF EXISTS {role}")
+    finally:
+        await admin.close()
