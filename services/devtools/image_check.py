@@ -74,7 +74,7 @@ def run_stack(work: Path) -> float:
         migrate = ["run", "--rm", "--network", "host"]
         for key, value in env.items():
             migrate += ["-e", f"{key}={value}"]
-        _docker(*migrate, IMAGE, "python", "-m", "services.cli", "migrate", quiet=False)
+        print(_docker(*migrate, IMAGE, "python", "-m", "services.cli", "migrate"), end="")
         for name, module in MODULES.items():
             args = ["run", "-d", "--network", "host", "--name", f"recon-check-{name}"]
             for key, value in env.items():

@@ -17,7 +17,6 @@ from test_audit import cli
 
 from events.topics import Topics
 from services.devtools.synthetic_log import transaction_records, tx_coordinates
-from services.governance.store import apply_governance_schema
 from services.kafka_setup import ensure_topics
 
 
@@ -51,7 +50,6 @@ async def test_a_bundle_carries_the_previews_its_approvals_bound_to(
     shown = {"preview_id": "p-bound", "steps": [{"action": "charge", "effects": {"amount": 1299}}]}
     conn = await asyncpg.connect(database_url)
     try:
-        await apply_governance_schema(conn)
         for preview_id, digest, body in (
             (f"p-{bound}", bound, shown),
             (f"p-{other}", other, {"not": "bound"}),  # a preview no approval names
