@@ -20,6 +20,7 @@ import asyncpg
 from services.cli.audit import add_audit_parser, run_audit
 from services.cli.progress import Progress, add_progress_flag
 from services.config import ConfigError, Settings, load_settings
+from services.migrate import SchemaBehind, require_current
 
 
 async def _scan(settings: Settings, bar: bool | None) -> int:
@@ -47,14 +48,6 @@ async def _show(settings: Settings) -> int:
             "SELECT drift_id, kind, provider, detail, detected_at FROM drift"
             " ORDER BY detected_at, drift_id"
         )
-    except asyncpg.UndefinedTableError:
-        print(
-            "the drift table does not exist yet in this database: run "
-            "`python -m services.cli migrate` to create the schema, or "
-            "`python -m services.cli drift --scan` to scan now",
-            file=sys.stderr,
-        )
-        return 1
     finally:
         await conn.close()
     if not rows:
@@ -67,6 +60,20 @@ async def _show(settings: Settings) -> int:
             f"{row['provider']:<10} {_describe(detail)}"
         )
     return 0
+
+
+async def _drift(settings: Settings, scan: bool, bar: bool | None) -> int:
+    # The drift commands read and write recon's tables as the processes do, so they start
+    # only on a database at the code's schema version, as the processes do (services.migrate).
+    conn = await asyncpg.connect(settings.database_url)
+    try:
+        await require_current(conn)
+    except SchemaBehind as error:
+        print(f"drift: {error}", file=sys.stderr)
+        return 2
+    finally:
+        await conn.close()
+    return await (_scan(settings, bar) if scan else _show(settings))
 
 
 def _describe(detail: object) -> str:
@@ -111,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.command == "drift":
         bar = True if args.progress_bar else None
-        return asyncio.run(_scan(settings, bar) if args.scan else _show(settings))
+        return asyncio.run(_drift(settings, args.scan, bar))
     if args.command == "audit":
         return run_audit(args, settings)
     parser.error(f"unknown command {args.command!r}")

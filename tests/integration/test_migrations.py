@@ -179,9 +179,9 @@ async def test_migrations_run_at_the_same_moment_apply_each_migration_once(
         await conn.close()
 
 
-def _process(module: str, env: dict[str, str]) -> subprocess.Popen[str]:
+def _process(module: str, env: dict[str, str], *args: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, "-m", module],
+        [sys.executable, "-m", module, *args],
         cwd=REPO_ROOT,
         env={**os.environ, "PYTHONUNBUFFERED": "1", **env},
         stdout=subprocess.PIPE,
@@ -190,7 +190,7 @@ def _process(module: str, env: dict[str, str]) -> subprocess.Popen[str]:
     )
 
 
-@pytest.mark.parametrize("module", ["services.projector", "services.intake"])
+@pytest.mark.parametrize("module", ["services.projector", "services.intake", "services.cli"])
 async def test_a_process_refuses_a_database_behind_the_code(
     infra: Infra,
     fresh_database: str,
@@ -212,7 +212,7 @@ async def test_a_process_refuses_a_database_behind_the_code(
         "RECON_INTAKE_PORT": str(free_port()),
         "RECON_METRICS_PORT": str(free_port()),
     }
-    process = _process(module, env)
+    process = _process(module, env, *(["drift"] if module == "services.cli" else []))
     try:
         out, _ = await asyncio.to_thread(process.communicate, timeout=30)
     except subprocess.TimeoutExpired:
