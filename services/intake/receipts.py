@@ -56,6 +56,6 @@ async def get_receipt(
     except AuditError as error:  # projected but not on this log (another topic prefix)
         raise unknown_transaction(tx_id) from error
     except KafkaError as error:
-        raise ApiError(503, "kafka_unavailable", f"cannot read the log: {error}") from error
+        raise ApiError(503, "unavailable", f"cannot read the log: {error}; retry later") from error
     verdict = verify_bundle(bundle, verify_keys(state.settings.environment))
     return JSONResponse(bundle, headers={"Recon-Verdict": verdict.verdict.value})
