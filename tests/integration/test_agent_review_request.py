@@ -77,7 +77,7 @@ async def test_the_owner_asks_a_person_to_settle_its_unknown_and_not_a_settled_s
         await recon.http.delete(f"{stack.sandbox_url}/v1/faults")
         assert (await recon.submit(body("review-done"))).status_code == 202
         assert (await recon.wait_terminal("review-done"))["status"] == "committed"
-        before = await recon.events("review-done")
+        before = await recon.settled_events("review-done")
         refused = await ask("review-done")
         assert refused.status_code == 409, refused.text
         assert refused.json()["error"] == "operation_not_in_flight"

@@ -113,7 +113,7 @@ async def test_concurrent_identical_submissions_make_one_transaction(
     for action in ("reserve", "charge", "receipt"):
         assert len(effects_for(effects, op(tx, action)["op_key"])) == 1
         await recon.assert_applied_once(op(tx, action)["op_key"])
-    events_before = await recon.events("dup-1")
+    events_before = await recon.settled_events("dup-1")
     conflict = await recon.submit(transaction("dup-1", customer="cus_other"))
     assert conflict.status_code == 409 and conflict.json()["error"] == "tx_conflict"
     assert len(await recon.effects()) == len(effects)

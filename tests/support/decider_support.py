@@ -31,6 +31,7 @@ async def lone_decider(bootstrap: str, topic_prefix: str, log_dir: Path) -> Asyn
         database_url="postgresql://unused",  # the decider never connects to Postgres
         log_dir=log_dir,
         topic_prefix=topic_prefix,
+        migrate=False,  # so there is no database to migrate
     )
     stack.start("decider")
     try:

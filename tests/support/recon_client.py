@@ -81,6 +81,25 @@ class Recon:
         events: list[dict[str, Any]] = response.json()["events"]
         return events
 
+    async def settled_events(
+        self, tx_id: str, quiet_s: float = 2.0, timeout: float = 60
+    ) -> list[dict[str, Any]]:
+        """The transaction's events once its log has not grown for `quiet_s`. A finished
+        transaction still gains evidence-only events (a late webhook's ObservationIgnored),
+        which the decider's group commit may write up to its wait after the transaction
+        ended (RECON_DECIDER_GROUP_COMMIT_MS, longer under load): a test that compares the
+        log before and after something must take "before" once it is still."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        events, still_since = await self.events(tx_id), loop.time()
+        while loop.time() - still_since < quiet_s:
+            assert loop.time() < deadline, f"{tx_id}'s log still growing after {timeout}s"
+            await asyncio.sleep(0.25)
+            now = await self.events(tx_id)
+            if now != events:
+                events, still_since = now, loop.time()
+        return events
+
     async def wait_terminal(self, tx_id: str, timeout: float = 60) -> dict[str, Any]:
         return await self.wait_until(
             tx_id, _settled, timeout, f"{tx_id} not terminal after {timeout}s", poll_s=0.2
