@@ -130,6 +130,15 @@ DECIDER_INPUTS_COMMITTED = Counter(
     "Inputs whose decisions and offsets the decider committed (divided by the `decisions`"
     " transactions: inputs per Kafka transaction)",
 )
+PROJECTOR_BATCHES = Counter(
+    "recon_projector_batches",
+    "Batches of recon.events and recon.drift records the projector committed to Postgres",
+)
+PROJECTOR_STATEMENTS = Counter(
+    "recon_projector_statements",
+    "Statements the projector sent to Postgres (BEGIN and COMMIT, each executemany and the"
+    " reads of its offsets included; divided by the batches: statements per batch)",
+)
 OLDEST_UNKNOWN_SECONDS = Gauge(
     "recon_oldest_unknown_operation_seconds",
     "Age of the oldest operation leg whose outcome is unknown (0 when none; by the reconciler)",

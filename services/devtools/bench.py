@@ -12,7 +12,8 @@ With its own stack it also prints the CPU seconds each process used over the mea
 per transaction (services.devtools.cpu_account), after `--warmup` transactions that are not
 measured; `--profile SERVICE` writes a cProfile of that service over the measured run
 (services.profiling) and prints its top functions. It prints T, the decider's Kafka
-transactions per transaction, and inputs per decider transaction (load-independent counts);
+transactions per transaction, inputs per decider transaction, and the projector's batches
+and Postgres statements per transaction (counts: less load-dependent than CPU);
 `--requests` also counts the broker's requests by kind per transaction, from Kafka's request
 log (which costs the broker CPU: read CPU from a run without it).
 """
@@ -49,6 +50,7 @@ from services.devtools.kafka_counts import (
     request_offset,
     request_table,
 )
+from services.devtools.projector_counts import projector_counts, projector_table
 from services.devtools.stack import SERVICES, Stack
 from services.intake.example import example_transaction
 
@@ -270,6 +272,8 @@ async def _with_own_stack(args: argparse.Namespace) -> dict[str, float]:
             stack.metrics_url(name) for name in stack.processes if name.startswith("decider")
         ]
         decided = decider_counts(deciders)
+        projectors = [stack.metrics_url("projector")]
+        projected = projector_counts(projectors)
         requested = request_offset(kafka.requests_log)
         before = snapshot(roots)
         result = await drive(
@@ -279,6 +283,7 @@ async def _with_own_stack(args: argparse.Namespace) -> dict[str, float]:
         # The inputs that follow the last TransactionCommitted (the receipt's webhooks)
         # belong to the measured transactions: read once the decider has settled.
         print("\n" + decider_table(decided, await settled(deciders), args.count))
+        print(projector_table(projected, projector_counts(projectors), args.count))
         if args.requests:
             requests = request_counts(
                 kafka.requests_log, requested, request_offset(kafka.requests_log)

@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.samples import Sample
 
 # Kafka's API keys (the protocol's numbers) for the requests a recon run makes.
 API_NAMES = {
@@ -48,17 +50,22 @@ _API_KEY = re.compile(rb'"requestApiKey":(\d+)')
 CONCURRENT_TRANSACTIONS = rb'rrorCode":51'
 
 
-def decider_counts(metrics_urls: list[str]) -> Counter[str]:
-    """Summed over the decider processes: transactions by what they carry, and inputs."""
-    counts: Counter[str] = Counter()
+def metric_samples(metrics_urls: list[str]) -> Iterator[Sample]:
+    """Every sample the processes at `metrics_urls` expose now."""
     for url in metrics_urls:
         text = httpx.get(url, timeout=10).text
         for family in text_string_to_metric_families(text):
-            for sample in family.samples:
-                if sample.name == "recon_decider_kafka_transactions_total":
-                    counts[f"transactions:{sample.labels['carries']}"] += int(sample.value)
-                elif sample.name == "recon_decider_inputs_committed_total":
-                    counts["inputs"] += int(sample.value)
+            yield from family.samples
+
+
+def decider_counts(metrics_urls: list[str]) -> Counter[str]:
+    """Summed over the decider processes: transactions by what they carry, and inputs."""
+    counts: Counter[str] = Counter()
+    for sample in metric_samples(metrics_urls):
+        if sample.name == "recon_decider_kafka_transactions_total":
+            counts[f"transactions:{sample.labels['carries']}"] += int(sample.value)
+        elif sample.name == "recon_decider_inputs_committed_total":
+            counts["inputs"] += int(sample.value)
     return counts
 
 
