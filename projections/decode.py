@@ -7,16 +7,24 @@ from pydantic import ValidationError
 
 from events.drift import DriftDetected
 from events.envelope import Envelope
+from events.transaction_events import Event
+
+
+def decode_event(value: bytes | None) -> tuple[Envelope, Event] | str:
+    """The envelope of a recon.events record with its event, or why it is not one. The
+    event is returned, not only checked: the projector folds it, and decoding it a second
+    time was a pydantic validation per event for nothing."""
+    try:
+        envelope = Envelope.model_validate_json(value or b"")
+        return envelope, envelope.event()
+    except ValidationError as exc:
+        return f"not an event envelope: {exc.errors()[0]['msg']}"
 
 
 def decode_envelope(value: bytes | None) -> Envelope | str:
     """The envelope of a recon.events record, or why it is not one."""
-    try:
-        envelope = Envelope.model_validate_json(value or b"")
-        envelope.event()
-        return envelope
-    except ValidationError as exc:
-        return f"not an event envelope: {exc.errors()[0]['msg']}"
+    decoded = decode_event(value)
+    return decoded if isinstance(decoded, str) else decoded[0]
 
 
 def decode_drift(value: bytes | None) -> DriftDetected | str:

@@ -120,10 +120,13 @@ class TxView(Message):
     reviews: tuple[ReviewView, ...] = ()
 
 
-def apply(view: TxView | None, envelope: Envelope) -> TxView:
+def apply(view: TxView | None, envelope: Envelope, event: Event | None = None) -> TxView:
+    """`view` after `envelope`; `event`, when given, is the envelope's event already
+    decoded (the projector decodes each record once, to tell poison from events)."""
     if view is not None and envelope.seq <= view.last_seq:
         return view
-    event = envelope.event()
+    if event is None:
+        event = envelope.event()
     at = datetime.fromisoformat(envelope.occurred_at)
     if view is None:
         if not isinstance(event, TransactionAccepted):

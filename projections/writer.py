@@ -17,12 +17,13 @@ import asyncpg
 from events.definition import Leg, Resolution, ReviewState, TxStatus
 from events.drift import DriftDetected
 from events.envelope import Envelope
+from events.transaction_events import Event
 from projections.moves import Moves
 from projections.operation_row import operation_row, operation_view
 from projections.table_writes import copy_rows, upsert_sql
 from projections.view import OpView, ReviewView, TxView, apply
+from projections.view_cache import TxKey, ViewCache
 
-TxKey = tuple[str, str]
 Record = tuple[int, int, Envelope]  # partition, offset, envelope
 DriftRecord = tuple[int, int, DriftDetected]  # partition, offset, report
 
@@ -34,6 +35,8 @@ async def project_batch(
     skipped: Iterable[tuple[int, int]] = (),
     *,
     bulk: bool = False,
+    events: Sequence[Event] | None = None,
+    cache: ViewCache | None = None,
 ) -> Moves:
     """Apply `records` (in the order consumed) and advance the stored offsets past them
     and past `skipped` (partition, offset) pairs, e.g. poison records already
@@ -42,35 +45,83 @@ async def project_batch(
 
     `bulk` (audit rebuild's large batches): the same rows through COPY into temporary
     tables and one INSERT ... SELECT per table with the very ON CONFLICT clauses of the
-    row-by-row statements, instead of a statement per row (projections.table_writes)."""
+    row-by-row statements, instead of a statement per row (projections.table_writes).
+
+    `events`: the records' events, in their order, when the caller decoded them already.
+    `cache` (the live projector): the views it keeps between batches, used only where the
+    locked offset row says nobody else wrote (projections.view_cache); forgotten whole
+    when the batch fails."""
     moves = Moves()
     advanced = _advanced([(p, o) for p, o, _ in records], skipped)
     if not advanced:
         return moves
-    async with conn.transaction():
-        stored = await _lock_offsets(conn, topic, sorted(advanced))
-        fresh = [(p, o, env) for p, o, env in records if o >= stored[p]]
-        views = await _load_views(conn, {(env.tenant, env.tx_id) for _, _, env in fresh})
-        changed: set[TxKey] = set()
-        for _, _, envelope in fresh:
-            key = (envelope.tenant, envelope.tx_id)
-            before = views.get(key)
-            after = apply(before, envelope)
-            moves.add(before, after)
-            if after is not before:
-                views[key] = after
-                changed.add(key)
-        envelopes = [env for _, _, env in fresh]
-        changed_views = [views[key] for key in sorted(changed)]
-        if bulk:
-            await copy_rows(conn, "events", [_event_row(env) for env in envelopes])
-            for table, rows in view_rows(changed_views).items():
-                await copy_rows(conn, table, rows)
-        else:
-            await _insert_events(conn, envelopes)
-            await _upsert_views(conn, changed_views)
-        await _store_offsets(conn, topic, advanced)
+    if events is not None and len(events) != len(records):
+        raise ValueError(f"{len(events)} events given for {len(records)} records")
+    decoded: Sequence[Event | None] = events if events is not None else [None] * len(records)
+    try:
+        async with conn.transaction():
+            stored = await _lock_offsets(conn, topic, sorted(advanced))
+            fresh = [
+                (p, o, env, event)
+                for (p, o, env), event in zip(records, decoded, strict=True)
+                if o >= stored[p]
+            ]
+            views = await _views_of(conn, fresh, stored, cache)
+            changed: set[TxKey] = set()
+            for _, _, envelope, event in fresh:
+                key = (envelope.tenant, envelope.tx_id)
+                before = views.get(key)
+                after = apply(before, envelope, event)
+                moves.add(before, after)
+                if after is not before:
+                    views[key] = after
+                    changed.add(key)
+            envelopes = [env for _, _, env, _ in fresh]
+            changed_views = [views[key] for key in sorted(changed)]
+            if bulk:
+                await copy_rows(conn, "events", [_event_row(env) for env in envelopes])
+                for table, rows in view_rows(changed_views).items():
+                    await copy_rows(conn, table, rows)
+            else:
+                await _insert_events(conn, envelopes)
+                await _upsert_views(conn, changed_views)
+            await _store_offsets(conn, topic, advanced)
+    except BaseException:
+        if cache is not None:
+            cache.forget()  # rolled back, or not known to have committed
+        raise
+    if cache is not None:
+        by_partition: dict[int, dict[TxKey, TxView]] = {}
+        for p, _, env, _ in fresh:
+            key = (env.tenant, env.tx_id)
+            by_partition.setdefault(p, {})[key] = views[key]
+        cache.committed(
+            {p: max(stored[p], offset) for p, offset in advanced.items()},
+            {p: kept.values() for p, kept in by_partition.items()},
+        )
     return moves
+
+
+async def _views_of(
+    conn: asyncpg.Connection,
+    fresh: list[tuple[int, int, Envelope, Event | None]],
+    stored: dict[int, int],
+    cache: ViewCache | None,
+) -> dict[TxKey, TxView]:
+    """The views the fresh records fold onto: kept ones where the cache is still valid,
+    none for a transaction starting in this batch (seq 1, known only with the cache's
+    reasoning, projections.view_cache), the rest read under the lock."""
+    wanted = {(env.tenant, env.tx_id) for _, _, env, _ in fresh}
+    if cache is None:
+        return await _load_views(conn, wanted)
+    kept = cache.views_at(stored)
+    views = {key: kept[key] for key in wanted if key in kept}
+    first_seq: dict[TxKey, int] = {}
+    for _, _, env, _ in fresh:
+        first_seq.setdefault((env.tenant, env.tx_id), env.seq)
+    starting = {key for key, seq in first_seq.items() if seq == 1}
+    views.update(await _load_views(conn, wanted - views.keys() - starting))
+    return views
 
 
 async def project_drift(

@@ -19,8 +19,10 @@ from aiokafka.structs import ConsumerRecord, TopicPartition
 from events.dead_letters import dead_letter_headers
 from events.drift import DriftDetected
 from events.envelope import Envelope
-from projections.decode import decode_drift, decode_envelope
+from events.transaction_events import Event
+from projections.decode import decode_drift, decode_event
 from projections.offsets import load_offsets
+from projections.view_cache import ViewCache
 from projections.writer import DriftRecord, Record, project_batch, project_drift
 from services import task_dump
 from services.config import Settings
@@ -54,13 +56,19 @@ STALL_CHECK_S = 1.0
 
 class _SeekToStoredOffsets(ConsumerRebalanceListener):  # type: ignore[misc]
     def __init__(
-        self, seek: Callable[[set[TopicPartition]], Awaitable[None]], watch: StallWatch
+        self,
+        seek: Callable[[set[TopicPartition]], Awaitable[None]],
+        watch: StallWatch,
+        views: ViewCache,
     ) -> None:
         self._seek = seek
         self._watch = watch
+        self._views = views
 
     async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
-        pass
+        # Another projector may write these next: what is kept of them is not to be
+        # trusted on the way back (the writer's offset check would catch it too).
+        self._views.forget({tp.partition for tp in revoked})
 
     async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
         # aiokafka awaits this before fetching from the new partitions, so no record is
@@ -87,6 +95,8 @@ class Projector:
         self.marker: dict[TopicPartition, int] = {}
         self.marker_sent = 0.0
         self.watch = StallWatch(settings.projector_stall_s, time.monotonic())
+        # The live views of the recon.events partitions this projector writes.
+        self.views = ViewCache()
 
     async def run(self) -> None:
         self.pool = await _connect(self.settings.database_url)
@@ -99,7 +109,7 @@ class Projector:
             await self.dead_letters.start()
             self.consumer.subscribe(
                 [self.topic, self.drift_topic],
-                listener=_SeekToStoredOffsets(self.seek, self.watch),
+                listener=_SeekToStoredOffsets(self.seek, self.watch, self.views),
             )
             await self.consumer.start()
             self.watch.healthy_at = time.monotonic()
@@ -149,6 +159,7 @@ class Projector:
     async def _project(self, raw: list[ConsumerRecord[bytes, bytes]]) -> None:
         assert self.pool is not None
         records: list[Record] = []
+        events: list[Event] = []
         poison: list[tuple[int, int]] = []
         drift: list[DriftRecord] = []
         drift_poison: list[tuple[int, int]] = []
@@ -160,15 +171,18 @@ class Projector:
                 else:
                     drift.append((record.partition, record.offset, report))
                 continue
-            envelope = await self._parse(record)
-            if envelope is None:
+            decoded = await self._parse(record)
+            if decoded is None:
                 poison.append((record.partition, record.offset))
             else:
-                records.append((record.partition, record.offset, envelope))
+                records.append((record.partition, record.offset, decoded[0]))
+                events.append(decoded[1])
         # One database transaction per topic, each with its own offsets: the two topics
         # are independent, so each is exactly-once on its own.
         async with self.pool.acquire() as conn:
-            moves = await project_batch(conn, self.topic, records, skipped=poison)
+            moves = await project_batch(
+                conn, self.topic, records, skipped=poison, events=events, cache=self.views
+            )
             count_moves(moves)  # committed: counted once, whatever happens next
             await project_drift(conn, self.drift_topic, drift, skipped=drift_poison)
         PROJECTOR_BATCHES.inc()
@@ -179,8 +193,8 @@ class Projector:
             {r.partition: r.offset for r in raw},
         )
 
-    async def _parse(self, record: ConsumerRecord[bytes, bytes]) -> Envelope | None:
-        decoded = decode_envelope(record.value)
+    async def _parse(self, record: ConsumerRecord[bytes, bytes]) -> tuple[Envelope, Event] | None:
+        decoded = decode_event(record.value)
         if isinstance(decoded, str):
             await self._dead_letter(record, decoded)
             return None

@@ -17,6 +17,7 @@ from events.envelope import Envelope
 from events.inputs import Outcome, Source
 from events.keys import review_id
 from projections.offsets import load_offsets
+from projections.view_cache import ViewCache
 from projections.writer import Record, project_batch, project_drift
 
 TOPIC = "recon.events"
@@ -153,6 +154,72 @@ async def test_two_projectors_owning_one_partition_apply_a_batch_once(
     assert sorted(applied) == [False, True]
     assert await load_offsets(conn, TOPIC) == {0: 1 + len(records)}
     assert await conn.fetchval("SELECT count(*) FROM events") == len(records)
+
+
+async def test_kept_views_are_not_used_after_another_projector_wrote_the_partition(
+    conn: asyncpg.Connection, fresh_database: str
+) -> None:
+    # Projector A keeps its views in memory while it writes partition 0. B takes the
+    # partition over (a rebalance, or A cut off for a while) and projects the next events,
+    # among them the charge's unknown outcome. When A writes the partition again, the
+    # offset row it locks no longer holds what A stored: A must read the views again, or
+    # its stale view (without B's evidence) would overwrite B's rows.
+    log = log_of(
+        submit(["charge"], ("receipt",)),
+        observed("charge", 1, Outcome.UNKNOWN, n=0),
+        observed("charge", 1, Outcome.SUCCEEDED, n=1, source=Source.LOOKUP),
+    )
+    records = as_records(log)
+    first, second = [await asyncpg.connect(fresh_database) for _ in range(2)]
+    a, b = ViewCache(), ViewCache()
+    try:
+        await project_batch(first, TOPIC, records[:2], cache=a)
+        await project_batch(second, TOPIC, records[2:4], cache=b)
+        await project_batch(first, TOPIC, records[4:], cache=a)
+    finally:
+        await first.close()
+        await second.close()
+    by_turns = await snapshot(conn)
+    await conn.execute("TRUNCATE events, transactions, operations, projection_offsets")
+    await project_batch(conn, TOPIC, records)
+
+    assert by_turns == await snapshot(conn)
+    [charge] = [r for r in by_turns["operations"] if r["action"] == "charge"]
+    assert '"OperationUnknown"' in charge["evidence"]
+
+
+async def test_kept_views_spare_the_reads_and_write_the_same_rows(
+    conn: asyncpg.Connection,
+) -> None:
+    # The live projector's path: batch after batch on its own partition, no view read
+    # back once its transaction is known (a transaction starting in a batch is not read
+    # either), and the rows are those of the uncached path.
+    log = log_of(
+        submit(["reserve", "charge"], ("receipt",)),
+        observed("reserve", 1, Outcome.SUCCEEDED, n=0),
+        observed("charge", 1, Outcome.UNKNOWN, n=1),
+        observed("charge", 1, Outcome.SUCCEEDED, n=2, source=Source.LOOKUP),
+    )
+    records = as_records(log, partition=3)
+    cache = ViewCache()
+    sent: list[str] = []
+
+    def log_query(query: asyncpg.connection.LoggedQuery) -> None:
+        sent.append(query.query)
+
+    conn.add_query_logger(log_query)
+    for record in records:
+        await project_batch(conn, TOPIC, [record], cache=cache)
+    await asyncio.sleep(0)  # the logger's callbacks run on the loop
+    conn.remove_query_logger(log_query)
+    reads = [query for query in sent if query.startswith("SELECT")]
+    cached = await snapshot(conn)
+    await conn.execute("TRUNCATE events, transactions, operations, projection_offsets")
+    await project_batch(conn, TOPIC, records)
+
+    assert reads == []
+    assert cached == await snapshot(conn)
+    assert len(cache) == 1
 
 
 async def test_reviews_and_undo_columns_commit_with_the_operation(

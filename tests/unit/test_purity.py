@@ -16,6 +16,7 @@ PURE = [
     ROOT / "projections/moves.py",
     ROOT / "projections/operation_row.py",
     ROOT / "projections/decode.py",
+    ROOT / "projections/view_cache.py",
     ROOT / "reconcilers/signatures.py",
     ROOT / "reconcilers/webhook_intake.py",
     ROOT / "reconcilers/webhook_reading.py",
