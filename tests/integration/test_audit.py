@@ -290,6 +290,11 @@ async def test_verify_names_removed_and_altered_events(
     assert ": 4 transactions," in out and out.strip().endswith("INVALID")
     assert "; 1 transactions signed;" in out
     assert "records read" in err  # progress lines
+    # Split over processes (this one reading a share itself, some reading only empty
+    # partitions), the same verdict and problems.
+    for workers in ("2", "4"):
+        code, split, err = await cli(env, "audit", "verify", "--workers", workers)
+        assert code == 1 and sorted(split.splitlines()) == sorted(out.splitlines()), (split, err)
 
     # Alone on a log of its own (the unreadable record above is every filter's problem).
     alone = Topics(f"{topic_prefix}-unknown")
