@@ -15,7 +15,8 @@ measured; `--profile SERVICE` writes a cProfile of that service over the measure
 transactions per transaction, inputs per decider transaction, and the projector's batches
 and Postgres statements per transaction (counts: less load-dependent than CPU);
 `--requests` also counts the broker's requests by kind per transaction, from Kafka's request
-log (which costs the broker CPU: read CPU from a run without it).
+log (which costs the broker CPU: read CPU from a run without it). It prints Postgres
+statements per transaction by process and by statement (services.devtools.pg_counts).
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from events.topics import PARTITIONS, Topics
 from services.cli.progress import Progress
+from services.devtools import pg_counts
 from services.devtools.consumer_groups import wait_spread
 from services.devtools.cpu_account import CpuUse, snapshot
 from services.devtools.hops import hop_table, read_hops
@@ -216,6 +218,8 @@ async def settled(deciders: list[str], quiet_s: float = 1.0, limit_s: float = 15
 
 
 PROFILED = tuple(s for s in SERVICES if s != "sandbox")
+# Each connects to Postgres as a role of its own, which names it in pg_stat_statements.
+RECON_SERVICES = PROFILED
 
 
 async def _with_own_stack(args: argparse.Namespace) -> dict[str, float]:
@@ -226,8 +230,11 @@ async def _with_own_stack(args: argparse.Namespace) -> dict[str, float]:
     at = args.port_offset
     shutil.rmtree(root, ignore_errors=True)
     kafka = KafkaBroker(root / "kafka", 19092 + at, 19093 + at, request_log=args.requests)
-    postgres = PostgresServer(root / "postgres", 15432 + at)
+    postgres = PostgresServer(root / "postgres", 15432 + at, settings=pg_counts.PRELOAD)
     profile_out = root / f"{args.profile}.prof"
+    service_env = pg_counts.service_env(postgres.url, RECON_SERVICES)
+    if args.profile:
+        service_env[args.profile]["RECON_PROFILE_OUT"] = str(profile_out)
     stack = Stack(
         kafka.bootstrap,
         postgres.url,
@@ -235,12 +242,13 @@ async def _with_own_stack(args: argparse.Namespace) -> dict[str, float]:
         intake_port=18080 + at,
         sandbox_port=18090 + at,
         extra_env={"RECON_LOG_LEVEL": "WARNING"},
-        service_env={args.profile: {"RECON_PROFILE_OUT": str(profile_out)}} if args.profile else {},
+        service_env=service_env,
     )
     print("starting Postgres, Kafka and recon in .cache/bench ...", flush=True)
     postgres.start()
     kafka.start()
     try:
+        await pg_counts.prepare(postgres.url, RECON_SERVICES)
         stack.start_all()
         await _start_instances(stack, {"decider": args.deciders, "dispatcher": args.dispatchers})
         if args.warmup:
@@ -260,12 +268,16 @@ async def _with_own_stack(args: argparse.Namespace) -> dict[str, float]:
             for name, process in stack.processes.items()
         }
         idle: CpuUse | None = None
+        idle_statements: dict[str, float] | None = None
         if args.idle > 0:
             # What each process burns with nothing to do (polls, heartbeats, the JVM).
+            await pg_counts.reset(postgres.url)
             start = snapshot(roots)
             await asyncio.sleep(args.idle)
             idle = CpuUse.between(start, snapshot(roots))
             idle.seconds = {k: v / args.idle for k, v in idle.seconds.items()}
+            counted = pg_counts.per_service(await pg_counts.read(postgres.url))
+            idle_statements = {k: n / args.idle for k, n in counted.items()}
         if args.profile:
             os.kill(stack.processes[args.profile].pid, signal.SIGUSR1)
         deciders = [
@@ -275,6 +287,8 @@ async def _with_own_stack(args: argparse.Namespace) -> dict[str, float]:
         projectors = [stack.metrics_url("projector")]
         projected = projector_counts(projectors)
         requested = request_offset(kafka.requests_log)
+        await pg_counts.reset(postgres.url)
+        counting_since = time.monotonic()
         before = snapshot(roots)
         result = await drive(
             stack.intake_url, "demo-key", kafka.bootstrap, Topics(), args.count, args.concurrency
@@ -284,6 +298,19 @@ async def _with_own_stack(args: argparse.Namespace) -> dict[str, float]:
         # belong to the measured transactions: read once the decider has settled.
         print("\n" + decider_table(decided, await settled(deciders), args.count))
         print(projector_table(projected, projector_counts(projectors), args.count))
+        statements = await pg_counts.settled(postgres.url)
+        # Idle statements are subtracted over the whole counted window, settling included.
+        counted_s = time.monotonic() - counting_since
+        table = pg_counts.statement_table(
+            statements, args.count, idle_statements, counted_s, top=args.statements
+        )
+        print("\n" + table)
+        result.update(
+            {
+                f"pg_statements_per_tx:{k}": n / args.count
+                for k, n in pg_counts.per_service(statements).items()
+            }
+        )
         if args.requests:
             requests = request_counts(
                 kafka.requests_log, requested, request_offset(kafka.requests_log)
@@ -409,6 +436,14 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="with its own stack: count the broker's requests by kind over the measured run"
         " (Kafka's request log, which costs the broker CPU)",
+    )
+    parser.add_argument(
+        "--statements",
+        type=int,
+        default=25,
+        metavar="N",
+        help="with its own stack: the N most run Postgres statements to print, 0 for every"
+        " one (default: %(default)s)",
     )
     parser.add_argument(
         "--json", type=Path, help="also write the results (and CPU per process) to this file"
