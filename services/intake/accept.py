@@ -25,8 +25,10 @@ from services.crash_points import INTAKE_AFTER_CLAIM, crash_point
 from services.intake import intents, policy, resource_owners
 from services.intake.auth import Principal
 from services.intake.errors import ApiError, invalid_request
+from services.intake.policy_cache import PolicyCache
 from services.intake.produce import produce_command
 from services.intake.submission import (
+    SubmissionRefused,
     SubmissionRequest,
     check,
     operation_specs,
@@ -38,25 +40,39 @@ from services.providers.registry import catalog_of
 log = logging.getLogger(__name__)
 
 
+# How many times a submission is checked again when its tenant's policy changed between
+# the check and the recording statement (intents.PolicyMoved); past that, 503 and retry.
+POLICY_RECHECKS = 3
+
+
 @dataclass(frozen=True)
 class Plan:
     """A submission checked against its tenant's policy, with what it would record."""
 
     policy: PolicyDocument
+    # The policy's stamp (services.intake.policy.InForce), which the intent is recorded under.
+    policy_stamp: str
     fingerprint: str
     specs: tuple[OperationSpec, ...]
     # The configured providers' catalog the submission was judged by.
     catalog: Catalog
 
 
-async def plan(state: State, tenant: str, submission: SubmissionRequest) -> Plan:
+async def plan(
+    state: State, tenant: str, submission: SubmissionRequest, *, fresh: bool = True
+) -> Plan:
     """Check `submission` (the tenant's policy decides which steps wait for approval) and
     derive its fingerprint and operations; nothing is recorded. Shared by the submission
-    and the preview, so a preview's digest and approvals are those of the submission."""
+    and the preview, so a preview's digest and approvals are those of the submission.
+    `fresh=False`: under the policy as this process last read it (state.policies), which
+    only a submission may use, since its recording statement checks the policy is still
+    the one in force (services.intake.policy_cache)."""
     settings: Settings = state.settings
     catalog = catalog_of(settings)
+    policies: PolicyCache = state.policies
     async with state.pool.acquire() as conn:
-        document = await policy.in_force(conn, tenant, catalog)
+        in_force = await policies.in_force(conn, tenant, catalog, fresh=fresh)
+        document = in_force.document
         # A charge, record or waitlist named in a payload must be the tenant's own (one
         # judge for the submission, the preview and the Kafka door alike).
         await resource_owners.refuse_foreign(
@@ -77,7 +93,7 @@ async def plan(state: State, tenant: str, submission: SubmissionRequest) -> Plan
         catalog=catalog,
         approval_required=approval_required,
     )
-    return Plan(document, fingerprint, specs, catalog)
+    return Plan(document, in_force.stamp, fingerprint, specs, catalog)
 
 
 async def accept_submission(
@@ -89,10 +105,10 @@ async def accept_submission(
     who: Principal | None = None,
 ) -> dict[str, Any]:
     """Validate `raw`, claim its tx_id, produce its command and wait for Kafka's ack; the
-    answer is the 202 body. `state` holds `settings`, `pool` and `producer`. `keyed_tx_id`:
-    the tx_id the Kafka record's key names, which the body must name too. `who`: the API
-    key's principal (HTTP); the body's `agent_id` must be one it speaks for, and it is
-    recorded as the submitter, whom separation of duties judges."""
+    answer is the 202 body. `state` holds `settings`, `pool`, `producer` and `policies`.
+    `keyed_tx_id`: the tx_id the Kafka record's key names, which the body must name too.
+    `who`: the API key's principal (HTTP); the body's `agent_id` must be one it speaks
+    for, and it is recorded as the submitter, whom separation of duties judges."""
     settings: Settings = state.settings
     try:
         submission = SubmissionRequest.model_validate_json(raw)
@@ -107,32 +123,38 @@ async def accept_submission(
         )
     if who is not None:
         who.speak_for(submission.agent_id)
-    checked = await plan(state, tenant, submission)
-    fingerprint, specs = checked.fingerprint, checked.specs
-    # The policy gate: an ungranted operation is refused (403) with nothing recorded, not
-    # even the intent row.
-    policy.refuse_ungranted(checked.policy, checked.catalog, submission)
-    tracing.annotate(tx_id=submission.tx_id, op_keys=",".join(s.op_key for s in specs))
-    intent = intents.Intent(
-        tenant,
-        submission.tx_id,
-        fingerprint,
-        submission.agent_id,
-        specs,
-        policy_version=checked.policy.version,
-        session_id=submission.session_id or default_session(submission.agent_id),
-        submitted_by=who.name if who is not None else None,
-        task_id=submission.task_id,
-        natural_key_windows={
-            spec.action: info.natural_key_window_s
-            for spec in specs
-            if (info := checked.catalog.info(spec.provider, spec.operation)) is not None
-        },
-    )
-    async with state.pool.acquire() as conn:
-        # The operations as claimed: a step whose natural key another transaction holds
-        # with another payload now waits for a person (events.intent_identity).
-        specs = await intents.claim(conn, intent, settings.pending_horizon_s)
+    # Checked under the policy as this process last read it, then under a fresh read when
+    # that one refused or the recording statement found another one in force.
+    fresh = False
+    for _ in range(POLICY_RECHECKS + 1):
+        try:
+            checked = await plan(state, tenant, submission, fresh=fresh)
+            # The policy gate: an ungranted operation is refused (403) with nothing
+            # recorded, not even the intent row.
+            policy.refuse_ungranted(checked.policy, checked.catalog, submission)
+        except (policy.GateRefused, SubmissionRefused):
+            if fresh:
+                raise
+            # Only the policy in force refuses: the one last read may be outdated.
+            fresh = True
+            continue
+        tracing.annotate(tx_id=submission.tx_id, op_keys=",".join(s.op_key for s in checked.specs))
+        intent = _intent(tenant, submission, checked, who)
+        try:
+            async with state.pool.acquire() as conn:
+                # The operations as claimed: a step whose natural key another transaction
+                # holds with another payload now waits for a person (events.intent_identity).
+                specs = await intents.claim(conn, intent, settings.pending_horizon_s)
+            break
+        except intents.PolicyMoved:
+            log.info("%s: the tenant's policy changed; checking again", submission.tx_id)
+            fresh = True
+    else:
+        raise ApiError(
+            503,
+            "unavailable",
+            "the tenant's policy kept changing while the submission was checked; retry the request",
+        )
     crash_point(INTAKE_AFTER_CLAIM)
     # An identical resubmission produces again: it is harmless (the decider accepts only
     # the first SubmitTransaction of a tx_id) and it covers a crash between the insert
@@ -140,13 +162,16 @@ async def accept_submission(
     command = submit_command(
         submission,
         tenant=tenant,
-        fingerprint=fingerprint,
+        fingerprint=intent.fingerprint,
         operations=specs,
         issued_at=datetime.now(UTC),
         lease_s=settings.owner_lease_s,
         submitted_by=intent.submitted_by,
     )
     await produce_command(state, command, "the intent")
+    # The second write: a crash before it leaves the row unacknowledged, which the same
+    # body retried produces again and another body may take over after the pending
+    # horizon (services.intake.intents).
     async with state.pool.acquire() as conn:
         await intents.mark_produced(conn, intent)
     log.info("%s accepted: %s", submission.tx_id, " ".join(s.op_key for s in specs))
@@ -157,3 +182,25 @@ async def accept_submission(
         # The owning session; the HTTP route adds its owner token (services.intake.owner_token).
         "owner": {"agent_id": submission.agent_id, "session_id": intent.session_id},
     }
+
+
+def _intent(
+    tenant: str, submission: SubmissionRequest, checked: Plan, who: Principal | None
+) -> intents.Intent:
+    return intents.Intent(
+        tenant,
+        submission.tx_id,
+        checked.fingerprint,
+        submission.agent_id,
+        checked.specs,
+        policy_version=checked.policy.version,
+        policy_stamp=checked.policy_stamp,
+        session_id=submission.session_id or default_session(submission.agent_id),
+        submitted_by=who.name if who is not None else None,
+        task_id=submission.task_id,
+        natural_key_windows={
+            spec.action: info.natural_key_window_s
+            for spec in checked.specs
+            if (info := checked.catalog.info(spec.provider, spec.operation)) is not None
+        },
+    )

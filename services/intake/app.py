@@ -40,6 +40,7 @@ from services.intake import (
 )
 from services.intake.body_limit import BodyLimit
 from services.intake.errors import DATABASE_DOWN, RETRY_AFTER_S, ApiError, retry_after, summary
+from services.intake.policy_cache import PolicyCache
 from services.intake.produce import intake_producer
 from services.intake.request_span import RequestSpan
 from services.intake.submission import SubmissionRefused, SubmissionRequest
@@ -93,6 +94,7 @@ def create_app(settings: Settings) -> FastAPI:
 
     app = FastAPI(title="recon intake", version="1", lifespan=lifespan)
     app.state.settings = settings
+    app.state.policies = PolicyCache()
     app.add_middleware(
         BodyLimit,
         max_body_bytes=settings.max_body_bytes,

@@ -25,6 +25,15 @@ the second; the GET shows the first body's transaction.
 
 Every timestamp is Postgres's `now()`, so the intake's clock plays no part.
 
+Round trips (issue 24, item 5): a new tx_id naming no natural key, the common case, is
+recorded by one statement (`_record_new`), which writes the `intents` row and its
+`intent_keys` together (one statement: no crash falls between them) if the tenant's policy
+in force is still the one the submission was checked under (`stamp_in_force`; the intake
+checks under a cached policy, services.intake.policy_cache), and nothing otherwise
+(`PolicyMoved`: check again). Anything else, a tx_id already taken or a natural key to
+claim, takes the path in one Postgres transaction below, with the same guard first. Then
+`mark_produced`, after Kafka's acknowledgement, is the second write of a submission.
+
 A store, not a route (its statements are the guard's rule): every statement is bound to the
 Intent's tenant, which the submission's door took from its credential (the API key's
 principal, or the Kafka record's key), never from the body.
@@ -33,7 +42,6 @@ principal, or the Kafka record's key), never from the body.
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
 
 import asyncpg
 
@@ -64,19 +72,48 @@ class Intent:
     natural_key_windows: Mapping[str, int] = field(default_factory=dict)
     # The task the submission names (its authority, re-judged at each call); None: none.
     task_id: str | None = None
+    # The stamp of the policy the submission was checked under (services.intake.policy.
+    # InForce): nothing is recorded unless it is still the one in force. None: not checked
+    # (a caller that judged no policy).
+    policy_stamp: str | None = None
 
     def operations_json(self) -> str:
         return json.dumps([spec.model_dump(mode="json") for spec in self.operations])
+
+    def names_natural_keys(self) -> bool:
+        return any(spec.natural_key is not None for spec in self.operations)
+
+
+class PolicyMoved(Exception):
+    """The tenant's policy in force is not the one the intent was checked under (another
+    was installed since it was read): nothing was recorded; check the submission again."""
+
+
+def stamp_in_force(tenant: str, stamp: str) -> str:
+    """SQL, true when the tenant (parameter `tenant`) has in force the policy of `stamp`
+    (services.intake.policy.InForce.stamp, spelled the same way), or `stamp` is NULL."""
+    return (
+        f"({stamp}::text IS NULL OR coalesce((SELECT version || ':' || digest"
+        f" FROM governance_policies WHERE tenant = {tenant}), '') = {stamp})"
+    )
 
 
 async def claim(
     conn: asyncpg.Connection, intent: Intent, horizon_s: float
 ) -> tuple[OperationSpec, ...]:
-    """Take the tx_id for this intent before its command is produced, or raise the 409.
-    Answers the operations to produce: the intent's, a step whose natural key another
-    transaction holds with another payload gated on a person (services.intake.natural_keys,
-    whose claims are taken in this same transaction)."""
+    """Take the tx_id for this intent before its command is produced, or raise the 409
+    (or PolicyMoved, recording nothing). Answers the operations to produce: the intent's,
+    a step whose natural key another transaction holds with another payload gated on a
+    person (services.intake.natural_keys, whose claims are taken in this same transaction)."""
+    if not intent.names_natural_keys() and await _record_new(conn, intent):
+        return intent.operations
+    # A tx_id already taken (a retry, a racing submission, another body), or natural keys
+    # to claim: judged in one transaction, the row locked.
     async with conn.transaction():
+        if intent.policy_stamp is not None and not await conn.fetchval(
+            f"SELECT {stamp_in_force('$1', '$2')}", intent.tenant, intent.policy_stamp
+        ):
+            raise PolicyMoved
         inserted = await conn.fetchval(
             "INSERT INTO intents"
             " (tenant, tx_id, fingerprint, agent_id, operations, produced, policy_version,"
@@ -148,6 +185,61 @@ async def claim(
         return judged.operations
 
 
+def _insert_keys(first: int, only_if: str = "true") -> str:
+    """SQL: the keys of `_key_columns` (parameters $first to $first+2) of the intent $1/$2,
+    when `only_if`. A key already written stays its first writer's (an op key names one
+    tenant, transaction, provider and action: events.keys.op_key)."""
+    keys, actions, legs = (f"${first + i}::text[]" for i in range(3))
+    return (
+        "INSERT INTO intent_keys (key, tenant, tx_id, action, leg)"
+        " SELECT k.key, $1::text, $2::text, k.action, k.leg"
+        f" FROM unnest({keys}, {actions}, {legs}) AS k (key, action, leg) WHERE {only_if}"
+        " ON CONFLICT (key) DO NOTHING"
+    )
+
+
+# A new tx_id's row and its keys (as `_write_keys` writes them) in one statement, under the
+# policy guard; the keys only with a row inserted, so a tx_id already taken keeps its own.
+_RECORD_NEW = f"""
+WITH checked AS (SELECT {stamp_in_force("$1", "$10")} AS in_force),
+intent AS (
+    INSERT INTO intents (tenant, tx_id, fingerprint, agent_id, operations, produced,
+                         policy_version, session_id, submitted_by, task_id)
+    SELECT $1::text, $2::text, $3::text, $4::text, $5::jsonb, false,
+           $6::integer, $7::text, $8::text, $9::text
+    FROM checked WHERE in_force
+    ON CONFLICT (tenant, tx_id) DO NOTHING
+    RETURNING tenant, tx_id
+),
+keys AS ({_insert_keys(11, only_if="EXISTS (SELECT 1 FROM intent)")})
+SELECT (SELECT in_force FROM checked) AS in_force, EXISTS (SELECT 1 FROM intent) AS inserted
+"""
+
+
+async def _record_new(conn: asyncpg.Connection, intent: Intent) -> bool:
+    """Record a new tx_id naming no natural key in one statement: True if it was new;
+    False if the tx_id was taken (nothing written, for `claim` to judge); PolicyMoved if
+    the policy changed (nothing written). The same rows as `claim`'s transaction writes
+    for it (`_judged` has no key to claim, `_write_keys` the same keys)."""
+    row = await conn.fetchrow(
+        _RECORD_NEW,
+        intent.tenant,
+        intent.tx_id,
+        intent.fingerprint,
+        intent.agent_id,
+        intent.operations_json(),
+        intent.policy_version,
+        intent.session_id,
+        intent.submitted_by,
+        intent.task_id,
+        intent.policy_stamp,
+        *_key_columns(intent),
+    )
+    if not row["in_force"]:
+        raise PolicyMoved
+    return bool(row["inserted"])
+
+
 async def _judged(conn: asyncpg.Connection, intent: Intent, horizon_s: float) -> Intent:
     """The intent with its natural keys claimed, its row holding the operations to produce."""
     specs = await natural_keys.claim_keys(
@@ -185,25 +277,23 @@ async def _projected(conn: asyncpg.Connection, intent: Intent) -> bool:
 
 
 async def _write_keys(conn: asyncpg.Connection, intent: Intent) -> None:
-    """Each leg's keys, for the webhook ingress's lookup by primary key (issue 7, item 17)."""
-    rows: list[tuple[Any, ...]] = []
+    """Each leg's keys, for the webhook ingress's lookup by primary key (issue 7, item 17),
+    in one statement."""
+    await conn.execute(_insert_keys(3), intent.tenant, intent.tx_id, *_key_columns(intent))
+
+
+def _key_columns(intent: Intent) -> tuple[list[str], list[str], list[str]]:
+    """Each leg's key, action and leg (forward, compensation), as three columns."""
+    keys: list[str] = []
+    actions: list[str] = []
+    legs: list[str] = []
     for spec in intent.operations:
-        rows.append((spec.op_key, intent.tenant, intent.tx_id, spec.action, Leg.FORWARD.value))
-        if spec.compensation_key is not None:
-            rows.append(
-                (
-                    spec.compensation_key,
-                    intent.tenant,
-                    intent.tx_id,
-                    spec.action,
-                    Leg.COMPENSATION.value,
-                )
-            )
-    await conn.executemany(
-        "INSERT INTO intent_keys (key, tenant, tx_id, action, leg) VALUES ($1, $2, $3, $4, $5)"
-        " ON CONFLICT (key) DO NOTHING",
-        rows,
-    )
+        for key, leg in ((spec.op_key, Leg.FORWARD), (spec.compensation_key, Leg.COMPENSATION)):
+            if key is not None:
+                keys.append(key)
+                actions.append(spec.action)
+                legs.append(leg.value)
+    return keys, actions, legs
 
 
 def _conflict(tx_id: str, changed: str) -> ApiError:

@@ -37,6 +37,7 @@ from services.config import Settings
 from services.intake.accept import accept_submission
 from services.intake.errors import DATABASE_DOWN, ApiError
 from services.intake.policy import GateRefused
+from services.intake.policy_cache import PolicyCache
 from services.intake.produce import intake_producer
 from services.intake.response_models import IntentRefused
 from services.intake.submission import SubmissionRefused
@@ -62,7 +63,14 @@ class IntentSubscriber:
         self.topics = settings.topics
         self.producer = intake_producer(settings)
         # What accept_submission needs, as the HTTP app's state holds it.
-        self.state = State({"settings": settings, "pool": pool, "producer": self.producer})
+        self.state = State(
+            {
+                "settings": settings,
+                "pool": pool,
+                "producer": self.producer,
+                "policies": PolicyCache(),
+            }
+        )
         self.inputs = AtLeastOnceConsumer(
             settings,
             GROUP,

@@ -138,7 +138,7 @@ async def claim(
     async with request.app.state.pool.acquire() as conn:
         known = await known_transaction(TenantStore(conn, tenant), tx_id, settings.owner_lease_s)
         catalog = catalog_of(settings)
-        document = await policy.in_force(conn, tenant, catalog)
+        document = (await policy.in_force(conn, tenant, catalog)).document
     if known is None:
         raise unknown_transaction(tx_id)
     refusal = successor_refusal(document, catalog, who.agent_id, known.operations)

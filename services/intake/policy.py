@@ -13,6 +13,7 @@ a change in force with no record, cannot happen.
 
 import json
 import logging
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
@@ -97,11 +98,24 @@ def named_operations(submission: SubmissionRequest, catalog: Catalog) -> list[Na
     return named
 
 
-async def in_force(conn: asyncpg.Connection, tenant: str, catalog: Catalog) -> PolicyDocument:
+@dataclass(frozen=True)
+class InForce:
+    """A tenant's policy document as read, with the stamp that tells it from any other."""
+
+    document: PolicyDocument
+    # The installed row's `version:digest`, "" when none is installed (the open policy):
+    # what services.intake.intents holds a submission's recording statement to, in SQL
+    # (intents.stamp_in_force), so both sides must spell it the same way.
+    stamp: str
+
+
+async def in_force(conn: asyncpg.Connection, tenant: str, catalog: Catalog) -> InForce:
     """The tenant's policy document, or the open one (every operation of `catalog`) when
     none is installed."""
     installed = await store.policy_of(conn, tenant)
-    return installed.document if installed else open_policy(catalog.names())
+    if installed is None:
+        return InForce(open_policy(catalog.names()), "")
+    return InForce(installed.document, f"{installed.document.version}:{installed.digest}")
 
 
 def approval_classes(policy: PolicyDocument, floor: frozenset[str]) -> frozenset[str]:

@@ -1,0 +1,37 @@
+"""The tenants' policy documents as this intake process last read them, so that accepting a
+submission costs no statement to read its tenant's policy (issue 24, item 5).
+
+A cached document is never trusted on its own word. The statement that records the intent
+(services.intake.intents.claim) holds it to the stamp of the document in force and records
+nothing when another one was installed meanwhile, by this process, another intake or the
+start-up file; the submission is then checked again under a fresh read
+(services.intake.accept). So an intent is recorded only under the document its recording
+statement saw in force, as when the policy was read by a statement of its own just before.
+"""
+
+import asyncpg
+
+from events.catalog import Catalog
+from services.intake import policy
+
+# Tenants remembered at most; past it the longest-known is forgotten (read again when used).
+MAX_TENANTS = 10_000
+
+
+class PolicyCache:
+    def __init__(self, max_tenants: int = MAX_TENANTS) -> None:
+        self.max_tenants = max_tenants
+        self._tenants: dict[str, policy.InForce] = {}
+
+    async def in_force(
+        self, conn: asyncpg.Connection, tenant: str, catalog: Catalog, *, fresh: bool
+    ) -> policy.InForce:
+        """The tenant's document as last read, or as read now when `fresh` or unknown."""
+        known = None if fresh else self._tenants.get(tenant)
+        if known is None:
+            known = await policy.in_force(conn, tenant, catalog)
+            self._tenants.pop(tenant, None)
+            if len(self._tenants) >= self.max_tenants:
+                del self._tenants[next(iter(self._tenants))]
+            self._tenants[tenant] = known
+        return known
