@@ -7,7 +7,7 @@ account that signed the delivery).
 """
 
 from collections.abc import Collection
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime
 
 import asyncpg
@@ -26,15 +26,23 @@ class Deliveries:
     conn: asyncpg.Connection
     provider: str
 
-    async def seen(self, delivery_id: str, since: datetime) -> bool:
-        found = await self.conn.fetchval(
-            "SELECT 1 FROM webhook_deliveries"
-            " WHERE provider = $1 AND delivery_id = $2 AND received_at > $3",
-            self.provider,
-            delivery_id,
-            since,
+    async def look_up(
+        self,
+        delivery_id: str,
+        since: datetime,
+        provider: str,
+        keys: tuple[str, ...],
+        own: Collection[tuple[str, str]] = (),
+    ) -> "Delivery":
+        """In one statement (DELIVERY): whether the account handled the delivery since
+        `since`, and the operation leg recon made its effect under at `provider` by the
+        first of `keys` it knows (no keys: a delivery not read, or not acted on), with the
+        account its calls went to (the configured own accounts `own`, by services.
+        providers.accounts' rule)."""
+        row = await self.conn.fetchrow(
+            DELIVERY, list(keys), provider, self.provider, delivery_id, since
         )
-        return found is not None
+        return Delivery(row["seen"], _matched(row, provider, own))
 
     async def remember(self, delivery_id: str, at: datetime) -> None:
         # A row older than the horizon (not purged yet) starts a new window.
@@ -55,26 +63,62 @@ async def purge_deliveries(conn: asyncpg.Connection, before: datetime) -> str:
     return tag
 
 
-# Both lookups are by indexed equality, so they stay index scans whatever plan Postgres
+# One statement finds the operation leg an effect belongs to (MATCH), and with the delivery's
+# dedupe check (DELIVERY) it is the one statement of a webhook before its acknowledgement
+# (issue 24, item 5; `remember` after it is the second).
+#
+# Every branch is by indexed equality, so it stays an index scan whatever plan Postgres
 # picks, the generic plan asyncpg's prepared statements end up with included (issue 7,
-# item 17; tests/integration/test_webhook_lookup_plans.py). No LIMIT: a key names one leg,
-# so at most a row or two match, and with a LIMIT the generic plan bets on a sequential
-# scan finding a match early, which for an effect recon does not know reads the table.
-# The provider is matched too: a delivery signed with one provider's secret proves what
-# that provider holds, never an effect recon asked of another (a sandbox webhook must not
-# confirm a Stripe charge that happens to share the key).
-OPERATION_BY_KEY = (
-    "SELECT tenant, tx_id, action, op_key, comp_op_key FROM operations"
-    " WHERE (op_key = ANY($1::text[]) OR comp_op_key = ANY($1::text[])) AND provider = $2"
-)
-# A compensation goes to its step's provider (events.definition), so the step's names it.
-INTENT_BY_KEY = (
-    "SELECT k.tenant, k.tx_id, k.action, k.key FROM intent_keys k"
-    " JOIN intents i ON (i.tenant, i.tx_id) = (k.tenant, k.tx_id)"
-    " WHERE k.key = ANY($1::text[]) AND EXISTS (SELECT 1 FROM"
-    " jsonb_array_elements(i.operations) op"
-    " WHERE op->>'action' = k.action AND op->>'provider' = $2)"
-)
+# item 17; tests/integration/test_webhook_lookup_plans.py). The LIMIT sits above a sort of
+# every match, so no plan can bet on a scan finding one early.
+#
+# The keys ($1) are tried in their order, most trusted first (reconcilers.webhook_reading.
+# EffectNotice.keys): the match of the earliest key wins, so a less trusted key never picks
+# a leg when a more trusted one names another. For one key the projected operations come
+# first and the intake's own intent keys after (they cover a provider that calls back
+# before the projector has caught up); both name the same leg, since a key is derived from
+# the tenant, transaction, provider and action it names (events.keys.op_key).
+#
+# The provider is matched too ($2): a delivery signed with one provider's secret proves
+# what that provider holds, never an effect recon asked of another (a sandbox webhook must
+# not confirm a Stripe charge that happens to share the key). A compensation goes to its
+# step's provider (events.definition), so the step's names it.
+MATCH = """
+SELECT tenant, tx_id, action, key FROM (
+    SELECT o.tenant, o.tx_id, o.action, k.at, k.key, 0 AS source
+    FROM operations o CROSS JOIN LATERAL (
+        SELECT at, key FROM (VALUES (array_position($1::text[], o.op_key), o.op_key),
+                                    (array_position($1::text[], o.comp_op_key), o.comp_op_key))
+               AS named (at, key)
+        WHERE at IS NOT NULL ORDER BY at LIMIT 1
+    ) k
+    WHERE (o.op_key = ANY($1::text[]) OR o.comp_op_key = ANY($1::text[])) AND o.provider = $2
+    UNION ALL
+    SELECT k.tenant, k.tx_id, k.action, array_position($1::text[], k.key), k.key, 1
+    FROM intent_keys k JOIN intents i ON (i.tenant, i.tx_id) = (k.tenant, k.tx_id)
+    WHERE k.key = ANY($1::text[]) AND EXISTS (
+        SELECT 1 FROM jsonb_array_elements(i.operations) op
+        WHERE op->>'action' = k.action AND op->>'provider' = $2)
+) matched ORDER BY at, source LIMIT 1
+"""
+# Whether the account ($3) had the delivery ($4) handled since $5, and MATCH.
+DELIVERY = f"""
+WITH found AS ({MATCH})
+SELECT EXISTS (SELECT 1 FROM webhook_deliveries
+               WHERE provider = $3 AND delivery_id = $4 AND received_at > $5) AS seen,
+       found.tenant, found.tx_id, found.action, found.key
+FROM (VALUES (1)) AS one (x) LEFT JOIN found ON true
+"""
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """What the ingress knows of a delivery before acting on it."""
+
+    # Handled within the dedupe horizon already: answered `duplicate`, nothing done.
+    seen: bool
+    # The operation leg its effect belongs to, with the account its calls went to.
+    matched: MatchedOperation | None
 
 
 async def operation_by_key(
@@ -83,34 +127,19 @@ async def operation_by_key(
     keys: tuple[str, ...],
     own: Collection[tuple[str, str]] = (),
 ) -> MatchedOperation | None:
-    """The operation leg recon made the effect under at `provider`, by either of its keys,
-    with the account its calls went to (the configured own accounts `own`, by services.
-    providers.accounts' rule). The projected operations come first; the intake's own
-    intent keys cover a provider that calls back before the projector has caught up.
-    The keys are tried in their order; the first one recon knows wins."""
-    for key in keys:
-        # Most trusted first (reconcilers.webhook_reading.EffectNotice.keys): one query
-        # over all of them could match a less trusted key's leg.
-        found = await _by_key(conn, provider, (key,))
-        if found is not None:
-            return replace(found, account=account_of(found.tenant, provider, own).tenant)
-    return None
+    """MATCH alone: the leg `look_up` would find for `keys`."""
+    return _matched(await conn.fetchrow(MATCH, list(keys), provider), provider, own)
 
 
-async def _by_key(
-    conn: asyncpg.Connection, provider: str, keys: tuple[str, ...]
+def _matched(
+    row: asyncpg.Record | None, provider: str, own: Collection[tuple[str, str]]
 ) -> MatchedOperation | None:
-    if not keys:
-        return None
-    row = await conn.fetchrow(OPERATION_BY_KEY, list(keys), provider)
-    if row is not None:
-        key = row["op_key"] if row["op_key"] in keys else row["comp_op_key"]
-        return MatchedOperation(
-            tenant=row["tenant"], tx_id=row["tx_id"], action=row["action"], op_key=key
-        )
-    row = await conn.fetchrow(INTENT_BY_KEY, list(keys), provider)
-    if row is None:
+    if row is None or row["tenant"] is None:
         return None
     return MatchedOperation(
-        tenant=row["tenant"], tx_id=row["tx_id"], action=row["action"], op_key=row["key"]
+        tenant=row["tenant"],
+        tx_id=row["tx_id"],
+        action=row["action"],
+        op_key=row["key"],
+        account=account_of(row["tenant"], provider, own).tenant,
     )

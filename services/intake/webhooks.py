@@ -15,6 +15,12 @@ belongs to: the shared account's at `/v1/webhooks/{provider}`, a tenant's own ac
 4. only then record the delivery id and answer 2xx (promise 7). A crash between 3 and 4
    makes the provider deliver again; the second observation carries the same message id
    (and a drift report the same drift id), so the decider and the projector see it once.
+
+Two statements per delivery (issue 24, item 5): the body is read (3, pure) before 2, so
+that the dedupe check and the lookup of the effect's operation are one statement
+(webhook_store.DELIVERY); nothing read is acted on before the check, and an unreadable
+body that was handled already is still answered `duplicate`. Recording the delivery id (4)
+is the second.
 """
 
 import base64
@@ -121,24 +127,32 @@ async def _receive(request: Request, account: Account, secrets: tuple[str, ...])
     WEBHOOK_VERIFICATIONS.labels(provider, "verified").inc()
     delivery_id = verified.delivery_id
     horizon = timedelta(seconds=settings.webhook_dedupe_horizon_s)
+    unreadable = ""
+    try:
+        reading: WebhookReading | None = _reader(request, account)(body)
+    except WebhookBodyError as exc:
+        reading, unreadable = None, str(exc)
+    notice = reading.notice if reading is not None else None
     pool: asyncpg.Pool = request.app.state.pool
     async with pool.acquire() as conn:
         deliveries = webhook_store.Deliveries(conn, str(account))
-        if await deliveries.seen(delivery_id, now - horizon):
+        known = await deliveries.look_up(
+            delivery_id,
+            now - horizon,
+            provider,
+            notice.keys if notice is not None else (),
+            settings.provider_accounts,
+        )
+        if known.seen:
             return JSONResponse({"status": "duplicate"})
-        try:
-            reading = _reader(request, account)(body)
-        except WebhookBodyError as exc:
-            raise ApiError(400, "invalid_webhook", f"{exc}; nothing was recorded") from None
-        notice = reading.notice
+        if reading is None:
+            raise ApiError(400, "invalid_webhook", f"{unreadable}; nothing was recorded")
         if notice is None:
             # An event the provider's adapter does not act on: remembered, so its retries
             # are duplicates, and acknowledged so the provider stops retrying.
             await deliveries.remember(delivery_id, now)
             return JSONResponse({"status": "ignored", "type": reading.type})
-        matched = await webhook_store.operation_by_key(
-            conn, provider, notice.keys, settings.provider_accounts
-        )
+    matched = known.matched
     producer = request.app.state.producer
     # The delivery as received goes with its observation into the transaction's evidence
     # (audit bundle): recon's word that it verified a signature is not the signature.

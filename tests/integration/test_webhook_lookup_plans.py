@@ -3,17 +3,20 @@ plan Postgres picks (issue 7, item 17). asyncpg prepares its statements, and aft
 executions Postgres may switch a prepared statement to a generic plan, costed without the
 parameter's value: a lookup that was fast with a custom plan then scans a whole table on
 every webhook for an effect recon does not know. The plans are checked with the generic
-plan forced, on tables large enough for a scan to be a real choice.
+plan forced, on tables large enough for a scan to be a real choice: the lookup alone
+(MATCH) and the one statement a delivery costs before its acknowledgement (DELIVERY: the
+dedupe check with it, issue 24 item 5).
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
 
 import asyncpg
 import pytest
 
-from services.intake.webhook_store import INTENT_BY_KEY, OPERATION_BY_KEY, operation_by_key
+from services.intake.webhook_store import DELIVERY, MATCH, Deliveries, operation_by_key
 
 ROWS = 3000
 
@@ -60,27 +63,47 @@ async def conn(fresh_database: str) -> AsyncIterator[asyncpg.Connection]:
             """,
             ROWS,
         )
-        await conn.execute("ANALYZE intents; ANALYZE intent_keys; ANALYZE operations")
+        await conn.execute(
+            """
+            INSERT INTO webhook_deliveries (provider, delivery_id, received_at)
+            SELECT 'sandbox', 'whd-' || n, now() FROM generate_series(1, $1) n
+            """,
+            ROWS,
+        )
+        await conn.execute(
+            "ANALYZE intents; ANALYZE intent_keys; ANALYZE operations; ANALYZE webhook_deliveries"
+        )
         await conn.execute("SET plan_cache_mode = force_generic_plan")
         yield conn
     finally:
         await conn.close()
 
 
-async def generic_plan(conn: asyncpg.Connection, query: str) -> str:
-    await conn.execute(f"PREPARE lookup(text[], text) AS {query}")
+# Each statement's parameter types and the values of an unknown effect's delivery.
+PARAMETERS = {
+    "match": ("text[], text", "ARRAY['rk1_unknown'], 'sandbox'"),
+    "delivery": (
+        "text[], text, text, text, timestamptz",
+        "ARRAY['rk1_unknown'], 'sandbox', 'sandbox', 'whd-unknown', now() - interval '1 day'",
+    ),
+}
+
+
+async def generic_plan(conn: asyncpg.Connection, query: str, name: str) -> str:
+    types, values = PARAMETERS[name]
+    await conn.execute(f"PREPARE lookup({types}) AS {query}")
     try:
-        rows = await conn.fetch("EXPLAIN EXECUTE lookup(ARRAY['rk1_unknown'], 'sandbox')")
+        rows = await conn.fetch(f"EXPLAIN EXECUTE lookup({values})")
     finally:
         await conn.execute("DEALLOCATE lookup")
     return "\n".join(row[0] for row in rows)
 
 
-@pytest.mark.parametrize("query", [OPERATION_BY_KEY, INTENT_BY_KEY], ids=["operations", "intents"])
+@pytest.mark.parametrize(("query", "name"), [(MATCH, "match"), (DELIVERY, "delivery")])
 async def test_an_unknown_effect_is_looked_up_through_an_index_under_a_generic_plan(
-    conn: asyncpg.Connection, query: str
+    conn: asyncpg.Connection, query: str, name: str
 ) -> None:
-    plan = await generic_plan(conn, query)
+    plan = await generic_plan(conn, query, name)
 
     assert "$1" in plan, plan  # the generic plan: the parameter is not folded in
     assert "Seq Scan" not in plan, plan
@@ -112,3 +135,23 @@ async def test_the_indexed_lookup_finds_intents_by_either_key(conn: asyncpg.Conn
     # A key is recon's at the provider it was sent to only.
     assert await operation_by_key(conn, "stripe", ("rk1_c17",)) is None
     assert await operation_by_key(conn, "stripe", ("rc1_p7",)) is None
+
+
+async def test_one_statement_tells_a_handled_delivery_and_finds_the_first_key_recon_knows(
+    conn: asyncpg.Connection,
+) -> None:
+    since = datetime.now(UTC) - timedelta(days=1)
+    deliveries = Deliveries(conn, "sandbox")
+
+    handled = await deliveries.look_up("whd-5", since, "sandbox", ("rk1_c17",))
+    new = await deliveries.look_up("whd-new", since, "sandbox", ("nobody", "rc1_r42", "rk1_c9"))
+    unread = await deliveries.look_up("whd-other", since, "sandbox", ())
+    # Handled before `since`: a new window.
+    expired = await deliveries.look_up("whd-5", datetime.now(UTC) + timedelta(days=1), "x", ())
+
+    assert handled.seen and handled.matched is not None and handled.matched.tx_id == "tx-17"
+    assert not new.seen and new.matched is not None
+    # The earliest key recon knows wins, not the first leg found.
+    assert (new.matched.tx_id, new.matched.op_key) == ("tx-42", "rc1_r42")
+    assert (unread.seen, unread.matched) == (False, None)
+    assert not expired.seen
