@@ -80,6 +80,22 @@ class Intent:
     def operations_json(self) -> str:
         return json.dumps([spec.model_dump(mode="json") for spec in self.operations])
 
+    def row(self) -> tuple[object, ...]:
+        """Its `intents` columns as a new row's INSERT names them: tenant, tx_id,
+        fingerprint, agent_id, operations, policy_version, session_id, submitted_by,
+        task_id."""
+        return (
+            self.tenant,
+            self.tx_id,
+            self.fingerprint,
+            self.agent_id,
+            self.operations_json(),
+            self.policy_version,
+            self.session_id,
+            self.submitted_by,
+            self.task_id,
+        )
+
     def names_natural_keys(self) -> bool:
         return any(spec.natural_key is not None for spec in self.operations)
 
@@ -120,15 +136,7 @@ async def claim(
             " session_id, submitted_by, task_id)"
             " VALUES ($1, $2, $3, $4, $5::jsonb, false, $6, $7, $8, $9)"
             " ON CONFLICT (tenant, tx_id) DO NOTHING RETURNING 1",
-            intent.tenant,
-            intent.tx_id,
-            intent.fingerprint,
-            intent.agent_id,
-            intent.operations_json(),
-            intent.policy_version,
-            intent.session_id,
-            intent.submitted_by,
-            intent.task_id,
+            *intent.row(),
         )
         if inserted:
             judged = await _judged(conn, intent, horizon_s)
@@ -223,15 +231,7 @@ async def _record_new(conn: asyncpg.Connection, intent: Intent) -> bool:
     for it (`_judged` has no key to claim, `_write_keys` the same keys)."""
     row = await conn.fetchrow(
         _RECORD_NEW,
-        intent.tenant,
-        intent.tx_id,
-        intent.fingerprint,
-        intent.agent_id,
-        intent.operations_json(),
-        intent.policy_version,
-        intent.session_id,
-        intent.submitted_by,
-        intent.task_id,
+        *intent.row(),
         intent.policy_stamp,
         *_key_columns(intent),
     )
