@@ -16,6 +16,7 @@ from pydantic.json_schema import models_json_schema
 from events.dead_letters import CONSUMER, ORIGIN, REASON
 from events.drift import DriftDetected
 from events.envelope import Envelope
+from events.event_type_header import EVENT_TYPE
 from events.governance import GovernanceChange
 from events.inputs import Command, OperationObserved
 from events.topics import PARTITIONS, Topics
@@ -118,7 +119,20 @@ def _event_message(event: type[BaseModel]) -> dict[str, Any]:
             },
         ]
     }
-    return _message(name, payload, _doc(event), TX_KEY)
+    message = _message(name, payload, _doc(event), TX_KEY)
+    message["headers"] = {
+        "type": "object",
+        "properties": {
+            EVENT_TYPE: {
+                "type": "string",
+                "const": name,
+                "description": "the envelope's `type`, outside the JSON, so a consumer can pass "
+                "over the events it does not act on without parsing them; absent on records "
+                "written before it existed (decode those)",
+            }
+        },
+    }
+    return message
 
 
 def _dead_letter_message() -> dict[str, Any]:

@@ -50,6 +50,7 @@ from pydantic import ValidationError
 
 from events.checkpoint import Head
 from events.dead_letters import dead_letter_headers
+from events.event_type_header import event_type_header
 from events.inputs import OperationObserved, parse_input
 from events.keys import partition_key
 from services import tracing
@@ -436,8 +437,10 @@ class Decider:
         last = envelopes[-1]
         staged.heads[key] = Head(last.tenant, last.tx_id, last.seq, last.hash)
         staged.ended = staged.ended or is_terminal(state)
-        headers = tracing.kafka_headers()
-        for value in events:
+        trace = tracing.kafka_headers() or []
+        for envelope, value in zip(envelopes, events, strict=True):
+            # The type header lets readers pass over events they do not act on unparsed.
+            headers = [*trace, event_type_header(envelope.type)]
             staged.plan(
                 self.topics.events, value, kafka_key, partition=staged.partition, headers=headers
             )

@@ -29,7 +29,7 @@ from events.transaction_events import (
 
 def react(envelope: Envelope) -> list[Command]:
     """The commands `envelope` calls for; most events call for none."""
-    if envelope.type not in _REACTS_TO:
+    if envelope.type not in REACTS_TO:
         return []  # not parsed: the orchestrator reads every event of the log
     event = envelope.event()
     match event:
@@ -44,7 +44,9 @@ def react(envelope: Envelope) -> list[Command]:
             return []
 
 
-_REACTS_TO = frozenset({"TransactionFailed", "CompensationPlanned", "OperationCompensated"})
+# The only events that call for a command. The runtime passes over the others by their
+# type header (events.event_type_header) without parsing them.
+REACTS_TO = frozenset({"TransactionFailed", "CompensationPlanned", "OperationCompensated"})
 
 
 def _plan(envelope: Envelope, plan: tuple[str, ...]) -> PlanCompensation:

@@ -17,6 +17,7 @@ from aiokafka import ConsumerRecord, TopicPartition
 from pydantic import ValidationError
 
 from events.envelope import Envelope
+from events.event_type_header import event_type_of
 from events.inputs import Command
 from events.keys import partition_key
 from services import tracing
@@ -26,7 +27,7 @@ from services.crash_points import SAGA_AFTER_COMMANDS_ACKED, pause_point
 from services.kafka_clients import acked_producer
 from services.kafka_setup import ensure_topics
 from services.kafka_start import start_kafka_client
-from services.saga.reactor import react
+from services.saga.reactor import REACTS_TO, react
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +52,9 @@ class Orchestrator:
         sends: list[asyncio.Future[object]] = []
         for tp, records in batch.items():
             for record in records:
+                named = event_type_of(record.headers)
+                if named is not None and named not in REACTS_TO:
+                    continue  # most events call for nothing: passed over unparsed
                 with tracing.span(
                     "saga.react",
                     tracing.context_from(record.headers),
