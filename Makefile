@@ -39,9 +39,12 @@ properties: setup
 
 # `make run BROKERS=3`: a three-node Kafka cluster instead of one broker (README "Kafka cluster").
 BROKERS ?= 1
+# `make run WEBHOOKS_TO=http://127.0.0.1:8097/v1/webhooks/sandbox`: the sandbox's webhooks go to
+# that URL (a sink) instead of recon's intake, to benchmark recon without them (docs/benchmark.md).
+WEBHOOKS_TO ?=
 
 run: fetch
-	$(UV) run python -m services.devtools.stack --brokers $(BROKERS)
+	$(UV) run python -m services.devtools.stack --brokers $(BROKERS) $(if $(WEBHOOKS_TO),--webhooks-to $(WEBHOOKS_TO))
 
 bench: setup
 	$(UV) run python -m services.devtools.bench

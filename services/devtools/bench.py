@@ -6,7 +6,11 @@ recon (such as `make run`'s). Each transaction is the README's: reserve, charge,
 an email on commit. Latency runs from the intake's 202 to the moment a read_committed
 consumer of recon.events receives the transaction's TransactionCommitted event: the
 commit as the log records it, without polling the API (which would load the very
-system being measured).
+system being measured). The client is cheap on purpose, since it shares the machine with
+what it measures: aiohttp for the submissions, one watcher consumer that decodes only the
+records that end a transaction, and its own CPU per transaction printed after the run.
+`--warmup N` runs N transactions first that are not measured (with --url too, where it
+defaults to 0: docs/benchmark.md).
 
 With its own stack it also prints the CPU seconds each process used over the measured run,
 per transaction (services.devtools.cpu_account), after `--warmup` transactions that are not
@@ -17,6 +21,8 @@ and Postgres statements per transaction (counts: less load-dependent than CPU);
 `--requests` also counts the broker's requests by kind per transaction, from Kafka's request
 log (which costs the broker CPU: read CPU from a run without it). It prints Postgres
 statements per transaction by process and by statement (services.devtools.pg_counts).
+`--webhooks-to URL` makes its sandbox deliver webhooks to URL (a sink) instead of recon's
+intake, as `make run WEBHOOKS_TO=URL` does for a stack that --url points at.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ import asyncio
 import json
 import os
 import pstats
+import resource
 import shutil
 import signal
 import statistics
@@ -35,47 +42,63 @@ import uuid
 from collections import Counter
 from pathlib import Path
 
-import httpx
-from aiokafka import AIOKafkaConsumer, TopicPartition
+import aiohttp
+import orjson
+from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 
 from events.event_type_header import event_type_of
 from events.topics import PARTITIONS, Topics
 from services.cli.progress import Progress
-from services.devtools import pg_counts
-from services.devtools.consumer_groups import wait_spread
 from services.devtools.cpu_account import CpuUse, snapshot
-from services.devtools.hops import hop_table, read_hops
 from services.devtools.infra._process import REPO_ROOT
-from services.devtools.kafka_counts import (
-    decider_counts,
-    decider_table,
-    request_counts,
-    request_offset,
-    request_table,
-)
-from services.devtools.projector_counts import projector_counts, projector_table
-from services.devtools.stack import SERVICES, Stack
+from services.devtools.stack import SERVICES, Stack, webhook_url
 from services.intake.example import example_transaction
+from services.kafka_clients import PREFETCH_BACKOFF_S
 
-# The events that end a transaction for the benchmark.
-WATCHED = frozenset({"TransactionCommitted", "TransactionFailed", "TransactionNeedsReview"})
+# The events that end a transaction: the watcher decodes a record only when its bytes name
+# one of them (or its `type` header does), and decodes it to be sure.
+ENDINGS = ("TransactionCommitted", "TransactionFailed", "TransactionNeedsReview")
+_ENDING_BYTES = tuple(name.encode() for name in ENDINGS)
+
+
+def ending(record: ConsumerRecord[bytes, bytes]) -> tuple[str, str] | None:
+    """(tx_id, type) of a record that ends a transaction, None for any other.
+
+    The client's CPU is part of what a comparison counts, and most of the records it reads
+    (accepted, dispatched, observed, the receipt's after the commit) end nothing: the
+    `type` header the decider writes (events.event_type_header), and a byte test for a
+    record written before it, tell them apart without json.loads; a record that passes is
+    decoded and its envelope's `type` decides, so a payload that merely mentions an ending
+    costs a decode, never a wrong result."""
+    named = event_type_of(record.headers)
+    if named is not None and named not in ENDINGS:
+        return None
+    if record.value is None or not any(b in record.value for b in _ENDING_BYTES):
+        return None
+    envelope = json.loads(record.value)
+    if envelope.get("type") not in ENDINGS:
+        return None
+    return envelope["tx_id"], envelope["type"]
 
 
 class CommitWatcher:
     """Resolves a future per transaction when its TransactionCommitted is readable.
 
-    One consumer per partition: aiokafka leaves a partition whose records were just handed
-    out of the next fetch, and one connection serves one fetch at a time, so with a single
-    consumer the commit of a transaction whose earlier events were read moments before
-    would wait for another partition's long poll (fetch_max_wait_ms) to end. Alone on its
-    connection, a partition is fetched again as soon as its records are taken."""
+    One consumer, assigned every partition of recon.events, taking each fetch whole
+    (getmany): aiokafka leaves a partition whose fetched records still wait to be taken out
+    of the next fetch, and one connection carries one fetch at a time, so a consumer that
+    took records one by one made a transaction's commit wait for another partition's long
+    poll (fetch_max_wait_ms); taken whole, every partition is in the next fetch at once, as
+    recon's own consumers read (services.kafka_clients). One consumer instead of one per
+    partition: a quarter of the fetches, which the broker serves inside the measured
+    system's CPU, and a cheaper client."""
 
     def __init__(self, bootstrap: str, topics: Topics) -> None:
         self.bootstrap = bootstrap
         self.topic = topics.events
         self.waiting: dict[str, asyncio.Future[float]] = {}
-        self.consumers: list[AIOKafkaConsumer] = []
-        self.tasks: list[asyncio.Task[None]] = []
+        self.consumer: AIOKafkaConsumer | None = None
+        self.task: asyncio.Task[None] | None = None
 
     def _consumer(self, *topics: str) -> AIOKafkaConsumer:
         return AIOKafkaConsumer(
@@ -94,70 +117,104 @@ class CommitWatcher:
             await probe.stop()
         if not partitions:
             raise RuntimeError(f"no partitions found for {self.topic}")
-        for partition in sorted(partitions):
-            consumer = self._consumer()
-            await consumer.start()
-            tp = TopicPartition(self.topic, partition)
-            consumer.assign([tp])
-            await consumer.seek_to_end(tp)
-            self.consumers.append(consumer)
-            self.tasks.append(asyncio.create_task(self._watch(consumer)))
+        consumer = self._consumer()
+        await consumer.start()
+        try:
+            tps = [TopicPartition(self.topic, p) for p in sorted(partitions)]
+            consumer.assign(tps)
+            await consumer.seek_to_end(*tps)
+            # How long fetched records may wait to be taken before aiokafka fetches without
+            # them: getmany takes them at once, so this only bounds a lost wake-up
+            # (services.kafka_clients).
+            consumer._fetcher._prefetch_backoff = PREFETCH_BACKOFF_S
+        except BaseException:
+            await consumer.stop()
+            raise
+        self.consumer = consumer
+        self.task = asyncio.create_task(self._watch(consumer))
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        for task in self.tasks:
-            task.cancel()
-        for consumer in self.consumers:
-            await consumer.stop()
+        if self.task is not None:
+            self.task.cancel()
+        if self.consumer is not None:
+            await self.consumer.stop()
 
     def expect(self, tx_id: str) -> asyncio.Future[float]:
         self.waiting[tx_id] = asyncio.get_running_loop().create_future()
         return self.waiting[tx_id]
 
     async def _watch(self, consumer: AIOKafkaConsumer) -> None:
-        async for record in consumer:
-            named = event_type_of(record.headers)
-            if named is not None and named not in WATCHED:
-                continue  # the client's CPU is the box's too: pass over by the type header
-            envelope = json.loads(record.value)
-            future = self.waiting.get(envelope["tx_id"])
+        while True:
+            batches = await consumer.getmany(timeout_ms=1000)
+            now = time.perf_counter()
+            for records in batches.values():
+                for record in records:
+                    self._take(record, now)
+
+    def _take(self, record: ConsumerRecord[bytes, bytes], now: float) -> None:
+        # The key is "tenant/tx_id" (events.keys.partition_key): a record of a transaction
+        # nobody waits for, or one already ended, is skipped before its value is looked at.
+        if record.key is not None:
+            future = self.waiting.get(record.key.decode().partition("/")[2])
             if future is None or future.done():
-                continue
-            if envelope["type"] == "TransactionCommitted":
-                future.set_result(time.perf_counter())
-            elif envelope["type"] in ("TransactionFailed", "TransactionNeedsReview"):
-                future.set_exception(RuntimeError(f"{envelope['tx_id']}: {envelope['type']}"))
+                return
+        ended = ending(record)
+        if ended is None:
+            return
+        tx_id, kind = ended
+        future = self.waiting.get(tx_id)
+        if future is None or future.done():
+            return
+        if kind == "TransactionCommitted":
+            future.set_result(now)
+        else:
+            future.set_exception(RuntimeError(f"{tx_id}: {kind}"))
 
 
 KEEPALIVE_EXPIRY_S = 5.0
 SUBMIT_ATTEMPTS = 5
+# What a submission may meet instead of an answer: refused, reset, cut off, timed out.
+TRANSPORT_ERRORS = (aiohttp.ClientError, TimeoutError)
 
 
 async def submit(
-    client: httpx.AsyncClient, url: str, tx_id: str, headers: dict[str, str], retries: list[str]
+    session: aiohttp.ClientSession,
+    url: str,
+    tx_id: str,
+    headers: dict[str, str],
+    retries: list[str],
 ) -> None:
     """POST the intent until it is accepted. Resending is safe: the same tx_id with the
     same body is the same intent (202 again, nothing new). A 503 asks for exactly that; a
     dropped connection leaves the outcome unknown, which a resend settles. Every retry is
     counted and reported, so a benchmark that needed them says so."""
-    body = example_transaction(tx_id)
+    body = orjson.dumps(example_transaction(tx_id))
     for attempt in range(1, SUBMIT_ATTEMPTS + 1):
         try:
-            response = await client.post(url, json=body, headers=headers)
-        except httpx.TransportError as error:
+            async with session.post(url, data=body, headers=headers) as response:
+                # Read to the end, so that the connection goes back to the pool.
+                text = (await response.read()).decode("utf-8", "replace")
+                status = response.status
+        except TRANSPORT_ERRORS as error:
             if attempt == SUBMIT_ATTEMPTS:
                 raise
             retries.append(f"{tx_id}: {error!r}")
         else:
-            if response.status_code == 202:
+            if status == 202:
                 return
-            if response.status_code != 503 or attempt == SUBMIT_ATTEMPTS:
-                raise RuntimeError(
-                    f"{tx_id}: intake answered {response.status_code}: {response.text}"
-                )
-            retries.append(f"{tx_id}: 503 {response.text}")
+            if status != 503 or attempt == SUBMIT_ATTEMPTS:
+                raise RuntimeError(f"{tx_id}: intake answered {status}: {text}")
+            retries.append(f"{tx_id}: 503 {text}")
         await asyncio.sleep(0.2 * attempt)
     raise AssertionError("unreachable")
+
+
+def client_cpu_s() -> float:
+    """This process's CPU seconds so far (the client: the stack's processes are children,
+    counted apart)."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
 
 async def drive(
@@ -169,17 +226,24 @@ async def drive(
     concurrency: int,
     prefix: str = "bench",
 ) -> dict[str, float]:
-    headers = {"Authorization": f"Bearer {api_key}"}
+    """Runs `count` transactions, at most `concurrency` in flight: throughput, latency, and
+    the client's own CPU per transaction. aiohttp, not httpx: the client shares the machine
+    with what it measures, and httpx cost 1.4-1.9 ms of CPU per POST against aiohttp's 0.3
+    (services/providers/http.py)."""
+    headers = {"Authorization": f"Bearer {api_key}", "Content-Type": "application/json"}
     run = uuid.uuid4().hex[:8]
     gate = asyncio.Semaphore(concurrency)
     latencies: list[float] = []
     retries: list[str] = []
     # Idle connections are dropped by the client before the intake's keep-alive timeout
     # (services.intake.__main__.KEEP_ALIVE_S) can close them under a request.
-    limits = httpx.Limits(max_connections=concurrency * 2, keepalive_expiry=KEEPALIVE_EXPIRY_S)
-
+    connector = aiohttp.TCPConnector(limit=concurrency * 2, keepalive_timeout=KEEPALIVE_EXPIRY_S)
     async with (
-        httpx.AsyncClient(timeout=30, limits=limits) as client,
+        aiohttp.ClientSession(
+            connector=connector,
+            timeout=aiohttp.ClientTimeout(total=30),
+            cookie_jar=aiohttp.DummyCookieJar(),
+        ) as session,
         CommitWatcher(bootstrap, topics) as watcher,
     ):
 
@@ -187,17 +251,19 @@ async def drive(
             tx_id = f"{prefix}-{run}-{i}"
             async with gate:
                 committed = watcher.expect(tx_id)
-                await submit(client, f"{url}/v1/transactions", tx_id, headers, retries)
+                await submit(session, f"{url}/v1/transactions", tx_id, headers, retries)
                 accepted = time.perf_counter()
                 latencies.append(await asyncio.wait_for(committed, 120) - accepted)
                 progress.advance()
 
         # A live bar on a terminal, else a line every tenth (services.cli.progress).
-        progress = Progress("bench", max(1, count // 10), count, unit="transactions committed")
+        progress = Progress(prefix, max(1, count // 10), count, unit="transactions committed")
         started = time.perf_counter()
+        cpu_before = client_cpu_s()
         with progress:
             await asyncio.gather(*(one(i) for i in range(count)))
         elapsed = time.perf_counter() - started
+        client_cpu = client_cpu_s() - cpu_before
     ordered = sorted(latencies)
     return {
         "transactions": count,
@@ -208,11 +274,14 @@ async def drive(
         "p50_ms": statistics.median(ordered) * 1000,
         "p99_ms": ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))] * 1000,
         "max_ms": ordered[-1] * 1000,
+        "client_cpu_ms_per_tx": client_cpu * 1000 / count,
     }
 
 
 async def settled(deciders: list[str], quiet_s: float = 1.0, limit_s: float = 15.0) -> Counter[str]:
     """The deciders' counts once their committed inputs stopped moving for `quiet_s`."""
+    from services.devtools.kafka_counts import decider_counts
+
     last = decider_counts(deciders)
     deadline = time.monotonic() + limit_s
     while time.monotonic() < deadline:
@@ -230,8 +299,20 @@ RECON_SERVICES = PROFILED
 
 
 async def _with_own_stack(args: argparse.Namespace) -> dict[str, float]:
+    # Imported here, not at the top: with --url the client starts without them (a
+    # comparison counts the client's start-up in its CPU).
+    from services.devtools import pg_counts
+    from services.devtools.hops import hop_table, read_hops
     from services.devtools.infra.kafka import KafkaBroker
     from services.devtools.infra.postgres import PostgresServer
+    from services.devtools.kafka_counts import (
+        decider_counts,
+        decider_table,
+        request_counts,
+        request_offset,
+        request_table,
+    )
+    from services.devtools.projector_counts import projector_counts, projector_table
 
     root: Path = REPO_ROOT / ".cache" / f"bench{args.port_offset or ''}"
     at = args.port_offset
@@ -250,6 +331,7 @@ async def _with_own_stack(args: argparse.Namespace) -> dict[str, float]:
         sandbox_port=18090 + at,
         extra_env={"RECON_LOG_LEVEL": "WARNING"},
         service_env=service_env,
+        webhooks_to=args.webhooks_to,
     )
     print("starting Postgres, Kafka and recon in .cache/bench ...", flush=True)
     postgres.start()
@@ -258,17 +340,7 @@ async def _with_own_stack(args: argparse.Namespace) -> dict[str, float]:
         await pg_counts.prepare(postgres.url, RECON_SERVICES)
         stack.start_all()
         await _start_instances(stack, {"decider": args.deciders, "dispatcher": args.dispatchers})
-        if args.warmup:
-            print(f"warming up with {args.warmup} transactions ...", flush=True)
-            await drive(
-                stack.intake_url,
-                "demo-key",
-                kafka.bootstrap,
-                Topics(),
-                args.warmup,
-                args.concurrency,
-                prefix="warmup",
-            )
+        await _warm_up(stack.intake_url, "demo-key", kafka.bootstrap, Topics(), args)
         roots = {"kafka": _pid(kafka), "postgres": _pid(postgres)}
         roots |= {
             ("provider (sandbox)" if name == "sandbox" else name): process.pid
@@ -348,10 +420,28 @@ async def _with_own_stack(args: argparse.Namespace) -> dict[str, float]:
             _print_profile(profile_out)
 
 
+async def _warm_up(
+    url: str, api_key: str, bootstrap: str, topics: Topics, args: argparse.Namespace
+) -> None:
+    """`--warmup` transactions before the measured ones, at the same concurrency: the JIT of
+    Kafka's JVM compiles the paths the run takes, and connections and caches are made."""
+    if args.warmup:
+        print(f"warming up with {args.warmup} transactions ...", flush=True)
+        await drive(url, api_key, bootstrap, topics, args.warmup, args.concurrency, "warmup")
+
+
+async def _with_url(args: argparse.Namespace) -> dict[str, float]:
+    url, topics = args.url.rstrip("/"), Topics(args.topic_prefix)
+    await _warm_up(url, args.api_key, args.kafka, topics, args)
+    return await drive(url, args.api_key, args.kafka, topics, args.count, args.concurrency)
+
+
 async def _start_instances(stack: Stack, counts: dict[str, int]) -> None:
     """Extra instances (`decider-2`, ...) beside the first of each, started before the CPU
     roots are taken so the table counts them; measured only once each group has spread its
     partitions over all of them (an instance that owns nothing would only add CPU)."""
+    from services.devtools.consumer_groups import wait_spread
+
     for service, count in counts.items():
         for i in range(2, count + 1):
             stack.start(service, instance=f"-{i}")
@@ -377,7 +467,14 @@ def _print_profile(path: Path, top: int = 30) -> None:
     stats.sort_stats("cumulative").print_stats(top)
 
 
-def main(argv: list[str] | None = None) -> int:
+# --warmup's default: with its own stack, a fresh Kafka is cold; with --url, none, since a
+# comparison (../shared/peer-bench/compare.py) reads the machine's CPU around the whole
+# command and would count a warm-up as measured: warm that stack once before it instead
+# (docs/benchmark.md).
+WARMUP_OWN_STACK = 20
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="python -m services.devtools.bench",
         description=__doc__,
@@ -401,8 +498,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--warmup",
         type=int,
-        default=20,
-        help="with its own stack: transactions run before the measured ones (default: %(default)s)",
+        metavar="N",
+        help="transactions run before the measured ones, not measured, at the same"
+        f" concurrency (default: {WARMUP_OWN_STACK} with its own stack, 0 with --url)",
+    )
+    parser.add_argument(
+        "--webhooks-to",
+        type=webhook_url,
+        metavar="URL",
+        help="with its own stack: the sandbox delivers its webhooks to URL (a sink) instead"
+        " of recon's intake, as a comparison with a system that ingests none does"
+        " (python -m services.devtools.stack --webhooks-to, docs/benchmark.md)",
     )
     parser.add_argument(
         "--idle",
@@ -469,21 +575,30 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.count < 1 or args.concurrency < 1:
         parser.error("--count and --concurrency must be at least 1")
+    if args.warmup is not None and args.warmup < 0:
+        parser.error("--warmup must be 0 or more")
     if not (1 <= args.deciders <= PARTITIONS and 1 <= args.dispatchers <= PARTITIONS):
         parser.error(f"--deciders and --dispatchers must be between 1 and {PARTITIONS}")
-    if args.url:
-        result = asyncio.run(
-            drive(
-                args.url.rstrip("/"),
-                args.api_key,
-                args.kafka,
-                Topics(args.topic_prefix),
-                args.count,
-                args.concurrency,
-            )
+    if args.url and args.webhooks_to:
+        parser.error(
+            "--webhooks-to is for the benchmark's own stack; with --url, start that stack"
+            " with it (python -m services.devtools.stack --webhooks-to URL)"
         )
-    else:
-        result = asyncio.run(_with_own_stack(args))
+    if args.warmup is None:
+        args.warmup = 0 if args.url else WARMUP_OWN_STACK
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    result = asyncio.run(_with_url(args) if args.url else _with_own_stack(args))
+    # Not one of the summary lines below (their shape is parsed): the client's CPU over the
+    # measured run, in this process, without the interpreter's start-up.
+    print(
+        f"\nbench client CPU {result['client_cpu_ms_per_tx']:.2f} ms per transaction"
+        " (this process, the measured run)",
+        flush=True,
+    )
     # These three lines are parsed by ../shared/peer-bench/compare.py: keep their shape.
     print(
         f"\n{result['transactions']:.0f} transactions, concurrency "

@@ -20,8 +20,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-
-import httpx
+from urllib.parse import urlsplit
 
 from services.devtools.infra._process import REPO_ROOT, signal_group, terminate
 from services.devtools.ports import free_port
@@ -68,6 +67,9 @@ class Stack:
     # False only for a test of what a process does on a database behind.
     migrate: bool = True
     migrated: bool = False
+    # Where the sandbox delivers its webhooks; None: recon's intake, as a real provider's
+    # would. A sink instead measures recon without ingesting them (`--webhooks-to`).
+    webhooks_to: str | None = None
 
     @property
     def intake_url(self) -> str:
@@ -76,6 +78,10 @@ class Stack:
     @property
     def sandbox_url(self) -> str:
         return f"http://127.0.0.1:{self.sandbox_port}"
+
+    @property
+    def webhook_target(self) -> str:
+        return self.webhooks_to or f"{self.intake_url}/v1/webhooks/sandbox"
 
     def env(self) -> dict[str, str]:
         return {
@@ -105,8 +111,9 @@ class Stack:
             env["RECON_METRICS_PORT"] = str(self.metrics_ports.setdefault(name, free_port()))
         if service == "sandbox":
             args += ["--port", str(self.sandbox_port), "--db", str(self.log_dir / "sandbox.db")]
-            # The provider confirms effects by signed webhook to the intake, as real ones do.
-            args += ["--webhook-url", f"{self.intake_url}/v1/webhooks/sandbox"]
+            # The provider confirms effects by signed webhook to the intake, as real ones do
+            # (or to a sink, for a measurement without them).
+            args += ["--webhook-url", self.webhook_target]
         self.log_dir.mkdir(parents=True, exist_ok=True)
         with open(self.log_dir / f"{name}.log", "ab") as log:
             process = subprocess.Popen(
@@ -167,6 +174,10 @@ class Stack:
     async def wait_ready(self, timeout: float = 90) -> None:
         """Until the intake's /healthz says Kafka, Postgres and every consumer group
         are up, and the sandbox answers."""
+        # Imported here: `python -m services.devtools.bench --url` imports this module and
+        # never waits for a stack, and a comparison counts the client's start-up CPU.
+        import httpx
+
         deadline = time.monotonic() + timeout
         last = "no answer yet"
         async with httpx.AsyncClient(timeout=5) as client:
@@ -194,9 +205,18 @@ class Stack:
         raise TimeoutError(f"stack not ready after {timeout:.0f}s: {last}")
 
 
-def main(argv: list[str] | None = None) -> int:
-    from services.devtools.infra.local_kafka import BROKER_CHOICES, kafka_env, local_kafka
-    from services.devtools.infra.postgres import PostgresServer
+def webhook_url(value: str) -> str:
+    """An absolute http(s) URL (`--webhooks-to`), else argparse's usage error."""
+    where = urlsplit(value)
+    if where.scheme not in ("http", "https") or not where.hostname:
+        raise argparse.ArgumentTypeError(
+            f"{value!r} is not an http(s) URL, e.g. http://127.0.0.1:8097/v1/webhooks/sandbox"
+        )
+    return value
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    from services.devtools.infra.local_kafka import BROKER_CHOICES
 
     parser = argparse.ArgumentParser(
         prog="python -m services.devtools.stack",
@@ -221,7 +241,23 @@ def main(argv: list[str] | None = None) -> int:
         help="Kafka nodes: 1, or a 3-node KRaft cluster with replication 3 and "
         "min.insync 2 on ports --kafka-port+2i/+2i+1 (default: %(default)s)",
     )
-    args = parser.parse_args(argv)
+    parser.add_argument(
+        "--webhooks-to",
+        type=webhook_url,
+        metavar="URL",
+        help="the sandbox delivers its webhooks to URL (e.g. a sink that answers 200)"
+        " instead of recon's intake: recon then confirms effects from the provider's"
+        " answers alone, to measure it as a system that ingests no webhooks"
+        " (default: the intake; `make run WEBHOOKS_TO=URL`; docs/benchmark.md)",
+    )
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    from services.devtools.infra.local_kafka import kafka_env, local_kafka
+    from services.devtools.infra.postgres import PostgresServer
+
+    args = parse_args(argv)
 
     kafka = local_kafka(args.dir, args.brokers, args.kafka_port)
     postgres = PostgresServer(args.dir / "postgres", args.pg_port)
@@ -233,6 +269,7 @@ def main(argv: list[str] | None = None) -> int:
         sandbox_port=args.sandbox_port,
         # The topics recon creates get the cluster's durability (3 copies, 2 in sync).
         extra_env={k: v for k, v in kafka_env(kafka).items() if k != "RECON_KAFKA_BOOTSTRAP"},
+        webhooks_to=args.webhooks_to,
     )
     stopping = False
 
@@ -257,7 +294,8 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"\nrecon is up.\n  intake API  {stack.intake_url}  (API key: demo-key)\n"
             f"  console     {stack.intake_url}/console  (operator key: ops-key)\n"
-            f"  sandbox     {stack.sandbox_url}\n  Kafka       {kafka.bootstrap}\n"
+            f"  sandbox     {stack.sandbox_url}  (webhooks to {stack.webhook_target})\n"
+            f"  Kafka       {kafka.bootstrap}\n"
             f"  Postgres    {postgres.url}\n  logs        {stack.log_dir}\n"
             f"  metrics     {metrics}\n\n"
             f"Try:\n{example_curl(stack.intake_url)}\n\nCtrl-C stops everything.",
