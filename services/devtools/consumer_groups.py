@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.coordinator.protocol import ConsumerProtocolMemberAssignment
+from aiokafka.errors import CoordinatorLoadInProgressError, GroupCoordinatorNotAvailableError
 
 Partition = tuple[str, int]  # topic, partition
 
@@ -64,12 +65,20 @@ async def wait_spread(
     await admin.start()
     try:
         deadline = time.monotonic() + timeout
+        seen: object = "nothing yet"
         while True:
-            views = [await describe(admin, group) for group in groups]
-            if all(view.spread_over(count) for view in views):
-                return views
+            try:
+                views = [await describe(admin, group) for group in groups]
+            except (GroupCoordinatorNotAvailableError, CoordinatorLoadInProgressError) as exc:
+                # A group whose coordinator is still being elected or loaded (a broker
+                # just started) is not spread yet: asked again, as a group mid-rebalance.
+                seen = exc
+            else:
+                if all(view.spread_over(count) for view in views):
+                    return views
+                seen = views
             if time.monotonic() > deadline:
-                raise TimeoutError(f"groups not spread over {count} members: {views}")
+                raise TimeoutError(f"groups not spread over {count} members: {seen}")
             await asyncio.sleep(0.2)
     finally:
         await admin.close()
