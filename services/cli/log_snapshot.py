@@ -43,6 +43,11 @@ class LogSnapshot:
         for tp, offset in self.starts.items():
             self._consumer.seek(tp, offset)
 
+    def share(self, ends: dict[TopicPartition, int]) -> "LogSnapshot":
+        """These partitions of the snapshot (a subset of its ends), read by the same
+        consumer from the start offsets; rewind() on the whole snapshot still rewinds them."""
+        return LogSnapshot(self._consumer, ends, {tp: self.starts[tp] for tp in ends})
+
     async def batches(
         self, max_records: int = 20000
     ) -> AsyncIterator[list[ConsumerRecord[bytes, bytes]]]:
