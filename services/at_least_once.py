@@ -46,6 +46,7 @@ from services.config import Settings
 from services.kafka_clients import group_consumer
 from services.kafka_start import start_kafka_client
 from services.metrics import dead_lettered, observe_lag
+from services.reader_batching import wait_before_next_fetch
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +80,7 @@ class AtLeastOnceConsumer:
         max_records: int,
         on_assigned: PartitionsHook | None = None,
         on_rewind: Callable[[Batch], None] | None = None,
+        batch_wait_s: float = 0.0,
     ) -> None:
         self.group = f"{settings.group_prefix}{group}"
         self.topics = topics
@@ -87,6 +89,8 @@ class AtLeastOnceConsumer:
         self.max_records = max_records
         self.on_assigned = on_assigned
         self.on_rewind = on_rewind
+        # After a large fetch, wait this long before the next (services.reader_batching).
+        self.batch_wait_s = batch_wait_s
         # read_committed: an aborted decision is never acted on.
         self.consumer = group_consumer(settings, group)
         # Next offsets of handled batches, not yet committed.
@@ -114,10 +118,15 @@ class AtLeastOnceConsumer:
         self.consumer.subscribe(self.topics, listener=_Listener(self))
         if not await start_kafka_client(self.consumer, f"consumer {self.group}", stop):
             return
+        fetched = 0
         try:
             while not stop.is_set():
+                wait = wait_before_next_fetch(fetched, self.batch_wait_s)
+                if wait:
+                    await asyncio.sleep(wait)  # a backlog: let the next batch gather more
                 batch = await self.consumer.getmany(timeout_ms=500, max_records=self.max_records)
                 batch = {tp: records for tp, records in batch.items() if records}
+                fetched = sum(len(records) for records in batch.values())
                 await observe_lag(self.consumer, self.group, batch)
                 try:
                     if batch:

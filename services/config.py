@@ -100,6 +100,9 @@ DEFAULTS: dict[str, str] = {
     # How long the decider may hold decisions that only record evidence for the partition's
     # next Kafka transaction when idle (longer under load; services.decider.group_commit).
     "RECON_DECIDER_GROUP_COMMIT_MS": "100",
+    # How long the projector and the saga orchestrator let records gather after a large
+    # fetch (never after a small one; services.reader_batching).
+    "RECON_READER_BATCH_WAIT_MS": "50",
 }
 
 
@@ -334,6 +337,8 @@ class Settings:
     checkpoint_interval_s: float = _default_float("RECON_CHECKPOINT_INTERVAL_S")
     # 0: every fetch's decisions commit at once, evidence or not.
     decider_group_commit_s: float = _default_float("RECON_DECIDER_GROUP_COMMIT_MS") / 1000
+    # 0: readers fetch again at once, whatever the last fetch brought.
+    reader_batch_wait_s: float = _default_float("RECON_READER_BATCH_WAIT_MS") / 1000
     # The key of the owner tokens a submission or a claim returns (issue 18, item 5).
     owner_token_secret: str = DEFAULTS["RECON_OWNER_TOKEN_SECRET"]
     # Policy documents per tenant installed by the intake at start-up (services.intake.policy).
@@ -797,6 +802,7 @@ def load_settings() -> Settings:
         projector_stall_s=_float("RECON_PROJECTOR_STALL_S"),
         checkpoint_interval_s=_float("RECON_CHECKPOINT_INTERVAL_S"),
         decider_group_commit_s=_milliseconds("RECON_DECIDER_GROUP_COMMIT_MS"),
+        reader_batch_wait_s=_milliseconds("RECON_READER_BATCH_WAIT_MS", maximum=50),
         owner_token_secret=_owner_token_secret(_env("RECON_ENVIRONMENT")),
         policy_file=_policy_file(),
         approval_required=_approval_required(),

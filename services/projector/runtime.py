@@ -37,6 +37,7 @@ from services.metrics import (
 )
 from services.pg_pool import UNREACHABLE, create_pool
 from services.projector.stall_watch import STALLED_EXIT_CODE, StallWatch
+from services.reader_batching import wait_before_next_fetch
 
 log = logging.getLogger(__name__)
 
@@ -125,11 +126,16 @@ class Projector:
 
     async def _loop(self) -> None:
         backoff = 0.0
+        fetched = 0
         while not self.stop.is_set():
+            wait = wait_before_next_fetch(fetched, self.settings.reader_batch_wait_s)
+            if wait:
+                await asyncio.sleep(wait)  # a backlog: let the next batch gather more
             batches = await self.consumer.getmany(timeout_ms=500, max_records=1000)
             self.watch.polled(bool(self.consumer.assignment()), time.monotonic())
             await observe_lag(self.consumer, self.group, batches)
             raw = [record for records in batches.values() for record in records]
+            fetched = len(raw)
             if not raw:
                 if self.marker:
                     await self._commit_lag_marker()

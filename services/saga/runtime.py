@@ -37,7 +37,12 @@ class Orchestrator:
         self.topics = settings.topics
         self.producer = acked_producer(settings)
         self.inputs = AtLeastOnceConsumer(
-            settings, "recon-saga", [self.topics.events], self.producer, max_records=500
+            settings,
+            "recon-saga",
+            [self.topics.events],
+            self.producer,
+            max_records=500,
+            batch_wait_s=settings.reader_batch_wait_s,
         )
 
     async def run(self, stop: asyncio.Event) -> None:
