@@ -9,7 +9,7 @@ not judged by that consumer: the projector, which decodes every event, still dea
 an unreadable one. docs/asyncapi.json describes the header on every recon.events message.
 """
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 EVENT_TYPE = "type"
 
@@ -24,3 +24,10 @@ def event_type_of(headers: Sequence[tuple[str, bytes]] | None) -> str | None:
         if name == EVENT_TYPE:
             return value.decode("utf-8", "replace")
     return None
+
+
+def passed_over(headers: Sequence[tuple[str, bytes]] | None, acts_on: Collection[str]) -> bool:
+    """Whether a consumer acting on `acts_on` may skip the record unparsed: its header names
+    another type. A record without the header is never passed over: it is decoded."""
+    named = event_type_of(headers)
+    return named is not None and named not in acts_on

@@ -46,7 +46,7 @@ import aiohttp
 import orjson
 from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 
-from events.event_type_header import event_type_of
+from events.event_type_header import passed_over
 from events.topics import PARTITIONS, Topics
 from services.cli.progress import Progress
 from services.devtools.cpu_account import CpuUse, snapshot
@@ -70,8 +70,7 @@ def ending(record: ConsumerRecord[bytes, bytes]) -> tuple[str, str] | None:
     record written before it, tell them apart without json.loads; a record that passes is
     decoded and its envelope's `type` decides, so a payload that merely mentions an ending
     costs a decode, never a wrong result."""
-    named = event_type_of(record.headers)
-    if named is not None and named not in ENDINGS:
+    if passed_over(record.headers, ENDINGS):
         return None
     if record.value is None or not any(b in record.value for b in _ENDING_BYTES):
         return None

@@ -21,7 +21,7 @@ from opentelemetry.trace import SpanKind
 from pydantic import ValidationError
 
 from events.envelope import Envelope
-from events.event_type_header import event_type_of
+from events.event_type_header import passed_over
 from events.inputs import Evidence, Source
 from events.keys import dispatch_observation_id, partition_key
 from events.transaction_events import OperationDispatched
@@ -125,8 +125,7 @@ class Dispatcher:
         dispatches: list[Dispatch] = []
         for tp, records in batch.items():
             for record in records:
-                named = event_type_of(record.headers)
-                if named is not None and named != "OperationDispatched":
+                if passed_over(record.headers, ("OperationDispatched",)):
                     continue  # passed over unparsed by its type header
                 try:
                     envelope = Envelope.model_validate_json(record.value)

@@ -17,7 +17,7 @@ from aiokafka import ConsumerRecord, TopicPartition
 from pydantic import ValidationError
 
 from events.envelope import Envelope
-from events.event_type_header import event_type_of
+from events.event_type_header import passed_over
 from events.inputs import Command
 from events.keys import partition_key
 from services import tracing
@@ -57,8 +57,7 @@ class Orchestrator:
         sends: list[asyncio.Future[object]] = []
         for tp, records in batch.items():
             for record in records:
-                named = event_type_of(record.headers)
-                if named is not None and named not in REACTS_TO:
+                if passed_over(record.headers, REACTS_TO):
                     continue  # most events call for nothing: passed over unparsed
                 with tracing.span(
                     "saga.react",

@@ -8,6 +8,7 @@ import json
 import time
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.structs import RecordMetadata
 from support.recon_client import Recon, transaction
 
 from events.dead_letters import CONSUMER, ORIGIN, REASON
@@ -16,18 +17,34 @@ from events.topics import Topics
 from services.devtools.stack import Stack
 
 
+async def _write_raw(
+    stack: Stack,
+    value: bytes,
+    key: bytes,
+    *,
+    partition: int,
+    headers: list[tuple[str, bytes]] | None = None,
+) -> RecordMetadata:
+    """A record on recon.events written past the decider, as a writer with topic access could."""
+    producer = AIOKafkaProducer(bootstrap_servers=stack.kafka_bootstrap)
+    await producer.start()
+    try:
+        return await producer.send_and_wait(
+            Topics(stack.topic_prefix).events,
+            value=value,
+            key=key,
+            partition=partition,
+            headers=headers,
+        )
+    finally:
+        await producer.stop()
+
+
 async def test_poison_on_the_event_log_is_dead_lettered_once_per_consumer(
     stack: Stack, recon: Recon
 ) -> None:
     topics = Topics(stack.topic_prefix)
-    producer = AIOKafkaProducer(bootstrap_servers=stack.kafka_bootstrap)
-    await producer.start()
-    try:
-        sent = await producer.send_and_wait(
-            topics.events, value=b"\xff not an envelope", key=b"demo/poison", partition=1
-        )
-    finally:
-        await producer.stop()
+    sent = await _write_raw(stack, b"\xff not an envelope", b"demo/poison", partition=1)
 
     assert (await recon.submit(transaction("after-poison"))).status_code == 202
     tx = await recon.wait_terminal("after-poison")
@@ -69,18 +86,13 @@ async def test_events_carry_their_type_header_and_readers_pass_over_others_unpar
     # dispatcher acts on: both pass over it without parsing (so neither dead-letters it),
     # the projector, which decodes every event, sets it aside.
     topics = Topics(stack.topic_prefix)
-    producer = AIOKafkaProducer(bootstrap_servers=stack.kafka_bootstrap)
-    await producer.start()
-    try:
-        sent = await producer.send_and_wait(
-            topics.events,
-            value=b"\xff typed, not an envelope",
-            key=b"demo/typed-poison",
-            partition=2,
-            headers=[event_type_header("OperationConfirmed")],
-        )
-    finally:
-        await producer.stop()
+    sent = await _write_raw(
+        stack,
+        b"\xff typed, not an envelope",
+        b"demo/typed-poison",
+        partition=2,
+        headers=[event_type_header("OperationConfirmed")],
+    )
 
     assert (await recon.submit(transaction("after-typed-poison"))).status_code == 202
     tx = await recon.wait_terminal("after-typed-poison")
