@@ -11,8 +11,14 @@ longer ends at a signed head. docs/receipts.md specifies it byte for byte.
     key_id   = first 16 hex digits of sha256(raw 32-byte public key)
 
 The key id is derived from the key, never chosen: rotating the key rotates the id, and a
-verifier holding several public keys picks by it. Pure: no clock (signed_at comes in),
-no I/O; the keys come from services.signing_keys.
+verifier holding several public keys picks by it.
+
+A checkpoint may also name the checkpoint record its writer wrote before it on the same
+partition (`prev_checkpoint`, the hex SHA-256 of that record's value bytes), inside what
+it signs. Whoever trusts the later checkpoint then knows every byte of the earlier one,
+its signature included, and need not check that signature (services.cli.audit_signatures);
+a link that names nothing on the log costs that check, never the verdict. Pure: no clock
+(signed_at comes in), no I/O; the keys come from services.signing_keys.
 """
 
 import base64
@@ -20,6 +26,7 @@ import hashlib
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
@@ -66,10 +73,14 @@ def signed_bytes(checkpoint: dict[str, Any]) -> bytes:
 
 
 def sign_checkpoint(
-    private: Ed25519PrivateKey, signed_at: str, heads: list[Head]
+    private: Ed25519PrivateKey,
+    signed_at: str,
+    heads: list[Head],
+    prev_checkpoint: str | None = None,
 ) -> dict[str, Any]:
     """One checkpoint of these heads (in (tenant, tx_id) order, so that the bytes do not
-    depend on the order the batch met them)."""
+    depend on the order the batch met them), naming the record before it when given (a
+    checkpoint without the member is one written before links, or the first of a run)."""
     body: dict[str, Any] = {
         "type": CHECKPOINT_TYPE,
         "schema_version": SCHEMA_VERSION,
@@ -78,8 +89,39 @@ def sign_checkpoint(
         "signed_at": signed_at,
         "heads": [h.as_json() for h in sorted(heads, key=lambda h: (h.tenant, h.tx_id))],
     }
+    if prev_checkpoint is not None:
+        body["prev_checkpoint"] = prev_checkpoint
     body["signature"] = base64.b64encode(private.sign(signed_bytes(body))).decode("ascii")
     return body
+
+
+def record_digest(value: bytes) -> str:
+    """What a later checkpoint's prev_checkpoint names: the hex SHA-256 of a checkpoint
+    record's value, byte for byte as on recon.checkpoints (not a canonical form: nothing
+    needs to rebuild these bytes, a verifier hashes the ones it read)."""
+    return hashlib.sha256(value).hexdigest()
+
+
+@dataclass
+class CheckpointChain:
+    """The checkpoint records one writer puts on one partition, each naming the one before
+    it. The name of the last is kept in memory only: a new writer (a restart, a take-over)
+    starts a new chain, whose first record names nothing. The name is taken when a record
+    is built, so one whose Kafka transaction then aborts is named by the next record though
+    it is not on the log: that next record is then no help to its predecessor, which a
+    verifier checks by its own signature."""
+
+    last: str | None = None
+
+    def records(self, private: Ed25519PrivateKey, signed_at: str, heads: list[Head]) -> list[bytes]:
+        """The records signing these heads, MAX_HEADS a record, linked in order."""
+        out = []
+        for i in range(0, len(heads), MAX_HEADS):
+            checkpoint = sign_checkpoint(private, signed_at, heads[i : i + MAX_HEADS], self.last)
+            value = orjson.dumps(checkpoint)
+            self.last = record_digest(value)
+            out.append(value)
+        return out
 
 
 class CheckpointUnverifiable(Exception):

@@ -50,7 +50,7 @@ func TestBundleVectors(t *testing.T) {
 	if err := json.Unmarshal(data, &expected); err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"valid", "tampered-payload", "removed-event", "reordered", "wrong-key", "unknown-key"} {
+	for _, name := range []string{"valid", "tampered-payload", "removed-event", "reordered", "wrong-key", "unknown-key", "linked-checkpoint", "tampered-link"} {
 		if _, ok := expected[name]; !ok {
 			t.Errorf("vector %s is missing", name)
 		}

@@ -120,7 +120,10 @@ class _Part:
     log: dict[tuple[str, str], list[Located]] = field(default_factory=lambda: defaultdict(list))
     events: int = 0
     forms: dict[str, int] = field(default_factory=lambda: defaultdict(int))
-    checkpoints: list[tuple[bytes | None, str]] = field(default_factory=list)
+    # Per partition, its checkpoint records in log order (they are linked per partition).
+    checkpoints: dict[int, list[tuple[bytes | None, str]]] = field(
+        default_factory=lambda: defaultdict(list)
+    )
 
 
 async def _read(
@@ -135,7 +138,7 @@ async def _read(
         advance(len(batch))
         for record in batch:
             if record.topic == checkpoints_topic:
-                part.checkpoints.append((record.value, where(record)))
+                part.checkpoints[record.partition].append((record.value, where(record)))
                 continue
             decoded = _decode(record, part.problems)
             if decoded is None:
@@ -166,7 +169,7 @@ def _signatures(
         return not (tenant and t != tenant) and not (tx_id and tx != tx_id)
 
     found, signed = check_checkpoints(
-        part.checkpoints,
+        [part.checkpoints[p] for p in sorted(part.checkpoints)],
         lambda t, tx: part.log.get((t, tx)),
         verify_keys(environment),
         wanted,

@@ -68,6 +68,12 @@ class ChainCheckpoint(BaseModel):
     key_id: str = Field(description="first 16 hex digits of sha256(the raw Ed25519 public key)")
     signed_at: str = Field(description="ISO 8601 time of signing")
     heads: list[ChainHead] = Field(description="in (tenant, tx_id) order, at most 1000")
+    prev_checkpoint: str | None = Field(
+        default=None,
+        description="hex SHA-256 of the value of the checkpoint record the same decider wrote "
+        "before this one on this partition; absent on the first after it took the partition, "
+        "and on checkpoints written before links (docs/receipts.md)",
+    )
     signature: str = Field(description="base64 Ed25519 signature over the signed bytes")
 
 

@@ -6,6 +6,10 @@ event, so a finished transaction's final head is never unsigned on the log. Head
 two checkpoints are kept in memory only: a decider that crashes before signing them loses
 them, and the transaction's next head (or its end) is signed instead, which covers the
 lost ones through the chain.
+
+Each partition's checkpoints are linked (events.checkpoint.CheckpointChain), so that an
+auditor checks one signature for a run of them; the link lives in the partition's memory
+and a partition taken again starts a new run.
 """
 
 import time
@@ -13,10 +17,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-import orjson
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from events.checkpoint import MAX_HEADS, Head, sign_checkpoint
+from events.checkpoint import CheckpointChain, Head
 from services.decider.restore import StateKey
 
 
@@ -44,10 +47,9 @@ class UnsignedHeads:
         self.heads.update(new)
 
 
-def checkpoint_records(private: Ed25519PrivateKey, heads: list[Head]) -> list[bytes]:
-    """The records of recon.checkpoints signing these heads (several past MAX_HEADS)."""
-    signed_at = datetime.now(UTC).isoformat()
-    return [
-        orjson.dumps(sign_checkpoint(private, signed_at, heads[i : i + MAX_HEADS]))
-        for i in range(0, len(heads), MAX_HEADS)
-    ]
+def checkpoint_records(
+    private: Ed25519PrivateKey, heads: list[Head], chain: CheckpointChain
+) -> list[bytes]:
+    """The records of recon.checkpoints signing these heads (several past MAX_HEADS), each
+    naming the partition's record before it."""
+    return chain.records(private, datetime.now(UTC).isoformat(), heads)

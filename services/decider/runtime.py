@@ -48,7 +48,7 @@ from aiokafka.errors import (
 from aiokafka.structs import RecordMetadata
 from pydantic import ValidationError
 
-from events.checkpoint import Head
+from events.checkpoint import CheckpointChain, Head
 from events.dead_letters import dead_letter_headers
 from events.event_type_header import event_type_header
 from events.inputs import OperationObserved, parse_input
@@ -111,6 +111,9 @@ class OwnedPartition:
     next_offsets: dict[TopicPartition, int] = field(default_factory=dict)
     # The chain heads written here and not signed yet (services.decider.checkpoints).
     unsigned: UnsignedHeads = field(default_factory=lambda: UnsignedHeads(1.0))
+    # The last checkpoint written here, which the next one names (memory only: a partition
+    # taken again starts a new chain).
+    checkpoints: CheckpointChain = field(default_factory=CheckpointChain)
     # Decisions made and not committed yet: forgotten with the rest of this memory when the
     # partition is dropped, and then read again from the committed offsets.
     staged: "_Staged | None" = None
@@ -353,7 +356,7 @@ class Decider:
         began = time.monotonic()
         signing = staged.ended or owned.unsigned.overdue()
         if signing:
-            self._sign(staged, owned.unsigned.pending(staged.heads))
+            self._sign(owned, staged, owned.unsigned.pending(staged.heads))
         try:
             async with owned.producer.transaction():
                 sends = await staged.write(owned.producer)
@@ -455,8 +458,8 @@ class Decider:
             ),
         )
 
-    def _sign(self, staged: _Staged, heads: list[Head]) -> None:
-        for value in checkpoint_records(self.signing_key, heads):
+    def _sign(self, owned: OwnedPartition, staged: _Staged, heads: list[Head]) -> None:
+        for value in checkpoint_records(self.signing_key, heads, owned.checkpoints):
             staged.plan(self.topics.checkpoints, value, None, partition=staged.partition)
 
     async def _sign_overdue(self) -> None:
@@ -466,7 +469,7 @@ class Decider:
             if not owned.unsigned.overdue() or owned.staged is not None:
                 continue  # a staged transaction signs them when it commits
             staged = _Staged(partition)
-            self._sign(staged, owned.unsigned.pending({}))
+            self._sign(owned, staged, owned.unsigned.pending({}))
             try:
                 async with owned.producer.transaction():
                     await asyncio.gather(*await staged.write(owned.producer))

@@ -43,7 +43,12 @@ from aiokafka import AIOKafkaProducer
 from events.topics import Topics
 from services.cli.progress import Progress
 from services.devtools.infra._process import REPO_ROOT
-from services.devtools.synthetic_log import simulated_start, transaction_records, tx_coordinates
+from services.devtools.synthetic_log import (
+    log_records,
+    simulated_start,
+    transaction_records,
+    tx_coordinates,
+)
 from services.kafka_setup import ensure_topics
 
 CHUNK = 400  # transactions per task of the generating processes
@@ -63,8 +68,7 @@ def _chunk(first: int, last: int, start_ms: int) -> list[tuple[str, bytes, bytes
     start = datetime.fromtimestamp(start_ms / 1000, UTC)
     return [
         (r.role, r.key, r.value, r.timestamp_ms)
-        for i in range(first, last)
-        for r in transaction_records(i, start, webhook_every=2)
+        for r in log_records(first, last, start, webhook_every=2)
     ]
 
 

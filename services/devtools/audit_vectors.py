@@ -14,11 +14,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import orjson
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from events.bundle import FORMAT, verify_bundle
 from events.canonical import jcs, sha256_hex
-from events.checkpoint import Head, key_id, sign_checkpoint
+from events.checkpoint import Head, key_id, record_digest, sign_checkpoint
 from events.envelope import GENESIS_HASH, chain_hash
 from services.devtools.infra._process import REPO_ROOT
 from services.devtools.synthetic_log import transaction_records
@@ -87,11 +88,12 @@ def _evidence() -> dict[str, list[Any]]:
     }
 
 
-def _checkpoint(events: list[dict[str, Any]], key: Ed25519PrivateKey) -> dict[str, Any]:
+def _checkpoint(
+    events: list[dict[str, Any]], key: Ed25519PrivateKey, prev_checkpoint: str | None = None
+) -> dict[str, Any]:
     last = events[-1]
-    return sign_checkpoint(
-        key, SIGNED_AT, [Head(last["tenant"], last["tx_id"], last["seq"], last["hash"])]
-    )
+    head = Head(last["tenant"], last["tx_id"], last["seq"], last["hash"])
+    return sign_checkpoint(key, SIGNED_AT, [head], prev_checkpoint)
 
 
 def _bundle(events: list[dict[str, Any]], checkpoint: dict[str, Any] | None) -> dict[str, Any]:
@@ -129,6 +131,20 @@ def bundle_vectors() -> dict[str, tuple[str, dict[str, Any]]]:
     unknown_form = json.loads(json.dumps(events))
     unknown_form[0]["canon"] = "jcs-2"
     later = _checkpoint(events[:-1], VECTOR_KEY)
+    # The checked-in `valid` bundle with its checkpoint as the decider writes it now:
+    # naming the partition's record before it (here the checkpoint of the head before
+    # the last), a member the signature covers.
+    valid = json.loads((VECTORS / "bundles" / "valid.json").read_text())
+    linked_events = valid["events"]
+    previous = _checkpoint(linked_events[:-1], VECTOR_KEY)
+    linked = {
+        **valid,
+        "checkpoint": _checkpoint(linked_events, VECTOR_KEY, record_digest(orjson.dumps(previous))),
+    }
+    relinked = {
+        **valid,
+        "checkpoint": {**linked["checkpoint"], "prev_checkpoint": record_digest(b"another")},
+    }
     return {
         "valid": (
             "a committed transaction, its last head signed by the known key",
@@ -155,6 +171,14 @@ def bundle_vectors() -> dict[str, tuple[str, dict[str, Any]]]:
             _bundle(unknown_form, good),
         ),
         "unsigned-tail": ("the last event is after the signed head", _bundle(events, later)),
+        "linked-checkpoint": (
+            "`valid` with its checkpoint naming the one before it (prev_checkpoint), signed",
+            linked,
+        ),
+        "tampered-link": (
+            "`linked-checkpoint` with its prev_checkpoint changed after it was signed",
+            relinked,
+        ),
         "legacy-unsigned": (
             "a log written before forms and checkpoints existed",
             _bundle(legacy, None),

@@ -13,21 +13,28 @@ late webhook's ObservationIgnored waits for the partition's next Kafka transacti
 it leaves its transaction ended, so that transaction still signs. Counted on a real stack
 (docs/audit.md), the decider writes 1.87 checkpoints per transaction of 11 events at
 concurrency 1 (0.17 per event; here 1.5 of 8.5, 0.18) and 0.09-0.11 per event at
-concurrency 10-30, where one checkpoint signs 3-5 heads. Pure apart from the clock-free
-arithmetic: the same index yields the same records.
+concurrency 10-30, where one checkpoint signs 3-5 heads. The checkpoints are built by the
+decider's own function (events.checkpoint.CheckpointChain), each naming the one before it
+on its partition: `log_records` writes a range of transactions as one decider that took
+every partition at its first transaction, so each range starts a new chain per partition
+(audit_bench writes ranges of 400 transactions: a chain break every ~150 checkpoints of a
+partition, where a decider breaks one only when it takes the partition again; so an
+auditor checks a few more signatures here than on a real log, never fewer). Pure apart
+from the clock-free arithmetic: the same arguments yield the same records.
 """
 
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-import orjson
+from aiokafka.partitioner import DefaultPartitioner
 
-from events.checkpoint import Head, sign_checkpoint
+from events.checkpoint import CheckpointChain, Head
 from events.definition import Compensation, OperationKind, OperationSpec
 from events.envelope import Envelope
 from events.inputs import DeciderInput, OperationObserved, Outcome, Source, SubmitTransaction
 from events.keys import compensation_key, op_key, partition_key
 from events.observation import Seen, observation
+from events.topics import PARTITIONS
 from services.providers.sandbox_operations import SANDBOX_OPERATIONS
 from services.signing_keys import development_key
 from transactions.finished import finish, is_finished
@@ -86,11 +93,37 @@ def _spec(
     )
 
 
-def transaction_records(index: int, start: datetime, webhook_every: int = 4) -> list[Produced]:
+def log_records(first: int, last: int, start: datetime, webhook_every: int = 4) -> list[Produced]:
+    """Transactions first..last-1 in order, as one decider writes them: each partition's
+    checkpoints linked from the first of the range."""
+    chains: dict[int, CheckpointChain] = {}
+    return [
+        r for i in range(first, last) for r in transaction_records(i, start, webhook_every, chains)
+    ]
+
+
+def partition_of(key: bytes) -> int:
+    """The partition the producers' default partitioner gives this key on recon's topics."""
+    partitions = list(range(PARTITIONS))
+    return int(DefaultPartitioner()(key, partitions, partitions))
+
+
+def transaction_records(
+    index: int,
+    start: datetime,
+    webhook_every: int = 4,
+    chains: dict[int, CheckpointChain] | None = None,
+) -> list[Produced]:
     """Every record of transaction `index`, in the order they are produced, and last its
-    finished-transaction marker (role 'decider_state')."""
+    finished-transaction marker (role 'decider_state'). Its checkpoints continue the
+    chain of their partition in `chains` (updated); without it they start one of their own."""
     tenant, tx_id = tx_coordinates(index)
     key = partition_key(tenant, tx_id)
+    chain = (
+        CheckpointChain()
+        if chains is None
+        else chains.setdefault(partition_of(key), CheckpointChain())
+    )
     at = start + timedelta(milliseconds=index * STEP_MS)
     ops = (
         _spec(
@@ -154,8 +187,8 @@ def transaction_records(index: int, start: datetime, webhook_every: int = 4) -> 
         if envelopes and is_terminal(state):
             head = Head(tenant, tx_id, envelopes[-1].seq, envelopes[-1].hash)
             signed_at = (at + timedelta(milliseconds=DECIDE_MS)).isoformat()
-            checkpoint = sign_checkpoint(_KEY, signed_at, [head])
-            records.append(Produced("checkpoints", key, orjson.dumps(checkpoint), ms + DECIDE_MS))
+            for value in chain.records(_KEY, signed_at, [head]):
+                records.append(Produced("checkpoints", key, value, ms + DECIDE_MS))
     assert is_finished(state), (tx_id, state.status)
     records.append(
         Produced("decider_state", key, finish(state).model_dump_json().encode(), ms + DECIDE_MS)

@@ -180,4 +180,6 @@ def test_the_checkpoint_described_is_the_one_the_decider_signs() -> None:
 
     head = Head("acme", "tx-1", 3, "ab" * 32)
     signed = sign_checkpoint(development_key(), "2026-12-03T00:00:00+00:00", [head])
-    assert ChainCheckpoint.model_validate(signed).model_dump() == signed
+    assert ChainCheckpoint.model_validate(signed).model_dump(exclude_unset=True) == signed
+    linked = sign_checkpoint(development_key(), "2026-12-03T00:00:00+00:00", [head], "cd" * 32)
+    assert ChainCheckpoint.model_validate(linked).model_dump() == linked
