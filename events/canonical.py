@@ -32,6 +32,11 @@ class UnsupportedCanon(ValueError):
 
 def canonical_json(value: Any) -> bytes:
     """legacy-json: sorted keys, no insignificant whitespace, UTF-8, no NaN (not portable)."""
+    if _orjson_spells_both(value):
+        try:
+            return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+        except orjson.JSONEncodeError:  # a lone surrogate, a str subclass as a name:
+            pass  # json.dumps decides
     return json.dumps(
         value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
     ).encode("utf-8")
@@ -40,38 +45,57 @@ def canonical_json(value: Any) -> bytes:
 def jcs(value: Any) -> bytes:
     """RFC 8785. Raises rfc8785.CanonicalizationError for what JSON numbers cannot hold
     exactly (an integer beyond 2**53, NaN, an infinity)."""
-    if _orjson_spells_jcs(value):
+    if _orjson_spells_both(value):
         try:
             return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
-        except orjson.JSONEncodeError:  # a lone surrogate: rfc8785 words the problem
-            pass
+        except orjson.JSONEncodeError:  # a lone surrogate (rfc8785 words the problem), or
+            pass  # a str subclass as a name
     return rfc8785.dumps(value)
 
 
-# The pure-Python rfc8785 costs ~10x a walk and orjson (the decider seals every event).
-# For a value made only of strings, booleans, null, integers within +-(2**53 - 1), lists
-# and objects with ASCII names, orjson's sorted output IS the JCS output: integers are
-# their digits in both; ASCII names sort the same by UTF-16 unit and by byte; both escape
+# The pure-Python rfc8785 costs ~10x a walk and orjson, json.dumps ~3x (the decider seals
+# every event and derives its id). For a value made only of strings, booleans, null,
+# integers within +-(2**53 - 1), lists and objects with ASCII names, orjson's sorted output
+# IS the JCS output and the legacy-json output: integers are their digits in all three;
+# ASCII names sort the same by UTF-16 unit, by code point and by byte; all three escape
 # exactly ", \ and the code points below U+0020 (\b \f \n \r \t, else lowercase \u00xx)
-# and write everything else as UTF-8; neither adds whitespace. Anything else (a float, a
-# larger integer, a non-ASCII name) goes to rfc8785. tests/unit/test_canonical_vectors.py
-# holds the two to the same bytes on generated values.
+# and write everything else as UTF-8; none adds whitespace. Anything else (a float, a
+# larger integer, a non-ASCII name, a tuple, a subclass) goes to the reference, rfc8785
+# or json.dumps. tests/unit/test_canonical_vectors.py holds the fast path to both
+# references, byte for byte or refusal for refusal, on generated values.
 _SAFE = 2**53 - 1
 
 
-def _orjson_spells_jcs(value: Any) -> bool:
-    kind = type(value)
-    if kind is str or kind is bool or value is None:
-        return True
-    if kind is int:
-        return bool(-_SAFE <= value <= _SAFE)
-    if kind is dict:
-        return all(
-            type(k) is str and k.isascii() and _orjson_spells_jcs(v) for k, v in value.items()
-        )
-    if kind is list:
-        return all(_orjson_spells_jcs(v) for v in value)
-    return False
+def _orjson_spells_both(value: Any) -> bool:
+    # One loop over the containers, each child judged where it is met: a call per value (the
+    # recursive form) cost the decider more than the rest of the canonical bytes.
+    pending: list[Any] = [[value]]  # the value judged as the only child of a list
+    while pending:
+        container = pending.pop()
+        if type(container) is dict:
+            # join refuses a name that is not a string, and isascii judges all the names at
+            # once (orjson refuses a str subclass's name itself: then rfc8785 spells it).
+            try:
+                if not "".join(container).isascii():
+                    return False
+            except TypeError:
+                return False
+            children = container.values()
+        else:
+            children = container
+        for child in children:
+            kind = type(child)
+            if kind is str or kind is bool or child is None:
+                continue
+            if kind is int:
+                if -_SAFE <= child <= _SAFE:
+                    continue
+                return False
+            if kind is dict or kind is list:
+                pending.append(child)
+                continue
+            return False
+    return True
 
 
 def jcs_expressible(value: Any) -> bytes | None:

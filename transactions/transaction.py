@@ -121,13 +121,22 @@ def is_terminal(state: TransactionState) -> bool:
 
 
 def decide(state: TransactionState, message: DeciderInput) -> list[Event]:
+    return _decision(state, message)[0]
+
+
+def _decision(
+    state: TransactionState, message: DeciderInput
+) -> tuple[list[Event], TransactionState]:
+    """The events `decide` gives, and `state` with them folded in by `evolve` (the chain's
+    bookkeeping aside): `_advance` needs that fold to know what comes next, and `handle`
+    keeps it rather than folding every event a second time."""
     if message.message_id in state.seen:
-        return []
+        return [], state
     if state.status is None and not isinstance(message, SubmitTransaction):
-        return []  # not ours to judge: the runtime dead-letters it
+        return [], state  # not ours to judge: the runtime dead-letters it
     past_cap = _capped(state, message)
     if past_cap is not None:
-        return past_cap
+        return past_cap, _fold(state, past_cap)
     match message:
         case SubmitTransaction():
             events = _submit(state, message)
@@ -158,9 +167,16 @@ def decide(state: TransactionState, message: DeciderInput) -> list[Event]:
         case _:
             assert_never(message)
     if not events or repeated(state.refused, events):
-        return []
-    events = events + _advance(_fold(state, events), _time_of(message))
-    return ownership.charged_to(state.agent_id, state.owner, events)
+        return [], state
+    # Each part charged from the state before it: charged_to follows the submitter and the
+    # owner through the events exactly as evolve does (a dispatch's charge moves no state).
+    events = ownership.charged_to(state.agent_id, state.owner, events)
+    folded = _fold(state, events)
+    then = _advance(folded, _time_of(message))
+    if then:
+        then = ownership.charged_to(folded.agent_id, folded.owner, then)
+        folded = _fold(folded, then)
+    return events + then, folded
 
 
 def _capped(state: TransactionState, message: DeciderInput) -> list[Event] | None:
@@ -589,45 +605,46 @@ def _compensation_payload(op: OperationState) -> dict[str, Any]:
 
 def evolve(state: TransactionState, event: Event) -> TransactionState:
     """The transaction's status and its operations' legs move by the rules in
-    events.legs, which the projection applies too; the rest is the decider's."""
-    status = evolve_status(state.status, event)
+    events.legs, which the projection applies too; the rest is the decider's. One copy of
+    the state per event, whatever the event changes (the decider folds every event)."""
+    changes: dict[str, Any] = {"status": evolve_status(state.status, event)}
     owner = ownership.evolve_owner(state.owner, event)
     if owner is not state.owner:
-        state = state.model_copy(update={"owner": owner})
+        changes["owner"] = owner
+    action: str | None = None
+    op_changes: dict[str, object] = {}
     match event:
         case TransactionAccepted():
-            state = state.model_copy(
-                update={
-                    "agent_id": event.agent_id,
-                    "fingerprint": event.fingerprint,
-                    "operations": tuple(OperationState(spec=s) for s in event.operations),
-                    "submitted_by": event.submitted_by,
-                }
-            )
+            changes["agent_id"] = event.agent_id
+            changes["fingerprint"] = event.fingerprint
+            changes["operations"] = tuple(OperationState(spec=s) for s in event.operations)
+            changes["submitted_by"] = event.submitted_by
         case OperationConfirmed():
-            state = _set_op(state, event.action, remote_id=event.remote_id)
+            action, op_changes["remote_id"] = event.action, event.remote_id
         case OperationDispatched(leg=Leg.FORWARD, attempt=1):
-            state = _set_op(state, event.action, pinned_revision=event.pinned_revision)
+            action, op_changes["pinned_revision"] = event.action, event.pinned_revision
         case CompensationPlanned():
-            state = state.model_copy(update={"plan": event.plan})
+            changes["plan"] = event.plan
         case TransactionAbortRequested():
-            state = state.model_copy(update={"aborting": True})
+            changes["aborting"] = True
         case _:
             pass
-    state = state.model_copy(update={"approvals": evolve_approvals(state.approvals, event)})
+    approvals = evolve_approvals(state.approvals, event)
+    if approvals is not state.approvals:
+        changes["approvals"] = approvals
+    operations: tuple[OperationState, ...] = changes.get("operations", state.operations)
     if isinstance(event, LEG_EVENTS):
-        op = state.operation(event.action)
-        assert op is not None, event.action
+        action = event.action
+        op = next((o for o in operations if o.spec.action == action), None)
+        assert op is not None, action
         forward, compensation = evolve_legs(op.forward, op.compensation, event)
-        state = _set_op(state, event.action, forward=forward, compensation=compensation)
-    return state.model_copy(update={"status": status})
-
-
-def _set_op(state: TransactionState, action: str, **changes: object) -> TransactionState:
-    ops = tuple(
-        op.model_copy(update=changes) if op.spec.action == action else op for op in state.operations
-    )
-    return state.model_copy(update={"operations": ops})
+        op_changes.update(forward=forward, compensation=compensation)
+    if op_changes:
+        changes["operations"] = tuple(
+            op.model_copy(update=op_changes) if op.spec.action == action else op
+            for op in operations
+        )
+    return state.model_copy(update=changes)
 
 
 def _fold(state: TransactionState, events: list[Event]) -> TransactionState:
@@ -641,25 +658,32 @@ def _fold(state: TransactionState, events: list[Event]) -> TransactionState:
 
 def record(state: TransactionState, envelope: Envelope) -> TransactionState:
     """Apply one sealed event: business state plus chain bookkeeping. Restoring a
-    decider from the events is a fold of `record`."""
+    decider from the events is a fold of `record`; `handle`'s state is that fold."""
     event = envelope.event()
-    state = evolve(state, event)
-    return state.model_copy(
+    return _recorded(evolve(state, event), [event], envelope)
+
+
+def _recorded(folded: TransactionState, events: list[Event], last: Envelope) -> TransactionState:
+    """`folded` (the state with `events` evolved in) with what recording them adds: the
+    chain's head, the input that caused them, the input bounds' counts. All the events of
+    one `handle` share their cause, which the window remembers once either way."""
+    return folded.model_copy(
         update={
-            "seq": envelope.seq,
-            "last_hash": envelope.hash,
-            "seen": remember(state.seen, envelope.causation_id),
-            **_bounded(state, event),
+            "seq": last.seq,
+            "last_hash": last.hash,
+            "seen": remember(folded.seen, last.causation_id),
+            **_bounded(folded, events),
         }
     )
 
 
-def _bounded(state: TransactionState, event: Event) -> dict[str, Any]:
-    """What the input bounds keep of a recorded event (transactions.input_bounds)."""
-    return {
-        "session_events": state.session_events + counts_against_sessions(event),
-        "refused": remember_refusal(state.refused, event),
-    }
+def _bounded(state: TransactionState, events: Iterable[Event]) -> dict[str, Any]:
+    """What the input bounds keep of recorded events (transactions.input_bounds)."""
+    session_events, refused = state.session_events, state.refused
+    for event in events:
+        session_events += counts_against_sessions(event)
+        refused = remember_refusal(refused, event)
+    return {"session_events": session_events, "refused": refused}
 
 
 def replay(tenant: str, tx_id: str, events: Iterable[Event]) -> TransactionState:
@@ -667,18 +691,18 @@ def replay(tenant: str, tx_id: str, events: Iterable[Event]) -> TransactionState
     bookkeeping and the input ids, which the events alone do not carry: the transaction as
     its projected log shows it, for a process that asks `decide` what the decider will
     say (the intake, before it answers)."""
-    state = initial_state(tenant, tx_id)
-    for event in events:
-        state = evolve(state, event)
-        state = state.model_copy(update=_bounded(state, event))
-    return state
+    recorded = list(events)
+    state = _fold(initial_state(tenant, tx_id), recorded)
+    return state.model_copy(update=_bounded(state, recorded))
 
 
 def handle(
     state: TransactionState, message: DeciderInput
 ) -> tuple[TransactionState, list[Envelope]]:
-    """decide, seal and record in one step: what the runtime does per input."""
-    events = decide(state, message)
+    """decide, seal and record in one step: what the runtime does per input. The state is
+    the fold of `record` over the envelopes (the property tests hold it so), computed from
+    the decision's own fold and events instead of reading each event back."""
+    events, folded = _decision(state, message)
     if not events:
         return state, []
     envelopes = seal(
@@ -690,9 +714,7 @@ def handle(
         causation_id=message.message_id,
         occurred_at=_time_of(message),
     )
-    for envelope in envelopes:
-        state = record(state, envelope)
-    return state, envelopes
+    return _recorded(folded, events, envelopes[-1]), envelopes
 
 
 def _time_of(message: DeciderInput) -> datetime:

@@ -3,14 +3,25 @@ what the code produces, JCS is what new events are hashed in, and a log written 
 form was named still verifies in the legacy form."""
 
 import json
+from collections.abc import Callable
+from enum import IntEnum, StrEnum
 from typing import Any
 
+import pytest
 import rfc8785
 from hypothesis import given
 from hypothesis import strategies as st
 from support.txbuilders import log_of, observed, submit
 
-from events.canonical import JCS, LEGACY, canonical_bytes, form_name, jcs, sha256_hex
+from events.canonical import (
+    JCS,
+    LEGACY,
+    canonical_bytes,
+    canonical_json,
+    form_name,
+    jcs,
+    sha256_hex,
+)
 from events.chain_link import read_link
 from events.envelope import Envelope, verify_chain
 from events.inputs import Outcome
@@ -105,28 +116,97 @@ def test_an_integer_jcs_cannot_hold_is_sealed_in_the_legacy_form() -> None:
     )
 
 
+class _Name(StrEnum):
+    A = "a"
+    E = "\u00e9"
+
+
+class _Count(IntEnum):
+    BIG = 2**53
+
+
+# What a JSON value can hold, and what the fast path must leave to rfc8785: floats of every
+# kind (1.0 and 1e16 print otherwise in orjson, NaN and infinities are refused), integers on
+# both sides of +-(2**53 - 1) and past 64 bits (orjson's own limit), text with lone
+# surrogates (orjson and rfc8785 both refuse it), names that sort otherwise by UTF-16 unit
+# than by code point (U+E000 after U+1F600), tuples, str and int subclasses, and a type
+# JSON does not have.
+_text = st.text(st.characters(exclude_categories=()), max_size=6) | st.sampled_from(
+    ["", "a", "\ue000", "\U0001f600", "\ud800", "x\udfffy", "\x00\x1f\x7f", "\u2028"]
+)
+_numbers = (
+    st.integers(min_value=-(2**70), max_value=2**70)
+    | st.sampled_from([2**53 - 1, 2**53, -(2**53 - 1), -(2**53), 2**63, -(2**64)])
+    | st.floats()
+    | st.sampled_from([1.0, -0.0, 1e16, 1e21, 1e-7, 5e-324, 0.1])
+)
 _json = st.recursive(
     st.none()
     | st.booleans()
-    | st.integers(min_value=-(2**60), max_value=2**60)
-    | st.floats(allow_nan=False, allow_infinity=False)
-    | st.text(),
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    | _numbers
+    | _text
+    | st.sampled_from([_Name.A, _Name.E, _Count.BIG, {1, 2}]),
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.lists(inner, max_size=3).map(tuple)
+        | st.dictionaries(_text | st.sampled_from([_Name.A, _Name.E]), inner, max_size=4)
+    ),
     max_leaves=12,
 )
 
 
+def _spelled(canonical: Callable[[Any], bytes], value: Any) -> bytes | str:
+    try:
+        return canonical(value)
+    except (ValueError, TypeError) as error:  # CanonicalizationError, UnicodeEncodeError
+        return f"refused: {type(error).__name__}"  # (a lone surrogate), an unknown type
+
+
+def _legacy_reference(value: Any) -> bytes:
+    return json.dumps(
+        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+    ).encode("utf-8")
+
+
 @given(_json)
 def test_the_fast_jcs_is_the_reference_jcs(value: Any) -> None:
-    # events.canonical.jcs takes orjson for the values it proves it spells the same.
-    try:
-        reference = rfc8785.dumps(value)
-    except rfc8785.CanonicalizationError:
-        return
-    assert jcs(value) == reference
+    # events.canonical.jcs takes orjson for the values it proves it spells the same: the
+    # same bytes as rfc8785, or refused as rfc8785 refuses it.
+    assert _spelled(jcs, value) == _spelled(rfc8785.dumps, value)
 
 
-def test_the_fast_jcs_agrees_on_every_ascii_character_and_beyond() -> None:
+@given(_json)
+def test_the_fast_legacy_form_is_json_dumps(value: Any) -> None:
+    # canonical_json (ids, fingerprints, the legacy chain) takes the same fast path.
+    assert _spelled(canonical_json, value) == _spelled(_legacy_reference, value)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"\ue000": 1, "\U0001f600": 2, "a": 3},  # UTF-16 order is not code point order
+        {"b": {"\u00e9": [1.0, 1e16]}, "a": "\u00e9"},
+        [2**53 - 1, -(2**53 - 1)],
+        [2**53],
+        [-(2**53)],
+        [2**64],
+        {"a": ["\ud800"]},  # a lone surrogate, refused by both
+        {"\udfff": 1},
+        [float("nan")],
+        [float("inf")],
+        {_Name.E: _Count.BIG, _Name.A: (1, "x")},
+        {_Name.A: 1},  # a name orjson refuses
+        {"set": {1}},
+        {1: "a name that is not a string"},
+    ],
+)
+def test_the_fast_path_agrees_on_the_cases_that_made_the_walk_necessary(value: Any) -> None:
+    assert _spelled(jcs, value) == _spelled(rfc8785.dumps, value)
+    assert _spelled(canonical_json, value) == _spelled(_legacy_reference, value)
+
+
+def test_the_fast_path_agrees_on_every_ascii_character_and_beyond() -> None:
     text = "".join(chr(i) for i in range(0x80)) + "\u2028\u2029\ud7ff\ue000\uffff\U0001f600"
     value: Any = {text.encode("ascii", "ignore").decode(): [text, 2**53 - 1, -(2**53 - 1), True]}
     assert jcs(value) == rfc8785.dumps(value)
+    assert canonical_json(value) == _legacy_reference(value)

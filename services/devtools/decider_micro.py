@@ -1,0 +1,143 @@
+"""Micro-benchmark of the decider's Python per event: decide, seal, fold, and the JCS bytes.
+
+`python -m services.devtools.decider_micro` runs README transactions (reserve, charge, a
+receipt on commit; every call answered, the charge confirmed again by a webhook: the audit
+benchmark's, services.devtools.synthetic_log) through transactions.transaction.handle, no
+I/O, and prints microseconds of CPU per event, the best of `--rounds` rounds (the one least
+disturbed by the machine's other work):
+
+- handle: what the runtime calls per input (decide, seal, and the state's fold);
+- decide, seal: each alone, on the same inputs and decisions;
+- evolve: the fold of one decided event into the state;
+- record: the fold of one sealed event as a restore from the log does it (reads the event
+  back out of its envelope);
+- jcs / rfc8785: the canonical bytes of a sealed envelope's content, events.canonical.jcs
+  against the pure-Python reference it must equal.
+
+It uses only functions that main has had since sealing was in JCS, so the same file runs
+against an older checkout for a before/after (`PYTHONPATH=<checkout> python
+<this file>`). The process's CPU time is read, not the wall clock, so that a shared
+machine's other work weighs less; still, run it with PYTHONDONTWRITEBYTECODE unset and
+compare before and after in alternation (docs/benchmark.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+
+import rfc8785
+
+from events.canonical import jcs
+from events.envelope import Envelope, seal
+from events.inputs import DeciderInput, parse_input
+from events.transaction_events import Event
+from services.devtools.synthetic_log import transaction_records
+from transactions.state import TransactionState
+from transactions.transaction import decide, evolve, handle, initial_state, record
+
+T0 = datetime(2026, 12, 3, tzinfo=UTC)
+
+
+def readme_inputs(index: int) -> list[DeciderInput]:
+    """Transaction `index` of the audit benchmark's log (services.devtools.synthetic_log):
+    the README's, each call answered, the charge confirmed again by a webhook."""
+    records = transaction_records(index, T0, webhook_every=1)
+    return [parse_input(r.value) for r in records if r.role in ("commands", "observations")]
+
+
+def _best_us(work: Callable[[], object], per: int, rounds: int) -> float:
+    times = []
+    for _ in range(rounds):
+        began = time.process_time()  # CPU, not wall: the machine is shared
+        work()
+        times.append(time.process_time() - began)
+    return min(times) * 1e6 / per
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--transactions", type=int, default=200)
+    parser.add_argument("--rounds", type=int, default=7)
+    args = parser.parse_args()
+
+    transactions = [readme_inputs(i) for i in range(args.transactions)]
+    # Each input with the state it is decided on, its decision, and its envelopes.
+    decided: list[tuple[TransactionState, DeciderInput, list[Event]]] = []
+    sealed: list[tuple[TransactionState, list[Envelope]]] = []
+    for inputs in transactions:
+        state = initial_state("demo", inputs[0].tx_id)
+        for message in inputs:
+            decided.append((state, message, decide(state, message)))
+            after, envelopes = handle(state, message)
+            sealed.append((state, envelopes))
+            state = after
+    events = sum(len(e) for _, _, e in decided)
+    bodies = [e.model_dump(mode="json", exclude={"hash"}) for _, es in sealed for e in es]
+
+    def run_handle() -> None:
+        for inputs in transactions:
+            state = initial_state("demo", inputs[0].tx_id)
+            for message in inputs:
+                state, _ = handle(state, message)
+
+    def run_decide() -> None:
+        for state, message, _ in decided:
+            decide(state, message)
+
+    def run_seal() -> None:
+        for state, message, evs in decided:
+            if evs:
+                seal(
+                    tenant=state.tenant,
+                    tx_id=state.tx_id,
+                    last_seq=state.seq,
+                    last_hash=state.last_hash,
+                    events=evs,
+                    causation_id=message.message_id,
+                    occurred_at=T0,
+                )
+
+    def run_evolve() -> None:
+        for state, _, evs in decided:
+            for event in evs:
+                state = evolve(state, event)
+
+    def run_record() -> None:
+        for state, envelopes in sealed:
+            for envelope in envelopes:
+                state = record(state, envelope)
+
+    def run_jcs() -> None:
+        for body in bodies:
+            jcs(body)
+
+    def run_rfc8785() -> None:
+        for body in bodies:
+            rfc8785.dumps(body)
+
+    print(
+        f"{args.transactions} README transactions, {events / args.transactions:.1f} events "
+        f"each; microseconds per event, best of {args.rounds} rounds"
+    )
+    total = 0.0
+    for name, work in [
+        ("handle", run_handle),
+        ("decide", run_decide),
+        ("seal", run_seal),
+        ("evolve", run_evolve),
+        ("record", run_record),
+        ("jcs", run_jcs),
+        ("rfc8785", run_rfc8785),
+    ]:
+        us = _best_us(work, events, args.rounds)
+        if name == "handle":
+            total = us
+        print(f"  {name:<8} {us:8.2f}")
+    print(f"handle per transaction: {total * events / args.transactions / 1000:.3f} ms")
+
+
+if __name__ == "__main__":
+    main()
