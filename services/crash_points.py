@@ -35,6 +35,9 @@ DECIDER_IN_OPEN_TRANSACTION = "decider.in_open_transaction"
 # Decisions that only record evidence are staged, in memory only: no record sent, no offset
 # committed, no transaction open (services.decider.group_commit).
 DECIDER_WITH_STAGED_INPUTS = "decider.with_staged_inputs"
+# A Kafka transaction committed, with its inputs' offsets on the changelog; the consumer
+# group's lag marker not sent yet, so the group is behind what was decided.
+DECIDER_AFTER_COMMIT = "decider.after_commit"
 # The intent's row and its natural keys are claimed in Postgres, its command not produced.
 INTAKE_AFTER_CLAIM = "intake.after_claim"
 

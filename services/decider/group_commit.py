@@ -1,15 +1,14 @@
 """Which decisions may wait for the partition's next Kafka transaction, and for how long.
 
-Each decider Kafka transaction costs about a dozen broker requests (AddPartitionsToTxn,
-Produce, AddOffsetsToTxn, TxnOffsetCommit, EndTxn, the broker's markers) whatever it
-carries. A decision that only records evidence moves nothing anyone waits for: a webhook
-for an effect the provider's answer already confirmed, a duplicate command, an
-observation of a leg no longer in flight. Such inputs are decided at once (the partition's
-later inputs see their state) but their records and offsets stay staged in memory, and
-commit with the partition's next decision that matters, or once they have waited
-`interval`: `RECON_DECIDER_GROUP_COMMIT_MS` (100) when the decider is idle, longer in
-proportion to the records its last fetch brought per partition (a backlog: other inputs will
-soon come to carry them), up to `MAX_STRETCH` times as long.
+Each decider Kafka transaction costs broker requests (AddPartitionsToTxn, Produce, EndTxn,
+the broker's markers) whatever it carries. A decision that only records evidence moves
+nothing anyone waits for: a webhook for an effect the provider's answer already confirmed,
+a duplicate command, an observation of a leg no longer in flight. Such inputs are decided
+at once (the partition's later inputs see their state) but their records and offsets stay
+staged in memory, and commit with the partition's next decision that matters, or once they
+have waited `interval`: `RECON_DECIDER_GROUP_COMMIT_MS` (100) when the decider is idle,
+longer in proportion to the records its last fetch brought per partition (a backlog: other
+inputs will soon come to carry them), up to `MAX_STRETCH` times as long.
 
 Why 100 ms and not a few: at concurrency 1 a webhook for an effect the answer confirmed
 reaches the decider tens of milliseconds before the transaction's next decision (the next

@@ -7,6 +7,10 @@ were ever written (DESIGN: restore time bounded as history grows); of a marker i
 only its key and offset (services.decider.finished_index), so memory does not grow with
 history either.
 
+It also holds how far the partition's inputs were decided: one offset record per input
+partition (services.decider.input_offsets), written by the same transactions as the states,
+so the position read back always matches the states read back.
+
 A record that cannot be read is not skipped: forgetting a transaction would let a
 duplicate of its SubmitTransaction run it again. The restore fails, naming the record.
 """
@@ -18,6 +22,7 @@ from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 from pydantic import ValidationError
 
 from events.keys import partition_key
+from services.decider.input_offsets import is_offset_key, parse_offset_record
 from services.kafka_clients import connection
 from transactions.finished import MARKER_PREFIX, FinishedTransaction, finish, is_finished
 from transactions.state import TransactionState
@@ -39,6 +44,9 @@ class Restored:
     # Finished transactions whose latest record is still a full state (written before
     # markers existed): the decider rewrites them as markers so compaction can shrink them.
     legacy: dict[StateKey, FinishedTransaction] = field(default_factory=dict)
+    # Per input partition, the next offset to decide, as the last committed transaction
+    # that consumed it wrote it; none for a changelog written before offsets were kept here.
+    offsets: dict[TopicPartition, int] = field(default_factory=dict)
 
     @property
     def live(self) -> int:
@@ -86,6 +94,15 @@ async def restore_partition(bootstrap: str, topic: str, partition: int) -> Resto
 
 
 def _restore_record(restored: Restored, record: ConsumerRecord[bytes, bytes], at: str) -> None:
+    if is_offset_key(record.key):
+        if record.value is None:
+            raise CorruptChangelog(f"{at}: a tombstone for offset record {record.key!r}")
+        try:
+            tp, offset = parse_offset_record(record.key, record.value, record.partition)
+        except ValueError as error:
+            raise CorruptChangelog(f"{at} (key {record.key!r}) cannot be read: {error}") from error
+        restored.offsets[tp] = offset
+        return
     if record.value is None:
         # A tombstone (a retention horizon's removal): the key is gone.
         if record.key is not None:

@@ -1,9 +1,11 @@
 """The decider's Kafka runtime.
 
 Consumes recon.commands and recon.observations, runs the pure state machine, and
-produces the resulting events, the new state (changelog) and the consumed offsets in
-ONE Kafka transaction per partition and batch. Either all of it is visible to
-read_committed readers, or none of it is and the inputs are read again. Inputs whose
+produces the resulting events, the new state and the consumed offsets (both on the
+changelog, services.decider.input_offsets) in ONE Kafka transaction per partition and
+batch. Either all of it is visible to read_committed readers, or none of it is and the
+inputs are read again. The consumer group's offsets are only a lag marker
+(services.decider.lag_marker). Inputs whose
 decisions only record evidence stay staged and join the partition's next transaction
 (services.decider.group_commit); the partitions of a fetch commit concurrently, each with
 its own producer.
@@ -56,6 +58,7 @@ from events.keys import partition_key
 from services import tracing
 from services.config import Settings
 from services.crash_points import (
+    DECIDER_AFTER_COMMIT,
     DECIDER_IN_OPEN_TRANSACTION,
     DECIDER_WITH_STAGED_INPUTS,
     pause_point,
@@ -64,6 +67,8 @@ from services.decider.checkpoints import UnsignedHeads, checkpoint_records
 from services.decider.dispatch_log import log_dispatches
 from services.decider.finished_index import ChangelogReader, FinishedIndex
 from services.decider.group_commit import interval, only_evidence
+from services.decider.input_offsets import group_offsets, offset_record, start_offset
+from services.decider.lag_marker import LagMarker
 from services.decider.restore import StateKey, Stored, restore_partition
 from services.kafka_clients import acked_producer, group_consumer, transaction_failure
 from services.kafka_setup import ensure_topics
@@ -145,7 +150,7 @@ class _Staged:
     # The last head each changed transaction's chain reached, and whether one ended.
     heads: dict[StateKey, Head] = field(default_factory=dict)
     ended: bool = False
-    # The next input to read per input partition: committed with the records.
+    # The next input to read per input partition: written on the changelog with the records.
     offsets: dict[TopicPartition, int] = field(default_factory=dict)
     inputs: int = 0
     # A decision that must not wait (anything but evidence), and when the first was staged.
@@ -214,10 +219,14 @@ class Decider:
         self.group_commit_s = settings.decider_group_commit_s
         # Records the last fetch brought: the staged decisions' wait grows with it.
         self.fetched = 0
+        # The group's committed offsets, for lag tools only: the position is on the changelog.
+        self.lag_marker = LagMarker(self.consumer)
 
     # --- ownership -----------------------------------------------------------------
 
-    async def take(self, partition: int) -> None:
+    async def take(self, partition: int) -> dict[TopicPartition, int]:
+        """Fences the partition's previous owner and restores its state; returns the input
+        offsets the changelog holds (services.decider.input_offsets)."""
         producer = acked_producer(
             self.settings, transactional_id=f"{self.topics.prefix}recon-decider-{partition}"
         )
@@ -262,6 +271,7 @@ class Decider:
             restored.live,
             len(finished),
         )
+        return restored.offsets
 
     async def drop(self, partition: int) -> None:
         owned = self.owned.pop(partition, None)
@@ -271,20 +281,27 @@ class Decider:
 
     async def retake(self, partition: int) -> None:
         """After a failed transaction: forget memory, restore from the log, and read the
-        inputs again from the committed offsets. Retries while Kafka is unreachable."""
+        inputs again from the committed offsets: the changelog's, or the group's for a
+        changelog written before offsets were kept there (input_offsets.start_offset).
+        Retries while Kafka is unreachable."""
         await self.drop(partition)
         delay = 0.5
         while True:
             try:
-                await self.take(partition)
-                for topic in self.topics.decider_inputs():
-                    tp = TopicPartition(topic, partition)
-                    committed = await self.consumer.committed(tp)
-                    if committed is None:
+                changelog = await self.take(partition)
+                # After the take: its fence aborted whatever an earlier owner left open.
+                tps = [TopicPartition(topic, partition) for topic in self.topics.decider_inputs()]
+                group = await group_offsets(self.consumer, tps)
+                for tp in tps:
+                    start = start_offset(changelog.get(tp), group.get(tp))
+                    if start is None:
                         await self.consumer.seek_to_beginning(tp)
                     else:
-                        self.consumer.seek(tp, committed)
+                        self.consumer.seek(tp, start)
                     self.owned[partition].next_offsets[tp] = await self.consumer.position(tp)
+                    if start is not None and start == changelog.get(tp):
+                        # Committed already; the group may lag it after a crash.
+                        self.lag_marker.note({tp: start})
                 return
             except KafkaError as error:
                 log.warning("retaking partition %d failed (%s); retrying", partition, error)
@@ -348,7 +365,9 @@ class Decider:
     async def _commit(self, partition: int) -> None:
         """Commits the partition's staged decisions with their offsets in one transaction,
         with a signed checkpoint if a transaction ended or a head waited its interval. On
-        any failure the staged decisions are gone: the caller restores or drops."""
+        any failure the staged decisions are gone: the caller restores or drops. The offsets
+        are records on the changelog partition the transaction writes anyway: no request
+        and no partition more (services.decider.input_offsets)."""
         owned = self.owned[partition]
         staged, owned.staged = owned.staged, None
         if staged is None:
@@ -357,10 +376,12 @@ class Decider:
         signing = staged.ended or owned.unsigned.overdue()
         if signing:
             self._sign(owned, staged, owned.unsigned.pending(staged.heads))
+        for tp, offset in staged.offsets.items():
+            offset_key, offset_value = offset_record(tp, offset)
+            staged.plan(self.topics.decider_state, offset_value, offset_key, partition=partition)
         try:
             async with owned.producer.transaction():
                 sends = await staged.write(owned.producer)
-                await owned.producer.send_offsets_to_transaction(staged.offsets, self.group_id)
                 # A record the broker refuses fails its own send, and aiokafka may still
                 # commit the rest: wait for every send so that a refusal aborts it all.
                 await asyncio.gather(*sends)
@@ -386,6 +407,10 @@ class Decider:
                 owned.finished.put(kafka_key, kept, sends[index].result().offset)
             else:
                 owned.states[key] = kept
+        self.lag_marker.note(staged.offsets)
+        # Held where the changelog is ahead of the group's lag marker, at a transaction's
+        # end (a late input of a finished transaction, decided twice, would show twice).
+        await pause_point(DECIDER_AFTER_COMMIT, when=staged.ended)
 
     async def _decide_one(
         self, owned: OwnedPartition, staged: _Staged, tp: TopicPartition, record: ConsumerRecord
@@ -517,8 +542,11 @@ class Decider:
                     await self._process_batch(batch)
                     await self._commit_due()
                     await self._sign_overdue()
+                self.lag_marker.maybe_send()
         finally:
             async with self.lock:
+                # A clean stop leaves the group's lag marker where the changelog is.
+                await self.lag_marker.hand_over()
                 for partition in list(self.owned):
                     # Staged decisions are dropped, not committed: read again, they are
                     # decided again by whoever takes the partition.
@@ -607,6 +635,9 @@ class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
 
     async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
         async with self.decider.lock:
+            # The next owner reads the changelog; lag tools and an earlier release (in a
+            # rolling upgrade) read the group: it is left where the changelog is.
+            await self.decider.lag_marker.hand_over({tp.partition for tp in revoked})
             for partition in {tp.partition for tp in revoked}:
                 await self.decider.drop(partition)
                 self.decider.isolating.discard(partition)

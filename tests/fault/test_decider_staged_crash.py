@@ -3,8 +3,8 @@
 Group commit (services.decider.group_commit) holds such decisions in memory for the
 partition's next Kafka transaction: nothing of them is sent, and their inputs' offsets are
 not committed. The test holds the decider at the moment a webhook's decision is staged,
-proves that the webhook is past the decider group's committed offset and has no event on
-the log (not even uncommitted), kills the decider, and checks that the restarted one
+proves that the webhook is past the decider's committed offset (on its changelog) and has
+no event on the log (not even uncommitted), kills the decider, and checks that the restarted one
 decided it exactly once: every observation of the transaction is on its chain once, the
 chain is whole and verified.
 """
@@ -14,8 +14,8 @@ from collections import Counter
 from pathlib import Path
 
 from aiokafka import TopicPartition
-from aiokafka.admin import AIOKafkaAdminClient
 from support.crash_support import read_records, start_paused_at, wait_paused
+from support.decider_support import changelog_offsets
 from support.recon_client import Recon, transaction
 from support.tests_support_log import read_event_log
 
@@ -27,14 +27,11 @@ TX = "staged-1"
 
 
 async def _committed(stack: Stack, tp: TopicPartition) -> int:
-    admin = AIOKafkaAdminClient(bootstrap_servers=stack.kafka_bootstrap)
-    await admin.start()
-    try:
-        offsets = await admin.list_consumer_group_offsets(f"{stack.topic_prefix}recon-decider")
-    finally:
-        await admin.close()
-    found = offsets.get(tp)
-    return found.offset if found is not None else 0
+    """Where the decider's inputs are committed: on its changelog, with its transactions."""
+    offsets = await changelog_offsets(
+        stack.kafka_bootstrap, Topics(stack.topic_prefix), tp.partition
+    )
+    return offsets.get(tp.topic, 0)
 
 
 async def _observations(stack: Stack) -> list[tuple[int, int, str]]:

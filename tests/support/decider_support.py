@@ -13,10 +13,13 @@ from pathlib import Path
 from typing import TypeVar
 
 from aiokafka import AIOKafkaProducer
+from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka.structs import OffsetAndMetadata
 
 from events.inputs import DeciderInput
 from events.keys import partition_key
 from events.topics import Topics
+from services.decider.restore import restore_partition
 from services.devtools.stack import Stack
 from support.topic_records import read_records
 
@@ -82,3 +85,21 @@ async def eventually(probe: Callable[[], Awaitable[T | None]], what: str, timeou
             return found
         await asyncio.sleep(0.3)
     raise AssertionError(f"not within {timeout:.0f}s: {what}")
+
+
+async def changelog_offsets(bootstrap: str, topics: Topics, partition: int) -> dict[str, int]:
+    """Input topic -> next offset to decide, as the decider's changelog holds it: where a
+    decider that takes `partition` reads from (services.decider.input_offsets)."""
+    restored = await restore_partition(bootstrap, topics.decider_state, partition)
+    return {tp.topic: offset for tp, offset in restored.offsets.items()}
+
+
+async def group_offsets(bootstrap: str, group: str, partition: int) -> dict[str, OffsetAndMetadata]:
+    """Input topic -> what the consumer group has committed for `partition`, with metadata."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        committed = await admin.list_consumer_group_offsets(group)
+    finally:
+        await admin.close()
+    return {tp.topic: meta for tp, meta in committed.items() if tp.partition == partition}
