@@ -48,6 +48,12 @@ _API_KEY = re.compile(rb'"requestApiKey":(\d+)')
 # An AddPartitionsToTxn refused because the producer's previous transaction is still being
 # completed: aiokafka retries it after its back-off (20 ms), on the transaction's path.
 CONCURRENT_TRANSACTIONS = rb'rrorCode":51'
+# A transactional Produce or TxnOffsetCommit the broker refused while verifying it with the
+# transaction coordinator (Kafka 3.6+): one verification per transactional id at a time, a
+# second refuses the first (NOT_ENOUGH_REPLICAS, COORDINATOR_NOT_AVAILABLE), and aiokafka
+# retries it after its back-off (100 ms), on the transaction's path. A decider transaction
+# that sends one Produce and no TxnOffsetCommit (its offsets on the changelog) meets none.
+VERIFICATION_REFUSED = {0: rb'rrorCode":19', 28: rb'rrorCode":15'}
 
 
 def metric_samples(metrics_urls: list[str]) -> Iterator[Sample]:
@@ -97,6 +103,9 @@ def request_counts(path: Path, since: int, until: int) -> Counter[str]:
                 counts[API_NAMES.get(key, f"api {key}")] += 1
                 if key == 24 and CONCURRENT_TRANSACTIONS in line:
                     counts["(of which CONCURRENT_TRANSACTIONS)"] += 1
+                refused = VERIFICATION_REFUSED.get(key)
+                if refused is not None and refused in line:
+                    counts[f"(of which {API_NAMES[key]} refused, retried)"] += 1
     return counts
 
 
