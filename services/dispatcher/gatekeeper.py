@@ -31,9 +31,10 @@ step, a saga compensation, a review `retry`, a lookup-first re-send).
 """
 
 import asyncio
+import contextlib
 import logging
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Iterable
 from datetime import UTC, datetime
 
 import asyncpg
@@ -169,16 +170,31 @@ class Gatekeeper:
         checked under and the task it named."""
         found = self.intents.get((tenant, tx_id))
         if found is None:
-            pool = await self._pool()
-            async with pool.acquire() as conn:
-                agents = await store.agents_of(conn, [(tenant, tx_id)])
+            await self._read_intents([(tenant, tx_id)])
+            found = self.intents[(tenant, tx_id)]
+        return found
+
+    async def learn_intents(self, keys: Iterable[tuple[str, str]]) -> None:
+        """Reads the intents of a batch's dispatches not known yet, in one statement run
+        while the dispatcher asks the projection (Dispatcher._handle_batch), so that the
+        gate has no round trip of its own before the first call of a transaction (an
+        intent row never changes once written). A failure is left to the gate, which
+        reads again and answers for it."""
+        wanted = sorted({key for key in keys if key not in self.intents})
+        if wanted:
+            with contextlib.suppress(*UNREACHABLE):
+                await self._read_intents(wanted)
+
+    async def _read_intents(self, wanted: list[tuple[str, str]]) -> None:
+        pool = await self._pool()
+        async with pool.acquire() as conn:
+            agents = await store.agents_of(conn, wanted)
+        if len(self.intents) + len(wanted) > _INTENTS_CACHED:
+            self.intents.clear()
+        for key in wanted:
             # Every dispatch has an intent row (written before the submission was
             # produced); without one no agent can be named, and no grant applies.
-            found = agents.get((tenant, tx_id), store.Authority(""))
-            if len(self.intents) >= _INTENTS_CACHED:
-                self.intents.clear()
-            self.intents[(tenant, tx_id)] = found
-        return found
+            self.intents[key] = agents.get(key, store.Authority(""))
 
     async def _current(self, tenant: str, checked_under: int) -> None:
         """A submission checked under a policy version newer than this view (the policy was

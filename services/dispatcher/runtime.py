@@ -140,8 +140,13 @@ class Dispatcher:
         if not dispatches:
             return
         try:
-            projected = await self.projection.operations(
-                (env.tenant, env.tx_id, d.action) for _, _, env, d in dispatches
+            # The gate's intent reads ride along with the projection's: two round trips
+            # at once instead of one after the other before a transaction's first call.
+            projected, _ = await asyncio.gather(
+                self.projection.operations(
+                    (env.tenant, env.tx_id, d.action) for _, _, env, d in dispatches
+                ),
+                self.gate.learn_intents((env.tenant, env.tx_id) for _, _, env, _ in dispatches),
             )
         except ProjectionUnavailable as error:
             # Never act unchecked: a dispatch may be years old. Wait for Postgres.
