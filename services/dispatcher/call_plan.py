@@ -3,7 +3,7 @@ the lookup first, the preconditions, the last gate before the call, the call, th
 that resolve an unknown answer, and what is reported.
 
 `call_plan` is a generator that yields requests (ask the gate, ask whether the call was
-begun, look up, read a balance, begin, apply, sleep, report, ask for a review) and
+begun, look up, read a balance, begin, hold, apply, sleep, report, ask for a review) and
 receives each request's answer through `send()`. services.dispatcher.runtime.Call
 executes it against Postgres, Kafka and the provider; the deterministic simulator (under
 tests/) interprets the same plan against its modelled provider, clock and `calls_begun`
@@ -17,12 +17,16 @@ The rules, in the order they are asked:
   marked `lookup_first`, looks up before it applies; an effect found is reported and no
   call is made. A redelivered destructive call found absent is not sent again
   (events.retry_policy.redelivery_may_apply): the first call may still land.
+  When nothing has to be asked between that question and the begin (no `lookup_first`, no
+  precondition to re-check: every first send), the begin statement answers it (`Begun.
+  existed`) in the same round trip: a row written is a first send, called at once; a row
+  found is a redelivery, looked up, and begun again (the last gate) before any call.
 - A new attempt (after the first) re-checks its preconditions (services.providers.
   preconditions): one that no longer holds asks a person, one that cannot be read is
   reported `unknown`.
-- Begin, the last gate: an engaged kill switch holds the call, a recorded abort stops a
-  step's call that was never begun (events.aborted_before_call), and a destructive call
-  another dispatcher began meanwhile is not sent twice.
+- Begin, the last gate: an engaged kill switch holds the call (Hold), a recorded abort
+  stops a step's call that was never begun (events.aborted_before_call), and a destructive
+  call another dispatcher began meanwhile is not sent twice.
 - An `unknown` answer is resolved by lookups with backoff (LOOKUP_BACKOFF_S); past them
   the scheduled reconciler takes over.
 
@@ -35,6 +39,7 @@ from datetime import datetime
 from typing import Any, Generic, TypeVar, cast
 
 from events.aborted_before_call import ABORTED_BEFORE_CALL
+from events.catalog import Classified
 from events.envelope import Envelope
 from events.inputs import OperationObserved, Outcome, Source
 from events.keys import dispatch_observation_id
@@ -67,6 +72,10 @@ class Begun:
     # The transaction's abort was recorded and no call of this step was ever begun: nothing
     # was written, and the call must not be made (events.aborted_before_call).
     aborted: bool = False
+    # The row of this very call (its attempt) existed when the statement began, whatever
+    # the switches: a call may have been made, so the dispatch is a redelivery. (False with
+    # `written` False and nothing blocking: another dispatcher wrote it meanwhile.)
+    existed: bool = False
 
 
 class Request(Generic[Answer]):
@@ -97,8 +106,18 @@ class Balance(Request[tuple[int, Any]]):
 
 
 @dataclass(frozen=True)
-class Begin(Request[Begun | None]):
-    """Record the call about to be made; None: an engaged kill switch held it."""
+class Begin(Request[Begun]):
+    """Record the call about to be made, in the statement that checks the engaged kill
+    switches and the abort (Begun says what stopped it), and say whether it was begun
+    before."""
+
+
+@dataclass(frozen=True)
+class Hold(Request[None]):
+    """Hold the dispatch for the engaged switches that stopped its begin (it is dispatched
+    through the gate again once they are released)."""
+
+    switches: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -151,8 +170,19 @@ def call_plan(dispatch: OperationDispatched, *, adapter_known: bool = True) -> P
     info = recorded_facts(dispatch.facts, dispatch.operation)
     if not (yield from ask(Gate())):
         return
-    # Judged by what happened, not by an offset: a row means a call may have been made.
-    redelivered = yield from ask(WasBegun())
+    # A new attempt re-checks what held when the first was approved (its balance).
+    charge = balance_needed(dispatch.operation, dispatch.payload) if dispatch.attempt > 1 else None
+    if not dispatch.lookup_first and charge is None:
+        # Nothing to ask before the begin: the statement that begins the call says whether
+        # it was begun before. A first send is called at once; a redelivery is looked up.
+        begun = yield from ask(Begin())
+        if not begun.existed:
+            yield from _call(info, begun, redelivered=False, lookups=0)
+            return
+        redelivered = True
+    else:
+        # Judged by what happened, not by an offset: a row means a call may have been made.
+        redelivered = yield from ask(WasBegun())
     lookups = 0
     if dispatch.lookup_first or redelivered:
         lookups += 1
@@ -165,29 +195,32 @@ def call_plan(dispatch: OperationDispatched, *, adapter_known: bool = True) -> P
         if redelivered and not redelivery_may_apply(info):
             yield _not_resent(lookups)
             return
-    if dispatch.attempt > 1:
-        # A new attempt: what held when the first was approved must hold now.
-        charge = balance_needed(dispatch.operation, dispatch.payload)
-        if charge is not None:
-            status, body = yield from ask(Balance(charge))
-            stopped = judge_balance(dispatch.payload, status, body)
-            if stopped is not None:
-                # Unreadable: asked again later. No longer true: the operation stays open
-                # for a person, whose `retry` makes the attempt once the world is right.
-                if stopped.outcome is Outcome.UNKNOWN:
-                    yield Report(Source.RESPONSE, stopped, lookups)
-                else:
-                    yield Review(PRECONDITION_FAILED, stopped, lookups)
-                return
+    if charge is not None:
+        status, body = yield from ask(Balance(charge))
+        stopped = judge_balance(dispatch.payload, status, body)
+        if stopped is not None:
+            # Unreadable: asked again later. No longer true: the operation stays open for a
+            # person, whose `retry` makes the attempt once the world is right.
+            if stopped.outcome is Outcome.UNKNOWN:
+                yield Report(Source.RESPONSE, stopped, lookups)
+            else:
+                yield Review(PRECONDITION_FAILED, stopped, lookups)
+            return
     # The last gate, after the lookup and the precondition's provider call: the kill
     # switches and the transaction's abort, checked by the statement that records the call.
     begun = yield from ask(Begin())
-    if begun is None:
-        return
+    yield from _call(info, begun, redelivered=redelivered, lookups=lookups)
+
+
+def _call(info: Classified, begun: Begun, *, redelivered: bool, lookups: int) -> Plan:
+    """What a begin allows: hold, the abort's answer, not twice, or the call."""
     if begun.aborted:
         # Never begun, never to be: a definitive "not applied" the decider reads as the
         # abort (events.aborted_before_call).
         yield Report(Source.RESPONSE, Seen(Outcome.REJECTED, error=ABORTED_BEFORE_CALL), lookups)
+        return
+    if begun.switches:
+        yield Hold(begun.switches)
         return
     if not begun.written and not redelivered and not redelivery_may_apply(info):
         # Another dispatcher began this very call meanwhile (a zombie, a lost lease).

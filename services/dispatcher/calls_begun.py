@@ -1,13 +1,15 @@
 """The durable "about to call" record (`calls_begun`, services/migrations).
 
 A dispatcher writes one row per (tenant, op_key, leg, attempt) right before it calls the
-provider, after every gate and precondition. Two questions are answered by it, exactly:
+provider, after every gate and precondition. Three questions are answered by it, exactly:
 
 - Is this dispatch a redelivery? Only if a row exists: some dispatcher (a dead owner, a
   resume that lost its lease, this one before a rewind) may have made the call. Without a
   row no call was ever made under this attempt, whatever the offset says, so a dispatch read
   again after a rebalance, or a held dispatch claimed again, is a first send when nobody
-  got as far as the provider, and a looked-up-first redelivery when somebody did.
+  got as far as the provider, and a looked-up-first redelivery when somebody did. Asked by
+  `was_begun` when a lookup or a precondition comes before the begin, and otherwise by
+  `begin` itself (`existed`), which then writes nothing new.
 - Does a kill switch stop this call? The row is written by the statement that checks the
   engaged switches (`begin`), so a switch whose 201 was answered before the statement ran
   is seen: from the 201 on, no new call for its scope is begun. A call begun before it is
@@ -57,9 +59,10 @@ async def begin(
     provider: str,
     operation: str,
 ) -> Begun:
-    """Record the call unless an engaged switch covers it or an abort stops it, in one
-    statement (one snapshot: a switch cannot be engaged, nor an abort recorded, between the
-    check and the write as this statement sees it)."""
+    """Record the call unless an engaged switch covers it or an abort stops it, and say
+    whether its row existed before, in one statement (one snapshot: a switch cannot be
+    engaged, nor an abort recorded, nor the row written, between the check and the write as
+    this statement sees it), so a first send needs no `was_begun` round trip before it."""
     row = await conn.fetchrow(
         "WITH blockers AS ("
         "  SELECT k.switch_id FROM kill_switches k WHERE k.tenant = $1"
@@ -80,7 +83,10 @@ async def begin(
         "  ON CONFLICT DO NOTHING RETURNING 1)"
         " SELECT coalesce((SELECT array_agg(switch_id ORDER BY switch_id) FROM blockers),"
         "  '{}'::text[]) AS switches, EXISTS (SELECT 1 FROM written) AS written,"
-        "  EXISTS (SELECT 1 FROM aborted) AS aborted",
+        "  EXISTS (SELECT 1 FROM aborted) AS aborted,"
+        # The snapshot's: the row `written` inserts is not visible to it.
+        "  EXISTS (SELECT 1 FROM calls_begun c WHERE c.tenant = $1 AND c.op_key = $2"
+        "   AND c.leg = $3 AND c.attempt = $4) AS existed",
         tenant,
         op_key,
         leg,
@@ -91,4 +97,6 @@ async def begin(
         tx_id,
     )
     assert row is not None
-    return Begun(tuple(row["switches"]), bool(row["written"]), bool(row["aborted"]))
+    return Begun(
+        tuple(row["switches"]), bool(row["written"]), bool(row["aborted"]), bool(row["existed"])
+    )

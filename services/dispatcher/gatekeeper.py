@@ -222,9 +222,7 @@ class Gatekeeper:
         await self._fresh()
         tenant = envelope.tenant
         authority = await self._intent(tenant, envelope.tx_id)
-        # The agent the call is charged to: the successor once one claimed the transaction
-        # (the decider names it on the dispatch), else the submitter.
-        agent_id = dispatch.agent_id or authority.agent_id
+        agent_id = await self._agent(envelope, dispatch)
         await self._current(tenant, authority.policy_version)
         # A task is judged even without a document in force: none grants it.
         if not self._governed(tenant) and authority.task_id is None:
@@ -298,18 +296,15 @@ class Gatekeeper:
         except UNREACHABLE as error:
             raise RetryBatch(f"governance state unavailable: {error}") from error
 
-    async def begin(
-        self, envelope: Envelope, dispatch: OperationDispatched, partition: int
-    ) -> call_plan.Begun | None:
-        """Right before the call: None if an engaged switch holds it (now held), else the
-        durable record of the call about to be made, or `aborted`: not to be made at all
-        (an abort stops it whatever the switches: held, it could only be refused later)."""
+    async def begin(self, envelope: Envelope, dispatch: OperationDispatched) -> call_plan.Begun:
+        """Right before the call: the durable record of the call about to be made, unless an
+        engaged switch stops it (`switches`: the plan holds it) or an abort does (`aborted`:
+        not to be made at all); and whether it was begun before (`existed`)."""
         try:
-            submitter = (await self._intent(envelope.tenant, envelope.tx_id)).agent_id
-            agent_id = dispatch.agent_id or submitter  # the successor after a claim
+            agent_id = await self._agent(envelope, dispatch)
             pool = await self._pool()
             async with pool.acquire() as conn:
-                begun = await calls_begun.begin(
+                return await calls_begun.begin(
                     conn,
                     tenant=envelope.tenant,
                     tx_id=envelope.tx_id,
@@ -320,12 +315,27 @@ class Gatekeeper:
                     provider=dispatch.provider,
                     operation=dispatch.operation,
                 )
-            if begun.switches and not begun.aborted:
-                await self._hold(envelope, dispatch, partition, agent_id, begun.switches)
-                return None
-            return begun
         except UNREACHABLE as error:
             raise RetryBatch(f"governance state unavailable: {error}") from error
+
+    async def hold(
+        self,
+        envelope: Envelope,
+        dispatch: OperationDispatched,
+        partition: int,
+        switch_ids: tuple[str, ...],
+    ) -> None:
+        """Hold a dispatch whose begin the engaged switches `switch_ids` stopped."""
+        try:
+            agent_id = await self._agent(envelope, dispatch)
+            await self._hold(envelope, dispatch, partition, agent_id, switch_ids)
+        except UNREACHABLE as error:
+            raise RetryBatch(f"governance state unavailable: {error}") from error
+
+    async def _agent(self, envelope: Envelope, dispatch: OperationDispatched) -> str:
+        """The agent the call is charged to: the successor once one claimed the transaction
+        (the decider names it on the dispatch), else the submitter."""
+        return dispatch.agent_id or (await self._intent(envelope.tenant, envelope.tx_id)).agent_id
 
     async def _hold(
         self,

@@ -38,6 +38,7 @@ from services.dispatcher.call_plan import (
     Balance,
     Begin,
     Gate,
+    Hold,
     Lookup,
     Report,
     Request,
@@ -238,10 +239,13 @@ class Call:
                 return None
             case Begin():
                 await pause_point(DISPATCHER_BEFORE_CALL_BEGUN)
-                begun = await self.d.gate.begin(env, dispatch, self.partition)
-                if begun is not None and begun.aborted:
+                begun = await self.d.gate.begin(env, dispatch)
+                if begun.aborted:
                     log.info("%s %s: aborted before its call was begun", env.tx_id, dispatch.action)
                 return begun
+            case Hold(switches=switches):
+                await self.d.gate.hold(env, dispatch, self.partition, switches)
+                return None
             case Review():
                 await self.review(request)
                 return None

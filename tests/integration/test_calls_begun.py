@@ -48,16 +48,39 @@ async def conn(fresh_database: str) -> AsyncIterator[asyncpg.Connection]:
 
 
 def charge(tx_id: str, op_key: str) -> tuple[Envelope, OperationDispatched]:
-    dispatch = OperationDispatched(
-        action="charge",
-        leg=Leg.FORWARD,
-        op_key=op_key,
-        attempt=1,
-        lookup_first=False,
-        provider="sandbox",
-        operation="payments.charge",
-        payload={"amount": 1299, "currency": "usd", "customer": "cus_1"},
+    return sealed(
+        tx_id,
+        OperationDispatched(
+            action="charge",
+            leg=Leg.FORWARD,
+            op_key=op_key,
+            attempt=1,
+            lookup_first=False,
+            provider="sandbox",
+            operation="payments.charge",
+            payload={"amount": 1299, "currency": "usd", "customer": "cus_1"},
+        ),
     )
+
+
+def promotion(tx_id: str, op_key: str) -> tuple[Envelope, OperationDispatched]:
+    """A destructive call (a second promotion moves the user up a second place)."""
+    return sealed(
+        tx_id,
+        OperationDispatched(
+            action="promote",
+            leg=Leg.FORWARD,
+            op_key=op_key,
+            attempt=1,
+            lookup_first=False,
+            provider="sandbox",
+            operation="waitlist.promote",
+            payload={"resource": "class-0700", "user": "u_1"},
+        ),
+    )
+
+
+def sealed(tx_id: str, dispatch: OperationDispatched) -> tuple[Envelope, OperationDispatched]:
     [envelope] = seal(
         tenant=TENANT,
         tx_id=tx_id,
@@ -100,7 +123,14 @@ async def test_a_switch_engaged_before_the_call_is_begun_stops_it_and_nothing_is
     assert await store.release(conn, TENANT, "ks_1", "ops") is not None
     assert await begin(conn, "k_switched") == call_plan.Begun(switches=(), written=True)
     assert await calls_begun.was_begun(conn, TENANT, "k_switched", "forward", 1)
-    assert await begin(conn, "k_switched") == call_plan.Begun(switches=(), written=False)
+    begun_before = call_plan.Begun(switches=(), written=False, existed=True)
+    assert await begin(conn, "k_switched") == begun_before
+    # The same statement says the call was begun before whatever the switches, so a
+    # redelivery is looked up even while a switch is engaged (its next begin holds it).
+    await store.engage(conn, "ks_2", TENANT, {}, "stop all", "ops")
+    assert await begin(conn, "k_switched") == call_plan.Begun(
+        switches=("ks_2",), written=False, existed=True
+    )
 
 
 @asynccontextmanager
@@ -181,6 +211,36 @@ async def test_a_dispatch_whose_call_was_begun_is_looked_up_first_and_not_sent_b
         await Call(dispatcher, envelope, dispatch, 0).run()
         # Lookups unavailable: the outcome stays unknown for later lookups; no blind call.
         assert await effects_under(sandbox, "k_begun_before") == []
+
+
+async def test_a_redelivered_destructive_call_is_looked_up_and_never_sent_again(
+    conn: asyncpg.Connection,
+    kafka_bootstrap: str,
+    fresh_database: str,
+    topic_prefix: str,
+    provider: Sandbox,
+) -> None:
+    """A first send asks whether its call was begun in the statement that begins it (no
+    separate question): a destructive call whose row is found there is looked up, and,
+    found absent (the first call may still land), never sent."""
+    async with dispatcher_with_lookups_down(
+        kafka_bootstrap, fresh_database, topic_prefix, provider
+    ) as (dispatcher, sandbox):
+        await sandbox.delete("/v1/faults")  # lookups answer: the key holds no effect
+        # A first send is one begin, then the call.
+        envelope, dispatch = promotion("begun-3", "k_promote_first")
+        await Call(dispatcher, envelope, dispatch, 0).run()
+        assert [kind for kind, _ in await calls_to(sandbox, "k_promote_first")] == ["apply"]
+        # Begun before, by a dispatcher that died before its call arrived.
+        envelope, dispatch = promotion("begun-4", "k_promote_begun")
+        assert (await dispatcher.gate.begin(envelope, dispatch)).written
+        await Call(dispatcher, envelope, dispatch, 0).run()
+        assert await calls_to(sandbox, "k_promote_begun") == [("lookup", "absent")]
+
+
+async def calls_to(sandbox: httpx.AsyncClient, key: str) -> list[tuple[str, str]]:
+    listed = (await sandbox.get("/v1/calls", params={"idempotency_key": key})).json()["calls"]
+    return [(c["kind"], c["outcome"]) for c in listed]
 
 
 async def test_a_resumed_hold_keeps_its_claim_while_its_call_outlasts_the_lease(

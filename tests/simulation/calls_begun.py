@@ -27,7 +27,7 @@ class SimCallsBegun:
     def begin(self, tx_id: str, op_key: str, leg: Leg, attempt: int) -> Begun:
         """As the statement does: a step's forward call never begun under any attempt is
         not begun once the abort is recorded; otherwise the row is written unless it
-        exists (`written` False: another dispatcher began this very call)."""
+        exists (`existed`: a call may have been made, by anyone)."""
         if (
             leg is Leg.FORWARD
             and (op_key, leg.value) not in self.legs
@@ -36,7 +36,7 @@ class SimCallsBegun:
             return Begun((), written=False, aborted=True)
         row = (op_key, leg.value, attempt)
         if row in self.rows:
-            return Begun((), written=False)
+            return Begun((), written=False, existed=True)
         self.rows.add(row)
         self.legs.add((op_key, leg.value))
         return Begun((), written=True)

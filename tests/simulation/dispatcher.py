@@ -23,6 +23,7 @@ from services.dispatcher.call_plan import (
     Balance,
     Begin,
     Gate,
+    Hold,
     Lookup,
     Report,
     Review,
@@ -137,6 +138,8 @@ class SimDispatcher:
                 case Begin():
                     answer = self.begun.begin(envelope.tx_id, key, leg, attempt)
                     yield 0  # a crash may fall between the row and the call
+                case Hold():
+                    raise AssertionError("no kill switch is engaged in the simulation")
                 case Apply():
                     sent = self.provider.apply(
                         self.clock.now, dispatch.operation, key, dispatch.payload

@@ -21,6 +21,7 @@ from services.dispatcher.call_plan import (
     Begin,
     Begun,
     Gate,
+    Hold,
     Lookup,
     Report,
     Request,
@@ -33,6 +34,8 @@ from services.dispatcher.call_plan import (
 from services.providers.preconditions import PRECONDITION_FAILED
 
 WRITTEN = Begun((), written=True)
+# The row of this attempt was there when the begin ran: a call may have been made.
+FOUND_ROW = Begun((), written=False, existed=True)
 ABSENT = Seen(Outcome.ABSENT, 200)
 FOUND = Seen(Outcome.SUCCEEDED, 200, "eff_1")
 UNKNOWN = Seen(Outcome.UNKNOWN, None, error="TimeoutError")
@@ -80,10 +83,13 @@ def answers(
     *,
     begun_before: bool = False,
     lookup: Seen = ABSENT,
-    begin: Begun | None = WRITTEN,
+    begin: Begun | None = None,
     apply: Seen = FOUND,
     balance: tuple[int, Any] = (200, {"refundable": 100}),
 ) -> Callable[[Request[Any]], object]:
+    """`begun_before`: the attempt's `calls_begun` row exists, as both `WasBegun` and the
+    begin statement (`existed`) see it; `begin` overrides what every begin answers."""
+
     def answer(request: Request[Any]) -> object:
         match request:
             case Gate():
@@ -93,7 +99,9 @@ def answers(
             case Lookup():
                 return lookup
             case Begin():
-                return begin
+                if begin is not None:
+                    return begin
+                return FOUND_ROW if begun_before else WRITTEN
             case Apply():
                 return apply
             case Balance():
@@ -108,8 +116,9 @@ def kinds(asked: list[Request[Any]]) -> list[str]:
 
 
 def test_a_first_send_is_begun_then_applied_and_its_answer_reported() -> None:
+    # One statement before the call: the begin itself says the call was never begun.
     asked = run(dispatch(), answers())
-    assert kinds(asked) == ["Gate", "WasBegun", "Begin", "Apply", "Report"]
+    assert kinds(asked) == ["Gate", "Begin", "Apply", "Report"]
     assert asked[-1] == Report(Source.RESPONSE, FOUND, 0)
 
 
@@ -121,7 +130,7 @@ def test_a_dispatch_the_gate_holds_asks_nothing_more() -> None:
 def test_a_redelivery_is_judged_by_the_record_not_by_anything_else() -> None:
     """Begun before: look up first, and an effect found is reported, never sent again."""
     asked = run(dispatch(), answers(begun_before=True, lookup=FOUND))
-    assert kinds(asked) == ["Gate", "WasBegun", "Lookup", "Report"]
+    assert kinds(asked) == ["Gate", "Begin", "Lookup", "Report"]
     assert asked[-1] == Report(Source.LOOKUP, FOUND, 1)
     # Never begun: a first send, without a lookup.
     assert "Lookup" not in kinds(run(dispatch(), answers(begun_before=False)))
@@ -131,8 +140,34 @@ def test_a_redelivered_destructive_call_found_absent_is_not_sent_again() -> None
     asked = run(dispatch("waitlist.promote"), answers(begun_before=True))
     assert Apply() not in asked
     assert asked[-1] == Report(Source.LOOKUP, Seen(Outcome.UNKNOWN, error=NOT_RESENT), 1)
-    # A write under the same key is (the provider dedupes a call still travelling).
-    assert Apply() in run(dispatch(), answers(begun_before=True))
+    # A write under the same key is (the provider dedupes a call still travelling), once
+    # the begin after its lookup, the last gate, let it through.
+    asked = run(dispatch(), answers(begun_before=True))
+    assert kinds(asked) == ["Gate", "Begin", "Lookup", "Begin", "Apply", "Report"]
+
+
+def test_a_redelivery_is_looked_up_before_a_switch_holds_it() -> None:
+    """The begin that finds the row answers for the redelivery, not yet for the switches:
+    an effect already made is reported as before; a call still to be made is held by the
+    begin after the lookup."""
+    switched = Begun(("ks_1",), written=False, existed=True)
+    asked = run(dispatch(), answers(begin=switched, lookup=FOUND))
+    assert kinds(asked) == ["Gate", "Begin", "Lookup", "Report"]
+    asked = run(dispatch(), answers(begin=switched))
+    assert kinds(asked) == ["Gate", "Begin", "Lookup", "Begin", "Hold"]
+    assert asked[-1] == Hold(("ks_1",))
+
+
+def test_whether_the_call_was_begun_is_asked_first_when_something_comes_before_its_begin() -> None:
+    """A lookup first, or a precondition to re-check, comes between the question and the
+    begin (the last gate), so the question is its own request there."""
+    looked_up = run(dispatch(lookup_first=True), answers())
+    assert kinds(looked_up) == ["Gate", "WasBegun", "Lookup", "Begin", "Apply", "Report"]
+    refund = dispatch("payments.refund", attempt=2, payload={"amount": 50, "charge": "ch_1"})
+    rechecked = run(refund, answers())
+    assert kinds(rechecked) == ["Gate", "WasBegun", "Balance", "Begin", "Apply", "Report"]
+    # A later attempt with nothing to re-check asks the begin alone.
+    assert kinds(run(dispatch(attempt=2), answers())) == ["Gate", "Begin", "Apply", "Report"]
 
 
 def test_a_destructive_call_another_dispatcher_began_meanwhile_is_not_sent_twice() -> None:
@@ -151,8 +186,9 @@ def test_an_abort_recorded_before_the_call_stops_it() -> None:
 
 
 def test_a_call_a_kill_switch_holds_at_begin_is_not_made() -> None:
-    asked = run(dispatch(), answers(begin=None))
-    assert kinds(asked) == ["Gate", "WasBegun", "Begin"]
+    asked = run(dispatch(), answers(begin=Begun(("ks_1",), written=False)))
+    assert kinds(asked) == ["Gate", "Begin", "Hold"]
+    assert asked[-1] == Hold(("ks_1",))
 
 
 def test_an_unknown_answer_is_resolved_by_lookups_with_backoff() -> None:
