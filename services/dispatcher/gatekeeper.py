@@ -84,7 +84,11 @@ class Gatekeeper:
         self.producer = producer
         self.pool: asyncpg.Pool | None = None
         self.policies: dict[str, PolicyDocument] = {}
+        # The same documents with their digests: a refresh parses only a changed one.
+        self.digested: dict[str, tuple[str, PolicyDocument]] = {}
         self.switches: dict[str, list[Switch]] = {}
+        # Whether the last refresh saw any held dispatch (of any dispatcher).
+        self.any_held = True
         self.refreshed_at = float("-inf")
         self.intents: dict[tuple[str, str], store.Authority] = {}
         self.held = 0
@@ -109,10 +113,11 @@ class Gatekeeper:
                 return  # someone refreshed while this one waited
             pool = await self._pool()
             async with pool.acquire() as conn:
-                policies = await store.all_policies(conn)
-                switches = await store.engaged_switches(conn)
-            self.policies, self.switches, self.refreshed_at = policies, switches, started
-        KILL_SWITCHES_ENGAGED.set(sum(len(engaged) for engaged in switches.values()))
+                view = await store.in_force(conn, self.digested)
+            self.digested, self.switches = view.policies, view.switches
+            self.policies = {tenant: document for tenant, (_, document) in view.policies.items()}
+            self.any_held, self.refreshed_at = view.held, started
+        KILL_SWITCHES_ENGAGED.set(sum(len(engaged) for engaged in view.switches.values()))
 
     async def _fresh(self) -> None:
         if time.monotonic() - self.refreshed_at > MAX_STALENESS_S:
@@ -127,9 +132,12 @@ class Gatekeeper:
         while not stop.is_set():
             try:
                 await self.refresh()
-                pool = await self._pool()
-                async with pool.acquire() as conn:
-                    released = await store.claim_released(conn, HOLD_LEASE_S, RESUME_BATCH)
+                if not self.any_held:
+                    released = []  # nothing is held anywhere: no claim to make
+                else:
+                    pool = await self._pool()
+                    async with pool.acquire() as conn:
+                        released = await store.claim_released(conn, HOLD_LEASE_S, RESUME_BATCH)
                 if released:
                     log.info("%d held dispatches released", len(released))
                     await self._resume_leased(resume, released)

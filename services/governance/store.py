@@ -104,9 +104,46 @@ async def replace_policy(
     return written is not None
 
 
-async def all_policies(conn: asyncpg.Connection) -> dict[str, PolicyDocument]:
-    rows = await conn.fetch("SELECT tenant, document FROM governance_policies")
-    return {r["tenant"]: PolicyDocument.model_validate_json(r["document"]) for r in rows}
+@dataclass(frozen=True)
+class InForce:
+    """What a dispatcher's gate keeps of the governance state, read by one statement
+    (`in_force`): every tenant's policy, the engaged switches, and whether any dispatch is
+    held, by any dispatcher (only then is claiming the released ones worth a statement)."""
+
+    policies: dict[str, tuple[str, PolicyDocument]]  # tenant -> (digest, document)
+    switches: dict[str, list[Switch]]
+    held: bool
+
+
+async def in_force(
+    conn: asyncpg.Connection, known: dict[str, tuple[str, PolicyDocument]]
+) -> InForce:
+    """One round trip for the gate's view: the documents whose digest differs from the one
+    `known` holds are read and parsed, the others kept (a digest names its document)."""
+    row = await conn.fetchrow(
+        "SELECT (SELECT coalesce(json_agg(json_build_object('tenant', p.tenant, 'digest',"
+        "  p.digest, 'document', CASE WHEN k.digest IS DISTINCT FROM p.digest"
+        "  THEN p.document::text END)), '[]') FROM governance_policies p"
+        "  LEFT JOIN unnest($1::text[], $2::text[]) AS k(tenant, digest) USING (tenant))"
+        " AS policies,"
+        " (SELECT coalesce(json_agg(json_build_object('tenant', tenant, 'switch_id', switch_id,"
+        "  'scope', scope)), '[]') FROM kill_switches WHERE released_at IS NULL) AS switches,"
+        " EXISTS (SELECT 1 FROM held_dispatches) AS held",
+        list(known),
+        [digest for digest, _ in known.values()],
+    )
+    assert row is not None
+    policies: dict[str, tuple[str, PolicyDocument]] = {}
+    for p in json.loads(row["policies"]):
+        tenant, digest, document = p["tenant"], p["digest"], p["document"]
+        if document is None:
+            policies[tenant] = known[tenant]
+        else:
+            policies[tenant] = (digest, PolicyDocument.model_validate_json(document))
+    switches: dict[str, list[Switch]] = {}
+    for k in json.loads(row["switches"]):
+        switches.setdefault(k["tenant"], []).append(Switch(k["switch_id"], **k["scope"]))
+    return InForce(policies, switches, bool(row["held"]))
 
 
 # --- kill switches ----------------------------------------------------------------------
@@ -155,16 +192,6 @@ async def switch_exists(conn: asyncpg.Connection, tenant: str, switch_id: str) -
     )
 
 
-async def engaged_switches(conn: asyncpg.Connection) -> dict[str, list[Switch]]:
-    rows = await conn.fetch(
-        "SELECT tenant, switch_id, scope FROM kill_switches WHERE released_at IS NULL"
-    )
-    out: dict[str, list[Switch]] = {}
-    for r in rows:
-        out.setdefault(r["tenant"], []).append(Switch(r["switch_id"], **json.loads(r["scope"])))
-    return out
-
-
 async def list_switches(conn: asyncpg.Connection, tenant: str) -> list[dict[str, Any]]:
     rows = await conn.fetch(
         "SELECT k.*, (SELECT count(*) FROM held_dispatches h WHERE h.tenant = k.tenant"
@@ -204,39 +231,42 @@ async def reserve_quota(
     """Count this dispatch against its quotas, or return the quota it would exceed (and
     trip the breaker). A key already counted passes without being counted again."""
     async with conn.transaction():
+        # The lock is a statement of its own: a statement reads the snapshot taken when it
+        # starts, so the ledger is read by the next one, after the previous holder's commit.
         await conn.execute(
             "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))",
             # Two names hashing alike only serialise more than needed, never less.
             f"{tenant}/{agent_id}/{operation}",
         )
-        already = bool(
-            await conn.fetchval(
-                "SELECT 1 FROM quota_claims WHERE tenant = $1 AND op_key = $2", tenant, op_key
-            )
-        )
-        breaker = await conn.fetchval(
-            "SELECT quota FROM quota_breakers"
-            " WHERE tenant = $1 AND agent_id = $2 AND operation = $3",
-            tenant,
-            agent_id,
-            operation,
-        )
-        now = float(await conn.fetchval("SELECT extract(epoch FROM clock_timestamp())"))
         longest = max(q.window_s for q in quotas)
-        rows = await conn.fetch(
-            "SELECT op_key, amount, extract(epoch FROM claimed_at) AS at FROM quota_claims"
-            " WHERE tenant = $1 AND agent_id = $2 AND operation = $3"
-            " AND claimed_at > to_timestamp($4)",
+        # What the ledger holds, in one round trip: this key's claim, the breaker, the
+        # database's clock, and the claims of the longest window.
+        ledger = await conn.fetchrow(
+            "WITH t AS (SELECT clock_timestamp() AS now)"
+            " SELECT EXISTS (SELECT 1 FROM quota_claims WHERE tenant = $1 AND op_key = $2)"
+            "  AS already,"
+            " (SELECT quota FROM quota_breakers"
+            "  WHERE tenant = $1 AND agent_id = $3 AND operation = $4) AS breaker,"
+            " extract(epoch FROM t.now)::float8 AS now,"
+            " (SELECT coalesce(json_agg(json_build_array(c.op_key, c.amount,"
+            "   extract(epoch FROM c.claimed_at)::float8)), '[]') FROM quota_claims c"
+            "  WHERE c.tenant = $1 AND c.agent_id = $3 AND c.operation = $4"
+            "  AND c.claimed_at > t.now - make_interval(secs => $5)) AS claims"
+            " FROM t",
             tenant,
+            op_key,
             agent_id,
             operation,
-            now - longest,
+            float(longest),
         )
+        assert ledger is not None
+        now = float(ledger["now"])
+        breaker = ledger["breaker"]
         decided = reserve(
-            already_counted=already,
+            already_counted=bool(ledger["already"]),
             breaker=None if breaker is None else Quota.model_validate_json(breaker),
             quotas=quotas,
-            claims=[Claim(r["op_key"], int(r["amount"]), float(r["at"])) for r in rows],
+            claims=[Claim(key, int(n), float(at)) for key, n, at in json.loads(ledger["claims"])],
             amount=amount,
             now=now,
         )
@@ -258,16 +288,11 @@ async def reserve_quota(
         # A claim older than every window of its quotas counts for none of them: deleted
         # here, under this triple's lock, so the table holds windows, not history. Kept at
         # least CLAIM_DEDUPE_S so a late re-delivery of the same key is still not counted.
+        # One statement with the new claim's insert (it is younger than what it deletes).
         await conn.execute(
-            "DELETE FROM quota_claims WHERE tenant = $1 AND agent_id = $2 AND operation = $3"
-            " AND claimed_at <= to_timestamp($4)",
-            tenant,
-            agent_id,
-            operation,
-            now - max(longest, CLAIM_DEDUPE_S),
-        )
-        await conn.execute(
-            "INSERT INTO quota_claims (tenant, agent_id, operation, op_key, amount, claimed_at)"
+            "WITH gone AS (DELETE FROM quota_claims WHERE tenant = $1 AND agent_id = $2"
+            " AND operation = $3 AND claimed_at <= to_timestamp($7))"
+            " INSERT INTO quota_claims (tenant, agent_id, operation, op_key, amount, claimed_at)"
             " VALUES ($1, $2, $3, $4, $5, to_timestamp($6))",
             tenant,
             agent_id,
@@ -275,6 +300,7 @@ async def reserve_quota(
             op_key,
             amount,
             now,
+            now - max(longest, CLAIM_DEDUPE_S),
         )
         return None
 

@@ -1,0 +1,64 @@
+"""The dispatcher gate's view of the governance state, read by one statement every 0.2 s
+(services.governance.store.in_force): a policy document is parsed again only when its
+digest changed, a replaced one is seen at once, and the view says whether anything is held
+(the claim of released dispatches is made only then). Real Postgres."""
+
+from collections.abc import AsyncIterator
+
+import asyncpg
+import pytest
+
+from events.policy import PolicyDocument
+from services.governance import store
+from services.governance.gate import Switch
+
+
+@pytest.fixture
+async def conn(fresh_database: str) -> AsyncIterator[asyncpg.Connection]:
+    connection = await asyncpg.connect(fresh_database)
+    yield connection
+    await connection.close()
+
+
+def policy(version: int, grants: list[str]) -> PolicyDocument:
+    return PolicyDocument.model_validate(
+        {"version": version, "agents": {"agent-7": {"grants": grants}}}
+    )
+
+
+async def test_the_view_reads_a_changed_policy_keeps_an_unchanged_one_and_sees_holds(
+    conn: asyncpg.Connection,
+) -> None:
+    empty = await store.in_force(conn, {})
+    assert (empty.policies, empty.switches, empty.held) == ({}, {}, False)
+
+    assert await store.replace_policy(conn, "demo", policy(1, ["payments.charge"]), "ops")
+    assert await store.replace_policy(conn, "other", policy(1, ["email.send"]), "ops")
+    first = await store.in_force(conn, {})
+    assert first.policies["demo"][1] == policy(1, ["payments.charge"])
+    assert first.policies["demo"][0] == store.policy_digest(policy(1, ["payments.charge"]))
+
+    # Replaced: the new document at once; the other tenant's is the very object kept.
+    assert await store.replace_policy(conn, "demo", policy(2, ["email.send"]), "ops")
+    second = await store.in_force(conn, first.policies)
+    assert second.policies["demo"][1] == policy(2, ["email.send"])
+    assert second.policies["other"][1] is first.policies["other"][1]
+
+    await store.engage(conn, "ks_1", "demo", {"operation": "payments.charge"}, "stop", "ops")
+    await store.hold(
+        conn,
+        tenant="demo",
+        tx_id="held-1",
+        action="charge",
+        op_key="k_held",
+        attempt=1,
+        agent_id="agent-7",
+        provider="sandbox",
+        operation="payments.charge",
+        partition=0,
+        envelope="{}",
+        switch_ids=("ks_1",),
+    )
+    held = await store.in_force(conn, second.policies)
+    assert held.switches == {"demo": [Switch("ks_1", operation="payments.charge")]}
+    assert held.held
