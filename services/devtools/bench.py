@@ -380,7 +380,12 @@ async def _with_own_stack(args: argparse.Namespace) -> dict[str, float]:
         # Idle statements are subtracted over the whole counted window, settling included.
         counted_s = time.monotonic() - counting_since
         table = pg_counts.statement_table(
-            statements, args.count, idle_statements, counted_s, top=args.statements
+            statements,
+            args.count,
+            idle_statements,
+            counted_s,
+            top=args.statements,
+            exec_ms=await pg_counts.exec_ms(postgres.url),
         )
         print("\n" + table)
         result.update(

@@ -114,6 +114,26 @@ async def settled(database_url: str, quiet_s: float = 1.0, limit_s: float = 15.0
     return counts
 
 
+async def exec_ms(database_url: str) -> Counter[tuple[str, str]]:
+    """Postgres's own execution time of each statement, in ms, keyed as `read` keys its
+    counts: what a statement costs the server between parse and result (planning, the
+    protocol's round trips and a commit's WAL flush are not in it)."""
+    conn = await asyncpg.connect(database_url)
+    try:
+        rows = await conn.fetch(
+            f"SELECT r.rolname, s.query, s.total_exec_time FROM {SCHEMA}.pg_stat_statements s"
+            " JOIN pg_roles r ON r.oid = s.userid WHERE r.rolname LIKE $1",
+            ROLE_PREFIX + "%",
+        )
+    finally:
+        await conn.close()
+    times: Counter[tuple[str, str]] = Counter()
+    for row in rows:
+        service = row["rolname"].removeprefix(ROLE_PREFIX)
+        times[(service, _one_line(row["query"]))] += row["total_exec_time"]
+    return times
+
+
 def _one_line(query: str) -> str:
     return re.sub(r"\s+", " ", query).strip()
 
@@ -132,10 +152,12 @@ def statement_table(
     seconds: float = 0.0,
     top: int = 25,
     width: int = 100,
+    exec_ms: Counter[tuple[str, str]] | None = None,
 ) -> str:
     """Statements per transaction by process, then the `top` statements (0: all). With `idle` (each
     process's statements per second with nothing to do), also the idle rate and the
-    statements per transaction above what the run's `seconds` of idle would have run."""
+    statements per transaction above what the run's `seconds` of idle would have run. With
+    `exec_ms` (`exec_ms()`), each statement's execution time per transaction too."""
     services = per_service(counts)
     total = sum(services.values())
     head = f"{'process':<12} {'statements':>10} {'per tx':>8}"
@@ -154,10 +176,12 @@ def statement_table(
     lines.append(row("total", total, sum((idle or {}).values())))
     shown = counts.most_common(top or None)
     which = f"the {top} most run" if top else "all"
-    lines.append(f"\nby statement ({which}; per tx, process, statement):")
+    timed = "exec ms per tx, " if exec_ms is not None else ""
+    lines.append(f"\nby statement ({which}; per tx, {timed}process, statement):")
     for (service, query), n in shown:
         text = query if len(query) <= width else query[: width - 3] + "..."
-        lines.append(f"{n / transactions:>7.2f} {service:<11} {text}")
+        ms = "" if exec_ms is None else f" {exec_ms[(service, query)] / transactions:>7.3f}"
+        lines.append(f"{n / transactions:>7.2f}{ms} {service:<11} {text}")
     rest = counts.most_common()[len(shown) :]
     if rest:
         lines.append(f"{sum(n for _, n in rest) / transactions:>7.2f} ({len(rest)} others)")
