@@ -67,6 +67,9 @@ async def project_batch(
                 if o >= stored[p]
             ]
             views = await _views_of(conn, fresh, stored, cache)
+            # What the rows hold now: read under the lock, or kept from this projector's
+            # own last write of them (the cache's offset check), or nothing yet.
+            stored_views = dict(views)
             changed: set[TxKey] = set()
             for _, _, envelope, event in fresh:
                 key = (envelope.tenant, envelope.tx_id)
@@ -84,7 +87,9 @@ async def project_batch(
                     await copy_rows(conn, table, rows)
             else:
                 await _insert_events(conn, envelopes)
-                await _upsert_views(conn, changed_views)
+                await _upsert_views(
+                    conn, changed_views, [stored_views.get(key) for key in sorted(changed)]
+                )
             await _store_offsets(conn, topic, advanced)
     except BaseException:
         if cache is not None:
@@ -282,22 +287,48 @@ def _event_row(env: Envelope) -> tuple[Any, ...]:
     )
 
 
-async def _upsert_views(conn: asyncpg.Connection, views: list[TxView]) -> None:
-    for table, rows in view_rows(views).items():
+async def _upsert_views(
+    conn: asyncpg.Connection, views: list[TxView], stored: list[TxView | None]
+) -> None:
+    for table, rows in view_rows(views, stored).items():
         if rows:  # an empty executemany is still a round trip (most batches open no review)
             await conn.executemany(upsert_sql(table), rows)
 
 
-def view_rows(views: list[TxView]) -> dict[str, list[tuple[Any, ...]]]:
-    """The rows of `transactions`, `operations` and `reviews` the views are written as."""
+def view_rows(
+    views: list[TxView], stored: Sequence[TxView | None] | None = None
+) -> dict[str, list[tuple[Any, ...]]]:
+    """The rows of `transactions`, `operations` and `reviews` the views are written as.
+    `stored`, for each view, the view its rows hold already (None: no rows yet): then only
+    the operations the batch moved are written, since an event moves one operation and
+    the others' rows, evidence included, would be written again unchanged (a webhook's
+    evidence on a three-step transaction rewrote three rows, each with its whole trail)."""
+    before = stored if stored is not None else [None] * len(views)
     return {
         "transactions": [
             (v.tenant, v.tx_id, v.status.value, v.agent_id, v.last_seq, v.created_at, v.updated_at)
             for v in views
         ],
-        "operations": [operation_row(v.tenant, v.tx_id, op) for v in views for op in v.operations],
+        "operations": [
+            operation_row(v.tenant, v.tx_id, op)
+            for v, was in zip(views, before, strict=True)
+            for op in _moved(v, was)
+        ],
         "reviews": [_review_row(v, r) for v in views for r in v.reviews],
     }
+
+
+def _moved(view: TxView, stored: TxView | None) -> Sequence[OpView]:
+    """The operations of `view` that differ from `stored`'s (every one when nothing is
+    stored). The fold copies only the operation an event moves (projections.view), so an
+    untouched one is the very object it started from and the identity test settles it."""
+    if stored is None:
+        return view.operations
+    return [
+        op
+        for op, was in zip(view.operations, stored.operations, strict=True)
+        if op is not was and op != was
+    ]
 
 
 def _review_row(v: TxView, r: ReviewView) -> tuple[Any, ...]:

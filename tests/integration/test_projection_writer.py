@@ -222,6 +222,38 @@ async def test_kept_views_spare_the_reads_and_write_the_same_rows(
     assert len(cache) == 1
 
 
+@pytest.mark.parametrize("cached", [False, True])
+async def test_a_late_webhook_rewrites_only_the_operation_it_is_evidence_of(
+    conn: asyncpg.Connection, cached: bool
+) -> None:
+    # A webhook for an effect already confirmed is evidence of one operation: the other
+    # operations' rows (each with its whole evidence trail) are not written again, read
+    # back (cached=False) or kept (True), and the rows equal a projection in one batch.
+    log = log_of(
+        submit(["reserve", "charge"], ("receipt",)),
+        observed("reserve", 1, Outcome.SUCCEEDED, n=0),
+        observed("charge", 1, Outcome.SUCCEEDED, n=1),
+        observed("charge", 0, Outcome.SUCCEEDED, n=2, source=Source.WEBHOOK),
+    )
+    assert log[-1].type == "ObservationIgnored"
+    records = as_records(log)
+    cache = ViewCache() if cached else None
+    await project_batch(conn, TOPIC, records[:-1], cache=cache)
+    versions = "SELECT action, xmin::text AS version FROM operations ORDER BY action"
+    before = {row["action"]: row["version"] for row in await conn.fetch(versions)}
+
+    await project_batch(conn, TOPIC, records[-1:], cache=cache)
+
+    after = {row["action"]: row["version"] for row in await conn.fetch(versions)}
+    assert [a for a in after if after[a] != before[a]] == ["charge"]
+    by_batches = await snapshot(conn)
+    [charge] = [r for r in by_batches["operations"] if r["action"] == "charge"]
+    assert '"ObservationIgnored"' in charge["evidence"]
+    await conn.execute("TRUNCATE events, transactions, operations, projection_offsets")
+    await project_batch(conn, TOPIC, records)
+    assert await snapshot(conn) == by_batches
+
+
 async def test_reviews_and_undo_columns_commit_with_the_operation(
     conn: asyncpg.Connection,
 ) -> None:
