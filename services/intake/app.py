@@ -9,6 +9,7 @@ the governance routes, and the operator console's pages under /console
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from datetime import timedelta
 
 import asyncpg
 from fastapi import FastAPI, Request
@@ -39,6 +40,7 @@ from services.intake import (
     webhooks,
 )
 from services.intake.body_limit import BodyLimit
+from services.intake.delivery_records import DeliveryRecords
 from services.intake.errors import DATABASE_DOWN, RETRY_AFTER_S, ApiError, retry_after, summary
 from services.intake.policy_cache import PolicyCache
 from services.intake.produce import intake_producer
@@ -74,6 +76,9 @@ def create_app(settings: Settings) -> FastAPI:
                 await admin.start()
                 try:
                     app.state.pool, app.state.producer, app.state.admin = pool, producer, admin
+                    app.state.delivery_records = DeliveryRecords(
+                        pool, timedelta(seconds=settings.webhook_dedupe_horizon_s)
+                    )
                     if settings.policy_file:
                         await policy.install_file(app, settings.policy_file)
                     async with ProviderHttp(settings.provider_timeout_s) as http:

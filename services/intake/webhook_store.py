@@ -6,7 +6,7 @@ finds is the operation's own (which reconcilers.webhook_intake.meaning then hold
 account that signed the delivery).
 """
 
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -44,16 +44,24 @@ class Deliveries:
         )
         return Delivery(row["seen"], _matched(row, provider, own))
 
-    async def remember(self, delivery_id: str, at: datetime) -> None:
-        # A row older than the horizon (not purged yet) starts a new window.
-        await self.conn.execute(
-            "INSERT INTO webhook_deliveries (provider, delivery_id, received_at)"
-            " VALUES ($1, $2, $3) ON CONFLICT (provider, delivery_id)"
-            " DO UPDATE SET received_at = EXCLUDED.received_at",
-            self.provider,
-            delivery_id,
-            at,
-        )
+
+async def remember_deliveries(
+    conn: asyncpg.Connection, handled: Mapping[tuple[str, str], datetime]
+) -> None:
+    """Record deliveries as handled, in one statement: (account as Deliveries.provider,
+    delivery id) -> when. A row older than the horizon (not purged yet) starts a new
+    window. Written in key order, so two intakes writing the same delivery at once wait
+    for each other instead of deadlocking."""
+    rows = sorted(handled.items())
+    await conn.execute(
+        "INSERT INTO webhook_deliveries (provider, delivery_id, received_at)"
+        " SELECT * FROM unnest($1::text[], $2::text[], $3::timestamptz[])"
+        " ORDER BY 1, 2 ON CONFLICT (provider, delivery_id)"
+        " DO UPDATE SET received_at = EXCLUDED.received_at",
+        [account for (account, _), _ in rows],
+        [delivery_id for (_, delivery_id), _ in rows],
+        [at for _, at in rows],
+    )
 
 
 async def purge_deliveries(conn: asyncpg.Connection, before: datetime) -> str:
@@ -65,7 +73,8 @@ async def purge_deliveries(conn: asyncpg.Connection, before: datetime) -> str:
 
 # One statement finds the operation leg an effect belongs to (MATCH), and with the delivery's
 # dedupe check (DELIVERY) it is the one statement of a webhook before its acknowledgement
-# (issue 24, item 5; `remember` after it is the second).
+# (issue 24, item 5; `remember_deliveries` after it is the second, shared by the webhooks
+# handled at the same time: services.intake.delivery_records).
 #
 # Every branch is by indexed equality, so it stays an index scan whatever plan Postgres
 # picks, the generic plan asyncpg's prepared statements end up with included (issue 7,

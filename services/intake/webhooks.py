@@ -12,7 +12,9 @@ belongs to: the shared account's at `/v1/webhooks/{provider}`, a tenant's own ac
    provider's own event format), turn the effect into an observation of the operation it
    belongs to, or into drift when it belongs to none, and wait for Kafka's
    acknowledgement (an event the adapter does not act on is only remembered);
-4. only then record the delivery id and answer 2xx (promise 7). A crash between 3 and 4
+4. only then record the delivery id (in one statement with the other webhooks that reach
+   this step at the same time: services.intake.delivery_records) and answer 2xx
+   (promise 7). A crash between 3 and 4
    makes the provider deliver again; the second observation carries the same message id
    (and a drift report the same drift id), so the decider and the projector see it once.
 
@@ -20,12 +22,12 @@ Two statements per delivery (issue 24, item 5): the body is read (3, pure) befor
 that the dedupe check and the lookup of the effect's operation are one statement
 (webhook_store.DELIVERY); nothing read is acted on before the check, and an unreadable
 body that was handled already is still answered `duplicate`. Recording the delivery id (4)
-is the second.
+is the second, shared by the webhooks recorded at the same time (fewer than two per
+delivery under load).
 """
 
 import base64
 import logging
-import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
@@ -46,6 +48,7 @@ from reconcilers.webhook_intake import meaning
 from reconcilers.webhook_reading import WebhookBodyError, WebhookReading, read_effect_webhook
 from services.config import Settings
 from services.intake import webhook_store
+from services.intake.delivery_records import DeliveryRecords
 from services.intake.errors import ApiError
 from services.intake.openapi import WEBHOOK_EXTRA, ProviderName, TenantName, errors, ok
 from services.intake.produce import produce_acked
@@ -57,10 +60,6 @@ from services.providers.registry import Accounts
 log = logging.getLogger(__name__)
 
 router = APIRouter()
-
-# Old delivery ids are deleted at most this often per intake process: cheap, and the
-# table never holds much more than one horizon of deliveries.
-PURGE_EVERY_S = 60.0
 
 
 @router.post(
@@ -147,11 +146,12 @@ async def _receive(request: Request, account: Account, secrets: tuple[str, ...])
             return JSONResponse({"status": "duplicate"})
         if reading is None:
             raise ApiError(400, "invalid_webhook", f"{unreadable}; nothing was recorded")
-        if notice is None:
-            # An event the provider's adapter does not act on: remembered, so its retries
-            # are duplicates, and acknowledged so the provider stops retrying.
-            await deliveries.remember(delivery_id, now)
-            return JSONResponse({"status": "ignored", "type": reading.type})
+    records: DeliveryRecords = request.app.state.delivery_records
+    if notice is None:
+        # An event the provider's adapter does not act on: remembered, so its retries
+        # are duplicates, and acknowledged so the provider stops retrying.
+        await records.remember(str(account), delivery_id, now)
+        return JSONResponse({"status": "ignored", "type": reading.type})
     matched = known.matched
     producer = request.app.state.producer
     # The delivery as received goes with its observation into the transaction's evidence
@@ -186,9 +186,7 @@ async def _receive(request: Request, account: Account, secrets: tuple[str, ...])
             found.model_dump_json().encode(),
             f"the drift report {found.drift_id}",
         )
-    async with pool.acquire() as conn:
-        await webhook_store.Deliveries(conn, str(account)).remember(delivery_id, now)
-        await _purge(request, conn, now - horizon)
+    await records.remember(str(account), delivery_id, now)
     return JSONResponse({"status": "accepted"})
 
 
@@ -199,12 +197,3 @@ def _reader(request: Request, account: Account) -> Callable[[bytes], WebhookRead
     readers: Accounts = request.app.state.webhook_readers
     adapter = readers.adapters.get(account)
     return adapter.read_webhook if adapter is not None else read_effect_webhook
-
-
-async def _purge(request: Request, conn: asyncpg.Connection, before: datetime) -> None:
-    last: float = getattr(request.app.state, "webhook_purged_at", 0.0)
-    if time.monotonic() - last < PURGE_EVERY_S:
-        return
-    request.app.state.webhook_purged_at = time.monotonic()
-    deleted = await webhook_store.purge_deliveries(conn, before)
-    log.debug("purged webhook deliveries older than %s: %s", before.isoformat(), deleted)
