@@ -40,7 +40,7 @@ from services.intake import (
     webhooks,
 )
 from services.intake.body_limit import BodyLimit
-from services.intake.delivery_records import DeliveryRecords
+from services.intake.delivery_batches import DeliveryBatches
 from services.intake.errors import DATABASE_DOWN, RETRY_AFTER_S, ApiError, retry_after, summary
 from services.intake.policy_cache import PolicyCache
 from services.intake.produce import intake_producer
@@ -76,8 +76,10 @@ def create_app(settings: Settings) -> FastAPI:
                 await admin.start()
                 try:
                     app.state.pool, app.state.producer, app.state.admin = pool, producer, admin
-                    app.state.delivery_records = DeliveryRecords(
-                        pool, timedelta(seconds=settings.webhook_dedupe_horizon_s)
+                    app.state.delivery_batches = DeliveryBatches(
+                        pool,
+                        timedelta(seconds=settings.webhook_dedupe_horizon_s),
+                        settings.provider_accounts,
                     )
                     if settings.policy_file:
                         await policy.install_file(app, settings.policy_file)

@@ -6,7 +6,7 @@ finds is the operation's own (which reconcilers.webhook_intake.meaning then hold
 account that signed the delivery).
 """
 
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -17,32 +17,41 @@ from services.providers.accounts import account_of
 
 
 @dataclass(frozen=True)
-class Deliveries:
-    """One provider account's handled deliveries, kept for the dedupe horizon. `provider`
-    is the account as services.providers.accounts.Account prints it: the provider's name
-    for the shared account (the rows written before accounts existed), `tenant/provider`
-    for a tenant's own, whose delivery ids are only unique within that account."""
+class Asked:
+    """One delivery to check: whether `account` handled `delivery_id` since `since`, and
+    the operation leg recon made its effect under at `provider` by the first of `keys` it
+    knows (no keys: a delivery not read, or not acted on). `account` is the account as
+    services.providers.accounts.Account prints it: the provider's name for the shared
+    account (the rows written before accounts existed), `tenant/provider` for a tenant's
+    own, whose delivery ids are only unique within that account."""
 
-    conn: asyncpg.Connection
+    account: str
+    delivery_id: str
+    since: datetime
     provider: str
+    keys: tuple[str, ...]
 
-    async def look_up(
-        self,
-        delivery_id: str,
-        since: datetime,
-        provider: str,
-        keys: tuple[str, ...],
-        own: Collection[tuple[str, str]] = (),
-    ) -> "Delivery":
-        """In one statement (DELIVERY): whether the account handled the delivery since
-        `since`, and the operation leg recon made its effect under at `provider` by the
-        first of `keys` it knows (no keys: a delivery not read, or not acted on), with the
-        account its calls went to (the configured own accounts `own`, by services.
-        providers.accounts' rule)."""
-        row = await self.conn.fetchrow(
-            DELIVERY, list(keys), provider, self.provider, delivery_id, since
-        )
-        return Delivery(row["seen"], _matched(row, provider, own))
+
+async def look_up_all(
+    conn: asyncpg.Connection, asked: Sequence[Asked], own: Collection[tuple[str, str]] = ()
+) -> list["Delivery"]:
+    """In one statement (DELIVERIES), each delivery's answer, in order, the matched leg
+    with the account its calls went to (the configured own accounts `own`, by services.
+    providers.accounts' rule)."""
+    rows = await conn.fetch(
+        DELIVERIES,
+        [a.account for a in asked],
+        [a.delivery_id for a in asked],
+        [a.since for a in asked],
+        [a.provider for a in asked],
+        [n for n, a in enumerate(asked, 1) for _ in a.keys],
+        [key for a in asked for key in a.keys],
+    )
+    found = {row["n"]: row for row in rows}
+    return [
+        Delivery(found[n]["seen"], _matched(found[n], a.provider, own))
+        for n, a in enumerate(asked, 1)
+    ]
 
 
 async def remember_deliveries(
@@ -72,51 +81,69 @@ async def purge_deliveries(conn: asyncpg.Connection, before: datetime) -> str:
 
 
 # One statement finds the operation leg an effect belongs to (MATCH), and with the delivery's
-# dedupe check (DELIVERY) it is the one statement of a webhook before its acknowledgement
-# (issue 24, item 5; `remember_deliveries` after it is the second, shared by the webhooks
-# handled at the same time: services.intake.delivery_records).
+# dedupe check (DELIVERIES) it is the one statement of a webhook before its acknowledgement
+# (issue 24, item 5; `remember_deliveries` after it is the second), each shared by the
+# webhooks that reach it at the same time (services.intake.delivery_batches).
 #
 # Every branch is by indexed equality, so it stays an index scan whatever plan Postgres
 # picks, the generic plan asyncpg's prepared statements end up with included (issue 7,
 # item 17; tests/integration/test_webhook_lookup_plans.py). The LIMIT sits above a sort of
 # every match, so no plan can bet on a scan finding one early.
 #
-# The keys ($1) are tried in their order, most trusted first (reconcilers.webhook_reading.
-# EffectNotice.keys): the match of the earliest key wins, so a less trusted key never picks
-# a leg when a more trusted one names another. For one key the projected operations come
-# first and the intake's own intent keys after (they cover a provider that calls back
-# before the projector has caught up); both name the same leg, since a key is derived from
-# the tenant, transaction, provider and action it names (events.keys.op_key).
+# The keys (`keys`: MATCH's $1) are tried in their order, most trusted first
+# (reconcilers.webhook_reading.EffectNotice.keys): the match of the earliest key wins, so a
+# less trusted key never picks a leg when a more trusted one names another. For one key
+# the projected operations come first and the intake's own intent keys after (they cover
+# a provider that calls back before the projector has caught up); both name the same leg,
+# since a key is derived from the tenant, transaction, provider and action it names
+# (events.keys.op_key).
 #
-# The provider is matched too ($2): a delivery signed with one provider's secret proves
-# what that provider holds, never an effect recon asked of another (a sandbox webhook must
-# not confirm a Stripe charge that happens to share the key). A compensation goes to its
-# step's provider (events.definition), so the step's names it.
-MATCH = """
+# The provider is matched too (`provider`: MATCH's $2): a delivery signed with one
+# provider's secret proves what that provider holds, never an effect recon asked of
+# another (a sandbox webhook must not confirm a Stripe charge that happens to share the
+# key). A compensation goes to its step's provider (events.definition), so the step's
+# names it.
+def _match(keys: str, provider: str) -> str:
+    return f"""
 SELECT tenant, tx_id, action, key FROM (
     SELECT o.tenant, o.tx_id, o.action, k.at, k.key, 0 AS source
     FROM operations o CROSS JOIN LATERAL (
-        SELECT at, key FROM (VALUES (array_position($1::text[], o.op_key), o.op_key),
-                                    (array_position($1::text[], o.comp_op_key), o.comp_op_key))
+        SELECT at, key FROM (VALUES (array_position({keys}, o.op_key), o.op_key),
+                                    (array_position({keys}, o.comp_op_key), o.comp_op_key))
                AS named (at, key)
         WHERE at IS NOT NULL ORDER BY at LIMIT 1
     ) k
-    WHERE (o.op_key = ANY($1::text[]) OR o.comp_op_key = ANY($1::text[])) AND o.provider = $2
+    WHERE (o.op_key = ANY({keys}) OR o.comp_op_key = ANY({keys})) AND o.provider = {provider}
     UNION ALL
-    SELECT k.tenant, k.tx_id, k.action, array_position($1::text[], k.key), k.key, 1
+    SELECT k.tenant, k.tx_id, k.action, array_position({keys}, k.key), k.key, 1
     FROM intent_keys k JOIN intents i ON (i.tenant, i.tx_id) = (k.tenant, k.tx_id)
-    WHERE k.key = ANY($1::text[]) AND EXISTS (
+    WHERE k.key = ANY({keys}) AND EXISTS (
         SELECT 1 FROM jsonb_array_elements(i.operations) op
-        WHERE op->>'action' = k.action AND op->>'provider' = $2)
+        WHERE op->>'action' = k.action AND op->>'provider' = {provider})
 ) matched ORDER BY at, source LIMIT 1
 """
-# Whether the account ($3) had the delivery ($4) handled since $5, and MATCH.
-DELIVERY = f"""
-WITH found AS ({MATCH})
-SELECT EXISTS (SELECT 1 FROM webhook_deliveries
-               WHERE provider = $3 AND delivery_id = $4 AND received_at > $5) AS seen,
+
+
+MATCH = _match("$1::text[]", "$2")
+# For each delivery n of the arrays $1-$4 (account, delivery id, since, provider): whether
+# the account had it handled since then, and MATCH of its keys, which $5/$6 list as
+# (n, key) pairs in each delivery's order. One statement for many webhooks, as one for one.
+# MATERIALIZED: each delivery's keys are gathered once, not wherever MATCH names them.
+DELIVERIES = f"""
+WITH asked AS MATERIALIZED (
+    SELECT a.n, a.account, a.delivery_id, a.since, a.provider,
+           ARRAY(SELECT k.key FROM unnest($5::int[], $6::text[]) WITH ORDINALITY
+                           AS k (n, key, at)
+                 WHERE k.n = a.n ORDER BY k.at) AS keys
+    FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::text[]) WITH ORDINALITY
+         AS a (account, delivery_id, since, provider, n)
+)
+SELECT a.n,
+       EXISTS (SELECT 1 FROM webhook_deliveries d
+               WHERE d.provider = a.account AND d.delivery_id = a.delivery_id
+                 AND d.received_at > a.since) AS seen,
        found.tenant, found.tx_id, found.action, found.key
-FROM (VALUES (1)) AS one (x) LEFT JOIN found ON true
+FROM asked a LEFT JOIN LATERAL ({_match("a.keys", "a.provider")}) found ON true
 """
 
 
@@ -136,7 +163,7 @@ async def operation_by_key(
     keys: tuple[str, ...],
     own: Collection[tuple[str, str]] = (),
 ) -> MatchedOperation | None:
-    """MATCH alone: the leg `look_up` would find for `keys`."""
+    """MATCH alone: the leg `look_up_all` would find for `keys`."""
     return _matched(await conn.fetchrow(MATCH, list(keys), provider), provider, own)
 
 

@@ -12,18 +12,17 @@ belongs to: the shared account's at `/v1/webhooks/{provider}`, a tenant's own ac
    provider's own event format), turn the effect into an observation of the operation it
    belongs to, or into drift when it belongs to none, and wait for Kafka's
    acknowledgement (an event the adapter does not act on is only remembered);
-4. only then record the delivery id (in one statement with the other webhooks that reach
-   this step at the same time: services.intake.delivery_records) and answer 2xx
+4. only then record the delivery id and answer 2xx
    (promise 7). A crash between 3 and 4
    makes the provider deliver again; the second observation carries the same message id
    (and a drift report the same drift id), so the decider and the projector see it once.
 
-Two statements per delivery (issue 24, item 5): the body is read (3, pure) before 2, so
-that the dedupe check and the lookup of the effect's operation are one statement
-(webhook_store.DELIVERY); nothing read is acted on before the check, and an unreadable
+Two statements per delivery at most (issue 24, item 5): the body is read (3, pure) before
+2, so that the dedupe check and the lookup of the effect's operation are one statement
+(webhook_store.DELIVERIES); nothing read is acted on before the check, and an unreadable
 body that was handled already is still answered `duplicate`. Recording the delivery id (4)
-is the second, shared by the webhooks recorded at the same time (fewer than two per
-delivery under load).
+is the second. Each is shared by the webhooks that reach it at the same time
+(services.intake.delivery_batches), so under load a delivery costs less than two.
 """
 
 import base64
@@ -31,7 +30,6 @@ import logging
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
-import asyncpg
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
@@ -48,7 +46,7 @@ from reconcilers.webhook_intake import meaning
 from reconcilers.webhook_reading import WebhookBodyError, WebhookReading, read_effect_webhook
 from services.config import Settings
 from services.intake import webhook_store
-from services.intake.delivery_records import DeliveryRecords
+from services.intake.delivery_batches import DeliveryBatches
 from services.intake.errors import ApiError
 from services.intake.openapi import WEBHOOK_EXTRA, ProviderName, TenantName, errors, ok
 from services.intake.produce import produce_acked
@@ -132,25 +130,24 @@ async def _receive(request: Request, account: Account, secrets: tuple[str, ...])
     except WebhookBodyError as exc:
         reading, unreadable = None, str(exc)
     notice = reading.notice if reading is not None else None
-    pool: asyncpg.Pool = request.app.state.pool
-    async with pool.acquire() as conn:
-        deliveries = webhook_store.Deliveries(conn, str(account))
-        known = await deliveries.look_up(
-            delivery_id,
-            now - horizon,
-            provider,
-            notice.keys if notice is not None else (),
-            settings.provider_accounts,
+    batches: DeliveryBatches = request.app.state.delivery_batches
+    known = await batches.look_up(
+        webhook_store.Asked(
+            account=str(account),
+            delivery_id=delivery_id,
+            since=now - horizon,
+            provider=provider,
+            keys=notice.keys if notice is not None else (),
         )
-        if known.seen:
-            return JSONResponse({"status": "duplicate"})
-        if reading is None:
-            raise ApiError(400, "invalid_webhook", f"{unreadable}; nothing was recorded")
-    records: DeliveryRecords = request.app.state.delivery_records
+    )
+    if known.seen:
+        return JSONResponse({"status": "duplicate"})
+    if reading is None:
+        raise ApiError(400, "invalid_webhook", f"{unreadable}; nothing was recorded")
     if notice is None:
         # An event the provider's adapter does not act on: remembered, so its retries
         # are duplicates, and acknowledged so the provider stops retrying.
-        await records.remember(str(account), delivery_id, now)
+        await batches.remember(str(account), delivery_id, now)
         return JSONResponse({"status": "ignored", "type": reading.type})
     matched = known.matched
     producer = request.app.state.producer
@@ -186,7 +183,7 @@ async def _receive(request: Request, account: Account, secrets: tuple[str, ...])
             found.model_dump_json().encode(),
             f"the drift report {found.drift_id}",
         )
-    await records.remember(str(account), delivery_id, now)
+    await batches.remember(str(account), delivery_id, now)
     return JSONResponse({"status": "accepted"})
 
 

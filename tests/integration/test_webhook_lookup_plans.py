@@ -16,7 +16,7 @@ from datetime import UTC, datetime, timedelta
 import asyncpg
 import pytest
 
-from services.intake.webhook_store import DELIVERY, MATCH, Deliveries, operation_by_key
+from services.intake.webhook_store import DELIVERIES, MATCH, Asked, look_up_all, operation_by_key
 
 ROWS = 3000
 
@@ -82,9 +82,11 @@ async def conn(fresh_database: str) -> AsyncIterator[asyncpg.Connection]:
 # Each statement's parameter types and the values of an unknown effect's delivery.
 PARAMETERS = {
     "match": ("text[], text", "ARRAY['rk1_unknown'], 'sandbox'"),
-    "delivery": (
-        "text[], text, text, text, timestamptz",
-        "ARRAY['rk1_unknown'], 'sandbox', 'sandbox', 'whd-unknown', now() - interval '1 day'",
+    "deliveries": (
+        "text[], text[], timestamptz[], text[], int[], text[]",
+        "ARRAY['sandbox', 'sandbox'], ARRAY['whd-unknown', 'whd-other'],"
+        " ARRAY[now() - interval '1 day', now() - interval '1 day'], ARRAY['sandbox', 'sandbox'],"
+        " ARRAY[1, 2, 2], ARRAY['rk1_unknown', 'nobody', 'rk1_unknown']",
     ),
 }
 
@@ -93,13 +95,14 @@ async def generic_plan(conn: asyncpg.Connection, query: str, name: str) -> str:
     types, values = PARAMETERS[name]
     await conn.execute(f"PREPARE lookup({types}) AS {query}")
     try:
-        rows = await conn.fetch(f"EXPLAIN EXECUTE lookup({values})")
+        # VERBOSE names the parameters wherever they are used (unnest's too).
+        rows = await conn.fetch(f"EXPLAIN (VERBOSE) EXECUTE lookup({values})")
     finally:
         await conn.execute("DEALLOCATE lookup")
     return "\n".join(row[0] for row in rows)
 
 
-@pytest.mark.parametrize(("query", "name"), [(MATCH, "match"), (DELIVERY, "delivery")])
+@pytest.mark.parametrize(("query", "name"), [(MATCH, "match"), (DELIVERIES, "deliveries")])
 async def test_an_unknown_effect_is_looked_up_through_an_index_under_a_generic_plan(
     conn: asyncpg.Connection, query: str, name: str
 ) -> None:
@@ -137,21 +140,27 @@ async def test_the_indexed_lookup_finds_intents_by_either_key(conn: asyncpg.Conn
     assert await operation_by_key(conn, "stripe", ("rc1_p7",)) is None
 
 
-async def test_one_statement_tells_a_handled_delivery_and_finds_the_first_key_recon_knows(
+async def test_one_statement_tells_each_delivery_handled_or_not_and_finds_its_first_known_key(
     conn: asyncpg.Connection,
 ) -> None:
     since = datetime.now(UTC) - timedelta(days=1)
-    deliveries = Deliveries(conn, "sandbox")
+    # Handled after `since`, then before it (a new window): one statement for all four.
+    asked = [
+        Asked("sandbox", "whd-5", since, "sandbox", ("rk1_c17",)),
+        Asked("sandbox", "whd-new", since, "sandbox", ("nobody", "rc1_r42", "rk1_c9")),
+        Asked("sandbox", "whd-other", since, "sandbox", ()),
+        Asked("x", "whd-5", datetime.now(UTC) + timedelta(days=1), "x", ()),
+        Asked("sandbox", "whd-5", since + timedelta(days=2), "sandbox", ("rk1_c9", "rk1_c17")),
+    ]
 
-    handled = await deliveries.look_up("whd-5", since, "sandbox", ("rk1_c17",))
-    new = await deliveries.look_up("whd-new", since, "sandbox", ("nobody", "rc1_r42", "rk1_c9"))
-    unread = await deliveries.look_up("whd-other", since, "sandbox", ())
-    # Handled before `since`: a new window.
-    expired = await deliveries.look_up("whd-5", datetime.now(UTC) + timedelta(days=1), "x", ())
+    handled, new, unread, other_account, expired = await look_up_all(conn, asked)
 
     assert handled.seen and handled.matched is not None and handled.matched.tx_id == "tx-17"
     assert not new.seen and new.matched is not None
     # The earliest key recon knows wins, not the first leg found.
     assert (new.matched.tx_id, new.matched.op_key) == ("tx-42", "rc1_r42")
     assert (unread.seen, unread.matched) == (False, None)
-    assert not expired.seen
+    assert (other_account.seen, other_account.matched) == (False, None)
+    # Each delivery's keys are its own, in its own order.
+    assert not expired.seen and expired.matched is not None
+    assert (expired.matched.tx_id, expired.matched.op_key) == ("tx-9", "rk1_c9")

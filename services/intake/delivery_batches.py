@@ -1,0 +1,116 @@
+"""The webhook ingress's two statements (services.intake.webhook_store: the dedupe check
+with the match, and recording the delivery id), each shared by the webhooks that reach it
+at the same time (issue 24).
+
+While one statement runs, the webhooks that arrive at the same step wait and go together in
+the next: an idle intake sends each at once, a busy one one statement (and, for the
+record, one commit) for many deliveries. No wait is added to make a batch, and the order of
+a webhook's steps stays (services.intake.webhooks): its check answers before anything is
+produced, and it answers 2xx only once the statement carrying its own row has been written.
+A statement that fails fails each webhook it carried, as its own statement would have.
+
+Rows older than the dedupe horizon are deleted at most every PURGE_EVERY_S, after a record,
+on the same connection.
+"""
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable, Collection, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Generic, TypeVar
+
+import asyncpg
+
+from services.intake import webhook_store
+from services.intake.webhook_store import Asked, Delivery
+
+log = logging.getLogger(__name__)
+
+# Old delivery ids are deleted at most this often per intake process: cheap, and the
+# table never holds much more than one horizon of deliveries.
+PURGE_EVERY_S = 60.0
+
+In = TypeVar("In")
+Out = TypeVar("Out")
+
+
+class Batched(Generic[In, Out]):
+    """`ask` one item of `run`'s, which answers a list of items in one statement in order."""
+
+    def __init__(
+        self,
+        pool: asyncpg.Pool,
+        run: Callable[[asyncpg.Connection, Sequence[In]], Awaitable[Sequence[Out]]],
+    ) -> None:
+        self._pool = pool
+        self._run = run
+        self._waiting: list[tuple[In, asyncio.Future[Out]]] = []
+        self._runner: asyncio.Task[None] | None = None
+
+    async def ask(self, item: In) -> Out:
+        done: asyncio.Future[Out] = asyncio.get_running_loop().create_future()
+        self._waiting.append((item, done))
+        if self._runner is None or self._runner.done():
+            self._runner = asyncio.create_task(self._run_while_waiting())
+        return await done
+
+    async def _run_while_waiting(self) -> None:
+        while self._waiting:
+            batch, self._waiting = self._waiting, []
+            try:
+                async with self._pool.acquire() as conn:
+                    answers = await self._run(conn, [item for item, _ in batch])
+            except asyncio.CancelledError:  # the intake stopping
+                for _, waiter in batch:
+                    waiter.cancel()
+                raise
+            except Exception as exc:  # each webhook answers for it (a 503 for a database down)
+                for _, waiter in batch:
+                    if not waiter.done():
+                        waiter.set_exception(exc)
+            else:
+                for (_, waiter), answer in zip(batch, answers, strict=True):
+                    if not waiter.done():  # a webhook whose client went away
+                        waiter.set_result(answer)
+
+
+Handled = tuple[str, str, datetime]  # account (Deliveries.provider), delivery id, when
+
+
+class DeliveryBatches:
+    def __init__(
+        self, pool: asyncpg.Pool, horizon: timedelta, own: Collection[tuple[str, str]]
+    ) -> None:
+        self._horizon = horizon
+        self._own = own
+        self._purged_at = 0.0
+        self._checks: Batched[Asked, Delivery] = Batched(pool, self._look_up)
+        self._records: Batched[Handled, None] = Batched(pool, self._remember)
+
+    async def look_up(self, asked: Asked) -> Delivery:
+        """webhook_store.look_up_all's answer for `asked`."""
+        return await self._checks.ask(asked)
+
+    async def remember(self, account: str, delivery_id: str, at: datetime) -> None:
+        """Once this returns, the delivery is recorded as handled by `account` (as
+        webhook_store.Deliveries.provider names it); the statement's error otherwise."""
+        await self._records.ask((account, delivery_id, at))
+
+    async def _look_up(self, conn: asyncpg.Connection, asked: Sequence[Asked]) -> list[Delivery]:
+        return await webhook_store.look_up_all(conn, asked, self._own)
+
+    async def _remember(self, conn: asyncpg.Connection, handled: Sequence[Handled]) -> list[None]:
+        # A delivery twice in one statement (a provider retrying while the first is being
+        # handled) is one row: ON CONFLICT cannot touch a row twice in a statement.
+        await webhook_store.remember_deliveries(conn, {(a, d): at for a, d, at in handled})
+        await self._purge(conn)
+        return [None] * len(handled)
+
+    async def _purge(self, conn: asyncpg.Connection) -> None:
+        if time.monotonic() - self._purged_at < PURGE_EVERY_S:
+            return
+        self._purged_at = time.monotonic()
+        before = datetime.now(UTC) - self._horizon
+        deleted = await webhook_store.purge_deliveries(conn, before)
+        log.debug("purged webhook deliveries older than %s: %s", before.isoformat(), deleted)
