@@ -293,6 +293,9 @@ async def settled(deciders: list[str], quiet_s: float = 1.0, limit_s: float = 15
 
 
 PROFILED = tuple(s for s in SERVICES if s != "sandbox")
+# The broker's JIT compiler threads are shown apart (a row within kafka's): compiling is its
+# warm-up, which a run after too short a `--warmup` still pays per transaction.
+JVMS = ("kafka",)
 # Each connects to Postgres as a role of its own, which names it in pg_stat_statements.
 RECON_SERVICES = PROFILED
 
@@ -310,6 +313,9 @@ async def _with_own_stack(args: argparse.Namespace) -> dict[str, float]:
         request_counts,
         request_offset,
         request_table,
+        request_times,
+        transactions_in_broker,
+        transactions_table,
     )
     from services.devtools.projector_counts import projector_counts, projector_table
 
@@ -350,9 +356,9 @@ async def _with_own_stack(args: argparse.Namespace) -> dict[str, float]:
         if args.idle > 0:
             # What each process burns with nothing to do (polls, heartbeats, the JVM).
             await pg_counts.reset(postgres.url)
-            start = snapshot(roots)
+            start = snapshot(roots, jvms=JVMS)
             await asyncio.sleep(args.idle)
-            idle = CpuUse.between(start, snapshot(roots))
+            idle = CpuUse.between(start, snapshot(roots, jvms=JVMS))
             idle.seconds = {k: v / args.idle for k, v in idle.seconds.items()}
             counted = pg_counts.per_service(await pg_counts.read(postgres.url))
             idle_statements = {k: n / args.idle for k, n in counted.items()}
@@ -367,11 +373,11 @@ async def _with_own_stack(args: argparse.Namespace) -> dict[str, float]:
         requested = request_offset(kafka.requests_log)
         await pg_counts.reset(postgres.url)
         counting_since = time.monotonic()
-        before = snapshot(roots)
+        before = snapshot(roots, jvms=JVMS)
         result = await drive(
             stack.intake_url, "demo-key", kafka.bootstrap, Topics(), args.count, args.concurrency
         )
-        cpu = CpuUse.between(before, snapshot(roots))
+        cpu = CpuUse.between(before, snapshot(roots, jvms=JVMS))
         # The inputs that follow the last TransactionCommitted (the receipt's webhooks)
         # belong to the measured transactions: read once the decider has settled.
         print("\n" + decider_table(decided, await settled(deciders), args.count))
@@ -395,11 +401,14 @@ async def _with_own_stack(args: argparse.Namespace) -> dict[str, float]:
             }
         )
         if args.requests:
-            requests = request_counts(
-                kafka.requests_log, requested, request_offset(kafka.requests_log)
-            )
+            until = request_offset(kafka.requests_log)
+            requests = request_counts(kafka.requests_log, requested, until)
+            times = request_times(kafka.requests_log, requested, until)
+            spans = transactions_in_broker(kafka.requests_log, requested, until, "recon-decider")
             print(
-                request_table(requests, args.count)
+                transactions_table(spans, "decider")
+                + "\n"
+                + request_table(requests, args.count, times)
                 + "\n(CPU below includes the request log's cost)"
             )
         if args.profile:

@@ -35,15 +35,45 @@ def _stat(pid: int) -> tuple[int, float, float] | None:
     return int(fields[1]), own, reaped
 
 
+# A HotSpot JVM's JIT compilers run in threads named "C1 CompilerThread0", "C2 CompilerThread1",
+# ...; the kernel keeps the first 15 characters of a thread's name.
+JIT_THREADS = ("C1 CompilerThre", "C2 CompilerThre")
+
+
+def jit_seconds(pid: int) -> float:
+    """CPU seconds so far of the JIT compiler threads of the JVM `pid` (0 for any other
+    process). Compiling is warm-up, not per-request work: a broker still compiling after
+    the warm-up counts the rest of its warm-up in a run's CPU per transaction."""
+    total = 0.0
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return 0.0
+    for tid in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat", "rb") as f:
+                raw = f.read().decode("utf-8", "replace")
+        except OSError:
+            continue
+        if raw[raw.find("(") + 1 : raw.rfind(")")].startswith(JIT_THREADS):
+            fields = raw[raw.rfind(")") + 2 :].split()
+            total += (int(fields[11]) + int(fields[12])) / TICK
+    return total
+
+
 def _machine_busy() -> float:
     with open("/proc/stat") as f:
         values = [int(x) for x in f.readline().split()[1:9]]
     return (sum(values) - values[3] - values[4]) / TICK  # all but idle and iowait
 
 
-def snapshot(roots: dict[str, int], self_name: str = "client") -> dict[str, float]:
+def snapshot(
+    roots: dict[str, int], self_name: str = "client", jvms: tuple[str, ...] = ()
+) -> dict[str, float]:
     """CPU seconds so far of each root's process tree, of this process alone (not its
-    children: the stack's processes are its children), and of the whole machine."""
+    children: the stack's processes are its children), and of the whole machine; for each
+    root named in `jvms`, also its JIT compiler threads' (part of the root's figure) as
+    "<root>: of which JIT"."""
     if not os.path.isdir("/proc"):
         return {}
     stats: dict[int, tuple[int, float, float]] = {}
@@ -61,6 +91,8 @@ def snapshot(roots: dict[str, int], self_name: str = "client") -> dict[str, floa
                 total += stats[pid][1] + stats[pid][2]
                 todo.extend(children.get(pid, []))
         cpu[component] = total
+        if component in jvms:
+            cpu[f"{component}: of which JIT"] = jit_seconds(root)
     me = _stat(os.getpid())
     cpu[self_name] = me[1] if me else 0.0
     cpu["machine busy (all users)"] = _machine_busy()

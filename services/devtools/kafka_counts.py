@@ -12,8 +12,10 @@
 from __future__ import annotations
 
 import re
-from collections import Counter
+import statistics
+from collections import Counter, defaultdict
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 
 import httpx
@@ -54,6 +56,15 @@ CONCURRENT_TRANSACTIONS = rb'rrorCode":51'
 # retries it after its back-off (100 ms), on the transaction's path. A decider transaction
 # that sends one Produce and no TxnOffsetCommit (its offsets on the changelog) meets none.
 VERIFICATION_REFUSED = {0: rb'rrorCode":19', 28: rb'rrorCode":15'}
+# The broker's own AddPartitionsToTxn that verifies a transactional Produce with the
+# transaction coordinator (transaction.partition.verification.enable, on by default): one
+# per Produce that writes a partition for the first time in its transaction.
+VERIFICATION = rb'"verifyOnly":true'
+# Where a request's time went inside the broker, as its request log gives it (ms): waiting
+# for a request handler thread, handled, waiting on another request or purgatory (a
+# verification, acks=all, a fetch's long poll), waiting for a network thread, sent.
+TIMES = ("totalTime", "requestQueueTime", "localTime", "remoteTime", "responseQueueTime")
+_TIMES = re.compile(rb'"(' + b"|".join(t.encode() for t in TIMES) + rb')Ms":([0-9.]+)')
 
 
 def metric_samples(metrics_urls: list[str]) -> Iterator[Sample]:
@@ -91,28 +102,112 @@ def request_offset(path: Path) -> int:
     return path.stat().st_size if path.exists() else 0
 
 
-def request_counts(path: Path, since: int, until: int) -> Counter[str]:
-    """Requests completed between two sizes of the broker's request log, by kind."""
-    counts: Counter[str] = Counter()
+def _requests(path: Path, since: int, until: int) -> Iterator[tuple[int, bytes]]:
+    """(API key, line) of each request completed between two sizes of the request log."""
     with path.open("rb") as log:
         log.seek(since)
         for line in log.read(until - since).splitlines():
             found = _API_KEY.search(line)
             if found:
-                key = int(found.group(1))
-                counts[API_NAMES.get(key, f"api {key}")] += 1
-                if key == 24 and CONCURRENT_TRANSACTIONS in line:
-                    counts["(of which CONCURRENT_TRANSACTIONS)"] += 1
-                refused = VERIFICATION_REFUSED.get(key)
-                if refused is not None and refused in line:
-                    counts[f"(of which {API_NAMES[key]} refused, retried)"] += 1
+                yield int(found.group(1)), line
+
+
+def request_counts(path: Path, since: int, until: int) -> Counter[str]:
+    """Requests completed between two sizes of the broker's request log, by kind."""
+    counts: Counter[str] = Counter()
+    for key, line in _requests(path, since, until):
+        counts[API_NAMES.get(key, f"api {key}")] += 1
+        if key == 24 and CONCURRENT_TRANSACTIONS in line:
+            counts["(of which CONCURRENT_TRANSACTIONS)"] += 1
+        if key == 24 and VERIFICATION in line:
+            counts["(of which the broker's verifications)"] += 1
+        refused = VERIFICATION_REFUSED.get(key)
+        if refused is not None and refused in line:
+            counts[f"(of which {API_NAMES[key]} refused, retried)"] += 1
     return counts
 
 
-def request_table(counts: Counter[str], transactions: int) -> str:
+def request_times(path: Path, since: int, until: int) -> dict[str, dict[str, float]]:
+    """Mean ms of each of TIMES by request kind, between two sizes of the request log."""
+    sums: dict[str, dict[str, float]] = {}
+    for key, line in _requests(path, since, until):
+        kind = sums.setdefault(API_NAMES.get(key, f"api {key}"), dict.fromkeys(("n", *TIMES), 0.0))
+        kind["n"] += 1
+        for field, value in _TIMES.findall(line):
+            kind[field.decode()] += float(value)
+    return {
+        kind: {name: total[name] / total["n"] for name in TIMES} for kind, total in sums.items()
+    }
+
+
+# Each line of the request log starts with the time it was written, the request's end
+# (services.devtools.infra.kafka); requests of a transaction name its transactional id.
+_WRITTEN = re.compile(rb"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) ")
+_TRANSACTIONAL_ID = re.compile(rb'ransactionalId":"([^"]+)"')
+_TOTAL = re.compile(rb'"totalTimeMs":([0-9.]+)')
+
+
+def transactions_in_broker(
+    path: Path, since: int, until: int, prefix: str
+) -> list[tuple[float, float]]:
+    """(whole, in the broker) ms of each Kafka transaction of the producers whose
+    transactional id starts with `prefix`, read back from their requests: from the arrival of
+    its first AddPartitionsToTxn or Produce to its EndTxn's answer, and the sum of those
+    requests' own times; the difference is spent in the producer and between the two."""
+    begun: dict[bytes, list[tuple[float, float]]] = defaultdict(list)
+    spans: list[tuple[float, float]] = []
+    for key, line in _requests(path, since, until):
+        if key not in (0, 24, 26) or VERIFICATION in line:
+            continue
+        written, tid, total = (
+            _WRITTEN.match(line),
+            _TRANSACTIONAL_ID.search(line),
+            _TOTAL.search(line),
+        )
+        if not (written and tid and total) or not tid.group(1).decode().startswith(prefix):
+            continue
+        at = datetime.strptime(written.group(1).decode(), "%Y-%m-%d %H:%M:%S,%f").timestamp()
+        end, spent = at * 1000, float(total.group(1))
+        requests = begun[tid.group(1)]
+        requests.append((end - spent, spent))
+        if key == 26:
+            spans.append((end - min(start for start, _ in requests), sum(t for _, t in requests)))
+            requests.clear()
+    return spans
+
+
+def transactions_table(spans: list[tuple[float, float]], who: str) -> str:
+    if not spans:
+        return f"{who} Kafka transactions in the request log: none"
+    whole = sorted(w for w, _ in spans)
+
+    def at(q: float) -> float:
+        return whole[min(len(whole) - 1, int(q * len(whole)))]
+
+    broker = statistics.median(b for _, b in spans)
+    between = statistics.median(w - b for w, b in spans)
+    return (
+        f"{who} Kafka transactions in the request log: {len(spans)}, first request's arrival"
+        f" -> EndTxn answered p50 {at(0.5):.1f} ms, p90 {at(0.9):.1f}, p99 {at(0.99):.1f};"
+        f" p50 {broker:.1f} ms in the broker, {between:.1f} between its requests"
+    )
+
+
+def request_table(
+    counts: Counter[str], transactions: int, times: dict[str, dict[str, float]] | None = None
+) -> str:
     total = sum(n for name, n in counts.items() if not name.startswith("("))
     lines = [f"Kafka requests: {total} = {total / transactions:.1f} per transaction"]
-    lines += [
-        f"  {name:<20} {n:>8} {n / transactions:>7.2f}/tx" for name, n in counts.most_common()
-    ]
+    head = "" if not times else "  ms in the broker, mean: total = handler queue + handled"
+    head += "" if not times else " + remote + network queue (+ send)"
+    lines[0] += head
+
+    def row(name: str, n: int) -> str:
+        line = f"  {name:<20} {n:>8} {n / transactions:>7.2f}/tx"
+        spent = (times or {}).get(name)
+        if spent:
+            line += "   " + " ".join(f"{spent[t]:6.2f}" for t in TIMES)
+        return line
+
+    lines += [row(name, n) for name, n in counts.most_common()]
     return "\n".join(lines)

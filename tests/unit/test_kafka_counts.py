@@ -3,7 +3,13 @@ back-off are counted apart (services.devtools.kafka_counts)."""
 
 from pathlib import Path
 
-from services.devtools.kafka_counts import request_counts
+from services.devtools.kafka_counts import (
+    request_counts,
+    request_table,
+    request_times,
+    transactions_in_broker,
+    transactions_table,
+)
 
 
 def _line(key: int, error: int, field: str = "errorCode") -> str:
@@ -31,3 +37,60 @@ def test_refusals_that_are_retried_later_are_counted_apart(tmp_path: Path) -> No
     assert counts["(of which TxnOffsetCommit refused, retried)"] == 1
     assert counts["(of which CONCURRENT_TRANSACTIONS)"] == 1
     assert counts["Fetch"] == 1
+
+
+def test_the_brokers_verifications_and_where_request_time_went_are_counted(tmp_path: Path) -> None:
+    def timed(key: int, total: float, remote: float, verify: bool = False) -> str:
+        request = '"request":{"transactions":[{"verifyOnly":true}]},' if verify else ""
+        return (
+            f'Completed request:{{"requestHeader":{{"requestApiKey":{key}}},{request}'
+            f'"totalTimeMs":{total},"requestQueueTimeMs":0.5,"localTimeMs":1.0,'
+            f'"remoteTimeMs":{remote},"responseQueueTimeMs":0.25,"sendTimeMs":0.1}}'
+        )
+
+    log = tmp_path / "requests.log"
+    lines = [timed(0, 4.0, 2.0), timed(0, 2.0, 0.0), timed(24, 1.0, 0.0, verify=True)]
+    lines.append(timed(24, 3.0, 0.0))
+    log.write_text("".join(f"2026-12-03 12:00:00,000 {line}\n" for line in lines))
+    size = log.stat().st_size
+    counts = request_counts(log, 0, size)
+    assert counts["AddPartitionsToTxn"] == 2
+    assert counts["(of which the broker's verifications)"] == 1
+    times = request_times(log, 0, size)
+    assert times["Produce"]["totalTime"] == 3.0
+    assert times["Produce"]["remoteTime"] == 1.0
+    assert times["Produce"]["requestQueueTime"] == 0.5
+    assert times["AddPartitionsToTxn"]["totalTime"] == 2.0
+    row = next(line for line in request_table(counts, 2, times).splitlines() if "Produce" in line)
+    assert row.split()[-5:] == ["3.00", "0.50", "1.00", "1.00", "0.25"]
+
+
+def test_a_producers_transactions_are_read_back_from_its_requests(tmp_path: Path) -> None:
+    def line(at: str, key: int, tid: str, total: float, verify: bool = False) -> str:
+        field = "transactionalId" if key != 24 else "v3AndBelowTransactionalId"
+        request = f'"{field}":"{tid}"' + (',"verifyOnly":true' if verify else "")
+        return (
+            f'2026-12-03 12:00:{at} Completed request:{{"requestHeader":{{"requestApiKey":{key}}},'
+            f'"request":{{{request}}},"totalTimeMs":{total},"localTimeMs":0.1}}\n'
+        )
+
+    log = tmp_path / "requests.log"
+    log.write_text(
+        # decider-1: AddPartitionsToTxn arrives at 00.000, Produce 00.010-00.015, EndTxn
+        # answered at 00.020 (2 ms): 20 ms in all, 2 + 5 + 2 = 9 in the broker.
+        line("00,002", 24, "recon-decider-1", 2.0)
+        + line("00,012", 24, "recon-decider-1", 1.0, verify=True)  # the broker's own
+        + line("00,015", 0, "recon-decider-1", 5.0)
+        + line("00,016", 0, "recon-dispatcher", 1.0)  # another producer's
+        + line("00,020", 26, "recon-decider-1", 2.0)
+        # decider-2, overlapping, then a second transaction of decider-1
+        + line("00,014", 24, "recon-decider-2", 4.0)
+        + line("00,030", 26, "recon-decider-2", 1.0)
+        + line("00,041", 24, "recon-decider-1", 1.0)
+        + line("00,050", 26, "recon-decider-1", 1.0)
+    )
+    spans = transactions_in_broker(log, 0, log.stat().st_size, "recon-decider")
+    assert sorted(spans) == [(10.0, 2.0), (20.0, 5.0), (20.0, 9.0)]
+    assert "3, first request's arrival -> EndTxn answered p50 20.0 ms" in transactions_table(
+        spans, "decider"
+    )

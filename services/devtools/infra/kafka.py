@@ -149,8 +149,10 @@ class KafkaBroker(ServerProcess):
     ) -> None:
         super().__init__()
         # Every request the broker completes, one line each in `requests_log` (Kafka's
-        # request logger at DEBUG): for counting requests by kind and client. It costs the
-        # broker CPU per request, so CPU is not measured in a run that writes it.
+        # request logger at DEBUG), after the time it was completed: for counting requests
+        # by kind and client, and where each one's time went (its queue, handling, remote
+        # and network times; a client's transaction read back from its requests). It costs
+        # the broker CPU per request, so CPU is not measured in a run that writes it.
         self.request_log = request_log
         self.data_dir = data_dir.resolve()
         self.port = port
@@ -253,6 +255,15 @@ class KafkaBroker(ServerProcess):
             "broker.session.timeout.ms": "9000",
             # Topics are created explicitly with their own retention; a typo must fail loudly.
             "auto.create.topics.enable": "false",
+            # Left at Kafka's defaults on purpose, measured on a 2-core machine (docs/
+            # benchmark.md, "Where the broker's CPU goes"): 1 network, 2 I/O and 2
+            # background threads instead of 3, 8 and 10 changed nothing beyond the noise;
+            # C1-only JIT (-XX:TieredStopAtLevel=1) spares the warm-up's compiling but makes
+            # every request dearer for as long as the broker runs; and
+            # transaction.partition.verification.enable stays on: its round trip is ~1 ms of
+            # a transactional Produce, and without it a produce that arrives after its
+            # transaction ended opens one that never ends, stalling every read_committed
+            # reader of that partition.
         }
         if self.secure is not None:
             listener = f"{SECURE_NAME}://127.0.0.1:{self.secure.port}"
@@ -282,7 +293,7 @@ class KafkaBroker(ServerProcess):
                     "log4j.appender.requests=org.apache.log4j.FileAppender\n"
                     f"log4j.appender.requests.File={self.requests_log}\n"
                     "log4j.appender.requests.layout=org.apache.log4j.PatternLayout\n"
-                    "log4j.appender.requests.layout.ConversionPattern=%m%n\n"
+                    "log4j.appender.requests.layout.ConversionPattern=%d{ISO8601} %m%n\n"
                 )
         return properties
 
