@@ -119,6 +119,12 @@ DECIDER_TRANSACTION_SECONDS = Histogram(
     "Time from the decider opening a Kafka transaction to its commit acknowledged",
     buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
 )
+DECIDER_INPUT_WAIT_SECONDS = Histogram(
+    "recon_decider_input_wait_seconds",
+    "Time from an input's record being written (its CreateTime) to the decider deciding it:"
+    " the fetch, and any wait of the decider's loop",
+    buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5),
+)
 DECIDER_TRANSACTIONS = Counter(
     "recon_decider_kafka_transactions",
     "Kafka transactions the decider committed, by what they carry: `decisions` (inputs with"

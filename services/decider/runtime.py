@@ -73,6 +73,7 @@ from services.decider.restore import StateKey, Stored, restore_partition
 from services.kafka_clients import acked_producer, group_consumer, transaction_failure
 from services.kafka_setup import ensure_topics
 from services.metrics import (
+    DECIDER_INPUT_WAIT_SECONDS,
     DECIDER_INPUTS_COMMITTED,
     DECIDER_TRANSACTION_SECONDS,
     DECIDER_TRANSACTIONS,
@@ -347,8 +348,11 @@ class Decider:
         if not batches:
             return
         staged = owned.staged = owned.staged or _Staged(partition)
+        now_ms = time.time() * 1000
         for tp, records in batches:
             for record in records:
+                if record.timestamp_type == 0:  # CreateTime: the producer's clock, this host's
+                    DECIDER_INPUT_WAIT_SECONDS.observe(max(0.0, now_ms - record.timestamp) / 1000)
                 # One span per decided input, under the context its producer sent.
                 with tracing.span(
                     "decider.decide",
