@@ -38,6 +38,9 @@ DECIDER_WITH_STAGED_INPUTS = "decider.with_staged_inputs"
 # A Kafka transaction committed, with its inputs' offsets on the changelog; the consumer
 # group's lag marker not sent yet, so the group is behind what was decided.
 DECIDER_AFTER_COMMIT = "decider.after_commit"
+# A partition's Kafka transaction open, its records sent; a later input of the partition
+# decided on its states and staged for the next transaction (services.decider.runtime).
+DECIDER_WITH_PIPELINED_INPUTS = "decider.with_pipelined_inputs"
 # The intent's row and its natural keys are claimed in Postgres, its command not produced.
 INTAKE_AFTER_CLAIM = "intake.after_claim"
 

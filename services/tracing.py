@@ -42,12 +42,14 @@ _tracer = trace.get_tracer("recon")
 _HEADERS = ("traceparent", "tracestate")
 # Set by configure_tracing("...", "memory"): what an in-process test reads.
 memory_exporter: Any = None
+# Whether configure_tracing installed the SDK: off, spans record nothing.
+_configured = False
 
 
 def configure_tracing(service: str, exporter: str) -> None:
     """Install the SDK for this process, or leave the API's no-op tracer for `none`.
     Raises ValueError for an exporter it does not know."""
-    global memory_exporter
+    global memory_exporter, _configured
     if exporter in ("", "none") and os.environ.get("OTEL_TRACES_EXPORTER", "").strip() == "otlp":
         exporter = "otlp"
     if exporter in ("", "none"):
@@ -69,6 +71,7 @@ def configure_tracing(service: str, exporter: str) -> None:
         chosen = span_exporter(service, exporter)
         provider.add_span_processor(BatchSpanProcessor(chosen, schedule_delay_millis=500))
     trace.set_tracer_provider(provider)
+    _configured = True
 
 
 def span_exporter(service: str, exporter: str) -> SpanExporter:
@@ -132,6 +135,21 @@ def span(
         trace_id = format(ctx.trace_id, "032x") if ctx.is_valid else None
         with log_context(**ids, trace_id=trace_id):
             yield s
+
+
+@contextmanager
+def consuming(name: str, record: Any, group: str) -> Iterator[None]:
+    """A span for processing one consumed Kafka record, under the context its producer
+    sent. With tracing off and no context to pass on, only the log context the span would
+    have scoped (ids `annotate`d inside end with it): such a span records nothing and
+    cost ~20 us per record, on the decider's path for every input."""
+    parent = context_from(record.headers)
+    if parent is None and not _configured:
+        with log_context():
+            yield
+        return
+    with span(name, parent, semantic=kafka_record(record, group)):
+        yield
 
 
 def kafka_record(record: Any, group: str) -> dict[str, str | int]:

@@ -7,8 +7,17 @@ batch. Either all of it is visible to read_committed readers, or none of it is a
 inputs are read again. The consumer group's offsets are only a lag marker
 (services.decider.lag_marker). Inputs whose
 decisions only record evidence stay staged and join the partition's next transaction
-(services.decider.group_commit); the partitions of a fetch commit concurrently, each with
-its own producer.
+(services.decider.group_commit).
+
+The loop never waits for a commit. Each partition's transaction runs in its own task while
+the loop goes on fetching and deciding: an input of partition p is decided when it arrives,
+not after q's commit, and inputs of p that arrive while p's transaction is on the wire are
+decided on that transaction's states and staged for p's next one, which starts as soon as
+it ends. So under load one transaction carries what arrived during the one before it;
+idle, it carries one input and starts at once. One transaction per partition at a time, in
+order: the staged inputs' offsets come after the open transaction's, and a failure of the
+open one forgets what was decided on it (the partition is restored from the log and reads
+its inputs again from the committed offsets).
 
 aiokafka has no KIP-447 (fencing by consumer group metadata), so each input partition
 has its own transactional producer, `recon-decider-<p>`: whoever takes partition p
@@ -33,8 +42,9 @@ import json
 import logging
 import time
 from collections import defaultdict
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
+from typing import Any
 
 from aiokafka import AIOKafkaProducer, ConsumerRecord, TopicPartition
 from aiokafka.abc import ConsumerRebalanceListener
@@ -60,13 +70,15 @@ from services.config import Settings
 from services.crash_points import (
     DECIDER_AFTER_COMMIT,
     DECIDER_IN_OPEN_TRANSACTION,
+    DECIDER_WITH_PIPELINED_INPUTS,
     DECIDER_WITH_STAGED_INPUTS,
+    armed,
     pause_point,
 )
 from services.decider.checkpoints import UnsignedHeads, checkpoint_records
 from services.decider.dispatch_log import log_dispatches
 from services.decider.finished_index import ChangelogReader, FinishedIndex
-from services.decider.group_commit import interval, only_evidence
+from services.decider.group_commit import MAX_STRETCH, interval, next_start, only_evidence
 from services.decider.input_offsets import group_offsets, offset_record, start_offset
 from services.decider.lag_marker import LagMarker
 from services.decider.restore import StateKey, Stored, restore_partition
@@ -123,6 +135,22 @@ class OwnedPartition:
     # Decisions made and not committed yet: forgotten with the rest of this memory when the
     # partition is dropped, and then read again from the committed offsets.
     staged: "_Staged | None" = None
+    # The transaction on the wire (the staged decisions were decided on its states) and the
+    # task that commits it; the loop handles its failure once it ends.
+    committing: "_Staged | None" = None
+    task: "asyncio.Task[None] | None" = None
+    # Which of the decider's retakes this is, counted once its seeks are done (Decider._fetch).
+    taken: int = 0
+    # When the partition's last transaction ended and how long it took (group_commit.next_start).
+    ended_at: float = 0.0
+    took_s: float = 0.0
+
+    def stored(self, key: StateKey) -> "Stored | None":
+        """A transaction's latest decided state: staged, on the wire, or committed."""
+        for batch in (self.staged, self.committing):
+            if batch is not None and key in batch.changes:
+                return batch.changes[key]
+        return self.states.get(key)
 
 
 @dataclass
@@ -222,6 +250,15 @@ class Decider:
         self.fetched = 0
         # The group's committed offsets, for lag tools only: the position is on the changelog.
         self.lag_marker = LagMarker(self.consumer)
+        # Set when a partition's transaction ends: the loop stops waiting for input to
+        # handle its outcome and start the partition's next.
+        self.woken = asyncio.Event()
+        # The fetch the loop waits on (kept across wake-ups), and the takes before it began:
+        # a partition taken since may have records in it from before the take's seek.
+        self.fetching: asyncio.Future[dict[TopicPartition, list[ConsumerRecord]]] | None = None
+        self.takes = 0
+        self.fetch_began = 0
+        self.waking: asyncio.Future[Any] | None = None  # waits on `woken`, kept likewise
 
     # --- ownership -----------------------------------------------------------------
 
@@ -277,6 +314,11 @@ class Decider:
     async def drop(self, partition: int) -> None:
         owned = self.owned.pop(partition, None)
         if owned is not None:
+            if owned.task is not None:
+                # Its transaction ends (commits or fails) before the producer stops: after a
+                # revocation returns, nothing of ours is still being written.
+                await asyncio.wait({owned.task})
+                _outcome(owned.task)
             await _stop_quietly(owned.producer)
             log.info("dropped partition %d", partition)
 
@@ -303,6 +345,8 @@ class Decider:
                     if start is not None and start == changelog.get(tp):
                         # Committed already; the group may lag it after a crash.
                         self.lag_marker.note({tp: start})
+                self.takes += 1
+                self.owned[partition].taken = self.takes  # after the seeks (Decider._fetch)
                 return
             except KafkaError as error:
                 log.warning("retaking partition %d failed (%s); retrying", partition, error)
@@ -315,13 +359,12 @@ class Decider:
     async def process(
         self, partition: int, batches: list[tuple[TopicPartition, list[ConsumerRecord]]]
     ) -> None:
+        """Decides the inputs onto the partition's staged transaction; `_start_ready` starts
+        it (or, while one is on the wire, once that has ended)."""
         if partition not in self.isolating:
             await self._decide(partition, batches)
-            owned = self.owned[partition]
-            staged = owned.staged
-            if staged is not None and (staged.urgent or not self.group_commit_s):
-                await self._commit(partition)
-            elif staged is not None:
+            staged = self.owned[partition].staged
+            if staged is not None and not staged.urgent and self.group_commit_s:
                 await pause_point(DECIDER_WITH_STAGED_INPUTS, when=bool(staged.heads))
             return
         await self._commit(partition)  # nothing staged after a retake; never mix it in
@@ -354,11 +397,7 @@ class Decider:
                 if record.timestamp_type == 0:  # CreateTime: the producer's clock, this host's
                     DECIDER_INPUT_WAIT_SECONDS.observe(max(0.0, now_ms - record.timestamp) / 1000)
                 # One span per decided input, under the context its producer sent.
-                with tracing.span(
-                    "decider.decide",
-                    tracing.context_from(record.headers),
-                    semantic=tracing.kafka_record(record, self.group_id),
-                ):
+                with tracing.consuming("decider.decide", record, self.group_id):
                     await self._decide_one(owned, staged, tp, record)
             staged.offsets[tp] = records[-1].offset + 1
             staged.inputs += len(records)
@@ -367,15 +406,18 @@ class Decider:
             owned.next_offsets[tp] = records[-1].offset + 1
 
     async def _commit(self, partition: int) -> None:
-        """Commits the partition's staged decisions with their offsets in one transaction,
-        with a signed checkpoint if a transaction ended or a head waited its interval. On
-        any failure the staged decisions are gone: the caller restores or drops. The offsets
+        """Commits the partition's staged decisions now, and waits for it."""
+        owned = self.owned[partition]
+        staged = _detach(owned)
+        if staged is not None:
+            await self._send(partition, owned, staged)
+
+    async def _send(self, partition: int, owned: OwnedPartition, staged: "_Staged") -> None:
+        """Commits detached staged decisions with their offsets in one transaction, with a
+        signed checkpoint if a transaction ended or a head waited its interval. On any
+        failure the staged decisions are gone: the caller restores or drops. The offsets
         are records on the changelog partition the transaction writes anyway: no request
         and no partition more (services.decider.input_offsets)."""
-        owned = self.owned[partition]
-        staged, owned.staged = owned.staged, None
-        if staged is None:
-            return
         began = time.monotonic()
         signing = staged.ended or owned.unsigned.overdue()
         if signing:
@@ -390,14 +432,24 @@ class Decider:
                 # commit the rest: wait for every send so that a refusal aborts it all.
                 await asyncio.gather(*sends)
                 await pause_point(DECIDER_IN_OPEN_TRANSACTION, flush=owned.producer.flush)
+                if armed(DECIDER_WITH_PIPELINED_INPUTS):
+                    await _held_open_until_pipelined(owned)
         except IllegalOperation as error:
+            owned.staged = None
             # A fence the sender met between two of our calls (kafka_clients.transaction_
             # failure): raise it as itself, so it is handled as a fence, not as a crash.
             failure = transaction_failure(owned.producer)
             if failure is None:
                 raise
             raise failure from error
-        DECIDER_TRANSACTION_SECONDS.observe(time.monotonic() - began)
+        except BaseException:
+            # What was decided on this transaction's states never commits without it (the
+            # caller restores the partition or lets it go; this is not left to it).
+            owned.staged = None
+            raise
+        owned.ended_at = time.monotonic()
+        owned.took_s = owned.ended_at - began
+        DECIDER_TRANSACTION_SECONDS.observe(owned.took_s)
         DECIDER_TRANSACTIONS.labels("decisions").inc()
         DECIDER_INPUTS_COMMITTED.inc(staged.inputs)
         if signing:
@@ -411,6 +463,7 @@ class Decider:
                 owned.finished.put(kafka_key, kept, sends[index].result().offset)
             else:
                 owned.states[key] = kept
+        owned.committing = None
         self.lag_marker.note(staged.offsets)
         # Held where the changelog is ahead of the group's lag marker, at a transaction's
         # end (a late input of a finished transaction, decided twice, would show twice).
@@ -431,7 +484,7 @@ class Decider:
         key = (message.tenant, message.tx_id)
         kafka_key = partition_key(*key)
         tracing.annotate(tx_id=message.tx_id, input=message.type)
-        stored = staged.changes.get(key) or owned.states.get(key)
+        stored = owned.stored(key)
         if stored is None:
             stored = await owned.finished.get(kafka_key)
         if isinstance(stored, FinishedTransaction):
@@ -491,27 +544,16 @@ class Decider:
         for value in checkpoint_records(self.signing_key, heads, owned.checkpoints):
             staged.plan(self.topics.checkpoints, value, None, partition=staged.partition)
 
-    async def _sign_overdue(self) -> None:
-        """Signs the heads of a partition that has been quiet for the interval: no batch
-        came to carry them. A failure is retried at the next quiet poll (the heads stay)."""
-        for partition, owned in list(self.owned.items()):
-            if not owned.unsigned.overdue() or owned.staged is not None:
-                continue  # a staged transaction signs them when it commits
-            staged = _Staged(partition)
-            self._sign(owned, staged, owned.unsigned.pending({}))
-            try:
-                async with owned.producer.transaction():
-                    await asyncio.gather(*await staged.write(owned.producer))
-            except ProducerFenced:
-                log.warning("fenced on partition %d: another decider owns it now", partition)
-                await self.drop(partition)
-                continue
-            except (KafkaError, TimeoutError) as error:
-                log.warning("checkpoint on partition %d failed (%r); restoring", partition, error)
-                await self.retake(partition)
-                continue
-            DECIDER_TRANSACTIONS.labels("checkpoints").inc()
-            owned.unsigned.signed()
+    async def _sign_quiet(self, partition: int) -> None:
+        """Signs the heads of a partition that has been quiet for the interval: no input
+        came to carry them. A failure restores the partition (the heads stay until then)."""
+        owned = self.owned[partition]
+        staged = _Staged(partition)
+        self._sign(owned, staged, owned.unsigned.pending({}))
+        async with owned.producer.transaction():
+            await asyncio.gather(*await staged.write(owned.producer))
+        DECIDER_TRANSACTIONS.labels("checkpoints").inc()
+        owned.unsigned.signed()
 
     async def _dead_letter(
         self, staged: _Staged, tp: TopicPartition, record: ConsumerRecord, reason: str
@@ -537,46 +579,132 @@ class Decider:
         await self.consumer.start()
         try:
             while not stop.is_set():
-                batch = await self.consumer.getmany(timeout_ms=self._poll_ms(), max_records=500)
+                batch = await self._fetch()
                 await observe_lag(self.consumer, self.group_id, batch)
                 if self.failure is not None:
                     raise DeciderHalted("a partition could not be taken") from self.failure
-                self.fetched = sum(len(records) for records in batch.values())
+                if batch:
+                    self.fetched = sum(len(records) for records in batch.values())
                 async with self.lock:
                     await self._process_batch(batch)
-                    await self._commit_due()
-                    await self._sign_overdue()
+                    # After deciding: a retake's seek never meets records fetched before it.
+                    await self._settle()
+                    self._start_ready()
                 self.lag_marker.maybe_send()
         finally:
             async with self.lock:
+                # In-flight transactions end first: the hand-over carries their offsets.
+                await self._finish(set(self.owned))
                 # A clean stop leaves the group's lag marker where the changelog is.
                 await self.lag_marker.hand_over()
                 for partition in list(self.owned):
                     # Staged decisions are dropped, not committed: read again, they are
                     # decided again by whoever takes the partition.
                     await self.drop(partition)
+            for waiting in (self.fetching, self.waking):
+                if waiting is not None:
+                    waiting.cancel()
             await self.consumer.stop()
             await self.changelog_reader.stop()
+
+    async def _fetch(self) -> dict[TopicPartition, list[ConsumerRecord]]:
+        """The next input; or nothing once a partition's transaction has ended (its next
+        may start) or a staged one is due. A fetch not done yet is kept for the next call,
+        never cancelled (aiokafka would lose count of the poll in progress)."""
+        fetching = self.fetching
+        if fetching is None:
+            self.fetch_began = self.takes
+            fetching = self.fetching = asyncio.ensure_future(
+                self.consumer.getmany(timeout_ms=500, max_records=500)
+            )
+        waking = self.waking
+        if waking is None:
+            waking = self.waking = asyncio.ensure_future(self.woken.wait())
+        await asyncio.wait(
+            {fetching, waking}, timeout=self._poll_ms() / 1000, return_when=asyncio.FIRST_COMPLETED
+        )
+        if waking.done():
+            self.waking = None  # `_settle` clears the event
+        if not fetching.done():
+            return {}
+        self.fetching = None
+        batch = fetching.result()
+        for tp in list(batch):
+            owned = self.owned.get(tp.partition)
+            if owned is not None and owned.taken > self.fetch_began and tp in owned.next_offsets:
+                # Taken (a retake's seek) while this fetch waited: its records may come from
+                # before the seek. Given back: read again from the first input not decided.
+                del batch[tp]
+                self.consumer.seek(tp, owned.next_offsets[tp])
+        return batch
 
     def _wait_s(self) -> float:
         return interval(self.group_commit_s, self.fetched, len(self.owned))
 
     def _poll_ms(self) -> int:
-        """The fetch's long poll, cut short to commit the staged decisions on time."""
-        staged = [o.staged.since for o in self.owned.values() if o.staged is not None]
-        if not staged:
-            return 500
-        due = min(staged) + self._wait_s() - time.monotonic()
+        """How long the loop waits for input, cut short to start the staged transactions on
+        time (a transaction that ends wakes the loop by itself)."""
+        starts = [self._start_at(o) for o in self.owned.values() if o.staged and o.task is None]
+        if not starts:
+            return 500  # at most this late for a quiet partition's overdue checkpoints
+        due = min(starts) - time.monotonic()
         return max(0, min(500, int(due * 1000) + 1))
 
-    async def _commit_due(self) -> None:
-        now, wait = time.monotonic(), self._wait_s()
-        due = [
-            partition
+    def _start_at(self, owned: OwnedPartition) -> float:
+        """When the partition's staged transaction may start: with an urgent decision at
+        once, with evidence alone once it has waited its interval; either not back to back
+        with the partition's last transaction (group_commit.next_start)."""
+        staged = owned.staged
+        assert staged is not None
+        if not self.group_commit_s:
+            return staged.since  # group commit off: each as soon as the one before has ended
+        due = staged.since if staged.urgent else staged.since + self._wait_s()
+        return next_start(due, owned.ended_at, owned.took_s, self.group_commit_s * MAX_STRETCH)
+
+    async def _settle(self) -> None:
+        """Handles the partitions' transactions that have ended: a failure restores or
+        drops its partition, as if the loop had waited for it."""
+        self.woken.clear()  # a transaction ending from here on wakes the next fetch
+        for partition, owned in list(self.owned.items()):
+            task = owned.task
+            if task is None or not task.done():
+                continue
+            owned.task = None
+            error = task.exception()
+            if error is not None:
+                await self._recover(partition, error)
+
+    def _start_ready(self) -> None:
+        """Starts each partition's staged transaction that is ready (`_start_at`), unless
+        one is on the wire, and the checkpoints of a partition that has been quiet for their
+        interval."""
+        now = time.monotonic()
+        for partition, owned in self.owned.items():
+            if owned.task is not None or partition in self.isolating:
+                continue
+            if owned.staged is not None:
+                if now >= self._start_at(owned):
+                    staged = _detach(owned)
+                    assert staged is not None
+                    self._start(owned, self._send(partition, owned, staged))
+            elif owned.unsigned.overdue():
+                self._start(owned, self._sign_quiet(partition))
+
+    def _start(self, owned: OwnedPartition, work: Coroutine[Any, Any, None]) -> None:
+        owned.task = asyncio.create_task(work)
+        owned.task.add_done_callback(lambda _: self.woken.set())
+
+    async def _finish(self, partitions: set[int]) -> None:
+        """Waits for these partitions' transactions on the wire to end (before a hand-over:
+        a committed one's offsets go with it); their failures need no handling, the
+        partitions are let go."""
+        tasks = [
+            owned.task
             for partition, owned in self.owned.items()
-            if owned.staged is not None and now - owned.staged.since >= wait
+            if partition in partitions and owned.task is not None
         ]
-        await self._each(due, lambda partition: self._commit(partition))
+        if tasks:
+            await asyncio.wait(tasks)
 
     async def _process_batch(self, batch: dict[TopicPartition, list[ConsumerRecord]]) -> None:
         by_partition: dict[int, list[tuple[TopicPartition, list[ConsumerRecord]]]] = defaultdict(
@@ -587,39 +715,33 @@ class Decider:
         for tp in sorted(batch, key=lambda t: t.topic != self.topics.commands):
             if batch[tp]:
                 by_partition[tp.partition].append((tp, batch[tp]))
-        await self._each(
-            # Revoked while fetching: the new owner reads it again.
-            [partition for partition in by_partition if partition in self.owned],
-            lambda partition: self.process(partition, by_partition[partition]),
-        )
-
-    async def _each(self, partitions: list[int], work: Callable[[int], Awaitable[None]]) -> None:
-        """Runs `work` for every partition at once (each has its own producer and
-        transaction, and waits on the broker, not on the others); a partition's failure
-        is handled for that partition alone."""
-        results = await asyncio.gather(
-            *(self._guarded(partition, work) for partition in partitions),
-            return_exceptions=True,
-        )
-        for result in results:
-            if isinstance(result, BaseException):
-                raise result  # DeciderHalted, or a bug: the process stops
+        for partition in by_partition:
+            if partition in self.owned:  # else revoked while fetching: its new owner reads it
+                # One after another: deciding is CPU (the transactions run in their own tasks),
+                # and a task per partition and fetch cost more than it saved.
+                await self._guarded(partition, lambda p: self.process(p, by_partition[p]))
 
     async def _guarded(self, partition: int, work: Callable[[int], Awaitable[None]]) -> None:
         try:
             await work(partition)
-        except ProducerFenced:
+        except Exception as error:
+            await self._recover(partition, error)
+
+    async def _recover(self, partition: int, error: BaseException) -> None:
+        """After `partition`'s work failed: a fence drops it, a refused record isolates
+        the input, anything Kafka may cure restores it; anything else is raised."""
+        if isinstance(error, ProducerFenced):
             log.warning("fenced on partition %d: another decider owns it now", partition)
             await self.drop(partition)
-        except PoisonInput as poison:
-            if poison.origin in self.poison:
+        elif isinstance(error, PoisonInput):
+            if error.origin in self.poison:
                 # Even its small dead letter was refused: nothing left to try here.
-                raise DeciderHalted(f"cannot dead-letter {poison}") from poison
-            log.error("input %s cannot be written; dead-lettering it", poison)
-            self.poison[poison.origin] = poison.reason
+                raise DeciderHalted(f"cannot dead-letter {error}") from error
+            log.error("input %s cannot be written; dead-lettering it", error)
+            self.poison[error.origin] = error.reason
             self.isolating.discard(partition)
             await self.retake(partition)
-        except RECORD_REFUSED as error:
+        elif isinstance(error, RECORD_REFUSED):
             log.error(
                 "Kafka refused a record on partition %d (%r); replaying the batch one "
                 "input per transaction to find the input that causes it",
@@ -628,9 +750,11 @@ class Decider:
             )
             self.isolating.add(partition)
             await self.retake(partition)
-        except (KafkaError, TimeoutError) as error:
+        elif isinstance(error, (KafkaError, TimeoutError)):
             log.warning("transaction on partition %d failed (%r); restoring", partition, error)
             await self.retake(partition)
+        else:
+            raise error
 
 
 class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
@@ -639,8 +763,10 @@ class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
 
     async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
         async with self.decider.lock:
-            # The next owner reads the changelog; lag tools and an earlier release (in a
-            # rolling upgrade) read the group: it is left where the changelog is.
+            # The transactions on the wire end first; then the next owner reads the
+            # changelog, and lag tools and an earlier release (in a rolling upgrade) read the
+            # group: it is left where the changelog is.
+            await self.decider._finish({tp.partition for tp in revoked})
             await self.decider.lag_marker.hand_over({tp.partition for tp in revoked})
             for partition in {tp.partition for tp in revoked}:
                 await self.decider.drop(partition)
@@ -663,6 +789,33 @@ class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
                     # so the group loses this member and the failure is seen.
                     log.error("cannot take partition %d: %r", partition, result)
                     self.decider.failure = self.decider.failure or result
+
+
+def _detach(owned: OwnedPartition) -> "_Staged | None":
+    """Takes the staged decisions off the partition to commit them, before the task that
+    sends them runs: what the loop decides from then on is staged for the next transaction,
+    never added to this one on its way."""
+    staged, owned.staged = owned.staged, None
+    if staged is not None:
+        owned.committing = staged
+    return staged
+
+
+def _outcome(task: "asyncio.Task[None]") -> None:
+    """A dropped partition's last transaction: its failure needs no handling (the
+    partition is let go), only a line in the log."""
+    if not task.cancelled() and task.exception() is not None:
+        log.info("transaction of a dropped partition failed (%r)", task.exception())
+
+
+async def _held_open_until_pipelined(owned: OwnedPartition) -> None:
+    """Test only (armed): holds this transaction open, its records sent, without holding
+    the loop, until a later input of the partition is decided on its states; then pauses
+    there, the window between deciding inputs and committing the transaction before them."""
+    async with asyncio.timeout(60):
+        while owned.staged is None or not owned.staged.heads:
+            await asyncio.sleep(0.01)
+    await pause_point(DECIDER_WITH_PIPELINED_INPUTS, flush=owned.producer.flush)
 
 
 async def _stop_quietly(producer: AIOKafkaProducer) -> None:

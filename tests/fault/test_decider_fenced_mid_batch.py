@@ -96,6 +96,11 @@ async def test_a_fence_in_the_middle_of_a_batch_drops_the_partition_and_the_deci
         try:
             batch = {TopicPartition(topics.commands, PARTITION): records(topics.commands, 3)}
             await asyncio.wait_for(decider._process_batch(batch), 60)
+            # As the loop goes on: the batch's transaction starts, ends, and its failure is
+            # handled.
+            decider._start_ready()
+            await asyncio.wait_for(decider._finish({PARTITION}), 60)
+            await decider._settle()
         finally:
             await successor.stop()
         assert PARTITION not in decider.owned, "a fenced partition is no longer written"

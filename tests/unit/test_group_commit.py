@@ -7,7 +7,13 @@ import pytest
 
 from events.envelope import Envelope
 from services.config import ConfigError, load_settings
-from services.decider.group_commit import MAX_STRETCH, interval, only_evidence
+from services.decider.group_commit import (
+    MAX_STRETCH,
+    SPACING,
+    interval,
+    next_start,
+    only_evidence,
+)
 
 
 def _envelope(event_type: str) -> Envelope:
@@ -31,6 +37,19 @@ def test_the_wait_is_the_idle_interval_and_grows_with_the_backlog_up_to_a_bound(
     assert interval(0.005, 10_000, 4) == pytest.approx(0.005 * MAX_STRETCH)
     assert interval(0.005, 3, 0) == pytest.approx(0.015)  # owning nothing yet
     assert interval(0.0, 400, 4) == 0.0  # 0: group commit off
+
+
+def test_an_urgent_transaction_starts_at_once_but_not_back_to_back_with_the_last() -> None:
+    # Idle: the partition's last transaction ended long before the decision.
+    assert next_start(due=10.0, ended_at=1.0, took_s=0.02, bound_s=0.1) == 10.0
+    # Busy: decided while the last one was on the wire, or just after it ended.
+    assert next_start(due=1.0, ended_at=1.01, took_s=0.02, bound_s=0.1) == pytest.approx(
+        1.01 + SPACING * 0.02
+    )
+    # A slow broker spaces them no further than the bound.
+    assert next_start(due=1.0, ended_at=1.01, took_s=5.0, bound_s=0.1) == pytest.approx(1.11)
+    # Never before the first partition's transaction has ended.
+    assert next_start(due=0.5, ended_at=0.0, took_s=0.0, bound_s=0.1) == 0.5
 
 
 def test_the_wait_is_read_in_milliseconds_and_refused_out_of_range(
