@@ -4,8 +4,8 @@ executions Postgres may switch a prepared statement to a generic plan, costed wi
 parameter's value: a lookup that was fast with a custom plan then scans a whole table on
 every webhook for an effect recon does not know. The plans are checked with the generic
 plan forced, on tables large enough for a scan to be a real choice: the lookup alone
-(MATCH) and the one statement a delivery costs before its acknowledgement (DELIVERY: the
-dedupe check with it, issue 24 item 5).
+(MATCH) and the one statement a delivery costs before its acknowledgement (DELIVERIES: the
+dedupe check with it, issue 24 item 5, for every delivery checked at the same time).
 """
 
 from __future__ import annotations
