@@ -81,20 +81,25 @@ Statements = Counter[tuple[str, str]]  # (service, statement text) -> executions
 
 
 async def read(database_url: str) -> Statements:
+    return await _per_statement(database_url, "calls")
+
+
+async def _per_statement(database_url: str, column: str) -> Counter[tuple[str, str]]:
+    """One pg_stat_statements column summed per (service, statement text)."""
     conn = await asyncpg.connect(database_url)
     try:
         rows = await conn.fetch(
-            f"SELECT r.rolname, s.query, s.calls FROM {SCHEMA}.pg_stat_statements s"
+            f"SELECT r.rolname, s.query, s.{column} AS value FROM {SCHEMA}.pg_stat_statements s"
             " JOIN pg_roles r ON r.oid = s.userid WHERE r.rolname LIKE $1",
             ROLE_PREFIX + "%",
         )
     finally:
         await conn.close()
-    counts: Statements = Counter()
+    per: Counter[tuple[str, str]] = Counter()
     for row in rows:
         service = row["rolname"].removeprefix(ROLE_PREFIX)
-        counts[(service, _one_line(row["query"]))] += row["calls"]
-    return counts
+        per[(service, _one_line(row["query"]))] += row["value"]
+    return per
 
 
 async def settled(database_url: str, quiet_s: float = 1.0, limit_s: float = 15.0) -> Statements:
@@ -118,20 +123,7 @@ async def exec_ms(database_url: str) -> Counter[tuple[str, str]]:
     """Postgres's own execution time of each statement, in ms, keyed as `read` keys its
     counts: what a statement costs the server between parse and result (planning, the
     protocol's round trips and a commit's WAL flush are not in it)."""
-    conn = await asyncpg.connect(database_url)
-    try:
-        rows = await conn.fetch(
-            f"SELECT r.rolname, s.query, s.total_exec_time FROM {SCHEMA}.pg_stat_statements s"
-            " JOIN pg_roles r ON r.oid = s.userid WHERE r.rolname LIKE $1",
-            ROLE_PREFIX + "%",
-        )
-    finally:
-        await conn.close()
-    times: Counter[tuple[str, str]] = Counter()
-    for row in rows:
-        service = row["rolname"].removeprefix(ROLE_PREFIX)
-        times[(service, _one_line(row["query"]))] += row["total_exec_time"]
-    return times
+    return await _per_statement(database_url, "total_exec_time")
 
 
 def _one_line(query: str) -> str:
