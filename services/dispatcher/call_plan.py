@@ -4,7 +4,7 @@ that resolve an unknown answer, and what is reported.
 
 `call_plan` is a generator that yields requests (ask the gate, ask whether the call was
 begun, look up, read a balance, begin, hold, apply, sleep, report, ask for a review) and
-receives each request's answer through `send()`. services.dispatcher.runtime.Call
+receives each request's answer through `send()`. services.dispatcher.executor.Call
 executes it against Postgres, Kafka and the provider; the deterministic simulator (under
 tests/) interprets the same plan against its modelled provider, clock and `calls_begun`
 table, so it tests the rules that run in production, not a copy of them.

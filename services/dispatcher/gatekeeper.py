@@ -71,7 +71,7 @@ HOLD_LEASE_S = 60.0
 # Renewed this often while a resume runs: two renewals may fail before the lease lapses.
 HOLD_RENEW_S = HOLD_LEASE_S / 3
 # Held dispatches resumed at once: one wave of the dispatcher's concurrent calls
-# (runtime.MAX_CONCURRENT_CALLS), so a claimed row waits for at most one call before its own.
+# (executor.MAX_CONCURRENT_CALLS), so a claimed row waits for at most one call before its own.
 RESUME_BATCH = 64
 _INTENTS_CACHED = 10_000
 

@@ -8,46 +8,24 @@ before every provider call), not when its offset is old: a redelivery and any la
 look up before they apply, and a dispatch nobody got as far as calling is sent as a first
 send, even on a provider that cannot be asked. A dispatch whose attempt the projection
 proves over is not acted on at all. What one call does is decided by the pure plan of
-services.dispatcher.call_plan; `Call` executes its requests.
+services.dispatcher.call_plan; services.dispatcher.executor runs it.
 """
 
 import asyncio
 import logging
-from datetime import UTC, datetime
-from typing import Any
 
 from aiokafka import ConsumerRecord, TopicPartition
-from opentelemetry.trace import SpanKind
 from pydantic import ValidationError
 
 from events.envelope import Envelope
 from events.event_type_header import passed_over
-from events.inputs import Evidence, Source
-from events.keys import dispatch_observation_id, partition_key
+from events.inputs import OperationObserved
+from events.keys import partition_key
 from events.transaction_events import OperationDispatched
 from services import tracing
 from services.at_least_once import AtLeastOnceConsumer, Batch, RetryBatch
 from services.config import Settings
-from services.crash_points import (
-    DISPATCHER_AFTER_PROVIDER_ANSWERED,
-    DISPATCHER_BEFORE_CALL_BEGUN,
-    pause_point,
-)
-from services.dispatcher.call_plan import (
-    Apply,
-    Balance,
-    Begin,
-    Gate,
-    Hold,
-    Lookup,
-    Report,
-    Request,
-    Review,
-    Sleep,
-    WasBegun,
-    call_plan,
-    dispatch_observation,
-)
+from services.dispatcher.executor import DispatchOrder, Executor
 from services.dispatcher.gatekeeper import Gatekeeper
 from services.dispatcher.in_flight import Projection, ProjectionUnavailable, over_because
 from services.governance.store import Held
@@ -55,12 +33,9 @@ from services.kafka_clients import acked_producer
 from services.kafka_setup import ensure_topics
 from services.kafka_start import start_kafka_client
 from services.providers.http import ProviderHttp
-from services.providers.interface import ProviderAdapter, Sent
 from services.providers.registry import Accounts, build_accounts
 
 log = logging.getLogger(__name__)
-
-MAX_CONCURRENT_CALLS = 64
 
 Dispatch = tuple[TopicPartition, ConsumerRecord, Envelope, OperationDispatched]
 
@@ -71,12 +46,13 @@ class Dispatcher:
         self.topics = settings.topics
         self.accounts = accounts
         self.projection = projection
-        self.calls = asyncio.Semaphore(MAX_CONCURRENT_CALLS)
         # Dispatches not acted on because their attempt was over (a reset group re-reading).
         self.skipped = 0
         self.producer = acked_producer(settings)
         # Kill switches, grants and quotas, checked right before each provider call.
         self.gate = Gatekeeper(settings, self.producer)
+        # The call plan's executor; its observations go to recon.observations (`observed`).
+        self.executor = Executor(accounts, self.gate, self)
         self.inputs = AtLeastOnceConsumer(
             settings,
             "recon-dispatcher",
@@ -100,7 +76,7 @@ class Dispatcher:
     async def _resume(self, released: list[Held]) -> None:
         """Dispatch what a kill switch held, now released, through the gate again. A row
         claimed again (a dispatcher died after its call and before forgetting the hold) is a
-        redelivery exactly when its call was begun: Call.run asks the durable record."""
+        redelivery exactly when its call was begun: the call plan asks the durable record."""
         items: list[tuple[Held, Envelope, OperationDispatched]] = []
         for held in released:
             env = Envelope.model_validate_json(held.envelope)
@@ -114,8 +90,7 @@ class Dispatcher:
         async def one(held: Held, env: Envelope, dispatch: OperationDispatched) -> None:
             reason = over_because(dispatch, projected.get((env.tenant, env.tx_id, dispatch.action)))
             if reason is None:
-                async with self.calls:
-                    await Call(self, env, dispatch, held.partition).run()
+                await self.executor.run(DispatchOrder(env, dispatch, held.partition))
             else:
                 log.info("%s %s held, then not dispatched: %s", env.tx_id, dispatch.action, reason)
             await self.gate.forget(held)
@@ -180,139 +155,20 @@ class Dispatcher:
     ) -> None:
         if not self.inputs.owns(tp):
             return  # revoked meanwhile: the new owner reads it again
-        async with self.calls:
-            # The call's span continues the trace of the decision that dispatched it; its
-            # context goes to the provider (HTTP headers) and back in the observations.
-            with tracing.span(
-                "dispatcher.call",
-                tracing.context_from(record.headers),
-                SpanKind.CLIENT,
-                semantic=tracing.kafka_record(record, self.inputs.group),
-                tx_id=envelope.tx_id,
-                op_key=dispatch.op_key,
-                attempt=dispatch.attempt,
-                action=dispatch.action,
-            ):
-                await Call(self, envelope, dispatch, tp.partition).run()
+        order = DispatchOrder(envelope, dispatch, tp.partition, record.headers)
+        await self.executor.run(order, span_of=tracing.kafka_record(record, self.inputs.group))
 
-
-class Call:
-    """One dispatch: the plan of services.dispatcher.call_plan, executed with the real I/O
-    (the gate and `calls_begun` in Postgres, the provider, the observations topic)."""
-
-    def __init__(
-        self,
-        dispatcher: Dispatcher,
-        envelope: Envelope,
-        dispatch: OperationDispatched,
-        partition: int,
-    ) -> None:
-        self.d = dispatcher
-        self.envelope = envelope
-        self.dispatch = dispatch
-        self.partition = partition
-
-    async def run(self) -> None:
-        # The envelope's tenant, the log's: the call goes to that tenant's account.
-        adapter = self.d.accounts.adapter_for(self.envelope.tenant, self.dispatch.provider)
-        plan = call_plan(self.dispatch, adapter_known=adapter is not None)
-        answer: object = None
-        while True:
-            try:
-                request = plan.send(answer)
-            except StopIteration:
-                return
-            answer = await self.execute(request, adapter)
-
-    async def execute(self, request: Request[Any], adapter: ProviderAdapter | None) -> object:
-        env, dispatch = self.envelope, self.dispatch
-        match request:
-            case Gate():
-                return await self.d.gate.clear(env, dispatch, self.partition)
-            case WasBegun():
-                return await self.d.gate.was_begun(env, dispatch)
-            case Report():
-                await self.report(request)
-                return None
-            case Sleep(seconds=seconds):
-                await asyncio.sleep(seconds)
-                return None
-            case Begin():
-                await pause_point(DISPATCHER_BEFORE_CALL_BEGUN)
-                begun = await self.d.gate.begin(env, dispatch)
-                if begun.aborted:
-                    log.info("%s %s: aborted before its call was begun", env.tx_id, dispatch.action)
-                return begun
-            case Hold(switches=switches):
-                await self.d.gate.hold(env, dispatch, self.partition, switches)
-                return None
-            case Review():
-                await self.review(request)
-                return None
-        # The rest speak to the provider, which the plan asks for only when it is known.
-        assert adapter is not None
-        match request:
-            case Lookup():
-                # The first attempt's dispatch is older than the first send under the key:
-                # a replaying adapter judges the key's retention from it (services.
-                # providers.interface.Sent). The key is the leg's, every attempt's: a later
-                # attempt's dispatch is younger than the first send, so it carries none, and
-                # a replaying adapter finds the effect without resending.
-                at = datetime.fromisoformat(env.occurred_at)
-                sent = Sent(dispatch.payload, at) if dispatch.attempt == 1 else None
-                return await adapter.lookup(dispatch.operation, dispatch.op_key, sent)
-            case Balance(charge=charge):
-                return await adapter.balance(charge)
-            case Apply():
-                seen = await adapter.apply(dispatch.operation, dispatch.op_key, dispatch.payload)
-                await pause_point(DISPATCHER_AFTER_PROVIDER_ANSWERED)
-                return seen
-        raise AssertionError(f"no executor for {request!r}")
-
-    async def review(self, request: Review) -> None:
-        """No call is made: a person decides, with the provider's answer as evidence."""
-        seen, dispatch = request.seen, self.dispatch
-        log.warning("%s: %s", self.envelope.tx_id, seen.error)
-        evidence = Evidence(
-            observation_id=dispatch_observation_id(
-                dispatch.op_key,
-                dispatch.attempt,
-                Source.RESPONSE.value,
-                seen.outcome.value,
-                request.lookups,
-            ),
-            source=Source.RESPONSE,
-            outcome=seen.outcome,
-            attempt=dispatch.attempt,
-            status_code=seen.status_code,
-            body=seen.body,
-            error=seen.error,
-            observed_at=datetime.now(UTC).isoformat(),
-        )
-        await self.d.gate.review(self.envelope, dispatch, request.reason, evidence)
-
-    async def report(self, request: Report) -> None:
-        env, dispatch, seen = self.envelope, self.dispatch, request.seen
-        observation = dispatch_observation(env, dispatch, request, datetime.now(UTC))
-        await self.d.producer.send_and_wait(
-            self.d.topics.observations,
+    async def observed(self, order: DispatchOrder, observation: OperationObserved) -> None:
+        """The executor's report sink: each observation to recon.observations, on the
+        partition of the dispatch's transaction, acknowledged before the batch's offsets
+        are committed."""
+        env = order.envelope
+        await self.producer.send_and_wait(
+            self.topics.observations,
             value=observation.model_dump_json().encode(),
             key=partition_key(env.tenant, env.tx_id),
-            partition=self.partition,
+            partition=order.partition,
             headers=tracing.kafka_headers(),
-        )
-        if seen.alarm is not None:
-            # Unknown, so the transaction waits; a person must fix the configuration.
-            log.error(
-                "%s %s attempt %d: %s", env.tx_id, dispatch.action, dispatch.attempt, seen.alarm
-            )
-        log.info(
-            "%s %s attempt %d: %s via %s",
-            env.tx_id,
-            dispatch.action,
-            dispatch.attempt,
-            seen.outcome.value,
-            request.source.value,
         )
 
 

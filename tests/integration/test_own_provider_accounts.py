@@ -25,8 +25,9 @@ from events.topics import Topics
 from events.transaction_events import OperationDispatched
 from services.config import ProviderAccount, ReconcilerSettings, Settings
 from services.devtools.ports import free_port
+from services.dispatcher.executor import DispatchOrder
 from services.dispatcher.in_flight import Projection
-from services.dispatcher.runtime import Call, Dispatcher
+from services.dispatcher.runtime import Dispatcher
 from services.kafka_setup import ensure_topics
 from services.providers.http import ProviderHttp
 from services.providers.registry import build_accounts
@@ -129,9 +130,10 @@ async def test_a_tenants_charge_and_its_redelivery_go_to_its_own_account_only(
         await dispatcher.producer.start()
         try:
             envelope, dispatch = charge_dispatch("acme", "acme-tx", "k_acme_charge")
-            await Call(dispatcher, envelope, dispatch, 0).run()
+            order = DispatchOrder(envelope, dispatch, 0)
+            await dispatcher.executor.run(order)
             # Redelivered (its call was begun): it looks up first, in acme's account.
-            await Call(dispatcher, envelope, dispatch, 0).run()
+            await dispatcher.executor.run(order)
         finally:
             await dispatcher.gate.close()
             await dispatcher.producer.stop()

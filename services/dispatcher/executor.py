@@ -1,0 +1,219 @@
+"""The executor of the call plan, for whichever process hosts dispatch: one dispatch order in,
+its answers out through an injected `ReportSink`.
+
+An order is a committed OperationDispatched with the envelope it travelled in and the
+partition of its transaction. `Executor.run` runs the pure plan of services.dispatcher.
+call_plan against the real I/O: the gate and `calls_begun` in Postgres
+(services.dispatcher.gatekeeper), the provider adapters, and the sink, which receives each
+observation the plan reports. Where an observation goes (the observations topic, or the
+hosting process's own next input) is the host's choice, not the executor's: the plan and its
+redelivery rule (a call begun before is looked up first; a destructive one found absent is
+never sent again) are the same whoever hosts it. A review the gate or the plan asks for is a
+RequestReview command the gate produces to recon.commands.
+
+Bounded: at most MAX_CONCURRENT_CALLS orders run their plans at once, so a slow provider
+holds a bounded number of calls and never the host's own loop.
+"""
+
+import asyncio
+import logging
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+from opentelemetry.trace import SpanKind
+
+from events.envelope import Envelope
+from events.inputs import Evidence, OperationObserved, Source
+from events.keys import dispatch_observation_id
+from events.transaction_events import OperationDispatched
+from services import tracing
+from services.crash_points import (
+    DISPATCHER_AFTER_PROVIDER_ANSWERED,
+    DISPATCHER_BEFORE_CALL_BEGUN,
+    pause_point,
+)
+from services.dispatcher.call_plan import (
+    Apply,
+    Balance,
+    Begin,
+    Gate,
+    Hold,
+    Lookup,
+    Report,
+    Request,
+    Review,
+    Sleep,
+    WasBegun,
+    call_plan,
+    dispatch_observation,
+)
+from services.dispatcher.gatekeeper import Gatekeeper
+from services.providers.interface import ProviderAdapter, Sent
+from services.providers.registry import Accounts
+
+log = logging.getLogger(__name__)
+
+MAX_CONCURRENT_CALLS = 64
+
+
+@dataclass(frozen=True)
+class DispatchOrder:
+    """One dispatch to carry out: the committed event, its envelope (the gate reads tenant
+    and transaction from it, a hold stores it, a lookup dates the first send by it) and the
+    partition of the transaction, where its answers belong."""
+
+    envelope: Envelope
+    dispatch: OperationDispatched
+    partition: int
+    # The trace context of the decision that dispatched it (Kafka headers), if any.
+    trace: list[tuple[str, bytes]] | None = None
+
+    @property
+    def leg_key(self) -> tuple[str, str, str, int]:
+        """The call's identity in `calls_begun`: tenant, key, leg, attempt."""
+        d = self.dispatch
+        return (self.envelope.tenant, d.op_key, d.leg.value, d.attempt)
+
+
+class ReportSink(Protocol):
+    async def observed(self, order: DispatchOrder, observation: OperationObserved) -> None:
+        """Take one observation of `order`'s call; return once it will not be lost by the
+        host (acknowledged by Kafka, or queued as the owner's next input)."""
+
+
+class Executor:
+    def __init__(self, accounts: Accounts, gate: Gatekeeper, sink: ReportSink) -> None:
+        self.accounts = accounts
+        self.gate = gate
+        self.sink = sink
+        self.calls = asyncio.Semaphore(MAX_CONCURRENT_CALLS)
+
+    async def run(
+        self, order: DispatchOrder, *, span_of: dict[str, str | int] | None = None
+    ) -> None:
+        """Runs the order's plan once a call slot is free. Raises what the plan's I/O raised
+        (services.at_least_once.RetryBatch when Postgres is away): the host retries the order,
+        and the plan's begin statement makes the retry a redelivery if a call was begun."""
+        async with self.calls:
+            # The call's span continues the trace of the decision that dispatched it; its
+            # context goes to the provider (HTTP headers) and back in the observations.
+            with tracing.span(
+                "dispatcher.call",
+                tracing.context_from(order.trace),
+                SpanKind.CLIENT,
+                semantic=span_of,
+                tx_id=order.envelope.tx_id,
+                op_key=order.dispatch.op_key,
+                attempt=order.dispatch.attempt,
+                action=order.dispatch.action,
+            ):
+                await Call(self, order).run()
+
+
+class Call:
+    """One dispatch: the plan of services.dispatcher.call_plan, executed with the real I/O
+    (the gate and `calls_begun` in Postgres, the provider, the sink)."""
+
+    def __init__(self, executor: Executor, order: DispatchOrder) -> None:
+        self.x = executor
+        self.order = order
+        self.envelope = order.envelope
+        self.dispatch = order.dispatch
+
+    async def run(self) -> None:
+        # The envelope's tenant, the log's: the call goes to that tenant's account.
+        adapter = self.x.accounts.adapter_for(self.envelope.tenant, self.dispatch.provider)
+        plan = call_plan(self.dispatch, adapter_known=adapter is not None)
+        answer: object = None
+        while True:
+            try:
+                request = plan.send(answer)
+            except StopIteration:
+                return
+            answer = await self.execute(request, adapter)
+
+    async def execute(self, request: Request[Any], adapter: ProviderAdapter | None) -> object:
+        env, dispatch, gate = self.envelope, self.dispatch, self.x.gate
+        match request:
+            case Gate():
+                return await gate.clear(env, dispatch, self.order.partition)
+            case WasBegun():
+                return await gate.was_begun(env, dispatch)
+            case Report():
+                await self.report(request)
+                return None
+            case Sleep(seconds=seconds):
+                await asyncio.sleep(seconds)
+                return None
+            case Begin():
+                await pause_point(DISPATCHER_BEFORE_CALL_BEGUN)
+                begun = await gate.begin(env, dispatch)
+                if begun.aborted:
+                    log.info("%s %s: aborted before its call was begun", env.tx_id, dispatch.action)
+                return begun
+            case Hold(switches=switches):
+                await gate.hold(env, dispatch, self.order.partition, switches)
+                return None
+            case Review():
+                await self.review(request)
+                return None
+        # The rest speak to the provider, which the plan asks for only when it is known.
+        assert adapter is not None
+        match request:
+            case Lookup():
+                # The first attempt's dispatch is older than the first send under the key:
+                # a replaying adapter judges the key's retention from it (services.
+                # providers.interface.Sent). The key is the leg's, every attempt's: a later
+                # attempt's dispatch is younger than the first send, so it carries none, and
+                # a replaying adapter finds the effect without resending.
+                at = datetime.fromisoformat(env.occurred_at)
+                sent = Sent(dispatch.payload, at) if dispatch.attempt == 1 else None
+                return await adapter.lookup(dispatch.operation, dispatch.op_key, sent)
+            case Balance(charge=charge):
+                return await adapter.balance(charge)
+            case Apply():
+                seen = await adapter.apply(dispatch.operation, dispatch.op_key, dispatch.payload)
+                await pause_point(DISPATCHER_AFTER_PROVIDER_ANSWERED)
+                return seen
+        raise AssertionError(f"no executor for {request!r}")
+
+    async def review(self, request: Review) -> None:
+        """No call is made: a person decides, with the provider's answer as evidence."""
+        seen, dispatch = request.seen, self.dispatch
+        log.warning("%s: %s", self.envelope.tx_id, seen.error)
+        evidence = Evidence(
+            observation_id=dispatch_observation_id(
+                dispatch.op_key,
+                dispatch.attempt,
+                Source.RESPONSE.value,
+                seen.outcome.value,
+                request.lookups,
+            ),
+            source=Source.RESPONSE,
+            outcome=seen.outcome,
+            attempt=dispatch.attempt,
+            status_code=seen.status_code,
+            body=seen.body,
+            error=seen.error,
+            observed_at=datetime.now(UTC).isoformat(),
+        )
+        await self.x.gate.review(self.envelope, dispatch, request.reason, evidence)
+
+    async def report(self, request: Report) -> None:
+        env, dispatch, seen = self.envelope, self.dispatch, request.seen
+        observation = dispatch_observation(env, dispatch, request, datetime.now(UTC))
+        await self.x.sink.observed(self.order, observation)
+        if seen.alarm is not None:
+            # Unknown, so the transaction waits; a person must fix the configuration.
+            log.error(
+                "%s %s attempt %d: %s", env.tx_id, dispatch.action, dispatch.attempt, seen.alarm
+            )
+        log.info(
+            "%s %s attempt %d: %s via %s",
+            env.tx_id,
+            dispatch.action,
+            dispatch.attempt,
+            seen.outcome.value,
+            request.source.value,
+        )
