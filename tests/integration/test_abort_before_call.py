@@ -31,8 +31,9 @@ from services.config import Settings
 from services.crash_points import DISPATCHER_BEFORE_CALL_BEGUN
 from services.devtools.stack import Stack
 from services.dispatcher import call_plan, calls_begun
+from services.dispatcher.executor import DispatchOrder
 from services.dispatcher.in_flight import Projection
-from services.dispatcher.runtime import Call, Dispatcher
+from services.dispatcher.runtime import Dispatcher
 from services.intake import intents
 from services.intake.abort_record import record_abort
 from services.intake.tenant_store import TenantStore
@@ -186,7 +187,7 @@ async def test_an_aborted_step_reaches_no_provider_and_the_dispatcher_says_why(
         dispatcher = Dispatcher(settings, build_accounts(http, settings), projection)
         await dispatcher.producer.start()
         try:
-            await Call(dispatcher, *dispatch_of(charge, "ab-3"), 0).run()
+            await dispatcher.executor.run(DispatchOrder(*dispatch_of(charge, "ab-3"), 0))
         finally:
             await dispatcher.gate.close()
             await dispatcher.producer.stop()

@@ -22,9 +22,10 @@ from events.topics import Topics
 from events.transaction_events import OperationDispatched
 from services.config import Settings
 from services.dispatcher import call_plan, calls_begun, gatekeeper
+from services.dispatcher.executor import DispatchOrder
 from services.dispatcher.gatekeeper import Gatekeeper
 from services.dispatcher.in_flight import Projection
-from services.dispatcher.runtime import Call, Dispatcher
+from services.dispatcher.runtime import Dispatcher
 from services.governance import store
 from services.kafka_setup import ensure_topics
 from services.providers.http import ProviderHttp
@@ -187,7 +188,7 @@ async def test_a_dispatch_nobody_began_is_sent_even_when_the_provider_cannot_be_
         kafka_bootstrap, fresh_database, topic_prefix, provider
     ) as (dispatcher, sandbox):
         envelope, dispatch = charge("begun-1", "k_never_begun")
-        await Call(dispatcher, envelope, dispatch, 0).run()
+        await dispatcher.executor.run(DispatchOrder(envelope, dispatch, 0))
         effects = await effects_under(sandbox, "k_never_begun")
         assert len(effects) == 1, effects
         assert await dispatcher.gate.was_begun(envelope, dispatch)
@@ -208,7 +209,7 @@ async def test_a_dispatch_whose_call_was_begun_is_looked_up_first_and_not_sent_b
         kafka_bootstrap, fresh_database, topic_prefix, provider
     ) as (dispatcher, sandbox):
         envelope, dispatch = charge("begun-2", "k_begun_before")
-        await Call(dispatcher, envelope, dispatch, 0).run()
+        await dispatcher.executor.run(DispatchOrder(envelope, dispatch, 0))
         # Lookups unavailable: the outcome stays unknown for later lookups; no blind call.
         assert await effects_under(sandbox, "k_begun_before") == []
 
@@ -229,12 +230,12 @@ async def test_a_redelivered_destructive_call_is_looked_up_and_never_sent_again(
         await sandbox.delete("/v1/faults")  # lookups answer: the key holds no effect
         # A first send is one begin, then the call.
         envelope, dispatch = promotion("begun-3", "k_promote_first")
-        await Call(dispatcher, envelope, dispatch, 0).run()
+        await dispatcher.executor.run(DispatchOrder(envelope, dispatch, 0))
         assert [kind for kind, _ in await calls_to(sandbox, "k_promote_first")] == ["apply"]
         # Begun before, by a dispatcher that died before its call arrived.
         envelope, dispatch = promotion("begun-4", "k_promote_begun")
         assert (await dispatcher.gate.begin(envelope, dispatch)).written
-        await Call(dispatcher, envelope, dispatch, 0).run()
+        await dispatcher.executor.run(DispatchOrder(envelope, dispatch, 0))
         assert await calls_to(sandbox, "k_promote_begun") == [("lookup", "absent")]
 
 

@@ -20,8 +20,9 @@ from events.topics import Topics
 from events.transaction_events import OperationDispatched
 from services.config import Settings
 from services.dispatcher import calls_begun
+from services.dispatcher.executor import DispatchOrder
 from services.dispatcher.in_flight import Projection
-from services.dispatcher.runtime import Call, Dispatcher
+from services.dispatcher.runtime import Dispatcher
 from services.kafka_setup import ensure_topics
 from services.providers.accounts import Account
 from services.providers.http import ProviderHttp
@@ -103,13 +104,13 @@ async def test_the_configured_adapter_makes_the_call_and_a_redelivery_is_a_repla
         getattr(dispatcher.accounts.adapters[Account("pay")], "inner", None), StripeAdapter
     )
     envelope, dispatch = intent_dispatch("stripe-1", "k_stripe_replay", datetime.now(UTC))
-    await Call(dispatcher, envelope, dispatch, 0).run()
+    await dispatcher.executor.run(DispatchOrder(envelope, dispatch, 0))
     assert len(intents_under(fake, "k_stripe_replay")) == 1
     assert await dispatcher.gate.was_begun(envelope, dispatch)
 
     # Redelivered (its call was begun): it looks up first, and for Stripe inside the
     # retention the lookup is the identical request, answered from Stripe's saved answer.
-    await Call(dispatcher, envelope, dispatch, 0).run()
+    await dispatcher.executor.run(DispatchOrder(envelope, dispatch, 0))
     assert fake.replayed == 1
     assert len(intents_under(fake, "k_stripe_replay")) == 1
 
@@ -141,7 +142,7 @@ async def test_a_redelivery_past_the_retention_is_never_resent(
     fake.clock.advance(RETENTION_S + 3600)
     executed = fake.executed
 
-    await Call(dispatcher, envelope, dispatch, 0).run()
+    await dispatcher.executor.run(DispatchOrder(envelope, dispatch, 0))
     # Found by its metadata, not resent: nothing executed, nothing replayed.
     assert (fake.executed, fake.replayed) == (executed, 0)
     assert intents_under(fake, "k_stripe_pruned") == [made.remote_id]
@@ -160,6 +161,6 @@ async def test_a_later_attempt_is_never_replayed_its_key_may_be_older_than_its_d
     replayed = fake.replayed
     # lookup_first: a later attempt after an unknown looks before it applies.
     looking = dispatch.model_copy(update={"lookup_first": True})
-    await Call(dispatcher, envelope, looking, 0).run()
+    await dispatcher.executor.run(DispatchOrder(envelope, looking, 0))
     assert fake.replayed == replayed
     assert intents_under(fake, "k_stripe_later") == [made.remote_id]
