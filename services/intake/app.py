@@ -42,6 +42,7 @@ from services.intake import (
 from services.intake.body_limit import BodyLimit
 from services.intake.delivery_batches import DeliveryBatches
 from services.intake.errors import DATABASE_DOWN, RETRY_AFTER_S, ApiError, retry_after, summary
+from services.intake.lane import Lane
 from services.intake.policy_cache import PolicyCache
 from services.intake.produce import intake_producer
 from services.intake.request_span import RequestSpan
@@ -102,6 +103,9 @@ def create_app(settings: Settings) -> FastAPI:
     app = FastAPI(title="recon intake", version="1", lifespan=lifespan)
     app.state.settings = settings
     app.state.policies = PolicyCache()
+    # Added first, so innermost: inside the body limit and the request span, where
+    # FastAPI's router would be (services.intake.lane).
+    app.add_middleware(Lane, host=app)
     app.add_middleware(
         BodyLimit,
         max_body_bytes=settings.max_body_bytes,

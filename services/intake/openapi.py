@@ -27,9 +27,10 @@ REF_TEMPLATE = "#/components/schemas/{model}"
 TxId = Annotated[str, Path(openapi_examples={"the README's example": {"value": "order-42"}})]
 ProviderName = Annotated[str, Path(openapi_examples={"the sandbox provider": {"value": "sandbox"}})]
 # The characters services.config allows in a tenant's name.
+TENANT_PATTERN = r"^[A-Za-z0-9_-]{1,128}$"
 TenantName = Annotated[
     str,
-    Path(pattern=r"^[A-Za-z0-9_-]{1,128}$", openapi_examples={"a tenant": {"value": "acme"}}),
+    Path(pattern=TENANT_PATTERN, openapi_examples={"a tenant": {"value": "acme"}}),
 ]
 
 
