@@ -1,15 +1,17 @@
 """How each projected table is written: its columns, its conflict target and what a
 conflict updates. One statement per table, used two ways by projections.writer:
 
-- row by row (`upsert_sql` with executemany): the live projector's small batches;
+- from column arrays (`unnest_upsert_sql`): the live projector's batches, every row of a
+  table in one `INSERT ... SELECT FROM unnest(...)` (an executemany per table, as before,
+  was one execution per row for the server: 20-30 per recon transaction at c30);
 - in bulk (`copy_rows`): the rows go by COPY into a temporary table, then one
   `INSERT ... SELECT` with the same ON CONFLICT clause. audit rebuild's large batches.
 
-Both write the same rows. Within one batch executemany applies rows in order, so for
-rows that share a conflict key the first one inserts and each later one either does
-nothing (events) or updates only the `update` columns. One INSERT ... SELECT cannot touch
-a row twice, so `merge_by_key` first folds such rows into one in exactly that way: the
-first row, with the `update` columns of the last (and for DO NOTHING, the first alone).
+Both write the rows as applying them one by one in order would: for rows that share a
+conflict key the first one inserts and each later one either does nothing (events) or
+updates only the `update` columns. One INSERT ... SELECT cannot touch a row twice, so
+`merge_by_key` first folds such rows into one in exactly that way: the first row, with
+the `update` columns of the last (and for DO NOTHING, the first alone).
 A conflict on another unique column (an event_id under another key: corruption) fails
 the batch either way.
 """
@@ -128,13 +130,48 @@ def _conflict(table: Table) -> str:
     return target + "UPDATE SET " + ", ".join(f"{c} = EXCLUDED.{c}" for c in table.update)
 
 
-def upsert_sql(name: str) -> str:
-    """The row-by-row statement: one row of parameters, jsonb columns cast from text."""
+def unnest_upsert_sql(name: str, types: dict[str, str], first: int, where: str = "") -> str:
+    """The statement writing a table's rows from one array parameter per column, the
+    first being `$first` (`column_arrays` makes them): the row-by-row statement's ON
+    CONFLICT, applied to rows merged by key (`merge_by_key`). `where`: a condition every
+    row is written under (SQL, may be empty). `types`: the columns' SQL types
+    (`column_types`); jsonb columns travel as text, cast by the statement."""
     table = TABLES[name]
-    values = ", ".join(
-        f"${i}::jsonb" if c in table.jsonb else f"${i}" for i, c in enumerate(table.columns, 1)
+    arrays = ", ".join(
+        f"${i}::{'text' if c in table.jsonb else types[c]}[]"
+        for i, c in enumerate(table.columns, first)
     )
-    return f"INSERT INTO {name} ({', '.join(table.columns)}) VALUES ({values})" + _conflict(table)
+    select = ", ".join(f"{c}::jsonb" if c in table.jsonb else c for c in table.columns)
+    columns = ", ".join(table.columns)
+    return (
+        f"INSERT INTO {name} ({columns}) SELECT {select} FROM unnest({arrays}) AS r({columns})"
+        + (f" WHERE {where}" if where else "")
+        + _conflict(table)
+    )
+
+
+def column_arrays(name: str, rows: Sequence[tuple[Any, ...]]) -> list[list[Any]]:
+    """`rows` (merged by key) as one list per column, the parameters of
+    `unnest_upsert_sql`."""
+    merged = merge_by_key(name, rows)
+    if not merged:
+        return [[] for _ in TABLES[name].columns]
+    return [list(column) for column in zip(*merged, strict=True)]
+
+
+async def column_types(conn: asyncpg.Connection, names: Sequence[str]) -> dict[str, dict[str, str]]:
+    """The SQL types of the tables' columns, by table, read from the database in one
+    statement."""
+    rows = await conn.fetch(
+        "SELECT attrelid::regclass::text AS table, attname,"
+        " format_type(atttypid, atttypmod) AS type FROM pg_attribute"
+        " WHERE attrelid = ANY($1::regclass[]) AND attnum > 0 AND NOT attisdropped",
+        list(names),
+    )
+    types: dict[str, dict[str, str]] = {name: {} for name in names}
+    for r in rows:
+        types[r["table"]][r["attname"]] = r["type"]
+    return types
 
 
 def merge_by_key(name: str, rows: Sequence[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
@@ -155,8 +192,7 @@ def merge_by_key(name: str, rows: Sequence[tuple[Any, ...]]) -> list[tuple[Any, 
 
 
 async def copy_rows(conn: asyncpg.Connection, name: str, rows: Sequence[tuple[Any, ...]]) -> None:
-    """Write `rows` as executemany(upsert_sql(name), rows) would, inside the caller's
-    transaction."""
+    """Write `rows` as `unnest_upsert_sql` would, inside the caller's transaction."""
     if not rows:
         return
     table = TABLES[name]
@@ -181,9 +217,4 @@ async def copy_rows(conn: asyncpg.Connection, name: str, rows: Sequence[tuple[An
 async def _types_of(conn: asyncpg.Connection, table: str) -> dict[str, str]:
     """The columns' types as the database declares them (the schema is applied by
     statements that alter tables, so the database is where they are written down)."""
-    rows = await conn.fetch(
-        "SELECT attname, format_type(atttypid, atttypmod) AS type FROM pg_attribute"
-        " WHERE attrelid = $1::regclass AND attnum > 0 AND NOT attisdropped",
-        table,
-    )
-    return {r["attname"]: r["type"] for r in rows}
+    return (await column_types(conn, [table]))[table]

@@ -3,9 +3,10 @@ that a batch folds its events onto them instead of reading them back from Postgr
 SELECTs and every operation's evidence parsed again, per batch).
 
 Valid only while this projector is the partition's one writer, and checked, not assumed:
-projections.writer locks the partition's offset row (FOR UPDATE) at the start of every
-batch, and the views kept for a partition are used only when that row holds exactly the
-offset this projector's own last committed batch stored. Any other writer (a projector
+the views kept for a partition are used only when its offset row, locked by projections.writer
+(at the start of the batch, or by the batch's one write statement, which then writes
+nothing unless the row holds it), holds exactly the offset this projector's own last
+committed batch stored. Any other writer (a projector
 that held the partition during a rebalance, or while this one was cut off) moved the
 offset, and the partition's views are forgotten and read again under the lock. The
 projector also forgets everything on revocation and on any failed batch: a rolled-back
@@ -52,6 +53,18 @@ class ViewCache:
                 continue
             views.update(kept[1])
         return views
+
+    def offsets(self, partitions: Iterable[int]) -> dict[int, int] | None:
+        """The offsets this projector last stored for `partitions`, if it kept all of them:
+        what a batch checks the offset rows against when it writes without locking and
+        reading them first (projections.writer)."""
+        offsets: dict[int, int] = {}
+        for partition in partitions:
+            kept = self._partitions.get(partition)
+            if kept is None:
+                return None
+            offsets[partition] = kept[0]
+        return offsets
 
     def committed(self, offsets: Mapping[int, int], views: Mapping[int, Iterable[TxView]]) -> None:
         """A batch committed: each partition's row now holds `offsets[p]`, and `views[p]`

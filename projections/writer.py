@@ -4,11 +4,15 @@ transaction.
 The rows and the next offset of every partition in the batch commit together, so a
 projection is exactly-once whatever happens between Kafka and Postgres. The partition's
 offset row is locked first: two projectors that briefly own the same partition during a
-rebalance serialize on it, and the second skips what the first already applied.
+rebalance serialize on it, and the second skips what the first already applied. A live
+projector that kept the offsets and views of the batch (projections.view_cache) writes it
+in one statement that locks the rows itself and writes nothing unless they still hold
+what it kept; otherwise the batch goes the locked way.
 """
 
 import json
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -20,7 +24,13 @@ from events.envelope import Envelope
 from events.transaction_events import Event
 from projections.moves import Moves
 from projections.operation_row import operation_row, operation_view
-from projections.table_writes import copy_rows, upsert_sql
+from projections.table_writes import (
+    TABLES,
+    column_arrays,
+    column_types,
+    copy_rows,
+    unnest_upsert_sql,
+)
 from projections.view import OpView, ReviewView, TxView, apply
 from projections.view_cache import TxKey, ViewCache
 
@@ -43,90 +53,217 @@ async def project_batch(
     dead-lettered. Answers what the records applied moved (nothing for those a previous
     batch had applied already), for the metrics once the transaction has committed.
 
-    `bulk` (audit rebuild's large batches): the same rows through COPY into temporary
-    tables and one INSERT ... SELECT per table with the very ON CONFLICT clauses of the
-    row-by-row statements, instead of a statement per row (projections.table_writes).
+    The rows of every table and the offsets are written by one statement (`_write`).
+    `bulk` (audit rebuild's large batches): the rows through COPY into temporary tables
+    and one INSERT ... SELECT per table with the same ON CONFLICT clauses instead
+    (projections.table_writes).
 
     `events`: the records' events, in their order, when the caller decoded them already.
     `cache` (the live projector): the views it keeps between batches, used only where the
-    locked offset row says nobody else wrote (projections.view_cache); forgotten whole
-    when the batch fails."""
-    moves = Moves()
+    offset row says nobody else wrote (projections.view_cache); forgotten whole when the
+    batch fails. When it holds every partition and transaction of the batch, the batch
+    is that one statement alone (`_project_on_kept`)."""
     advanced = _advanced([(p, o) for p, o, _ in records], skipped)
     if not advanced:
-        return moves
+        return Moves()
     if events is not None and len(events) != len(records):
         raise ValueError(f"{len(events)} events given for {len(records)} records")
     decoded: Sequence[Event | None] = events if events is not None else [None] * len(records)
     try:
-        async with conn.transaction():
-            stored = await _lock_offsets(conn, topic, sorted(advanced))
-            fresh = [
-                (p, o, env, event)
-                for (p, o, env), event in zip(records, decoded, strict=True)
-                if o >= stored[p]
-            ]
-            views = await _views_of(conn, fresh, stored, cache)
-            # What the rows hold now: read under the lock, or kept from this projector's
-            # own last write of them (the cache's offset check), or nothing yet.
-            stored_views = dict(views)
-            changed: set[TxKey] = set()
-            for _, _, envelope, event in fresh:
-                key = (envelope.tenant, envelope.tx_id)
-                before = views.get(key)
-                after = apply(before, envelope, event)
-                moves.add(before, after)
-                if after is not before:
-                    views[key] = after
-                    changed.add(key)
-            envelopes = [env for _, _, env, _ in fresh]
-            changed_views = [views[key] for key in sorted(changed)]
-            if bulk:
-                await copy_rows(conn, "events", [_event_row(env) for env in envelopes])
-                for table, rows in view_rows(changed_views).items():
-                    await copy_rows(conn, table, rows)
-            else:
-                await _insert_events(conn, envelopes)
-                await _upsert_views(
-                    conn, changed_views, [stored_views.get(key) for key in sorted(changed)]
-                )
-            await _store_offsets(conn, topic, advanced)
+        folded = None
+        if cache is not None and not bulk:
+            folded = await _project_on_kept(conn, topic, records, decoded, advanced, cache)
+        if folded is None:
+            async with conn.transaction():
+                stored = await _lock_offsets(conn, topic, sorted(advanced))
+                fresh = _fresh(records, decoded, stored)
+                folded = _fold(stored, fresh, await _views_of(conn, fresh, stored, cache))
+                if bulk:
+                    await copy_rows(conn, "events", [_event_row(env) for env in folded.envelopes])
+                    for table, rows in view_rows(folded.changed_views).items():
+                        await copy_rows(conn, table, rows)
+                    await _store_offsets(conn, topic, advanced)
+                elif not await _write(conn, topic, folded, advanced):
+                    raise RuntimeError(f"offsets of {topic} moved while this batch held them")
     except BaseException:
         if cache is not None:
             cache.forget()  # rolled back, or not known to have committed
         raise
     if cache is not None:
         by_partition: dict[int, dict[TxKey, TxView]] = {}
-        for p, _, env, _ in fresh:
+        for p, _, env, _ in folded.fresh:
             key = (env.tenant, env.tx_id)
-            by_partition.setdefault(p, {})[key] = views[key]
+            by_partition.setdefault(p, {})[key] = folded.views[key]
         cache.committed(
-            {p: max(stored[p], offset) for p, offset in advanced.items()},
+            {p: max(folded.stored[p], offset) for p, offset in advanced.items()},
             {p: kept.values() for p, kept in by_partition.items()},
         )
-    return moves
+    return folded.moves
+
+
+Fresh = list[tuple[int, int, Envelope, Event | None]]
+
+
+@dataclass
+class _Folded:
+    """A batch folded onto the views it started from, ready to write."""
+
+    stored: dict[int, int]  # the offsets the batch was checked against
+    fresh: Fresh  # its records at or past them
+    views: dict[TxKey, TxView]  # every transaction's view after the batch
+    before: dict[TxKey, TxView]  # what the rows held before it (absent: no rows yet)
+    changed: list[TxKey]  # the transactions it moved, in key order
+    moves: Moves
+
+    @property
+    def envelopes(self) -> list[Envelope]:
+        return [env for _, _, env, _ in self.fresh]
+
+    @property
+    def changed_views(self) -> list[TxView]:
+        return [self.views[key] for key in self.changed]
+
+
+def _fresh(
+    records: Sequence[Record], decoded: Sequence[Event | None], stored: dict[int, int]
+) -> Fresh:
+    return [
+        (p, o, env, event)
+        for (p, o, env), event in zip(records, decoded, strict=True)
+        if o >= stored[p]
+    ]
+
+
+def _fold(stored: dict[int, int], fresh: Fresh, views: dict[TxKey, TxView]) -> _Folded:
+    # What the rows hold now: read under the lock, or kept from this projector's own last
+    # write of them (the cache's offset check), or nothing yet.
+    before = dict(views)
+    changed: set[TxKey] = set()
+    moves = Moves()
+    for _, _, envelope, event in fresh:
+        key = (envelope.tenant, envelope.tx_id)
+        was = views.get(key)
+        after = apply(was, envelope, event)
+        moves.add(was, after)
+        if after is not was:
+            views[key] = after
+            changed.add(key)
+    return _Folded(stored, fresh, views, before, sorted(changed), moves)
+
+
+async def _project_on_kept(
+    conn: asyncpg.Connection,
+    topic: str,
+    records: Sequence[Record],
+    decoded: Sequence[Event | None],
+    advanced: dict[int, int],
+    cache: ViewCache,
+) -> _Folded | None:
+    """The batch in one statement, without locking and reading first, when the cache
+    holds what the locked way would find: the offset this projector last stored for
+    every partition of the batch, and the view of every transaction the batch continues.
+    The statement writes only if the offset rows, locked by it, still hold those offsets
+    (`_write`): otherwise another writer moved them, nothing was written, the batch's
+    partitions are forgotten and None says to go the locked way. The rows are those of
+    the locked way, folded onto the same views."""
+    stored = cache.offsets(advanced)
+    if stored is None:
+        return None
+    fresh = _fresh(records, decoded, stored)
+    kept = cache.views_at(stored)
+    wanted = {(env.tenant, env.tx_id) for _, _, env, _ in fresh}
+    if wanted - kept.keys() - _starting(fresh):
+        return None  # a view to read first
+    folded = _fold(stored, fresh, {key: kept[key] for key in wanted if key in kept})
+    if await _write(conn, topic, folded, advanced):
+        return folded
+    cache.forget(advanced)
+    return None
 
 
 async def _views_of(
-    conn: asyncpg.Connection,
-    fresh: list[tuple[int, int, Envelope, Event | None]],
-    stored: dict[int, int],
-    cache: ViewCache | None,
+    conn: asyncpg.Connection, fresh: Fresh, stored: dict[int, int], cache: ViewCache | None
 ) -> dict[TxKey, TxView]:
     """The views the fresh records fold onto: kept ones where the cache is still valid,
-    none for a transaction starting in this batch (seq 1, known only with the cache's
-    reasoning, projections.view_cache), the rest read under the lock."""
+    none for a transaction starting in this batch, the rest read under the lock."""
     wanted = {(env.tenant, env.tx_id) for _, _, env, _ in fresh}
     if cache is None:
         return await _load_views(conn, wanted)
     kept = cache.views_at(stored)
     views = {key: kept[key] for key in wanted if key in kept}
+    views.update(await _load_views(conn, wanted - views.keys() - _starting(fresh)))
+    return views
+
+
+def _starting(fresh: Fresh) -> set[TxKey]:
+    """The transactions whose first event in the batch is seq 1: no rows yet (known only
+    with the cache's reasoning, projections.view_cache)."""
     first_seq: dict[TxKey, int] = {}
     for _, _, env, _ in fresh:
         first_seq.setdefault((env.tenant, env.tx_id), env.seq)
-    starting = {key for key, seq in first_seq.items() if seq == 1}
-    views.update(await _load_views(conn, wanted - views.keys() - starting))
-    return views
+    return {key for key, seq in first_seq.items() if seq == 1}
+
+
+# The tables a batch writes, in the order of the write statement's parameters.
+_TABLES = ("events", "transactions", "operations", "reviews")
+# The write statement, made once per process from the columns' types.
+_write_sql: list[str] = []
+
+
+async def _write(
+    conn: asyncpg.Connection, topic: str, folded: _Folded, advanced: dict[int, int]
+) -> bool:
+    """Write the batch's events, views and offsets in one statement, if and only if every
+    offset row of the batch, locked by the statement, holds `folded.stored`; answers
+    whether it did. An executemany per table was one execution per row for the server."""
+    partitions = sorted(advanced)
+    views = folded.changed_views
+    rows = view_rows(views, [folded.before.get(key) for key in folded.changed])
+    rows["events"] = [_event_row(env) for env in folded.envelopes]
+    arrays = [array for table in _TABLES for array in column_arrays(table, rows[table])]
+    ok = await conn.fetchval(
+        await _write_statement(conn),
+        topic,
+        partitions,
+        [folded.stored[p] for p in partitions],
+        [advanced[p] for p in partitions],
+        *arrays,
+    )
+    return bool(ok)
+
+
+async def _write_statement(conn: asyncpg.Connection) -> str:
+    if not _write_sql:
+        _write_sql.append(_write_text(await column_types(conn, _TABLES)))
+    return _write_sql[0]
+
+
+def _write_text(types: dict[str, dict[str, str]]) -> str:
+    # `held` locks the batch's offset rows in partition order (two projectors cannot
+    # deadlock) and, under READ COMMITTED, sees the newest committed offsets once a
+    # writer holding them ends; every write below runs only if all of them hold what the
+    # batch was folded against. Data-modifying WITH queries run once whether read or not.
+    writes = []
+    first = 5
+    for table in _TABLES:
+        sql = unnest_upsert_sql(table, types[table], first, where="(SELECT ok FROM ok)")
+        writes.append(f"written_{table} AS ({sql})")
+        first += len(TABLES[table].columns)
+    return (
+        "WITH held AS MATERIALIZED ("
+        " SELECT partition, next_offset FROM projection_offsets"
+        " WHERE topic = $1 AND partition = ANY($2::int[]) ORDER BY partition FOR UPDATE),"
+        " ok AS MATERIALIZED ("
+        " SELECT bool_and(coalesce(h.next_offset = x.expected, false)) AS ok"
+        " FROM unnest($2::int[], $3::bigint[]) AS x(partition, expected)"
+        " LEFT JOIN held h USING (partition)), "
+        + ", ".join(writes)
+        + ", stored AS (UPDATE projection_offsets o SET next_offset = n.next_offset"
+        " FROM unnest($2::int[], $4::bigint[]) AS n(partition, next_offset)"
+        " WHERE (SELECT ok FROM ok) AND o.topic = $1 AND o.partition = n.partition"
+        " AND o.next_offset < n.next_offset)"
+        " SELECT ok FROM ok"
+    )
 
 
 async def project_drift(
@@ -260,14 +397,6 @@ def _review_view(row: asyncpg.Record) -> ReviewView:
     )
 
 
-async def _insert_events(conn: asyncpg.Connection, envelopes: list[Envelope]) -> None:
-    # Only a replay hits the conflict on (tenant, tx_id, seq). The same event_id under
-    # another key is corruption and must fail the batch, hence the explicit target.
-    if not envelopes:
-        return
-    await conn.executemany(upsert_sql("events"), [_event_row(env) for env in envelopes])
-
-
 def _event_row(env: Envelope) -> tuple[Any, ...]:
     return (
         env.tenant,
@@ -285,14 +414,6 @@ def _event_row(env: Envelope) -> tuple[Any, ...]:
         json.dumps(env.data),
         env.canon,
     )
-
-
-async def _upsert_views(
-    conn: asyncpg.Connection, views: list[TxView], stored: list[TxView | None]
-) -> None:
-    for table, rows in view_rows(views, stored).items():
-        if rows:  # an empty executemany is still a round trip (most batches open no review)
-            await conn.executemany(upsert_sql(table), rows)
 
 
 def view_rows(

@@ -212,7 +212,7 @@ async def test_kept_views_spare_the_reads_and_write_the_same_rows(
         await project_batch(conn, TOPIC, [record], cache=cache)
     await asyncio.sleep(0)  # the logger's callbacks run on the loop
     conn.remove_query_logger(log_query)
-    reads = [query for query in sent if query.startswith("SELECT")]
+    reads = [query for query in sent if query.startswith("SELECT * FROM")]  # _load_views
     cached = await snapshot(conn)
     await conn.execute("TRUNCATE events, transactions, operations, projection_offsets")
     await project_batch(conn, TOPIC, records)
@@ -220,6 +220,85 @@ async def test_kept_views_spare_the_reads_and_write_the_same_rows(
     assert reads == []
     assert cached == await snapshot(conn)
     assert len(cache) == 1
+
+
+def _three_outcomes_log() -> list[Envelope]:
+    return log_of(
+        submit(["charge"], ("receipt",)),
+        observed("charge", 1, Outcome.UNKNOWN, n=0),
+        observed("charge", 1, Outcome.SUCCEEDED, n=1, source=Source.LOOKUP),
+    )
+
+
+async def _in_one_batch(conn: asyncpg.Connection, records: list[Record]) -> dict[str, Any]:
+    """The rows `records` leave when projected in one batch, from empty tables."""
+    await conn.execute("TRUNCATE events, transactions, operations, projection_offsets")
+    await project_batch(conn, TOPIC, records)
+    return await snapshot(conn)
+
+
+async def test_a_batch_on_kept_views_is_one_statement_and_yields_to_another_writer(
+    conn: asyncpg.Connection, fresh_database: str
+) -> None:
+    # The live projector's usual batch is its one write statement, sent without locking
+    # or reading first. When another projector wrote the partition in between, that
+    # statement must write nothing (its offset check), and the batch goes the locked way,
+    # reading the views again: A's kept view lacks B's evidence and would overwrite it.
+    records = as_records(_three_outcomes_log())
+    first, second = [await asyncpg.connect(fresh_database) for _ in range(2)]
+    a = ViewCache()
+    sent: list[str] = []
+
+    def log_query(query: asyncpg.connection.LoggedQuery) -> None:
+        sent.append(query.query)
+
+    try:
+        await project_batch(first, TOPIC, records[:1], cache=a)
+        first.add_query_logger(log_query)
+        await project_batch(first, TOPIC, records[1:2], cache=a)
+        await asyncio.sleep(0)  # the logger's callbacks run on the loop
+        alone = list(sent)
+        await project_batch(second, TOPIC, records[2:3])  # the charge's unknown outcome
+        sent.clear()
+        await project_batch(first, TOPIC, records[3:], cache=a)  # moves the charge again
+        await asyncio.sleep(0)
+        after_b = list(sent)
+    finally:
+        await first.close()
+        await second.close()
+    by_turns = await snapshot(conn)
+
+    [charge] = [r for r in by_turns["operations"] if r["action"] == "charge"]
+    assert '"OperationUnknown"' in charge["evidence"]
+    assert by_turns == await _in_one_batch(conn, records)
+    assert len(alone) == 1 and alone[0].startswith("WITH held")
+    assert after_b[0] == alone[0] and any(q.startswith("BEGIN") for q in after_b)
+
+
+async def test_a_batch_on_kept_views_waiting_for_another_writer_sees_its_offsets(
+    conn: asyncpg.Connection, fresh_database: str
+) -> None:
+    # B holds the partition's offset row (mid-batch, not yet committed) when A sends its
+    # one statement: A waits for B, and must then judge by the offset B committed, not by
+    # what its statement's snapshot saw before B committed (the lock re-reads the row).
+    records = as_records(_three_outcomes_log())
+    first, second = [await asyncpg.connect(fresh_database) for _ in range(2)]
+    a = ViewCache()
+    try:
+        await project_batch(first, TOPIC, records[:1], cache=a)
+        holding = second.transaction()
+        await holding.start()
+        await project_batch(second, TOPIC, records[1:3])  # its savepoint, in `holding`
+        task = asyncio.create_task(project_batch(first, TOPIC, records[3:], cache=a))
+        await asyncio.sleep(0.5)
+        assert not task.done(), "a batch on kept views ignored the offset row's lock"
+        await holding.commit()
+        await task
+    finally:
+        await first.close()
+        await second.close()
+
+    assert await snapshot(conn) == await _in_one_batch(conn, records)
 
 
 @pytest.mark.parametrize("cached", [False, True])

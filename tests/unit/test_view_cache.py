@@ -45,3 +45,11 @@ def test_forget_drops_the_named_partitions_or_all() -> None:
     assert len(cache) == 1
     cache.forget()
     assert len(cache) == 0
+
+
+def test_offsets_are_known_only_when_every_partition_of_the_batch_is_kept() -> None:
+    cache = ViewCache()
+    cache.committed({0: 5, 1: 3}, {0: [view("tx-1")]})
+
+    assert cache.offsets([0, 1]) == {0: 5, 1: 3}
+    assert cache.offsets([0, 2]) is None
