@@ -93,6 +93,11 @@ def span_exporter(service: str, exporter: str) -> SpanExporter:
     )
 
 
+def recording() -> bool:
+    """Whether spans record anything (configure_tracing installed the SDK)."""
+    return _configured
+
+
 def context_from(headers: Iterable[tuple[str, bytes]] | None) -> Context | None:
     """The trace context a Kafka record carries, None when it carries none."""
     carrier = {k: v.decode("latin-1") for k, v in headers or () if k in _HEADERS}
@@ -144,7 +149,7 @@ def consuming(name: str, record: Any, group: str) -> Iterator[None]:
     have scoped (ids `annotate`d inside end with it): such a span records nothing and
     cost ~20 us per record, on the decider's path for every input."""
     parent = context_from(record.headers)
-    if parent is None and not _configured:
+    if parent is None and not recording():
         with log_context():
             yield
         return

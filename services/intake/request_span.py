@@ -1,5 +1,6 @@
 """One server span per `/v1` request, under the trace context the caller sent
-(`traceparent`), so what the request produces to Kafka carries it on (services.tracing);
+(`traceparent`), so what the request produces to Kafka carries it on (services.tracing;
+with tracing off and no context sent, no span: it would record and pass on nothing);
 and every request's count and duration by method, route template and status
 (services.metrics). A plain ASGI wrapper: no body is read and nothing is buffered."""
 
@@ -10,6 +11,7 @@ from opentelemetry.trace import SpanKind
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from services import tracing
+from services.logging_json import log_context
 from services.metrics import HTTP_REQUEST_SECONDS, HTTP_REQUESTS
 
 # A path no route matched is counted under this, not under itself: a scanner trying
@@ -67,9 +69,17 @@ class RequestSpan:
             for k, v in scope.get("headers", ())
             if k in (b"traceparent", b"tracestate")
         }
+        parent = tracing.context_from_http(headers)
+        if parent is None and not tracing.recording():
+            # Such a span would record nothing and pass nothing on, and it cost ~0.1 ms a
+            # request (issue 24): only the log context it would have scoped (ids bound
+            # inside, services.tracing.annotate, end with the request).
+            with log_context():
+                await self.app(scope, receive, send)
+            return
         with tracing.span(
             f"intake {method} {path}",
-            tracing.context_from_http(headers),
+            parent,
             SpanKind.SERVER,
             semantic={"http.request.method": method, "url.path": path, "url.scheme": "http"},
         ) as span:

@@ -57,6 +57,7 @@ class Seams:
     produced: list[tuple[str, bytes, dict[str, Any]]] = field(default_factory=list)
     remembered: list[str] = field(default_factory=list)
     statements: list[str] = field(default_factory=list)
+    headers: list[Any] = field(default_factory=list)  # each record's Kafka headers
 
 
 class Conn:
@@ -102,9 +103,12 @@ class Producer:
     def __init__(self, seams: Seams) -> None:
         self.seams = seams
 
-    async def send_and_wait(self, topic: str, value: bytes, key: bytes, **_: Any) -> None:
+    async def send_and_wait(
+        self, topic: str, value: bytes, key: bytes, headers: Any = None, **_: Any
+    ) -> None:
         if self.seams.fail_produce is not None:
             raise self.seams.fail_produce
+        self.seams.headers.append(headers)
         record = json.loads(value)
         for clock in ("issued_at", "observed_at", "detected_at"):  # read per request
             record.pop(clock, None)
