@@ -29,9 +29,12 @@ from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from opentelemetry import propagate, trace
+from opentelemetry import baggage, propagate, trace
+from opentelemetry.baggage.propagation import W3CBaggagePropagator
 from opentelemetry.context import Context
+from opentelemetry.propagators.composite import CompositePropagator
 from opentelemetry.trace import Span, SpanKind
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from services.logging_json import bind, log_context
 
@@ -111,9 +114,40 @@ def context_from_http(headers: Mapping[str, str]) -> Context | None:
 
 def kafka_headers() -> list[tuple[str, bytes]] | None:
     """The current trace context as Kafka headers; None when there is none to pass on."""
+    if not _context_to_pass():
+        return None
     carrier: dict[str, str] = {}
     propagate.inject(carrier)
     return [(k, v.encode("latin-1")) for k, v in carrier.items()] or None
+
+
+# The W3C propagators (OpenTelemetry's default, `OTEL_PROPAGATORS=tracecontext,baggage`)
+# write nothing for a context with no valid span and no baggage, which is every record's
+# with tracing off and no context sent in; the decider asks for every event it writes, and
+# `propagate.inject` cost ~10 us to say so. Any other propagator is always asked.
+_W3C = (TraceContextTextMapPropagator, W3CBaggagePropagator)
+_textmap_known: tuple[object, bool] = (None, False)
+
+
+def _w3c_only(textmap: object) -> bool:
+    if isinstance(textmap, _W3C):
+        return True
+    # The composite's parts are private: if it ever hides them, every call injects.
+    parts = (
+        getattr(textmap, "_propagators", None) if isinstance(textmap, CompositePropagator) else None
+    )
+    return parts is not None and all(isinstance(p, _W3C) for p in parts)
+
+
+def _context_to_pass() -> bool:
+    """Whether `propagate.inject` may write a header now."""
+    global _textmap_known
+    textmap = propagate.get_global_textmap()
+    if _textmap_known[0] is not textmap:
+        _textmap_known = (textmap, _w3c_only(textmap))
+    if not _textmap_known[1]:
+        return True
+    return trace.get_current_span().get_span_context().is_valid or bool(baggage.get_all())
 
 
 def http_headers() -> dict[str, str]:
@@ -173,6 +207,7 @@ def annotate(**ids: str | int | None) -> None:
     """Ids learnt inside a span: on the span and on the log lines that follow."""
     known = {k: v for k, v in ids.items() if v is not None}
     current = trace.get_current_span()
-    for k, v in known.items():
-        current.set_attribute(f"recon.{k}", v)
+    if current.is_recording():  # a span that records nothing (tracing off) drops them
+        for k, v in known.items():
+            current.set_attribute(f"recon.{k}", v)
     bind(**known)
