@@ -532,13 +532,19 @@ class Decider:
         log_dispatches(envelopes)
         # A finished transaction's full state is replaced by its marker under the same
         # key: compaction drops the full state, and a late duplicate still finds the
-        # transaction finished instead of starting it again.
-        staged.changelog[key] = (
-            kafka_key,
-            staged.plan(
-                self.topics.decider_state, changelog, kafka_key, partition=staged.partition
-            ),
-        )
+        # transaction finished instead of starting it again. One state per transaction and
+        # Kafka transaction: a later decision in the same batch rewrites the record planned
+        # (no reader sees part of a Kafka transaction, and restore keeps the last anyway).
+        planned = staged.changelog.get(key)
+        if planned is not None:
+            staged.planned[planned[1]].value = changelog
+        else:
+            staged.changelog[key] = (
+                kafka_key,
+                staged.plan(
+                    self.topics.decider_state, changelog, kafka_key, partition=staged.partition
+                ),
+            )
 
     def _sign(self, owned: OwnedPartition, staged: _Staged, heads: list[Head]) -> None:
         for value in checkpoint_records(self.signing_key, heads, owned.checkpoints):
