@@ -31,8 +31,14 @@ class Moves:
             self.transactions[after.status] += 1
             if after.status is TxStatus.COMMITTED:
                 self.committed_after_s.append((after.updated_at - after.created_at).total_seconds())
-        old = {} if before is None else {op.action: op.state for op in before.operations}
-        for op in after.operations:
-            if old.get(op.action) is not op.state:
+        if before is None:
+            for op in after.operations:
                 self.operations[op.state] += 1
+        else:
+            # The fold copies only the operation an event moves (projections.view) and the
+            # operations keep their order: an untouched one is the very object it was, so
+            # only the copies have their status derived (op_status), twice each.
+            for op, was in zip(after.operations, before.operations, strict=True):
+                if op is not was and (state := op.state) is not was.state:
+                    self.operations[state] += 1
         self.reviews_opened += len(after.reviews) - (0 if before is None else len(before.reviews))
