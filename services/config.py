@@ -100,6 +100,7 @@ DEFAULTS: dict[str, str] = {
     # How long the decider may hold decisions that only record evidence for the partition's
     # next Kafka transaction when idle (longer under load; services.decider.group_commit).
     "RECON_DECIDER_GROUP_COMMIT_MS": "100",
+    "RECON_DECIDER_CALLS": "on",
     # How long the projector and the saga orchestrator let records gather after a large
     # fetch (never after a small one; services.reader_batching).
     "RECON_READER_BATCH_WAIT_MS": "50",
@@ -337,6 +338,9 @@ class Settings:
     checkpoint_interval_s: float = _default_float("RECON_CHECKPOINT_INTERVAL_S")
     # 0: every fetch's decisions commit at once, evidence or not.
     decider_group_commit_s: float = _default_float("RECON_DECIDER_GROUP_COMMIT_MS") / 1000
+    # Whether the decider calls the providers of what it dispatches (services.decider.
+    # dispatch_host); off only for tests that play the provider's part themselves.
+    decider_calls: bool = True
     # 0: readers fetch again at once, whatever the last fetch brought.
     reader_batch_wait_s: float = _default_float("RECON_READER_BATCH_WAIT_MS") / 1000
     # The key of the owner tokens a submission or a claim returns (issue 18, item 5).
@@ -698,6 +702,13 @@ def _policy_file() -> str:
     return path
 
 
+def _decider_calls() -> bool:
+    value = _env("RECON_DECIDER_CALLS").strip().lower()
+    if value not in ("on", "off"):
+        raise ConfigError(f"RECON_DECIDER_CALLS: {value!r} is neither 'on' nor 'off'")
+    return value == "on"
+
+
 def _approval_required() -> frozenset[str]:
     """RECON_APPROVAL_REQUIRED: side-effect classes and reversibilities whose steps wait
     for a person's approval (events.approval_policy)."""
@@ -802,6 +813,7 @@ def load_settings() -> Settings:
         projector_stall_s=_float("RECON_PROJECTOR_STALL_S"),
         checkpoint_interval_s=_float("RECON_CHECKPOINT_INTERVAL_S"),
         decider_group_commit_s=_milliseconds("RECON_DECIDER_GROUP_COMMIT_MS"),
+        decider_calls=_decider_calls(),
         reader_batch_wait_s=_milliseconds("RECON_READER_BATCH_WAIT_MS", maximum=50),
         owner_token_secret=_owner_token_secret(_env("RECON_ENVIRONMENT")),
         policy_file=_policy_file(),

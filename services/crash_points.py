@@ -2,10 +2,10 @@
 kill it, or end it there. Never armed in a deployment.
 
 A crash test claims something about one narrow window (the provider's effect is done but the
-dispatcher has not reported it; the saga's commands are acknowledged but its offset is not
-committed; the decider's records are in an open Kafka transaction). Killing "at about the
-right time" lets a late or early kill pass for the wrong reason, so the runtimes name these
-windows and a test arms one:
+decider that made the call has not decided its answer; the saga's commands are acknowledged
+but its offset is not committed; the decider's records are in an open Kafka transaction).
+Killing "at about the right time" lets a late or early kill pass for the wrong reason, so the
+runtimes name these windows and a test arms one:
 
     RECON_PAUSE_AT=<point name>      the point to stop at (unset in production: a no-op)
     RECON_PAUSE_FILE=<path>          written when the process reaches the point
@@ -25,7 +25,10 @@ from pathlib import Path
 PAUSE_AT_ENV = "RECON_PAUSE_AT"
 PAUSE_FILE_ENV = "RECON_PAUSE_FILE"
 
-# The windows the runtimes name.
+# The windows the runtimes name. The two `dispatcher.*` windows are in the provider calls the
+# decider makes (services/dispatcher/executor.py, run by services/decider/dispatch_host.py):
+# arming one holds the decider.
+# The provider applied the call and answered; the answer is neither decided nor written.
 DISPATCHER_AFTER_PROVIDER_ANSWERED = "dispatcher.after_provider_answered"
 # Every gate passed, the "about to call" record not written yet: an abort or a switch
 # recorded now must still stop the call.

@@ -29,9 +29,12 @@ async def _require_schema(database_url: str) -> None:
         await pool.close()
 
 
-def run_process(name: str, main: Main, *, database: bool = False) -> None:
-    """Run `main` as the process `name`; `database`: it reads or writes Postgres, so it starts
-    only on a database at the code's schema version (services.migrate)."""
+def run_process(
+    name: str, main: Main, *, database: bool | Callable[[Settings], bool] = False
+) -> None:
+    """Run `main` as the process `name`; `database`: it reads or writes Postgres (or, called
+    with the settings, says whether it does), so it starts only on a database at the code's
+    schema version (services.migrate)."""
     level = os.environ.get("RECON_LOG_LEVEL", DEFAULTS["RECON_LOG_LEVEL"])
     fmt = os.environ.get("RECON_LOG_FORMAT", DEFAULTS["RECON_LOG_FORMAT"])
     try:
@@ -78,7 +81,7 @@ def run_process(name: str, main: Main, *, database: bool = False) -> None:
             except kafka_security.KafkaAccessDenied as error:
                 print(f"{name}: Kafka access denied: {error}", file=sys.stderr)
                 raise SystemExit(2) from None
-        if database:
+        if database(settings) if callable(database) else database:
             # A process never changes the schema (its role may not); on a database behind
             # it stops here, naming the command, rather than failing on a missing column.
             try:

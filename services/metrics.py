@@ -11,7 +11,8 @@ record work beyond that (the CPU per transaction is watched).
   `awaiting_approval` too), each transition once, never again after a redelivery (an
   envelope already applied moves nothing);
 - dispatch latency and lookups: at the provider adapters (services.providers.measured),
-  shared by the dispatcher and the reconciler;
+  shared by the decider (which calls the providers of what it dispatches) and the
+  reconciler;
 - webhook verifications: the intake's webhook route;
 - consumer lag: after each fetch of every consumer (`observe_lag`);
 - accepted-to-committed time: by the projector, from the event times of a transaction that
@@ -24,8 +25,8 @@ record work beyond that (the CPU per transaction is watched).
   so a benchmark reads transactions per recon transaction and inputs per transaction;
 - reviews open, the age of the oldest open review and of the oldest unknown operation leg:
   gauges the reconciler refreshes from Postgres on its tick;
-- kill switches engaged: a gauge each dispatcher sets from the view of switches it
-  refreshes anyway (services.dispatcher.gatekeeper); 0 in the other processes.
+- kill switches engaged: a gauge each decider sets from the view of switches its dispatch
+  gate refreshes anyway (services.dispatcher.gatekeeper); 0 in the other processes.
 """
 
 import logging
@@ -46,7 +47,6 @@ log = logging.getLogger(__name__)
 DEFAULT_PORTS = {
     "intake": 9180,
     "decider": 9181,
-    "dispatcher": 9182,
     "projector": 9183,
     "saga": 9184,
     "reconciler": 9185,
@@ -91,7 +91,7 @@ LEGS_GIVEN_UP = Gauge(
 )
 KILL_SWITCHES_ENGAGED = Gauge(
     "recon_kill_switches_engaged",
-    "Kill switches engaged now, every tenant (as the dispatcher's last refresh saw them)",
+    "Kill switches engaged now, every tenant (as the decider's gate last saw them)",
 )
 ACCEPTED_TO_COMMITTED = Histogram(
     "recon_accepted_to_committed_seconds",

@@ -266,7 +266,7 @@ def asyncapi_document() -> dict[str, Any]:
         ),
         "observations": (
             topics.observations,
-            "what dispatchers, lookups and webhooks saw at a provider",
+            "what provider calls, lookups and webhooks saw at a provider",
             observations,
         ),
         "events": (
@@ -307,7 +307,10 @@ def asyncapi_document() -> dict[str, Any]:
     }
     senders = {
         "commands": "intake, saga orchestrator and pull reconciler",
-        "observations": "dispatcher, pull reconciler and intake (webhooks)",
+        "observations": (
+            "decider (its provider calls' answers, decided when written: header recon-decided),"
+            " pull reconciler and intake (webhooks)"
+        ),
         "events": "decider",
         "checkpoints": "decider",
         "drift": "pull reconciler and intake",
@@ -319,7 +322,7 @@ def asyncapi_document() -> dict[str, Any]:
     receivers = {
         "commands": "decider",
         "observations": "decider",
-        "events": "projector, dispatcher, saga orchestrator, auditors",
+        "events": "projector, saga orchestrator, auditors",
         "checkpoints": "auditors (audit verify, audit bundle, the receipt route)",
         "drift": "projector",
         "deadLetters": "operators",

@@ -37,12 +37,14 @@ does not serve would stall it silently.
 
 import asyncio
 import contextlib
+import functools
 import hashlib
 import json
 import logging
 import time
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Coroutine
+from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -62,9 +64,11 @@ from pydantic import ValidationError
 
 from events.checkpoint import CheckpointChain, Head
 from events.dead_letters import dead_letter_headers
+from events.envelope import Envelope
 from events.event_type_header import event_type_header
-from events.inputs import OperationObserved, parse_input
+from events.inputs import DeciderInput, OperationObserved, parse_input
 from events.keys import partition_key
+from events.transaction_events import OperationDispatched
 from services import tracing
 from services.config import Settings
 from services.crash_points import (
@@ -76,14 +80,17 @@ from services.crash_points import (
     pause_point,
 )
 from services.decider.checkpoints import UnsignedHeads, checkpoint_records
+from services.decider.dispatch_host import INLINE_HEADER, Answer, DispatchHost, inline_answer
 from services.decider.dispatch_log import log_dispatches
 from services.decider.finished_index import ChangelogReader, FinishedIndex
 from services.decider.group_commit import MAX_STRETCH, interval, next_start, only_evidence
 from services.decider.input_offsets import group_offsets, offset_record, start_offset
 from services.decider.lag_marker import LagMarker
 from services.decider.restore import StateKey, Stored, restore_partition
+from services.dispatcher.executor import DispatchOrder
 from services.kafka_clients import acked_producer, group_consumer, transaction_failure
 from services.kafka_setup import ensure_topics
+from services.logging_json import log_context
 from services.metrics import (
     DECIDER_INPUT_WAIT_SECONDS,
     DECIDER_INPUTS_COMMITTED,
@@ -139,6 +146,10 @@ class OwnedPartition:
     # task that commits it; the loop handles its failure once it ends.
     committing: "_Staged | None" = None
     task: "asyncio.Task[None] | None" = None
+    # Per observations partition, the offset after the last answer read back and skipped
+    # (decided inline when it was written): committed with the partition's next transaction,
+    # never in one of its own. Lost with the partition's memory: read again, skipped again.
+    read_past: dict[TopicPartition, int] = field(default_factory=dict)
     # Which of the decider's retakes this is, counted once its seeks are done (Decider._fetch).
     taken: int = 0
     # When the partition's last transaction ended and how long it took (group_commit.next_start).
@@ -182,6 +193,8 @@ class _Staged:
     # The next input to read per input partition: written on the changelog with the records.
     offsets: dict[TopicPartition, int] = field(default_factory=dict)
     inputs: int = 0
+    # The dispatches it commits: their calls start once it has committed (dispatch_host).
+    dispatches: list[DispatchOrder] = field(default_factory=list)
     # A decision that must not wait (anything but evidence), and when the first was staged.
     urgent: bool = False
     since: float = field(default_factory=time.monotonic)
@@ -259,6 +272,10 @@ class Decider:
         self.takes = 0
         self.fetch_began = 0
         self.waking: asyncio.Future[Any] | None = None  # waits on `woken`, kept likewise
+        # The provider calls of committed dispatches, and their answers waiting for the loop
+        # (services.decider.dispatch_host).
+        self.host = DispatchHost(settings, self._owns, self._answered, self._current)
+        self.answers: list[Answer] = []
 
     # --- ownership -----------------------------------------------------------------
 
@@ -347,6 +364,9 @@ class Decider:
                         self.lag_marker.note({tp: start})
                 self.takes += 1
                 self.owned[partition].taken = self.takes  # after the seeks (Decider._fetch)
+                # What the restored state still waits on is called again (lookup first when
+                # begun): the calls may have died with a previous owner or an aborted answer.
+                self.host.take_over(partition, self.owned[partition].states)
                 return
             except KafkaError as error:
                 log.warning("retaking partition %d failed (%s); retrying", partition, error)
@@ -388,12 +408,23 @@ class Decider:
             for tp, records in batches
             if (fresh := [r for r in records if r.offset >= owned.next_offsets.get(tp, 0)])
         ]
+        live = []
+        for tp, records in batches:
+            if all(inline_answer(r.headers) for r in records):
+                # Answers decided when they were written (dispatch_host): only their offset
+                # moves, with the partition's next transaction, which they never open.
+                owned.next_offsets[tp] = owned.read_past[tp] = records[-1].offset + 1
+            else:
+                live.append((tp, records))
+        batches = live
         if not batches:
             return
         staged = owned.staged = owned.staged or _Staged(partition)
         now_ms = time.time() * 1000
         for tp, records in batches:
             for record in records:
+                if inline_answer(record.headers):
+                    continue  # decided with the transaction that wrote it
                 if record.timestamp_type == 0:  # CreateTime: the producer's clock, this host's
                     DECIDER_INPUT_WAIT_SECONDS.observe(max(0.0, now_ms - record.timestamp) / 1000)
                 # One span per decided input, under the context its producer sent.
@@ -464,6 +495,8 @@ class Decider:
             else:
                 owned.states[key] = kept
         owned.committing = None
+        # Committed: the calls start now, in tasks of their own (never awaited here).
+        self.host.submit(staged.dispatches)
         self.lag_marker.note(staged.offsets)
         # Held where the changelog is ahead of the group's lag marker, at a transaction's
         # end (a late input of a finished transaction, decided twice, would show twice).
@@ -481,6 +514,23 @@ class Decider:
         except ValidationError as error:
             await self._dead_letter(staged, tp, record, f"unreadable input: {error}")
             return
+
+        async def refuse(reason: str) -> None:
+            await self._dead_letter(staged, tp, record, reason)
+
+        await self._decide_input(
+            owned, staged, message, refuse, f"{tp.topic}:{tp.partition}@{record.offset}"
+        )
+
+    async def _decide_input(
+        self,
+        owned: OwnedPartition,
+        staged: _Staged,
+        message: DeciderInput,
+        refuse: Callable[[str], Awaitable[None]],
+        where: str,
+    ) -> None:
+        """Decides one input onto the staged transaction; `refuse` dead-letters it."""
         key = (message.tenant, message.tx_id)
         kafka_key = partition_key(*key)
         tracing.annotate(tx_id=message.tx_id, input=message.type)
@@ -492,7 +542,7 @@ class Decider:
         else:
             state = stored or initial_state(*key)
         if isinstance(message, OperationObserved) and state.status is None:
-            await self._dead_letter(staged, tp, record, "observation for an unknown transaction")
+            await refuse("observation for an unknown transaction")
             return
         try:
             state, envelopes = handle(state, message)
@@ -502,17 +552,14 @@ class Decider:
         except Exception as error:
             # The decision is pure: this input would fail the same way on every retry
             # and hold up every transaction behind it on the partition.
-            log.exception("deciding %s:%d@%d failed", tp.topic, tp.partition, record.offset)
-            await self._dead_letter(staged, tp, record, f"decision_failed: {error!r}")
+            log.exception("deciding %s failed", where)
+            await refuse(f"decision_failed: {error!r}")
             return
         if not envelopes:
             return  # nothing to write: its offset goes with the next transaction
         largest = max(len(value) for value in [*events, changelog]) + len(kafka_key)
         if largest > MAX_RECORD_BYTES:
-            await self._dead_letter(
-                staged,
-                tp,
-                record,
+            await refuse(
                 f"record_too_large: deciding this input would write a {largest}-byte record, "
                 f"over the decider's bound of {MAX_RECORD_BYTES} bytes; nothing was decided",
             )
@@ -529,6 +576,8 @@ class Decider:
             staged.plan(
                 self.topics.events, value, kafka_key, partition=staged.partition, headers=headers
             )
+            if envelope.type == "OperationDispatched":
+                staged.dispatches.append(_order(envelope, staged.partition, trace))
         log_dispatches(envelopes)
         # A finished transaction's full state is replaced by its marker under the same
         # key: compaction drops the full state, and a late duplicate still finds the
@@ -545,6 +594,63 @@ class Decider:
                     self.topics.decider_state, changelog, kafka_key, partition=staged.partition
                 ),
             )
+
+    # --- answers of the calls this process makes (services.decider.dispatch_host) --------
+
+    def _owns(self, partition: int) -> bool:
+        return partition in self.owned
+
+    def _answered(self, answer: Answer) -> None:
+        self.answers.append(answer)
+        self.woken.set()  # the loop takes it without waiting for a fetch
+
+    def _current(self, partition: int, tenant: str, tx_id: str) -> TransactionState | None:
+        owned = self.owned.get(partition)
+        stored = owned.stored((tenant, tx_id)) if owned is not None else None
+        return stored if isinstance(stored, TransactionState) else None
+
+    async def _take_answers(self) -> None:
+        """Decides the answers that came since the last turn onto their partitions' staged
+        transactions; those of a partition no longer owned go to recon.observations."""
+        answers, self.answers = self.answers, []
+        by_partition: dict[int, list[Answer]] = defaultdict(list)
+        for answer in answers:
+            by_partition[answer.partition].append(answer)
+        for partition, theirs in by_partition.items():
+            if partition not in self.owned:
+                self.host.forward_later(theirs)
+                continue
+            await self._guarded(partition, functools.partial(self._decide_answers, answers=theirs))
+
+    async def _decide_answers(self, partition: int, answers: list[Answer]) -> None:
+        """Each answer is decided and written to recon.observations in the same transaction,
+        as evidence: with the INLINE header when decided here (read back, it is skipped),
+        without it when the decider refused it (read back, it is dead-lettered as any
+        observation would be)."""
+        owned = self.owned[partition]
+        staged = owned.staged = owned.staged or _Staged(partition)
+        for answer in answers:
+            obs = answer.observation
+            refused: list[str] = []
+
+            async def refuse(reason: str, refused: list[str] = refused) -> None:
+                refused.append(reason)
+
+            # Under the call's trace when it has one; else only the log context the span
+            # would scope (as tracing.consuming does for a record without one).
+            parent = tracing.context_from(answer.trace)
+            scope = log_context() if parent is None else tracing.span("decider.decide", parent)
+            with scope:
+                await self._decide_input(owned, staged, obs, refuse, f"answer {obs.message_id}")
+            headers = [*(answer.trace or []), *([] if refused else [INLINE_HEADER])]
+            staged.plan(
+                self.topics.observations,
+                obs.model_dump_json().encode(),
+                partition_key(obs.tenant, obs.tx_id),
+                partition=partition,
+                headers=headers,
+            )
+            staged.inputs += 1
 
     def _sign(self, owned: OwnedPartition, staged: _Staged, heads: list[Head]) -> None:
         for value in checkpoint_records(self.signing_key, heads, owned.checkpoints):
@@ -581,6 +687,12 @@ class Decider:
         staged.urgent = True  # rare, and someone is paged for it: never held back
 
     async def run(self, stop: asyncio.Event) -> None:
+        async with AsyncExitStack() as stack:
+            # Closed last: its calls are cancelled once the partitions are let go.
+            if await self.host.start(stack, stop):
+                await self._run(stop)
+
+    async def _run(self, stop: asyncio.Event) -> None:
         self.consumer.subscribe(list(self.topics.decider_inputs()), listener=_Listener(self))
         await self.consumer.start()
         try:
@@ -593,6 +705,7 @@ class Decider:
                     self.fetched = sum(len(records) for records in batch.values())
                 async with self.lock:
                     await self._process_batch(batch)
+                    await self._take_answers()
                     # After deciding: a retake's seek never meets records fetched before it.
                     await self._settle()
                     self._start_ready()
@@ -601,6 +714,9 @@ class Decider:
             async with self.lock:
                 # In-flight transactions end first: the hand-over carries their offsets.
                 await self._finish(set(self.owned))
+                # Then the calls in flight, whose answers go to the partitions' next owners.
+                answers, self.answers = self.answers, []
+                await self.host.leave(answers)
                 # A clean stop leaves the group's lag marker where the changelog is.
                 await self.lag_marker.hand_over()
                 for partition in list(self.owned):
@@ -650,6 +766,8 @@ class Decider:
     def _poll_ms(self) -> int:
         """How long the loop waits for input, cut short to start the staged transactions on
         time (a transaction that ends wakes the loop by itself)."""
+        if self.answers:
+            return 0  # came while the loop decided: taken at once
         starts = [self._start_at(o) for o in self.owned.values() if o.staged and o.task is None]
         if not starts:
             return 500  # at most this late for a quiet partition's overdue checkpoints
@@ -804,6 +922,10 @@ def _detach(owned: OwnedPartition) -> "_Staged | None":
     staged, owned.staged = owned.staged, None
     if staged is not None:
         owned.committing = staged
+        # Answers read back and skipped meanwhile: their offsets go with this transaction.
+        for tp, offset in owned.read_past.items():
+            staged.offsets[tp] = max(offset, staged.offsets.get(tp, 0))
+        owned.read_past.clear()
     return staged
 
 
@@ -822,6 +944,12 @@ async def _held_open_until_pipelined(owned: OwnedPartition) -> None:
         while owned.staged is None or not owned.staged.heads:
             await asyncio.sleep(0.01)
     await pause_point(DECIDER_WITH_PIPELINED_INPUTS, flush=owned.producer.flush)
+
+
+def _order(envelope: Envelope, partition: int, trace: list[tuple[str, bytes]]) -> DispatchOrder:
+    dispatch = envelope.event()
+    assert isinstance(dispatch, OperationDispatched)
+    return DispatchOrder(envelope, dispatch, partition, trace or None)
 
 
 async def _stop_quietly(producer: AIOKafkaProducer) -> None:

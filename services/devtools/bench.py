@@ -344,7 +344,7 @@ async def _with_own_stack(args: argparse.Namespace) -> dict[str, float]:
     try:
         await pg_counts.prepare(postgres.url, RECON_SERVICES)
         stack.start_all()
-        await _start_instances(stack, {"decider": args.deciders, "dispatcher": args.dispatchers})
+        await _start_instances(stack, {"decider": args.deciders})
         await _warm_up(stack.intake_url, "demo-key", kafka.bootstrap, Topics(), args)
         roots = {"kafka": _pid(kafka), "postgres": _pid(postgres)}
         roots |= {
@@ -415,12 +415,11 @@ async def _with_own_stack(args: argparse.Namespace) -> dict[str, float]:
             os.kill(stack.processes[args.profile].pid, signal.SIGUSR2)
         own = {k for k in roots if k != "provider (sandbox)"}
         print(
-            f"\nCPU over the measured run (all of each process tree; {args.deciders} decider(s),"
-            f" {args.dispatchers} dispatcher(s)):"
+            f"\nCPU over the measured run (all of each process tree; {args.deciders} decider(s)):"
         )
         print(cpu.table(args.count, own, idle, result["seconds"]), flush=True)
         result.update({f"cpu_ms_per_tx:{k}": v * 1000 / args.count for k, v in cpu.seconds.items()})
-        result.update(deciders=args.deciders, dispatchers=args.dispatchers)
+        result.update(deciders=args.deciders)
         if args.hops:
             print("\nhops of the measured transactions (ms between their records' CreateTime):")
             print(hop_table(await read_hops(kafka.bootstrap, Topics(), "bench-")), flush=True)
@@ -543,15 +542,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="with its own stack: added to its ports (Kafka 19092, Postgres 15432, intake"
         " 18080, sandbox 18090) and to its directory, to run two benchmarks at once",
     )
-    for service in ("decider", "dispatcher"):
-        parser.add_argument(
-            f"--{service}s",
-            type=int,
-            default=1,
-            metavar="N",
-            help=f"with its own stack: {service} processes sharing the partitions, 1 to"
-            f" {PARTITIONS} (the partitions per topic; more would own none) (default: 1)",
-        )
+    parser.add_argument(
+        "--deciders",
+        type=int,
+        default=1,
+        metavar="N",
+        help="with its own stack: decider processes sharing the partitions (each calls the"
+        f" providers of what it dispatches), 1 to {PARTITIONS} (the partitions per topic; more"
+        " would own none) (default: 1)",
+    )
     parser.add_argument(
         "--hops",
         action="store_true",
@@ -590,8 +589,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error("--count and --concurrency must be at least 1")
     if args.warmup is not None and args.warmup < 0:
         parser.error("--warmup must be 0 or more")
-    if not (1 <= args.deciders <= PARTITIONS and 1 <= args.dispatchers <= PARTITIONS):
-        parser.error(f"--deciders and --dispatchers must be between 1 and {PARTITIONS}")
+    if not 1 <= args.deciders <= PARTITIONS:
+        parser.error(f"--deciders must be between 1 and {PARTITIONS}")
     if args.url and args.webhooks_to:
         parser.error(
             "--webhooks-to is for the benchmark's own stack; with --url, start that stack"

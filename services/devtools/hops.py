@@ -2,10 +2,12 @@
 
 Every record carries the time its producer created it (Kafka's CreateTime, one machine's
 clock). Ordering one transaction's commands, observations and events by that time, the
-gap between two consecutive records is the time one hop took: from an event to the
-dispatcher's observation (fetch, provider call, produce), from an observation to the
-decider's next event (fetch, decision, Kafka transaction). A hop whose p99 is far above
-its p50 waits on a poll somewhere. Used by `python -m services.devtools.bench --hops`.
+gap between two consecutive records is the time one hop took: from a dispatch to the
+observation of its provider call (the call, made by the decider once the dispatch committed,
+and the decider's next transaction, which writes the observation with its decision), from a
+webhook's observation to the decider's next event (fetch, decision, Kafka transaction). A hop
+whose p99 is far above its p50 waits on a poll somewhere. Used by
+`python -m services.devtools.bench --hops`.
 """
 
 from __future__ import annotations

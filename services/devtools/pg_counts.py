@@ -11,7 +11,7 @@ role names the process. What counts as a statement is one execution by a client
 `executemany` counts once per row, a statement inside a CTE or a function does not count
 apart from it. Counts are reset right before the measured run and read once the intake and
 the projector, the processes the run's work reaches last, have been quiet for a second;
-statements that run with time rather than with work (the dispatcher's policy refresh, the
+statements that run with time rather than with work (the dispatch gate's policy refresh, the
 reconcilers' scans) count too, and the idle rate (`--idle`) says how many.
 """
 

@@ -31,7 +31,6 @@ from services.intake.example import example_curl
 SERVICES = (
     "sandbox",
     "decider",
-    "dispatcher",
     "projector",
     "saga",
     "reconciler",

@@ -456,6 +456,15 @@ async def claim_released(conn: asyncpg.Connection, lease_s: float, limit: int = 
     ]
 
 
+async def held_on(conn: asyncpg.Connection, partition: int) -> set[tuple[str, str, int]]:
+    """The held dispatches of one partition (tenant, key, attempt), claimed or not: a decider
+    taking the partition leaves them to the resume loop (services.decider.dispatch_host)."""
+    rows = await conn.fetch(
+        "SELECT tenant, op_key, attempt FROM held_dispatches WHERE partition = $1", partition
+    )
+    return {(r["tenant"], r["op_key"], r["attempt"]) for r in rows}
+
+
 async def renew_claims(conn: asyncpg.Connection, held: list[Held], lease_s: float) -> None:
     """Extend the lease of held dispatches still being resumed, so no other dispatcher claims
     one while its call runs."""

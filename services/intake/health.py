@@ -1,5 +1,6 @@
 """`GET /healthz`: whether Postgres and Kafka answer, and whether each consumer group the
-intake's promises rely on has a member (a decider, a dispatcher, the projector, the saga)."""
+intake's promises rely on has a member (a decider, which also makes the provider calls, the
+projector, the saga)."""
 
 import asyncio
 
@@ -16,7 +17,7 @@ from services.kafka_clients import connection
 from services.pg_pool import ping
 
 HEALTH_TIMEOUT_S = 3.0
-CONSUMERS = ("recon-decider", "recon-dispatcher", "recon-projector", "recon-saga")
+CONSUMERS = ("recon-decider", "recon-projector", "recon-saga")
 
 router = APIRouter()
 

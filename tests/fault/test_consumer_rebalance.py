@@ -1,4 +1,5 @@
-"""Dispatchers and saga orchestrators in one group each; a third member joins and leaves
+"""Deciders (each calling the providers of what it dispatches) and saga orchestrators in one
+group each; a third member joins and leaves
 again and again while transactions run. Every rebalance revokes partitions under batches
 in flight: no process may exit, and every transaction must still settle, each effect once."""
 
@@ -16,11 +17,11 @@ from services.devtools.stack import Stack
 CHURN_CYCLES = 4
 
 
-async def test_rebalances_mid_run_stop_no_dispatcher_or_saga(stack: Stack, recon: Recon) -> None:
-    stack.start("dispatcher", instance="-2")
+async def test_rebalances_mid_run_stop_no_decider_or_saga(stack: Stack, recon: Recon) -> None:
+    stack.start("decider", instance="-2")
     stack.start("saga", instance="-2")
     await stack.wait_ready()
-    # Provider calls slower than the dispatcher's timeout keep dispatch batches in flight
+    # Provider calls slower than the decider's provider timeout keep calls in flight
     # (a timeout, then lookups) across rebalances, so commits land after revocations: the
     # moment that used to end the process.
     await recon.arm("inventory.reserve", "delay", times=1000, delay_ms=2500)
@@ -29,7 +30,7 @@ async def test_rebalances_mid_run_stop_no_dispatcher_or_saga(stack: Stack, recon
     compensated: list[str] = []
     submissions: list[asyncio.Task[httpx.Response]] = []
 
-    groups = [f"{stack.topic_prefix}recon-dispatcher", f"{stack.topic_prefix}recon-saga"]
+    groups = [f"{stack.topic_prefix}recon-decider", f"{stack.topic_prefix}recon-saga"]
     admin = AIOKafkaAdminClient(bootstrap_servers=stack.kafka_bootstrap)
     await admin.start()
     try:
@@ -42,18 +43,18 @@ async def test_rebalances_mid_run_stop_no_dispatcher_or_saga(stack: Stack, recon
                 compensated.append(f"churn-undo-{cycle}-{i}")
                 body = failing_third_step(compensated[-1])
                 submissions.append(asyncio.create_task(_submit(recon, body)))
-            stack.start("dispatcher", instance="-3")
+            stack.start("decider", instance="-3")
             stack.start("saga", instance="-3")
             await _wait_members(stack, admin, groups, 3)
             _assert_running(stack)
             # Leave both ways: a clean leave (SIGTERM) and a crash (the group notices later).
             if cycle % 2 == 0:
-                stack.stop("dispatcher-3")
+                stack.stop("decider-3")
                 stack.stop("saga-3")
             else:
-                stack.kill("dispatcher-3")
+                stack.kill("decider-3")
                 stack.kill("saga-3")
-                del stack.processes["dispatcher-3"], stack.processes["saga-3"]
+                del stack.processes["decider-3"], stack.processes["saga-3"]
             await _wait_members(stack, admin, groups, 2)
             _assert_running(stack)
     finally:
@@ -82,7 +83,7 @@ async def _submit(recon: Recon, body: dict[str, Any]) -> httpx.Response:
 
 
 def _assert_running(stack: Stack) -> None:
-    for name in ("dispatcher", "dispatcher-2", "saga", "saga-2"):
+    for name in ("decider", "decider-2", "saga", "saga-2"):
         code = stack.processes[name].poll()
         assert code is None, f"{name} exited with {code}:\n{stack.log_tail(name)}"
 

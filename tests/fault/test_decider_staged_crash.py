@@ -50,6 +50,11 @@ async def test_decider_killed_with_staged_inputs_decides_them_once_after_restart
     topics = Topics(stack.topic_prefix)
     marker = tmp_path / "paused"
     start_paused_at(stack, "decider", DECIDER_WITH_STAGED_INPUTS, marker)
+    # The reserve's webhook comes well after its answer, which the decider takes from its own
+    # call (services/decider/dispatch_host.py) and decides at once: alone, the webhook's
+    # decision only records evidence, and is staged. (Arriving while the answer's urgent
+    # decision waits for its transaction, it would ride with it instead.)
+    await recon.arm("inventory.reserve", "webhook_delay", delay_ms=3000)
     assert (await recon.submit(transaction(TX))).status_code == 202
     await wait_paused(stack, "decider", marker)
 

@@ -1,5 +1,6 @@
-"""A dispatcher whose broker is unreachable when its Kafka clients start (a broker restarting
-right after topic set-up, found by `make chaos`) waits for it instead of exiting.
+"""An at-least-once process (the saga orchestrator) whose broker is unreachable when its Kafka
+clients start (a broker restarting right after topic set-up, found by `make chaos`) waits for
+it instead of exiting.
 
 The broker is the session's real one; its bootstrap address is a port that refuses
 connections until the test opens a relay to the broker there (the broker's own advertised
@@ -17,13 +18,11 @@ from support.relay import relay
 from events.topics import Topics
 from services.at_least_once import AtLeastOnceConsumer, Batch
 from services.config import Settings
-from services.dispatcher.in_flight import Projection
-from services.dispatcher.runtime import Dispatcher
 from services.kafka_setup import ensure_topics
-from services.providers.registry import Accounts
+from services.saga.runtime import Orchestrator
 
 
-async def test_a_dispatcher_started_while_the_broker_is_unreachable_waits_for_it(
+async def test_a_saga_started_while_the_broker_is_unreachable_waits_for_it(
     infra: Infra,
     topic_prefix: str,
     free_port: Callable[[], int],
@@ -38,21 +37,21 @@ async def test_a_dispatcher_started_while_the_broker_is_unreachable_waits_for_it
         topics=topics,
         environment="test",
     )
-    dispatcher = Dispatcher(settings, Accounts({}), Projection(settings.database_url))
-    # The dispatcher starts its producer first, so its group consumer would only ever start
-    # with the broker back; a consumer of the same policy (the saga's too) is started on its
+    saga = Orchestrator(settings)
+    # The saga starts its producer first, so its group consumer would only ever start
+    # with the broker back; a consumer of the same policy is started on its
     # own beside it, so both kinds of start meet the broker down.
     consumer = AtLeastOnceConsumer(
-        settings, "unreachable", [topics.events], dispatcher.producer, max_records=10
+        settings, "unreachable", [topics.events], saga.producer, max_records=10
     )
     stop = asyncio.Event()
     caplog.set_level(logging.WARNING, logger="services.kafka_start")
-    running = asyncio.gather(dispatcher.run(stop), consumer.run(stop, _ignore))
+    running = asyncio.gather(saga.run(stop), consumer.run(stop, _ignore))
 
     def failed_starts() -> set[str]:
         return {
             what
-            for what in ("dispatcher producer", "consumer")
+            for what in ("saga producer", "consumer")
             for r in caplog.records
             if r.getMessage().startswith(f"Kafka {what}") and "not reachable yet" in r.getMessage()
         }
@@ -61,14 +60,14 @@ async def test_a_dispatcher_started_while_the_broker_is_unreachable_waits_for_it
         loop = asyncio.get_running_loop()
         deadline = loop.time() + 20
         # The broker is "down": each start fails at least once, and nothing exits.
-        while failed_starts() != {"dispatcher producer", "consumer"}:
+        while failed_starts() != {"saga producer", "consumer"}:
             assert not running.done(), running.exception()
             assert loop.time() < deadline, f"only these starts failed: {failed_starts()}"
             await asyncio.sleep(0.05)
         async with relay(port, infra.kafka_bootstrap):
             # The broker "comes back": producer and group consumers start and take their
             # partitions.
-            while not (dispatcher.inputs.consumer.assignment() and consumer.consumer.assignment()):
+            while not (saga.inputs.consumer.assignment() and consumer.consumer.assignment()):
                 assert not running.done(), running.exception()
                 assert loop.time() < deadline + 30, "a consumer never joined its group"
                 await asyncio.sleep(0.05)

@@ -34,10 +34,10 @@ async def test_double_ticks_and_two_processes_do_not_duplicate_lookups(
     stack.stop("reconciler")
     stack.extra_env.update(env)
 
-    # Three charges stranded: held by the provider far beyond the dispatcher's 2 s timeout
-    # (so no answer can race the kill), the dispatcher killed, no webhooks, and lookups that
-    # never answer (armed first: the dispatcher's own lookups after a timeout prove nothing
-    # either), so each leg spends its whole budget.
+    # Three charges stranded: held by the provider far beyond the 2 s provider timeout (the
+    # decider's call answers `unknown`), no webhooks, and lookups that never answer (armed
+    # first: the decider's own lookups after a timeout prove nothing either), so each leg
+    # spends its whole budget.
     await recon.arm("payments.charge", "webhook_drop", times=100)
     await recon.arm("payments.charge", "lookup_unavailable", times=10000)
     await recon.arm("payments.charge", "delay", times=len(TXS), delay_ms=60_000)
@@ -52,7 +52,6 @@ async def test_double_ticks_and_two_processes_do_not_duplicate_lookups(
         assert time.monotonic() < deadline, states
         await asyncio.sleep(0.05)
     await wait_calls_arrived(recon, "payments.charge")
-    stack.kill("dispatcher")
 
     # Two reconciler processes, plus this process firing every tick twice at once.
     stack.start("reconciler")

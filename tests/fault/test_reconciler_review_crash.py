@@ -50,9 +50,9 @@ async def test_a_reconciler_killed_after_claiming_a_review_still_gets_the_operat
     assert marked is not None
     commands = await read_topic(stack.kafka_bootstrap, Topics(stack.topic_prefix).commands)
     assert not [c for c in commands if c["type"] == "RequestReview"]
-    # The reconciler's unavailable lookups are evidence: only a dispatcher's answer makes
-    # a leg `unknown`, and no dispatcher is left to answer.
-    assert op(tx, "charge")["state"] == "dispatched"
+    # The reconciler's unavailable lookups are evidence: the leg is `unknown` by the call's
+    # own answer (the decider's timeout), and nothing else answers it.
+    assert op(tx, "charge")["state"] == "unknown"
 
     # A reconciler started again (no crash point) asks once the claim has expired.
     del stack.extra_env[CRASH_ENV]

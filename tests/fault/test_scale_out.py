@@ -1,7 +1,7 @@
-"""Two deciders and two dispatchers on one machine: they share the 4 partitions (each owns a
-non-empty share, no partition is owned twice) and every promise holds; then one of each
-leaves mid-run, by SIGTERM or by kill -9, the survivors take over every partition, and
-everything still settles once.
+"""Two deciders on one machine (each calling the providers of what it dispatches): they share
+the 4 partitions (each owns a non-empty share, no partition is owned twice) and every promise
+holds; then one leaves mid-run, by SIGTERM or by kill -9, the survivor takes over every
+partition (and the calls the leaver had in flight), and everything still settles once.
 
 Ownership is read twice: from the group coordinator (what each member was assigned) and,
 for the deciders, from their own logs (what each took and dropped), so a decider that
@@ -29,29 +29,26 @@ from services.devtools.consumer_groups import GroupView, wait_spread
 from services.devtools.stack import Stack
 
 ALL = frozenset(range(PARTITIONS))
-LEAVING = ("decider-2", "dispatcher")
-STAYING = ("decider", "dispatcher-2")
+LEAVING = ("decider-2",)
+STAYING = ("decider",)
 _TOOK = re.compile(r"(took|dropped) partition (\d+)\b")
 _LIVE = re.compile(r"took partition \d+ with \d+ transactions \((\d+) live")
 
 
 @pytest.mark.parametrize("leave", ["sigterm", "kill-9"])
-async def test_two_of_each_share_partitions_and_survivors_take_over(
+async def test_two_deciders_share_partitions_and_the_survivor_takes_over(
     stack: Stack, recon: Recon, leave: str
 ) -> None:
     stack.start("decider", instance="-2")
-    stack.start("dispatcher", instance="-2")
     await stack.wait_ready()
     topics = Topics(stack.topic_prefix)
-    deciders, dispatchers = await wait_spread(stack.kafka_bootstrap, _groups(stack), 2)
+    (deciders,) = await wait_spread(stack.kafka_bootstrap, _groups(stack), 2)
     _assert_deciders_own_both_inputs_together(deciders, topics)
-    assert {t for member in dispatchers.members for t, _ in member} == {topics.events}
-    assert sorted(p for member in _partitions(dispatchers) for p in member) == sorted(ALL)
     shares = await _decider_shares(stack, ("decider", "decider-2"), deciders)
     assert shares["decider"].isdisjoint(shares["decider-2"]), shares
     assert shares["decider"] | shares["decider-2"] == ALL, shares
 
-    # Slow provider calls keep dispatches in flight when one of each leaves.
+    # Slow provider calls keep dispatches in flight when one leaves.
     await recon.arm("payments.charge", "delay", times=1000, delay_ms=300)
     committed = [f"scale-ok-{i}" for i in range(16)]
     compensated = [f"scale-undo-{i}" for i in range(6)]
@@ -61,7 +58,6 @@ async def test_two_of_each_share_partitions_and_survivors_take_over(
     # Shared work, not only shared partitions: every instance decided or called something.
     for name in ("decider", "decider-2"):
         await wait_for_log(stack, name, " dispatched (forward, attempt 1)")
-    for name in ("dispatcher", "dispatcher-2"):
         await wait_for_log(stack, name, " attempt 1: succeeded via response")
     # Mid-run: some transactions are done, most are not.
     await recon.wait_terminal(committed[0], timeout=60)
@@ -83,14 +79,13 @@ async def test_two_of_each_share_partitions_and_survivors_take_over(
     committed += later_ok
     compensated += late_compensated
 
-    deciders, dispatchers = await wait_spread(stack.kafka_bootstrap, _groups(stack), 1)
+    (deciders,) = await wait_spread(stack.kafka_bootstrap, _groups(stack), 1)
     _assert_deciders_own_both_inputs_together(deciders, topics)
     shares = await _decider_shares(stack, ("decider",), deciders)
     assert shares["decider"] == ALL, shares
     # Mid-run indeed: the survivor took over transactions that were still live.
     taken = _LIVE.findall(stack.log_tail("decider", 1_000_000)[survivor_log_at:])
     assert sum(int(live) for live in taken) > 0, taken
-    assert _partitions(dispatchers) == [ALL]
     for name in STAYING:
         assert stack.processes[name].poll() is None, stack.log_tail(name)
 
@@ -98,7 +93,7 @@ async def test_two_of_each_share_partitions_and_survivors_take_over(
 
 
 def _groups(stack: Stack) -> list[str]:
-    return [f"{stack.topic_prefix}recon-decider", f"{stack.topic_prefix}recon-dispatcher"]
+    return [f"{stack.topic_prefix}recon-decider"]
 
 
 def _partitions(view: GroupView) -> list[frozenset[int]]:

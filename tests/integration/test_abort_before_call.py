@@ -4,8 +4,9 @@ last gate (services/dispatcher/calls_begun.py `begin`) refuses a never-begun ste
 aborted transaction and answers `aborted_before_call`; the decider ends it as an abort.
 
 Real parts: Postgres, Kafka and the sandbox provider (as a subprocess, called through the
-production adapters); the last test runs the whole stack, its dispatcher held right before
-`begin` while the agent aborts. The witness of "no call" is the provider's own call log."""
+production adapters); the last test runs the whole stack, its decider (which makes the
+calls) held right before `begin` while the agent aborts. The witness of "no call" is the
+provider's own call log."""
 
 import json
 from collections.abc import AsyncIterator, Iterator
@@ -18,6 +19,7 @@ import httpx
 import pytest
 from support import topic_records
 from support.crash_support import start_paused_at, wait_paused
+from support.kafka_executor import KafkaExecutor
 from support.recon_client import Recon, op
 from support.sandbox_process import Sandbox, start_sandbox, stop
 
@@ -31,9 +33,6 @@ from services.config import Settings
 from services.crash_points import DISPATCHER_BEFORE_CALL_BEGUN
 from services.devtools.stack import Stack
 from services.dispatcher import call_plan, calls_begun
-from services.dispatcher.executor import DispatchOrder
-from services.dispatcher.in_flight import Projection
-from services.dispatcher.runtime import Dispatcher
 from services.intake import intents
 from services.intake.abort_record import record_abort
 from services.intake.tenant_store import TenantStore
@@ -182,16 +181,14 @@ async def test_an_aborted_step_reaches_no_provider_and_the_dispatcher_says_why(
         providers={"sandbox": provider.url},
     )
     await ensure_topics(kafka_bootstrap, settings.topics)
-    projection = Projection(fresh_database)
     async with ProviderHttp(5.0, connect_s=2.0) as http:
-        dispatcher = Dispatcher(settings, build_accounts(http, settings), projection)
+        dispatcher = KafkaExecutor(settings, build_accounts(http, settings))
         await dispatcher.producer.start()
         try:
-            await dispatcher.executor.run(DispatchOrder(*dispatch_of(charge, "ab-3"), 0))
+            await dispatcher.call(*dispatch_of(charge, "ab-3"), 0)
         finally:
             await dispatcher.gate.close()
             await dispatcher.producer.stop()
-            await projection.close()
     async with httpx.AsyncClient(base_url=provider.url) as sandbox:
         calls = (await sandbox.get("/v1/calls", params={"idempotency_key": charge.op_key})).json()
     assert calls["calls"] == []
@@ -221,15 +218,17 @@ async def test_an_abort_answered_before_the_first_call_is_begun_stops_it(
     stack: Stack, recon: Recon, tmp_path: Path
 ) -> None:
     """The benchmark's case: a one-step irreversible transaction aborted right after its
-    202. Its first dispatch is decided with its acceptance, so only the dispatcher's last
-    gate can stop it; held right before it, the abort's 202 comes first."""
+    202. Its first dispatch is decided with its acceptance, so only the call's last gate can
+    stop it; the decider (which makes the call) held right before it, the abort's 202 comes
+    first."""
     marker = tmp_path / "paused"
-    start_paused_at(stack, "dispatcher", DISPATCHER_BEFORE_CALL_BEGUN, marker)
-    assert (await recon.submit(one_irreversible_charge("abort-first"))).status_code == 202
-    await wait_paused(stack, "dispatcher", marker)
+    start_paused_at(stack, "decider", DISPATCHER_BEFORE_CALL_BEGUN, marker)
+    accepted = await recon.submit(one_irreversible_charge("abort-first"), retry_unavailable=True)
+    assert accepted.status_code == 202
+    await wait_paused(stack, "decider", marker)
     aborted = await recon.abort("abort-first", {"reason": "changed its mind"})
     assert aborted.status_code == 202, aborted.text
-    marker.unlink()  # the dispatcher goes on to `begin`
+    marker.unlink()  # the decider goes on to `begin`
 
     tx = await recon.wait_terminal("abort-first", timeout=90)
     assert tx["status"] == "failed", tx

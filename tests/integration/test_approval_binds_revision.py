@@ -7,10 +7,13 @@ the approved delete is applied once."""
 
 import asyncio
 import time
+from pathlib import Path
 from typing import Any
 
+from support.crash_support import start_paused_at, wait_paused
 from support.recon_client import Recon, effects_for, op
 
+from services.crash_points import DISPATCHER_BEFORE_CALL_BEGUN
 from services.devtools.stack import Stack
 
 OPS = {"Authorization": "Bearer ops-key"}
@@ -84,7 +87,7 @@ async def wait_dispatched(recon: Recon, tx_id: str, timeout: float = 60) -> None
 
 
 async def test_an_approved_call_is_refused_once_the_record_moved_on_and_applied_once_if_not(
-    stack: Stack, recon: Recon
+    stack: Stack, recon: Recon, tmp_path: Path
 ) -> None:
     # Unchanged since the approval: applied once, and the call carried the approved revision.
     await seed(recon, "rec-kept", 1, {"n": 1})
@@ -108,18 +111,21 @@ async def test_an_approved_call_is_refused_once_the_record_moved_on_and_applied_
         a["revision"] for a in trail.json()["approvals"] if a["type"] == "OperationApproved"
     ] == [1]
 
-    # Changed after the approval, before the call: the dispatcher is held while the record
-    # moves on to revision 2, so the call is made only after the change.
+    # Changed after the approval, before the call: the decider, which makes the call, is
+    # held right before it while the record moves on to revision 2, so the call is made only
+    # after the change.
     await seed(recon, "rec-moved", 1, {"n": 1})
     moved = delete_tx("pin-moved", "rec-moved")
     await submit_waiting(recon, moved)
-    stack.stop("dispatcher")
+    marker = tmp_path / "paused"
+    start_paused_at(stack, "decider", DISPATCHER_BEFORE_CALL_BEGUN, marker)
     await approve_as_previewed(recon, moved)
+    await wait_paused(stack, "decider", marker)
     await seed(recon, "rec-moved", 2, {"n": 2})
     await wait_dispatched(recon, "pin-moved")
     key = op((await recon.get("pin-moved")).json(), "wipe")["op_key"]
     assert await recon.calls(key) == []  # not called before the change
-    stack.start("dispatcher")
+    marker.unlink()  # the decider goes on to the call
 
     tx = await recon.wait_terminal("pin-moved", timeout=120)
     assert tx["status"] == "failed", tx

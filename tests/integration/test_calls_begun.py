@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 import asyncpg
 import httpx
 import pytest
+from support.kafka_executor import KafkaExecutor
 from support.sandbox_process import Sandbox, start_sandbox, stop
 
 from events.definition import Leg
@@ -22,10 +23,7 @@ from events.topics import Topics
 from events.transaction_events import OperationDispatched
 from services.config import Settings
 from services.dispatcher import call_plan, calls_begun, gatekeeper
-from services.dispatcher.executor import DispatchOrder
 from services.dispatcher.gatekeeper import Gatekeeper
-from services.dispatcher.in_flight import Projection
-from services.dispatcher.runtime import Dispatcher
 from services.governance import store
 from services.kafka_setup import ensure_topics
 from services.providers.http import ProviderHttp
@@ -137,7 +135,7 @@ async def test_a_switch_engaged_before_the_call_is_begun_stops_it_and_nothing_is
 @asynccontextmanager
 async def dispatcher_with_lookups_down(
     kafka_bootstrap: str, database_url: str, topic_prefix: str, provider: Sandbox
-) -> AsyncIterator[tuple[Dispatcher, httpx.AsyncClient]]:
+) -> AsyncIterator[tuple[KafkaExecutor, httpx.AsyncClient]]:
     """A production dispatcher against the sandbox, whose charge lookups answer 503 until
     the test disarms them: only the call-begun record can tell it what to do."""
     settings = Settings(
@@ -154,16 +152,14 @@ async def dispatcher_with_lookups_down(
             json={"operation": "payments.charge", "mode": "lookup_unavailable", "times": 20},
         )
         assert armed.status_code < 300, armed.text
-        projection = Projection(database_url)
         async with ProviderHttp(5.0, connect_s=2.0) as http:
-            dispatcher = Dispatcher(settings, build_accounts(http, settings), projection)
+            dispatcher = KafkaExecutor(settings, build_accounts(http, settings))
             await dispatcher.producer.start()
             try:
                 yield dispatcher, sandbox
             finally:
                 await dispatcher.gate.close()
                 await dispatcher.producer.stop()
-                await projection.close()
                 await sandbox.delete("/v1/faults")
 
 
@@ -188,7 +184,7 @@ async def test_a_dispatch_nobody_began_is_sent_even_when_the_provider_cannot_be_
         kafka_bootstrap, fresh_database, topic_prefix, provider
     ) as (dispatcher, sandbox):
         envelope, dispatch = charge("begun-1", "k_never_begun")
-        await dispatcher.executor.run(DispatchOrder(envelope, dispatch, 0))
+        await dispatcher.call(envelope, dispatch, 0)
         effects = await effects_under(sandbox, "k_never_begun")
         assert len(effects) == 1, effects
         assert await dispatcher.gate.was_begun(envelope, dispatch)
@@ -209,7 +205,7 @@ async def test_a_dispatch_whose_call_was_begun_is_looked_up_first_and_not_sent_b
         kafka_bootstrap, fresh_database, topic_prefix, provider
     ) as (dispatcher, sandbox):
         envelope, dispatch = charge("begun-2", "k_begun_before")
-        await dispatcher.executor.run(DispatchOrder(envelope, dispatch, 0))
+        await dispatcher.call(envelope, dispatch, 0)
         # Lookups unavailable: the outcome stays unknown for later lookups; no blind call.
         assert await effects_under(sandbox, "k_begun_before") == []
 
@@ -230,12 +226,12 @@ async def test_a_redelivered_destructive_call_is_looked_up_and_never_sent_again(
         await sandbox.delete("/v1/faults")  # lookups answer: the key holds no effect
         # A first send is one begin, then the call.
         envelope, dispatch = promotion("begun-3", "k_promote_first")
-        await dispatcher.executor.run(DispatchOrder(envelope, dispatch, 0))
+        await dispatcher.call(envelope, dispatch, 0)
         assert [kind for kind, _ in await calls_to(sandbox, "k_promote_first")] == ["apply"]
         # Begun before, by a dispatcher that died before its call arrived.
         envelope, dispatch = promotion("begun-4", "k_promote_begun")
         assert (await dispatcher.gate.begin(envelope, dispatch)).written
-        await dispatcher.executor.run(DispatchOrder(envelope, dispatch, 0))
+        await dispatcher.call(envelope, dispatch, 0)
         assert await calls_to(sandbox, "k_promote_begun") == [("lookup", "absent")]
 
 

@@ -93,7 +93,7 @@ async def test_a_scrape_shows_every_metric_family_fed(fast_stack: Stack) -> None
         assert (await recon.submit(transaction("metrics-review"))).status_code == 202
         reviewed = await recon.wait_terminal("metrics-review", timeout=90)
         assert op(reviewed, "charge")["state"] == "manual_review", reviewed
-        # A kill switch on an operation nothing here uses: the dispatcher's gauge shows it.
+        # A kill switch on an operation nothing here uses: the decider's gauge shows it.
         switched = await recon.http.post(
             f"{stack.intake_url}/v1/kill-switches",
             json={"scope": {"operation": "records.delete"}, "reason": "metrics test"},
@@ -166,14 +166,14 @@ async def test_a_scrape_shows_every_metric_family_fed(fast_stack: Stack) -> None
         }
         assert lagging >= {
             "recon-decider",
-            "recon-dispatcher",
             "recon-projector",
             "recon-saga",
             "recon-intents",
         }, lagging
         # Present while nothing is unknown (0), as a gauge an alert can compare.
         assert any(name == "recon_oldest_unknown_operation_seconds" for name, _, _ in samples)
-        # The one dispatcher reports the one switch it acts on; no other process sets it.
+        # The one decider reports the one switch its dispatch gate acts on; no other process
+        # sets it.
         assert total(samples, "recon_kill_switches_engaged") == 1.0
     finally:
         await producer.stop()

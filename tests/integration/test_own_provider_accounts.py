@@ -16,6 +16,7 @@ from pathlib import Path
 import asyncpg
 import httpx
 import pytest
+from support.kafka_executor import KafkaExecutor
 from support.sandbox_process import Sandbox, start_sandbox, stop
 
 from events.definition import Leg
@@ -25,9 +26,6 @@ from events.topics import Topics
 from events.transaction_events import OperationDispatched
 from services.config import ProviderAccount, ReconcilerSettings, Settings
 from services.devtools.ports import free_port
-from services.dispatcher.executor import DispatchOrder
-from services.dispatcher.in_flight import Projection
-from services.dispatcher.runtime import Dispatcher
 from services.kafka_setup import ensure_topics
 from services.providers.http import ProviderHttp
 from services.providers.registry import build_accounts
@@ -124,20 +122,17 @@ async def test_a_tenants_charge_and_its_redelivery_go_to_its_own_account_only(
 ) -> None:
     settings = accounts_settings(sandboxes, kafka_bootstrap, fresh_database, topic_prefix)
     await ensure_topics(kafka_bootstrap, settings.topics)
-    projection = Projection(fresh_database)
     async with ProviderHttp(5.0, connect_s=2.0) as http:
-        dispatcher = Dispatcher(settings, build_accounts(http, settings), projection)
+        dispatcher = KafkaExecutor(settings, build_accounts(http, settings))
         await dispatcher.producer.start()
         try:
             envelope, dispatch = charge_dispatch("acme", "acme-tx", "k_acme_charge")
-            order = DispatchOrder(envelope, dispatch, 0)
-            await dispatcher.executor.run(order)
+            await dispatcher.call(envelope, dispatch, 0)
             # Redelivered (its call was begun): it looks up first, in acme's account.
-            await dispatcher.executor.run(order)
+            await dispatcher.call(envelope, dispatch, 0)
         finally:
             await dispatcher.gate.close()
             await dispatcher.producer.stop()
-            await projection.close()
 
     assert await asked(sandboxes, "k_acme_charge") == {
         "acme": [("apply", "applied"), ("lookup", "found")],

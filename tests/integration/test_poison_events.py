@@ -52,7 +52,6 @@ async def test_poison_on_the_event_log_is_dead_lettered_once_per_consumer(
 
     origin = f"{topics.events}:1:{sent.offset}".encode()
     groups = {
-        f"{stack.topic_prefix}recon-dispatcher".encode(),
         f"{stack.topic_prefix}recon-saga".encode(),
         f"{stack.topic_prefix}recon-projector".encode(),
     }
@@ -75,16 +74,16 @@ async def test_poison_on_the_event_log_is_dead_lettered_once_per_consumer(
     finally:
         await consumer.stop()
     assert all(h[REASON] for h in judged.values())
-    for name in ("dispatcher", "saga", "projector"):
+    for name in ("saga", "projector"):
         assert stack.processes[name].poll() is None, stack.log_tail(name)
 
 
 async def test_events_carry_their_type_header_and_readers_pass_over_others_unparsed(
     stack: Stack, recon: Recon
 ) -> None:
-    # An unreadable record whose type header names an event neither the saga nor the
-    # dispatcher acts on: both pass over it without parsing (so neither dead-letters it),
-    # the projector, which decodes every event, sets it aside.
+    # An unreadable record whose type header names an event the saga does not act on: it
+    # passes over it without parsing (so it does not dead-letter it), the projector, which
+    # decodes every event, sets it aside.
     topics = Topics(stack.topic_prefix)
     sent = await _write_raw(
         stack,
@@ -120,10 +119,10 @@ async def test_events_carry_their_type_header_and_readers_pass_over_others_unpar
         await reader.stop()
     assert typed and all(named == actual for named, actual in typed), typed
 
-    # Once the saga and the dispatcher committed past the record, anything they set aside
-    # is on the dead-letter topic (a dead letter is acknowledged before the offset).
+    # Once the saga committed past the record, anything it set aside is on the dead-letter
+    # topic (a dead letter is acknowledged before the offset).
     tp = TopicPartition(topics.events, 2)
-    for group in ("recon-saga", "recon-dispatcher"):
+    for group in ("recon-saga",):
         await _wait_committed_past(stack, f"{stack.topic_prefix}{group}", tp, sent.offset)
     origin = f"{topics.events}:2:{sent.offset}".encode()
     judged: set[bytes] = set()

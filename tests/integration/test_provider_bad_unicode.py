@@ -37,11 +37,11 @@ async def odd_url() -> AsyncIterator[str]:
 async def test_a_lone_surrogate_from_a_provider_is_recorded_escaped(
     stack: Stack, recon: Recon, odd_url: str
 ) -> None:
-    # The intake accepts only configured providers; the dispatcher and reconciler call them.
-    for name in ("intake", "reconciler", "dispatcher"):
+    # The intake accepts only configured providers; the decider and reconciler call them.
+    for name in ("intake", "reconciler", "decider"):
         stack.stop(name)
     stack.extra_env["RECON_PROVIDERS"] = f"sandbox={stack.sandbox_url},odd={odd_url}"
-    for name in ("dispatcher", "reconciler", "intake"):
+    for name in ("decider", "reconciler", "intake"):
         stack.start(name)
     await stack.wait_ready()
 
@@ -50,10 +50,10 @@ async def test_a_lone_surrogate_from_a_provider_is_recorded_escaped(
     assert (await recon.submit(body)).status_code == 202
     deadline = time.monotonic() + 60
     while (await recon.get("odd-1")).json().get("status") != "committed":
-        assert stack.processes["dispatcher"].poll() is None, stack.log_tail("dispatcher")
+        assert stack.processes["decider"].poll() is None, stack.log_tail("decider")
         assert time.monotonic() < deadline, (await recon.get("odd-1")).text
         await asyncio.sleep(0.2)
     tx = await recon.wait_terminal("odd-1")
     assert tx["status"] == "committed", tx
     assert op(tx, "reserve")["remote_id"] == "res_\\ud800"
-    assert stack.processes["dispatcher"].poll() is None, stack.log_tail("dispatcher")
+    assert stack.processes["decider"].poll() is None, stack.log_tail("decider")

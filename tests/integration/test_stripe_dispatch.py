@@ -12,6 +12,7 @@ from datetime import UTC, datetime, timedelta
 
 import asyncpg
 import pytest
+from support.kafka_executor import KafkaExecutor
 from support.stripe_fake import API_KEY, RETENTION_S, StripeFake, running_fake
 
 from events.definition import Leg
@@ -20,9 +21,6 @@ from events.topics import Topics
 from events.transaction_events import OperationDispatched
 from services.config import Settings
 from services.dispatcher import calls_begun
-from services.dispatcher.executor import DispatchOrder
-from services.dispatcher.in_flight import Projection
-from services.dispatcher.runtime import Dispatcher
 from services.kafka_setup import ensure_topics
 from services.providers.accounts import Account
 from services.providers.http import ProviderHttp
@@ -43,7 +41,7 @@ async def conn(fresh_database: str) -> AsyncIterator[asyncpg.Connection]:
 @pytest.fixture
 async def stripe(
     conn: asyncpg.Connection, kafka_bootstrap: str, fresh_database: str, topic_prefix: str
-) -> AsyncIterator[tuple[Dispatcher, StripeFake]]:
+) -> AsyncIterator[tuple[KafkaExecutor, StripeFake]]:
     async with running_fake() as (fake, url), ProviderHttp(5.0, connect_s=2.0) as http:
         settings = Settings(
             kafka_bootstrap=kafka_bootstrap,
@@ -56,15 +54,13 @@ async def stripe(
         )
         await ensure_topics(kafka_bootstrap, settings.topics)
         accounts = build_accounts(http, settings)
-        projection = Projection(fresh_database)
-        dispatcher = Dispatcher(settings, accounts, projection)
+        dispatcher = KafkaExecutor(settings, accounts)
         await dispatcher.producer.start()
         try:
             yield dispatcher, fake
         finally:
             await dispatcher.gate.close()
             await dispatcher.producer.stop()
-            await projection.close()
 
 
 def intent_dispatch(
@@ -97,26 +93,26 @@ def intents_under(fake: StripeFake, key: str) -> list[str]:
 
 
 async def test_the_configured_adapter_makes_the_call_and_a_redelivery_is_a_replay(
-    stripe: tuple[Dispatcher, StripeFake],
+    stripe: tuple[KafkaExecutor, StripeFake],
 ) -> None:
     dispatcher, fake = stripe
     assert isinstance(
         getattr(dispatcher.accounts.adapters[Account("pay")], "inner", None), StripeAdapter
     )
     envelope, dispatch = intent_dispatch("stripe-1", "k_stripe_replay", datetime.now(UTC))
-    await dispatcher.executor.run(DispatchOrder(envelope, dispatch, 0))
+    await dispatcher.call(envelope, dispatch, 0)
     assert len(intents_under(fake, "k_stripe_replay")) == 1
     assert await dispatcher.gate.was_begun(envelope, dispatch)
 
     # Redelivered (its call was begun): it looks up first, and for Stripe inside the
     # retention the lookup is the identical request, answered from Stripe's saved answer.
-    await dispatcher.executor.run(DispatchOrder(envelope, dispatch, 0))
+    await dispatcher.call(envelope, dispatch, 0)
     assert fake.replayed == 1
     assert len(intents_under(fake, "k_stripe_replay")) == 1
 
 
 async def test_a_redelivery_past_the_retention_is_never_resent(
-    conn: asyncpg.Connection, stripe: tuple[Dispatcher, StripeFake]
+    conn: asyncpg.Connection, stripe: tuple[KafkaExecutor, StripeFake]
 ) -> None:
     dispatcher, fake = stripe
     # The call was begun (and made) more than Stripe's retention ago: the key is pruned,
@@ -142,14 +138,14 @@ async def test_a_redelivery_past_the_retention_is_never_resent(
     fake.clock.advance(RETENTION_S + 3600)
     executed = fake.executed
 
-    await dispatcher.executor.run(DispatchOrder(envelope, dispatch, 0))
+    await dispatcher.call(envelope, dispatch, 0)
     # Found by its metadata, not resent: nothing executed, nothing replayed.
     assert (fake.executed, fake.replayed) == (executed, 0)
     assert intents_under(fake, "k_stripe_pruned") == [made.remote_id]
 
 
 async def test_a_later_attempt_is_never_replayed_its_key_may_be_older_than_its_dispatch(
-    stripe: tuple[Dispatcher, StripeFake],
+    stripe: tuple[KafkaExecutor, StripeFake],
 ) -> None:
     """The key is the leg's, every attempt's: the first send under it was attempt 1's, older
     than attempt 2's dispatch, so attempt 2's time cannot bound the key's age."""
@@ -161,6 +157,6 @@ async def test_a_later_attempt_is_never_replayed_its_key_may_be_older_than_its_d
     replayed = fake.replayed
     # lookup_first: a later attempt after an unknown looks before it applies.
     looking = dispatch.model_copy(update={"lookup_first": True})
-    await dispatcher.executor.run(DispatchOrder(envelope, looking, 0))
+    await dispatcher.call(envelope, looking, 0)
     assert fake.replayed == replayed
     assert intents_under(fake, "k_stripe_later") == [made.remote_id]

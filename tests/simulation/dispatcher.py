@@ -1,6 +1,6 @@
-"""The dispatcher process: at-least-once over recon.events, the real projection check
-(`over_because`) and classification, and each call the real plan of
-services.dispatcher.call_plan (the one services.dispatcher.runtime.Call executes),
+"""A dispatcher process: at-least-once over recon.events, the projection check
+(`over_because`, .in_flight) and the real classification, and each call the real plan of
+services.dispatcher.call_plan (the one services.dispatcher.executor.Call executes),
 interpreted here against the simulated provider, clock and `calls_begun` table: the gate
 is always clear (no policy, no kill switch), a redelivery is a dispatch whose call was
 begun, a redelivery looks up before it applies, a redelivered destructive call found
@@ -32,11 +32,11 @@ from services.dispatcher.call_plan import (
     call_plan,
     dispatch_observation,
 )
-from services.dispatcher.in_flight import ProjectedOp, over_because
 from services.providers.classify import classify_lookup, classify_response, unreachable
 
 from .calls_begun import SimCallsBegun
 from .clock import Clock
+from .in_flight import ProjectedOp, over_because
 from .kafka import Consumer
 from .provider import Provider
 

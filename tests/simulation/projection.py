@@ -8,8 +8,8 @@ from events.definition import Leg, OpStatus
 from events.envelope import Envelope
 from projections.view import TxView, apply
 from reconcilers.pull import Candidate
-from services.dispatcher.in_flight import OPEN, ProjectedLeg, ProjectedOp
 
+from .in_flight import OPEN, ProjectedLeg, ProjectedOp
 from .kafka import Consumer
 
 

@@ -1,7 +1,8 @@
 """A decider process alone on real Kafka, fed and read directly through its topics.
 
-The tests that use it play every other part themselves (the intake's commands, the
-dispatcher's observations), so they control exactly what the decider reads and when.
+The tests that use it play every other part themselves (the intake's commands, the providers'
+observations: the decider's own calls are off, RECON_DECIDER_CALLS), so they control exactly
+what the decider reads and when.
 """
 
 import asyncio
@@ -31,10 +32,11 @@ async def lone_decider(bootstrap: str, topic_prefix: str, log_dir: Path) -> Asyn
     """One `python -m services.decider` process; the other services are not started."""
     stack = Stack(
         kafka_bootstrap=bootstrap,
-        database_url="postgresql://unused",  # the decider never connects to Postgres
+        database_url="postgresql://unused",  # without its calls the decider uses no Postgres
         log_dir=log_dir,
         topic_prefix=topic_prefix,
         migrate=False,  # so there is no database to migrate
+        extra_env={"RECON_DECIDER_CALLS": "off"},
     )
     stack.start("decider")
     try:

@@ -49,11 +49,12 @@ def charge(tx_id: str, *, agent_id: str = "agent-7", amount: int = 1299) -> dict
 
 
 async def switches_the_dispatcher_acts_on(stack: Stack) -> float:
-    """The dispatcher's own view of the engaged kill switches (its metrics gauge): once it
-    counts a switch, every later decision of that dispatcher is held by it. Engaging takes
+    """The dispatch gate's own view of the engaged kill switches (the decider's metrics
+    gauge: the decider hosts dispatch): once it counts a switch, every later call of that
+    decider is held by it. Engaging takes
     effect within a second (README, "Kill switch"); this says exactly when it did."""
     async with httpx.AsyncClient(timeout=5) as http:
-        text = (await http.get(stack.metrics_url("dispatcher"))).text
+        text = (await http.get(stack.metrics_url("decider"))).text
     return sum(
         sample.value
         for family in text_string_to_metric_families(text)

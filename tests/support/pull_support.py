@@ -1,11 +1,12 @@
 """The pull reconciler's test scenario, shared by its integration and fault tests: a charge
-stranded `dispatched` with nobody but the pull reconciler left to ask about it."""
+stranded `unknown` with nobody but the pull reconciler left to ask about it."""
 
 import asyncio
 import time
 from typing import Any
 
 from services.devtools.stack import Stack
+from services.dispatcher.call_plan import LOOKUP_BACKOFF_S
 from support.recon_client import Recon, op, transaction
 
 BUDGET = 4
@@ -21,7 +22,8 @@ FAST_RECONCILER = {
 
 
 def restart_reconciler_fast(stack: Stack) -> None:
-    stack.stop("reconciler")
+    if "reconciler" in stack.processes:
+        stack.stop("reconciler")
     stack.extra_env.update(FAST_RECONCILER)
     stack.start("reconciler")
 
@@ -59,16 +61,28 @@ async def wait_calls_arrived(recon: Recon, operation: str, mode: str = "delay") 
 async def strand_charge(
     stack: Stack, recon: Recon, tx_id: str, *, lookups_unavailable: bool = False
 ) -> None:
-    """The provider holds the charge call for 2 s; the dispatcher is killed meanwhile and
-    not restarted, and the provider's webhook is dropped, so nobody but the pull reconciler
-    will ever ask about it."""
+    """The provider holds the charge call past the decider's 2 s provider timeout (its
+    answer: `unknown`), drops the webhook and answers the decider's own lookups after the
+    timeout `unavailable`, so the leg stays `unknown` with nobody but the pull reconciler
+    left to ask about it (the decider, which makes the calls, never dies here: a decider that
+    takes a partition looks its unanswered calls up itself). The reconciler must not run
+    meanwhile: its lookups would take the decider's unavailable answers. With
+    `lookups_unavailable` every later lookup is unavailable too."""
+    assert "reconciler" not in stack.processes, "stop the reconciler before stranding"
     await recon.arm("payments.charge", "webhook_drop", times=100)
-    await recon.arm("payments.charge", "delay", delay_ms=2000)
+    await recon.arm("payments.charge", "delay", delay_ms=2500)
     assert (await recon.submit(transaction(tx_id, receipt=False))).status_code == 202
-    await wait_op_state(recon, tx_id, "charge", "dispatched")
     await wait_calls_arrived(recon, "payments.charge")
-    stack.kill("dispatcher")
-    if lookups_unavailable:
-        # Only now: the sandbox refuses lookups of keys it does not know yet under any
-        # lookup fault, and the reserve step before must go through untouched.
-        await recon.arm("payments.charge", "lookup_unavailable", times=1000)
+    # Only now: the sandbox refuses lookups of keys it does not know yet under any lookup
+    # fault, and the reserve step before must go through untouched.
+    times = 1000 if lookups_unavailable else len(LOOKUP_BACKOFF_S)
+    await recon.arm("payments.charge", "lookup_unavailable", times=times)
+    # The decider's lookups after its timeout are done once it reported them (unavailable).
+    deadline = time.monotonic() + 30
+    while True:
+        charge = op((await recon.get(tx_id)).json(), "charge")
+        if any(e.get("outcome") == "unavailable" for e in charge["evidence"]):
+            break
+        assert time.monotonic() < deadline, charge
+        await asyncio.sleep(0.1)
+    assert charge["state"] == "unknown", charge

@@ -37,7 +37,7 @@ async def running_stack(
         yield stack
     finally:
         stack.stop_all()
-        for name in (*SERVICES, "decider-2", "dispatcher-2"):
+        for name in (*SERVICES, "decider-2"):
             tail = stack.log_tail(name, 15)
             if tail:
                 print(f"--- {name} ---\n{tail}")

@@ -12,7 +12,6 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 PROCESSES = {
     "decider": "services.decider",
-    "dispatcher": "services.dispatcher",
     "intake": "services.intake",
     "projector": "services.projector",
     "reconciler": "services.pull_reconciler",

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-PROCESSES = ("decider", "dispatcher", "intake", "projector", "pull_reconciler", "saga")
+PROCESSES = ("decider", "intake", "projector", "pull_reconciler", "saga")
 FOLDERS = ("events", "projections", "reconcilers", "services", "transactions")
 # What each library folder may import of the others (never services/).
 LIBRARIES = {

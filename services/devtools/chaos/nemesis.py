@@ -19,12 +19,11 @@ import httpx
 from services.devtools.infra._process import InfraError
 from services.devtools.stack import Stack
 
-# Every recon process the run starts; several deciders and dispatchers share partitions.
+# Every recon process the run starts; two deciders (each dispatching what it commits) share
+# the partitions.
 RECON_PROCESSES = (
     "decider",
     "decider-2",
-    "dispatcher",
-    "dispatcher-2",
     "saga",
     "projector",
     "reconciler",

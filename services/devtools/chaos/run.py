@@ -72,7 +72,6 @@ async def run_chaos(
     try:
         stack.start_all()
         stack.start("decider", "-2")
-        stack.start("dispatcher", "-2")
         await stack.wait_ready()
         log(f"  stack up in {time.monotonic() - started:.0f}s; driving the workload")
         driver = workload.Workload(

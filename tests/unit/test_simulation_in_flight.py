@@ -1,10 +1,11 @@
-"""When the projection proves a dispatch's attempt over (and only then) it is not acted on."""
+"""The simulated dispatcher's projection check: when the projection proves a dispatch's
+attempt over (and only then) it is not acted on."""
 
 import pytest
+from simulation.in_flight import ProjectedLeg, ProjectedOp, over_because
 
 from events.definition import Leg, OpStatus
 from events.transaction_events import OperationDispatched
-from services.dispatcher.in_flight import ProjectedLeg, ProjectedOp, over_because
 
 
 def dispatch(leg: Leg, attempt: int) -> OperationDispatched:

@@ -1,0 +1,349 @@
+"""Dispatch from the decider's committed output (issue 24, item 3): the provider calls of the
+OperationDispatched events a partition's Kafka transaction committed, run by the call plan's
+executor (services.dispatcher.executor) inside the decider process, never awaited by the
+decide/commit loop.
+
+- When: right after the transaction that holds the dispatch commits (services.decider.
+  runtime, `_send`), never before: a call is made only for a dispatch in the log. Each order
+  runs in a task of its own, at most MAX_CONCURRENT_CALLS at once.
+- The answer: while this process owns the partition, an observation is queued as an input of
+  the partition's next transaction (`Answers`), which decides it and writes it to
+  recon.observations in the same transaction, as evidence, with the INLINE header: the
+  decider skips that record when its consumer reads it back (its offset advances). A
+  committed transaction holds the decision and the record together; an aborted one holds
+  neither (read_committed), and the answer is lost: the take-over rule calls again.
+  An answer the owner cannot take inline (the partition was revoked meanwhile; a resumed
+  hold of a partition another decider owns) goes to recon.observations as an ordinary
+  record, which the owner decides like any observation: nothing is dropped.
+- Take-over: a decider that gains a partition (after its restore, also after a failed
+  transaction) runs every leg the restored state holds `dispatched` with no answer
+  (transactions.unanswered) through the call plan again, except legs held by a kill switch
+  (the gate resumes those) and calls this process is still making. The plan's begin says
+  whether the call was begun: if it was, it is looked up first, and a destructive operation
+  found absent is not sent again (NOT_RESENT). This is the rule a redelivered dispatch
+  always had; only the source of the redelivery is new.
+- Holds: the gate's background loop (the view of switches and policies every 0.2 s, and
+  claiming and resuming released holds under a lease) runs here. A resumed hold whose leg
+  the live state of an owned partition shows answered or superseded is not called; its
+  answer follows the rule above (inline if owned, else Kafka).
+- Failures: an order whose plan fails (Postgres away: RetryBatch; Kafka refusing an
+  off-partition answer) is run again after a back-off while this process owns its partition;
+  once it does not, the partition's new owner runs it by the take-over rule.
+
+Provider credentials and the gate's Postgres pool therefore live in the decider process
+(SECURITY.md, docs/decider.md).
+"""
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from contextlib import AsyncExitStack
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from aiokafka import AIOKafkaProducer
+
+from events.envelope import GENESIS_HASH, Envelope, seal
+from events.inputs import OperationObserved
+from events.keys import partition_key
+from events.legs import LegStatus
+from events.transaction_events import OperationDispatched
+from services import tracing
+from services.config import Settings
+from services.dispatcher.executor import DispatchOrder, Executor
+from services.dispatcher.gatekeeper import Gatekeeper
+from services.governance import store
+from services.kafka_clients import acked_producer
+from services.kafka_start import start_kafka_client
+from services.pg_pool import UNREACHABLE
+from services.providers.http import ProviderHttp
+from services.providers.registry import Accounts, build_accounts
+from transactions.state import TransactionState
+from transactions.unanswered import unanswered
+
+log = logging.getLogger(__name__)
+
+# The header an answer the decider decided inline carries on recon.observations: read back,
+# it is skipped (its decision is in the same transaction). The value names the writer.
+INLINE = "recon-decided"
+INLINE_HEADER = (INLINE, b"decider")
+RETRY_BACKOFF_S = (0.5, 1.0, 2.0, 5.0)
+# How long a decider that stops waits for its calls in flight before it leaves its group.
+LEAVE_WAIT_S = 5.0
+# A rebuilt dispatch (take-over) has no dispatch time: its envelope says the epoch, so a
+# replaying adapter judges the key's retention "too old" and never resends under it
+# (services.providers.lookup_strategy.inside_retention errs that way).
+_UNDATED = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def inline_answer(headers: list[tuple[str, bytes]] | tuple[tuple[str, bytes], ...] | None) -> bool:
+    """Whether a record read from recon.observations was decided when it was written."""
+    return any(key == INLINE for key, _ in headers or ())
+
+
+@dataclass(frozen=True)
+class Answer:
+    """An observation of a call this process made, for the partition's next transaction."""
+
+    partition: int
+    observation: OperationObserved
+    trace: list[tuple[str, bytes]] | None
+
+
+def rebuilt_order(
+    state: TransactionState, dispatch: OperationDispatched, partition: int
+) -> DispatchOrder:
+    """An order for a dispatch the state still waits on (transactions.unanswered). Its
+    envelope carries the event but is no link of the chain (sealed alone, undated): only
+    the gate, a hold and the observation read it, by tenant, transaction and event."""
+    (envelope,) = seal(
+        tenant=state.tenant,
+        tx_id=state.tx_id,
+        last_seq=0,
+        last_hash=GENESIS_HASH,
+        events=[dispatch],
+        causation_id="take-over",
+        occurred_at=_UNDATED,
+    )
+    return DispatchOrder(envelope, dispatch, partition)
+
+
+class DispatchHost:
+    """The decider's executor of committed dispatches (module docstring)."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        owns: Callable[[int], bool],
+        answered: Callable[[Answer], None],
+        current: Callable[[int, str, str], TransactionState | None],
+    ) -> None:
+        self.settings = settings
+        # Off (RECON_DECIDER_CALLS=off, tests only): no call is made, no Postgres is used; a
+        # dispatch waits for a decider with its calls on to take its partition over.
+        self.enabled = settings.decider_calls
+        self.owns = owns
+        self.answered = answered
+        self.current = current
+        # Off-partition answers and the gate's RequestReview commands (not transactional).
+        self.producer: AIOKafkaProducer = acked_producer(settings)
+        self.gate = Gatekeeper(settings, self.producer)
+        self.executor: Executor | None = None
+        self.tasks: set[asyncio.Task[None]] = set()
+        # The calls this process is making (tenant, key, leg, attempt): a take-over leaves
+        # them to finish rather than call twice from one process.
+        self.running: set[tuple[str, str, str, int]] = set()
+        self.stop = asyncio.Event()
+        # Set while the process stops: every answer goes to recon.observations.
+        self.leaving = False
+        self._gate_loop: asyncio.Task[None] | None = None
+
+    async def start(self, stack: AsyncExitStack, stop: asyncio.Event) -> bool:
+        """False: stopped while the broker was away."""
+        if not self.enabled:
+            return True
+        if not await start_kafka_client(self.producer, "decider dispatch producer", stop):
+            return False
+        stack.push_async_callback(self.producer.stop)
+        http = await stack.enter_async_context(
+            ProviderHttp(self.settings.provider_timeout_s, connect_s=2.0)
+        )
+        accounts: Accounts = build_accounts(http, self.settings)
+        self.executor = Executor(accounts, self.gate, self)
+        stack.push_async_callback(self.gate.close)
+        stack.push_async_callback(self.close)
+        self._gate_loop = asyncio.create_task(self.gate.run(self.stop, self._resume))
+        return True
+
+    async def close(self) -> None:
+        """Calls in flight are cancelled: the partition's next owner runs each again, looked
+        up first if it was begun."""
+        self.stop.set()
+        for task in list(self.tasks):
+            task.cancel()
+        if self.tasks:
+            await asyncio.wait(list(self.tasks))
+        if self._gate_loop is not None:
+            await self._gate_loop
+
+    async def leave(self, pending: list[Answer]) -> None:
+        """Before the decider lets its partitions go (a clean stop): no new call starts, the
+        answers not decided yet and those of the calls still in flight go to
+        recon.observations as ordinary records, for the partitions' next owners, and the calls
+        get LEAVE_WAIT_S to end, so that a next owner's take-over does not look up a call that
+        is still on its way (and, for a write found absent, send it again)."""
+        self.leaving = True
+        self.stop.set()
+        if not self.enabled:
+            return
+        for answer in pending:
+            with contextlib.suppress(Exception):
+                await self.forward(answer)
+        calls = [t for t in self.tasks if not t.done()]
+        if calls:
+            log.info("waiting for %d calls in flight before leaving", len(calls))
+            await asyncio.wait(calls, timeout=LEAVE_WAIT_S)
+
+    def submit(self, orders: list[DispatchOrder]) -> None:
+        """Starts the calls of committed dispatches; never waits for them."""
+        if not self.enabled:
+            return
+        for order in orders:
+            if order.leg_key in self.running:
+                continue
+            self.running.add(order.leg_key)
+            task = asyncio.create_task(self._carry(order))
+            self.tasks.add(task)
+            task.add_done_callback(self.tasks.discard)
+
+    async def _carry(self, order: DispatchOrder, held: store.Held | None = None) -> None:
+        assert self.executor is not None
+        attempt = 0
+        try:
+            while not self.stop.is_set():
+                try:
+                    await self.executor.run(order)
+                    if held is not None:
+                        await self.gate.forget(held)
+                    return
+                except asyncio.CancelledError:
+                    raise
+                except Exception as error:
+                    if held is None and not self.owns(order.partition):
+                        # Its owner now runs it by the take-over rule.
+                        log.info("%s %s: partition revoked (%r)", *_named(order), error)
+                        return
+                    delay = RETRY_BACKOFF_S[min(attempt, len(RETRY_BACKOFF_S) - 1)]
+                    attempt += 1
+                    log.warning("%s %s failed (%r); again in %.1f s", *_named(order), error, delay)
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(self.stop.wait(), delay)
+                    if held is not None:
+                        # A hold's claim lapses and is claimed again: never two resumers.
+                        return
+        finally:
+            self.running.discard(order.leg_key)
+
+    async def observed(self, order: DispatchOrder, observation: OperationObserved) -> None:
+        """The executor's report sink: inline while this process owns the partition, else an
+        ordinary record the owner decides."""
+        trace = tracing.kafka_headers()
+        if self.owns(order.partition) and not self.leaving:
+            self.answered(Answer(order.partition, observation, trace))
+            return
+        await self.forward(Answer(order.partition, observation, trace))
+
+    async def forward(self, answer: Answer) -> None:
+        """An answer for a partition another decider owns: an ordinary observation."""
+        obs = answer.observation
+        await self.producer.send_and_wait(
+            self.settings.topics.observations,
+            value=obs.model_dump_json().encode(),
+            key=partition_key(obs.tenant, obs.tx_id),
+            partition=answer.partition,
+            headers=answer.trace,
+        )
+
+    def forward_later(self, answers: list[Answer]) -> None:
+        """From the decide loop, which must not wait on Kafka: forwarded in a task, retried
+        until acknowledged or the process stops (a stop loses nothing the take-over rule
+        does not call again)."""
+
+        async def send() -> None:
+            for answer in answers:
+                delay = 0
+                while True:
+                    try:
+                        await self.forward(answer)
+                        break
+                    except Exception as error:
+                        if self.stop.is_set():
+                            break  # its partition's owner calls again (take-over)
+                        log.warning("forwarding an answer failed (%r); retrying", error)
+                        delay = min(delay + 1, 5)
+                        await asyncio.sleep(delay)
+
+        task = asyncio.create_task(send())
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    def take_over(self, partition: int, states: dict[tuple[str, str], TransactionState]) -> None:
+        """After the partition's restore: its unanswered dispatches, run again (module
+        docstring). Held legs are the gate's to resume."""
+        if not self.enabled:
+            return
+        waiting = [
+            rebuilt_order(state, dispatch, partition)
+            for state in states.values()
+            for dispatch in unanswered(state)
+        ]
+        if not waiting:
+            return
+
+        async def run() -> None:
+            held = await self._held(partition)
+            orders = [
+                o
+                for o in waiting
+                if (o.envelope.tenant, o.dispatch.op_key, o.dispatch.attempt) not in held
+                and o.leg_key not in self.running
+            ]
+            if orders:
+                log.info("partition %d: %d unanswered dispatches run again", partition, len(orders))
+                self.submit(orders)
+
+        task = asyncio.create_task(run())
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    async def _held(self, partition: int) -> set[tuple[str, str, int]]:
+        delay = 0.5
+        while not self.stop.is_set():
+            try:
+                pool = await self.gate._pool()
+                async with pool.acquire() as conn:
+                    return await store.held_on(conn, partition)
+            except UNREACHABLE as error:
+                log.warning("reading held dispatches failed (%r); retrying", error)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)
+        return set()
+
+    async def _resume(self, released: list[store.Held]) -> None:
+        """Held dispatches whose switches were released, through the gate again. A row
+        claimed again (a resumer died after its call and before forgetting the hold) is a
+        redelivery exactly when its call was begun: the call plan asks the durable record."""
+        runs = []
+        for held in released:
+            env = Envelope.model_validate_json(held.envelope)
+            dispatch = env.event()
+            assert isinstance(dispatch, OperationDispatched)
+            order = DispatchOrder(env, dispatch, held.partition)
+            if self._over(order):
+                log.info("%s %s held, then not dispatched: answered meanwhile", *_named(order))
+                await self.gate.forget(held)
+                continue
+            runs.append(self._carry(order, held))
+        await asyncio.gather(*runs)
+
+    def _over(self, order: DispatchOrder) -> bool:
+        """Whether the live state of an owned partition shows this attempt answered or
+        superseded. A partition owned elsewhere is not known here: the call goes ahead, and
+        its begin statement is the last gate (the decider fences a stale answer by attempt)."""
+        if not self.owns(order.partition):
+            return False
+        state = self.current(order.partition, order.envelope.tenant, order.envelope.tx_id)
+        if state is None:
+            return False
+        op = state.operation(order.dispatch.action)
+        leg = op.leg(order.dispatch.leg) if op else None
+        return (
+            leg is None
+            or leg.attempt != order.dispatch.attempt
+            or leg.status is not LegStatus.DISPATCHED
+        )
+
+
+def _named(order: DispatchOrder) -> tuple[str, str]:
+    return order.envelope.tx_id, f"{order.dispatch.action} attempt {order.dispatch.attempt}"
