@@ -20,7 +20,8 @@ Pure: no I/O, no clock.
 from events.definition import Leg
 from events.legs import LegStatus
 from events.retry_policy import resend_without_lookup
-from events.transaction_events import OperationDispatched
+from events.transaction_events import Event, OperationDispatched
+from transactions.ownership import charged_to
 from transactions.side_effects import leg_info
 from transactions.state import TransactionState
 from transactions.transaction import _dispatch
@@ -28,8 +29,7 @@ from transactions.transaction import _dispatch
 
 def unanswered(state: TransactionState) -> list[OperationDispatched]:
     """The dispatch of every leg of `state` that is `dispatched` and has no answer."""
-    found: list[OperationDispatched] = []
-    owner = state.owner.agent_id if state.owner else None
+    found: list[Event] = []
     for op in state.operations:
         for leg, current in op.legs():
             if current.status is not LegStatus.DISPATCHED:
@@ -37,8 +37,10 @@ def unanswered(state: TransactionState) -> list[OperationDispatched]:
             attempt = current.attempt
             lookup_first = attempt > 1 and not resend_without_lookup(leg_info(op.spec, leg))
             pin = op.pinned_revision if leg is Leg.FORWARD else None
-            dispatch = _dispatch(op, leg, attempt, lookup_first=lookup_first, pin=pin)
-            if owner is not None and owner != state.agent_id:
-                dispatch = dispatch.model_copy(update={"agent_id": owner})
-            found.append(dispatch)
-    return found
+            found.append(_dispatch(op, leg, attempt, lookup_first=lookup_first, pin=pin))
+    # Charged as the decision that made them charged them: one rule, ownership.charged_to.
+    return [
+        e
+        for e in charged_to(state.agent_id, state.owner, found)
+        if isinstance(e, OperationDispatched)
+    ]
