@@ -116,12 +116,21 @@ class Lane:
 
 
 def _declares(route: APIRoute, laned: Laned) -> bool:
-    """Whether the route's dependencies are the ones the lane supplies: a dependency added
-    to a route later leaves that route to FastAPI rather than skipped."""
-    declared = tuple(dependency.call for dependency in route.dependant.dependencies)
-    if declared == laned.dependencies:
+    """Whether the lane supplies every argument of the route: its dependencies are the ones
+    listed and it takes nothing from the query, headers, cookies or body but the request
+    itself. A dependency or parameter added to a route later leaves that route to FastAPI
+    rather than called without it."""
+    dependant = route.dependant
+    declared = tuple(dependency.call for dependency in dependant.dependencies)
+    parsed = (
+        dependant.query_params
+        or dependant.header_params
+        or dependant.cookie_params
+        or dependant.body_params
+    )
+    if declared == laned.dependencies and not parsed:
         return True
-    log.warning("%s is served by FastAPI: its dependencies are not the lane's", route.path)
+    log.warning("%s is served by FastAPI: the lane does not supply its arguments", route.path)
     return False
 
 

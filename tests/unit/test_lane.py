@@ -333,3 +333,27 @@ def test_a_route_with_a_dependency_the_lane_does_not_supply_is_left_to_fastapi(
         for route, _ in Lane(_app(Seams(), lane=True), _app(Seams(), lane=True))._routes
     }
     assert laned == {webhooks.receive, webhooks.receive_own}
+
+
+def test_a_route_that_takes_a_parameter_the_lane_does_not_supply_is_left_to_fastapi(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A query, header, cookie or body parameter added to a laned route later is never
+    passed over: the route leaves the lane (the lane hands an endpoint only its request,
+    path parameters and listed dependencies)."""
+    submit = next(
+        r
+        for r in transactions.router.routes
+        if isinstance(r, APIRoute) and r.endpoint is transactions.submit
+    )
+    webhook = next(
+        r
+        for r in webhooks.router.routes
+        if isinstance(r, APIRoute) and r.endpoint is webhooks.receive
+    )
+    monkeypatch.setattr(submit.dependant, "query_params", list(webhook.dependant.path_params))
+    laned = {
+        route.endpoint
+        for route, _ in Lane(_app(Seams(), lane=True), _app(Seams(), lane=True))._routes
+    }
+    assert laned == {webhooks.receive, webhooks.receive_own}
