@@ -24,6 +24,7 @@ from events.transaction_events import (
 )
 from transactions.state import TransactionState
 from transactions.transaction import decide, handle, initial_state
+from transactions.unanswered import unanswered
 
 LEASE_S = 60
 
@@ -191,6 +192,24 @@ def test_after_a_claim_every_dispatch_is_charged_to_the_successor() -> None:
         if isinstance(e, OperationDispatched)
     ]
     assert [(e.attempt, e.agent_id) for e in retried] == [(2, "agent-2")]
+
+
+def test_a_take_over_rebuilds_a_dispatch_after_a_claim_charged_to_the_successor() -> None:
+    # The decider that takes the partition re-runs the unanswered leg (transactions.
+    # unanswered): the gate must govern the agent the committed dispatch named, the
+    # successor, not the submitter who left.
+    state = given(
+        submitted(),
+        observed("refund", 1, Outcome.UNKNOWN),
+        request_review("refund", 1),
+        claim("agent-2", "s-B", LEASE_S),
+    )
+    state, envelopes = handle(state, resolve("refund", 1, Resolution.RETRY, n=LEASE_S + 1))
+    committed = [
+        e for e in (env.event() for env in envelopes) if isinstance(e, OperationDispatched)
+    ]
+    assert [(e.attempt, e.agent_id) for e in committed] == [(2, "agent-2")]
+    assert unanswered(state) == committed
 
 
 def test_the_attempt_gate_refuses_a_review_retry_a_check_refuses() -> None:
