@@ -279,12 +279,24 @@ class Decider:
 
     # --- ownership -----------------------------------------------------------------
 
+    def transactional_producer(self, partition: int) -> AIOKafkaProducer:
+        """The partition's producer; started, it fences the partition's previous owner."""
+        return acked_producer(
+            self.settings,
+            transactional_id=f"{self.topics.prefix}recon-decider-{partition}",
+            # One batch per partition per transaction: with aiokafka's 16 KiB default a
+            # few states filled a batch, and a send meeting a full batch waits for it to
+            # be written, so the sender split a transaction into two or three rounds of
+            # AddPartitionsToTxn, the broker's verification and Produce (1.5 Produce per
+            # transaction at c30 instead of 1). No batch exceeds the largest record the
+            # decider may write, so a topic that takes every record takes every batch.
+            max_batch_size=MAX_RECORD_BYTES,
+        )
+
     async def take(self, partition: int) -> dict[TopicPartition, int]:
         """Fences the partition's previous owner and restores its state; returns the input
         offsets the changelog holds (services.decider.input_offsets)."""
-        producer = acked_producer(
-            self.settings, transactional_id=f"{self.topics.prefix}recon-decider-{partition}"
-        )
+        producer = self.transactional_producer(partition)
         await producer.start()  # init_transactions: fences the previous owner
         try:
             restored = await restore_partition(
