@@ -303,7 +303,7 @@ RECON_SERVICES = PROFILED
 async def _with_own_stack(args: argparse.Namespace) -> dict[str, float]:
     # Imported here, not at the top: with --url the client starts without them (a
     # comparison counts the client's start-up in its CPU).
-    from services.devtools import pg_counts
+    from services.devtools import pg_counts, pg_server_cost
     from services.devtools.hops import hop_table, read_hops
     from services.devtools.infra.kafka import KafkaBroker
     from services.devtools.infra.postgres import PostgresServer
@@ -373,11 +373,15 @@ async def _with_own_stack(args: argparse.Namespace) -> dict[str, float]:
         requested = request_offset(kafka.requests_log)
         await pg_counts.reset(postgres.url)
         counting_since = time.monotonic()
+        wal_before = await pg_server_cost.wal(postgres.url)
+        server_before = pg_server_cost.processes_cpu(roots["postgres"])
         before = snapshot(roots, jvms=JVMS)
         result = await drive(
             stack.intake_url, "demo-key", kafka.bootstrap, Topics(), args.count, args.concurrency
         )
         cpu = CpuUse.between(before, snapshot(roots, jvms=JVMS))
+        server_after = pg_server_cost.processes_cpu(roots["postgres"])
+        wal_after = await pg_server_cost.wal(postgres.url)
         # The inputs that follow the last TransactionCommitted (the receipt's webhooks)
         # belong to the measured transactions: read once the decider has settled.
         print("\n" + decider_table(decided, await settled(deciders), args.count))
@@ -394,6 +398,11 @@ async def _with_own_stack(args: argparse.Namespace) -> dict[str, float]:
             exec_ms=await pg_counts.exec_ms(postgres.url),
         )
         print("\n" + table)
+        print(await pg_server_cost.by_time(postgres.url, args.count))
+        print(
+            "\n"
+            + pg_server_cost.table(server_before, server_after, wal_before, wal_after, args.count)
+        )
         result.update(
             {
                 f"pg_statements_per_tx:{k}": n / args.count
