@@ -346,6 +346,7 @@ async def _with_own_stack(args: argparse.Namespace) -> dict[str, float]:
         stack.start_all()
         await _start_instances(stack, {"decider": args.deciders})
         await _warm_up(stack.intake_url, "demo-key", kafka.bootstrap, Topics(), args)
+        await pg_server_cost.analyze(postgres.url)
         roots = {"kafka": _pid(kafka), "postgres": _pid(postgres)}
         roots |= {
             ("provider (sandbox)" if name == "sandbox" else name): process.pid

@@ -7,6 +7,7 @@ services.devtools.bench prints beside the statement counts (services.devtools.pg
   autovacuum worker) is counted in the postmaster's reaped children: "exited".
 - WAL: bytes, records and full-page images the server wrote over the run
   (`pg_current_wal_insert_lsn`, `pg_stat_wal`).
+- Planner statistics: gathered after the warm-up (`analyze`), as autovacuum would have.
 - By statement, the most expensive by Postgres's own execution time, with their calls, rows,
   shared buffers hit and dirtied and WAL bytes (pg_stat_statements), each per transaction.
 """
@@ -83,6 +84,21 @@ def processes_cpu(postmaster: int) -> dict[str, float]:
         kernel = f"{kind}: of which kernel"
         cpu[kernel] = cpu.get(kernel, 0.0) + _kernel_s(int(name))
     return cpu
+
+
+async def analyze(database_url: str) -> None:
+    """Planner statistics for every table, as autovacuum keeps them in a live system (it
+    analyses a table once a tenth of it changed). Run after the warm-up: autovacuum's first
+    round comes a minute after the server starts, after most of a benchmark, and until then
+    a statement plans on the sizes it saw first. A service's cached generic plan, made while
+    the tables were nearly empty, then goes on scanning whole tables as they grow (a webhook
+    batch read every `operations` row: ~400 shared blocks per transaction, growing with the
+    run). ANALYZE invalidates those plans, as autovacuum's would."""
+    conn = await asyncpg.connect(database_url)
+    try:
+        await conn.execute("ANALYZE")
+    finally:
+        await conn.close()
 
 
 @dataclass(frozen=True)
