@@ -11,9 +11,10 @@ provider, after every gate and precondition. Three questions are answered by it,
   `was_begun` when a lookup or a precondition comes before the begin, and otherwise by
   `begin` itself (`existed`), which then writes nothing new.
 - Does a kill switch stop this call? The row is written by the statement that checks the
-  engaged switches (`begin`), so a switch whose 201 was answered before the statement ran
-  is seen: from the 201 on, no new call for its scope is begun. A call begun before it is
-  in flight, and settles as usual.
+  engaged switches (`begin`; `begin_many` for the calls a host begins at once, each judged
+  as alone), so a switch whose 201 was answered before the statement ran is seen: from
+  the 201 on, no new call for its scope is begun. A call begun before it is in flight, and
+  settles as usual.
 - Does an abort stop this call? A step's forward call is not begun once the transaction's
   abort is recorded on its intent row (services.intake.abort_record, written before the
   abort's 202) unless a call of that leg was begun before (any attempt): then the call
@@ -24,6 +25,9 @@ provider, after every gate and precondition. Three questions are answered by it,
 The row is written before the call, never after: a crash between the two leaves a row for
 a call that may not have been made (a lookup settles it), never a call without a row.
 """
+
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 import asyncpg
 
@@ -47,6 +51,24 @@ async def was_begun(
     )
 
 
+@dataclass(frozen=True)
+class Call:
+    """One call about to be begun: its row's identity and what a switch's scope matches."""
+
+    tenant: str
+    tx_id: str
+    op_key: str
+    leg: str
+    attempt: int
+    agent_id: str
+    provider: str
+    operation: str
+
+    @property
+    def leg_of(self) -> tuple[str, str, str]:
+        return (self.tenant, self.op_key, self.leg)
+
+
 async def begin(
     conn: asyncpg.Connection,
     *,
@@ -59,44 +81,101 @@ async def begin(
     provider: str,
     operation: str,
 ) -> Begun:
-    """Record the call unless an engaged switch covers it or an abort stops it, and say
-    whether its row existed before, in one statement (one snapshot: a switch cannot be
-    engaged, nor an abort recorded, nor the row written, between the check and the write as
-    this statement sees it), so a first send needs no `was_begun` round trip before it."""
-    row = await conn.fetchrow(
-        "WITH blockers AS ("
-        "  SELECT k.switch_id FROM kill_switches k WHERE k.tenant = $1"
-        f"  AND {switch_matches('$5::text', '$6::text', '$7::text')}),"
-        # A forward leg of a step (not a notification) of an aborted transaction, never
-        # begun under any attempt: one primary-key probe of the intent row per call.
-        " aborted AS ("
-        "  SELECT 1 FROM intents i WHERE i.tenant = $1 AND i.tx_id = $8"
-        "  AND i.abort_requested_at IS NOT NULL AND $3 = 'forward'"
-        "  AND i.operations @> jsonb_build_array("
-        "   jsonb_build_object('op_key', $2::text, 'kind', 'step'))"
-        "  AND NOT EXISTS (SELECT 1 FROM calls_begun c"
-        "   WHERE c.tenant = $1 AND c.op_key = $2 AND c.leg = $3)),"
-        " written AS ("
-        "  INSERT INTO calls_begun (tenant, op_key, leg, attempt)"
-        "  SELECT $1, $2, $3, $4"
-        "  WHERE NOT EXISTS (SELECT 1 FROM blockers) AND NOT EXISTS (SELECT 1 FROM aborted)"
-        "  ON CONFLICT DO NOTHING RETURNING 1)"
-        " SELECT coalesce((SELECT array_agg(switch_id ORDER BY switch_id) FROM blockers),"
-        "  '{}'::text[]) AS switches, EXISTS (SELECT 1 FROM written) AS written,"
-        "  EXISTS (SELECT 1 FROM aborted) AS aborted,"
-        # The snapshot's: the row `written` inserts is not visible to it.
-        "  EXISTS (SELECT 1 FROM calls_begun c WHERE c.tenant = $1 AND c.op_key = $2"
-        "   AND c.leg = $3 AND c.attempt = $4) AS existed",
-        tenant,
-        op_key,
-        leg,
-        attempt,
-        agent_id,
-        provider,
-        operation,
-        tx_id,
+    """`begin_many` of one call."""
+    call = Call(tenant, tx_id, op_key, leg, attempt, agent_id, provider, operation)
+    (begun,) = await begin_many(conn, [call])
+    return begun
+
+
+async def begin_many(conn: asyncpg.Connection, calls: Sequence[Call]) -> list[Begun]:
+    """Record each call unless an engaged switch covers it or an abort stops it, and say
+    whether its row existed before: what `_BEGIN` answers for each, in order. The calls of
+    one leg (tenant, key, leg) go in statements of their own, one after another in the
+    order asked, because one statement's snapshot does not see the rows it writes: two
+    begins of one call in one statement would both write "begun now" and both call."""
+    answers: list[Begun | None] = [None] * len(calls)
+    waiting = list(enumerate(calls))
+    while waiting:
+        batch: dict[tuple[str, str, str], tuple[int, Call]] = {}
+        later: list[tuple[int, Call]] = []
+        for n, call in waiting:
+            if call.leg_of in batch:
+                later.append((n, call))
+            else:
+                batch[call.leg_of] = (n, call)
+        for n, begun in await _begin_once(conn, list(batch.values())):
+            answers[n] = begun
+        waiting = later
+    assert all(begun is not None for begun in answers)
+    return [begun for begun in answers if begun is not None]
+
+
+# One statement for every call of a batch, each judged on its own (one snapshot: a switch
+# cannot be engaged, nor an abort recorded, nor a row written, between the check and the
+# write as this statement sees it), so a first send needs no `was_begun` round trip before
+# it, and the calls a partition's transaction committed together need one statement.
+_BEGIN = (
+    "WITH asked AS MATERIALIZED ("
+    "  SELECT * FROM unnest($1::int[], $2::text[], $3::text[], $4::text[], $5::text[],"
+    "   $6::int[], $7::text[], $8::text[], $9::text[])"
+    "  AS a(n, tenant, tx_id, op_key, leg, attempt, agent_id, provider, operation)),"
+    " judged AS MATERIALIZED ("
+    "  SELECT a.n, a.tenant, a.op_key, a.leg, a.attempt,"
+    "   coalesce((SELECT array_agg(k.switch_id ORDER BY k.switch_id) FROM kill_switches k"
+    "    WHERE k.tenant = a.tenant AND "
+    + switch_matches("a.agent_id", "a.provider", "a.operation")
+    + "), '{}'::text[]) AS switches,"
+    # A forward leg of a step (not a notification) of an aborted transaction, never begun
+    # under any attempt: one primary-key probe of the intent row per call.
+    "   EXISTS (SELECT 1 FROM intents i WHERE i.tenant = a.tenant AND i.tx_id = a.tx_id"
+    "    AND i.abort_requested_at IS NOT NULL AND a.leg = 'forward'"
+    "    AND i.operations @> jsonb_build_array("
+    "     jsonb_build_object('op_key', a.op_key, 'kind', 'step'))"
+    "    AND NOT EXISTS (SELECT 1 FROM calls_begun c"
+    "     WHERE c.tenant = a.tenant AND c.op_key = a.op_key AND c.leg = a.leg)) AS aborted,"
+    # The snapshot's: the rows `written` inserts are not visible to it.
+    "   EXISTS (SELECT 1 FROM calls_begun c WHERE c.tenant = a.tenant"
+    "    AND c.op_key = a.op_key AND c.leg = a.leg AND c.attempt = a.attempt) AS existed"
+    "  FROM asked a),"
+    " written AS ("
+    "  INSERT INTO calls_begun (tenant, op_key, leg, attempt)"
+    "  SELECT j.tenant, j.op_key, j.leg, j.attempt FROM judged j"
+    "  WHERE j.switches = '{}' AND NOT j.aborted"
+    # In key order, as every batch: two batches meeting on two rows wait, never deadlock.
+    "  ORDER BY j.tenant, j.op_key, j.leg, j.attempt"
+    "  ON CONFLICT DO NOTHING RETURNING tenant, op_key, leg, attempt)"
+    " SELECT j.n, j.switches, j.aborted, j.existed, EXISTS (SELECT 1 FROM written w"
+    "  WHERE w.tenant = j.tenant AND w.op_key = j.op_key AND w.leg = j.leg"
+    "  AND w.attempt = j.attempt) AS written"
+    " FROM judged j"
+)
+
+
+async def _begin_once(
+    conn: asyncpg.Connection, calls: list[tuple[int, Call]]
+) -> list[tuple[int, Begun]]:
+    """`_BEGIN` for calls of distinct legs."""
+    rows = await conn.fetch(
+        _BEGIN,
+        [n for n, _ in calls],
+        [c.tenant for _, c in calls],
+        [c.tx_id for _, c in calls],
+        [c.op_key for _, c in calls],
+        [c.leg for _, c in calls],
+        [c.attempt for _, c in calls],
+        [c.agent_id for _, c in calls],
+        [c.provider for _, c in calls],
+        [c.operation for _, c in calls],
     )
-    assert row is not None
-    return Begun(
-        tuple(row["switches"]), bool(row["written"]), bool(row["aborted"]), bool(row["existed"])
-    )
+    return [
+        (
+            row["n"],
+            Begun(
+                tuple(row["switches"]),
+                bool(row["written"]),
+                bool(row["aborted"]),
+                bool(row["existed"]),
+            ),
+        )
+        for row in rows
+    ]

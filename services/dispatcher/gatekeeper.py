@@ -31,10 +31,9 @@ step, a saga compensation, a review `retry`, a lookup-first re-send).
 """
 
 import asyncio
-import contextlib
 import logging
 import time
-from collections.abc import Callable, Coroutine, Iterable
+from collections.abc import Callable, Coroutine
 from datetime import UTC, datetime
 
 import asyncpg
@@ -50,6 +49,7 @@ from events.transaction_events import OperationDispatched
 from services.at_least_once import RetryBatch
 from services.config import Settings
 from services.dispatcher import call_plan, calls_begun
+from services.dispatcher.statement_batch import StatementBatch
 from services.governance import store
 from services.governance.gate import (
     Switch,
@@ -93,6 +93,10 @@ class Gatekeeper:
         self.intents: dict[tuple[str, str], store.Authority] = {}
         self.held = 0
         self._refreshing: asyncio.Lock = asyncio.Lock()
+        # The questions the calls started together ask at once, one statement each
+        # (services.dispatcher.statement_batch).
+        self._intent_reads = StatementBatch(self._read_intents)
+        self._begins = StatementBatch(self._begin_many)
 
     async def close(self) -> None:
         if self.pool is not None:
@@ -175,34 +179,25 @@ class Gatekeeper:
 
     async def _intent(self, tenant: str, tx_id: str) -> store.Authority:
         """The transaction's submitting agent, the policy version its submission was
-        checked under and the task it named."""
+        checked under and the task it named: read once per transaction (an intent row never
+        changes once written), for the dispatches asking in one turn in one statement."""
         found = self.intents.get((tenant, tx_id))
         if found is None:
-            await self._read_intents([(tenant, tx_id)])
-            found = self.intents[(tenant, tx_id)]
+            found = await self._intent_reads.ask((tenant, tx_id))
         return found
 
-    async def learn_intents(self, keys: Iterable[tuple[str, str]]) -> None:
-        """Reads the intents of a batch's dispatches not known yet, in one statement run
-        while the dispatcher asks the projection (Dispatcher._handle_batch), so that the
-        gate has no round trip of its own before the first call of a transaction (an
-        intent row never changes once written). A failure is left to the gate, which
-        reads again and answers for it."""
-        wanted = sorted({key for key in keys if key not in self.intents})
-        if wanted:
-            with contextlib.suppress(*UNREACHABLE):
-                await self._read_intents(wanted)
-
-    async def _read_intents(self, wanted: list[tuple[str, str]]) -> None:
+    async def _read_intents(self, wanted: list[tuple[str, str]]) -> list[store.Authority]:
+        known = sorted(set(wanted))
         pool = await self._pool()
         async with pool.acquire() as conn:
-            agents = await store.agents_of(conn, wanted)
-        if len(self.intents) + len(wanted) > _INTENTS_CACHED:
+            agents = await store.agents_of(conn, known)
+        if len(self.intents) + len(known) > _INTENTS_CACHED:
             self.intents.clear()
-        for key in wanted:
-            # Every dispatch has an intent row (written before the submission was
-            # produced); without one no agent can be named, and no grant applies.
+        # Every dispatch has an intent row (written before the submission was produced);
+        # without one no agent can be named, and no grant applies.
+        for key in known:
             self.intents[key] = agents.get(key, store.Authority(""))
+        return [agents.get(key, store.Authority("")) for key in wanted]
 
     async def _current(self, tenant: str, checked_under: int) -> None:
         """A submission checked under a policy version newer than this view (the policy was
@@ -307,24 +302,28 @@ class Gatekeeper:
     async def begin(self, envelope: Envelope, dispatch: OperationDispatched) -> call_plan.Begun:
         """Right before the call: the durable record of the call about to be made, unless an
         engaged switch stops it (`switches`: the plan holds it) or an abort does (`aborted`:
-        not to be made at all); and whether it was begun before (`existed`)."""
+        not to be made at all); and whether it was begun before (`existed`). The begins
+        asked in one turn (the dispatches a transaction committed) are one statement."""
         try:
             agent_id = await self._agent(envelope, dispatch)
-            pool = await self._pool()
-            async with pool.acquire() as conn:
-                return await calls_begun.begin(
-                    conn,
-                    tenant=envelope.tenant,
-                    tx_id=envelope.tx_id,
-                    op_key=dispatch.op_key,
-                    leg=dispatch.leg.value,
-                    attempt=dispatch.attempt,
-                    agent_id=agent_id,
-                    provider=dispatch.provider,
-                    operation=dispatch.operation,
-                )
+            call = calls_begun.Call(
+                tenant=envelope.tenant,
+                tx_id=envelope.tx_id,
+                op_key=dispatch.op_key,
+                leg=dispatch.leg.value,
+                attempt=dispatch.attempt,
+                agent_id=agent_id,
+                provider=dispatch.provider,
+                operation=dispatch.operation,
+            )
+            return await self._begins.ask(call)
         except UNREACHABLE as error:
             raise RetryBatch(f"governance state unavailable: {error}") from error
+
+    async def _begin_many(self, calls: list[calls_begun.Call]) -> list[call_plan.Begun]:
+        pool = await self._pool()
+        async with pool.acquire() as conn:
+            return await calls_begun.begin_many(conn, calls)
 
     async def hold(
         self,

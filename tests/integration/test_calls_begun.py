@@ -132,6 +132,45 @@ async def test_a_switch_engaged_before_the_call_is_begun_stops_it_and_nothing_is
     )
 
 
+def a_call(op_key: str, operation: str = "payments.charge") -> calls_begun.Call:
+    return calls_begun.Call(
+        tenant=TENANT,
+        tx_id="begun-1",
+        op_key=op_key,
+        leg="forward",
+        attempt=1,
+        agent_id="agent-7",
+        provider="sandbox",
+        operation=operation,
+    )
+
+
+async def test_calls_begun_together_are_each_judged_as_alone_and_one_asked_twice_is_begun_once(
+    conn: asyncpg.Connection,
+) -> None:
+    """The begins a host asks at once (the calls one transaction committed) are one
+    statement: each call answered as its own statement would answer it, and a call asked
+    twice in one batch (a zombie's and a take-over's) written once, the second finding it
+    begun, so only one of them calls."""
+    await store.engage(conn, "ks_1", TENANT, {"operation": "payments.refund"}, "stop", "ops")
+    assert await begin(conn, "k_before") == call_plan.Begun(switches=(), written=True)
+    calls = [
+        a_call("k_new"),
+        a_call("k_twice"),
+        a_call("k_before"),
+        a_call("k_refund", operation="payments.refund"),
+        a_call("k_twice"),
+    ]
+    assert await calls_begun.begin_many(conn, calls) == [
+        call_plan.Begun(switches=(), written=True),
+        call_plan.Begun(switches=(), written=True),
+        call_plan.Begun(switches=(), written=False, existed=True),
+        call_plan.Begun(switches=("ks_1",), written=False),
+        call_plan.Begun(switches=(), written=False, existed=True),
+    ]
+    assert await calls_begun.begin_many(conn, []) == []
+
+
 @asynccontextmanager
 async def dispatcher_with_lookups_down(
     kafka_bootstrap: str, database_url: str, topic_prefix: str, provider: Sandbox

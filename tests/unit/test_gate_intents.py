@@ -1,6 +1,7 @@
-"""The gate learns a batch's intents while the projection is asked, so that a transaction's
-first call waits for no intent read of its own (services.dispatcher.gatekeeper)."""
+"""The gate reads a transaction's intent once, and the intents its calls started together ask
+for in one statement (services.dispatcher.gatekeeper, services.dispatcher.statement_batch)."""
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -22,7 +23,7 @@ class _Pool:
         return None
 
 
-async def test_a_batch_learns_its_intents_in_one_read_and_the_gate_reads_none_after(
+async def test_the_intents_asked_in_one_turn_are_one_read_and_the_gate_reads_none_after(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     reads: list[list[tuple[str, str]]] = []
@@ -35,27 +36,40 @@ async def test_a_batch_learns_its_intents_in_one_read_and_the_gate_reads_none_af
     gate = Gatekeeper(load_settings(), producer=None)
     gate.pool = _Pool()
 
-    await gate.learn_intents([("demo", "tx-1"), ("demo", "tx-2"), ("demo", "tx-1")])
+    # The calls of one commit, started together: two of tx-1, one of tx-2.
+    found = await asyncio.gather(
+        gate._intent("demo", "tx-1"), gate._intent("demo", "tx-2"), gate._intent("demo", "tx-1")
+    )
     assert reads == [[("demo", "tx-1"), ("demo", "tx-2")]]
-
+    # No row: no agent can be named.
+    assert list(found) == [
+        Authority("agent-1", 3, None),
+        Authority(""),
+        Authority("agent-1", 3, None),
+    ]
     assert await gate._intent("demo", "tx-1") == Authority("agent-1", 3, None)
-    # No row: no agent can be named (as when the gate reads it itself).
     assert await gate._intent("demo", "tx-2") == Authority("")
-    await gate.learn_intents([("demo", "tx-1")])
     assert len(reads) == 1
 
 
-async def test_an_intent_read_that_fails_is_left_to_the_gate(
+async def test_an_intent_read_that_fails_fails_each_asker_and_is_read_again(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    failing = True
+
     async def agents_of(conn: Any, wanted: list[tuple[str, str]]) -> dict[Any, Authority]:
-        raise OSError("connection refused")
+        if failing:
+            raise OSError("connection refused")
+        return {("demo", "tx-1"): Authority("agent-1")}
 
     monkeypatch.setattr(store, "agents_of", agents_of)
     gate = Gatekeeper(load_settings(), producer=None)
     gate.pool = _Pool()
 
-    await gate.learn_intents([("demo", "tx-1")])  # no error: the gate reads again
+    failed = await asyncio.gather(
+        gate._intent("demo", "tx-1"), gate._intent("demo", "tx-1"), return_exceptions=True
+    )
+    assert [type(error) for error in failed] == [OSError, OSError]
     assert gate.intents == {}
-    with pytest.raises(OSError):
-        await gate._intent("demo", "tx-1")
+    failing = False
+    assert await gate._intent("demo", "tx-1") == Authority("agent-1")
