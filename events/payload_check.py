@@ -9,6 +9,7 @@ as an integer, and a provider may read `1.0` as money while a quota cannot count
 
 import json
 from collections.abc import Mapping
+from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
@@ -16,6 +17,7 @@ from jsonschema import Draft202012Validator, validators
 from jsonschema.exceptions import best_match
 
 from events.catalog import OperationInfo
+from events.schema_accepts import Predicate, compile_schema
 
 
 def _is_integer(_checker: Any, instance: Any) -> bool:
@@ -28,14 +30,38 @@ _Strict = validators.extend(
 )
 
 
+@dataclass(frozen=True)
+class _Compiled:
+    validator: Any
+    # Accepts exactly what `validator` accepts (events.schema_accepts), or None: the
+    # schema uses a keyword it does not compile.
+    accepts: Predicate | None
+
+
 @cache
-def _validator(schema_json: str) -> Any:
-    return _Strict(json.loads(schema_json))
+def _validator(schema_json: str) -> _Compiled:
+    validator = _Strict(json.loads(schema_json))
+    return _Compiled(validator, compile_schema(validator.schema, _Strict.VALIDATORS))
 
 
-def _compiled(schema: Mapping[str, Any]) -> Any:
+# The schema objects already compiled, by identity: a catalog's schemas are built once
+# (services.providers.registry caches the catalog) and never changed, so the text key
+# (a json.dumps of the schema on every call) is computed once per schema object. Bounded,
+# in case a caller makes a new schema object per call.
+_BY_ID: dict[int, tuple[Mapping[str, Any], _Compiled]] = {}
+_BY_ID_MAX = 1024
+
+
+def _compiled(schema: Mapping[str, Any]) -> _Compiled:
+    known = _BY_ID.get(id(schema))
+    if known is not None and known[0] is schema:
+        return known[1]
     # Keyed by the schema's text: a declared schema is data (a Mapping), not hashable.
-    return _validator(json.dumps(schema, sort_keys=True))
+    compiled = _validator(json.dumps(schema, sort_keys=True))
+    if len(_BY_ID) >= _BY_ID_MAX:
+        _BY_ID.clear()
+    _BY_ID[id(schema)] = (schema, compiled)  # held, so its id is not reused meanwhile
+    return compiled
 
 
 def schema_problem(schema: Mapping[str, Any]) -> str | None:
@@ -53,7 +79,10 @@ def payload_problem(info: OperationInfo, payload: dict[str, Any]) -> str | None:
     wrong, field first (`payload.amount: ...`)."""
     if info.payload_schema is None:
         return None
-    error = best_match(_compiled(info.payload_schema).iter_errors(payload))
+    compiled = _compiled(info.payload_schema)
+    if compiled.accepts is not None and compiled.accepts(payload):
+        return None
+    error = best_match(compiled.validator.iter_errors(payload))
     if error is None:
         return None
     if error.validator == "additionalProperties":
