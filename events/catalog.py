@@ -13,6 +13,7 @@ a replay never depends on the configuration of the day (docs/design.md, "Retry p
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
+from functools import cached_property
 from typing import Any, Protocol
 
 from events.model import Message
@@ -90,7 +91,9 @@ class OperationInfo:
     # within it, another tx_id naming the same key never reaches the provider.
     natural_key_window_s: int = DEFAULT_NATURAL_KEY_WINDOW_S
 
-    @property
+    # Made once per declared operation (a frozen model, shared): a submission reads an
+    # operation's facts a dozen times (its checks, its grants, its specs).
+    @cached_property
     def facts(self) -> OperationFacts:
         return OperationFacts(side_effect=self.side_effect, reversibility=self.reversibility)
 
