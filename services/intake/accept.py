@@ -27,6 +27,7 @@ from services.intake.auth import Principal
 from services.intake.errors import ApiError, invalid_request
 from services.intake.policy_cache import PolicyCache
 from services.intake.produce import produce_command
+from services.intake.produced_marks import ProducedMarks
 from services.intake.submission import (
     SubmissionRefused,
     SubmissionRequest,
@@ -105,7 +106,8 @@ async def accept_submission(
     who: Principal | None = None,
 ) -> dict[str, Any]:
     """Validate `raw`, claim its tx_id, produce its command and wait for Kafka's ack; the
-    answer is the 202 body. `state` holds `settings`, `pool`, `producer` and `policies`.
+    answer is the 202 body. `state` holds `settings`, `pool`, `producer`, `policies` and
+    `produced_marks`.
     `keyed_tx_id`: the tx_id the Kafka record's key names, which the body must name too.
     `who`: the API key's principal (HTTP); the body's `agent_id` must be one it speaks
     for, and it is recorded as the submitter, whom separation of duties judges."""
@@ -172,8 +174,8 @@ async def accept_submission(
     # The second write: a crash before it leaves the row unacknowledged, which the same
     # body retried produces again and another body may take over after the pending
     # horizon (services.intake.intents).
-    async with state.pool.acquire() as conn:
-        await intents.mark_produced(conn, intent)
+    marks: ProducedMarks = state.produced_marks
+    await marks.mark(intent)
     log.info("%s accepted: %s", submission.tx_id, " ".join(s.op_key for s in specs))
     return {
         "tx_id": submission.tx_id,

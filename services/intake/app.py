@@ -45,6 +45,7 @@ from services.intake.errors import DATABASE_DOWN, RETRY_AFTER_S, ApiError, retry
 from services.intake.lane import Lane
 from services.intake.policy_cache import PolicyCache
 from services.intake.produce import intake_producer
+from services.intake.produced_marks import ProducedMarks
 from services.intake.request_span import RequestSpan
 from services.intake.submission import SubmissionRefused, SubmissionRequest
 from services.kafka_setup import ensure_topics
@@ -77,6 +78,7 @@ def create_app(settings: Settings) -> FastAPI:
                 await admin.start()
                 try:
                     app.state.pool, app.state.producer, app.state.admin = pool, producer, admin
+                    app.state.produced_marks = ProducedMarks(pool)
                     app.state.delivery_batches = DeliveryBatches(
                         pool,
                         timedelta(seconds=settings.webhook_dedupe_horizon_s),

@@ -13,16 +13,15 @@ Rows older than the dedupe horizon are deleted at most every PURGE_EVERY_S, afte
 on the same connection.
 """
 
-import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Collection, Sequence
+from collections.abc import Collection, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Generic, TypeVar
 
 import asyncpg
 
 from services.intake import webhook_store
+from services.intake.shared_statement import Batched
 from services.intake.webhook_store import Asked, Delivery
 
 log = logging.getLogger(__name__)
@@ -30,50 +29,6 @@ log = logging.getLogger(__name__)
 # Old delivery ids are deleted at most this often per intake process: cheap, and the
 # table never holds much more than one horizon of deliveries.
 PURGE_EVERY_S = 60.0
-
-In = TypeVar("In")
-Out = TypeVar("Out")
-
-
-class Batched(Generic[In, Out]):
-    """`ask` one item of `run`'s, which answers a list of items in one statement in order."""
-
-    def __init__(
-        self,
-        pool: asyncpg.Pool,
-        run: Callable[[asyncpg.Connection, Sequence[In]], Awaitable[Sequence[Out]]],
-    ) -> None:
-        self._pool = pool
-        self._run = run
-        self._waiting: list[tuple[In, asyncio.Future[Out]]] = []
-        self._runner: asyncio.Task[None] | None = None
-
-    async def ask(self, item: In) -> Out:
-        done: asyncio.Future[Out] = asyncio.get_running_loop().create_future()
-        self._waiting.append((item, done))
-        if self._runner is None or self._runner.done():
-            self._runner = asyncio.create_task(self._run_while_waiting())
-        return await done
-
-    async def _run_while_waiting(self) -> None:
-        while self._waiting:
-            batch, self._waiting = self._waiting, []
-            try:
-                async with self._pool.acquire() as conn:
-                    answers = await self._run(conn, [item for item, _ in batch])
-            except asyncio.CancelledError:  # the intake stopping
-                for _, waiter in batch:
-                    waiter.cancel()
-                raise
-            except Exception as exc:  # each webhook answers for it (a 503 for a database down)
-                for _, waiter in batch:
-                    if not waiter.done():
-                        waiter.set_exception(exc)
-            else:
-                for (_, waiter), answer in zip(batch, answers, strict=True):
-                    if not waiter.done():  # a webhook whose client went away
-                        waiter.set_result(answer)
-
 
 Handled = tuple[str, str, datetime]  # account (Deliveries.provider), delivery id, when
 

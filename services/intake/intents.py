@@ -32,7 +32,8 @@ in force is still the one the submission was checked under (`stamp_in_force`; th
 checks under a cached policy, services.intake.policy_cache), and nothing otherwise
 (`PolicyMoved`: check again). Anything else, a tx_id already taken or a natural key to
 claim, takes the path in one Postgres transaction below, with the same guard first. Then
-`mark_produced`, after Kafka's acknowledgement, is the second write of a submission.
+`mark_produced`, after Kafka's acknowledgement, is the second write of a submission, one
+statement for the submissions acknowledged at the same time (services.intake.produced_marks).
 
 A store, not a route (its statements are the guard's rule): every statement is bound to the
 Intent's tenant, which the submission's door took from its credential (the API key's
@@ -40,7 +41,7 @@ principal, or the Kafka record's key), never from the body.
 """
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 import asyncpg
@@ -258,12 +259,34 @@ async def _judged(conn: asyncpg.Connection, intent: Intent, horizon_s: float) ->
 
 
 async def mark_produced(conn: asyncpg.Connection, intent: Intent) -> None:
+    await mark_all_produced(conn, [intent])
+
+
+# Each intent's row, if it still holds the body that was produced, is marked produced. The
+# rows are locked in key order first (ORDER BY before FOR UPDATE locks them in that order),
+# so two intakes marking the same tx_ids at once (a client retrying at another instance)
+# wait for each other instead of deadlocking.
+_MARK_PRODUCED = """
+WITH marked AS (
+    SELECT i.tenant, i.tx_id FROM intents i
+    JOIN unnest($1::text[], $2::text[], $3::text[]) AS m (tenant, tx_id, fingerprint)
+      ON i.tenant = m.tenant AND i.tx_id = m.tx_id AND i.fingerprint = m.fingerprint
+    WHERE NOT i.produced
+    ORDER BY i.tenant, i.tx_id
+    FOR UPDATE OF i
+)
+UPDATE intents i SET produced = true FROM marked
+WHERE i.tenant = marked.tenant AND i.tx_id = marked.tx_id
+"""
+
+
+async def mark_all_produced(conn: asyncpg.Connection, produced: Sequence[Intent]) -> None:
+    """Mark every intent of `produced` as acknowledged by Kafka, in one statement."""
     await conn.execute(
-        "UPDATE intents SET produced = true"
-        " WHERE tenant = $1 AND tx_id = $2 AND fingerprint = $3 AND NOT produced",
-        intent.tenant,
-        intent.tx_id,
-        intent.fingerprint,
+        _MARK_PRODUCED,
+        [intent.tenant for intent in produced],
+        [intent.tx_id for intent in produced],
+        [intent.fingerprint for intent in produced],
     )
 
 

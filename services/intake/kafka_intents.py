@@ -39,6 +39,7 @@ from services.intake.errors import DATABASE_DOWN, ApiError
 from services.intake.policy import GateRefused
 from services.intake.policy_cache import PolicyCache
 from services.intake.produce import intake_producer
+from services.intake.produced_marks import ProducedMarks
 from services.intake.response_models import IntentRefused
 from services.intake.submission import SubmissionRefused
 from services.kafka_setup import ensure_topics
@@ -69,6 +70,7 @@ class IntentSubscriber:
                 "pool": pool,
                 "producer": self.producer,
                 "policies": PolicyCache(),
+                "produced_marks": ProducedMarks(pool),
             }
         )
         self.inputs = AtLeastOnceConsumer(

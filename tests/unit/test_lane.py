@@ -36,6 +36,7 @@ from services.intake import transactions, webhook_store, webhooks
 from services.intake.app import create_app
 from services.intake.example import example_transaction
 from services.intake.lane import Lane
+from services.intake.produced_marks import ProducedMarks
 from services.providers.registry import Accounts
 
 SECRET = "whsec_c2FuZGJveC1kZXYtc2VjcmV0"
@@ -139,6 +140,7 @@ def _app(seams: Seams, *, lane: bool) -> FastAPI:
     app.state.delivery_batches = Batches(seams)
     app.state.producer = Producer(seams)
     app.state.pool = Pool(seams)
+    app.state.produced_marks = ProducedMarks(app.state.pool)
     app.state.webhook_readers = Accounts({})
     return app
 

@@ -1,0 +1,57 @@
+"""One statement for the callers that reach it at the same time: while it runs, the callers
+that arrive wait and go together in the next. An idle intake sends each at once, a busy one
+one statement (and one commit) for many; no wait is added to make a batch. Each caller gets
+its own answer once the statement carrying its item has returned, and a statement that fails
+fails each caller it carried, as its own statement would have (services.intake.
+delivery_batches for the webhooks' two statements, services.intake.produced_marks for a
+submission's second).
+"""
+
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Generic, TypeVar
+
+import asyncpg
+
+In = TypeVar("In")
+Out = TypeVar("Out")
+
+
+class Batched(Generic[In, Out]):
+    """`ask` one item of `run`'s, which answers a list of items in one statement in order."""
+
+    def __init__(
+        self,
+        pool: asyncpg.Pool,
+        run: Callable[[asyncpg.Connection, Sequence[In]], Awaitable[Sequence[Out]]],
+    ) -> None:
+        self._pool = pool
+        self._run = run
+        self._waiting: list[tuple[In, asyncio.Future[Out]]] = []
+        self._runner: asyncio.Task[None] | None = None
+
+    async def ask(self, item: In) -> Out:
+        done: asyncio.Future[Out] = asyncio.get_running_loop().create_future()
+        self._waiting.append((item, done))
+        if self._runner is None or self._runner.done():
+            self._runner = asyncio.create_task(self._run_while_waiting())
+        return await done
+
+    async def _run_while_waiting(self) -> None:
+        while self._waiting:
+            batch, self._waiting = self._waiting, []
+            try:
+                async with self._pool.acquire() as conn:
+                    answers = await self._run(conn, [item for item, _ in batch])
+            except asyncio.CancelledError:  # the intake stopping
+                for _, waiter in batch:
+                    waiter.cancel()
+                raise
+            except Exception as exc:  # each caller answers for it (a 503 for a database down)
+                for _, waiter in batch:
+                    if not waiter.done():
+                        waiter.set_exception(exc)
+            else:
+                for (_, waiter), answer in zip(batch, answers, strict=True):
+                    if not waiter.done():  # a caller whose client went away
+                        waiter.set_result(answer)
