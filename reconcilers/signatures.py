@@ -24,6 +24,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from functools import lru_cache
+from typing import Any
 
 STANDARD_SECRET_PREFIX = "whsec_"
 DEFAULT_TOLERANCE_S = 300
@@ -282,8 +283,10 @@ def _verify_stripe(headers: Mapping[str, str], body: bytes, secrets: Sequence[st
 
 def _stripe_event_id(body: bytes) -> str:
     # Parsed only after the signature holds: unauthenticated bytes are never interpreted.
+    global _parsed
     try:
         event = json.loads(body)
+        _parsed = (body, event)
     except ValueError:
         event = None
     event_id = event.get("id") if isinstance(event, dict) else None
@@ -294,3 +297,19 @@ def _stripe_event_id(body: bytes) -> str:
             "which deduplication keys on.",
         )
     return event_id
+
+
+# The value the last Stripe delivery's body was parsed to for its event id, kept for the
+# adapter's reader, which reads the same bytes object of that delivery next with nothing
+# awaited in between (services.intake.webhooks): handed over once, so a body is parsed once.
+_parsed: tuple[bytes, Any] | None = None
+
+
+def parsed_json(body: bytes) -> Any:
+    """json.loads(body), or the value `_stripe_event_id` parsed this same body object to
+    (handed over once)."""
+    global _parsed
+    kept, _parsed = _parsed, None
+    if kept is not None and kept[0] is body:
+        return kept[1]
+    return json.loads(body)

@@ -10,12 +10,12 @@ judged in one place, reconcilers.webhook_intake.meaning.
 Pure: no I/O. Only bodies whose signature was already verified reach this module.
 """
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
 from events.inputs import Outcome
 from events.safe_json import escape_unencodable
+from reconcilers.signatures import parsed_json
 
 # recon's own event type (docs/contract.md, "Webhooks").
 EFFECT_SUCCEEDED = "effect.succeeded"
@@ -58,7 +58,7 @@ class WebhookReading:
 def load_body(body: bytes) -> dict[str, Any]:
     """The body as a JSON object with a string `type`, or WebhookBodyError."""
     try:
-        event = json.loads(body)
+        event = parsed_json(body)
         # Escaped at once: a lone surrogate or a NUL would make the observation (or the
         # drift report) fail to encode or to store, on every retry of the delivery.
         if not _plain(body):
