@@ -9,6 +9,7 @@ from typing import Any
 import yaml
 
 from services.devtools.compose_check import host_ports
+from services.devtools.infra.kafka import JVM_OPTIONS
 from services.devtools.stack import MODULES, SERVICES
 from services.metrics import DEFAULT_PORTS
 
@@ -104,3 +105,14 @@ def test_the_local_kafka_image_reads_the_public_images_variables() -> None:
     assert entrypoint.property_name("KAFKA_SOME___DASHED__UNDER") == "some-dashed_under"
     kafka_env = _services()["kafka"]["environment"]
     assert "KAFKA_HEAP_OPTS" in entrypoint.NOT_PROPERTIES and "KAFKA_HEAP_OPTS" in kafka_env
+
+
+def test_the_compose_broker_runs_with_the_dev_brokers_jvm_options() -> None:
+    """One set of broker JVM options, measured once (services.devtools.infra.kafka
+    JVM_OPTIONS): the compose broker replaces the image's own with them, and both images
+    read KAFKA_JVM_PERFORMANCE_OPTS (the local one's entrypoint, apache/kafka's
+    kafka-run-class.sh)."""
+    kafka_env = _services()["kafka"]["environment"]
+    assert kafka_env["KAFKA_JVM_PERFORMANCE_OPTS"].split() == list(JVM_OPTIONS)
+    entrypoint = (COMPOSE / "local" / "kafka" / "entrypoint.py").read_text()
+    assert 'os.environ.get("KAFKA_JVM_PERFORMANCE_OPTS"' in entrypoint

@@ -1,6 +1,7 @@
 """Start one KRaft node configured the way apache/kafka's image is: every KAFKA_* variable
 but the JVM's own becomes a property (strip KAFKA_, lower-case, "___" -> "-", "__" -> "_",
-"_" -> "."), CLUSTER_ID formats the storage when log.dirs has none, and the broker then
+"_" -> "."), CLUSTER_ID formats the storage when log.dirs has none, the JVM takes
+KAFKA_HEAP_OPTS, KAFKA_JVM_PERFORMANCE_OPTS and KAFKA_OPTS, and the broker then
 replaces this process, so `docker stop`'s SIGTERM reaches it for a controlled shutdown."""
 
 import os
@@ -22,6 +23,12 @@ NOT_PROPERTIES = {
     "KAFKA_TOOLS_LOG4J_LOGLEVEL",
     "KAFKA_JMX_HOSTNAME",
 }
+# What apache/kafka's kafka-run-class.sh runs the broker with when KAFKA_JVM_PERFORMANCE_OPTS
+# is not set; the compose file sets it.
+JVM_PERFORMANCE_OPTS = (
+    "-server -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -XX:InitiatingHeapOccupancyPercent=35"
+    " -XX:+ExplicitGCInvokesConcurrent -XX:MaxInlineLevel=15 -Djava.awt.headless=true"
+)
 CONFIG = Path("/tmp/server.properties")
 CLASSPATH = "/opt/kafka/libs/*"
 LOG4J = "-Dlog4j.configuration=file:/opt/kafka/config/log4j.properties"
@@ -64,7 +71,8 @@ def main() -> int:
             ],
             check=True,
         )
-    args = [*java, "-Djava.awt.headless=true", "-cp", CLASSPATH, "kafka.Kafka", str(CONFIG)]
+    performance = os.environ.get("KAFKA_JVM_PERFORMANCE_OPTS", JVM_PERFORMANCE_OPTS).split()
+    args = [*java, *performance, "-cp", CLASSPATH, "kafka.Kafka", str(CONFIG)]
     os.execvp("java", args)
     return 0
 

@@ -31,6 +31,16 @@ LIBS_DIR = CACHE_DIR / "libs"
 # Written only after Maven finished, so an interrupted download is never mistaken for a cache.
 LIBS_MARKER = CACHE_DIR / "libs.complete"
 
+# The broker JVM's options besides its heap; the compose broker gets the same
+# (compose/docker-compose.yml KAFKA_JVM_PERFORMANCE_OPTS, held equal by
+# tests/unit/test_compose_file.py). G1 with the JVM's own pause target, named so that a
+# 1-core container (where the JVM would pick the serial collector) runs what was measured.
+# The serial collector was tried on the 2-core machine (docs/benchmark.md, "Where the
+# broker's CPU goes"): its GC threads cost 0.1 ms per transaction at c30 against G1's
+# 0.2-0.6, but the broker's CPU as a whole did not fall beyond the noise and its young
+# collections stopped the broker 40-70 ms each against G1's 25-50 on the loaded machine.
+JVM_OPTIONS = ("-XX:+UseG1GC", "-Djava.awt.headless=true")
+
 # A broker restarted after SIGKILL recovers its logs first; on a loaded 2-core CI machine
 # that took longer than 60 s once, failing a test whose subject was not the start.
 START_TIMEOUT_S = 120.0
@@ -212,7 +222,7 @@ class KafkaBroker(ServerProcess):
             self._format_storage(classpath, properties)
 
         log4j = self.data_dir / "log4j.properties"
-        cmd = ["java", "-Xms256m", f"-Xmx{self.heap}", "-Djava.awt.headless=true"]
+        cmd = ["java", "-Xms256m", f"-Xmx{self.heap}", *JVM_OPTIONS]
         cmd += [f"-Dlog4j.configuration=file:{log4j}", "-cp", classpath]
         cmd += ["kafka.Kafka", str(properties)]
         self._spawn(cmd, self.stdout_log, self.data_dir)
