@@ -37,8 +37,8 @@ LIBS_MARKER = CACHE_DIR / "libs.complete"
 # 1-core container (where the JVM would pick the serial collector) runs what was measured.
 # The serial collector was tried on the 2-core machine (docs/benchmark.md, "Where the
 # broker's CPU goes"): its GC threads cost 0.1 ms per transaction at c30 against G1's
-# 0.2-0.6, but the broker's CPU as a whole did not fall beyond the noise and its young
-# collections stopped the broker 40-70 ms each against G1's 25-50 on the loaded machine.
+# 0.2-0.6, but the broker's CPU as a whole did not fall beyond the noise (nor did its
+# young pauses differ: 40-70 ms against G1's 25-150 on the loaded machine).
 JVM_OPTIONS = ("-XX:+UseG1GC", "-Djava.awt.headless=true")
 
 # A broker restarted after SIGKILL recovers its logs first; on a loaded 2-core CI machine
