@@ -83,7 +83,7 @@ from services.decider.checkpoints import UnsignedHeads, checkpoint_records
 from services.decider.dispatch_host import INLINE_HEADER, Answer, DispatchHost, inline_answer
 from services.decider.dispatch_log import log_dispatches
 from services.decider.finished_index import ChangelogReader, FinishedIndex
-from services.decider.group_commit import MAX_STRETCH, interval, next_start, only_evidence
+from services.decider.group_commit import interval, next_start, only_evidence, spacing_bound
 from services.decider.input_offsets import group_offsets, offset_record, start_offset
 from services.decider.lag_marker import LagMarker
 from services.decider.restore import StateKey, Stored, restore_partition
@@ -795,7 +795,8 @@ class Decider:
         if not self.group_commit_s:
             return staged.since  # group commit off: each as soon as the one before has ended
         due = staged.since if staged.urgent else staged.since + self._wait_s()
-        return next_start(due, owned.ended_at, owned.took_s, self.group_commit_s * MAX_STRETCH)
+        bound = spacing_bound(self.group_commit_s, self.fetched, len(self.owned), owned.took_s)
+        return next_start(due, owned.ended_at, owned.took_s, bound)
 
     async def _settle(self) -> None:
         """Handles the partitions' transactions that have ended: a failure restores or

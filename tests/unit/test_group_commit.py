@@ -8,11 +8,15 @@ import pytest
 from events.envelope import Envelope
 from services.config import ConfigError, load_settings
 from services.decider.group_commit import (
+    IDLE_SPACING_S,
     MAX_STRETCH,
+    QUICK_S,
     SPACING,
+    backlog,
     interval,
     next_start,
     only_evidence,
+    spacing_bound,
 )
 
 
@@ -50,6 +54,26 @@ def test_an_urgent_transaction_starts_at_once_but_not_back_to_back_with_the_last
     assert next_start(due=1.0, ended_at=1.01, took_s=5.0, bound_s=0.1) == pytest.approx(1.11)
     # Never before the first partition's transaction has ended.
     assert next_start(due=0.5, ended_at=0.0, took_s=0.0, bound_s=0.1) == 0.5
+
+
+def test_without_a_backlog_only_the_markers_are_waited_for() -> None:
+    assert not backlog(4, 4)  # one record per partition
+    assert backlog(5, 4)
+    assert backlog(2, 0)  # owning nothing yet
+    quick = QUICK_S / 2
+    # Under a backlog the spacing may reach MAX_STRETCH idle intervals, to gather inputs.
+    assert spacing_bound(0.1, 40, 4, quick) == pytest.approx(0.1 * MAX_STRETCH)
+    # So it may after a slow transaction (a loaded broker), even when fetches are small.
+    assert spacing_bound(0.1, 3, 4, QUICK_S * 2) == pytest.approx(0.1 * MAX_STRETCH)
+    # Idle: nothing will come to ride with the decision; it waits only for the markers.
+    assert spacing_bound(0.1, 3, 4, quick) == IDLE_SPACING_S
+    assert spacing_bound(0.0005, 3, 4, quick) == pytest.approx(0.0005 * MAX_STRETCH)  # never more
+    # The answer of a 4 ms call after an 8 ms transaction starts when it comes, not 4 ms later.
+    ended, took = 1.0, 0.008
+    start = next_start(ended + 0.004, ended, took, spacing_bound(0.1, 1, 4, took))
+    assert start == pytest.approx(ended + 0.004)
+    start = next_start(ended + 0.001, ended, took, spacing_bound(0.1, 1, 4, took))
+    assert start == pytest.approx(ended + IDLE_SPACING_S)
 
 
 def test_the_wait_is_read_in_milliseconds_and_refused_out_of_range(
