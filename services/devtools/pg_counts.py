@@ -31,6 +31,9 @@ PRELOAD = {
     "shared_preload_libraries": "pg_stat_statements",
     "pg_stat_statements.track": "top",
     "pg_stat_statements.track_utility": "on",
+    # Planning time apart from execution (services.devtools.pg_server_cost): a statement
+    # planned at every execution (a custom plan) costs the server CPU no execution time shows.
+    "pg_stat_statements.track_planning": "on",
     "pg_stat_statements.max": "5000",
 }
 # Its view and functions live in a schema of their own, beside recon's tables, which the

@@ -151,11 +151,12 @@ async def by_time(database_url: str, transactions: int, top: int = 12, width: in
     conn = await asyncpg.connect(database_url)
     try:
         rows = await conn.fetch(
-            f"SELECT r.rolname, s.query, s.calls, s.total_exec_time, s.rows,"
+            f"SELECT r.rolname, s.query, s.calls, s.total_exec_time, s.rows, s.plans,"
+            f" s.total_plan_time,"
             f" s.shared_blks_hit + s.shared_blks_read AS blocks, s.shared_blks_dirtied,"
             f" s.wal_bytes FROM {SCHEMA}.pg_stat_statements s"
             " JOIN pg_roles r ON r.oid = s.userid WHERE r.rolname LIKE $1"
-            " ORDER BY s.total_exec_time DESC LIMIT $2",
+            " ORDER BY s.total_exec_time + s.total_plan_time DESC LIMIT $2",
             ROLE_PREFIX + "%",
             top,
         )
@@ -163,14 +164,15 @@ async def by_time(database_url: str, transactions: int, top: int = 12, width: in
         await conn.close()
     n = transactions
     lines = [
-        f"\nby statement (the {top} longest in execution; per tx: calls, exec ms, rows,"
-        " shared blocks, dirtied, WAL bytes; process, statement):"
+        f"\nby statement (the {top} longest in planning and execution; per tx: calls, plans,"
+        " plan ms, exec ms, rows, shared blocks, dirtied, WAL bytes; process, statement):"
     ]
     for r in rows:
         query = _one_line(r["query"])
         text = query if len(query) <= width else query[: width - 3] + "..."
         lines.append(
-            f"{r['calls'] / n:6.2f} {r['total_exec_time'] / n:7.3f} {r['rows'] / n:6.1f}"
+            f"{r['calls'] / n:6.2f} {r['plans'] / n:6.2f} {r['total_plan_time'] / n:7.3f}"
+            f" {r['total_exec_time'] / n:7.3f} {r['rows'] / n:6.1f}"
             f" {r['blocks'] / n:7.1f} {r['shared_blks_dirtied'] / n:6.2f}"
             f" {float(r['wal_bytes']) / n:7.0f} {r['rolname'].removeprefix(ROLE_PREFIX):<10}"
             f" {text}"
