@@ -3,12 +3,16 @@
 digest changed, a replaced one is seen at once, and the view says whether anything is held
 (the claim of released dispatches is made only then). Real Postgres."""
 
+import asyncio
 from collections.abc import AsyncIterator
 
 import asyncpg
 import pytest
 
 from events.policy import PolicyDocument
+from events.topics import Topics
+from services.config import Settings
+from services.dispatcher.gatekeeper import MAX_STALENESS_S, Gatekeeper
 from services.governance import store
 from services.governance.gate import Switch
 
@@ -62,3 +66,36 @@ async def test_the_view_reads_a_changed_policy_keeps_an_unchanged_one_and_sees_h
     held = await store.in_force(conn, second.policies)
     assert held.switches == {"demo": [Switch("ks_1", operation="payments.charge")]}
     assert held.held
+
+
+async def test_calls_that_find_the_view_too_old_together_share_one_read(
+    fresh_database: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The calls of one committed transaction start together and all find the view older than
+    # MAX_STALENESS_S (the 0.2 s loop late on a busy machine): one read serves them all.
+    reads = 0
+    real = store.in_force
+
+    async def counted(
+        conn: asyncpg.Connection, known: dict[str, tuple[str, PolicyDocument]]
+    ) -> store.InForce:
+        nonlocal reads
+        reads += 1
+        return await real(conn, known)
+
+    monkeypatch.setattr(store, "in_force", counted)
+    settings = Settings(
+        kafka_bootstrap="", database_url=fresh_database, topics=Topics(""), environment="test"
+    )
+    gate = Gatekeeper(settings, None)  # no review is asked here: no producer
+    try:
+        await asyncio.gather(*(gate._fresh() for _ in range(8)))
+        assert reads == 1
+        # A view older than the bound is still read again, and a caller that asks for a
+        # read begun after it (a newer policy version) still gets one.
+        gate.refreshed_at -= MAX_STALENESS_S
+        await gate._fresh()
+        await gate.refresh()
+        assert reads == 3
+    finally:
+        await gate.close()
