@@ -152,7 +152,8 @@ def _context_to_pass() -> bool:
 
 def http_headers() -> dict[str, str]:
     carrier: dict[str, str] = {}
-    propagate.inject(carrier)
+    if _context_to_pass():  # as kafka_headers: asks no propagator when none would write
+        propagate.inject(carrier)
     return carrier
 
 
@@ -167,6 +168,17 @@ def span(
     """A span under `parent` (or the current one), the ids as its `recon.*` attributes and
     on every log line written inside it, with the trace id when there is a trace;
     `semantic`: attributes under OpenTelemetry's own names (`http.*`, `messaging.*`)."""
+    if (
+        parent is None
+        and not _configured
+        and not trace.get_current_span().get_span_context().is_valid
+    ):
+        # Tracing off and no trace to continue: the API's span would be the invalid one,
+        # recording nothing, made current and ended for nothing; only the log context it
+        # scopes is kept. A provider call opens two (with http_headers: 18.7 -> 8.0 us).
+        with log_context(**ids, trace_id=None):
+            yield trace.INVALID_SPAN
+        return
     attributes = {f"recon.{k}": v for k, v in ids.items() if v is not None}
     attributes |= dict(semantic or {})
     with _tracer.start_as_current_span(name, context=parent, kind=kind, attributes=attributes) as s:

@@ -54,3 +54,16 @@ class _Stamp(TextMapPropagator):
 def test_another_propagator_is_always_asked(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(propagate, "_HTTP_TEXT_FORMAT", _Stamp())
     assert tracing.kafka_headers() == [("x-stamp", b"1")]
+
+
+def test_a_provider_call_passes_on_the_trace_of_its_decision_and_nothing_without_one() -> None:
+    # The executor's span and the HTTP client span inside it, as a provider call opens them.
+    parent = tracing.context_from([("traceparent", TRACEPARENT.encode())])
+    with tracing.span("dispatcher.call", parent, tx_id="tx-1"):
+        with tracing.span("POST") as call:
+            assert call.get_span_context().trace_id == int(TRACEPARENT.split("-")[1], 16)
+            assert tracing.http_headers() == {"traceparent": TRACEPARENT}
+    with tracing.span("dispatcher.call", tracing.context_from(None), tx_id="tx-1"):
+        with tracing.span("POST") as call:
+            assert not call.get_span_context().is_valid
+            assert tracing.http_headers() == {}
