@@ -59,7 +59,6 @@ from aiokafka.errors import (
     RecordListTooLargeError,
     RecordTooLargeError,
 )
-from aiokafka.structs import RecordMetadata
 from pydantic import ValidationError
 
 from events.checkpoint import CheckpointChain, Head
@@ -86,6 +85,7 @@ from services.decider.finished_index import ChangelogReader, FinishedIndex
 from services.decider.group_commit import interval, next_start, only_evidence, spacing_bound
 from services.decider.input_offsets import group_offsets, offset_record, start_offset
 from services.decider.lag_marker import LagMarker
+from services.decider.record_batches import Planned, Sent, send_planned
 from services.decider.restore import StateKey, Stored, restore_partition
 from services.dispatcher.executor import DispatchOrder
 from services.kafka_clients import acked_producer, group_consumer, transaction_failure
@@ -165,15 +165,6 @@ class OwnedPartition:
 
 
 @dataclass
-class _Planned:
-    topic: str
-    value: bytes
-    key: bytes | None
-    partition: int | None
-    headers: list[tuple[str, bytes]] | None
-
-
-@dataclass
 class _Staged:
     """One Kafka transaction in the making: the decisions it carries, planned as records
     and sent when it opens, so that decisions that only record evidence can wait for the
@@ -186,7 +177,7 @@ class _Staged:
     # Each changed transaction's Kafka key and latest changelog record (its index in
     # `planned`): a marker's offset comes from it.
     changelog: dict[StateKey, tuple[bytes, int]] = field(default_factory=dict)
-    planned: list[_Planned] = field(default_factory=list)
+    planned: list[Planned] = field(default_factory=list)
     # The last head each changed transaction's chain reached, and whether one ended.
     heads: dict[StateKey, Head] = field(default_factory=dict)
     ended: bool = False
@@ -208,17 +199,13 @@ class _Staged:
         partition: int | None = None,
         headers: list[tuple[str, bytes]] | None = None,
     ) -> int:
-        self.planned.append(_Planned(topic, value, key, partition, headers))
+        self.planned.append(Planned(topic, value, key, partition, headers))
         return len(self.planned) - 1
 
-    async def write(self, producer: AIOKafkaProducer) -> list[asyncio.Future[RecordMetadata]]:
-        """Sends every planned record, in order, inside the open transaction."""
-        return [
-            await producer.send(
-                p.topic, value=p.value, key=p.key, partition=p.partition, headers=p.headers
-            )
-            for p in self.planned
-        ]
+    async def write(self, producer: AIOKafkaProducer) -> Sent:
+        """Sends every planned record inside the open transaction, one batch per partition
+        (services.decider.record_batches)."""
+        return await send_planned(producer, self.planned)
 
 
 class PoisonInput(Exception):
@@ -470,10 +457,8 @@ class Decider:
             staged.plan(self.topics.decider_state, offset_value, offset_key, partition=partition)
         try:
             async with owned.producer.transaction():
-                sends = await staged.write(owned.producer)
-                # A record the broker refuses fails its own send, and aiokafka may still
-                # commit the rest: wait for every send so that a refusal aborts it all.
-                await asyncio.gather(*sends)
+                sent = await staged.write(owned.producer)
+                await sent.acknowledged()
                 await pause_point(DECIDER_IN_OPEN_TRANSACTION, flush=owned.producer.flush)
                 if armed(DECIDER_WITH_PIPELINED_INPUTS):
                     await _held_open_until_pipelined(owned)
@@ -503,7 +488,7 @@ class Decider:
             if isinstance(kept, FinishedTransaction):
                 kafka_key, index = staged.changelog[key]
                 owned.states.pop(key, None)
-                owned.finished.put(kafka_key, kept, sends[index].result().offset)
+                owned.finished.put(kafka_key, kept, sent.offset(index))
             else:
                 owned.states[key] = kept
         owned.committing = None
@@ -675,7 +660,7 @@ class Decider:
         staged = _Staged(partition)
         self._sign(owned, staged, owned.unsigned.pending({}))
         async with owned.producer.transaction():
-            await asyncio.gather(*await staged.write(owned.producer))
+            await (await staged.write(owned.producer)).acknowledged()
         DECIDER_TRANSACTIONS.labels("checkpoints").inc()
         owned.unsigned.signed()
 
