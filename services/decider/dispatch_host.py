@@ -185,6 +185,12 @@ class DispatchHost:
             log.info("waiting for %d calls in flight before leaving", len(calls))
             await asyncio.wait(calls, timeout=LEAVE_WAIT_S)
 
+    def prepare(self, orders: list[DispatchOrder]) -> None:
+        """Before the commit of these dispatches: the gate starts reading what their calls
+        will ask first (Gatekeeper.learn_intents), while the transaction is on the wire."""
+        if self.enabled and orders:
+            self.gate.learn_intents((o.envelope.tenant, o.envelope.tx_id) for o in orders)
+
     def submit(self, orders: list[DispatchOrder]) -> None:
         """Starts the calls of committed dispatches; never waits for them."""
         if not self.enabled:

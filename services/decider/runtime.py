@@ -455,6 +455,7 @@ class Decider:
         for tp, offset in staged.offsets.items():
             offset_key, offset_value = offset_record(tp, offset)
             staged.plan(self.topics.decider_state, offset_value, offset_key, partition=partition)
+        self.host.prepare(staged.dispatches)
         try:
             async with owned.producer.transaction():
                 sent = await staged.write(owned.producer)

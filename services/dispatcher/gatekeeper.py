@@ -31,9 +31,10 @@ step, a saga compensation, a review `retry`, a lookup-first re-send).
 """
 
 import asyncio
+import functools
 import logging
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Iterable
 from datetime import UTC, datetime
 
 import asyncpg
@@ -96,6 +97,8 @@ class Gatekeeper:
         # The questions the calls started together ask at once, one statement each
         # (services.dispatcher.statement_batch).
         self._intent_reads = StatementBatch(self._read_intents)
+        # The intent reads in flight (`_intent_read`): one per transaction, whoever asks.
+        self._reading: dict[tuple[str, str], asyncio.Future[store.Authority]] = {}
         self._begins = StatementBatch(self._begin_many)
 
     async def close(self) -> None:
@@ -188,8 +191,33 @@ class Gatekeeper:
         changes once written), for the dispatches asking in one turn in one statement."""
         found = self.intents.get((tenant, tx_id))
         if found is None:
-            found = await self._intent_reads.ask((tenant, tx_id))
+            # Shielded: the read is shared, an asker cancelled leaves it to the others.
+            found = await asyncio.shield(self._intent_read((tenant, tx_id)))
         return found
+
+    def learn_intents(self, keys: Iterable[tuple[str, str]]) -> None:
+        """Starts reading the intents of dispatches about to be committed (the decider's
+        Kafka transaction is on the wire meanwhile), so that the first call of a
+        transaction finds its intent read rather than asks Postgres after the commit: at
+        concurrency 1 that read was a round trip between the commit and the begin. Never
+        waited for; a failed read is forgotten and the gate reads again (`_intent`)."""
+        for key in keys:
+            if key not in self.intents:
+                self._intent_read(key)
+
+    def _intent_read(self, key: tuple[str, str]) -> "asyncio.Future[store.Authority]":
+        reading = self._reading.get(key)
+        if reading is None or reading.done():  # done: failed, its callback not yet run
+            reading = asyncio.ensure_future(self._intent_reads.ask(key))
+            self._reading[key] = reading
+            reading.add_done_callback(functools.partial(self._read_ended, key))
+        return reading
+
+    def _read_ended(self, key: tuple[str, str], reading: "asyncio.Future[object]") -> None:
+        if self._reading.get(key) is reading:  # not a later read of the key
+            del self._reading[key]
+        if not reading.cancelled():
+            reading.exception()  # its askers, if any, raise it; a prefetch's is dropped
 
     async def _read_intents(self, wanted: list[tuple[str, str]]) -> list[store.Authority]:
         known = sorted(set(wanted))

@@ -1,5 +1,6 @@
 """The gate reads a transaction's intent once, and the intents its calls started together ask
-for in one statement (services.dispatcher.gatekeeper, services.dispatcher.statement_batch)."""
+for in one statement, started before their commit (services.dispatcher.gatekeeper,
+services.dispatcher.statement_batch)."""
 
 import asyncio
 from typing import Any
@@ -71,5 +72,39 @@ async def test_an_intent_read_that_fails_fails_each_asker_and_is_read_again(
     )
     assert [type(error) for error in failed] == [OSError, OSError]
     assert gate.intents == {}
+    # A read started before the commit (learn_intents) that fails is forgotten likewise.
+    gate.learn_intents([("demo", "tx-1")])
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert gate.intents == {} and gate._reading == {}
     failing = False
     assert await gate._intent("demo", "tx-1") == Authority("agent-1")
+
+
+async def test_intents_learnt_before_a_commit_are_read_before_any_call_asks_and_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    reads: list[list[tuple[str, str]]] = []
+    answer = asyncio.Event()
+
+    async def agents_of(conn: Any, wanted: list[tuple[str, str]]) -> dict[Any, Authority]:
+        reads.append(wanted)
+        await answer.wait()  # Postgres answering while the Kafka transaction is on the wire
+        return {("demo", "tx-1"): Authority("agent-1")}
+
+    monkeypatch.setattr(store, "agents_of", agents_of)
+    gate = Gatekeeper(load_settings(), producer=None)
+    gate.pool = _Pool()
+
+    gate.learn_intents([("demo", "tx-1"), ("demo", "tx-1")])
+    for _ in range(3):
+        await asyncio.sleep(0)
+    assert reads == [[("demo", "tx-1")]]  # asked before any call did
+    # The commit's call asks while the read is in flight: it waits for that read.
+    asking = asyncio.ensure_future(gate._intent("demo", "tx-1"))
+    await asyncio.sleep(0)
+    answer.set()
+    assert await asking == Authority("agent-1")
+    gate.learn_intents([("demo", "tx-1")])  # known: nothing read
+    assert await gate._intent("demo", "tx-1") == Authority("agent-1")
+    assert len(reads) == 1
