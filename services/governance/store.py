@@ -17,6 +17,7 @@ import asyncpg
 from events.canonical import fingerprint
 from events.policy import PolicyDocument, Quota
 from services.governance.gate import Claim, Switch, reserve
+from services.unnest_params import unnest_params
 
 # How long a quota claim is kept at least, whatever its windows: a dispatch re-delivered
 # within it is recognised by its key and not counted twice (reserve_quota).
@@ -508,7 +509,8 @@ async def agents_of(
     the submission was produced, so present for every dispatch)."""
     rows = await conn.fetch(
         "SELECT i.tenant, i.tx_id, i.agent_id, i.policy_version, i.task_id FROM intents i"
-        " JOIN unnest($1::text[], $2::text[]) AS w(tenant, tx_id) USING (tenant, tx_id)",
+        f" JOIN {unnest_params('$1::text[]', '$2::text[]')} AS w(tenant, tx_id)"
+        " USING (tenant, tx_id)",
         [t for t, _ in wanted],
         [x for _, x in wanted],
     )

@@ -51,6 +51,7 @@ from events.rules import IMMUTABLE_RULE
 from services.intake import natural_keys
 from services.intake.errors import ApiError, not_yet_known
 from services.intake.immutable import changes
+from services.unnest_params import unnest_params
 
 
 @dataclass(frozen=True)
@@ -265,11 +266,12 @@ async def mark_produced(conn: asyncpg.Connection, intent: Intent) -> None:
 # Each intent's row, if it still holds the body that was produced, is marked produced. The
 # rows are locked in key order first (ORDER BY before FOR UPDATE locks them in that order),
 # so two intakes marking the same tx_ids at once (a client retrying at another instance)
-# wait for each other instead of deadlocking.
-_MARK_PRODUCED = """
+# wait for each other instead of deadlocking. The arrays are read through
+# services.unnest_params: planned once per connection, not per call.
+_MARK_PRODUCED = f"""
 WITH marked AS (
     SELECT i.tenant, i.tx_id FROM intents i
-    JOIN unnest($1::text[], $2::text[], $3::text[]) AS m (tenant, tx_id, fingerprint)
+    JOIN {unnest_params("$1::text[]", "$2::text[]", "$3::text[]")} AS m (tenant, tx_id, fingerprint)
       ON i.tenant = m.tenant AND i.tx_id = m.tx_id AND i.fingerprint = m.fingerprint
     WHERE NOT i.produced
     ORDER BY i.tenant, i.tx_id

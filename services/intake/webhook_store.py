@@ -14,6 +14,7 @@ import asyncpg
 
 from reconcilers.webhook_intake import MatchedOperation
 from services.providers.accounts import account_of
+from services.unnest_params import unnest_params
 
 
 @dataclass(frozen=True)
@@ -128,14 +129,17 @@ MATCH = _match("$1::text[]", "$2")
 # For each delivery n of the arrays $1-$4 (account, delivery id, since, provider): whether
 # the account had it handled since then, and MATCH of its keys, which $5/$6 list as
 # (n, key) pairs in each delivery's order. One statement for many webhooks, as one for one.
-# MATERIALIZED: each delivery's keys are gathered once, not wherever MATCH names them.
+# MATERIALIZED: each delivery's keys are gathered once, not wherever MATCH names them. The
+# arrays are read through services.unnest_params, so the statement is planned once per
+# connection instead of at every call.
 DELIVERIES = f"""
 WITH asked AS MATERIALIZED (
     SELECT a.n, a.account, a.delivery_id, a.since, a.provider,
-           ARRAY(SELECT k.key FROM unnest($5::int[], $6::text[]) WITH ORDINALITY
+           ARRAY(SELECT k.key FROM {unnest_params("$5::int[]", "$6::text[]")} WITH ORDINALITY
                            AS k (n, key, at)
                  WHERE k.n = a.n ORDER BY k.at) AS keys
-    FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::text[]) WITH ORDINALITY
+    FROM {unnest_params("$1::text[]", "$2::text[]", "$3::timestamptz[]", "$4::text[]")}
+         WITH ORDINALITY
          AS a (account, delivery_id, since, provider, n)
 )
 SELECT a.n,

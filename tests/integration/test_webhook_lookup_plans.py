@@ -15,6 +15,7 @@ from datetime import UTC, datetime, timedelta
 
 import asyncpg
 import pytest
+from support import large_tables
 
 from services.intake.webhook_store import DELIVERIES, MATCH, Asked, look_up_all, operation_by_key
 
@@ -25,54 +26,7 @@ ROWS = 3000
 async def conn(fresh_database: str) -> AsyncIterator[asyncpg.Connection]:
     conn = await asyncpg.connect(fresh_database)
     try:
-        # projected operations of as many transactions.
-        await conn.execute(
-            """
-            INSERT INTO intents (tenant, tx_id, fingerprint, agent_id, operations, produced)
-            SELECT 'acme', 'tx-' || n, 'f', 'agent', jsonb_build_array(
-                jsonb_build_object('action', 'reserve', 'provider', 'sandbox',
-                                   'op_key', 'rk1_r' || n,
-                                   'compensation_key', 'rc1_r' || n),
-                jsonb_build_object('action', 'charge', 'provider', 'sandbox',
-                                   'op_key', 'rk1_c' || n,
-                                   'compensation_key', 'rc1_c' || n),
-                jsonb_build_object('action', 'receipt', 'provider', 'sandbox',
-                                   'op_key', 'rk1_e' || n,
-                                   'compensation_key', null)), true
-            FROM generate_series(1, $1) n
-            """,
-            ROWS,
-        )
-        await conn.execute(
-            """
-            INSERT INTO intent_keys (key, tenant, tx_id, action, leg)
-            SELECT k.key, i.tenant, i.tx_id, op->>'action', k.leg
-            FROM intents i, jsonb_array_elements(i.operations) op,
-                 LATERAL (VALUES (op->>'op_key', 'forward'),
-                                 (op->>'compensation_key', 'compensation')) AS k(key, leg)
-            WHERE k.key IS NOT NULL
-            """
-        )
-        await conn.execute(
-            """
-            INSERT INTO operations (tenant, tx_id, action, position, kind, provider, operation,
-                                    op_key, state, attempts, evidence, updated_at, comp_op_key)
-            SELECT 'acme', 'p-' || n, 'charge', 0, 'step', 'sandbox', 'payments.charge',
-                   'rk1_p' || n, 'confirmed', 1, '[]', now(), 'rc1_p' || n
-            FROM generate_series(1, $1) n
-            """,
-            ROWS,
-        )
-        await conn.execute(
-            """
-            INSERT INTO webhook_deliveries (provider, delivery_id, received_at)
-            SELECT 'sandbox', 'whd-' || n, now() FROM generate_series(1, $1) n
-            """,
-            ROWS,
-        )
-        await conn.execute(
-            "ANALYZE intents; ANALYZE intent_keys; ANALYZE operations; ANALYZE webhook_deliveries"
-        )
+        await large_tables.fill(conn, ROWS)
         await conn.execute("SET plan_cache_mode = force_generic_plan")
         yield conn
     finally:
