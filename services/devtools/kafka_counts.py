@@ -128,10 +128,13 @@ def _requests(path: Path, since: int, until: int) -> Iterator[tuple[int, bytes]]
                 yield int(found.group(1)), line
 
 
-def request_counts(path: Path, since: int, until: int) -> Counter[str]:
-    """Requests completed between two sizes of the broker's request log, by kind."""
+def request_counts(path: Path, since: int, until: int, skip: bytes | None = None) -> Counter[str]:
+    """Requests completed between two sizes of the broker's request log, by kind; without
+    those whose line holds `skip` (a client's id: a benchmark's own load generator)."""
     counts: Counter[str] = Counter()
     for key, line in _requests(path, since, until):
+        if skip is not None and skip in line:
+            continue
         counts[API_NAMES.get(key, f"api {key}")] += 1
         if key == 24 and CONCURRENT_TRANSACTIONS in line:
             counts["(of which CONCURRENT_TRANSACTIONS)"] += 1

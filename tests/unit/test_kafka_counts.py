@@ -39,6 +39,17 @@ def test_refusals_that_are_retried_later_are_counted_apart(tmp_path: Path) -> No
     assert counts["Fetch"] == 1
 
 
+def test_a_skipped_clients_requests_are_not_counted(tmp_path: Path) -> None:
+    log = tmp_path / "requests.log"
+    feeder = '{"requestHeader":{"requestApiKey":0,"clientId":"feeder"}}'
+    decider = '{"requestHeader":{"requestApiKey":0,"clientId":"decider"}}'
+    log.write_text(
+        f"12:00:00,000 Completed request:{feeder}\n12:00:00,000 Completed request:{decider}\n"
+    )
+    assert request_counts(log, 0, log.stat().st_size)["Produce"] == 2
+    assert request_counts(log, 0, log.stat().st_size, b'"clientId":"feeder"')["Produce"] == 1
+
+
 def test_the_brokers_verifications_and_where_request_time_went_are_counted(tmp_path: Path) -> None:
     def timed(key: int, total: float, remote: float, verify: bool = False) -> str:
         request = '"request":{"transactions":[{"verifyOnly":true}]},' if verify else ""
