@@ -3,17 +3,16 @@ aiokafka and through confluent-kafka (librdkafka), against one real broker, in a
 
 `python -m services.devtools.kafka_client_bench --mode serial` (concurrency 1: each input
 is written once the transaction of the one before has committed, and goes in a transaction
-of its own) or `--mode batched`
-(concurrency 30: the inputs are written first, and each partition's transactions carry
---batch inputs, the partitions' transactions concurrently). Each run is a process of its
-own (services.devtools.kafka_client_run) on fresh topics, after a discarded first run that
-warms the broker's JIT; the runs alternate clients so that the machine's other load falls
-on both. Per run: the client process's CPU per transaction (its threads included), the
-broker's CPU per transaction (inflated by its request log, which it writes for the counts),
-each transaction's wall time from its first send to its commit returned (p50/p99), and the
-broker's requests per transaction by kind (services.devtools.kafka_counts). See
-docs/benchmark.md ("The decider's Kafka client").
-"""
+of its own) or `--mode batched` (concurrency 30: the inputs are written first, and each
+partition's transactions carry --batch inputs, the partitions' transactions concurrently).
+Each run is a process of its own (services.devtools.kafka_client_run) on fresh topics,
+after a discarded first run that warms the broker's JIT; the runs alternate clients so that
+the machine's other load falls on both. Per run: the client process's CPU per transaction
+(its threads included), the broker's CPU per transaction and its JIT compilers' part
+(inflated by its request log, which it writes for the counts; `--no-requests` for the CPU
+alone), each transaction's wall time from its first send to its commit returned (p50/p99),
+and the broker's requests per transaction by kind (services.devtools.kafka_counts). See
+docs/benchmark.md ("The decider's Kafka client")."""
 
 from __future__ import annotations
 
@@ -94,7 +93,8 @@ async def one_run(args: argparse.Namespace, kafka: KafkaBroker, n: int, client: 
     cmd += ["--bootstrap", kafka.bootstrap, "--prefix", prefix]
     cmd += ["--transactions", str(transactions), "--warmup", str(args.warmup)]
     cmd += ["--batch", str(1 if serial else args.batch), "--producers", args.producers]
-    cmd += ["--linger-ms", str(args.linger_ms), "--request-log", str(kafka.requests_log)]
+    cmd += ["--linger-ms", str(args.linger_ms)]
+    cmd += ["--request-log", str(kafka.requests_log) if args.requests else ""]
     cmd += ["--broker-pid", str(broker_pid), *(["--ack"] if serial else [])]
     worker = await asyncio.create_subprocess_exec(*cmd, cwd=REPO_ROOT, stdout=subprocess.PIPE)
     if serial:
@@ -109,18 +109,20 @@ async def one_run(args: argparse.Namespace, kafka: KafkaBroker, n: int, client: 
 def row(result: dict[str, Any]) -> str:
     n = result["transactions"]
     requests = result["requests"]
-    total = sum(v for k, v in requests.items() if not k.startswith("("))
+    total = sum(v for k, v in requests.items() if not k.startswith("(")) or float("nan")
     kinds = " ".join(f"{requests.get(k, 0) / n:5.2f}" for k in KINDS)
     busy = requests.get("(of which CONCURRENT_TRANSACTIONS)", 0) / n
     return (
         f"{result['client']:<20} {n:>5} {result['inputs'] / n:6.2f}"
         f" {result['cpu_s'] * 1000 / n:8.2f} {result['broker_cpu_s'] * 1000 / n:8.2f}"
+        f" {result.get('broker_jit_s', 0) * 1000 / n:6.2f}"
         f" {result['p50_ms']:6.1f} {result['p99_ms']:6.1f} {total / n:7.2f}  {kinds} {busy:5.2f}"
     )
 
 
 HEAD = (
-    f"{'client':<20} {'tx':>5} {'in/tx':>6} {'cpu ms':>8} {'broker':>8} {'p50':>6} {'p99':>6}"
+    f"{'client':<20} {'tx':>5} {'in/tx':>6} {'cpu ms':>8} {'broker':>8} {'jit':>6}"
+    f" {'p50':>6} {'p99':>6}"
     f" {'req/tx':>7}  " + " ".join(k[:5] for k in KINDS) + " busy"
 )
 
@@ -128,7 +130,7 @@ HEAD = (
 async def main_async(args: argparse.Namespace) -> None:
     root = REPO_ROOT / ".cache" / f"kafka-client-bench{args.port_offset or ''}"
     at = args.port_offset
-    kafka = KafkaBroker(root / "kafka", 29092 + at, 29093 + at, request_log=True)
+    kafka = KafkaBroker(root / "kafka", 29092 + at, 29093 + at, request_log=args.requests)
     kafka.start()
     results = []
     try:
@@ -157,6 +159,12 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=8, help="inputs per transaction, batched")
     parser.add_argument("--producers", choices=("partition", "process"), default="partition")
     parser.add_argument("--linger-ms", type=float, default=0.0, help="confluent's linger.ms")
+    parser.add_argument(
+        "--no-requests",
+        dest="requests",
+        action="store_false",
+        help="no request log: the broker's CPU without its cost, and no request counts",
+    )
     parser.add_argument("--port-offset", type=int, default=0)
     parser.add_argument("--json", default="")
     args = parser.parse_args()

@@ -15,10 +15,9 @@ def test_a_transaction_writes_one_state_per_key_and_one_offset_per_input_partiti
         ("p-observations", partition, 10 + i, i) for i in range(1, len(found))
     ]
     records = plan(inputs, partition, found, "p-")
-    states = [r for r in records if r[0] == "p-state" and not r[2].startswith(b"offset:")]
-    offsets = [
-        json.loads(r[1]) for r in records if r[2] is not None and r[2].startswith(b"offset:")
-    ]
+    offset_records = [r for r in records if (r[2] or b"").startswith(b"offset:")]
+    states = [r for r in records if r[0] == "p-state" and r not in offset_records]
+    offsets = [json.loads(r[1]) for r in offset_records]
     # The last decided state, once: the finished transaction's marker.
     last = next(o.value for o in found[-1].outputs if o.role == "state")
     assert len(states) == 1 and states[0][1] == last
