@@ -28,6 +28,8 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from services.config import load_settings
 from services.decider.input_offsets import offset_record
+from services.decider.record_batches import Planned as BatchRecord
+from services.decider.record_batches import send_planned
 from services.decider.runtime import MAX_RECORD_BYTES
 from services.devtools.cpu_account import _stat, jit_seconds
 from services.devtools.kafka_client_shape import STEP_HEADER, Step, steps
@@ -72,7 +74,7 @@ def plan(inputs: list[Input], partition: int, all_steps: list[Step], prefix: str
 
 
 class AiokafkaClient:
-    """aiokafka as the decider builds it (kafka_clients, Decider.transactional_producer)."""
+    """aiokafka as the decider builds it and writes (transactional_producer, record_batches)."""
 
     def __init__(self, bootstrap: str) -> None:
         self.settings = dataclasses.replace(load_settings(), kafka_bootstrap=bootstrap)
@@ -108,13 +110,10 @@ class AiokafkaClient:
     async def transaction(self, slot: int, records: list[Planned]) -> None:
         producer = self.producers[slot]
         async with producer.transaction():
-            sends = [
-                await producer.send(t, value=v, key=k, partition=p, headers=h)
-                for t, v, k, p, h in records
-            ]
-            # As the decider: every send answered before the commit, so a refusal aborts all.
-            metas = await asyncio.gather(*sends)
-        _ = [m.offset for m in metas]  # the decider reads finished markers' offsets
+            # As the decider: one batch per partition, every one answered before the commit.
+            sent = await send_planned(producer, [BatchRecord(*r) for r in records])
+            await sent.acknowledged()
+        _ = [sent.offset(i) for i in range(len(records))]  # finished markers' offsets
 
     async def stop(self) -> None:
         for producer in self.producers.values():
