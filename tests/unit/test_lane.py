@@ -19,6 +19,7 @@ import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from datetime import datetime, tzinfo
 from typing import Any
 
 import asyncpg
@@ -150,8 +151,25 @@ def _event(event_type: str = "effect.succeeded") -> bytes:
     return json.dumps({"type": event_type, "data": {"effect": effect}}).encode()
 
 
+# The webhook's clock, fixed for every case: a refusal for age words the age in seconds, and
+# the two answers compared must not straddle a second boundary (nor the tolerance window
+# the cases were signed in, were the suite slow).
+NOW = int(time.time())
+
+
+class _FixedClock(datetime):
+    @classmethod
+    def now(cls, tz: tzinfo | None = None) -> datetime:  # type: ignore[override]
+        return datetime.fromtimestamp(NOW, tz)
+
+
+@pytest.fixture(autouse=True)
+def _fixed_clock(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(webhooks, "datetime", _FixedClock)
+
+
 def _signed(body: bytes, secret: str = SECRET, at: int | None = None) -> dict[str, str]:
-    return sign_standard(secret, "evt_1", int(time.time()) if at is None else at, body)
+    return sign_standard(secret, "evt_1", NOW if at is None else at, body)
 
 
 KEY = {"authorization": "Bearer key-acme"}
