@@ -127,8 +127,7 @@ HEAD = (
 )
 
 
-async def main_async(args: argparse.Namespace) -> None:
-    root = REPO_ROOT / ".cache" / f"kafka-client-bench{args.port_offset or ''}"
+async def main_async(args: argparse.Namespace, root: Path) -> None:
     at = args.port_offset
     kafka = KafkaBroker(root / "kafka", 29092 + at, 29093 + at, request_log=args.requests)
     kafka.start()
@@ -171,7 +170,7 @@ def main() -> None:
     # A fresh broker each time: its data from an earlier run is not wanted.
     root = REPO_ROOT / ".cache" / f"kafka-client-bench{args.port_offset or ''}"
     subprocess.run(["rm", "-rf", str(root)], check=True)
-    asyncio.run(main_async(args))
+    asyncio.run(main_async(args, root))
 
 
 if __name__ == "__main__":

@@ -28,8 +28,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from services.config import load_settings
 from services.decider.input_offsets import offset_record
-from services.decider.record_batches import Planned as BatchRecord
-from services.decider.record_batches import send_planned
+from services.decider.record_batches import Planned, send_planned
 from services.decider.runtime import MAX_RECORD_BYTES
 from services.devtools.cpu_account import _stat, jit_seconds
 from services.devtools.kafka_client_shape import STEP_HEADER, Step, steps
@@ -41,8 +40,6 @@ FEEDER = "kafka-client-bench-feeder"
 
 # (topic, partition, offset, step index) of a consumed input.
 Input = tuple[str, int, int, int]
-# (topic, value, key, partition, headers) of a record to write.
-Planned = tuple[str, bytes, bytes | None, int, list[tuple[str, bytes]] | None]
 
 
 def topic_names(prefix: str) -> dict[str, str]:
@@ -59,7 +56,7 @@ def plan(inputs: list[Input], partition: int, all_steps: list[Step], prefix: str
     offsets: dict[tuple[str, int], int] = {}
     for topic, at, offset, index in inputs:
         for out in all_steps[index].outputs:
-            record = (names[out.role], out.value, out.key, partition, out.headers)
+            record = Planned(names[out.role], out.value, out.key, partition, out.headers)
             if out.role == "state" and out.key in state_at:
                 planned[state_at[out.key]] = record
                 continue
@@ -69,7 +66,7 @@ def plan(inputs: list[Input], partition: int, all_steps: list[Step], prefix: str
         offsets[(topic, at)] = offset + 1
     for (topic, at), offset in offsets.items():
         key, value = offset_record(TopicPartition(topic, at), offset)
-        planned.append((names["state"], value, key, partition, None))
+        planned.append(Planned(names["state"], value, key, partition))
     return planned
 
 
@@ -111,7 +108,7 @@ class AiokafkaClient:
         producer = self.producers[slot]
         async with producer.transaction():
             # As the decider: one batch per partition, every one answered before the commit.
-            sent = await send_planned(producer, [BatchRecord(*r) for r in records])
+            sent = await send_planned(producer, records)
             await sent.acknowledged()
         _ = [sent.offset(i) for i in range(len(records))]  # finished markers' offsets
 
@@ -186,8 +183,15 @@ class ConfluentClient:
 
         producer.begin_transaction()  # local: no request
         try:
-            for t, v, k, p, h in records:
-                producer.produce(t, value=v, key=k, partition=p, headers=h, on_delivery=delivered)
+            for r in records:
+                producer.produce(
+                    r.topic,
+                    value=r.value,
+                    key=r.key,
+                    partition=r.partition,
+                    headers=r.headers,
+                    on_delivery=delivered,
+                )
             # Flushes, serves the delivery callbacks, then EndTxn; raises if any send failed.
             await asyncio.to_thread(producer.commit_transaction, 30)
         except BaseException:

@@ -15,17 +15,17 @@ def test_a_transaction_writes_one_state_per_key_and_one_offset_per_input_partiti
         ("p-observations", partition, 10 + i, i) for i in range(1, len(found))
     ]
     records = plan(inputs, partition, found, "p-")
-    offset_records = [r for r in records if (r[2] or b"").startswith(b"offset:")]
-    states = [r for r in records if r[0] == "p-state" and r not in offset_records]
-    offsets = [json.loads(r[1]) for r in offset_records]
+    offset_records = [r for r in records if (r.key or b"").startswith(b"offset:")]
+    states = [r for r in records if r.topic == "p-state" and r not in offset_records]
+    offsets = [json.loads(r.value) for r in offset_records]
     # The last decided state, once: the finished transaction's marker.
     last = next(o.value for o in found[-1].outputs if o.role == "state")
-    assert len(states) == 1 and states[0][1] == last
+    assert len(states) == 1 and states[0].value == last
     assert {(o["topic"], o["offset"]) for o in offsets} == {
         ("p-commands", 8),
         ("p-observations", 10 + len(found)),  # the last answer at 10 + 4, next 15
     }
-    assert {r[3] for r in records} == {partition}
+    assert {r.partition for r in records} == {partition}
     # Every answer is written with the inline header, every event with its type.
-    assert sum(1 for r in records if r[0] == "p-answers") == len(found) - 1
-    assert all(r[4] for r in records if r[0] == "p-events")
+    assert sum(1 for r in records if r.topic == "p-answers") == len(found) - 1
+    assert all(r.headers for r in records if r.topic == "p-events")
