@@ -2,6 +2,8 @@
 min.insync.replicas, read back from the broker, and a setting the cluster cannot honour
 stops the process instead of leaving topics missing."""
 
+import asyncio
+
 import pytest
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
@@ -19,7 +21,13 @@ async def _described(bootstrap: str, names: list[str]) -> dict[str, tuple[int, d
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
     await admin.start()
     try:
-        topics = {t["topic"]: t for t in await admin.describe_topics(names)}
+        # A topic just created can be described before the broker's metadata holds its
+        # partitions (KRaft propagates it a moment later): ask again until every one has them.
+        for _ in range(50):
+            topics = {t["topic"]: t for t in await admin.describe_topics(names)}
+            if all(topics.get(name, {}).get("partitions") for name in names):
+                break
+            await asyncio.sleep(0.1)
         responses = await admin.describe_configs(
             [ConfigResource(ConfigResourceType.TOPIC, name) for name in names]
         )
