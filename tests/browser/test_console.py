@@ -162,7 +162,7 @@ async def test_an_operator_resolves_an_unknown_charge_and_sees_it_commit(
             failure="the charge did not become unknown after a failed lookup",
         )
     finally:
-        await recon.http.delete(f"{recon.sandbox_url}/v1/faults")
+        await recon.disarm()
     await request_review(stack, "stuck-1", reason=f"lookup_budget_exhausted {SCRIPT}{MARKUP}")
 
     page = await logged_in(context)

@@ -13,6 +13,7 @@ it) or on a second provider call under one key (its own transactional ids: both 
 """
 
 import asyncio
+import itertools
 import re
 from datetime import datetime
 from typing import Any
@@ -24,9 +25,11 @@ from support.recon_client import Recon, effects_for, op, transaction
 from support.tests_support_log import read_event_log
 from support.topic_records import read_records
 
+from events.keys import partition_key
 from events.topics import PARTITIONS, Topics
 from services.devtools.consumer_groups import GroupView, wait_spread
 from services.devtools.stack import Stack
+from services.devtools.synthetic_log import partition_of
 
 ALL = frozenset(range(PARTITIONS))
 LEAVING = ("decider-2",)
@@ -61,6 +64,17 @@ async def test_two_deciders_share_partitions_and_the_survivor_takes_over(
         await wait_for_log(stack, name, " attempt 1: succeeded via response")
     # Mid-run: some transactions are done, most are not.
     await recon.wait_terminal(committed[0], timeout=60)
+    # And the leaver surely holds live ones when it goes, however fast the rest ran: two on
+    # its own partitions whose charges the sandbox holds for a second (under the stack's 2 s
+    # provider timeout, a clean stop's wait for calls in flight and a killed member's
+    # session), one seen called before it goes.
+    await recon.disarm()
+    await recon.arm("payments.charge", "delay", times=1000, delay_ms=1000)
+    held = _ids_on(shares["decider-2"], "scale-held-ok", 2)
+    accepted = await asyncio.gather(*(recon.submit(transaction(t)) for t in held))
+    assert all(a.status_code == 202 for a in accepted), [a.text for a in accepted]
+    await wait_for_log(stack, "decider-2", f"{held[0]} charge dispatched")
+    committed += held
 
     survivor_log_at = len(stack.log_tail("decider", 1_000_000))
     for name in LEAVING:
@@ -90,6 +104,13 @@ async def test_two_deciders_share_partitions_and_the_survivor_takes_over(
         assert stack.processes[name].poll() is None, stack.log_tail(name)
 
     await _assert_every_promise(stack, recon, committed, compensated)
+
+
+def _ids_on(partitions: frozenset[int], prefix: str, count: int) -> list[str]:
+    """The first `count` ids `prefix-i` whose transactions the producers put on `partitions`."""
+    ids = (f"{prefix}-{i}" for i in itertools.count())
+    on = (t for t in ids if partition_of(partition_key("demo", t)) in partitions)
+    return list(itertools.islice(on, count))
 
 
 def _groups(stack: Stack) -> list[str]:

@@ -179,6 +179,10 @@ class Recon:
         )
         response.raise_for_status()
 
+    async def disarm(self) -> None:
+        """Every fault armed at the sandbox is dropped (its DELETE /v1/faults)."""
+        (await self.http.delete(f"{self.sandbox_url}/v1/faults")).raise_for_status()
+
 
 def op(tx: dict[str, Any], action: str) -> dict[str, Any]:
     found: dict[str, Any] = next(o for o in tx["operations"] if o["action"] == action)
