@@ -10,6 +10,12 @@ was acknowledged survives a broker restart and a retried send is not duplicated.
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka.errors import (
+    KafkaError,
+    MessageSizeTooLargeError,
+    RecordListTooLargeError,
+    RecordTooLargeError,
+)
 
 from services import kafka_security
 from services.config import Settings
@@ -66,6 +72,15 @@ def acked_producer(settings: Settings, **overrides: Any) -> AIOKafkaProducer:
         "acks": "all",
     }
     return AIOKafkaProducer(**(options | overrides))
+
+
+# Refusals that sending the same record again cannot cure (its size). Errors that may pass
+# (a broker away, a timeout, a leader moving) are not listed: their callers retry.
+RECORD_REFUSED: tuple[type[KafkaError], ...] = (
+    MessageSizeTooLargeError,
+    RecordListTooLargeError,
+    RecordTooLargeError,
+)
 
 
 def transaction_failure(producer: AIOKafkaProducer) -> BaseException | None:

@@ -54,7 +54,7 @@ from services.config import Settings
 from services.dispatcher.executor import DispatchOrder, Executor
 from services.dispatcher.gatekeeper import Gatekeeper
 from services.governance import store
-from services.kafka_clients import acked_producer
+from services.kafka_clients import RECORD_REFUSED, acked_producer
 from services.kafka_start import start_kafka_client
 from services.pg_pool import UNREACHABLE
 from services.providers.http import ProviderHttp
@@ -254,7 +254,9 @@ class DispatchHost:
     def forward_later(self, answers: list[Answer]) -> None:
         """From the decide loop, which must not wait on Kafka: forwarded in a task, retried
         until acknowledged or the process stops (a stop loses nothing the take-over rule
-        does not call again)."""
+        does not call again). A record Kafka refuses for its size is never sent again, nor
+        does it hold back the answers after it: its leg stays dispatched until the pull
+        reconciler finds it stuck and looks it up (or a take-over calls it again)."""
 
         async def send() -> None:
             for answer in answers:
@@ -262,6 +264,15 @@ class DispatchHost:
                 while True:
                     try:
                         await self.forward(answer)
+                        break
+                    except RECORD_REFUSED as error:
+                        obs = answer.observation
+                        log.error(
+                            "%s %s: Kafka refused its answer (%r); not forwarded",
+                            obs.tx_id,
+                            obs.action,
+                            error,
+                        )
                         break
                     except Exception as error:
                         if self.stop.is_set():

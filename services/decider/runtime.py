@@ -51,14 +51,7 @@ from typing import Any
 from aiokafka import AIOKafkaProducer, ConsumerRecord, TopicPartition
 from aiokafka.abc import ConsumerRebalanceListener
 from aiokafka.coordinator.assignors.range import RangePartitionAssignor
-from aiokafka.errors import (
-    IllegalOperation,
-    KafkaError,
-    MessageSizeTooLargeError,
-    ProducerFenced,
-    RecordListTooLargeError,
-    RecordTooLargeError,
-)
+from aiokafka.errors import IllegalOperation, KafkaError, ProducerFenced
 from pydantic import ValidationError
 
 from events.checkpoint import CheckpointChain, Head
@@ -88,7 +81,12 @@ from services.decider.lag_marker import LagMarker
 from services.decider.record_batches import Planned, Sent, send_planned
 from services.decider.restore import StateKey, Stored, restore_partition
 from services.dispatcher.executor import DispatchOrder
-from services.kafka_clients import acked_producer, group_consumer, transaction_failure
+from services.kafka_clients import (
+    RECORD_REFUSED,
+    acked_producer,
+    group_consumer,
+    transaction_failure,
+)
 from services.kafka_setup import ensure_topics
 from services.logging_json import log_context
 from services.metrics import (
@@ -111,14 +109,6 @@ log = logging.getLogger(__name__)
 # headers, batch overhead or a broker configured somewhat lower never make a decision
 # unwritable. An input whose decision would exceed it is dead-lettered, never retried.
 MAX_RECORD_BYTES = 512 * 1024
-
-# Refusals that a retry of the same input cannot cure: the same decision yields the same
-# record. Errors that may pass (a broker away, a timeout) are not listed: they retry.
-RECORD_REFUSED: tuple[type[KafkaError], ...] = (
-    MessageSizeTooLargeError,
-    RecordListTooLargeError,
-    RecordTooLargeError,
-)
 
 Origin = tuple[str, int, int]  # topic, partition, offset of an input
 
