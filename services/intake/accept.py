@@ -71,14 +71,18 @@ async def plan(
     settings: Settings = state.settings
     catalog = catalog_of(settings)
     policies: PolicyCache = state.policies
-    async with state.pool.acquire() as conn:
-        in_force = await policies.in_force(conn, tenant, catalog, fresh=fresh)
-        document = in_force.document
-        # A charge, record or waitlist named in a payload must be the tenant's own (one
-        # judge for the submission, the preview and the Kafka door alike).
-        await resource_owners.refuse_foreign(
-            TenantStore(conn, tenant), submission, settings.tenant_resources
-        )
+    in_force = None if fresh else policies.known(tenant)
+    # A charge, record or waitlist named in a payload must be the tenant's own (one
+    # judge for the submission, the preview and the Kafka door alike).
+    unheld = resource_owners.unheld(tenant, submission, settings.tenant_resources)
+    # A connection only for what needs a statement: a submission under a known policy
+    # naming no resource takes none from the pool (issue 24).
+    if in_force is None or unheld:
+        async with state.pool.acquire() as conn:
+            if in_force is None:
+                in_force = await policies.read(conn, tenant, catalog)
+            await resource_owners.refuse_foreign(TenantStore(conn, tenant), unheld)
+    document = in_force.document
     approval_required = policy.approval_classes(document, settings.approval_required)
     check(submission, catalog, approval_required)
     try:

@@ -23,15 +23,15 @@ class PolicyCache:
         self.max_tenants = max_tenants
         self._tenants: dict[str, policy.InForce] = {}
 
-    async def in_force(
-        self, conn: asyncpg.Connection, tenant: str, catalog: Catalog, *, fresh: bool
-    ) -> policy.InForce:
-        """The tenant's document as last read, or as read now when `fresh` or unknown."""
-        known = None if fresh else self._tenants.get(tenant)
-        if known is None:
-            known = await policy.in_force(conn, tenant, catalog)
-            self._tenants.pop(tenant, None)
-            if len(self._tenants) >= self.max_tenants:
-                del self._tenants[next(iter(self._tenants))]
-            self._tenants[tenant] = known
+    def known(self, tenant: str) -> policy.InForce | None:
+        """The tenant's document as last read, if it was (no statement)."""
+        return self._tenants.get(tenant)
+
+    async def read(self, conn: asyncpg.Connection, tenant: str, catalog: Catalog) -> policy.InForce:
+        """The tenant's document as read now, remembered."""
+        known = await policy.in_force(conn, tenant, catalog)
+        self._tenants.pop(tenant, None)
+        if len(self._tenants) >= self.max_tenants:
+            del self._tenants[next(iter(self._tenants))]
+        self._tenants[tenant] = known
         return known

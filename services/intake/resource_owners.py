@@ -33,15 +33,22 @@ def named_resources(submission: SubmissionRequest) -> list[NamedResource]:
     return named
 
 
-async def refuse_foreign(
-    store: TenantStore,
-    submission: SubmissionRequest,
-    accounts: dict[str, tuple[str, ...]],
-) -> None:
-    """Raise a 403 `resource_not_owned` naming the first resource the tenant may not act on."""
-    for named in named_resources(submission):
-        if held_by_account(named.value, accounts.get(store.tenant, ())):
-            continue
+def unheld(
+    tenant: str, submission: SubmissionRequest, accounts: dict[str, tuple[str, ...]]
+) -> list[NamedResource]:
+    """The resources `submission` names that none of the tenant's own accounts holds: each
+    must be one of its operations' (refuse_foreign), which only a statement can tell. Most
+    submissions name none, and are judged without one."""
+    held = accounts.get(tenant, ())
+    return [
+        named for named in named_resources(submission) if not held_by_account(named.value, held)
+    ]
+
+
+async def refuse_foreign(store: TenantStore, unheld: list[NamedResource]) -> None:
+    """Raise a 403 `resource_not_owned` naming the first of the `unheld` resources the
+    tenant's operations did not create."""
+    for named in unheld:
         if not await _created(store, named.value):
             refusal = ResourceNotOwned(named)
             raise ApiError(403, refusal.code, str(refusal))
