@@ -62,6 +62,7 @@ from events.inputs import DeciderInput, OperationObserved, parse_input
 from events.keys import partition_key
 from events.transaction_events import OperationDispatched
 from services import tracing
+from services.collector import tune_for_service
 from services.config import Settings
 from services.crash_points import (
     DECIDER_AFTER_COMMIT,
@@ -950,4 +951,5 @@ async def run_decider(settings: Settings, stop: asyncio.Event) -> None:
     await ensure_topics(
         settings.kafka_bootstrap, settings.topics, durability=settings.kafka_durability
     )
+    tune_for_service()
     await Decider(settings).run(stop)
