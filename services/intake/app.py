@@ -40,7 +40,7 @@ from services.intake import (
     webhooks,
 )
 from services.intake.body_limit import BodyLimit
-from services.intake.delivery_batches import DeliveryBatches
+from services.intake.delivery_batches import DeliveryBatches, open_check_pool
 from services.intake.errors import DATABASE_DOWN, RETRY_AFTER_S, ApiError, retry_after, summary
 from services.intake.lane import Lane
 from services.intake.policy_cache import PolicyCache
@@ -65,7 +65,9 @@ def create_app(settings: Settings) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         # Postgres restarting while the intake starts is waited out, not a crash.
         pool = await open_pool(settings.database_url, min_size=1, max_size=10)
+        checks: asyncpg.Pool | None = None
         try:
+            checks = await open_check_pool(settings.database_url)
             # Producing to a missing topic would let the broker create it with its default
             # partition count, breaking co-partitioning.
             await ensure_topics(
@@ -81,6 +83,7 @@ def create_app(settings: Settings) -> FastAPI:
                     app.state.produced_marks = ProducedMarks(pool)
                     app.state.delivery_batches = DeliveryBatches(
                         pool,
+                        checks,
                         timedelta(seconds=settings.webhook_dedupe_horizon_s),
                         settings.provider_accounts,
                     )
@@ -100,6 +103,8 @@ def create_app(settings: Settings) -> FastAPI:
             finally:
                 await producer.stop()
         finally:
+            if checks is not None:
+                await checks.close()
             await pool.close()
 
     app = FastAPI(

@@ -11,6 +11,15 @@ A statement that fails fails each webhook it carried, as its own statement would
 
 Rows older than the dedupe horizon are deleted at most every PURGE_EVERY_S, after a record,
 on the same connection.
+
+The checks run on a connection of their own (`open_check_pool`) that plans them generically.
+Postgres plans a prepared statement's first five runs with their values and keeps its
+generic plan afterwards only if that costs no more than those five did on average: an
+intake started on small tables made its five plans there, and once the tables grew (and
+were analysed) the generic plan lost to that old average for good, so the check was planned
+again at almost every call (0.6-1.4 ms of Postgres CPU per transaction at c30, docs/
+benchmark.md). Its generic plan reaches every table by index whatever the values
+(tests/integration/test_webhook_lookup_plans.py), so forcing it costs nothing in reads.
 """
 
 import logging
@@ -23,6 +32,7 @@ import asyncpg
 from services.intake import webhook_store
 from services.intake.shared_statement import Batched
 from services.intake.webhook_store import Asked, Delivery
+from services.postgres_start import open_pool
 
 log = logging.getLogger(__name__)
 
@@ -33,14 +43,28 @@ PURGE_EVERY_S = 60.0
 Handled = tuple[str, str, datetime]  # account (Deliveries.provider), delivery id, when
 
 
+async def open_check_pool(url: str) -> asyncpg.Pool:
+    """The checks' pool: one connection (one check statement runs at a time, Batched),
+    planning every statement generically."""
+    return await open_pool(
+        url, min_size=1, max_size=1, server_settings={"plan_cache_mode": "force_generic_plan"}
+    )
+
+
 class DeliveryBatches:
+    """`pool` records the deliveries, `checks` (from `open_check_pool`) looks them up."""
+
     def __init__(
-        self, pool: asyncpg.Pool, horizon: timedelta, own: Collection[tuple[str, str]]
+        self,
+        pool: asyncpg.Pool,
+        checks: asyncpg.Pool,
+        horizon: timedelta,
+        own: Collection[tuple[str, str]],
     ) -> None:
         self._horizon = horizon
         self._own = own
         self._purged_at = 0.0
-        self._checks: Batched[Asked, Delivery] = Batched(pool, self._look_up)
+        self._checks: Batched[Asked, Delivery] = Batched(checks, self._look_up)
         self._records: Batched[Handled, None] = Batched(pool, self._remember)
 
     async def look_up(self, asked: Asked) -> Delivery:

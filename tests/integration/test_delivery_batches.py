@@ -1,7 +1,8 @@
 """services.intake.delivery_batches against a real Postgres: webhooks that reach the
 dedupe check or the record of their delivery id at the same time share one statement,
 each gets its own answer, and a record returns only once its own row is written (the
-ingress answers 2xx after it: services.intake.webhooks)."""
+ingress answers 2xx after it: services.intake.webhooks). And the check is not planned
+again at every call once the tables it reads have grown."""
 
 from __future__ import annotations
 
@@ -11,9 +12,10 @@ from datetime import UTC, datetime, timedelta
 
 import asyncpg
 import pytest
+from support import large_tables
 
-from services.intake.delivery_batches import DeliveryBatches
-from services.intake.webhook_store import Asked
+from services.intake.delivery_batches import DeliveryBatches, open_check_pool
+from services.intake.webhook_store import DELIVERIES, Asked
 from services.pg_pool import create_pool
 
 HORIZON = timedelta(days=3)
@@ -40,7 +42,7 @@ async def test_concurrent_records_share_a_statement_and_each_waits_for_its_row(
     pool: asyncpg.Pool, fresh_database: str
 ) -> None:
     statements = await logged(pool)
-    batches = DeliveryBatches(pool, HORIZON, ())
+    batches = DeliveryBatches(pool, pool, HORIZON, ())
     reader = await asyncpg.connect(fresh_database)
     reading = asyncio.Lock()  # one connection reads for every webhook
     at = datetime.now(UTC)
@@ -75,7 +77,7 @@ async def test_concurrent_records_share_a_statement_and_each_waits_for_its_row(
 async def test_concurrent_checks_share_a_statement_and_each_gets_its_own_answer(
     pool: asyncpg.Pool,
 ) -> None:
-    batches = DeliveryBatches(pool, HORIZON, ())
+    batches = DeliveryBatches(pool, pool, HORIZON, ())
     now = datetime.now(UTC)
     await batches.remember("sandbox", "evt_old", now)
     statements = await logged(pool)
@@ -90,3 +92,39 @@ async def test_concurrent_checks_share_a_statement_and_each_gets_its_own_answer(
     # Handled by the shared account only, not by acme's own.
     assert [answer.seen for answer in answers] == [bool(n % 2) for n in range(10)]
     assert len([s for s in statements if "webhook_deliveries" in s]) == 1
+
+
+async def test_checks_are_not_planned_again_once_the_tables_have_grown(
+    fresh_database: str,
+) -> None:
+    # An intake that starts on near-empty tables (a new deployment, the benchmark's
+    # warm-up) makes its first plans there; by Postgres's default choice the check was
+    # then planned at almost every call once the tables had grown and been analysed.
+    checks = await open_check_pool(fresh_database)
+    try:
+        batches = DeliveryBatches(checks, checks, HORIZON, ())
+        since = datetime.now(UTC) - HORIZON
+
+        async def check(n: int) -> None:
+            await batches.look_up(Asked("sandbox", f"evt_{n}", since, "sandbox", (f"rk1_c{n}",)))
+
+        async def planned() -> int:
+            async with checks.acquire() as conn:
+                count: int = await conn.fetchval(
+                    "SELECT custom_plans FROM pg_prepared_statements WHERE statement = $1",
+                    DELIVERIES,
+                )
+            return count
+
+        for n in range(6):
+            await check(n)
+        before = await planned()
+        async with checks.acquire() as conn:
+            await large_tables.fill(conn, 3000)
+            await conn.execute("ANALYZE")
+        for n in range(6, 12):
+            await check(n)
+
+        assert await planned() == before
+    finally:
+        await checks.close()
