@@ -333,6 +333,30 @@ async def test_a_late_webhook_rewrites_only_the_operation_it_is_evidence_of(
     assert await snapshot(conn) == by_batches
 
 
+async def test_a_late_webhook_updates_its_operation_row_in_place(
+    conn: asyncpg.Connection,
+) -> None:
+    # Evidence alone changes no indexed column of `operations` (migration 0004), so the
+    # row's new version stays on its page (HOT) with no new entry in any index.
+    log = log_of(
+        submit(["charge"]),
+        observed("charge", 1, Outcome.SUCCEEDED, n=0),
+        observed("charge", 0, Outcome.SUCCEEDED, n=1, source=Source.WEBHOOK),
+    )
+    records = as_records(log)
+    await project_batch(conn, TOPIC, records[:-1])
+
+    async with conn.transaction():
+        await project_batch(conn, TOPIC, records[-1:])
+        updated, in_place = await conn.fetchrow(
+            "SELECT pg_stat_get_xact_tuples_updated(c), pg_stat_get_xact_tuples_hot_updated(c)"
+            " FROM CAST('operations' AS regclass) c"
+        )
+
+    assert log[-1].type == "ObservationIgnored"
+    assert (updated, in_place) == (1, 1)
+
+
 async def test_reviews_and_undo_columns_commit_with_the_operation(
     conn: asyncpg.Connection,
 ) -> None:
