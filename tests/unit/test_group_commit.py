@@ -60,20 +60,28 @@ def test_without_a_backlog_only_the_markers_are_waited_for() -> None:
     assert not backlog(4, 4)  # one record per partition
     assert backlog(5, 4)
     assert backlog(2, 0)  # owning nothing yet
-    quick = QUICK_S / 2
+    quick, slow = QUICK_S / 2, QUICK_S * 2
     # Under a backlog the spacing may reach MAX_STRETCH idle intervals, to gather inputs.
-    assert spacing_bound(0.1, 40, 4, quick) == pytest.approx(0.1 * MAX_STRETCH)
-    # So it may after a slow transaction (a loaded broker), even when fetches are small.
-    assert spacing_bound(0.1, 3, 4, QUICK_S * 2) == pytest.approx(0.1 * MAX_STRETCH)
+    assert spacing_bound(0.1, 40, 4, quick, alone=False) == pytest.approx(0.1 * MAX_STRETCH)
+    assert spacing_bound(0.1, 40, 4, slow, alone=True) == pytest.approx(0.1 * MAX_STRETCH)
+    # So it may after a slow transaction (a loaded broker) while other partitions have
+    # decisions that matter, even when fetches are small.
+    assert spacing_bound(0.1, 3, 4, slow, alone=False) == pytest.approx(0.1 * MAX_STRETCH)
     # Idle: nothing will come to ride with the decision; it waits only for the markers.
-    assert spacing_bound(0.1, 3, 4, quick) == IDLE_SPACING_S
-    assert spacing_bound(0.0005, 3, 4, quick) == pytest.approx(0.0005 * MAX_STRETCH)  # never more
+    assert spacing_bound(0.1, 3, 4, quick, alone=False) == IDLE_SPACING_S
+    # Alone, after a slow transaction too: at concurrency 1 nothing rides either.
+    assert spacing_bound(0.1, 3, 4, slow, alone=True) == IDLE_SPACING_S
+    assert spacing_bound(0.0005, 3, 4, quick, alone=True) == pytest.approx(0.0005 * MAX_STRETCH)
     # The answer of a 4 ms call after an 8 ms transaction starts when it comes, not 4 ms later.
     ended, took = 1.0, 0.008
-    start = next_start(ended + 0.004, ended, took, spacing_bound(0.1, 1, 4, took))
+    start = next_start(ended + 0.004, ended, took, spacing_bound(0.1, 1, 4, took, alone=False))
     assert start == pytest.approx(ended + 0.004)
-    start = next_start(ended + 0.001, ended, took, spacing_bound(0.1, 1, 4, took))
+    start = next_start(ended + 0.001, ended, took, spacing_bound(0.1, 1, 4, took, alone=False))
     assert start == pytest.approx(ended + IDLE_SPACING_S)
+    # The answer of a 30 ms call after a 200 ms transaction (a loaded machine), alone: at once.
+    ended, took = 1.0, 0.2
+    start = next_start(ended + 0.03, ended, took, spacing_bound(0.1, 1, 4, took, alone=True))
+    assert start == pytest.approx(ended + 0.03)
 
 
 def test_the_wait_is_read_in_milliseconds_and_refused_out_of_range(

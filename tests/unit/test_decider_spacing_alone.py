@@ -1,0 +1,52 @@
+"""A partition's decision that matters waits only for the broker's markers after a slow
+transaction when no other partition has one staged or on the wire (services.decider.
+group_commit.spacing_bound, Decider._start_at): at concurrency 1 nothing arrives to ride
+with it, and the full spacing put tens of milliseconds on a provider answer's path."""
+
+import time
+
+import pytest
+
+from events.topics import Topics
+from services.config import Settings
+from services.decider.group_commit import IDLE_SPACING_S
+from services.decider.runtime import Decider, OwnedPartition, _Staged
+
+TOPICS = Topics("")
+
+
+class _NoneFinished:
+    async def get(self, key: bytes) -> None:
+        return None
+
+
+def _owned(partition: int, *, urgent: bool) -> OwnedPartition:
+    owned = OwnedPartition(None, {}, _NoneFinished())  # type: ignore[arg-type]
+    owned.staged = _Staged(partition, urgent=urgent)
+    return owned
+
+
+async def test_after_a_slow_transaction_a_partition_alone_waits_only_for_the_markers() -> None:
+    decider = Decider(
+        Settings(kafka_bootstrap="127.0.0.1:9", database_url="", topics=TOPICS, environment="test")
+    )
+    try:
+        answered = _owned(0, urgent=True)  # a provider's answer, decided
+        answered.ended_at, answered.took_s = time.monotonic(), 0.2  # a loaded broker
+        elsewhere = _owned(1, urgent=False)  # a webhook's evidence, staged on another
+        decider.owned = {0: answered, 1: elsewhere}
+        decider.fetched = 1
+        start = decider._start_at(answered, decider._urgent_partitions())
+        assert start == pytest.approx(answered.ended_at + IDLE_SPACING_S)
+
+        # Another partition's decision that matters on the wire: the full spacing, as before.
+        elsewhere.committing, elsewhere.staged = _Staged(1, urgent=True), None
+        start = decider._start_at(answered, decider._urgent_partitions())
+        assert start == pytest.approx(answered.ended_at + 0.2)
+        # Or staged there.
+        elsewhere.committing, elsewhere.staged = None, _Staged(1, urgent=True)
+        start = decider._start_at(answered, decider._urgent_partitions())
+        assert start == pytest.approx(answered.ended_at + 0.2)
+    finally:
+        await decider.consumer.stop()
+        await decider.changelog_reader.stop()
