@@ -36,7 +36,9 @@ Provider credentials and the gate's Postgres pool therefore live in the decider 
 
 import asyncio
 import contextlib
+import functools
 import logging
+from collections import Counter
 from collections.abc import Callable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
@@ -134,6 +136,8 @@ class DispatchHost:
         # The calls this process is making (tenant, key, leg, attempt): a take-over leaves
         # them to finish rather than call twice from one process.
         self.running: set[tuple[str, str, str, int]] = set()
+        # Calls in flight per partition: their answers will open its next transaction.
+        self.calling: Counter[int] = Counter()
         self.stop = asyncio.Event()
         # Set while the process stops: every answer goes to recon.observations.
         self.leaving = False
@@ -199,9 +203,14 @@ class DispatchHost:
             if order.leg_key in self.running:
                 continue
             self.running.add(order.leg_key)
+            self.calling[order.partition] += 1
             task = asyncio.create_task(self._carry(order))
             self.tasks.add(task)
             task.add_done_callback(self.tasks.discard)
+            task.add_done_callback(functools.partial(self._called, order.partition))
+
+    def _called(self, partition: int, _: "asyncio.Task[None]") -> None:
+        self.calling[partition] -= 1
 
     async def _carry(self, order: DispatchOrder, held: store.Held | None = None) -> None:
         assert self.executor is not None

@@ -8,7 +8,8 @@ at once (the partition's later inputs see their state) but their records and off
 staged in memory, and commit with the partition's next decision that matters, or once they
 have waited `interval`: `RECON_DECIDER_GROUP_COMMIT_MS` (100) when the decider is idle,
 longer in proportion to the records its last fetch brought per partition (a backlog: other
-inputs will soon come to carry them), up to `MAX_STRETCH` times as long.
+inputs will soon come to carry them), up to `MAX_STRETCH` times as long, and that long
+while a provider call of the partition is in flight (its answer will carry them).
 
 Why 100 ms and not a few: at concurrency 1 a webhook for an effect the answer confirmed
 reaches the decider tens of milliseconds before the transaction's next decision (the next
@@ -107,7 +108,11 @@ def spacing_bound(
     return min(bound, IDLE_SPACING_S)
 
 
-def interval(idle_s: float, fetched: int, partitions: int) -> float:
-    """How long a staged decision may wait, given the records of the last fetch."""
+def interval(idle_s: float, fetched: int, partitions: int, *, answer_coming: bool) -> float:
+    """How long a staged decision may wait, given the records of the last fetch: the longest
+    while a call of its partition is in flight (`answer_coming`), whose answer will open a
+    transaction to carry it."""
+    if answer_coming:
+        return idle_s * MAX_STRETCH
     per_partition = fetched / max(partitions, 1)
     return idle_s * min(max(1.0, per_partition), MAX_STRETCH)

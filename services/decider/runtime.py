@@ -749,8 +749,9 @@ class Decider:
                 self.consumer.seek(tp, owned.next_offsets[tp])
         return batch
 
-    def _wait_s(self) -> float:
-        return interval(self.group_commit_s, self.fetched, len(self.owned))
+    def _wait_s(self, partition: int) -> float:
+        coming = self.host.calling[partition] > 0
+        return interval(self.group_commit_s, self.fetched, len(self.owned), answer_coming=coming)
 
     def _poll_ms(self) -> int:
         """How long the loop waits for input, cut short to start the staged transactions on
@@ -783,7 +784,7 @@ class Decider:
         assert staged is not None
         if not self.group_commit_s:
             return staged.since  # group commit off: each as soon as the one before has ended
-        due = staged.since if staged.urgent else staged.since + self._wait_s()
+        due = staged.since if staged.urgent else staged.since + self._wait_s(staged.partition)
         alone = not urgent - {staged.partition}
         bound = spacing_bound(
             self.group_commit_s, self.fetched, len(self.owned), owned.took_s, alone=alone

@@ -35,12 +35,15 @@ def test_only_evidence_is_staged() -> None:
 
 
 def test_the_wait_is_the_idle_interval_and_grows_with_the_backlog_up_to_a_bound() -> None:
-    assert interval(0.005, 0, 4) == 0.005
-    assert interval(0.005, 4, 4) == 0.005  # one record per partition: no backlog
-    assert interval(0.005, 12, 4) == pytest.approx(0.015)
-    assert interval(0.005, 10_000, 4) == pytest.approx(0.005 * MAX_STRETCH)
-    assert interval(0.005, 3, 0) == pytest.approx(0.015)  # owning nothing yet
-    assert interval(0.0, 400, 4) == 0.0  # 0: group commit off
+    assert interval(0.005, 0, 4, answer_coming=False) == 0.005
+    assert interval(0.005, 4, 4, answer_coming=False) == 0.005  # one per partition: no backlog
+    assert interval(0.005, 12, 4, answer_coming=False) == pytest.approx(0.015)
+    assert interval(0.005, 10_000, 4, answer_coming=False) == pytest.approx(0.005 * MAX_STRETCH)
+    assert interval(0.005, 3, 0, answer_coming=False) == pytest.approx(0.015)  # owning nothing
+    assert interval(0.0, 400, 4, answer_coming=False) == 0.0  # 0: group commit off
+    # A call of the partition in flight: its answer will carry the evidence; waited for.
+    assert interval(0.005, 0, 4, answer_coming=True) == pytest.approx(0.005 * MAX_STRETCH)
+    assert interval(0.0, 0, 4, answer_coming=True) == 0.0
 
 
 def test_an_urgent_transaction_starts_at_once_but_not_back_to_back_with_the_last() -> None:
