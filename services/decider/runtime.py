@@ -758,34 +758,36 @@ class Decider:
         time (a transaction that ends wakes the loop by itself)."""
         if self.answers:
             return 0  # came while the loop decided: taken at once
-        urgent = self._urgent_partitions()
+        busy = self._busy_partitions()
         starts = [
-            self._start_at(o, urgent) for o in self.owned.values() if o.staged and o.task is None
+            self._start_at(o, busy) for o in self.owned.values() if o.staged and o.task is None
         ]
         if not starts:
             return 500  # at most this late for a quiet partition's overdue checkpoints
         due = min(starts) - time.monotonic()
         return max(0, min(500, int(due * 1000) + 1))
 
-    def _urgent_partitions(self) -> set[int]:
-        """The partitions with a decision that matters staged or on the wire."""
+    def _busy_partitions(self) -> set[int]:
+        """The partitions with a decision that matters staged or on the wire, or a provider
+        call in flight (its answer will be one): at concurrency 30 there always are others."""
         return {
             partition
             for partition, owned in self.owned.items()
-            if any(s is not None and s.urgent for s in (owned.staged, owned.committing))
+            if self.host.calling[partition] > 0
+            or any(s is not None and s.urgent for s in (owned.staged, owned.committing))
         }
 
-    def _start_at(self, owned: OwnedPartition, urgent: set[int]) -> float:
+    def _start_at(self, owned: OwnedPartition, busy: set[int]) -> float:
         """When the partition's staged transaction may start: with an urgent decision at
         once, with evidence alone once it has waited its interval; either not back to back
         with the partition's last transaction (group_commit.next_start), the spacing that
-        of a partition alone if no other partition is in `urgent`."""
+        of a partition alone if no other partition is `busy`."""
         staged = owned.staged
         assert staged is not None
         if not self.group_commit_s:
             return staged.since  # group commit off: each as soon as the one before has ended
         due = staged.since if staged.urgent else staged.since + self._wait_s(staged.partition)
-        alone = not urgent - {staged.partition}
+        alone = not busy - {staged.partition}
         bound = spacing_bound(
             self.group_commit_s, self.fetched, len(self.owned), owned.took_s, alone=alone
         )
@@ -809,12 +811,12 @@ class Decider:
         one is on the wire, and the checkpoints of a partition that has been quiet for their
         interval."""
         now = time.monotonic()
-        urgent = self._urgent_partitions()
+        busy = self._busy_partitions()
         for partition, owned in self.owned.items():
             if owned.task is not None or partition in self.isolating:
                 continue
             if owned.staged is not None:
-                if now >= self._start_at(owned, urgent):
+                if now >= self._start_at(owned, busy):
                     staged = _detach(owned)
                     assert staged is not None
                     self._start(owned, self._send(partition, owned, staged))

@@ -1,7 +1,8 @@
 """A partition's decision that matters waits only for the broker's markers after a slow
-transaction when no other partition has one staged or on the wire (services.decider.
-group_commit.spacing_bound, Decider._start_at): at concurrency 1 nothing arrives to ride
-with it, and the full spacing put tens of milliseconds on a provider answer's path."""
+transaction when no other partition has one staged or on the wire, nor a call in flight
+(services.decider.group_commit.spacing_bound, Decider._start_at): at concurrency 1 nothing
+arrives to ride with it, and the full spacing put tens of milliseconds on a provider
+answer's path; at concurrency 30 other partitions always have work, and it gathers inputs."""
 
 import time
 
@@ -36,17 +37,25 @@ async def test_after_a_slow_transaction_a_partition_alone_waits_only_for_the_mar
         elsewhere = _owned(1, urgent=False)  # a webhook's evidence, staged on another
         decider.owned = {0: answered, 1: elsewhere}
         decider.fetched = 1
-        start = decider._start_at(answered, decider._urgent_partitions())
+        start = decider._start_at(answered, decider._busy_partitions())
         assert start == pytest.approx(answered.ended_at + IDLE_SPACING_S)
 
         # Another partition's decision that matters on the wire: the full spacing, as before.
         elsewhere.committing, elsewhere.staged = _Staged(1, urgent=True), None
-        start = decider._start_at(answered, decider._urgent_partitions())
+        start = decider._start_at(answered, decider._busy_partitions())
         assert start == pytest.approx(answered.ended_at + 0.2)
         # Or staged there.
         elsewhere.committing, elsewhere.staged = None, _Staged(1, urgent=True)
-        start = decider._start_at(answered, decider._urgent_partitions())
+        start = decider._start_at(answered, decider._busy_partitions())
         assert start == pytest.approx(answered.ended_at + 0.2)
+        # Or a call in flight there, whose answer will be one.
+        elsewhere.staged = _Staged(1, urgent=False)
+        decider.host.calling[1] = 1
+        start = decider._start_at(answered, decider._busy_partitions())
+        assert start == pytest.approx(answered.ended_at + 0.2)
+        decider.host.calling[1] = 0
+        start = decider._start_at(answered, decider._busy_partitions())
+        assert start == pytest.approx(answered.ended_at + IDLE_SPACING_S)
     finally:
         await decider.consumer.stop()
         await decider.changelog_reader.stop()
