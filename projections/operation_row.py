@@ -22,6 +22,16 @@ from events.legs import LegState, LegStatus
 from projections.view import OpView
 
 
+def either_leg_in(state: str, alias: str = "") -> str:
+    """SQL: the row's forward leg or its compensation is in `state` (an SQL expression: a
+    parameter or a literal), for the readers of the few legs in flight. The compensation's
+    branch carries the predicate of its partial index (`operations_comp_state`, services/
+    migrations), so Postgres can read both legs by index; without it the OR reads the whole
+    table (a compensation state is set only with its key, so no row is left out)."""
+    at = f"{alias}." if alias else ""
+    return f"({at}state = {state} OR ({at}comp_state = {state} AND {at}comp_op_key IS NOT NULL))"
+
+
 def operation_row(tenant: str, tx_id: str, op: OpView) -> tuple[Any, ...]:
     """The row in the column order of projections.table_writes' `operations`."""
     compensation = op.compensation

@@ -24,7 +24,7 @@ import asyncpg
 from events import legs
 from events.definition import Leg, OpStatus, ReviewState
 from events.legs import LegStatus
-from projections.operation_row import legs_of
+from projections.operation_row import either_leg_in, legs_of
 from reconcilers.drift import LedgerEntry
 from reconcilers.pull import Candidate, FirstRequest, Lease, LeaseKey
 
@@ -127,6 +127,15 @@ def _maybe_sent(row: asyncpg.Record, begun: set[tuple[str, str, str, int]] | Non
     return (row["tenant"], row["op_key"], row["leg"], row["attempt"]) in begun
 
 
+# The begun calls of the legs in state $1 (`dispatched`).
+BEGUN = (
+    "SELECT c.tenant, c.op_key, c.leg, c.attempt FROM calls_begun c"
+    " JOIN operations o ON o.tenant = c.tenant"
+    " AND c.op_key IN (o.op_key, o.comp_op_key)"
+    f" WHERE {either_leg_in('$1', 'o')}"
+)
+
+
 async def _begun(conn: asyncpg.Connection) -> set[tuple[str, str, str, int]] | None:
     """The calls a dispatcher began (`calls_begun`, services/dispatcher/calls_begun.py). A
     leg still `dispatched` without one was never sent: no dispatcher has picked it up yet
@@ -136,13 +145,7 @@ async def _begun(conn: asyncpg.Connection) -> set[tuple[str, str, str, int]] | N
     dispatcher has run against this database (the table does not exist), nothing to tell."""
     if await conn.fetchval("SELECT to_regclass('calls_begun')") is None:
         return None
-    rows = await conn.fetch(
-        "SELECT c.tenant, c.op_key, c.leg, c.attempt FROM calls_begun c"
-        " JOIN operations o ON o.tenant = c.tenant"
-        " AND c.op_key IN (o.op_key, o.comp_op_key)"
-        " WHERE o.state = $1 OR o.comp_state = $1",
-        OpStatus.DISPATCHED.value,
-    )
+    rows = await conn.fetch(BEGUN, OpStatus.DISPATCHED.value)
     return {(r["tenant"], r["op_key"], r["leg"], r["attempt"]) for r in rows}
 
 

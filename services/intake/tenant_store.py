@@ -24,6 +24,7 @@ import asyncpg
 
 from events.definition import OpStatus, TxStatus
 from events.transaction_events import event_from
+from projections.operation_row import either_leg_in
 from transactions.state import TransactionState
 from transactions.transaction import replay
 
@@ -53,6 +54,17 @@ class _Where:
 
     def __str__(self) -> str:
         return " AND ".join(self.conditions)
+
+
+# The console's counts of what waits on a person or a provider, for tenant $1.
+ATTENTION = (
+    "SELECT (SELECT count(*) FROM reviews WHERE tenant = $1 AND state = 'open')"
+    " AS reviews_open,"
+    " (SELECT min(created_at) FROM reviews WHERE tenant = $1 AND state = 'open')"
+    " AS oldest_review,"
+    " count(*) AS unknown, min(updated_at) AS oldest_unknown FROM operations"
+    " WHERE tenant = $1 AND " + either_leg_in(f"'{OpStatus.UNKNOWN.value}'")
+)
 
 
 @dataclass(frozen=True)
@@ -321,15 +333,7 @@ class TenantStore:
     async def attention(self) -> asyncpg.Record:
         """What waits on a person or on a provider, for the console's counts: open reviews
         and unknown legs (forward or undo), how many and since when the oldest."""
-        row: asyncpg.Record = await self.conn.fetchrow(
-            "SELECT (SELECT count(*) FROM reviews WHERE tenant = $1 AND state = 'open')"
-            " AS reviews_open,"
-            " (SELECT min(created_at) FROM reviews WHERE tenant = $1 AND state = 'open')"
-            " AS oldest_review,"
-            " count(*) AS unknown, min(updated_at) AS oldest_unknown FROM operations"
-            " WHERE tenant = $1 AND (state = 'unknown' OR comp_state = 'unknown')",
-            self.tenant,
-        )
+        row: asyncpg.Record = await self.conn.fetchrow(ATTENTION, self.tenant)
         return row
 
     async def review(self, review_id: str) -> asyncpg.Record | None:

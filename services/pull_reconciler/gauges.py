@@ -6,6 +6,7 @@ import logging
 import asyncpg
 
 from events.definition import OpStatus, ReviewState
+from projections.operation_row import either_leg_in
 from reconcilers import store
 from services.metrics import (
     LEGS_GIVEN_UP,
@@ -19,6 +20,13 @@ log = logging.getLogger(__name__)
 # Often enough for a dashboard, rare enough to cost nothing; the pull tick's period is
 # used when it is shorter (tests run it fast).
 REFRESH_S = 15.0
+
+
+# Seconds since the oldest leg in state $1 (`unknown`) entered it.
+OLDEST_UNKNOWN = (
+    "SELECT coalesce(extract(epoch FROM now() - min(updated_at)), 0)"
+    f" FROM operations WHERE {either_leg_in('$1')}"
+)
 
 
 async def refresh_gauges(pool: asyncpg.Pool) -> None:
@@ -39,13 +47,7 @@ async def refresh_gauges(pool: asyncpg.Pool) -> None:
                     ReviewState.OPEN.value,
                 )
             )
-            OLDEST_UNKNOWN_SECONDS.set(
-                await conn.fetchval(
-                    "SELECT coalesce(extract(epoch FROM now() - min(updated_at)), 0)"
-                    " FROM operations WHERE state = $1 OR comp_state = $1",
-                    OpStatus.UNKNOWN.value,
-                )
-            )
+            OLDEST_UNKNOWN_SECONDS.set(await conn.fetchval(OLDEST_UNKNOWN, OpStatus.UNKNOWN.value))
     except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as error:
         # The gauge keeps its last value; the next refresh tries again.
         log.warning("refreshing the metrics' gauges failed (%r)", error)
