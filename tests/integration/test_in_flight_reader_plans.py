@@ -24,9 +24,7 @@ ROWS = 3000
 
 @pytest.fixture
 async def conn(fresh_database: str) -> AsyncIterator[asyncpg.Connection]:
-    conn = await asyncpg.connect(fresh_database)
-    try:
-        await large_tables.fill(conn, ROWS)
+    async with large_tables.filled(fresh_database, ROWS) as conn:
         # A few legs in flight among the finished: forward legs and compensations.
         await conn.execute("UPDATE operations SET state = 'unknown' WHERE tx_id IN ('p-1', 'p-2')")
         await conn.execute(
@@ -44,17 +42,6 @@ async def conn(fresh_database: str) -> AsyncIterator[asyncpg.Connection]:
         )
         await conn.execute("ANALYZE operations; ANALYZE calls_begun")
         yield conn
-    finally:
-        await conn.close()
-
-
-async def custom_plan(conn: asyncpg.Connection, query: str, types: str, values: str) -> str:
-    await conn.execute(f"PREPARE reader({types}) AS {query}")
-    try:
-        rows = await conn.fetch(f"EXPLAIN EXECUTE reader({values})")
-    finally:
-        await conn.execute("DEALLOCATE reader")
-    return "\n".join(row[0] for row in rows)
 
 
 @pytest.mark.parametrize(
@@ -69,7 +56,7 @@ async def custom_plan(conn: asyncpg.Connection, query: str, types: str, values: 
 async def test_a_reader_of_the_legs_in_flight_reads_operations_by_index(
     conn: asyncpg.Connection, query: str, types: str, values: str
 ) -> None:
-    plan = await custom_plan(conn, query, types, values)
+    plan = await large_tables.plan(conn, query, types, values, verbose=False)
 
     assert "Seq Scan on operations" not in plan, plan
     assert "operations_by_state" in plan and "operations_comp_state" in plan, plan

@@ -25,12 +25,8 @@ TABLES = ("intents", "intent_keys", "calls_begun", "operations", "webhook_delive
 
 @pytest.fixture
 async def conn(fresh_database: str) -> AsyncIterator[asyncpg.Connection]:
-    conn = await asyncpg.connect(fresh_database)
-    try:
-        await large_tables.fill(conn, ROWS)
+    async with large_tables.filled(fresh_database, ROWS) as conn:
         yield conn
-    finally:
-        await conn.close()
 
 
 async def run_each_batch_statement(conn: asyncpg.Connection, times: int) -> None:

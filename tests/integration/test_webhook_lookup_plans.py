@@ -24,13 +24,9 @@ ROWS = 3000
 
 @pytest.fixture
 async def conn(fresh_database: str) -> AsyncIterator[asyncpg.Connection]:
-    conn = await asyncpg.connect(fresh_database)
-    try:
-        await large_tables.fill(conn, ROWS)
+    async with large_tables.filled(fresh_database, ROWS) as conn:
         await conn.execute("SET plan_cache_mode = force_generic_plan")
         yield conn
-    finally:
-        await conn.close()
 
 
 # Each statement's parameter types and the values of an unknown effect's delivery.
@@ -47,13 +43,8 @@ PARAMETERS = {
 
 async def generic_plan(conn: asyncpg.Connection, query: str, name: str) -> str:
     types, values = PARAMETERS[name]
-    await conn.execute(f"PREPARE lookup({types}) AS {query}")
-    try:
-        # VERBOSE names the parameters wherever they are used (unnest's too).
-        rows = await conn.fetch(f"EXPLAIN (VERBOSE) EXECUTE lookup({values})")
-    finally:
-        await conn.execute("DEALLOCATE lookup")
-    return "\n".join(row[0] for row in rows)
+    # VERBOSE names the parameters wherever they are used (unnest's too).
+    return await large_tables.plan(conn, query, types, values, verbose=True)
 
 
 @pytest.mark.parametrize(("query", "name"), [(MATCH, "match"), (DELIVERIES, "deliveries")])

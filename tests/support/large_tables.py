@@ -4,6 +4,9 @@ test_unnest_plans.py): `rows` intents of three legs each with their intent keys 
 call per forward leg, as many projected operations and handled webhook deliveries, analysed.
 """
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
 import asyncpg
 
 
@@ -62,3 +65,27 @@ async def fill(conn: asyncpg.Connection, rows: int) -> None:
         "ANALYZE intents; ANALYZE intent_keys; ANALYZE calls_begun; ANALYZE operations;"
         " ANALYZE webhook_deliveries"
     )
+
+
+@asynccontextmanager
+async def filled(url: str, rows: int) -> AsyncIterator[asyncpg.Connection]:
+    """A connection to the database at `url`, its tables filled with `rows` (fill)."""
+    conn = await asyncpg.connect(url)
+    try:
+        await fill(conn, rows)
+        yield conn
+    finally:
+        await conn.close()
+
+
+async def plan(conn: asyncpg.Connection, query: str, types: str, values: str, verbose: bool) -> str:
+    """The plan Postgres picks for `query` prepared with parameters of `types` and executed
+    with `values` (SQL literals): the generic one if the connection forces it, else the
+    first custom plan. VERBOSE names the parameters wherever they are used."""
+    await conn.execute(f"PREPARE planned({types}) AS {query}")
+    try:
+        explain = "EXPLAIN (VERBOSE)" if verbose else "EXPLAIN"
+        rows = await conn.fetch(f"{explain} EXECUTE planned({values})")
+    finally:
+        await conn.execute("DEALLOCATE planned")
+    return "\n".join(row[0] for row in rows)
