@@ -104,6 +104,7 @@ from transactions.state import TransactionState
 from transactions.transaction import handle, initial_state, is_terminal
 
 log = logging.getLogger(__name__)
+_FENCED = "fenced on partition %d: another decider owns it now"
 
 # Kafka refuses a record over ~1 MiB (message.max.bytes, the producer's max_request_size).
 # Every record the decider writes (key and value) stays under half of that, so that
@@ -325,7 +326,7 @@ class Decider:
                 # Its transaction ends (commits or fails) before the producer stops: after a
                 # revocation returns, nothing of ours is still being written.
                 await asyncio.wait({owned.task})
-                _outcome(owned.task)
+                _outcome(partition, owned.task)
             await _stop_quietly(owned.producer)
             log.info("dropped partition %d", partition)
 
@@ -864,7 +865,7 @@ class Decider:
         """After `partition`'s work failed: a fence drops it, a refused record isolates
         the input, anything Kafka may cure restores it; anything else is raised."""
         if isinstance(error, ProducerFenced):
-            log.warning("fenced on partition %d: another decider owns it now", partition)
+            log.warning(_FENCED, partition)
             await self.drop(partition)
         elif isinstance(error, PoisonInput):
             if error.origin in self.poison:
@@ -938,11 +939,16 @@ def _detach(owned: OwnedPartition) -> "_Staged | None":
     return staged
 
 
-def _outcome(task: "asyncio.Task[None]") -> None:
+def _outcome(partition: int, task: "asyncio.Task[None]") -> None:
     """A dropped partition's last transaction: its failure needs no handling (the
-    partition is let go), only a line in the log."""
-    if not task.cancelled() and task.exception() is not None:
-        log.info("transaction of a dropped partition failed (%r)", task.exception())
+    partition is let go), only a line in the log. A fence reads as one whichever way it
+    was met: a decider frozen past its session wakes to a revocation and its fenced commit
+    at once, and either may reach the partition first."""
+    error = None if task.cancelled() else task.exception()
+    if isinstance(error, ProducerFenced):
+        log.warning(_FENCED, partition)
+    elif error is not None:
+        log.info("transaction of dropped partition %d failed (%r)", partition, error)
 
 
 async def _held_open_until_pipelined(owned: OwnedPartition) -> None:
