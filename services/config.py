@@ -97,6 +97,8 @@ DEFAULTS: dict[str, str] = {
     "RECON_SIGNING_KEY_FILE": "",
     "RECON_VERIFY_KEYS_FILE": "",
     "RECON_CHECKPOINT_INTERVAL_S": "1",
+    # Receipts (GET /v1/transactions/{tx_id}/receipt) one intake builds at once; past it 503.
+    "RECON_RECEIPT_CONCURRENCY": "2",
     # How long the decider may hold decisions that only record evidence for the partition's
     # next Kafka transaction when idle (longer under load; services.decider.group_commit).
     "RECON_DECIDER_GROUP_COMMIT_MS": "100",
@@ -336,6 +338,9 @@ class Settings:
     # exits for its supervisor to restart it (services.projector.stall_watch).
     projector_stall_s: float = _default_float("RECON_PROJECTOR_STALL_S")
     checkpoint_interval_s: float = _default_float("RECON_CHECKPOINT_INTERVAL_S")
+    # Receipts being built at once in one intake: each reads Kafka and parses the
+    # transaction's window on the event loop every other tenant's requests share.
+    receipt_concurrency: int = int(DEFAULTS["RECON_RECEIPT_CONCURRENCY"])
     # 0: every fetch's decisions commit at once, evidence or not.
     decider_group_commit_s: float = _default_float("RECON_DECIDER_GROUP_COMMIT_MS") / 1000
     # Whether the decider calls the providers of what it dispatches (services.decider.
@@ -812,6 +817,7 @@ def load_settings() -> Settings:
         owner_lease_s=_int("RECON_OWNER_LEASE_S", minimum=1),
         projector_stall_s=_float("RECON_PROJECTOR_STALL_S"),
         checkpoint_interval_s=_float("RECON_CHECKPOINT_INTERVAL_S"),
+        receipt_concurrency=_int("RECON_RECEIPT_CONCURRENCY", minimum=1),
         decider_group_commit_s=_milliseconds("RECON_DECIDER_GROUP_COMMIT_MS"),
         decider_calls=_decider_calls(),
         reader_batch_wait_s=_milliseconds("RECON_READER_BATCH_WAIT_MS", maximum=50),

@@ -109,6 +109,10 @@ HTTP_REQUEST_SECONDS = Histogram(
     ["method", "route"],
     buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
 )
+RECEIPT_RECORDS_READ = Counter(
+    "recon_receipt_records_read",
+    "Kafka records the receipt route read to build its bundles (its transactions' windows)",
+)
 DEAD_LETTERS = Counter(
     "recon_dead_letters",
     "Records set aside on the dead-letter topic, by the reason's first clause",

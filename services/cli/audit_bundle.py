@@ -7,12 +7,15 @@ order, the latest signed checkpoint of its head, the records its events were dec
 (the submission and approvals on recon.commands; every provider answer, lookup and webhook
 on recon.observations, a webhook with its signature headers and raw body as received) and
 the previews its approvals bound to (the intake's preview store). It reads only the
-transaction's partition of each topic (the producers' partitioner on the key tenant/tx_id),
-all of it: a bundle is made once per request of an auditor, not on a hot path.
+transaction's partition of each topic (the producers' partitioner on the key tenant/tx_id)
+and of it only the transaction's window (services.cli.transaction_window), as `audit
+timeline` does: the receipt route builds bundles in the intake, on demand of any tenant,
+so what one costs is bounded by the transaction, not by how long the log has lived.
 """
 
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,18 +24,26 @@ from aiokafka.structs import TopicPartition
 
 from events.bundle import FORMAT, verify_bundle
 from events.keys import partition_key
-from services.cli.audit_timeline import _ask_projection
+from events.topics import Topics
 from services.cli.log_snapshot import AuditError
 from services.cli.partition_reader import PartitionReader, Record, open_reader
+from services.cli.transaction_window import (
+    SLACK_MS,
+    Found,
+    Known,
+    Transaction,
+    ask_projection,
+    events_of,
+    inputs_of,
+)
 from services.cli.verdict import exit_code, print_json
 from services.config import Settings
 from services.signing_keys import verify_keys
 
 
-async def _tenant_of(settings: Settings, tenant: str | None, tx_id: str) -> str:
+def _tenant_of(known: list[Known], tenant: str | None, tx_id: str) -> str:
     if tenant is not None:
         return tenant
-    known = await _ask_projection(settings.database_url, settings.topics.events, None, tx_id)
     tenants = sorted({k.tenant for k in known})
     if len(tenants) != 1:
         found = ", ".join(tenants) or "no tenant the projection knows"
@@ -40,59 +51,70 @@ async def _tenant_of(settings: Settings, tenant: str | None, tx_id: str) -> str:
     return tenants[0]
 
 
-def _bodies(records: list[Record]) -> list[dict[str, Any]]:
-    return [json.loads(r.value or b"") for r in records]
+def _bodies(found: list[Found]) -> list[dict[str, Any]]:
+    return [body for _, body in found]
+
+
+def bundle_topics(topics: Topics) -> list[str]:
+    """The topics a bundle is read from (open_reader's `topics`)."""
+    return [topics.events, topics.commands, topics.observations, topics.checkpoints]
 
 
 async def build_bundle(settings: Settings, tenant: str | None, tx_id: str) -> dict[str, Any]:
-    topics = settings.topics
-    tenant = await _tenant_of(settings, tenant, tx_id)
+    """`audit bundle`: the bundle, placed on the log by the projection when it knows the
+    transaction (else the partitions are read whole), its previews from the store."""
+    known = await ask_projection(settings.database_url, settings.topics.events, tenant, tx_id)
+    tenant = _tenant_of(known, tenant, tx_id)
+    hint = next((k for k in known if k.tenant == tenant), None)
+    async with open_reader(settings.kafka_bootstrap, bundle_topics(settings.topics)) as log:
+        bundle = await bundle_from_log(log, settings.topics, tenant, tx_id, hint)
+    evidence = bundle["evidence"]
+    if not bound_digests(evidence["commands"]):
+        return bundle  # no approval bound a preview: nothing to copy
+    try:
+        conn = await asyncpg.connect(settings.database_url, timeout=3)
+    except (TimeoutError, OSError, asyncpg.PostgresError) as error:
+        raise EvidenceUnavailable(f"cannot read the stored previews ({error})") from error
+    try:
+        evidence["previews"] = await stored_previews(conn, tenant, tx_id, evidence["commands"])
+    finally:
+        await conn.close()
+    return bundle
+
+
+async def bundle_from_log(
+    log: PartitionReader, topics: Topics, tenant: str, tx_id: str, hint: Known | None
+) -> dict[str, Any]:
+    """The bundle of what the log holds: its `evidence.previews` is `[]`, for the caller
+    to fill from the preview store (`stored_previews`). With `hint`, only the transaction's
+    window of each partition is read (services.cli.transaction_window)."""
     key = partition_key(tenant, tx_id)
-
-    def mine(record: Record) -> bool:
-        try:
-            body = json.loads(record.value or b"")
-        except ValueError:
-            return False
-        return isinstance(body, dict) and (body.get("tenant"), body.get("tx_id")) == (
-            tenant,
-            tx_id,
-        )
-
-    wanted = [topics.events, topics.commands, topics.observations, topics.checkpoints]
-    async with open_reader(settings.kafka_bootstrap, wanted) as log:
-        # Every partition first: a read assigns its partition, after which the consumer's
-        # metadata may no longer hold the other topics.
-        events_tp = log.partition_of(topics.events, key)
-        inputs = {
-            name: log.partition_of(topic, key)
-            for name, topic in (
-                ("commands", topics.commands),
-                ("observations", topics.observations),
-            )
-        }
-        try:
-            checkpoints_tp: TopicPartition | None = log.partition_of(topics.checkpoints, key)
-        except AuditError:  # a log written before checkpoints
-            checkpoints_tp = None
-        events = _bodies((await log.read(events_tp, 0, None, mine))[0])
-        if not events:
-            raise AuditError(f"tx {tx_id} of tenant {tenant}: no events on {topics.events}")
-        evidence = {
-            name: _bodies((await log.read(tp, 0, None, mine))[0]) for name, tp in inputs.items()
-        }
-        checkpoint = await _covering_checkpoint(log, checkpoints_tp, tenant, tx_id)
-    events.sort(key=lambda e: e.get("seq", 0))
-    evidence["previews"] = await _bound_previews(
-        settings.database_url, tenant, tx_id, evidence["commands"]
-    )
+    tx = Transaction(tenant, tx_id)
+    # Every partition first: a read assigns its partition, after which the consumer's
+    # metadata may no longer hold the other topics.
+    events_tp = log.partition_of(topics.events, key)
+    commands_tp = log.partition_of(topics.commands, key)
+    observations_tp = log.partition_of(topics.observations, key)
+    try:
+        checkpoints_tp: TopicPartition | None = log.partition_of(topics.checkpoints, key)
+    except AuditError:  # a log written before checkpoints
+        checkpoints_tp = None
+    events = await events_of(log, events_tp, tx, hint)
+    if not events:
+        raise AuditError(f"tx {tx_id} of tenant {tenant}: no events on {topics.events}")
+    inputs = await inputs_of(log, [commands_tp, observations_tp], tx, events, hint)
+    checkpoint = await _covering_checkpoint(log, checkpoints_tp, tx, events)
     return {
         "format": FORMAT,
         "tenant": tenant,
         "tx_id": tx_id,
-        "events": events,
+        "events": sorted(_bodies(events), key=lambda e: e.get("seq", 0)),
         "checkpoint": checkpoint,
-        "evidence": evidence,
+        "evidence": {
+            "commands": _bodies(inputs[commands_tp]),
+            "observations": _bodies(inputs[observations_tp]),
+            "previews": [],
+        },
     }
 
 
@@ -111,30 +133,21 @@ def bound_digests(commands: list[dict[str, Any]]) -> list[str]:
     return list(dict.fromkeys(digests))
 
 
-async def _bound_previews(
-    database_url: str, tenant: str, tx_id: str, commands: list[dict[str, Any]]
+async def stored_previews(
+    conn: asyncpg.Connection, tenant: str, tx_id: str, commands: list[dict[str, Any]]
 ) -> list[dict[str, Any]]:
     """The previews (POST /v1/previews, as the approver was shown them) that the approvals
     bound to, copied from the intake's preview store. The approval itself carries the
     steps its digest covers, so a preview the store no longer keeps (PREVIEW_RETENTION_S)
     is still checkable from the command; this is the document as served."""
     digests = bound_digests(commands)
-    if not digests:
-        return []
-    try:
-        conn = await asyncpg.connect(database_url, timeout=3)
-    except (TimeoutError, OSError, asyncpg.PostgresError) as error:
-        raise EvidenceUnavailable(f"cannot read the stored previews ({error})") from error
-    try:
-        rows = await conn.fetch(
-            "SELECT preview_id, digest, body::text AS body, created_at FROM previews"
-            " WHERE tenant = $1 AND tx_id = $2 AND digest = ANY($3::text[])",
-            tenant,
-            tx_id,
-            digests,
-        )
-    finally:
-        await conn.close()
+    rows = await conn.fetch(
+        "SELECT preview_id, digest, body::text AS body, created_at FROM previews"
+        " WHERE tenant = $1 AND tx_id = $2 AND digest = ANY($3::text[])",
+        tenant,
+        tx_id,
+        digests,
+    )
     order = {digest: i for i, digest in enumerate(digests)}
     return [
         {
@@ -148,30 +161,58 @@ async def _bound_previews(
 
 
 async def _covering_checkpoint(
-    log: PartitionReader, tp: TopicPartition | None, tenant: str, tx_id: str
+    log: PartitionReader, tp: TopicPartition | None, tx: Transaction, events: list[Found]
 ) -> dict[str, Any] | None:
     """The checkpoint signing the transaction's latest head (None on a log written before
-    checkpoints, where the topic may not exist)."""
+    checkpoints, where the topic may not exist): the last one on the partition naming the
+    transaction, since the seqs a decider signs only grow.
+
+    Read in a window: the checkpoint of the last event's head is written with it (a
+    transaction's end) or within RECON_CHECKPOINT_INTERVAL_S of it, so it is stamped
+    within SLACK_MS of the last event; and no checkpoint names the transaction before its
+    first event. The window is widened (towards both, and to the partition's end) until it
+    holds the last event's head or reaches those bounds: a head never signed (a decider
+    that crashed before its checkpoint, and nothing decided since) leaves the latest signed
+    one before it, found by the widening."""
     if tp is None:
         return None
+    last_seq = max(body.get("seq", 0) for _, body in events)
+    first_ms = min(r.timestamp for r, _ in events)
+    last_ms = max(r.timestamp for r, _ in events)
+    earliest = await log.offset_at(tp, first_ms - SLACK_MS)
+    slack = SLACK_MS
+    while True:
+        start = max(earliest, await log.offset_at(tp, last_ms - slack))
+        stop = await log.offset_at(tp, last_ms + slack)
+        best = _latest_head(tx, (await log.read(tp, start, stop, _names(tx)))[0])
+        if (best is not None and best[0] == last_seq) or (
+            start == earliest and stop == await log.end(tp)
+        ):
+            return None if best is None else best[1]
+        slack *= 4
+
+
+def _names(tx: Transaction) -> Callable[[Record], bool]:
+    needle = f'"tx_id":"{tx.tx_id}"'.encode()
+    return lambda record: needle in (record.value or b"")  # a cheap sieve
+
+
+def _latest_head(tx: Transaction, records: list[Record]) -> tuple[int, dict[str, Any]] | None:
+    """(seq, checkpoint) of the last of `records` signing the transaction's latest head."""
     best: tuple[int, dict[str, Any]] | None = None
-
-    def covers(record: Record) -> bool:
-        return f'"tx_id":"{tx_id}"'.encode() in (record.value or b"")  # a cheap sieve
-
-    for record in (await log.read(tp, 0, None, covers))[0]:
+    for record in records:
         try:
             checkpoint = json.loads(record.value or b"")
             seqs = [
                 h["seq"]
                 for h in checkpoint["heads"]
-                if (h["tenant"], h["tx_id"]) == (tenant, tx_id)
+                if (h["tenant"], h["tx_id"]) == (tx.tenant, tx.tx_id)
             ]
         except (ValueError, KeyError, TypeError):
             continue  # audit verify reports what is not a checkpoint
         if seqs and (best is None or max(seqs) >= best[0]):
             best = (max(seqs), checkpoint)
-    return best[1] if best else None
+    return best
 
 
 async def run_bundle(settings: Settings, tenant: str | None, tx_id: str, out: str | None) -> int:

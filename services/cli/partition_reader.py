@@ -27,6 +27,11 @@ class PartitionReader:
         self._consumer = consumer
         self._bootstrap = bootstrap
         self.ends: dict[TopicPartition, int] = {}
+        # Records read (handed to `keep`), kept or not: what the reads cost on the loop
+        # (the receipt route's recon_receipt_records_read). The fetch past a window's end
+        # that Kafka returns with it (at most one fetch, max_partition_fetch_bytes) is not
+        # looked at.
+        self.examined = 0
 
     def partition_of(self, topic: str, key: bytes) -> TopicPartition:
         partitions = sorted(self._consumer.partitions_for_topic(topic) or ())
@@ -74,6 +79,7 @@ class PartitionReader:
             for record in fetched.get(tp, []):
                 if record.offset >= stop:
                     break
+                self.examined += 1
                 if keep(record):
                     kept.append(record)
                     if done(record):

@@ -47,6 +47,7 @@ from services.intake.policy_cache import PolicyCache
 from services.intake.produce import intake_producer
 from services.intake.produced_marks import ProducedMarks
 from services.intake.request_span import RequestSpan
+from services.intake.slots import Slots
 from services.intake.submission import SubmissionRefused, SubmissionRequest
 from services.kafka_setup import ensure_topics
 from services.postgres_start import open_pool
@@ -120,6 +121,7 @@ def create_app(settings: Settings) -> FastAPI:
     )
     app.state.settings = settings
     app.state.policies = PolicyCache()
+    app.state.receipt_slots = Slots(settings.receipt_concurrency)
     # Added first, so innermost: inside the body limit and the request span, where
     # FastAPI's router would be (services.intake.lane).
     app.add_middleware(Lane, host=app)

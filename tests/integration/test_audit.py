@@ -24,6 +24,7 @@ from conftest import Infra, _with_database
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from support.compensation_support import failing_third_step
 from support.recon_client import Recon, transaction
+from support.synthetic_records import produce
 from support.txbuilders import log_of, observed, request_review, resolve, submit
 
 from events.checkpoint import Head, sign_checkpoint
@@ -389,23 +390,8 @@ async def _produce_synthetic(kafka_bootstrap: str, topics: Topics, count: int) -
     """`count` transactions of the audit benchmark's log (the real decider's events and
     their inputs), with their simulated Kafka timestamps."""
     start = simulated_start(count)
-    role_topic = {
-        "commands": topics.commands,
-        "observations": topics.observations,
-        "events": topics.events,
-    }
-    producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap, acks="all")
-    await producer.start()
-    try:
-        for i in range(count):
-            for r in transaction_records(i, start, webhook_every=2):
-                if r.role in role_topic:
-                    await producer.send(
-                        role_topic[r.role], r.value, r.key, timestamp_ms=r.timestamp_ms
-                    )
-        await producer.flush()
-    finally:
-        await producer.stop()
+    records = (r for i in range(count) for r in transaction_records(i, start, webhook_every=2))
+    await produce(kafka_bootstrap, topics, records, ("commands", "observations", "events"))
 
 
 async def test_timeline_reads_the_transactions_window_and_falls_back_to_its_partition(

@@ -8,6 +8,7 @@ from typing import Any
 
 import httpx
 import pytest
+from fastapi import FastAPI
 
 from events.topics import Topics
 from services.config import Operator, Settings
@@ -48,8 +49,11 @@ def settings_fixture(**overrides: Any) -> Any:
 
 
 @asynccontextmanager
-async def intake_client(settings: Settings, **options: Any) -> AsyncIterator[httpx.AsyncClient]:
-    app = create_app(settings)
+async def intake_client(
+    settings: Settings, app: FastAPI | None = None, **options: Any
+) -> AsyncIterator[httpx.AsyncClient]:
+    """A client of `app` (else a new intake app of `settings`), its lifespan running."""
+    app = app or create_app(settings)
     # ASGITransport does not run the lifespan, which opens the pool and the producer.
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
