@@ -21,8 +21,8 @@ that average is of the first five, made on the tables as they were then: a proce
 started on near-empty tables (the benchmark's warm-up) re-costs its generic plan after an
 ANALYZE on grown tables and plans at every call again, as the webhook statement still does
 in `bench -c 30` (docs/benchmark.md). The gate's begin (services.dispatcher.calls_begun)
-is not read this way: its generic plan read ~18 more shared blocks per call than its
-custom plans in the same runs, costing more execution than the planning it saved.
+runs on a pool that plans generically instead (`open_begin_pool`), as the intake's webhook
+checks do (services.intake.delivery_batches).
 """
 
 

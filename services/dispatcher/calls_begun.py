@@ -34,6 +34,7 @@ import asyncpg
 # What `begin` answers is the call plan's (pure) type: services.dispatcher.call_plan.
 from services.dispatcher.call_plan import Begun
 from services.governance.store import switch_matches
+from services.pg_pool import create_pool
 
 
 async def was_begun(
@@ -87,6 +88,20 @@ async def begin(
     return begun
 
 
+async def open_begin_pool(url: str) -> asyncpg.Pool:
+    """The begins' pool (services.dispatcher.gatekeeper): `_BEGIN` planned generically.
+    Postgres keeps a prepared statement's generic plan only if it costs no more than its
+    first five custom plans did on average, and a custom plan counts the batch's calls in
+    its arrays (often one to three) where the generic one guesses 10, so the begin was
+    planned again at almost every call: 0.50 plans and 0.20 ms of planning per transaction
+    at c30, 40 % of the begin's server time (docs/benchmark.md). Both plans probe every
+    table by primary key per call (tests/integration/test_begin_plan.py); only the gate's
+    begins run on this pool, its other statements keep Postgres's choice."""
+    return await create_pool(
+        url, min_size=1, max_size=4, server_settings={"plan_cache_mode": "force_generic_plan"}
+    )
+
+
 async def begin_many(conn: asyncpg.Connection, calls: Sequence[Call]) -> list[Begun]:
     """Record each call unless an engaged switch covers it or an abort stops it, and say
     whether its row existed before: what `_BEGIN` answers for each, in order. The calls of
@@ -133,9 +148,13 @@ _BEGIN = (
     "     jsonb_build_object('op_key', a.op_key, 'kind', 'step'))"
     "    AND NOT EXISTS (SELECT 1 FROM calls_begun c"
     "     WHERE c.tenant = a.tenant AND c.op_key = a.op_key AND c.leg = a.leg)) AS aborted,"
-    # The snapshot's: the rows `written` inserts are not visible to it.
-    "   EXISTS (SELECT 1 FROM calls_begun c WHERE c.tenant = a.tenant"
-    "    AND c.op_key = a.op_key AND c.leg = a.leg AND c.attempt = a.attempt) AS existed"
+    # The snapshot's: the rows `written` inserts are not visible to it. A scalar subquery
+    # on the primary key, not EXISTS: Postgres may run an EXISTS as one hash of the whole
+    # table per execution, and a generic plan made while the table was small (a young
+    # database, the benchmark's warm-up) kept doing so as it grew (open_begin_pool).
+    "   coalesce((SELECT true FROM calls_begun c WHERE c.tenant = a.tenant"
+    "    AND c.op_key = a.op_key AND c.leg = a.leg AND c.attempt = a.attempt), false)"
+    "   AS existed"
     "  FROM asked a),"
     " written AS ("
     "  INSERT INTO calls_begun (tenant, op_key, leg, attempt)"

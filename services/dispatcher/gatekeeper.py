@@ -84,6 +84,7 @@ class Gatekeeper:
         self.settings = settings
         self.producer = producer
         self.pool: asyncpg.Pool | None = None
+        self.begin_pool: asyncpg.Pool | None = None  # calls_begun.open_begin_pool
         self.policies: dict[str, PolicyDocument] = {}
         # The same documents with their digests: a refresh parses only a changed one.
         self.digested: dict[str, tuple[str, PolicyDocument]] = {}
@@ -102,8 +103,9 @@ class Gatekeeper:
         self._begins = StatementBatch(self._begin_many)
 
     async def close(self) -> None:
-        if self.pool is not None:
-            await self.pool.close()
+        for pool in (self.pool, self.begin_pool):
+            if pool is not None:
+                await pool.close()
 
     async def _pool(self) -> asyncpg.Pool:
         if self.pool is None:
@@ -112,6 +114,11 @@ class Gatekeeper:
             pool = await create_pool(self.settings.database_url, min_size=1, max_size=4)
             self.pool = pool
         return self.pool
+
+    async def _begin_pool(self) -> asyncpg.Pool:
+        if self.begin_pool is None:
+            self.begin_pool = await calls_begun.open_begin_pool(self.settings.database_url)
+        return self.begin_pool
 
     async def refresh(self, within: float = 0.0) -> None:
         """Re-reads the view, unless a read begun since this call, or (`within`) one begun
@@ -354,7 +361,7 @@ class Gatekeeper:
             raise RetryBatch(f"governance state unavailable: {error}") from error
 
     async def _begin_many(self, calls: list[calls_begun.Call]) -> list[call_plan.Begun]:
-        pool = await self._pool()
+        pool = await self._begin_pool()
         async with pool.acquire() as conn:
             return await calls_begun.begin_many(conn, calls)
 
