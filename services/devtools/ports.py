@@ -6,12 +6,16 @@ outgoing connection takes its local port from: between that probe and the server
 a Kafka or HTTP client of any process may take the port (seen as "address already in use"
 with two test workers on one machine). So ports come from below the ephemeral range, where
 no client connection lands, and each process draws from a slice of its own (by pytest-xdist
-worker, else by pid), so two processes do not hand out the same port either. Each port is
-still checked by binding it once: something else may listen there.
+worker, else by pid), so two processes do not hand out the same port either. Two processes
+outside pytest-xdist can still share a slice (two benchmark or test runs side by side, pids
+equal modulo SLICES): each starts at a random place in its slice, so they meet only if they
+draw within a stack's worth of ports of each other, not at the slice's first port every
+time. Each port is still checked by binding it once: something else may listen there.
 """
 
 import itertools
 import os
+import random
 import socket
 from collections.abc import Iterator
 from pathlib import Path
@@ -42,7 +46,9 @@ def _candidates() -> Iterator[int]:
     end = min(start + SLICE, _ephemeral_floor())
     if end <= start:  # an unusual ephemeral range: share it, as port 0 would
         end = start + SLICE
-    return itertools.cycle(range(start, end))
+    ports = range(start, end)
+    first = random.randrange(len(ports))
+    return itertools.cycle([*ports[first:], *ports[:first]])
 
 
 _next = _candidates()
