@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from events.model import Message
+from events.model import Message, absent
 from events.preview import StepPreview
 
 
@@ -36,11 +36,11 @@ class OperationApproved(Message):
     # The resource's revision the approver was shown, if the preview showed one: the
     # approval holds for that state only (transactions.revisions). Left out when
     # absent, so an approval recorded before it existed reads and hashes as it was.
-    revision: int | None = Field(default=None, exclude_if=lambda v: v is None)
+    revision: int | None = Field(default=None, exclude_if=absent)
     # Every step of the preview the approver was shown, which hashes to `preview_digest`
     # (events.preview): an auditor reads on the chain what the person approved, and can
     # recompute the digest. Absent from approvals recorded before it was carried.
-    shown: tuple[StepPreview, ...] | None = Field(default=None, exclude_if=lambda v: v is None)
+    shown: tuple[StepPreview, ...] | None = Field(default=None, exclude_if=absent)
 
 
 class ApprovalRefused(Message):

@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from events.model import Message
+from events.model import Message, absent
 from events.preview import StepPreview
 
 
@@ -33,7 +33,7 @@ class ApproveOperation(Message):
     # Every step of the preview, as shown (events.preview). None only in a v1 command,
     # which carried the digest and the revision alone: nothing on it proves what was shown,
     # so the decider refuses it (`preview_not_shown`) and the operator approves again.
-    shown: tuple[StepPreview, ...] | None = Field(default=None, exclude_if=lambda v: v is None)
+    shown: tuple[StepPreview, ...] | None = Field(default=None, exclude_if=absent)
 
     @model_validator(mode="before")
     @classmethod

@@ -12,11 +12,11 @@ a replay never depends on the configuration of the day (docs/design.md, "Retry p
 
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from enum import StrEnum
 from functools import cached_property
 from typing import Any, Protocol
 
 from events.model import Message
+from events.str_enum import StrEnum
 
 # How long a natural key (events.intent_identity) keeps a second submission of the same
 # business intent from the provider, unless the operation declares otherwise: longer than an

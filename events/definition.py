@@ -1,12 +1,12 @@
 """What an agent asked for: the operations of a transaction and their states."""
 
-from enum import StrEnum
 from typing import Any
 
 from pydantic import Field
 
 from events.catalog import OperationFacts
-from events.model import Message
+from events.model import Message, absent, falsy
+from events.str_enum import StrEnum
 
 TX_ID_PATTERN = r"^[A-Za-z0-9._:-]{1,128}$"
 ACTION_PATTERN = r"^[A-Za-z0-9._:-]{1,64}$"
@@ -86,11 +86,11 @@ class Compensation(Message):
     # The undo's class and reversibility as its provider declared them when the step was
     # accepted; left out when absent, so an event from before they were recorded hashes as
     # it did (it is read through events.legacy_facts).
-    facts: OperationFacts | None = Field(default=None, exclude_if=lambda v: v is None)
+    facts: OperationFacts | None = Field(default=None, exclude_if=absent)
     # How the undo's payload is built, as the step's provider declared it at submission
     # (events.catalog.OperationInfo.undo_payload); absent: the step's payload with
     # `reverses`, the shape every compensation recorded before it existed was sent with.
-    template: dict[str, str] | None = Field(default=None, exclude_if=lambda v: v is None)
+    template: dict[str, str] | None = Field(default=None, exclude_if=absent)
 
 
 class OperationSpec(Message):
@@ -110,13 +110,13 @@ class OperationSpec(Message):
     # the gate existed. Per field, not by a wrap model_serializer: that put every spec's
     # serialisation through Python (a README transaction's state dumped in 128 us, 52 now)
     # and left the spec undescribed in the published schema.
-    approval_required: bool = Field(default=False, exclude_if=lambda v: not v)
+    approval_required: bool = Field(default=False, exclude_if=falsy)
     # The business identity of the effect (events.intent_identity), when the agent named one.
-    natural_key: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    natural_key: str | None = Field(default=None, exclude_if=absent)
     # The transaction that held this step's natural key with another payload when this one
     # was submitted: why the step waits for a person (approval_required is then true).
-    natural_key_held_by: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    natural_key_held_by: str | None = Field(default=None, exclude_if=absent)
     # The operation's class and reversibility as its provider declared them at submission
     # (events.catalog.OperationFacts): the decider reads these, never the configuration of
     # the day. Left out when absent (events.legacy_facts reads those).
-    facts: OperationFacts | None = Field(default=None, exclude_if=lambda v: v is None)
+    facts: OperationFacts | None = Field(default=None, exclude_if=absent)

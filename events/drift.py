@@ -6,11 +6,11 @@ derived from what was found, so a drift seen again by the next scan, by a second
 or by a webhook is the same report, and is reported once.
 """
 
-from enum import StrEnum
 from typing import Any, Literal
 
 from events.keys import drift_id as drift_id
 from events.model import Message
+from events.str_enum import StrEnum
 
 
 class DriftKind(StrEnum):

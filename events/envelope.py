@@ -24,7 +24,7 @@ from events.canonical import (
     sha256_hex,
 )
 from events.keys import event_id
-from events.model import Message
+from events.model import Message, absent
 from events.transaction_events import Event, event_data, event_from
 
 GENESIS_HASH = "0" * 64
@@ -43,7 +43,7 @@ class Envelope(Message):
     prev_hash: str
     # Absent on the events sealed before canonical forms were named (legacy-json): such an
     # envelope is serialized without the field, so its content, and its hash, stay as sealed.
-    canon: str | None = Field(default=None, exclude_if=lambda value: value is None)
+    canon: str | None = Field(default=None, exclude_if=absent)
     hash: str
     data: dict[str, Any]
 

@@ -6,14 +6,14 @@ comes in on the message (`issued_at`, `observed_at`) so the decider never reads 
 """
 
 from datetime import datetime
-from enum import StrEnum
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, TypeAdapter
 
 from events.approval_inputs import ApproveOperation, RejectOperation
 from events.definition import Leg, OperationSpec, Resolution
-from events.model import Message
+from events.model import Message, absent
+from events.str_enum import StrEnum
 
 
 class SubmitTransaction(Message):
@@ -29,11 +29,11 @@ class SubmitTransaction(Message):
     # The submitting agent's session, which owns the transaction for `lease_s` from
     # `issued_at` (transactions.ownership). Absent from commands written before
     # sessions existed (and then left out of the JSON, so those bytes do not change).
-    session_id: str | None = Field(default=None, exclude_if=lambda v: v is None)
-    lease_s: int | None = Field(default=None, exclude_if=lambda v: v is None)
+    session_id: str | None = Field(default=None, exclude_if=absent)
+    lease_s: int | None = Field(default=None, exclude_if=absent)
     # The principal of the key that submitted (services.intake.auth.Principal.name), for
     # separation of duties (events.approval_policy.conflicts_of_duty); left out when absent.
-    submitted_by: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    submitted_by: str | None = Field(default=None, exclude_if=absent)
 
 
 class ClaimTransaction(Message):
@@ -77,11 +77,11 @@ class AbortTransaction(Message):
     issued_at: datetime
     # The agent session that asks, when an agent asks (an operator's abort names none):
     # a session that no longer owns the transaction is fenced.
-    agent_id: str | None = Field(default=None, exclude_if=lambda v: v is None)
-    session_id: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    agent_id: str | None = Field(default=None, exclude_if=absent)
+    session_id: str | None = Field(default=None, exclude_if=absent)
     # The person, when an operator key asks: only a person may abort an owned transaction
     # without naming the owning session (issue 18, item 5).
-    operator: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    operator: str | None = Field(default=None, exclude_if=absent)
 
 
 class PlanCompensation(Message):
@@ -171,11 +171,11 @@ class RequestReview(Message):
     reason: str
     issued_at: datetime
     # The asking session, when an agent asks: fenced like its other commands.
-    agent_id: str | None = Field(default=None, exclude_if=lambda v: v is None)
-    session_id: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    agent_id: str | None = Field(default=None, exclude_if=absent)
+    session_id: str | None = Field(default=None, exclude_if=absent)
     # What the asker saw, kept on the review: a dispatcher that stopped a new attempt
     # because a precondition no longer holds gives the provider's answer.
-    evidence: Evidence | None = Field(default=None, exclude_if=lambda v: v is None)
+    evidence: Evidence | None = Field(default=None, exclude_if=absent)
 
 
 class SignedDelivery(Message):
@@ -219,7 +219,7 @@ class OperationObserved(Message):
     by_dispatcher: bool = False
     # A webhook's delivery as received (its signature headers and raw body); absent from
     # every other source and from webhooks received before it was kept.
-    delivery: SignedDelivery | None = Field(default=None, exclude_if=lambda v: v is None)
+    delivery: SignedDelivery | None = Field(default=None, exclude_if=absent)
 
 
 Command = (

@@ -26,9 +26,9 @@ Postgres's clock as arguments.
 """
 
 from dataclasses import dataclass
-from enum import StrEnum
 
 from events.canonical import fingerprint
+from events.str_enum import StrEnum
 
 # A business id: printable, no spaces, as long as a resource name.
 NATURAL_KEY_PATTERN = r"^[A-Za-z0-9._:@/#-]{1,256}$"

@@ -5,7 +5,6 @@ shows exactly what the decider decides on.
 Pure: no I/O, no clock.
 """
 
-from enum import StrEnum
 from typing import Any, assert_never
 
 from events.approval_events import (
@@ -17,6 +16,7 @@ from events.approval_events import (
 )
 from events.definition import Leg, OpStatus, TxStatus
 from events.model import Message
+from events.str_enum import StrEnum
 from events.transaction_events import (
     CommandIgnored,
     CommandRefused,

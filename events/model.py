@@ -1,5 +1,7 @@
 """Base for every message: frozen, strict about unknown fields, JSON round-trippable."""
 
+import functools
+import operator
 from collections.abc import Mapping
 from typing import Any, Self
 
@@ -34,3 +36,10 @@ class Message(BaseModel):
         _set(copied, "__pydantic_extra__", None)
         _set(copied, "__pydantic_private__", None)
         return copied
+
+
+# What `Field(exclude_if=...)` asks of a value at every serialization, in C: pydantic-core
+# calls the predicate per field per dump, and a lambda is a Python call (the decider dumps
+# every envelope and its state at each input). absent(v) is `None is v`.
+absent = functools.partial(operator.is_, None)
+falsy = operator.not_

@@ -17,7 +17,7 @@ from events.approval_events import (
 from events.catalog import OperationFacts
 from events.definition import Leg, OperationSpec, Resolution
 from events.inputs import Evidence as Evidence
-from events.model import Message
+from events.model import Message, absent
 
 
 class TransactionAccepted(Message):
@@ -29,11 +29,11 @@ class TransactionAccepted(Message):
     # The owner (agent_id's session) and until when its lease holds; absent from events
     # written before sessions existed, and then left out of the JSON (the hash chain of
     # those events is unchanged).
-    session_id: str | None = Field(default=None, exclude_if=lambda v: v is None)
-    lease_expires_at: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    session_id: str | None = Field(default=None, exclude_if=absent)
+    lease_expires_at: str | None = Field(default=None, exclude_if=absent)
     # Who submitted, as the key said (SubmitTransaction.submitted_by): the decider judges
     # separation of duties on it. Left out when absent, like the two fields above.
-    submitted_by: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    submitted_by: str | None = Field(default=None, exclude_if=absent)
 
 
 class TransactionClaimed(Message):
@@ -94,14 +94,14 @@ class OperationDispatched(Message):
     # The agent the call is charged to when it is not the submitter: the successor that
     # claimed the transaction (issue 18, item 8). The gate judges grants, quotas and kill
     # switches on it; absent, on the submitting agent (the intents row).
-    agent_id: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    agent_id: str | None = Field(default=None, exclude_if=absent)
     # The `expected_revision` recon added to `payload` for a gated step that named none:
     # the revision its approval was given at (transactions.revisions). Every attempt
     # under the key carries the same one, so the key never comes with another payload.
-    pinned_revision: int | None = Field(default=None, exclude_if=lambda v: v is None)
+    pinned_revision: int | None = Field(default=None, exclude_if=absent)
     # The called operation's class and reversibility, from the spec the intake recorded:
     # the dispatcher's redelivery rule reads them here (events.legacy_facts when absent).
-    facts: OperationFacts | None = Field(default=None, exclude_if=lambda v: v is None)
+    facts: OperationFacts | None = Field(default=None, exclude_if=absent)
 
 
 class OperationUnknown(Message):

@@ -6,7 +6,7 @@ or corruption. UNVERIFIABLE: something could not be checked (a key not known, a 
 form not supported, nothing signed yet), which proves nothing either way.
 """
 
-from enum import StrEnum
+from events.str_enum import StrEnum
 
 
 class Verdict(StrEnum):

@@ -22,9 +22,10 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from enum import StrEnum
 from functools import lru_cache
 from typing import Any
+
+from events.str_enum import StrEnum
 
 STANDARD_SECRET_PREFIX = "whsec_"
 DEFAULT_TOLERANCE_S = 300

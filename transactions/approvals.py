@@ -25,7 +25,6 @@ the chain, with its reason.
 from __future__ import annotations
 
 from datetime import datetime
-from enum import StrEnum
 
 from events.approval_events import (
     ApprovalExpired,
@@ -40,6 +39,7 @@ from events.approval_policy import conflicts_of_duty
 from events.definition import Leg, OperationKind, TxStatus
 from events.legs import LegStatus
 from events.preview import MAX_SHOWN_BYTES, StepPreview, preview_digest, shown_bytes
+from events.str_enum import StrEnum
 from events.transaction_events import CommandIgnored, Event
 from transactions.side_effects import leg_info
 from transactions.state import OperationState, TransactionState

@@ -11,6 +11,8 @@ disturbed by the machine's other work):
 - evolve: the fold of one decided event into the state;
 - record: the fold of one sealed event as a restore from the log does it (reads the event
   back out of its envelope);
+- write: the JSON the runtime writes per input, each envelope and the state it keeps
+  (`model_dump_json`, per event as the rest);
 - jcs / rfc8785: the canonical bytes of a sealed envelope's content, events.canonical.jcs
   against the pure-Python reference it must equal.
 
@@ -29,12 +31,14 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 
 import rfc8785
+from pydantic import BaseModel
 
 from events.canonical import jcs
 from events.envelope import Envelope, seal
 from events.inputs import DeciderInput, parse_input
 from events.transaction_events import Event
 from services.devtools.synthetic_log import transaction_records
+from transactions.finished import finish, is_finished
 from transactions.state import TransactionState
 from transactions.transaction import decide, evolve, handle, initial_state, record
 
@@ -67,12 +71,15 @@ def main() -> None:
     # Each input with the state it is decided on, its decision, and its envelopes.
     decided: list[tuple[TransactionState, DeciderInput, list[Event]]] = []
     sealed: list[tuple[TransactionState, list[Envelope]]] = []
+    # What the runtime writes per input: its envelopes and the state it keeps after it.
+    written: list[tuple[list[Envelope], BaseModel]] = []
     for inputs in transactions:
         state = initial_state("demo", inputs[0].tx_id)
         for message in inputs:
             decided.append((state, message, decide(state, message)))
             after, envelopes = handle(state, message)
             sealed.append((state, envelopes))
+            written.append((envelopes, finish(after) if is_finished(after) else after))
             state = after
     events = sum(len(e) for _, _, e in decided)
     bodies = [e.model_dump(mode="json", exclude={"hash"}) for _, es in sealed for e in es]
@@ -110,6 +117,12 @@ def main() -> None:
             for envelope in envelopes:
                 state = record(state, envelope)
 
+    def run_write() -> None:
+        for envelopes, kept in written:
+            for envelope in envelopes:
+                envelope.model_dump_json()
+            kept.model_dump_json()
+
     def run_jcs() -> None:
         for body in bodies:
             jcs(body)
@@ -129,6 +142,7 @@ def main() -> None:
         ("seal", run_seal),
         ("evolve", run_evolve),
         ("record", run_record),
+        ("write", run_write),
         ("jcs", run_jcs),
         ("rfc8785", run_rfc8785),
     ]:

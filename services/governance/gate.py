@@ -25,12 +25,12 @@
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from enum import StrEnum
 from typing import Any
 
 from events.catalog import Catalog, SideEffect
 from events.definition import OperationSpec
 from events.policy import PolicyDocument, Quota
+from events.str_enum import StrEnum
 
 
 @dataclass(frozen=True)

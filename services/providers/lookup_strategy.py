@@ -16,10 +16,10 @@ Pure: no I/O.
 """
 
 from datetime import datetime
-from enum import StrEnum
 
 from events.inputs import Outcome
 from events.observation import Seen
+from events.str_enum import StrEnum
 from services.providers.interface import Sent
 
 
