@@ -2,11 +2,12 @@
 
 pydantic-core serializes an enum member by reading its `value` attribute, and Python 3.11's
 is a property written in Python (enum.property, which calls Enum.value): two Python calls
-per member serialized. The decider serializes every envelope and the state it keeps at each
-input, so these calls were ~3.5 % of its CPU at concurrency 30 (docs/benchmark.md, "Where
-the decider's CPU goes"). Here `value` is a property over `operator.attrgetter("_value_")`,
-both in C, giving what Enum.value gives (every member's `_value_`; tests/unit/
-test_str_enum.py), so every serialized byte and every comparison stays as it was.
+per member serialized. The decider serializes the state it keeps at each input, dozens of
+members each: read in C, a README transaction's state dumps 10-25 % faster (docs/
+benchmark.md, "The decider's CPU by Python stack"). Here `value` is a property over
+`operator.attrgetter("_value_")`, both in C, giving what Enum.value gives (every member's
+`_value_`; tests/unit/test_str_enum.py), so every serialized byte and every comparison
+stays as it was.
 """
 
 import enum
