@@ -12,7 +12,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from services import tracing
 from services.logging_json import log_context
-from services.metrics import HTTP_REQUEST_SECONDS, HTTP_REQUESTS
+from services.metrics import HTTP_REQUEST_SECONDS, HTTP_REQUESTS, labelled
 
 # A path no route matched is counted under this, not under itself: a scanner trying
 # thousands of paths must not make thousands of series.
@@ -52,8 +52,8 @@ class RequestSpan:
                 await self.app(scope, receive, sending)
         finally:
             route = _route(scope)
-            HTTP_REQUESTS.labels(method, route, str(status)).inc()
-            HTTP_REQUEST_SECONDS.labels(method, route).observe(time.perf_counter() - began)
+            labelled(HTTP_REQUESTS, method, route, str(status)).inc()
+            labelled(HTTP_REQUEST_SECONDS, method, route).observe(time.perf_counter() - began)
 
     async def _traced(
         self,

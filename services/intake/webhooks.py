@@ -51,7 +51,7 @@ from services.intake.errors import ApiError
 from services.intake.openapi import WEBHOOK_EXTRA, ProviderName, TenantName, errors, ok
 from services.intake.produce import produce_acked
 from services.intake.response_models import WebhookAcknowledged
-from services.metrics import WEBHOOK_VERIFICATIONS
+from services.metrics import WEBHOOK_VERIFICATIONS, labelled
 from services.providers.accounts import Account
 from services.providers.registry import Accounts
 
@@ -128,12 +128,12 @@ async def _receive(request: Request, account: Account, secrets: tuple[str, ...])
             tolerance_s=settings.webhook_tolerance_s,
         )
     except SignatureError as exc:
-        WEBHOOK_VERIFICATIONS.labels(provider, exc.code.value).inc()
+        labelled(WEBHOOK_VERIFICATIONS, provider, exc.code.value).inc()
         # 401 when the signature itself is wrong; 400 when the delivery is malformed or
         # stale. Either way nothing was recorded.
         status = 401 if exc.code is SignatureErrorCode.BAD_SIGNATURE else 400
         raise ApiError(status, exc.code.value, exc.message) from None
-    WEBHOOK_VERIFICATIONS.labels(provider, "verified").inc()
+    labelled(WEBHOOK_VERIFICATIONS, provider, "verified").inc()
     delivery_id = verified.delivery_id
     horizon = timedelta(seconds=settings.webhook_dedupe_horizon_s)
     unreadable = ""

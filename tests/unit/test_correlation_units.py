@@ -8,7 +8,7 @@ from events.definition import OperationKind, OperationSpec
 from events.inputs import Outcome
 from services.intake.immutable import changes
 from services.intake.operation_record import operation_record
-from services.logging_json import JsonFormatter, log_context
+from services.logging_json import JsonFormatter, bind, current_ids, log_context
 from services.providers.preconditions import balance_needed, judge_balance
 
 REFUND = {"amount": 600, "charge": "ch_1"}
@@ -119,3 +119,22 @@ def test_a_log_line_carries_the_ids_bound_around_it() -> None:
     assert (inside["tx_id"], inside["op_key"], inside["attempt"]) == ("tx-1", "rk1_a", 2)
     assert inside["process"] == "dispatcher" and inside["msg"] == "called"
     assert "op_key" not in line("after")  # unbound once the unit of work ends
+
+
+def test_ids_bound_inside_a_block_end_with_it_and_none_unbinds_nothing() -> None:
+    """A block with no ids still scopes what `bind` adds inside it (the intake's request
+    block binds tx_id midway), a None id leaves the outer one, and an error ends the block."""
+    with log_context(tx_id="tx-1"):
+        with log_context():
+            bind(op_key="rk1_a")
+            assert dict(current_ids()) == {"tx_id": "tx-1", "op_key": "rk1_a"}
+        assert dict(current_ids()) == {"tx_id": "tx-1"}
+        with log_context(tx_id=None, attempt=3):
+            assert dict(current_ids()) == {"tx_id": "tx-1", "attempt": 3}
+        try:
+            with log_context(attempt=4):
+                raise KeyError("x")
+        except KeyError:
+            pass
+        assert dict(current_ids()) == {"tx_id": "tx-1"}
+    assert dict(current_ids()) == {}
