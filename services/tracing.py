@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from opentelemetry import baggage, propagate, trace
 from opentelemetry.baggage.propagation import W3CBaggagePropagator
-from opentelemetry.context import Context
+from opentelemetry.context import Context, get_current
 from opentelemetry.propagators.composite import CompositePropagator
 from opentelemetry.trace import Span, SpanKind
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
@@ -147,7 +147,14 @@ def _context_to_pass() -> bool:
         _textmap_known = (textmap, _w3c_only(textmap))
     if not _textmap_known[1]:
         return True
-    return trace.get_current_span().get_span_context().is_valid or bool(baggage.get_all())
+    current = get_current()
+    if not current:
+        # An empty context holds neither a span nor baggage; asking each for it cost ~4 us
+        # a record (the intake produces four per transaction; issue 24), this ~0.1.
+        return False
+    return trace.get_current_span(current).get_span_context().is_valid or bool(
+        baggage.get_all(current)
+    )
 
 
 def http_headers() -> dict[str, str]:
