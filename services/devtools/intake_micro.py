@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import cProfile
+import importlib
 import json
 import pstats
 import statistics
@@ -30,7 +31,9 @@ from typing import Any
 from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
 from services.intake.example import example_transaction
-from tests.unit import test_lane as lane_fakes
+
+# Loaded by name: mypy reads the test files as top-level modules, not as tests.unit.*.
+lane_fakes: Any = importlib.import_module("tests.unit.test_lane")
 
 Request = tuple[str, str, dict[str, str], bytes]
 
