@@ -207,9 +207,9 @@ def count_moves(moves: Moves) -> None:
     """The statuses a committed batch moved transactions and operations into: a few
     increments per batch, read off the views the projector folds anyway."""
     for status, n in moves.transactions.items():
-        TRANSACTIONS.labels(status.value).inc(n)
+        labelled(TRANSACTIONS, status.value).inc(n)
     for state, n in moves.operations.items():
-        OPERATIONS.labels(state.value).inc(n)
+        labelled(OPERATIONS, state.value).inc(n)
     if moves.reviews_opened:
         REVIEWS_OPENED.inc(moves.reviews_opened)
     for seconds in moves.committed_after_s:
@@ -244,4 +244,4 @@ async def observe_lag(
             position = await consumer.position(tp)
         except IllegalStateError:
             continue
-        CONSUMER_LAG.labels(group, tp.topic, str(tp.partition)).set(max(0, high - position))
+        labelled(CONSUMER_LAG, group, tp.topic, str(tp.partition)).set(max(0, high - position))

@@ -96,6 +96,7 @@ from services.metrics import (
     DECIDER_TRANSACTION_SECONDS,
     DECIDER_TRANSACTIONS,
     dead_lettered,
+    labelled,
     observe_lag,
 )
 from services.signing_keys import signing_key
@@ -471,7 +472,7 @@ class Decider:
         owned.ended_at = time.monotonic()
         owned.took_s = owned.ended_at - began
         DECIDER_TRANSACTION_SECONDS.observe(owned.took_s)
-        DECIDER_TRANSACTIONS.labels("decisions").inc()
+        labelled(DECIDER_TRANSACTIONS, "decisions").inc()
         DECIDER_INPUTS_COMMITTED.inc(staged.inputs)
         if signing:
             owned.unsigned.signed()
@@ -654,7 +655,7 @@ class Decider:
         self._sign(owned, staged, owned.unsigned.pending({}))
         async with owned.producer.transaction():
             await (await staged.write(owned.producer)).acknowledged()
-        DECIDER_TRANSACTIONS.labels("checkpoints").inc()
+        labelled(DECIDER_TRANSACTIONS, "checkpoints").inc()
         owned.unsigned.signed()
 
     async def _dead_letter(

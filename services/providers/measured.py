@@ -7,7 +7,7 @@ from typing import Any
 
 from events.observation import Seen
 from reconcilers.webhook_reading import WebhookReading
-from services.metrics import DISPATCH_SECONDS, LOOKUPS
+from services.metrics import DISPATCH_SECONDS, LOOKUPS, labelled
 from services.providers.interface import ProviderAdapter, Sent
 from services.providers.lookup_strategy import strategy_of
 
@@ -24,14 +24,14 @@ class Measured:
     async def apply(self, operation: str, op_key: str, payload: dict[str, Any]) -> Seen:
         started = time.perf_counter()
         seen = await self.inner.apply(operation, op_key, payload)
-        DISPATCH_SECONDS.labels(self.provider, operation, seen.outcome.value).observe(
+        labelled(DISPATCH_SECONDS, self.provider, operation, seen.outcome.value).observe(
             time.perf_counter() - started
         )
         return seen
 
     async def lookup(self, operation: str, op_key: str, sent: Sent | None = None) -> Seen:
         seen = await self.inner.lookup(operation, op_key, sent)
-        LOOKUPS.labels(self.provider, seen.outcome.value).inc()
+        labelled(LOOKUPS, self.provider, seen.outcome.value).inc()
         return seen
 
     def classify(self, operation: str, status: int, body: Any) -> Seen:
