@@ -23,6 +23,17 @@ async def create_pool(dsn: str, **options: Any) -> asyncpg.Pool:
     return pool
 
 
+# The session setting of a pool whose statements are planned once per connection (the
+# generic plan) instead of at almost every call. Postgres keeps a prepared statement's
+# generic plan only if it costs no more than the average of its first five custom plans,
+# made with the values (a batch's arrays of one to three, where the generic plan guesses 10)
+# and on the tables as they were then: a statement whose generic plan never wins is planned
+# again at every call (docs/benchmark.md, "Statements planned at every call"). Only for
+# statements whose generic plan is tested to read every table by index (test_begin_plan,
+# test_webhook_lookup_plans): a plan made on small tables is kept until an ANALYZE.
+GENERIC_PLANS = {"plan_cache_mode": "force_generic_plan"}
+
+
 async def ping(conn: asyncpg.Connection) -> None:
     """A round trip that reads nothing: whether Postgres answers on this connection."""
     await conn.fetchval("SELECT 1")

@@ -15,7 +15,6 @@ so what one costs is bounded by the transaction, not by how long the log has liv
 
 import json
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -184,17 +183,12 @@ async def _covering_checkpoint(
     while True:
         start = max(earliest, await log.offset_at(tp, last_ms - slack))
         stop = await log.offset_at(tp, last_ms + slack)
-        best = _latest_head(tx, (await log.read(tp, start, stop, _names(tx)))[0])
+        best = _latest_head(tx, (await log.read(tp, start, stop, tx.mentions))[0])
         if (best is not None and best[0] == last_seq) or (
             start == earliest and stop == await log.end(tp)
         ):
             return None if best is None else best[1]
         slack *= 4
-
-
-def _names(tx: Transaction) -> Callable[[Record], bool]:
-    needle = f'"tx_id":"{tx.tx_id}"'.encode()
-    return lambda record: needle in (record.value or b"")  # a cheap sieve
 
 
 def _latest_head(tx: Transaction, records: list[Record]) -> tuple[int, dict[str, Any]] | None:

@@ -99,13 +99,17 @@ class Transaction:
         self.tx_id = tx_id
         self._needle = tx_id.encode() if _PLAIN_TX_ID.fullmatch(tx_id) else None
 
+    def mentions(self, record: Record) -> bool:
+        """Whether the record may name the transaction (a cheap sieve before parsing: most
+        records of a partition are other transactions')."""
+        return self._needle is None or self._needle in (record.value or b"")
+
     def body(self, record: Record) -> dict[str, Any] | None:
         """The record's body if it is the transaction's, else None."""
-        value = record.value or b""
-        if self._needle is not None and self._needle not in value:
-            return None  # not parsed: most records of a partition are other transactions'
+        if not self.mentions(record):
+            return None
         try:
-            body = json.loads(value)
+            body = json.loads(record.value or b"")
         except ValueError:
             return None  # unreadable records are audit verify's business
         if not isinstance(body, dict) or body.get("tx_id") != self.tx_id:

@@ -34,7 +34,7 @@ import asyncpg
 # What `begin` answers is the call plan's (pure) type: services.dispatcher.call_plan.
 from services.dispatcher.call_plan import Begun
 from services.governance.store import switch_matches
-from services.pg_pool import create_pool
+from services.pg_pool import GENERIC_PLANS, create_pool
 
 
 async def was_begun(
@@ -89,17 +89,13 @@ async def begin(
 
 
 async def open_begin_pool(url: str) -> asyncpg.Pool:
-    """The begins' pool (services.dispatcher.gatekeeper): `_BEGIN` planned generically.
-    Postgres keeps a prepared statement's generic plan only if it costs no more than its
-    first five custom plans did on average, and a custom plan counts the batch's calls in
-    its arrays (often one to three) where the generic one guesses 10, so the begin was
-    planned again at almost every call: 0.50 plans and 0.20 ms of planning per transaction
-    at c30, 40 % of the begin's server time (docs/benchmark.md). Both plans probe every
-    table by primary key per call (tests/integration/test_begin_plan.py); only the gate's
-    begins run on this pool, its other statements keep Postgres's choice."""
-    return await create_pool(
-        url, min_size=1, max_size=4, server_settings={"plan_cache_mode": "force_generic_plan"}
-    )
+    """The begins' pool (services.dispatcher.gatekeeper): `_BEGIN` planned generically
+    (services.pg_pool.GENERIC_PLANS). By Postgres's choice the begin was planned again at
+    almost every call: 0.50 plans and 0.20 ms of planning per transaction at c30, 40 % of
+    the begin's server time (docs/benchmark.md). Its plan probes every table by primary key
+    per call (tests/integration/test_begin_plan.py); only the gate's begins run on this
+    pool, its other statements keep Postgres's choice."""
+    return await create_pool(url, min_size=1, max_size=4, server_settings=GENERIC_PLANS)
 
 
 async def begin_many(conn: asyncpg.Connection, calls: Sequence[Call]) -> list[Begun]:

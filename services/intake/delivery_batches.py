@@ -32,6 +32,7 @@ import asyncpg
 from services.intake import webhook_store
 from services.intake.shared_statement import Batched
 from services.intake.webhook_store import Asked, Delivery
+from services.pg_pool import GENERIC_PLANS
 from services.postgres_start import open_pool
 
 log = logging.getLogger(__name__)
@@ -45,10 +46,8 @@ Handled = tuple[str, str, datetime]  # account (Deliveries.provider), delivery i
 
 async def open_check_pool(url: str) -> asyncpg.Pool:
     """The checks' pool: one connection (one check statement runs at a time, Batched),
-    planning every statement generically."""
-    return await open_pool(
-        url, min_size=1, max_size=1, server_settings={"plan_cache_mode": "force_generic_plan"}
-    )
+    planning every statement generically (services.pg_pool.GENERIC_PLANS)."""
+    return await open_pool(url, min_size=1, max_size=1, server_settings=GENERIC_PLANS)
 
 
 class DeliveryBatches:
