@@ -14,7 +14,10 @@ disturbed by the machine's other work):
 - write: the JSON the runtime writes per input, each envelope and the state it keeps
   (`model_dump_json`, per event as the rest);
 - jcs / rfc8785: the canonical bytes of a sealed envelope's content, events.canonical.jcs
-  against the pure-Python reference it must equal.
+  against the pure-Python reference it must equal;
+- marker: per state that ends finished (the last input's and a late webhook's), its marker
+  made (`finish`) and revived (`revive`), as the runtime does at every input of a
+  finished transaction; microseconds per marker, not per event.
 
 It uses only functions that main has had since sealing was in JCS, so the same file runs
 against an older checkout for a before/after (`PYTHONPATH=<checkout> python
@@ -38,7 +41,7 @@ from events.envelope import Envelope, seal
 from events.inputs import DeciderInput, parse_input
 from events.transaction_events import Event
 from services.devtools.synthetic_log import transaction_records
-from transactions.finished import finish, is_finished
+from transactions.finished import FinishedTransaction, finish, is_finished, revive
 from transactions.state import TransactionState
 from transactions.transaction import decide, evolve, handle, initial_state, record
 
@@ -82,6 +85,7 @@ def main() -> None:
             written.append((envelopes, finish(after) if is_finished(after) else after))
             state = after
     events = sum(len(e) for _, _, e in decided)
+    finished = [kept for _, kept in written if isinstance(kept, FinishedTransaction)]
     bodies = [e.model_dump(mode="json", exclude={"hash"}) for _, es in sealed for e in es]
 
     def run_handle() -> None:
@@ -131,6 +135,10 @@ def main() -> None:
         for body in bodies:
             rfc8785.dumps(body)
 
+    def run_marker() -> None:
+        for marker in finished:
+            finish(revive(marker))
+
     print(
         f"{args.transactions} README transactions, {events / args.transactions:.1f} events "
         f"each; microseconds per event, best of {args.rounds} rounds"
@@ -150,6 +158,8 @@ def main() -> None:
         if name == "handle":
             total = us
         print(f"  {name:<8} {us:8.2f}")
+    marker_us = _best_us(run_marker, len(finished), args.rounds)
+    print(f"  {'marker':<8} {marker_us:8.2f} per finished state ({len(finished)})")
     print(f"handle per transaction: {total * events / args.transactions / 1000:.3f} ms")
 
 
