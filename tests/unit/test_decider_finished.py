@@ -81,6 +81,9 @@ LATE: list[DeciderInput] = [
     observed("elsewhere", 1, Outcome.SUCCEEDED, n=9),
 ]
 
+# A history's late inputs: up to five of them, each once.
+LATE_RUNS = st.lists(st.sampled_from(LATE), max_size=5, unique_by=lambda m: m.message_id)
+
 
 def run(inputs: list[DeciderInput]) -> TransactionState:
     state = initial_state("demo", "tx-1")
@@ -98,10 +101,7 @@ def test_every_history_here_ends_finished() -> None:
         assert is_finished(run(inputs)), name
 
 
-@for_all(
-    st.sampled_from(sorted(HISTORIES)),
-    st.lists(st.sampled_from(LATE), max_size=5, unique_by=lambda m: m.message_id),
-)
+@for_all(st.sampled_from(sorted(HISTORIES)), LATE_RUNS)
 def test_late_inputs_are_judged_on_the_marker_as_on_the_full_state(
     history: str, late: list[DeciderInput]
 ) -> None:
@@ -168,19 +168,17 @@ def test_a_transaction_waiting_for_a_person_or_a_provider_is_not_finished() -> N
     assert compensating.status is TxStatus.COMPENSATING and not is_finished(compensating)
 
 
+def kept_of(model: TransactionState | FinishedTransaction) -> dict[str, Any]:
+    """The fields a marker keeps of the state as they are (the operations aside)."""
+    names = ("tenant", "tx_id", "status", "fingerprint", "aborting", "plan", "seq", "last_hash")
+    return {name: getattr(model, name) for name in names}
+
+
 def finish_by_constructors(state: TransactionState) -> FinishedTransaction:
     """finish as it was written before it validated the marker in one call: one constructor
     call per model (the reference the one call must equal)."""
-    assert state.status is not None
     return FinishedTransaction(
-        tenant=state.tenant,
-        tx_id=state.tx_id,
-        status=state.status,
-        fingerprint=state.fingerprint,
-        aborting=state.aborting,
-        plan=state.plan,
-        seq=state.seq,
-        last_hash=state.last_hash,
+        **kept_of(state),
         operations=tuple(
             FinishedOperation(
                 action=op.spec.action,
@@ -198,14 +196,7 @@ def finish_by_constructors(state: TransactionState) -> FinishedTransaction:
 def revive_by_constructors(marker: FinishedTransaction) -> TransactionState:
     """revive as it was written before, likewise."""
     return TransactionState(
-        tenant=marker.tenant,
-        tx_id=marker.tx_id,
-        status=marker.status,
-        fingerprint=marker.fingerprint,
-        aborting=marker.aborting,
-        plan=marker.plan,
-        seq=marker.seq,
-        last_hash=marker.last_hash,
+        **kept_of(marker),
         operations=tuple(
             OperationState(
                 spec=OperationSpec(
@@ -234,10 +225,7 @@ def same_model(got: Any, expected: Any) -> None:
     assert got.model_dump(exclude_unset=True) == expected.model_dump(exclude_unset=True)
 
 
-@for_all(
-    st.sampled_from(sorted(HISTORIES)),
-    st.lists(st.sampled_from(LATE), max_size=4, unique_by=lambda m: m.message_id),
-)
+@for_all(st.sampled_from(sorted(HISTORIES)), LATE_RUNS)
 def test_the_marker_and_the_revived_state_are_what_a_constructor_per_model_made(
     history: str, late: list[DeciderInput]
 ) -> None:
