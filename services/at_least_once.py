@@ -29,7 +29,6 @@ Kept on aiokafka rather than FastStream's subscriber: see README, "At-least-once
 import asyncio
 import contextlib
 import logging
-import time
 from collections.abc import Awaitable, Callable
 
 from aiokafka import AIOKafkaProducer, ConsumerRecord, TopicPartition
@@ -46,6 +45,7 @@ from services.config import Settings
 from services.kafka_clients import group_consumer
 from services.kafka_start import start_kafka_client
 from services.metrics import dead_lettered, observe_lag
+from services.pending_offsets import PendingOffsets
 from services.reader_batching import wait_before_next_fetch
 
 log = logging.getLogger(__name__)
@@ -94,9 +94,8 @@ class AtLeastOnceConsumer:
         # read_committed: an aborted decision is never acted on.
         self.consumer = group_consumer(settings, group)
         # Next offsets of handled batches, not yet committed.
-        self.pending: dict[TopicPartition, int] = {}
+        self.pending = PendingOffsets(self.consumer)
         self.failures = 0
-        self.committed_at = 0.0
 
     def owns(self, tp: TopicPartition) -> bool:
         """Still this member's: a handler may skip starting work on a revoked partition
@@ -140,10 +139,10 @@ class AtLeastOnceConsumer:
                     self.rewind(batch)
                     await self._back_off(stop)
                     continue
-                self.pending.update({tp: records[-1].offset + 1 for tp, records in batch.items()})
+                self.pending.note({tp: records[-1].offset + 1 for tp, records in batch.items()})
                 if batch:
                     self.failures = 0
-                    if time.monotonic() - self.committed_at < COMMIT_INTERVAL_S:
+                    if not self.pending.due(COMMIT_INTERVAL_S):
                         continue
                 try:
                     await self.commit_pending()
@@ -162,29 +161,13 @@ class AtLeastOnceConsumer:
     async def commit_pending(self, only: set[TopicPartition] | None = None) -> None:
         """Commit pending offsets of partitions still owned (of `only`, if given); a
         rebalance under the commit is logged and dropped, other Kafka errors raise."""
-        owned = self.consumer.assignment()
-        offsets = {
-            tp: offset
-            for tp, offset in self.pending.items()
-            if tp in owned and (only is None or tp in only)
-        }
-        for tp in [tp for tp in self.pending if tp not in owned]:
-            del self.pending[tp]
-        if not offsets:
-            return
-        self.committed_at = time.monotonic()
         try:
-            await self.consumer.commit(offsets)
+            await self.pending.commit(only)
         except HANDED_OVER as error:
             # Not an error of the work: whoever owns these partitions now reads from the
             # last committed offset, and handlers are safe to run twice.
             log.info("commit skipped, the group rebalanced (%r)", error)
-            for tp in offsets:
-                self.pending.pop(tp, None)
-            return
-        for tp, offset in offsets.items():
-            if self.pending.get(tp) == offset:
-                del self.pending[tp]
+            self.pending.forget(only)
 
     def rewind(self, batch: Batch) -> None:
         owned = self.consumer.assignment()
@@ -213,8 +196,7 @@ class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
             await self.owner.commit_pending(only=revoked)
         except KafkaError as error:
             log.warning("commit on revocation failed (%r); the next owner reads again", error)
-        for tp in revoked:
-            self.owner.pending.pop(tp, None)
+        self.owner.pending.forget(revoked)
 
     async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
         if self.owner.on_assigned is not None and assigned:

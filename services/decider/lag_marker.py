@@ -21,13 +21,13 @@ is only logged.
 import asyncio
 import contextlib
 import logging
-import time
 from collections.abc import Mapping
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import KafkaError
 
 from services.decider.input_offsets import LAG_MARKER_METADATA
+from services.pending_offsets import PendingOffsets
 
 log = logging.getLogger(__name__)
 
@@ -43,21 +43,19 @@ HANDOVER_TIMEOUT_S = 5.0
 
 class LagMarker:
     def __init__(self, consumer: AIOKafkaConsumer) -> None:
-        self.consumer = consumer
-        self.pending: dict[TopicPartition, int] = {}
-        self.sent_at = 0.0
+        self.pending = PendingOffsets(consumer, LAG_MARKER_METADATA)
         self.task: asyncio.Task[None] | None = None
 
     def note(self, offsets: Mapping[TopicPartition, int]) -> None:
         """Offsets a committed transaction wrote on the changelog (or a take read there)."""
-        self.pending.update(offsets)
+        self.pending.note(offsets)
 
     def maybe_send(self) -> None:
         """Sends the pending offsets in the background once the interval since the last
         has passed, unless one is still on its way."""
         if not self.pending or (self.task is not None and not self.task.done()):
             return
-        if time.monotonic() - self.sent_at < INTERVAL_S:
+        if not self.pending.due(INTERVAL_S):
             return
         self.task = asyncio.create_task(self._send(None, COMMIT_TIMEOUT_S))
 
@@ -68,33 +66,22 @@ class LagMarker:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(asyncio.shield(self.task), HANDOVER_TIMEOUT_S)
         await self._send(partitions, HANDOVER_TIMEOUT_S)
-        for tp in [tp for tp in self.pending if partitions is None or tp.partition in partitions]:
-            del self.pending[tp]
+        self.pending.forget(self._of(partitions))
+
+    def _of(self, partitions: set[int] | None) -> set[TopicPartition] | None:
+        # The decider's partitions are numbers: one number names a partition of each input.
+        if partitions is None:
+            return None
+        return {tp for tp in self.pending.offsets if tp.partition in partitions}
 
     async def _send(self, partitions: set[int] | None, timeout_s: float) -> None:
-        owned = self.consumer.assignment()
-        offsets = {
-            tp: (offset, LAG_MARKER_METADATA)
-            for tp, offset in self.pending.items()
-            if tp in owned and (partitions is None or tp.partition in partitions)
-        }
-        for tp in [tp for tp in self.pending if tp not in owned]:
-            del self.pending[tp]  # another member's now: it commits its own
-        if not offsets:
-            return
-        self.sent_at = time.monotonic()
         try:
-            await asyncio.wait_for(self.consumer.commit(offsets), timeout_s)
+            await self.pending.commit(self._of(partitions), timeout_s)
         except (KafkaError, TimeoutError) as error:
             # A rebalance under it, a coordinator away. The position is on the changelog:
             # only the lag tools' view waits for the next.
             log.info("decider lag marker not committed (%r)", error)
-            return
         except Exception:
             # Whatever else aiokafka raises must not stop the decider or a hand-over for a
             # figure that only tools read.
             log.exception("decider lag marker not committed")
-            return
-        for tp, (offset, _) in offsets.items():
-            if self.pending.get(tp) == offset:
-                del self.pending[tp]

@@ -35,6 +35,7 @@ from services.metrics import (
     dead_lettered,
     observe_lag,
 )
+from services.pending_offsets import PendingOffsets
 from services.pg_pool import UNREACHABLE, create_pool
 from services.projector.stall_watch import STALLED_EXIT_CODE, StallWatch
 from services.reader_batching import wait_before_next_fetch
@@ -93,8 +94,7 @@ class Projector:
         self.group = f"{settings.group_prefix}recon-projector"
         self.dead_letters = acked_producer(settings)
         # Next offsets projected but not yet committed as the lag marker.
-        self.marker: dict[TopicPartition, int] = {}
-        self.marker_sent = 0.0
+        self.marker = PendingOffsets(self.consumer)
         self.watch = StallWatch(settings.projector_stall_s, time.monotonic())
         # The live views of the recon.events partitions this projector writes.
         self.views = ViewCache()
@@ -156,10 +156,10 @@ class Projector:
                 await self.seek(self.consumer.assignment())
                 continue
             backoff = 0.0
-            self.marker.update(
+            self.marker.note(
                 {tp: records[-1].offset + 1 for tp, records in batches.items() if records}
             )
-            if time.monotonic() - self.marker_sent >= LAG_MARKER_INTERVAL_S:
+            if self.marker.due(LAG_MARKER_INTERVAL_S):
                 await self._commit_lag_marker()
 
     async def _project(self, raw: list[ConsumerRecord[bytes, bytes]]) -> None:
@@ -282,16 +282,13 @@ class Projector:
             await self.pool.expire_connections()
 
     async def _commit_lag_marker(self) -> None:
-        owned = self.consumer.assignment()
-        marker = {tp: offset for tp, offset in self.marker.items() if tp in owned}
-        self.marker = {}
-        self.marker_sent = time.monotonic()
-        if not marker:
-            return
         try:
-            await self.consumer.commit(marker)
+            await self.marker.commit()
         except KafkaError as exc:
             log.warning("committing Kafka offsets (lag marker only) failed: %s", exc)
+            # Not retried at every idle poll (a warning each 500 ms while the coordinator is
+            # away): the next batch's commit carries newer offsets.
+            self.marker.forget()
 
 
 async def _connect(url: str) -> asyncpg.Pool:
