@@ -77,10 +77,10 @@ from services.decider.dispatch_host import INLINE_HEADER, Answer, DispatchHost, 
 from services.decider.dispatch_log import log_dispatches
 from services.decider.finished_index import ChangelogReader, FinishedIndex
 from services.decider.group_commit import interval, next_start, only_evidence, spacing_bound
-from services.decider.input_offsets import group_offsets, offset_record, start_offset
+from services.decider.input_offsets import group_offsets, start_offset
 from services.decider.lag_marker import LagMarker
-from services.decider.record_batches import Planned, Sent, send_planned
 from services.decider.restore import StateKey, Stored, restore_partition
+from services.decider.staged import Staged
 from services.dispatcher.executor import DispatchOrder
 from services.kafka_clients import (
     RECORD_REFUSED,
@@ -134,10 +134,10 @@ class OwnedPartition:
     checkpoints: CheckpointChain = field(default_factory=CheckpointChain)
     # Decisions made and not committed yet: forgotten with the rest of this memory when the
     # partition is dropped, and then read again from the committed offsets.
-    staged: "_Staged | None" = None
+    staged: "Staged | None" = None
     # The transaction on the wire (the staged decisions were decided on its states) and the
     # task that commits it; the loop handles its failure once it ends.
-    committing: "_Staged | None" = None
+    committing: "Staged | None" = None
     task: "asyncio.Task[None] | None" = None
     # Per observations partition, the offset after the last answer read back and skipped
     # (decided inline when it was written): committed with the partition's next transaction,
@@ -155,50 +155,6 @@ class OwnedPartition:
             if batch is not None and key in batch.changes:
                 return batch.changes[key]
         return self.states.get(key)
-
-
-@dataclass
-class _Staged:
-    """One Kafka transaction in the making: the decisions it carries, planned as records
-    and sent when it opens, so that decisions that only record evidence can wait for the
-    partition's next transaction (services.decider.group_commit)."""
-
-    partition: int
-    # Only the transactions these decisions changed, over the owned states: memory follows
-    # the log once the transaction commits, without copying the partition's state.
-    changes: dict[StateKey, Stored] = field(default_factory=dict)
-    # Each changed transaction's Kafka key and latest changelog record (its index in
-    # `planned`): a marker's offset comes from it.
-    changelog: dict[StateKey, tuple[bytes, int]] = field(default_factory=dict)
-    planned: list[Planned] = field(default_factory=list)
-    # The last head each changed transaction's chain reached, and whether one ended.
-    heads: dict[StateKey, Head] = field(default_factory=dict)
-    ended: bool = False
-    # The next input to read per input partition: written on the changelog with the records.
-    offsets: dict[TopicPartition, int] = field(default_factory=dict)
-    inputs: int = 0
-    # The dispatches it commits: their calls start once it has committed (dispatch_host).
-    dispatches: list[DispatchOrder] = field(default_factory=list)
-    # A decision that must not wait (anything but evidence), and when the first was staged.
-    urgent: bool = False
-    since: float = field(default_factory=time.monotonic)
-
-    def plan(
-        self,
-        topic: str,
-        value: bytes,
-        key: bytes | None,
-        *,
-        partition: int | None = None,
-        headers: list[tuple[str, bytes]] | None = None,
-    ) -> int:
-        self.planned.append(Planned(topic, value, key, partition, headers))
-        return len(self.planned) - 1
-
-    async def write(self, producer: AIOKafkaProducer) -> Sent:
-        """Sends every planned record inside the open transaction, one batch per partition
-        (services.decider.record_batches)."""
-        return await send_planned(producer, self.planned)
 
 
 class PoisonInput(Exception):
@@ -411,7 +367,7 @@ class Decider:
         batches = live
         if not batches:
             return
-        staged = owned.staged = owned.staged or _Staged(partition)
+        staged = owned.staged = owned.staged or Staged(partition)
         now_ms = time.time() * 1000
         for tp, records in batches:
             for record in records:
@@ -435,7 +391,7 @@ class Decider:
         if staged is not None:
             await self._send(partition, owned, staged)
 
-    async def _send(self, partition: int, owned: OwnedPartition, staged: "_Staged") -> None:
+    async def _send(self, partition: int, owned: OwnedPartition, staged: "Staged") -> None:
         """Commits detached staged decisions with their offsets in one transaction, with a
         signed checkpoint if a transaction ended or a head waited its interval. On any
         failure the staged decisions are gone: the caller restores or drops. The offsets
@@ -445,9 +401,7 @@ class Decider:
         signing = staged.ended or owned.unsigned.overdue()
         if signing:
             self._sign(owned, staged, owned.unsigned.pending(staged.heads))
-        for tp, offset in staged.offsets.items():
-            offset_key, offset_value = offset_record(tp, offset)
-            staged.plan(self.topics.decider_state, offset_value, offset_key, partition=partition)
+        staged.plan_offsets(self.topics.decider_state)
         self.host.prepare(staged.dispatches)
         try:
             async with owned.producer.transaction():
@@ -494,7 +448,7 @@ class Decider:
         await pause_point(DECIDER_AFTER_COMMIT, when=staged.ended)
 
     async def _decide_one(
-        self, owned: OwnedPartition, staged: _Staged, tp: TopicPartition, record: ConsumerRecord
+        self, owned: OwnedPartition, staged: Staged, tp: TopicPartition, record: ConsumerRecord
     ) -> None:
         poisoned = self.poison.get((tp.topic, tp.partition, record.offset))
         if poisoned is not None:
@@ -516,7 +470,7 @@ class Decider:
     async def _decide_input(
         self,
         owned: OwnedPartition,
-        staged: _Staged,
+        staged: Staged,
         message: DeciderInput,
         refuse: Callable[[str], Awaitable[None]],
         where: str,
@@ -572,19 +526,8 @@ class Decider:
         log_dispatches(envelopes)
         # A finished transaction's full state is replaced by its marker under the same
         # key: compaction drops the full state, and a late duplicate still finds the
-        # transaction finished instead of starting it again. One state per transaction and
-        # Kafka transaction: a later decision in the same batch rewrites the record planned
-        # (no reader sees part of a Kafka transaction, and restore keeps the last anyway).
-        planned = staged.changelog.get(key)
-        if planned is not None:
-            staged.planned[planned[1]].value = changelog
-        else:
-            staged.changelog[key] = (
-                kafka_key,
-                staged.plan(
-                    self.topics.decider_state, changelog, kafka_key, partition=staged.partition
-                ),
-            )
+        # transaction finished instead of starting it again.
+        staged.plan_state(self.topics.decider_state, key, kafka_key, changelog)
 
     # --- answers of the calls this process makes (services.decider.dispatch_host) --------
 
@@ -619,7 +562,7 @@ class Decider:
         without it when the decider refused it (read back, it is dead-lettered as any
         observation would be)."""
         owned = self.owned[partition]
-        staged = owned.staged = owned.staged or _Staged(partition)
+        staged = owned.staged = owned.staged or Staged(partition)
         for answer in answers:
             obs = answer.observation
             refused: list[str] = []
@@ -643,7 +586,7 @@ class Decider:
             )
             staged.inputs += 1
 
-    def _sign(self, owned: OwnedPartition, staged: _Staged, heads: list[Head]) -> None:
+    def _sign(self, owned: OwnedPartition, staged: Staged, heads: list[Head]) -> None:
         for value in checkpoint_records(self.signing_key, heads, owned.checkpoints):
             staged.plan(self.topics.checkpoints, value, None, partition=staged.partition)
 
@@ -651,7 +594,7 @@ class Decider:
         """Signs the heads of a partition that has been quiet for the interval: no input
         came to carry them. A failure restores the partition (the heads stay until then)."""
         owned = self.owned[partition]
-        staged = _Staged(partition)
+        staged = Staged(partition)
         self._sign(owned, staged, owned.unsigned.pending({}))
         async with owned.producer.transaction():
             await (await staged.write(owned.producer)).acknowledged()
@@ -659,7 +602,7 @@ class Decider:
         owned.unsigned.signed()
 
     async def _dead_letter(
-        self, staged: _Staged, tp: TopicPartition, record: ConsumerRecord, reason: str
+        self, staged: Staged, tp: TopicPartition, record: ConsumerRecord, reason: str
     ) -> None:
         log.error("dead-lettering %s:%d@%d: %s", tp.topic, tp.partition, record.offset, reason)
         dead_lettered(reason)  # counted when staged: an aborted batch stages it again
@@ -926,7 +869,7 @@ class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
                     self.decider.failure = self.decider.failure or result
 
 
-def _detach(owned: OwnedPartition) -> "_Staged | None":
+def _detach(owned: OwnedPartition) -> "Staged | None":
     """Takes the staged decisions off the partition to commit them, before the task that
     sends them runs: what the loop decides from then on is staged for the next transaction,
     never added to this one on its way."""

@@ -27,9 +27,9 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from services.config import load_settings
-from services.decider.input_offsets import offset_record
 from services.decider.record_batches import Planned, send_planned
 from services.decider.runtime import MAX_RECORD_BYTES
+from services.decider.staged import Staged
 from services.devtools.cpu_account import _stat, jit_seconds
 from services.devtools.kafka_client_shape import STEP_HEADER, Step, steps
 from services.devtools.kafka_counts import request_counts, request_offset
@@ -48,26 +48,24 @@ def topic_names(prefix: str) -> dict[str, str]:
 
 
 def plan(inputs: list[Input], partition: int, all_steps: list[Step], prefix: str) -> list[Planned]:
-    """The records of one partition's transaction over `inputs`, as the decider plans them:
-    one state record per key (the last decided), then the offset records."""
+    """The records of one partition's transaction over `inputs`, planned by the decider's own
+    rules (services.decider.staged): one state record per transaction (the last decided),
+    then the offset records."""
     names = topic_names(prefix)
-    planned: list[Planned] = []
-    state_at: dict[bytes | None, int] = {}
-    offsets: dict[tuple[str, int], int] = {}
+    staged = Staged(partition)
     for topic, at, offset, index in inputs:
-        for out in all_steps[index].outputs:
-            record = Planned(names[out.role], out.value, out.key, partition, out.headers)
-            if out.role == "state" and out.key in state_at:
-                planned[state_at[out.key]] = record
-                continue
+        step = all_steps[index]
+        for out in step.outputs:
             if out.role == "state":
-                state_at[out.key] = len(planned)
-            planned.append(record)
-        offsets[(topic, at)] = offset + 1
-    for (topic, at), offset in offsets.items():
-        key, value = offset_record(TopicPartition(topic, at), offset)
-        planned.append(Planned(names["state"], value, key, partition))
-    return planned
+                assert out.key is not None
+                staged.plan_state(names["state"], step.tx, out.key, out.value)
+            else:
+                staged.plan(
+                    names[out.role], out.value, out.key, partition=partition, headers=out.headers
+                )
+        staged.offsets[TopicPartition(topic, at)] = offset + 1
+    staged.plan_offsets(names["state"])
+    return staged.planned
 
 
 class AiokafkaClient:

@@ -49,6 +49,7 @@ class Step:
     key: bytes
     value: bytes
     partition: int
+    tx: tuple[str, str]  # (tenant, tx_id): the decider's key of the transaction's state
     outputs: list[Output] = field(default_factory=list)
 
 
@@ -65,7 +66,13 @@ def steps(transactions: int) -> list[Step]:
         for message in inputs:
             answer = isinstance(message, OperationObserved)
             value = message.model_dump_json().encode()
-            step = Step("observations" if answer else "commands", key, value, partition)
+            step = Step(
+                "observations" if answer else "commands",
+                key,
+                value,
+                partition,
+                (state.tenant, state.tx_id),
+            )
             state, envelopes = handle(state, message)
             if answer:
                 step.outputs.append(Output("answers", value, key, [INLINE_HEADER]))

@@ -12,7 +12,8 @@ import pytest
 from events.topics import Topics
 from services.config import Settings
 from services.decider.group_commit import MAX_STRETCH
-from services.decider.runtime import Decider, OwnedPartition, _Staged
+from services.decider.runtime import Decider, OwnedPartition
+from services.decider.staged import Staged
 
 TOPICS = Topics("")
 
@@ -38,7 +39,7 @@ async def test_evidence_waits_for_the_answer_of_a_call_in_flight() -> None:
         idle = decider.group_commit_s
         assert idle > 0
         owned = OwnedPartition(None, {}, _NoneFinished())  # type: ignore[arg-type]
-        staged = owned.staged = _Staged(0, urgent=False)  # a webhook's evidence
+        staged = owned.staged = Staged(0, urgent=False)  # a webhook's evidence
         decider.owned = {0: owned}
         assert decider._start_at(owned, set()) == pytest.approx(staged.since + idle)
 

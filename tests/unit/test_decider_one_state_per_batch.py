@@ -9,7 +9,8 @@ from aiokafka import TopicPartition
 
 from events.topics import Topics
 from services.config import Settings
-from services.decider.runtime import Decider, OwnedPartition, _Staged
+from services.decider.runtime import Decider, OwnedPartition
+from services.decider.staged import Staged
 from services.devtools.decider_micro import T0
 from services.devtools.synthetic_log import transaction_records
 from transactions.finished import FinishedTransaction
@@ -27,7 +28,7 @@ async def test_a_transaction_decided_twice_in_a_batch_writes_its_latest_state_on
         Settings(kafka_bootstrap="127.0.0.1:9", database_url="", topics=TOPICS, environment="test")
     )
     owned = OwnedPartition(None, {}, _NoneFinished())  # type: ignore[arg-type]
-    staged = owned.staged = _Staged(0)
+    staged = owned.staged = Staged(0)
     tp = TopicPartition(TOPICS.commands, 0)
     values = [
         r.value

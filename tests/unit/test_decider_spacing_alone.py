@@ -11,7 +11,8 @@ import pytest
 from events.topics import Topics
 from services.config import Settings
 from services.decider.group_commit import IDLE_SPACING_S
-from services.decider.runtime import Decider, OwnedPartition, _Staged
+from services.decider.runtime import Decider, OwnedPartition
+from services.decider.staged import Staged
 
 TOPICS = Topics("")
 
@@ -23,7 +24,7 @@ class _NoneFinished:
 
 def _owned(partition: int, *, urgent: bool) -> OwnedPartition:
     owned = OwnedPartition(None, {}, _NoneFinished())  # type: ignore[arg-type]
-    owned.staged = _Staged(partition, urgent=urgent)
+    owned.staged = Staged(partition, urgent=urgent)
     return owned
 
 
@@ -41,15 +42,15 @@ async def test_after_a_slow_transaction_a_partition_alone_waits_only_for_the_mar
         assert start == pytest.approx(answered.ended_at + IDLE_SPACING_S)
 
         # Another partition's decision that matters on the wire: the full spacing, as before.
-        elsewhere.committing, elsewhere.staged = _Staged(1, urgent=True), None
+        elsewhere.committing, elsewhere.staged = Staged(1, urgent=True), None
         start = decider._start_at(answered, decider._busy_partitions())
         assert start == pytest.approx(answered.ended_at + 0.2)
         # Or staged there.
-        elsewhere.committing, elsewhere.staged = None, _Staged(1, urgent=True)
+        elsewhere.committing, elsewhere.staged = None, Staged(1, urgent=True)
         start = decider._start_at(answered, decider._busy_partitions())
         assert start == pytest.approx(answered.ended_at + 0.2)
         # Or a call in flight there, whose answer will be one.
-        elsewhere.staged = _Staged(1, urgent=False)
+        elsewhere.staged = Staged(1, urgent=False)
         decider.host.calling[1] = 1
         start = decider._start_at(answered, decider._busy_partitions())
         assert start == pytest.approx(answered.ended_at + 0.2)
