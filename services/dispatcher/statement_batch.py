@@ -10,12 +10,15 @@ loop go in one statement.
 No wait is added: the batch runs as soon as every task that was ready in the turn of the
 first request has had its go (`loop.call_soon` puts the run behind them), so a lone request
 runs at once, and the tasks started together (created in one turn, each running up to its
-first real wait) all reach it first.
+first real wait) all reach it first. Each asker's answer by services.batch_answers, as the
+intake's shared statements'.
 """
 
 import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Generic, TypeVar
+
+from services.batch_answers import answer_each, cancel_each, fail_each
 
 Asked = TypeVar("Asked")
 Answer = TypeVar("Answer")
@@ -51,19 +54,10 @@ class StatementBatch(Generic[Asked, Answer]):
         if not live:
             return
         try:
-            answers = await self._run([x for x, _ in live])
-            if len(answers) != len(live):
-                raise AssertionError(f"{len(answers)} answers to {len(live)} requests")
+            answer_each(live, await self._run([x for x, _ in live]))
         except asyncio.CancelledError:
-            for _, future in live:
-                future.cancel()
+            cancel_each(live)
             raise
         except Exception as error:
             # Each asker gets the run's error, as it would have got its own statement's.
-            for _, future in live:
-                if not future.done():
-                    future.set_exception(error)
-            return
-        for (_, future), answer in zip(live, answers, strict=True):
-            if not future.done():
-                future.set_result(answer)
+            fail_each(live, error)

@@ -4,7 +4,7 @@ one statement (and one commit) for many; no wait is added to make a batch. Each 
 its own answer once the statement carrying its item has returned, and a statement that fails
 fails each caller it carried, as its own statement would have (services.intake.
 delivery_batches for the webhooks' two statements, services.intake.produced_marks for a
-submission's second).
+submission's second). Each caller's answer by services.batch_answers, as the gate's batches.
 """
 
 import asyncio
@@ -12,6 +12,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Generic, TypeVar
 
 import asyncpg
+
+from services.batch_answers import answer_each, cancel_each, fail_each
 
 In = TypeVar("In")
 Out = TypeVar("Out")
@@ -46,24 +48,14 @@ class Batched(Generic[In, Out]):
                 # per statement cost more of the intake's CPU than running it (issue 24).
                 async with self._pool.acquire() as conn:
                     while True:
-                        answers = await self._run(conn, [item for item, _ in batch])
-                        _answer(batch, answers)
+                        answer_each(batch, await self._run(conn, [item for item, _ in batch]))
                         if not self._waiting:
                             break
                         batch, self._waiting = self._waiting, []
             except asyncio.CancelledError:  # the intake stopping
-                for _, waiter in batch:
-                    waiter.cancel()
+                cancel_each(batch)
                 raise
             except Exception as exc:  # each caller answers for it (a 503 for a database down)
                 # The connection went back to the pool (asyncpg closes a broken one); the
                 # next batch takes another.
-                for _, waiter in batch:
-                    if not waiter.done():
-                        waiter.set_exception(exc)
-
-
-def _answer(batch: list[tuple[In, asyncio.Future[Out]]], answers: Sequence[Out]) -> None:
-    for (_, waiter), answer in zip(batch, answers, strict=True):
-        if not waiter.done():  # a caller whose client went away
-            waiter.set_result(answer)
+                fail_each(batch, exc)
