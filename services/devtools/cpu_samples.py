@@ -4,11 +4,13 @@ function called directly from the one named shares.
 
     python -m services.devtools.cpu_samples FIRST.pkl LAST.pkl [--top 60] [--under NAME]
 
-NAME is `file:function` as printed (e.g. services/decider/runtime.py:_decide_input).
+NAME is `file:function` as printed (e.g. services/decider/runtime.py:_decide_input): a file of
+the sampled checkout is named from that checkout's root, wherever this is run from.
 """
 
 import argparse
 import collections
+import functools
 import pickle
 import sys
 from pathlib import Path
@@ -21,9 +23,19 @@ def _name(frame: tuple[str, str, int]) -> str:
             path = path.split(cut)[-1]
             break
     else:
-        if Path(path).is_relative_to(Path.cwd()):  # this checkout's: as the repository names it
-            path = str(Path(path).relative_to(Path.cwd()))
+        path = _from_checkout_root(path)
     return f"{path}:{function}"
+
+
+@functools.cache
+def _from_checkout_root(path: str) -> str:
+    """A recon file as the repository names it, from the root of the checkout that was
+    sampled (the nearest folder above it holding pyproject.toml), not from the current one:
+    a worktree's samples read from another then still match --under."""
+    for parent in Path(path).parents:
+        if (parent / "pyproject.toml").is_file():
+            return str(Path(path).relative_to(parent))
+    return path
 
 
 def main() -> None:
@@ -46,6 +58,11 @@ def main() -> None:
         if args.under in names:
             below = names.index(args.under) + 1
             under[names[below] if below < len(names) else "(itself)"] += n
+    if args.under and not under:
+        parser.error(
+            f"--under {args.under!r} names no function in these samples "
+            "(a name is file:function as printed without --under)"
+        )
     print(f"{total} samples over {cpu1 - cpu0:.2f} s of the process's CPU")
     for name, n in (under if args.under else inclusive).most_common(args.top):
         print(f"{100 * n / total:5.1f} %  {name}")
