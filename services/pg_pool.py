@@ -23,15 +23,29 @@ async def create_pool(dsn: str, **options: Any) -> asyncpg.Pool:
     return pool
 
 
-# The session setting of a pool whose statements are planned once per connection (the
+# The session settings of a pool whose statements are planned once per connection (the
 # generic plan) instead of at almost every call. Postgres keeps a prepared statement's
 # generic plan only if it costs no more than the average of its first five custom plans,
 # made with the values (a batch's arrays of one to three, where the generic plan guesses 10)
 # and on the tables as they were then: a statement whose generic plan never wins is planned
-# again at every call (docs/benchmark.md, "Statements planned at every call"). Only for
-# statements whose generic plan is tested to read every table by index (test_begin_plan,
-# test_webhook_lookup_plans): a plan made on small tables is kept until an ANALYZE.
-GENERIC_PLANS = {"plan_cache_mode": "force_generic_plan"}
+# again at every call (docs/benchmark.md, "Statements planned at every call").
+#
+# A plan made once is kept, and run on the tables as they grow, until an ANALYZE of one of
+# them: autovacuum's, after 50 rows + 10 % changed, at its naptime (a minute). On a young
+# database's small tables (never analysed, or analysed at a few dozen rows) a Seq Scan or a
+# hash of a whole table is what costs least, so a plan made there read every row per
+# execution as the tables grew: the webhook checks read 980-1,440 blocks per transaction
+# over a benchmark's first 600 transactions, ~40 once planned on grown tables (docs/
+# benchmark.md, "Plans made on a young database"). Turned off, those nodes are taken only
+# where no index serves; the statements run on these pools reach every table by index, and
+# their plan made on a young database's tables is tested to, run on grown ones
+# (test_begin_plan, test_webhook_lookup_plans).
+GENERIC_PLANS = {
+    "plan_cache_mode": "force_generic_plan",
+    "enable_seqscan": "off",
+    "enable_hashjoin": "off",
+    "enable_mergejoin": "off",
+}
 
 
 async def ping(conn: asyncpg.Connection) -> None:

@@ -20,7 +20,6 @@ from services.intake.intents import Intent, mark_all_produced
 from services.intake.webhook_store import Asked, look_up_all
 
 ROWS = 3000
-TABLES = ("intents", "intent_keys", "calls_begun", "operations", "webhook_deliveries")
 
 
 @pytest.fixture
@@ -77,5 +76,5 @@ async def test_the_generic_plan_of_each_batch_statement_scans_no_large_table(
         await conn.execute("DEALLOCATE batch")
 
         assert "Index" in plan, plan
-        for table in TABLES:
+        for table in large_tables.TABLES:
             assert f"Seq Scan on {table}" not in plan, plan

@@ -6,6 +6,13 @@ every webhook for an effect recon does not know. The plans are checked with the 
 plan forced, on tables large enough for a scan to be a real choice: the lookup alone
 (MATCH) and the one statement a delivery costs before its acknowledgement (DELIVERIES: the
 dedupe check with it, issue 24 item 5, for every delivery checked at the same time).
+
+The intake runs DELIVERIES on a connection that plans it generically once
+(services.intake.delivery_batches.open_check_pool) and keeps that plan until an ANALYZE of
+one of its tables, so the plan it makes on a young database's tables (empty, or first
+analysed at a few dozen rows) is checked too, run on the tables once grown: on such small
+tables a Seq Scan of operations and intents under a Hash Join cost least, which that
+connection's settings (services.pg_pool.GENERIC_PLANS) rule out.
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ import pytest
 from support import large_tables
 
 from services.intake.webhook_store import DELIVERIES, MATCH, Asked, look_up_all, operation_by_key
+from services.pg_pool import GENERIC_PLANS
 
 ROWS = 3000
 
@@ -56,6 +64,24 @@ async def test_an_unknown_effect_is_looked_up_through_an_index_under_a_generic_p
     assert "$1" in plan, plan  # the generic plan: the parameter is not folded in
     assert "Seq Scan" not in plan, plan
     assert "Index" in plan, plan
+
+
+@pytest.mark.parametrize("made_on", [0, 50], ids=["empty", "first_analysed"])
+async def test_the_checks_plan_made_on_a_young_database_reads_the_grown_tables_by_index(
+    fresh_database: str, made_on: int
+) -> None:
+    types, values = PARAMETERS["deliveries"]
+    young, grown = await large_tables.plan_kept(
+        fresh_database, made_on, ROWS, DELIVERIES, types, values, GENERIC_PLANS
+    )
+
+    # The plan made on the young tables is the one run on the grown ones.
+    assert grown.splitlines()[0].startswith(young.splitlines()[0]), (young, grown)
+    assert "Seq Scan" not in grown, grown
+    assert "Hash" not in grown, grown
+    for index in ("operations_op_key", "intent_keys_pkey", "intents_pkey"):
+        assert index in grown, (index, grown)
+    assert "Index Cond: ((provider = a.account) AND (delivery_id = a.delivery_id))" in grown
 
 
 async def test_the_indexed_lookup_finds_intents_by_either_key(conn: asyncpg.Connection) -> None:

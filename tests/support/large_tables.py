@@ -9,8 +9,11 @@ from contextlib import asynccontextmanager
 
 import asyncpg
 
+TABLES = ("intents", "intent_keys", "calls_begun", "operations", "webhook_deliveries")
 
-async def fill(conn: asyncpg.Connection, rows: int) -> None:
+
+async def fill(conn: asyncpg.Connection, rows: int, analyze: bool = True) -> None:
+    """`rows` of each (the module's docstring), analysed unless `analyze` is false."""
     await conn.execute(
         """
         INSERT INTO intents (tenant, tx_id, fingerprint, agent_id, operations, produced)
@@ -61,10 +64,9 @@ async def fill(conn: asyncpg.Connection, rows: int) -> None:
         """,
         rows,
     )
-    await conn.execute(
-        "ANALYZE intents; ANALYZE intent_keys; ANALYZE calls_begun; ANALYZE operations;"
-        " ANALYZE webhook_deliveries"
-    )
+    if not analyze:
+        return
+    await conn.execute("; ".join(f"ANALYZE {table}" for table in TABLES))
 
 
 @asynccontextmanager
@@ -89,3 +91,32 @@ async def plan(conn: asyncpg.Connection, query: str, types: str, values: str, ve
     finally:
         await conn.execute("DEALLOCATE planned")
     return "\n".join(row[0] for row in rows)
+
+
+async def plan_kept(
+    url: str, made_on: int, rows: int, query: str, types: str, values: str, settings: dict[str, str]
+) -> tuple[str, str]:
+    """The generic plan `query` gets on the young tables of the fresh database at `url`,
+    under the session `settings` (a pool's server settings), and that same plan executed
+    (EXPLAIN ANALYZE, BUFFERS) once the tables hold `rows` (fill). Young: empty and never
+    analysed if `made_on` is 0 (as migrated), else `made_on` rows analysed (as autovacuum
+    first analyses a table, after 50 rows). Postgres keeps a prepared statement's generic
+    plan until an ANALYZE of one of its tables, so a connection opened on a young database
+    runs the plan it made there while the tables grow; neither the fill nor autovacuum (off
+    on them here) analyses them meanwhile."""
+    conn = await asyncpg.connect(url)
+    try:
+        for table in TABLES:
+            await conn.execute(f"ALTER TABLE {table} SET (autovacuum_enabled = false)")
+        if made_on:
+            await fill(conn, made_on)
+        for name, value in settings.items():
+            await conn.execute(f"SET {name} = '{value}'")
+        await conn.execute(f"PREPARE planned({types}) AS {query}")
+        young = await conn.fetch(f"EXPLAIN EXECUTE planned({values})")
+        await conn.execute("; ".join(f"DELETE FROM {table}" for table in TABLES))
+        await fill(conn, rows, analyze=False)
+        grown = await conn.fetch(f"EXPLAIN (ANALYZE, BUFFERS) EXECUTE planned({values})")
+    finally:
+        await conn.close()
+    return "\n".join(row[0] for row in young), "\n".join(row[0] for row in grown)
