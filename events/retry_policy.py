@@ -30,6 +30,13 @@ def resend_without_lookup(info: Classified) -> bool:
     return info.side_effect is SideEffect.READ
 
 
+def looks_up_first(info: Classified, attempt: int) -> bool:
+    """Whether a dispatch looks under its key before it applies (OperationDispatched.
+    lookup_first): a later attempt does, since an earlier one's call may have landed, but
+    never a first (nothing was sent before it) nor a read (no effect for a lookup to find)."""
+    return attempt > 1 and not resend_without_lookup(info)
+
+
 def redelivery_may_apply(info: Classified) -> bool:
     """Whether a dispatcher that finds no effect under the key on a redelivered dispatch
     (a previous owner may have made the call and crashed before reporting) may apply it.

@@ -61,7 +61,7 @@ from events.legs import (
     evolve_legs,
     evolve_status,
 )
-from events.retry_policy import ATTEMPT_BUDGET, may_resend, resend_without_lookup
+from events.retry_policy import ATTEMPT_BUDGET, looks_up_first, may_resend, resend_without_lookup
 from events.transaction_events import (
     CommandIgnored,
     CommandRefused,
@@ -282,7 +282,7 @@ def _observe(state: TransactionState, obs: OperationObserved) -> list[Event]:
                 info = leg_info(op.spec, leg)
                 if resend_without_lookup(info) and may_resend(info, attempt):
                     # A read changed nothing: ask again rather than look for an effect.
-                    return [unknown, _dispatch(op, leg, attempt + 1, lookup_first=False)]
+                    return [unknown, _dispatch(op, leg, attempt + 1)]
                 return [unknown]
             return [EvidenceRecorded(action=action, leg=leg, attempt=attempt, evidence=evidence)]
         case Outcome.ABSENT:
@@ -303,7 +303,7 @@ def _observe(state: TransactionState, obs: OperationObserved) -> list[Event]:
             # stays unknown until a lookup finds it or a person decides (events.retry_policy).
             info = leg_info(op.spec, leg)
             if may_resend(info, attempt):
-                return [*events, _dispatch(op, leg, attempt + 1, lookup_first=True)]
+                return [*events, _dispatch(op, leg, attempt + 1)]
             if info.side_effect is SideEffect.DESTRUCTIVE:
                 return events
             return events + _review(state, op, leg, attempt, "attempt_budget_exhausted", evidence)
@@ -346,7 +346,7 @@ def _compensate(state: TransactionState, cmd: CompensateOperation) -> list[Event
     earlier = state.plan[: state.plan.index(cmd.action)]
     if not state.all_compensated(earlier):
         return [CommandIgnored(command=cmd.type, reason="earlier_compensation_not_done")]
-    return [_dispatch(op, Leg.COMPENSATION, 1, lookup_first=False)]
+    return [_dispatch(op, Leg.COMPENSATION, 1)]
 
 
 def _request_review(state: TransactionState, cmd: RequestReview) -> list[Event]:
@@ -412,7 +412,7 @@ def _resolve(state: TransactionState, cmd: ResolveReview) -> list[Event]:
         leg is Leg.COMPENSATION and cmd.resolution is Resolution.NOT_APPLIED
     ):
         # An undo that did not happen must still happen: try it again, like a retry.
-        return [resolved, _dispatch(op, leg, attempt + 1, lookup_first=True)]
+        return [resolved, _dispatch(op, leg, attempt + 1)]
     if leg is Leg.COMPENSATION:
         return [resolved, _compensated(state, op, attempt, None, evidence)]
     if cmd.resolution is Resolution.APPLIED:
@@ -509,7 +509,7 @@ def _advance(state: TransactionState, now: datetime) -> list[Event]:
                     # Bound to the state the approval was given at, too.
                     approval = approvals.current(state, step.spec.action)
                     pin = pin_for(step.spec.payload, approval)
-                    return [_dispatch(step, Leg.FORWARD, 1, lookup_first=False, pin=pin)]
+                    return [_dispatch(step, Leg.FORWARD, 1, pin=pin)]
                 return []  # in flight or unknown: everything after it waits
             return [TransactionCommitted(), *_notify(state, OperationKind.ON_COMMIT)]
         case TxStatus.COMPENSATING:
@@ -551,17 +551,18 @@ def _aborted(state: TransactionState) -> list[Event]:
 
 def _notify(state: TransactionState, kind: OperationKind) -> list[Event]:
     return [
-        _dispatch(op, Leg.FORWARD, 1, lookup_first=False)
-        for op in state.of_kind(kind)
-        if op.status is OpStatus.PENDING
+        _dispatch(op, Leg.FORWARD, 1) for op in state.of_kind(kind) if op.status is OpStatus.PENDING
     ]
 
 
 def _dispatch(
-    op: OperationState, leg: Leg, attempt: int, *, lookup_first: bool, pin: int | None = None
+    op: OperationState, leg: Leg, attempt: int, *, pin: int | None = None
 ) -> OperationDispatched:
-    """`pin`: the revision to bind a first attempt to; a later one sends its first's."""
+    """`pin`: the revision to bind a first attempt to; a later one sends its first's.
+    Whether it looks up first is the attempt's and the operation's (events.retry_policy.
+    looks_up_first), so transactions.unanswered rebuilds it by this same rule."""
     spec = op.spec
+    lookup_first = looks_up_first(leg_info(spec, leg), attempt)
     if leg is Leg.FORWARD:
         pinned = op.pinned_revision if attempt > 1 else pin
         return OperationDispatched(

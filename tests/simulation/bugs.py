@@ -32,7 +32,7 @@ def _dispatch_on_unknown(state: TransactionState, now: datetime) -> list[Event]:
             if step.status in (OpStatus.CONFIRMED, OpStatus.UNKNOWN):
                 continue
             if step.status is OpStatus.PENDING:
-                return [transaction._dispatch(step, Leg.FORWARD, 1, lookup_first=False)]
+                return [transaction._dispatch(step, Leg.FORWARD, 1)]
             return []
     return _advance(state, now)
 

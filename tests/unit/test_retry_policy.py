@@ -3,15 +3,17 @@ reads are asked again, writes re-sent under their key after a lookup proved abse
 destructive operations never re-sent (events.retry_policy)."""
 
 from support.catalogs import sandbox_catalog
-from support.txbuilders import T0, observed
+from support.txbuilders import T0, observed, request_review, resolve
 
-from events.catalog import OperationInfo, Reversibility, SideEffect
-from events.definition import OperationKind, OperationSpec, OpStatus
+from events.catalog import OperationFacts, OperationInfo, Reversibility, SideEffect
+from events.definition import OperationKind, OperationSpec, OpStatus, Resolution
 from events.inputs import Outcome, Source, SubmitTransaction
 from events.keys import op_key
 from events.retry_policy import may_resend, redelivery_may_apply, resend_without_lookup
+from events.transaction_events import OperationDispatched
 from transactions.state import TransactionState
 from transactions.transaction import decide, handle, initial_state
+from transactions.unanswered import unanswered
 
 
 def destructive_submit() -> SubmitTransaction:
@@ -89,3 +91,48 @@ def test_destructive_unknown_proven_absent_is_not_resent_and_stays_unknown() -> 
     # A later lookup that finds the effect settles it.
     events = decide(state, observed("wipe", 1, Outcome.SUCCEEDED, 2, Source.LOOKUP))
     assert [e.type for e in events] == ["OperationConfirmed", "TransactionCommitted"]
+
+
+def read_submit() -> SubmitTransaction:
+    """One step, a read (recorded facts: no effect a lookup could find), under the key
+    observed() uses."""
+    key = op_key(tenant="demo", environment="test", provider="sandbox", tx_id="tx-1", action="peek")
+    step = OperationSpec(
+        action="peek",
+        kind=OperationKind.STEP,
+        provider="sandbox",
+        operation="balances.get",
+        payload={"account": "acct-1"},
+        op_key=key,
+        facts=OperationFacts(side_effect=SideEffect.READ, reversibility=Reversibility.REVERSIBLE),
+    )
+    return SubmitTransaction(
+        message_id="cmd-tx-1",
+        tenant="demo",
+        tx_id="tx-1",
+        agent_id="agent-1",
+        fingerprint="f" * 64,
+        operations=(step,),
+        issued_at=T0,
+    )
+
+
+def test_a_read_is_never_looked_up_first_whoever_sends_it_again() -> None:
+    """Every dispatch of a read carries lookup_first=False, the machine's resend and a
+    person's retry alike (events.retry_policy.looks_up_first, the one rule), so a decider
+    taking the partition rebuilds the very dispatch committed (transactions.unanswered)."""
+    inputs: list[object] = [read_submit()]
+    dispatched: list[OperationDispatched] = []
+    for attempt in range(1, 6):
+        state = run(*inputs)
+        events = decide(state, observed("peek", attempt, Outcome.UNKNOWN))
+        dispatched += [e for e in events if isinstance(e, OperationDispatched)]
+        inputs.append(observed("peek", attempt, Outcome.UNKNOWN))
+    assert [d.attempt for d in dispatched] == [2, 3, 4, 5]  # then the budget is spent
+    inputs.append(request_review("peek", 5))
+    events = decide(run(*inputs), resolve("peek", 5, Resolution.RETRY))
+    retried = [e for e in events if isinstance(e, OperationDispatched)]
+    assert [d.attempt for d in retried] == [6]
+    assert not any(d.lookup_first for d in dispatched + retried)
+    inputs.append(resolve("peek", 5, Resolution.RETRY))
+    assert unanswered(run(*inputs)) == retried
