@@ -346,7 +346,11 @@ async def _with_own_stack(args: argparse.Namespace) -> dict[str, float]:
         stack.start_all()
         await _start_instances(stack, {"decider": args.deciders})
         await _warm_up(stack.intake_url, "demo-key", kafka.bootstrap, Topics(), args)
-        await pg_server_cost.analyze(postgres.url)
+        if args.warmup:
+            # After no warm-up the tables are empty, and autovacuum never analyses an empty
+            # table (its threshold is 50 changed rows): statistics of empty tables would make
+            # every plan cost nothing, a state no live system reaches.
+            await pg_server_cost.analyze(postgres.url)
         roots = {"kafka": _pid(kafka), "postgres": _pid(postgres)}
         roots |= {
             ("provider (sandbox)" if name == "sandbox" else name): process.pid
