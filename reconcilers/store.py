@@ -100,18 +100,16 @@ async def _first_requests(
     rows = await conn.fetch(
         _FIRST_DISPATCHES, [k[0] for k in keys], [k[1] for k in keys], [k[2] for k in keys]
     )
-    begun: dict[tuple[str, str], datetime] = {}
-    if await conn.fetchval("SELECT to_regclass('calls_begun')") is not None:
-        begun = {
-            (r["tenant"], r["op_key"]): r["at"]
-            for r in await conn.fetch(
-                "SELECT c.tenant, c.op_key, min(c.begun_at) AS at FROM calls_begun c"
-                " JOIN unnest($1::text[], $2::text[]) AS k (tenant, op_key)"
-                " ON c.tenant = k.tenant AND c.op_key = k.op_key GROUP BY 1, 2",
-                [k[0] for k in keys],
-                [k[2] for k in keys],
-            )
-        }
+    begun = {
+        (r["tenant"], r["op_key"]): r["at"]
+        for r in await conn.fetch(
+            "SELECT c.tenant, c.op_key, min(c.begun_at) AS at FROM calls_begun c"
+            " JOIN unnest($1::text[], $2::text[]) AS k (tenant, op_key)"
+            " ON c.tenant = k.tenant AND c.op_key = k.op_key GROUP BY 1, 2",
+            [k[0] for k in keys],
+            [k[2] for k in keys],
+        )
+    }
     first = {}
     for row in rows:
         key = (row["tenant"], row["op_key"])
@@ -120,9 +118,9 @@ async def _first_requests(
     return first
 
 
-def _maybe_sent(row: asyncpg.Record, begun: set[tuple[str, str, str, int]] | None) -> bool:
+def _maybe_sent(row: asyncpg.Record, begun: set[tuple[str, str, str, int]]) -> bool:
     """False only for a leg still `dispatched` whose call no dispatcher began."""
-    if row["state"] != OpStatus.DISPATCHED or begun is None:
+    if row["state"] != OpStatus.DISPATCHED:
         return True
     return (row["tenant"], row["op_key"], row["leg"], row["attempt"]) in begun
 
@@ -136,15 +134,12 @@ BEGUN = (
 )
 
 
-async def _begun(conn: asyncpg.Connection) -> set[tuple[str, str, str, int]] | None:
+async def _begun(conn: asyncpg.Connection) -> set[tuple[str, str, str, int]]:
     """The calls a dispatcher began (`calls_begun`, services/dispatcher/calls_begun.py). A
     leg still `dispatched` without one was never sent: no dispatcher has picked it up yet
     (a rejoin, a backlog), so it is not stuck at a provider, not looked up, and never sent
     to review unsent once a budget runs out; the dispatcher that reads it sends it. A leg
-    `unknown` was seen by a dispatcher, begun or not, and is looked up as before. None: no
-    dispatcher has run against this database (the table does not exist), nothing to tell."""
-    if await conn.fetchval("SELECT to_regclass('calls_begun')") is None:
-        return None
+    `unknown` was seen by a dispatcher, begun or not, and is looked up as before."""
     rows = await conn.fetch(BEGUN, OpStatus.DISPATCHED.value)
     return {(r["tenant"], r["op_key"], r["leg"], r["attempt"]) for r in rows}
 
@@ -152,10 +147,7 @@ async def _begun(conn: asyncpg.Connection) -> set[tuple[str, str, str, int]] | N
 async def _held(conn: asyncpg.Connection) -> set[tuple[str, str, int]]:
     """Dispatches a kill switch holds (`held_dispatches`, services/migrations):
     not stuck, since no dispatcher has sent them, so not looked up. Their lookups would find
-    nothing and, past the budget, send a leg that is only waiting for a release to review.
-    The table exists once a dispatcher or the intake has started."""
-    if await conn.fetchval("SELECT to_regclass('held_dispatches')") is None:
-        return set()
+    nothing and, past the budget, send a leg that is only waiting for a release to review."""
     rows = await conn.fetch("SELECT tenant, op_key, attempt FROM held_dispatches")
     return {(r["tenant"], r["op_key"], r["attempt"]) for r in rows}
 
@@ -458,10 +450,7 @@ async def purge(
         "review_resolutions": await _delete_in_batches(
             conn, _PURGE_REVIEW_RESOLUTIONS, now - retention, ReviewState.RESOLVED.value
         ),
-        # The table exists once a dispatcher has started.
-        "calls_begun": (
-            await _delete_in_batches(conn, _PURGE_CALLS_BEGUN, now - retention, list(IN_FLIGHT))
-            if await conn.fetchval("SELECT to_regclass('calls_begun')") is not None
-            else 0
+        "calls_begun": await _delete_in_batches(
+            conn, _PURGE_CALLS_BEGUN, now - retention, list(IN_FLIGHT)
         ),
     }
