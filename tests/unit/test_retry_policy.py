@@ -16,16 +16,19 @@ from transactions.transaction import decide, handle, initial_state
 from transactions.unanswered import unanswered
 
 
-def destructive_submit() -> SubmitTransaction:
-    """One step, the irreversible records.delete, under the key observed() uses."""
-    key = op_key(tenant="demo", environment="test", provider="sandbox", tx_id="tx-1", action="wipe")
+def one_step(
+    action: str, operation: str, payload: dict[str, str], facts: OperationFacts | None = None
+) -> SubmitTransaction:
+    """A transaction of one step, under the key observed() uses."""
+    key = op_key(tenant="demo", environment="test", provider="sandbox", tx_id="tx-1", action=action)
     step = OperationSpec(
-        action="wipe",
+        action=action,
         kind=OperationKind.STEP,
         provider="sandbox",
-        operation="records.delete",
-        payload={"resource": "rec-1"},
+        operation=operation,
+        payload=payload,
         op_key=key,
+        facts=facts,
     )
     return SubmitTransaction(
         message_id="cmd-tx-1",
@@ -36,6 +39,17 @@ def destructive_submit() -> SubmitTransaction:
         operations=(step,),
         issued_at=T0,
     )
+
+
+def destructive_submit() -> SubmitTransaction:
+    """One step, the irreversible records.delete."""
+    return one_step("wipe", "records.delete", {"resource": "rec-1"})
+
+
+def read_submit() -> SubmitTransaction:
+    """One step, a read (recorded facts: no effect a lookup could find)."""
+    read = OperationFacts(side_effect=SideEffect.READ, reversibility=Reversibility.REVERSIBLE)
+    return one_step("peek", "balances.get", {"account": "acct-1"}, read)
 
 
 def run(*inputs: object) -> TransactionState:
@@ -91,30 +105,6 @@ def test_destructive_unknown_proven_absent_is_not_resent_and_stays_unknown() -> 
     # A later lookup that finds the effect settles it.
     events = decide(state, observed("wipe", 1, Outcome.SUCCEEDED, 2, Source.LOOKUP))
     assert [e.type for e in events] == ["OperationConfirmed", "TransactionCommitted"]
-
-
-def read_submit() -> SubmitTransaction:
-    """One step, a read (recorded facts: no effect a lookup could find), under the key
-    observed() uses."""
-    key = op_key(tenant="demo", environment="test", provider="sandbox", tx_id="tx-1", action="peek")
-    step = OperationSpec(
-        action="peek",
-        kind=OperationKind.STEP,
-        provider="sandbox",
-        operation="balances.get",
-        payload={"account": "acct-1"},
-        op_key=key,
-        facts=OperationFacts(side_effect=SideEffect.READ, reversibility=Reversibility.REVERSIBLE),
-    )
-    return SubmitTransaction(
-        message_id="cmd-tx-1",
-        tenant="demo",
-        tx_id="tx-1",
-        agent_id="agent-1",
-        fingerprint="f" * 64,
-        operations=(step,),
-        issued_at=T0,
-    )
 
 
 def test_a_read_is_never_looked_up_first_whoever_sends_it_again() -> None:
