@@ -25,8 +25,8 @@ A decision that matters (urgent) opens its partition's next transaction at once,
 whatever is staged, unless that partition's last transaction ended less than SPACING times
 its own duration ago (that spacing at most MAX_STRETCH idle intervals, and idle, without a
 backlog and after a quick transaction or with no other partition's decision that matters
-staged or on the wire nor call in flight, at most IDLE_SPACING_S, the broker's time to
-write the last one's markers: `spacing_bound`):
+staged or on the wire nor call in flight, or no other live transaction on the partition, at
+most IDLE_SPACING_S, the broker's time to write the last one's markers: `spacing_bound`):
 then it waits for that, and what arrives meanwhile goes with it (`next_start`; due evidence
 likewise).
 Decisions made while the partition's transaction is on the wire are staged for the next
@@ -101,7 +101,8 @@ def spacing_bound(
     """The most a partition's next transaction is spaced from its last (`next_start`), which
     took `took_s`: MAX_STRETCH idle intervals under load, idle only the markers' time. Idle
     is no backlog and either a quick last transaction or the partition `alone` (no other
-    partition has a decision that matters staged or on the wire, nor a call in flight)."""
+    partition has a decision that matters staged or on the wire, nor a call in flight; or the
+    partition holds no live transaction but those the decision carries: Decider._start_at)."""
     bound = idle_s * MAX_STRETCH
     if backlog(fetched, partitions) or (took_s > QUICK_S and not alone):
         return bound
