@@ -56,7 +56,9 @@ MAX_STRETCH = 5
 # duration after that one ended. Measured at concurrency 30 (bench --requests, 2-core box
 # under load): 0 gave 1.15 CONCURRENT_TRANSACTIONS refusals per recon transaction and T 1.14,
 # 0.5 gave 0.12 and T 0.98, 1 gave 0.02-0.03 and T 0.86-0.92 (the loop before: 0.09-0.19 and
-# T 1.07-1.53).
+# T 1.07-1.53). 2 (three interleaved pairs on a quiet machine, December 2026) gave T 0.80-0.83
+# against 0.96-1.05 and 7.5-8.1 Kafka requests per transaction against 8.5-9.2, but recon's
+# own CPU per transaction did not follow (+0.9, -2.3, +0.1 ms): kept at 1.
 SPACING = 1.0
 
 # Idle (no backlog, `backlog`, and the partition's last transaction quicker than QUICK_S)
