@@ -9,6 +9,8 @@ it is dropped and built again.
 
 from typing import Any
 
+from yoyo import step
+
 
 def build(conn: Any, name: str, definition: str) -> None:
     """CREATE INDEX CONCURRENTLY `name` `definition` ("ON table (...)"), unless a valid
@@ -29,3 +31,10 @@ def build(conn: Any, name: str, definition: str) -> None:
 
 def drop(conn: Any, name: str) -> None:
     conn.cursor().execute(f"DROP INDEX CONCURRENTLY IF EXISTS {name}")
+
+
+def migration_steps(name: str, definition: str) -> list[Any]:
+    """The steps of a migration that only adds the index `name` `definition` (built by
+    `build`, dropped on rollback); its module sets `__transactional__ = False` itself, since
+    yoyo reads that from the module."""
+    return [step(lambda conn: build(conn, name, definition), lambda conn: drop(conn, name))]

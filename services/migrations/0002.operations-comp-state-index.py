@@ -6,23 +6,10 @@ at all, so each pass read the whole `operations` table. The index is partial (on
 a compensation key), so it stays small. Built concurrently (services/concurrent_index.py).
 """
 
-from typing import Any
-
-from yoyo import step
-
 from services import concurrent_index
 
 __transactional__ = False  # CREATE INDEX CONCURRENTLY refuses to run inside a transaction
 
-INDEX = "operations_comp_state"
-
-
-def apply(conn: Any) -> None:
-    concurrent_index.build(conn, INDEX, "ON operations (comp_state) WHERE comp_op_key IS NOT NULL")
-
-
-def rollback(conn: Any) -> None:
-    concurrent_index.drop(conn, INDEX)
-
-
-steps = [step(apply, rollback)]
+steps = concurrent_index.migration_steps(
+    "operations_comp_state", "ON operations (comp_state) WHERE comp_op_key IS NOT NULL"
+)

@@ -9,23 +9,10 @@ skip scan searches the index once per tenant. The index is partial (open reviews
 it stays as small as the queue. Built concurrently (services/concurrent_index.py).
 """
 
-from typing import Any
-
-from yoyo import step
-
 from services import concurrent_index
 
 __transactional__ = False  # CREATE INDEX CONCURRENTLY refuses to run inside a transaction
 
-INDEX = "reviews_open"
-
-
-def apply(conn: Any) -> None:
-    concurrent_index.build(conn, INDEX, "ON reviews (created_at) WHERE state = 'open'")
-
-
-def rollback(conn: Any) -> None:
-    concurrent_index.drop(conn, INDEX)
-
-
-steps = [step(apply, rollback)]
+steps = concurrent_index.migration_steps(
+    "reviews_open", "ON reviews (created_at) WHERE state = 'open'"
+)
