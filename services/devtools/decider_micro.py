@@ -17,7 +17,10 @@ disturbed by the machine's other work):
   against the pure-Python reference it must equal;
 - marker: per state that ends finished (the last input's and a late webhook's), its marker
   made (`finish`) and revived (`revive`), as the runtime does at every input of a
-  finished transaction; microseconds per marker, not per event.
+  finished transaction; microseconds per marker, not per event;
+- consume: the block the runtime opens around each input it reads from Kafka
+  (`tracing.consuming`, tracing off, a record with no trace context: the benchmark's);
+  microseconds per input.
 
 It uses only functions that main has had since sealing was in JCS, so the same file runs
 against an older checkout for a before/after (`PYTHONPATH=<checkout> python
@@ -32,6 +35,7 @@ import argparse
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
+from types import SimpleNamespace
 
 import rfc8785
 from pydantic import BaseModel
@@ -40,6 +44,7 @@ from events.canonical import jcs
 from events.envelope import Envelope, seal
 from events.inputs import DeciderInput, parse_input
 from events.transaction_events import Event
+from services import tracing
 from services.devtools.synthetic_log import transaction_records
 from transactions.finished import FinishedTransaction, finish, is_finished, revive
 from transactions.state import TransactionState
@@ -139,6 +144,14 @@ def main() -> None:
         for marker in finished:
             finish(revive(marker))
 
+    consumed_inputs = sum(len(i) for i in transactions)
+    consumed = SimpleNamespace(headers=[], topic="recon.commands", partition=0, offset=0)
+
+    def run_consume() -> None:
+        for _ in range(consumed_inputs):
+            with tracing.consuming("decider.decide", consumed, "recon-decider"):
+                pass
+
     print(
         f"{args.transactions} README transactions, {events / args.transactions:.1f} events "
         f"each; microseconds per event, best of {args.rounds} rounds"
@@ -160,6 +173,9 @@ def main() -> None:
         print(f"  {name:<8} {us:8.2f}")
     marker_us = _best_us(run_marker, len(finished), args.rounds)
     print(f"  {'marker':<8} {marker_us:8.2f} per finished state ({len(finished)})")
+    consume_us = _best_us(run_consume, consumed_inputs, args.rounds)
+    each = consumed_inputs / args.transactions
+    print(f"  {'consume':<8} {consume_us:8.2f} per input ({each:.1f} each)")
     print(f"handle per transaction: {total * events / args.transactions / 1000:.3f} ms")
 
 
