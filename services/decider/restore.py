@@ -24,7 +24,7 @@ from pydantic import ValidationError
 from events.keys import partition_key
 from services.decider.input_offsets import is_offset_key, parse_offset_record
 from services.kafka_clients import connection
-from transactions.finished import MARKER_PREFIX, FinishedTransaction, finish, is_finished
+from transactions.finished import MARKER_PREFIX, FinishedTransaction, keep
 from transactions.state import TransactionState
 
 StateKey = tuple[str, str]
@@ -63,10 +63,8 @@ def parse_stored(raw: bytes) -> tuple[Stored, bool]:
     data = json.loads(raw)
     if isinstance(data, dict) and data.get("kind") == "finished":
         return FinishedTransaction.model_validate(data), False
-    state = TransactionState.model_validate(data)
-    if is_finished(state):
-        return finish(state), True  # keep only the marker in memory
-    return state, False
+    kept = keep(TransactionState.model_validate(data))  # only a finished one's marker
+    return kept, isinstance(kept, FinishedTransaction)
 
 
 async def restore_partition(bootstrap: str, topic: str, partition: int) -> Restored:

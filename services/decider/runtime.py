@@ -100,7 +100,7 @@ from services.metrics import (
     observe_lag,
 )
 from services.signing_keys import signing_key
-from transactions.finished import FinishedTransaction, finish, is_finished, revive
+from transactions.finished import FinishedTransaction, keep, revive
 from transactions.state import TransactionState
 from transactions.transaction import handle, initial_state, is_terminal
 
@@ -491,7 +491,7 @@ class Decider:
             return
         try:
             state, envelopes = handle(state, message)
-            kept: Stored = finish(state) if is_finished(state) else state
+            kept = keep(state)
             events = [envelope.model_dump_json().encode() for envelope in envelopes]
             changelog = kept.model_dump_json().encode()
         except Exception as error:

@@ -24,7 +24,7 @@ from services.decider.dispatch_host import INLINE_HEADER
 from services.devtools.decider_micro import readme_inputs
 from services.devtools.synthetic_log import partition_of
 from services.signing_keys import development_key
-from transactions.finished import finish, is_finished
+from transactions.finished import keep
 from transactions.transaction import handle, initial_state, is_terminal
 
 Headers = list[tuple[str, bytes]]
@@ -79,7 +79,7 @@ def steps(transactions: int) -> list[Step]:
             for envelope in envelopes:
                 body = envelope.model_dump_json().encode()
                 step.outputs.append(Output("events", body, key, [event_type_header(envelope.type)]))
-            kept = finish(state) if is_finished(state) else state
+            kept = keep(state)
             step.outputs.append(Output("state", kept.model_dump_json().encode(), key))
             if envelopes and is_terminal(state):
                 last = envelopes[-1]

@@ -16,6 +16,7 @@ from transactions.finished import (
     FinishedTransaction,
     finish,
     is_finished,
+    keep,
     revive,
 )
 from transactions.state import OperationState, TransactionState
@@ -153,6 +154,20 @@ def test_a_restore_tells_markers_from_full_states_by_their_first_bytes() -> None
         assert finish(full).model_dump_json().encode().startswith(MARKER_PREFIX)
         assert not full.model_dump_json().encode().startswith(MARKER_PREFIX)
         assert not run(inputs[:1]).model_dump_json().encode().startswith(MARKER_PREFIX)
+
+
+def test_the_decider_keeps_the_marker_exactly_when_the_transaction_is_finished() -> None:
+    # `keep` judges is_finished once for the decider (finish's own check judged it again);
+    # the prefixes hold states in review, notifying and compensating, which are not.
+    for inputs in HISTORIES.values():
+        state = initial_state("demo", "tx-1")
+        for message in inputs:
+            state, _ = handle(state, message)
+            kept = keep(state)
+            if is_finished(state):
+                same_model(kept, finish(state))
+            else:
+                assert kept is state
 
 
 def test_a_transaction_waiting_for_a_person_or_a_provider_is_not_finished() -> None:

@@ -24,7 +24,7 @@ from events.inputs import parse_input
 from events.model import absent, falsy
 from events.str_enum import StrEnum
 from services.devtools.synthetic_log import transaction_records
-from transactions.finished import finish, is_finished
+from transactions.finished import keep
 from transactions.transaction import handle, initial_state
 
 MODULES = (
@@ -75,7 +75,7 @@ def _written() -> Iterator[Any]:
             state = state or initial_state("demo", message.tx_id)
             state, envelopes = handle(state, message)
             yield from envelopes
-            yield finish(state) if is_finished(state) else state
+            yield keep(state)
 
 
 def test_serialized_bytes_are_those_of_enum_value(monkeypatch: pytest.MonkeyPatch) -> None:
