@@ -29,7 +29,7 @@ the projection applies too.
 
 from collections.abc import Iterable
 from datetime import datetime
-from typing import Any, assert_never
+from typing import Any, NamedTuple, assert_never
 
 from events.aborted_before_call import aborted_before_call
 from events.approval_events import OperationRejected
@@ -697,15 +697,24 @@ def replay(tenant: str, tx_id: str, events: Iterable[Event]) -> TransactionState
     return state.model_copy(update=_bounded(state, recorded))
 
 
-def handle(
-    state: TransactionState, message: DeciderInput
-) -> tuple[TransactionState, list[Envelope]]:
+class Handled(NamedTuple):
+    """One input decided, sealed and recorded: the state after it, the envelopes to write,
+    and the decided events they carry, in order. Each event equals its envelope's
+    `event()`, which reads it back out of the envelope's JSON data (2.1 us a dispatch):
+    the runtime orders each dispatch's call from the event it decided instead."""
+
+    state: TransactionState
+    envelopes: list[Envelope]
+    events: list[Event]
+
+
+def handled(state: TransactionState, message: DeciderInput) -> Handled:
     """decide, seal and record in one step: what the runtime does per input. The state is
     the fold of `record` over the envelopes (the property tests hold it so), computed from
     the decision's own fold and events instead of reading each event back."""
     events, folded = _decision(state, message)
     if not events:
-        return state, []
+        return Handled(state, [], [])
     envelopes = seal(
         tenant=state.tenant,
         tx_id=state.tx_id,
@@ -715,7 +724,15 @@ def handle(
         causation_id=message.message_id,
         occurred_at=_time_of(message),
     )
-    return _recorded(folded, events, envelopes[-1]), envelopes
+    return Handled(_recorded(folded, events, envelopes[-1]), envelopes, events)
+
+
+def handle(
+    state: TransactionState, message: DeciderInput
+) -> tuple[TransactionState, list[Envelope]]:
+    """`handled` without the events: the state after the input and its envelopes."""
+    after, envelopes, _ = handled(state, message)
+    return after, envelopes
 
 
 def _time_of(message: DeciderInput) -> datetime:

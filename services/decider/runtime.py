@@ -56,7 +56,6 @@ from pydantic import ValidationError
 
 from events.checkpoint import CheckpointChain, Head
 from events.dead_letters import dead_letter_headers
-from events.envelope import Envelope
 from events.event_type_header import event_type_header
 from events.inputs import DeciderInput, OperationObserved, parse_input
 from events.keys import partition_key
@@ -102,7 +101,7 @@ from services.metrics import (
 from services.signing_keys import signing_key
 from transactions.finished import FinishedTransaction, keep, revive
 from transactions.state import TransactionState
-from transactions.transaction import handle, initial_state, is_terminal
+from transactions.transaction import handled, initial_state, is_terminal
 
 log = logging.getLogger(__name__)
 _FENCED = "fenced on partition %d: another decider owns it now"
@@ -490,7 +489,7 @@ class Decider:
             await refuse("observation for an unknown transaction")
             return
         try:
-            state, envelopes = handle(state, message)
+            state, envelopes, decided = handled(state, message)
             kept = keep(state)
             events = [envelope.model_dump_json().encode() for envelope in envelopes]
             changelog = kept.model_dump_json().encode()
@@ -515,14 +514,15 @@ class Decider:
         staged.heads[key] = Head(last.tenant, last.tx_id, last.seq, last.hash)
         staged.ended = staged.ended or is_terminal(state)
         trace = tracing.kafka_headers() or []
-        for envelope, value in zip(envelopes, events, strict=True):
+        for envelope, event, value in zip(envelopes, decided, events, strict=True):
             # The type header lets readers pass over events they do not act on unparsed.
             headers = [*trace, event_type_header(envelope.type)]
             staged.plan(
                 self.topics.events, value, kafka_key, partition=staged.partition, headers=headers
             )
-            if envelope.type == "OperationDispatched":
-                staged.dispatches.append(_order(envelope, staged.partition, trace))
+            if isinstance(event, OperationDispatched):
+                order = DispatchOrder(envelope, event, staged.partition, trace or None)
+                staged.dispatches.append(order)
         log_dispatches(envelopes)
         # A finished transaction's full state is replaced by its marker under the same
         # key: compaction drops the full state, and a late duplicate still finds the
@@ -917,12 +917,6 @@ async def _held_open_until_pipelined(owned: OwnedPartition) -> None:
         while owned.staged is None or not owned.staged.heads:
             await asyncio.sleep(0.01)
     await pause_point(DECIDER_WITH_PIPELINED_INPUTS, flush=owned.producer.flush)
-
-
-def _order(envelope: Envelope, partition: int, trace: list[tuple[str, bytes]]) -> DispatchOrder:
-    dispatch = envelope.event()
-    assert isinstance(dispatch, OperationDispatched)
-    return DispatchOrder(envelope, dispatch, partition, trace or None)
 
 
 async def _stop_quietly(producer: AIOKafkaProducer) -> None:

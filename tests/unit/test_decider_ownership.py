@@ -23,7 +23,7 @@ from events.transaction_events import (
     TransactionClaimed,
 )
 from transactions.state import TransactionState
-from transactions.transaction import decide, handle, initial_state
+from transactions.transaction import decide, handle, handled, initial_state
 from transactions.unanswered import unanswered
 
 LEASE_S = 60
@@ -204,12 +204,16 @@ def test_a_take_over_rebuilds_a_dispatch_after_a_claim_charged_to_the_successor(
         request_review("refund", 1),
         claim("agent-2", "s-B", LEASE_S),
     )
-    state, envelopes = handle(state, resolve("refund", 1, Resolution.RETRY, n=LEASE_S + 1))
+    state, envelopes, decided = handled(
+        state, resolve("refund", 1, Resolution.RETRY, n=LEASE_S + 1)
+    )
     committed = [
         e for e in (env.event() for env in envelopes) if isinstance(e, OperationDispatched)
     ]
     assert [(e.attempt, e.agent_id) for e in committed] == [(2, "agent-2")]
     assert unanswered(state) == committed
+    # The decider orders the call from the decided event: charged as the one committed.
+    assert [e for e in decided if isinstance(e, OperationDispatched)] == committed
 
 
 def test_the_attempt_gate_refuses_a_review_retry_a_check_refuses() -> None:

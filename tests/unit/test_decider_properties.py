@@ -23,7 +23,7 @@ from events.transaction_events import (
     TransactionFailed,
 )
 from transactions.state import TransactionState
-from transactions.transaction import handle, initial_state, record
+from transactions.transaction import handle, handled, initial_state, record
 
 
 @given(scenarios())
@@ -124,6 +124,16 @@ def check_dispatch(
             assert message.outcome is Outcome.ABSENT and message.source is not Source.WEBHOOK
         else:
             assert message.type == "ResolveReview"
+
+
+@given(scenarios())
+def test_the_decided_events_are_those_their_envelopes_carry(inputs: list[DeciderInput]) -> None:
+    # The runtime orders each dispatch's call from the decided event (transactions.
+    # transaction.handled), not from the event read back out of the envelope it wrote.
+    state = initial_state("demo", "tx-1")
+    for message in inputs:
+        state, envelopes, events = handled(state, message)
+        assert events == [envelope.event() for envelope in envelopes]
 
 
 @given(scenarios())
