@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from services.devtools.infra._process import REPO_ROOT, signal_group, terminate
+from services.devtools.infra._process import REPO_ROOT, signal_group, terminate, terminate_all
 from services.devtools.ports import free_port
 from services.devtools.restarts import Restarts
 from services.intake.example import example_curl
@@ -160,9 +160,11 @@ class Stack:
     def stop(self, name: str, timeout: float = 10) -> None:
         terminate(self.processes.pop(name), signal.SIGTERM, timeout)
 
-    def stop_all(self) -> None:
-        for name in reversed(list(self.processes)):
-            self.stop(name)
+    def stop_all(self, timeout: float = 10) -> None:
+        """Every process at once (terminate_all): none depends on another being up to exit."""
+        processes = list(self.processes.values())
+        self.processes.clear()
+        terminate_all(processes, signal.SIGTERM, timeout)
 
     def log_tail(self, name: str, lines: int = 40) -> str:
         path = self.log_dir / f"{name}.log"

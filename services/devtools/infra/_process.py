@@ -6,6 +6,8 @@ import os
 import signal
 import socket
 import subprocess
+import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -45,15 +47,29 @@ def signal_group(proc: subprocess.Popen[bytes], sig: signal.Signals) -> None:
 
 def terminate(proc: subprocess.Popen[bytes], sig: signal.Signals, timeout: float) -> None:
     """Ask the child to shut down with `sig`, then SIGKILL its group after `timeout` seconds."""
-    if proc.poll() is None:
-        signal_group(proc, sig)
+    terminate_all([proc], sig, timeout)
+
+
+def terminate_all(
+    procs: Sequence[subprocess.Popen[bytes]], sig: signal.Signals, timeout: float
+) -> None:
+    """Ask every child to shut down with `sig` at once, then SIGKILL the group of any still
+    running `timeout` seconds later. At once, because a shutdown mostly waits (a consumer
+    leaving its group, a server closing its connections): a stack's processes stopped one
+    after another took 2.5-3.5 s, the sum of those waits, for every test that starts one."""
+    running = [proc for proc in procs if proc.poll() is None]
+    for proc in running:
+        signal_group(proc, sig)  # once: a second SIGTERM makes uvicorn skip its graceful exit
+    deadline = time.monotonic() + timeout
+    for proc in running:
         try:
-            proc.wait(timeout)
+            proc.wait(max(0.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
             signal_group(proc, signal.SIGKILL)
             proc.wait()
-    # Reap anything else left in the group (e.g. a JVM helper) so ports and locks are released.
-    signal_group(proc, signal.SIGKILL)
+    # Reap anything else left in a group (e.g. a JVM helper) so ports and locks are released.
+    for proc in procs:
+        signal_group(proc, signal.SIGKILL)
 
 
 class ServerProcess:
