@@ -19,6 +19,7 @@ from typing import Any
 
 from events.definition import OperationKind
 from events.legs import LegState, LegStatus
+from projections.table_writes import jsonb_text
 from projections.view import OpView
 
 
@@ -47,7 +48,7 @@ def operation_row(tenant: str, tx_id: str, op: OpView) -> tuple[Any, ...]:
         op.state.value,
         op.forward.attempt,
         op.remote_id,
-        json.dumps(list(op.evidence)),
+        jsonb_text(op.evidence),
         op.updated_at,
         op.compensation_key,
         compensation.status.value if compensation else None,

@@ -16,11 +16,13 @@ A conflict on another unique column (an event_id under another key: corruption) 
 the batch either way.
 """
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import asyncpg
+import orjson
 
 
 @dataclass(frozen=True)
@@ -121,6 +123,28 @@ TABLES = {
         ),
     )
 }
+
+
+# orjson refuses here what json.dumps would spell otherwise or refuse too (a subclass, a
+# datetime, a dataclass; an integer beyond 64 bits; a lone surrogate): json.dumps decides.
+_ORJSON_STRICT = (
+    orjson.OPT_PASSTHROUGH_SUBCLASS
+    | orjson.OPT_PASSTHROUGH_DATETIME
+    | orjson.OPT_PASSTHROUGH_DATACLASS
+)
+
+
+def jsonb_text(value: Any) -> str:
+    """The text a jsonb column's value travels as. Postgres parses it into jsonb, which
+    keeps no spacing, key order or escapes, so any spelling of the same JSON value stores
+    the same thing: orjson's, ~4x faster than json.dumps (an event's data and an
+    operation's evidence trail were a tenth of the projector's CPU). The values are JSON
+    read back or dumped in JSON mode (no NaN: the decider cannot seal one), and anything
+    orjson would write differently from json.dumps goes to json.dumps."""
+    try:
+        return orjson.dumps(value, option=_ORJSON_STRICT).decode()
+    except orjson.JSONEncodeError:
+        return json.dumps(value)
 
 
 def _conflict(table: Table) -> str:

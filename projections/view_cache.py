@@ -40,10 +40,15 @@ class ViewCache:
         # partition -> (the next offset this projector stored, committed; its views)
         self._partitions: dict[int, tuple[int, OrderedDict[TxKey, TxView]]] = {}
 
-    def views_at(self, stored: Mapping[int, int]) -> dict[TxKey, TxView]:
-        """The views kept for the partitions whose locked offset row still holds what this
-        projector stored last; every other partition of `stored` is forgotten."""
-        views: dict[TxKey, TxView] = {}
+    def views_at(
+        self, stored: Mapping[int, int], wanted: Iterable[tuple[int, TxKey]]
+    ) -> dict[TxKey, TxView]:
+        """The kept views of the `wanted` (partition, transaction) pairs, from the partitions
+        whose locked offset row still holds what this projector stored last; every other
+        partition of `stored` is forgotten. Looked up by key, not copied whole: a partition
+        keeps up to `per_partition` views and a batch continues a few of them (copying every
+        kept view was a tenth of the projector's CPU at c30)."""
+        valid: dict[int, OrderedDict[TxKey, TxView]] = {}
         for partition, offset in stored.items():
             kept = self._partitions.get(partition)
             if kept is None:
@@ -51,7 +56,13 @@ class ViewCache:
             if kept[0] != offset:
                 del self._partitions[partition]  # another writer: read again
                 continue
-            views.update(kept[1])
+            valid[partition] = kept[1]
+        views: dict[TxKey, TxView] = {}
+        for partition, key in wanted:
+            table = valid.get(partition)
+            view = table.get(key) if table is not None else None
+            if view is not None:
+                views[key] = view
         return views
 
     def offsets(self, partitions: Iterable[int]) -> dict[int, int] | None:

@@ -10,7 +10,6 @@ in one statement that locks the rows itself and writes nothing unless they still
 what it kept; otherwise the batch goes the locked way.
 """
 
-import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -29,6 +28,7 @@ from projections.table_writes import (
     column_arrays,
     column_types,
     copy_rows,
+    jsonb_text,
     unnest_upsert_sql,
 )
 from projections.view import OpView, ReviewView, TxView, apply
@@ -170,11 +170,11 @@ async def _project_on_kept(
     if stored is None:
         return None
     fresh = _fresh(records, decoded, stored)
-    kept = cache.views_at(stored)
-    wanted = {(env.tenant, env.tx_id) for _, _, env, _ in fresh}
-    if wanted - kept.keys() - _starting(fresh):
+    wanted = _wanted(fresh)
+    kept = cache.views_at(stored, wanted)
+    if {key for _, key in wanted} - kept.keys() - _starting(fresh):
         return None  # a view to read first
-    folded = _fold(stored, fresh, {key: kept[key] for key in wanted if key in kept})
+    folded = _fold(stored, fresh, kept)
     if await _write(conn, topic, folded, advanced):
         return folded
     cache.forget(advanced)
@@ -186,13 +186,18 @@ async def _views_of(
 ) -> dict[TxKey, TxView]:
     """The views the fresh records fold onto: kept ones where the cache is still valid,
     none for a transaction starting in this batch, the rest read under the lock."""
-    wanted = {(env.tenant, env.tx_id) for _, _, env, _ in fresh}
+    wanted = _wanted(fresh)
+    keys = {key for _, key in wanted}
     if cache is None:
-        return await _load_views(conn, wanted)
-    kept = cache.views_at(stored)
-    views = {key: kept[key] for key in wanted if key in kept}
-    views.update(await _load_views(conn, wanted - views.keys() - _starting(fresh)))
+        return await _load_views(conn, keys)
+    views = cache.views_at(stored, wanted)
+    views.update(await _load_views(conn, keys - views.keys() - _starting(fresh)))
     return views
+
+
+def _wanted(fresh: Fresh) -> set[tuple[int, TxKey]]:
+    """Each transaction the fresh records continue, with the partition it is kept under."""
+    return {(p, (env.tenant, env.tx_id)) for p, _, env, _ in fresh}
 
 
 def _starting(fresh: Fresh) -> set[TxKey]:
@@ -295,7 +300,7 @@ async def project_drift(
                     d.action,
                     d.op_key,
                     d.effect_id,
-                    json.dumps(d.detail),
+                    jsonb_text(d.detail),
                     datetime.fromisoformat(d.detected_at),
                 )
                 for p, o, d in records
@@ -411,7 +416,7 @@ def _event_row(env: Envelope) -> tuple[Any, ...]:
         env.occurred_at,
         env.prev_hash,
         env.hash,
-        json.dumps(env.data),
+        jsonb_text(env.data),
         env.canon,
     )
 

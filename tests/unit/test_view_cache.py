@@ -16,16 +16,17 @@ def test_given_views_kept_at_an_offset_when_the_row_still_holds_it_then_they_are
     cache = ViewCache()
     cache.committed({0: 5}, {0: [view("tx-1")]})
 
-    assert set(cache.views_at({0: 5})) == {("demo", "tx-1")}
+    assert set(cache.views_at({0: 5}, [(0, ("demo", "tx-1"))])) == {("demo", "tx-1")}
 
 
 def test_given_another_writer_moved_the_offset_then_the_partition_is_forgotten() -> None:
     cache = ViewCache()
     cache.committed({0: 5, 1: 3}, {0: [view("tx-1")], 1: [view("tx-2")]})
 
-    assert set(cache.views_at({0: 9, 1: 3})) == {("demo", "tx-2")}
+    both = [(0, ("demo", "tx-1")), (1, ("demo", "tx-2"))]
+    assert set(cache.views_at({0: 9, 1: 3}, both)) == {("demo", "tx-2")}
     # Forgotten, not only passed over: even the offset it kept no longer finds them.
-    assert cache.views_at({0: 5}) == {}
+    assert cache.views_at({0: 5}, both) == {}
 
 
 def test_given_more_views_than_the_bound_then_the_least_recently_written_go() -> None:
@@ -35,7 +36,17 @@ def test_given_more_views_than_the_bound_then_the_least_recently_written_go() ->
     cache.committed({0: 3}, {0: [view("tx-1")]})  # written again: most recent
     cache.committed({0: 4}, {0: [view("tx-3")]})
 
-    assert set(cache.views_at({0: 4})) == {("demo", "tx-1"), ("demo", "tx-3")}
+    every = [(0, ("demo", tx_id)) for tx_id in ("tx-1", "tx-2", "tx-3")]
+    assert set(cache.views_at({0: 4}, every)) == {("demo", "tx-1"), ("demo", "tx-3")}
+
+
+def test_only_the_wanted_views_are_handed_out_and_each_from_its_own_partition() -> None:
+    cache = ViewCache()
+    cache.committed({0: 5, 1: 3}, {0: [view("tx-1"), view("tx-2")], 1: [view("tx-3")]})
+
+    assert set(cache.views_at({0: 5, 1: 3}, [(0, ("demo", "tx-2"))])) == {("demo", "tx-2")}
+    # Kept under partition 0, not 1: a record of another partition reads it again.
+    assert cache.views_at({0: 5, 1: 3}, [(1, ("demo", "tx-1"))]) == {}
 
 
 def test_forget_drops_the_named_partitions_or_all() -> None:
