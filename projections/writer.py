@@ -428,7 +428,8 @@ def view_rows(
     `stored`, for each view, the view its rows hold already (None: no rows yet): then only
     the operations the batch moved are written, since an event moves one operation and
     the others' rows, evidence included, would be written again unchanged (a webhook's
-    evidence on a three-step transaction rewrote three rows, each with its whole trail)."""
+    evidence on a three-step transaction rewrote three rows, each with its whole trail);
+    likewise only the reviews the batch opened or resolved."""
     before = stored if stored is not None else [None] * len(views)
     return {
         "transactions": [
@@ -440,7 +441,11 @@ def view_rows(
             for v, was in zip(views, before, strict=True)
             for op in _moved(v, was)
         ],
-        "reviews": [_review_row(v, r) for v in views for r in v.reviews],
+        "reviews": [
+            _review_row(v, r)
+            for v, was in zip(views, before, strict=True)
+            for r in _reviews_moved(v, was)
+        ],
     }
 
 
@@ -454,6 +459,21 @@ def _moved(view: TxView, stored: TxView | None) -> Sequence[OpView]:
         op
         for op, was in zip(view.operations, stored.operations, strict=True)
         if op is not was and op != was
+    ]
+
+
+def _reviews_moved(view: TxView, stored: TxView | None) -> Sequence[ReviewView]:
+    """The reviews of `view` that differ from `stored`'s, as `_moved` judges operations:
+    reviews are only appended and a resolution copies only the review it resolves, so the
+    rest are the very objects stored (an open review's row was written again with every
+    later event of its transaction)."""
+    if stored is None:
+        return view.reviews
+    kept = stored.reviews
+    return [
+        r
+        for i, r in enumerate(view.reviews)
+        if i >= len(kept) or (r is not kept[i] and r != kept[i])
     ]
 
 

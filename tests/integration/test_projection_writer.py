@@ -396,6 +396,36 @@ async def test_reviews_and_undo_columns_commit_with_the_operation(
     )
 
 
+@pytest.mark.parametrize("cached", [False, True])
+async def test_a_review_is_written_only_by_the_batches_that_open_or_resolve_it(
+    conn: asyncpg.Connection, cached: bool
+) -> None:
+    # The events after a review's resolution move its transaction, not the review: its row
+    # is not written again (read back, cached=False, or kept, True), and the rows equal a
+    # projection in one batch.
+    log = log_of(
+        submit(["charge"]),
+        observed("charge", 1, Outcome.UNKNOWN, n=0),
+        request_review("charge", 1),
+        resolve("charge", 1, Resolution.NOT_APPLIED),
+    )
+    resolved = next(i for i, env in enumerate(log) if env.type == "ReviewResolved") + 1
+    assert resolved < len(log), "events follow the resolution in a later batch"
+    records = as_records(log)
+    cache = ViewCache() if cached else None
+    await project_batch(conn, TOPIC, records[:resolved], cache=cache)
+    version = "SELECT xmin::text FROM reviews"
+    before = await conn.fetchval(version)
+
+    await project_batch(conn, TOPIC, records[resolved:], cache=cache)
+
+    assert await conn.fetchval(version) == before
+    by_batches = await snapshot(conn), await conn.fetch("SELECT * FROM reviews")
+    await conn.execute("TRUNCATE events, transactions, operations, reviews, projection_offsets")
+    await project_batch(conn, TOPIC, records)
+    assert (await snapshot(conn), await conn.fetch("SELECT * FROM reviews")) == by_batches
+
+
 async def test_a_drift_found_twice_is_stored_once_with_its_offsets(
     conn: asyncpg.Connection,
 ) -> None:
