@@ -139,8 +139,11 @@ def apply(view: TxView | None, envelope: Envelope, event: Event | None = None) -
         raise ViewError(
             f"envelope of {envelope.tenant}/{envelope.tx_id} applied to {view.tenant}/{view.tx_id}"
         )
+    # The status, seq and time in one copy with the view _evolve moved (a copy per event
+    # less: the fold's copies are most of the projector's Python).
+    status = _status(view.status, event)
     view = _evolve(view, event, envelope.seq, at)
-    return view.model_copy(update={"last_seq": envelope.seq, "updated_at": at})
+    return view.model_copy(update={"status": status, "last_seq": envelope.seq, "updated_at": at})
 
 
 def _accepted(envelope: Envelope, event: TransactionAccepted, at: datetime) -> TxView:
@@ -168,16 +171,23 @@ def _accepted(envelope: Envelope, event: TransactionAccepted, at: datetime) -> T
     )
 
 
+def _status(status: TxStatus, event: Event) -> TxStatus:
+    """Statuses move by the decider's own rules."""
+    if isinstance(event, TransactionAccepted):
+        return status  # only seq 1 accepts (see _evolve)
+    moved = evolve_status(status, event)
+    assert moved is not None  # only TransactionAccepted starts from None
+    return moved
+
+
 def _evolve(view: TxView, event: Event, seq: int, at: datetime) -> TxView:
+    """The view's operations and reviews after `event`: what the decider does not keep
+    (evidence, times and the review queue) and its legs, by its own rules. The status,
+    seq and time are apply's."""
     if isinstance(event, TransactionAccepted):
         # Only seq 1 accepts; a second one would be a decider bug, and the first
         # intent is the intent.
         return view
-    # Statuses move by the decider's own rules; the view adds what the decider does not
-    # keep: evidence, times and the review queue.
-    status = evolve_status(view.status, event)
-    assert status is not None  # only TransactionAccepted starts from None
-    view = view.model_copy(update={"status": status})
     if isinstance(event, LEG_EVENTS):
         view = _move_legs(view, event, at)
     match event:

@@ -192,12 +192,13 @@ class Projector:
             count_moves(moves)  # committed: counted once, whatever happens next
             await project_drift(conn, self.drift_topic, drift, skipped=drift_poison)
         PROJECTOR_BATCHES.inc()
-        log.debug(
-            "projected %d events (%d dead-lettered) up to %s",
-            len(records),
-            len(poison),
-            {r.partition: r.offset for r in raw},
-        )
+        if log.isEnabledFor(logging.DEBUG):  # its argument is a walk over the whole batch
+            log.debug(
+                "projected %d events (%d dead-lettered) up to %s",
+                len(records),
+                len(poison),
+                {r.partition: r.offset for r in raw},
+            )
 
     async def _parse(self, record: ConsumerRecord[bytes, bytes]) -> tuple[Envelope, Event] | None:
         decoded = decode_event(record.value)
