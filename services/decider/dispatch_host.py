@@ -42,18 +42,19 @@ from collections import Counter
 from collections.abc import Callable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
-from datetime import UTC, datetime
 
 from aiokafka import AIOKafkaProducer
 
-from events.envelope import GENESIS_HASH, Envelope, seal
+from events.envelope import Envelope
 from events.inputs import OperationObserved
 from events.keys import partition_key
 from events.legs import LegStatus
 from events.transaction_events import OperationDispatched
 from services import tracing
 from services.config import Settings
-from services.dispatcher.executor import DispatchOrder, Executor
+from services.decider.take_over import take_over_orders
+from services.dispatcher.dispatch_order import DispatchOrder
+from services.dispatcher.executor import Executor
 from services.dispatcher.gatekeeper import Gatekeeper
 from services.governance import store
 from services.kafka_clients import RECORD_REFUSED, acked_producer
@@ -62,7 +63,6 @@ from services.pg_pool import UNREACHABLE
 from services.providers.http import ProviderHttp
 from services.providers.registry import Accounts, build_accounts
 from transactions.state import TransactionState
-from transactions.unanswered import unanswered
 
 log = logging.getLogger(__name__)
 
@@ -73,10 +73,6 @@ INLINE_HEADER = (INLINE, b"decider")
 RETRY_BACKOFF_S = (0.5, 1.0, 2.0, 5.0)
 # How long a decider that stops waits for its calls in flight before it leaves its group.
 LEAVE_WAIT_S = 5.0
-# A rebuilt dispatch (take-over) has no dispatch time: its envelope says the epoch, so a
-# replaying adapter judges the key's retention "too old" and never resends under it
-# (services.providers.lookup_strategy.inside_retention errs that way).
-_UNDATED = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def inline_answer(headers: list[tuple[str, bytes]] | tuple[tuple[str, bytes], ...] | None) -> bool:
@@ -91,24 +87,6 @@ class Answer:
     partition: int
     observation: OperationObserved
     trace: list[tuple[str, bytes]] | None
-
-
-def rebuilt_order(
-    state: TransactionState, dispatch: OperationDispatched, partition: int
-) -> DispatchOrder:
-    """An order for a dispatch the state still waits on (transactions.unanswered). Its
-    envelope carries the event but is no link of the chain (sealed alone, undated): only
-    the gate, a hold and the observation read it, by tenant, transaction and event."""
-    (envelope,) = seal(
-        tenant=state.tenant,
-        tx_id=state.tx_id,
-        last_seq=0,
-        last_hash=GENESIS_HASH,
-        events=[dispatch],
-        causation_id="take-over",
-        occurred_at=_UNDATED,
-    )
-    return DispatchOrder(envelope, dispatch, partition)
 
 
 class DispatchHost:
@@ -299,11 +277,7 @@ class DispatchHost:
         docstring). Held legs are the gate's to resume."""
         if not self.enabled:
             return
-        waiting = [
-            rebuilt_order(state, dispatch, partition)
-            for state in states.values()
-            for dispatch in unanswered(state)
-        ]
+        waiting = take_over_orders(states.values(), partition)
         if not waiting:
             return
 

@@ -80,7 +80,7 @@ from services.decider.input_offsets import group_offsets, start_offset
 from services.decider.lag_marker import LagMarker
 from services.decider.restore import StateKey, Stored, restore_partition
 from services.decider.staged import Staged
-from services.dispatcher.executor import DispatchOrder
+from services.dispatcher.dispatch_order import DispatchOrder
 from services.kafka_clients import (
     RECORD_REFUSED,
     acked_producer,

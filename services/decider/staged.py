@@ -11,7 +11,7 @@ from events.checkpoint import Head
 from services.decider.input_offsets import offset_record
 from services.decider.record_batches import Planned, Sent, send_planned
 from services.decider.restore import StateKey, Stored
-from services.dispatcher.executor import DispatchOrder
+from services.dispatcher.dispatch_order import DispatchOrder
 
 
 @dataclass

@@ -17,16 +17,13 @@ holds a bounded number of calls and never the host's own loop.
 
 import asyncio
 import logging
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from opentelemetry.trace import SpanKind
 
-from events.envelope import Envelope
 from events.inputs import Evidence, OperationObserved, Source
 from events.keys import dispatch_observation_id
-from events.transaction_events import OperationDispatched
 from services import tracing
 from services.crash_points import (
     DISPATCHER_AFTER_PROVIDER_ANSWERED,
@@ -48,6 +45,7 @@ from services.dispatcher.call_plan import (
     call_plan,
     dispatch_observation,
 )
+from services.dispatcher.dispatch_order import DispatchOrder
 from services.dispatcher.gatekeeper import Gatekeeper
 from services.providers.interface import ProviderAdapter, Sent
 from services.providers.registry import Accounts
@@ -55,25 +53,6 @@ from services.providers.registry import Accounts
 log = logging.getLogger(__name__)
 
 MAX_CONCURRENT_CALLS = 64
-
-
-@dataclass(frozen=True)
-class DispatchOrder:
-    """One dispatch to carry out: the committed event, its envelope (the gate reads tenant
-    and transaction from it, a hold stores it, a lookup dates the first send by it) and the
-    partition of the transaction, where its answers belong."""
-
-    envelope: Envelope
-    dispatch: OperationDispatched
-    partition: int
-    # The trace context of the decision that dispatched it (Kafka headers), if any.
-    trace: list[tuple[str, bytes]] | None = None
-
-    @property
-    def leg_key(self) -> tuple[str, str, str, int]:
-        """The call's identity in `calls_begun`: tenant, key, leg, attempt."""
-        d = self.dispatch
-        return (self.envelope.tenant, d.op_key, d.leg.value, d.attempt)
 
 
 class ReportSink(Protocol):

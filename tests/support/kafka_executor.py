@@ -8,7 +8,8 @@ from events.envelope import Envelope
 from events.transaction_events import OperationDispatched
 from services.config import Settings
 from services.decider.dispatch_host import Answer, DispatchHost
-from services.dispatcher.executor import DispatchOrder, Executor
+from services.dispatcher.dispatch_order import DispatchOrder
+from services.dispatcher.executor import Executor
 from services.providers.registry import Accounts
 
 

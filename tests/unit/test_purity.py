@@ -25,6 +25,8 @@ PURE = [
     ROOT / "services/providers/classify.py",
     ROOT / "services/providers/preconditions.py",
     ROOT / "services/dispatcher/call_plan.py",
+    ROOT / "services/dispatcher/dispatch_order.py",
+    ROOT / "services/decider/take_over.py",
     ROOT / "services/providers/paths.py",
     ROOT / "services/providers/accounts.py",
     ROOT / "services/providers/sandbox_operations.py",
