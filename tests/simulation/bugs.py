@@ -9,20 +9,26 @@ from datetime import datetime
 
 from events.definition import Leg, OpStatus, TxStatus
 from events.envelope import Envelope
-from events.inputs import OperationObserved, Outcome, PlanCompensation
+from events.inputs import DeciderInput, OperationObserved, Outcome, PlanCompensation
+from events.legs import LegState, LegStatus
 from events.observation import Seen
-from events.transaction_events import Event
+from events.transaction_events import Event, OperationDispatched
+from services.decider import take_over
 from services.dispatcher import call_plan
 from services.providers.classify import classify_response
 from services.saga import reactor
 from transactions import transaction
 from transactions.state import OperationState, TransactionState
+from transactions.unanswered import unanswered
 
-from . import dispatcher
+from . import dispatch_host
+from .decider import SimDecider
 
 _advance = transaction._advance
 _observe = transaction._observe
 _plan = reactor._plan
+_unanswered = unanswered
+_decide = SimDecider._decide
 
 
 def _dispatch_on_unknown(state: TransactionState, now: datetime) -> list[Event]:
@@ -66,21 +72,49 @@ def _destructive_resent(_info: object) -> bool:
     return True
 
 
-def _no_projection_check(*_: object) -> str | None:
-    """Acts on every dispatch it reads, however old."""
-    return None
+def _every_leg_unanswered(state: TransactionState) -> list[OperationDispatched]:
+    """Takes every leg of a restored state as waiting for its answer, whatever its status:
+    a take-over calls again legs already answered, and steps never dispatched."""
+
+    def waiting(leg: LegState) -> LegState:
+        return leg.model_copy(
+            update={"status": LegStatus.DISPATCHED, "attempt": max(leg.attempt, 1)}
+        )
+
+    operations = tuple(
+        op.model_copy(
+            update={
+                "forward": waiting(op.forward),
+                "compensation": waiting(op.compensation) if op.compensation else None,
+            }
+        )
+        for op in state.operations
+    )
+    return _unanswered(state.model_copy(update={"operations": operations}))
+
+
+def _calls_before_commit(decider: SimDecider, message: DeciderInput) -> None:
+    """Starts a dispatch's call as soon as it is decided, before the transaction that
+    holds it commits: an abort or a crash then leaves a call of a dispatch no log holds."""
+    staged = len(decider.staged_orders)
+    _decide(decider, message)
+    decider.host.submit(decider.staged_orders[staged:])
 
 
 Patch = tuple[object, str, Callable[..., object]]
 BUGS: dict[str, Patch] = {
     "dispatch_on_unknown": (transaction, "_advance", _dispatch_on_unknown),
     "no_attempt_check": (transaction, "_observe", _no_attempt_check),
-    "unknown_as_rejected": (dispatcher, "classify_response", _unknown_as_rejected),
-    "no_projection_check": (dispatcher, "over_because", _no_projection_check),
+    "unknown_as_rejected": (dispatch_host, "classify_response", _unknown_as_rejected),
     "plan_in_step_order": (reactor, "_plan", _plan_in_step_order),
     # In the dispatcher's own rules (services.dispatcher.call_plan), which the simulator
     # runs since it interprets the real plan.
     "destructive_resent": (call_plan, "redelivery_may_apply", _destructive_resent),
+    # In the decider's take-over rule (services.decider.take_over), which the simulator
+    # runs when its decider takes the partition again.
+    "take_over_calls_every_leg": (take_over, "unanswered", _every_leg_unanswered),
+    # In the simulator's model of when the decider starts a call (after its commit).
+    "calls_before_commit": (SimDecider, "_decide", _calls_before_commit),
 }
 
 

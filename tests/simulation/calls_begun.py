@@ -1,5 +1,5 @@
 """The durable `calls_begun` table (services.dispatcher.calls_begun), modelled: one row per
-(op_key, leg, attempt), kept across dispatcher crashes and lost partitions as Postgres keeps
+(op_key, leg, attempt), kept across decider crashes and lost partitions as Postgres keeps
 it, and the abort rule of its `begin` statement. No kill switch is ever engaged in the
 simulation, so `begin` never holds a call.
 """

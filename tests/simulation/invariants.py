@@ -131,10 +131,18 @@ class Monitor:
                 raise Violation(f"{where}: {action} undone before the later step {later.action}")
 
     def on_call(self, key: str, calls: int) -> None:
-        """A call under `key` reached the provider (its `calls`-th). A destructive operation
-        is never sent again by a machine (events.retry_policy): each attempt dispatched
-        under its key (the first, and each a person's `retry` asked for) calls once."""
+        """A call under `key` reached the provider (its `calls`-th). Only a dispatch the log
+        holds is called: the decider calls once the transaction that holds it commits. A
+        destructive operation is never sent again by a machine (events.retry_policy): each
+        attempt dispatched under its key (the first, and each a person's `retry` asked
+        for) calls once."""
         tx_id, action, is_compensation = self.keys[key]
+        dispatched = self.attempts.get(key, 0)
+        if not dispatched:
+            raise Violation(
+                f"{tx_id} {action}: called at the provider under {key} before any dispatch "
+                "of it was committed"
+            )
         spec = self.txs[tx_id].spec(action)
         operation = (
             spec.compensation.operation if is_compensation and spec.compensation else spec.operation
@@ -143,7 +151,6 @@ class Monitor:
         # The class the events recorded for the call: the decider's own reading.
         if leg_info(spec, leg).side_effect is not SideEffect.DESTRUCTIVE:
             return
-        dispatched = self.attempts.get(key, 0)
         if calls > dispatched:
             raise Violation(
                 f"{tx_id} {action} ({operation}): called {calls} times at the provider, "

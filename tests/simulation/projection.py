@@ -1,16 +1,19 @@
 """The projector: the real projection fold (projections.view.apply) over recon.events,
-lagging behind the log by however many steps the schedule leaves it. The dispatcher's
-projection check and the pull reconciler's candidates read it, as they read Postgres."""
+lagging behind the log by however many steps the schedule leaves it. The pull
+reconciler's candidates and the operator read it, as they read Postgres."""
 
 from dataclasses import dataclass, field
 
 from events.definition import Leg, OpStatus
 from events.envelope import Envelope
+from events.legs import IN_FLIGHT
 from projections.view import TxView, apply
 from reconcilers.pull import Candidate
 
-from .in_flight import OPEN, ProjectedLeg, ProjectedOp
 from .kafka import Consumer
+
+# The operation states whose forward leg reconcilers.store.in_flight_legs selects.
+OPEN = frozenset(OpStatus(status.value) for status in IN_FLIGHT)
 
 
 @dataclass
@@ -29,20 +32,6 @@ class SimProjection:
             self.reviewed = True
         if envelope.type == "OperationDispatched" and envelope.data.get("leg") == "compensation":
             self.compensation_operation[envelope.data["op_key"]] = envelope.data["operation"]
-
-    def operation(self, tenant: str, tx_id: str, action: str) -> ProjectedOp | None:
-        view = self.views.get((tenant, tx_id))
-        op = next((o for o in view.operations if o.action == action), None) if view else None
-        if op is None:
-            return None
-        compensation = op.compensation
-        return ProjectedOp(
-            forward=ProjectedLeg(op.state, op.attempts),
-            compensation=ProjectedLeg(
-                OpStatus(compensation.status.value) if compensation else None,
-                compensation.attempt if compensation else 0,
-            ),
-        )
 
     def in_flight(self) -> list[Candidate]:
         """What reconcilers.store.in_flight_legs selects."""

@@ -2,7 +2,7 @@
 lookup fault of services.devtools.sandbox.faults, and webhooks with theirs.
 
 It answers with what the real sandbox answers (status code and JSON body), so the
-dispatcher's real classification reads it. It counts every call that APPLIED an effect per
+call plan's real classification reads it. It counts every call that APPLIED an effect per
 key, not the effects it deduplicated: sending twice under a key it has forgotten applies
 twice, and the invariants see it. It also counts every call that reached it, applied or
 not: a destructive operation sent twice under one key is harm even when deduplicated.

@@ -13,7 +13,7 @@ from functools import partial
 
 from events.definition import Compensation, OperationKind, OperationSpec
 from events.envelope import Envelope
-from events.inputs import DeciderInput, SubmitTransaction
+from events.inputs import DeciderInput, OperationObserved, SubmitTransaction
 from events.keys import compensation_key, op_key
 from projections.view import TxView
 from reconcilers.webhook_intake import MatchedOperation
@@ -22,7 +22,7 @@ from services.providers.sandbox_operations import SANDBOX_OPERATIONS
 from .calls_begun import SimCallsBegun
 from .clock import Clock
 from .decider import SimDecider
-from .dispatcher import SimDispatcher
+from .dispatch_host import SimDispatchHost
 from .invariants import Monitor, Violation
 from .kafka import Consumer, Log
 from .people import Operator, abort
@@ -113,23 +113,25 @@ class World:
         self.crash_rate = rng.choice([0.0, 0.01, 0.04])
         self.abort_rate = rng.choice([0.0, 0.01])
         self.heal_at = rng.randint(5, 120)
+        answers: list[OperationObserved] = []
+        self.host = SimDispatchHost(
+            self.provider,
+            self.clock,
+            SimCallsBegun(self._abort_stops),
+            answers.append,
+            self.observations.append,
+        )
         self.decider = SimDecider(
             Consumer(self.commands),
             Consumer(self.observations),
             self.events,
             self.on_event,
+            self.host,
+            answers,
             self.monitor.on_decided,
         )
         self.projection = SimProjection(Consumer(self.events))
         self.saga = SimSaga(Consumer(self.events), self.commands.append)
-        self.dispatcher = SimDispatcher(
-            Consumer(self.events),
-            self.provider,
-            self.clock,
-            self.projection.operation,
-            self.observations.append,
-            SimCallsBegun(self._abort_stops),
-        )
         self.reconciler = SimReconciler(self.projection, self.provider, self.clock, self.send_input)
         self.reconciler.lose_rate = rng.choice([0.0, 0.2])
         self.operator = Operator(self.provider, self.clock, rng)
@@ -179,14 +181,12 @@ class World:
             self.monitor.final(tx.tx_id, state, self.provider.applies)
 
     def _much_later(self) -> None:
-        """A day later (every provider key expired): the dispatcher's group lost its
-        offsets and reads every dispatch again, the decider restarts from its changelog
-        (finished markers), and the agent submits again."""
+        """A day later (every provider key expired): the decider restarts from its
+        changelog (finished markers; its take-over finds nothing unanswered), and the
+        agent submits again."""
         self.trace.append("much_later")
         self.clock.now += KEY_TTL_MS + 1
-        self.dispatcher.events.position = self.dispatcher.events.committed = 0
-        self.dispatcher.crash()
-        self.decider.abort()
+        self.decider.crash()
         for tx in self.submits:
             self.commands.append(tx)
 
@@ -229,23 +229,22 @@ class World:
             options.append(("decide_command", 3, self._decide_command))
         if d.observations.pending():
             options.append(("decide_observation", 3, self._decide_observation))
+        if d.answers:
+            options.append(("decide_answer", 3, d.decide_answer))
         if d.staged_inputs:
             options.append(("decider_commit", 2, d.commit))
         for name, consumer, handler in (
             ("saga", self.saga.events, self.saga.consume),
-            ("dispatcher", self.dispatcher.events, self.dispatcher.consume),
             ("projector", self.projection.events, self.projection.consume),
         ):
             if consumer.pending():
                 options.append((name, 3, handler))
         if self.saga.events.committed < self.saga.events.position:
             options.append(("saga_commit", 1, self.saga.events.commit))
-        if self.dispatcher.events.committed < self.dispatcher.committable():
-            options.append(("dispatcher_commit", 1, self.dispatcher.commit))
-        for i in self.dispatcher.due():
-            options.append((f"call{i}", 3, partial(self.dispatcher.resume, i)))
-        for i in self.dispatcher.zombies_due():
-            options.append((f"zombie{i}", 3, partial(self.dispatcher.resume_zombie, i)))
+        calls = self.host.calls
+        for i in self.host.due():
+            name = f"call{i}" if calls[i].owned else f"zombie{i}"
+            options.append((name, 3, partial(self.host.resume, i)))
         for i in self.provider.due_deliveries(self.clock.now):
             options.append((f"webhook{i}", 2, partial(self.webhooks.deliver, i)))
         if self.reconciler.due():
@@ -265,10 +264,11 @@ class World:
                     options.append(("resubmit", self.abort_rate * 5, partial(self._resubmit, tx)))
             if self.crash_rate:
                 w = self.crash_rate * 10
-                options.append(("crash_decider", w, d.abort))
+                # Twice the others: the crash that kills calls between their begin and
+                # their answer, the window the take-over rule is for.
+                options.append(("crash_decider", 2 * w, d.crash))
                 options.append(("crash_saga", w, self.saga.events.crash))
-                options.append(("crash_dispatcher", w, self.dispatcher.crash))
-                options.append(("dispatcher_loses_partitions", w, self._lose_partitions))
+                options.append(("decider_loses_partition", w, self._lose_partition))
         options.append(("tick", 1, self._advance))
         # A weighted draw, by hand: cheaper than random.choices for a few options.
         point = rng.random() * sum(w for _, w, _ in options)
@@ -278,11 +278,11 @@ class World:
                 return name, action
         return options[-1][0], options[-1][2]
 
-    def _lose_partitions(self) -> None:
-        self.dispatcher.lose_partitions(self.rng.randint(0, 20000))
+    def _lose_partition(self) -> None:
+        self.decider.lose_partition(self.rng.randint(0, 20000))
 
     def _advance(self) -> None:
-        timers = [c.due for c in self.dispatcher.calls + self.dispatcher.zombies]
+        timers = [c.due for c in self.host.calls]
         timers += [w.due for w in self.provider.outbox]
         timers.append(self.reconciler.last_tick + TICK_MS)
         future = [t for t in timers if t > self.clock.now]
@@ -306,17 +306,15 @@ class World:
     def _in_dispatch(self) -> bool:
         """Whether a call may still reach the provider: a person checking the provider
         now could judge too early (the operator's race, not recon's)."""
-        return self.dispatcher.events.pending() or bool(
-            self.dispatcher.calls or self.dispatcher.zombies
-        )
+        return bool(self.host.calls)
 
     def _quiet(self) -> bool:
         d = self.decider
         if d.pending() or d.staged_inputs or self.provider.outbox:
             return False
-        if self.dispatcher.calls or self.dispatcher.zombies:
+        if self.host.calls:
             return False
-        for consumer in (self.saga.events, self.dispatcher.events, self.projection.events):
+        for consumer in (self.saga.events, self.projection.events):
             if consumer.pending():
                 return False
         return self._why() == ""

@@ -1,0 +1,154 @@
+"""The decider's provider calls (services.decider.dispatch_host), modelled: a call starts
+only once the decider transaction that holds its dispatch commits, and each call is the
+real plan of services.dispatcher.call_plan (the one services.dispatcher.executor.Call
+executes), interpreted here against the simulated provider, clock and `calls_begun` table.
+The gate is always clear (no policy, no kill switch is modelled).
+
+Where an answer goes, as in production: while the process that made the call owns the
+partition, it is queued for the partition's next transaction (lost if that transaction
+aborts); once it does not (a member that lost the partition and kept running: a zombie),
+it goes to recon.observations, which the owner decides like any observation.
+
+A decider that takes the partition (after a crash, a failed transaction, or from a member
+that lost it) runs the real take-over rule (services.decider.take_over.take_over_orders:
+every leg its restored states hold unanswered) except the calls its own process is still
+making. Whether such a call was begun, and so is looked up first, and whether a
+destructive one found absent may be sent again, is the plan's to judge, never this
+module's. Written as generators that yield how long they wait.
+"""
+
+from collections.abc import Callable, Generator, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from events.inputs import OperationObserved
+from services.decider.take_over import take_over_orders
+from services.dispatcher.call_plan import (
+    Apply,
+    Balance,
+    Begin,
+    Gate,
+    Hold,
+    Lookup,
+    Report,
+    Review,
+    Sleep,
+    WasBegun,
+    call_plan,
+    dispatch_observation,
+)
+from services.dispatcher.dispatch_order import DispatchOrder
+from services.providers.classify import classify_lookup, classify_response, unreachable
+from transactions.state import TransactionState
+
+from .calls_begun import SimCallsBegun
+from .clock import Clock
+from .provider import Provider
+
+Wait = Generator[int, None, None]  # yields the milliseconds it sleeps
+# The simulation's one partition: every transaction's, so one decider owns them all.
+PARTITION = 0
+
+
+@dataclass
+class Running:
+    order: DispatchOrder
+    due: int
+    # False once the process making the call lost the partition (see lose_partition).
+    owned: bool = True
+    steps: Wait = field(init=False)
+
+
+@dataclass
+class SimDispatchHost:
+    provider: Provider
+    clock: Clock
+    begun: SimCallsBegun
+    # The owner's next transaction (Decider._answered), and recon.observations.
+    answered: Callable[[OperationObserved], object]
+    forward: Callable[[OperationObserved], object]
+    calls: list[Running] = field(default_factory=list)
+
+    def submit(self, orders: Iterable[DispatchOrder]) -> None:
+        """Starts the calls of committed dispatches, but not one this process is making
+        already (DispatchHost.submit: never two calls of one attempt from one process)."""
+        running = {c.order.leg_key for c in self.calls if c.owned}
+        for order in orders:
+            if order.leg_key in running:
+                continue
+            running.add(order.leg_key)
+            call = Running(order, self.clock.now)
+            call.steps = self._call(call)
+            self.calls.append(call)
+
+    def take_over(self, states: Iterable[TransactionState]) -> None:
+        """After the partition's restore: what the restored live states wait on, again."""
+        self.submit(take_over_orders(states, PARTITION))
+
+    def due(self) -> list[int]:
+        return [i for i, c in enumerate(self.calls) if c.due <= self.clock.now]
+
+    def resume(self, index: int) -> None:
+        running = self.calls[index]
+        try:
+            running.due = self.clock.now + next(running.steps)
+        except StopIteration:
+            del self.calls[index]
+
+    def crash(self) -> None:
+        """The owner's process dies, and its calls with it (a zombie's run on)."""
+        self.calls = [c for c in self.calls if not c.owned]
+
+    def lose_partition(self, pause_ms: int) -> None:
+        """The group gave the partition to another member while this one kept running (a
+        long pause, a network partition): its calls go on after the pause as zombies,
+        answering to recon.observations with their own attempt numbers, while the new
+        owner takes the partition over. What the decider's attempt check is for."""
+        for running in self.calls:
+            if running.owned:
+                running.owned = False
+                running.due += pause_ms
+
+    def _call(self, running: Running) -> Wait:
+        yield 0  # the call starts on its own step, so it interleaves with everything else
+        envelope, dispatch = running.order.envelope, running.order.dispatch
+        key, leg, attempt = dispatch.op_key, dispatch.leg, dispatch.attempt
+        plan = call_plan(dispatch)
+        answer: Any = None
+        while True:
+            try:
+                request = plan.send(answer)
+            except StopIteration:
+                return
+            answer = None
+            match request:
+                case Gate():
+                    answer = True
+                case WasBegun():
+                    answer = self.begun.was_begun(key, leg, attempt)
+                    yield 0  # another call may begin meanwhile
+                case Lookup():
+                    answer = classify_lookup(*self.provider.lookup(self.clock.now, key))
+                case Balance():
+                    answer = (404, {"error": "no_such_charge"})  # the sandbox keeps none
+                case Begin():
+                    answer = self.begun.begin(envelope.tx_id, key, leg, attempt)
+                    yield 0  # a crash may fall between the row and the call
+                case Hold():
+                    raise AssertionError("no kill switch is engaged in the simulation")
+                case Apply():
+                    sent = self.provider.apply(
+                        self.clock.now, dispatch.operation, key, dispatch.payload
+                    )
+                    yield self.provider.rng.randint(5, 400)  # the response travels back
+                    if sent is None:
+                        answer = unreachable(TimeoutError("the provider did not answer in time"))
+                    else:
+                        answer = classify_response(*sent)
+                case Sleep(seconds=seconds):
+                    yield int(seconds * 1000)
+                case Report():
+                    observed = dispatch_observation(envelope, dispatch, request, self.clock.at())
+                    (self.answered if running.owned else self.forward)(observed)
+                case Review():
+                    raise AssertionError("no precondition can fail without balances")
