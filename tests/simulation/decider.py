@@ -1,4 +1,4 @@
-"""The decider process: the real `handle` and finished markers, in simulated Kafka
+"""The decider process: the real `handled` and `keep` (finished markers), in simulated Kafka
 transactions, and the provider calls it makes once they commit (.dispatch_host).
 
 Like services.decider.runtime, one transaction carries a batch's events, the new states
@@ -18,9 +18,9 @@ from events.inputs import DeciderInput, OperationObserved
 from events.transaction_events import OperationDispatched
 from services.decider.restore import StateKey, Stored, parse_stored
 from services.dispatcher.dispatch_order import DispatchOrder
-from transactions.finished import FinishedTransaction, finish, is_finished, revive
+from transactions.finished import FinishedTransaction, keep, revive
 from transactions.state import TransactionState
-from transactions.transaction import handle, initial_state
+from transactions.transaction import handled, initial_state
 
 from .dispatch_host import PARTITION, SimDispatchHost
 from .kafka import Consumer, Log
@@ -74,16 +74,14 @@ class SimDecider:
         if isinstance(message, OperationObserved) and state.status is None:
             self.dead_letters += 1
             return
-        state, envelopes = handle(state, message)
+        state, envelopes, decided = handled(state, message)
         if not envelopes:
             return
-        self.staged_states[key] = finish(state) if is_finished(state) else state
+        self.staged_states[key] = keep(state)
         self.staged_decisions.append((message, envelopes))
-        for envelope in envelopes:
-            if envelope.type == "OperationDispatched":
-                dispatch = envelope.event()
-                assert isinstance(dispatch, OperationDispatched)
-                self.staged_orders.append(DispatchOrder(envelope, dispatch, PARTITION))
+        for envelope, event in zip(envelopes, decided, strict=True):
+            if isinstance(event, OperationDispatched):
+                self.staged_orders.append(DispatchOrder(envelope, event, PARTITION))
 
     def commit(self) -> None:
         for message, envelopes in self.staged_decisions:
