@@ -18,9 +18,14 @@ async def running_stack(
     topic_prefix: str,
     log_dir: Path,
     port: Callable[[], int],
+    *,
+    migrate: bool = True,
     **env: str,
 ) -> AsyncIterator[Stack]:
-    """Every recon process and the sandbox, ready; stopped (their log tails printed) after."""
+    """Every recon process and the sandbox, ready; stopped (their log tails printed) after.
+    `migrate=False` for a copy of the session's migrated template (conftest's
+    fresh_database): the migrate step would find nothing to do there, and its Python start
+    held up the stack by 0.9-1.2 s (migrating twice is test_migrations' own case)."""
     stack = Stack(
         kafka_bootstrap=infra.kafka_bootstrap,
         database_url=database_url,
@@ -28,6 +33,7 @@ async def running_stack(
         topic_prefix=topic_prefix,
         intake_port=port(),
         sandbox_port=port(),
+        migrate=migrate,
         # Short provider timeout: a lost response becomes `unknown` quickly.
         extra_env={"RECON_PROVIDER_TIMEOUT_S": "2", **env},
     )
@@ -59,6 +65,7 @@ async def stack(
         topic_prefix,
         logs,
         free_port,
+        migrate=False,
         RECON_LOG_LEVEL="INFO",
         RECON_ADMIN_KEYS="admin-key=ada",
     ) as stack:
@@ -82,7 +89,9 @@ def stack_with(
     @asynccontextmanager
     async def start(**env: str) -> AsyncIterator[tuple[Stack, Recon]]:
         logs = tmp_path / "logs"
-        async with running_stack(infra, fresh_database, topic_prefix, logs, free_port, **env) as s:
+        async with running_stack(
+            infra, fresh_database, topic_prefix, logs, free_port, migrate=False, **env
+        ) as s:
             recon = Recon(s.intake_url, s.sandbox_url)
             try:
                 yield s, recon
