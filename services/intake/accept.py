@@ -25,6 +25,7 @@ from services.crash_points import INTAKE_AFTER_CLAIM, crash_point
 from services.intake import intents, policy, resource_owners
 from services.intake.auth import Principal
 from services.intake.errors import ApiError, invalid_request
+from services.intake.intent_claims import IntentClaims
 from services.intake.policy_cache import PolicyCache
 from services.intake.produce import produce_command
 from services.intake.produced_marks import ProducedMarks
@@ -110,8 +111,8 @@ async def accept_submission(
     who: Principal | None = None,
 ) -> dict[str, Any]:
     """Validate `raw`, claim its tx_id, produce its command and wait for Kafka's ack; the
-    answer is the 202 body. `state` holds `settings`, `pool`, `producer`, `policies` and
-    `produced_marks`.
+    answer is the 202 body. `state` holds `settings`, `pool`, `producer`, `policies`,
+    `intent_claims` and `produced_marks`.
     `keyed_tx_id`: the tx_id the Kafka record's key names, which the body must name too.
     `who`: the API key's principal (HTTP); the body's `agent_id` must be one it speaks
     for, and it is recorded as the submitter, whom separation of duties judges."""
@@ -147,10 +148,10 @@ async def accept_submission(
         tracing.annotate(tx_id=submission.tx_id, op_keys=",".join(s.op_key for s in checked.specs))
         intent = _intent(tenant, submission, checked, who)
         try:
-            async with state.pool.acquire() as conn:
-                # The operations as claimed: a step whose natural key another transaction
-                # holds with another payload now waits for a person (events.intent_identity).
-                specs = await intents.claim(conn, intent, settings.pending_horizon_s)
+            # The operations as claimed: a step whose natural key another transaction
+            # holds with another payload now waits for a person (events.intent_identity).
+            claims: IntentClaims = state.intent_claims
+            specs = await claims.claim(intent, settings.pending_horizon_s)
             break
         except intents.PolicyMoved:
             log.info("%s: the tenant's policy changed; checking again", submission.tx_id)

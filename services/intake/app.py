@@ -42,6 +42,7 @@ from services.intake import (
 from services.intake.body_limit import BodyLimit
 from services.intake.delivery_batches import DeliveryBatches, open_check_pool
 from services.intake.errors import DATABASE_DOWN, RETRY_AFTER_S, ApiError, retry_after, summary
+from services.intake.intent_claims import IntentClaims
 from services.intake.lane import Lane
 from services.intake.policy_cache import PolicyCache
 from services.intake.produce import intake_producer
@@ -82,6 +83,7 @@ def create_app(settings: Settings) -> FastAPI:
                 try:
                     app.state.pool, app.state.producer, app.state.admin = pool, producer, admin
                     app.state.produced_marks = ProducedMarks(pool)
+                    app.state.intent_claims = IntentClaims(pool)
                     app.state.delivery_batches = DeliveryBatches(
                         pool,
                         checks,

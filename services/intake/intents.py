@@ -26,12 +26,14 @@ the second; the GET shows the first body's transaction.
 Every timestamp is Postgres's `now()`, so the intake's clock plays no part.
 
 Round trips (issue 24, item 5): a new tx_id naming no natural key, the common case, is
-recorded by one statement (`_record_new`), which writes the `intents` row and its
+recorded by one statement (`record_new`), which writes the `intents` row and its
 `intent_keys` together (one statement: no crash falls between them) if the tenant's policy
 in force is still the one the submission was checked under (`stamp_in_force`; the intake
 checks under a cached policy, services.intake.policy_cache), and nothing otherwise
-(`PolicyMoved`: check again). Anything else, a tx_id already taken or a natural key to
-claim, takes the path in one Postgres transaction below, with the same guard first. Then
+(`Recorded.POLICY_MOVED`: check again). That statement is shared by the submissions that
+reach it at the same time (services.intake.intent_claims). Anything else, a tx_id already
+taken or a natural key to claim, takes `claim`'s path, in one Postgres transaction, with
+the same guard first. Then
 `mark_produced`, after Kafka's acknowledgement, is the second write of a submission, one
 statement for the submissions acknowledged at the same time (services.intake.produced_marks).
 
@@ -45,13 +47,17 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 import asyncpg
+from pydantic import TypeAdapter
 
 from events.definition import Leg, OperationSpec
 from events.rules import IMMUTABLE_RULE
+from events.str_enum import StrEnum
 from services.intake import natural_keys
 from services.intake.errors import ApiError, not_yet_known
 from services.intake.immutable import changes
 from services.unnest_params import unnest_params
+
+_SPECS = TypeAdapter(tuple[OperationSpec, ...])
 
 
 @dataclass(frozen=True)
@@ -80,7 +86,10 @@ class Intent:
     policy_stamp: str | None = None
 
     def operations_json(self) -> str:
-        return json.dumps([spec.model_dump(mode="json") for spec in self.operations])
+        # One serialisation of them all: a model_dump per spec and json.dumps of the list
+        # cost a submission 18 us in-process, this 6 (issue 24); the column is jsonb, so
+        # only the value counts, not the spelling.
+        return _SPECS.dump_json(self.operations).decode()
 
     def row(self) -> tuple[object, ...]:
         """Its `intents` columns as a new row's INSERT names them: tenant, tx_id,
@@ -122,11 +131,11 @@ async def claim(
     """Take the tx_id for this intent before its command is produced, or raise the 409
     (or PolicyMoved, recording nothing). Answers the operations to produce: the intent's,
     a step whose natural key another transaction holds with another payload gated on a
-    person (services.intake.natural_keys, whose claims are taken in this same transaction)."""
-    if not intent.names_natural_keys() and await _record_new(conn, intent):
-        return intent.operations
-    # A tx_id already taken (a retry, a racing submission, another body), or natural keys
-    # to claim: judged in one transaction, the row locked.
+    person (services.intake.natural_keys, whose claims are taken in this same transaction).
+    Judged in one transaction, the row locked: the path of a tx_id already taken (a retry,
+    a racing submission, another body) or of natural keys to claim. A new tx_id naming
+    none is recorded by `record_new` first (services.intake.intent_claims); this writes
+    the same rows for it."""
     async with conn.transaction():
         if intent.policy_stamp is not None and not await conn.fetchval(
             f"SELECT {stamp_in_force('$1', '$2')}", intent.tenant, intent.policy_stamp
@@ -195,51 +204,88 @@ async def claim(
         return judged.operations
 
 
-def _insert_keys(first: int, only_if: str = "true") -> str:
-    """SQL: the keys of `_key_columns` (parameters $first to $first+2) of the intent $1/$2,
-    when `only_if`. A key already written stays its first writer's (an op key names one
-    tenant, transaction, provider and action: events.keys.op_key)."""
-    keys, actions, legs = (f"${first + i}::text[]" for i in range(3))
+class Recorded(StrEnum):
+    """What `record_new` did with an intent."""
+
+    NEW = "new"  # its row and keys are written: the tx_id is this intent's
+    TAKEN = "taken"  # nothing written: the tx_id has a row already, for `claim` to judge
+    POLICY_MOVED = "policy_moved"  # nothing written: the tenant's policy is another now
+
+
+def _insert_keys(first: int, joined: str = "") -> str:
+    """SQL: the keys of `_key_rows` (parameters $first to $first+4), those of the intents
+    `joined` names when given. A key already written stays its first writer's (an op key
+    names one tenant, transaction, provider and action: events.keys.op_key)."""
+    arrays = (f"${first + i}::text[]" for i in range(5))
     return (
         "INSERT INTO intent_keys (key, tenant, tx_id, action, leg)"
-        " SELECT k.key, $1::text, $2::text, k.action, k.leg"
-        f" FROM unnest({keys}, {actions}, {legs}) AS k (key, action, leg) WHERE {only_if}"
+        " SELECT k.key, k.tenant, k.tx_id, k.action, k.leg"
+        f" FROM {unnest_params(*arrays)} AS k (tenant, tx_id, key, action, leg) {joined}"
         " ON CONFLICT (key) DO NOTHING"
     )
 
 
-# A new tx_id's row and its keys (as `_write_keys` writes them) in one statement, under the
-# policy guard; the keys only with a row inserted, so a tx_id already taken keeps its own.
+# New tx_ids' rows and their keys (as `_write_keys` writes them) in one statement, each row
+# under its own policy guard; the keys only of the rows inserted, so a tx_id already taken
+# keeps its own. Rows are inserted in key order, so two intakes recording the same tx_ids
+# at once wait for each other instead of deadlocking. One answer per row asked, in order.
 _RECORD_NEW = f"""
-WITH checked AS (SELECT {stamp_in_force("$1", "$10")} AS in_force),
+WITH asked AS MATERIALIZED (
+    SELECT a.*, {stamp_in_force("a.tenant", "a.stamp")} AS in_force
+    FROM {
+    unnest_params(
+        "$1::int[]",
+        "$2::text[]",
+        "$3::text[]",
+        "$4::text[]",
+        "$5::text[]",
+        "$6::text[]",
+        "$7::int[]",
+        "$8::text[]",
+        "$9::text[]",
+        "$10::text[]",
+        "$11::text[]",
+    )
+} AS a (n, tenant, tx_id, fingerprint, agent_id, operations, policy_version, session_id,
+            submitted_by, task_id, stamp)
+),
 intent AS (
     INSERT INTO intents (tenant, tx_id, fingerprint, agent_id, operations, produced,
                          policy_version, session_id, submitted_by, task_id)
-    SELECT $1::text, $2::text, $3::text, $4::text, $5::jsonb, false,
-           $6::integer, $7::text, $8::text, $9::text
-    FROM checked WHERE in_force
+    SELECT tenant, tx_id, fingerprint, agent_id, operations::jsonb, false,
+           policy_version, session_id, submitted_by, task_id
+    FROM asked WHERE in_force ORDER BY tenant, tx_id
     ON CONFLICT (tenant, tx_id) DO NOTHING
     RETURNING tenant, tx_id
 ),
-keys AS ({_insert_keys(11, only_if="EXISTS (SELECT 1 FROM intent)")})
-SELECT (SELECT in_force FROM checked) AS in_force, EXISTS (SELECT 1 FROM intent) AS inserted
+keys AS ({_insert_keys(12, joined="JOIN intent i ON i.tenant = k.tenant AND i.tx_id = k.tx_id")})
+SELECT a.in_force,
+       EXISTS (SELECT 1 FROM intent i WHERE i.tenant = a.tenant AND i.tx_id = a.tx_id) AS inserted
+FROM asked a ORDER BY a.n
 """
 
 
-async def _record_new(conn: asyncpg.Connection, intent: Intent) -> bool:
-    """Record a new tx_id naming no natural key in one statement: True if it was new;
-    False if the tx_id was taken (nothing written, for `claim` to judge); PolicyMoved if
-    the policy changed (nothing written). The same rows as `claim`'s transaction writes
-    for it (`_judged` has no key to claim, `_write_keys` the same keys)."""
-    row = await conn.fetchrow(
+async def record_new(conn: asyncpg.Connection, asked: Sequence[Intent]) -> list[Recorded]:
+    """Record each intent of `asked` that names no natural key and whose tx_id is new, in
+    one statement; what was done with each, in order. The same rows as `claim`'s
+    transaction writes for it (`_judged` has no key to claim, `_write_keys` the same keys).
+    `asked` names each tx_id once: two bodies of one tx_id would both find a row inserted."""
+    rows = [intent.row() for intent in asked]
+    answers = await conn.fetch(
         _RECORD_NEW,
-        *intent.row(),
-        intent.policy_stamp,
-        *_key_columns(intent),
+        list(range(len(asked))),
+        *(list(column) for column in zip(*rows, strict=True)),
+        [intent.policy_stamp for intent in asked],
+        *_key_rows(asked),
     )
-    if not row["in_force"]:
-        raise PolicyMoved
-    return bool(row["inserted"])
+    return [
+        Recorded.POLICY_MOVED
+        if not answer["in_force"]
+        else Recorded.NEW
+        if answer["inserted"]
+        else Recorded.TAKEN
+        for answer in answers
+    ]
 
 
 async def _judged(conn: asyncpg.Connection, intent: Intent, horizon_s: float) -> Intent:
@@ -304,21 +350,29 @@ async def _projected(conn: asyncpg.Connection, intent: Intent) -> bool:
 async def _write_keys(conn: asyncpg.Connection, intent: Intent) -> None:
     """Each leg's keys, for the webhook ingress's lookup by primary key (issue 7, item 17),
     in one statement."""
-    await conn.execute(_insert_keys(3), intent.tenant, intent.tx_id, *_key_columns(intent))
+    await conn.execute(_insert_keys(1), *_key_rows([intent]))
 
 
-def _key_columns(intent: Intent) -> tuple[list[str], list[str], list[str]]:
-    """Each leg's key, action and leg (forward, compensation), as three columns."""
-    keys: list[str] = []
-    actions: list[str] = []
-    legs: list[str] = []
-    for spec in intent.operations:
-        for key, leg in ((spec.op_key, Leg.FORWARD), (spec.compensation_key, Leg.COMPENSATION)):
-            if key is not None:
-                keys.append(key)
-                actions.append(spec.action)
-                legs.append(leg.value)
-    return keys, actions, legs
+def _key_rows(
+    intents: Sequence[Intent],
+) -> tuple[list[str], list[str], list[str], list[str], list[str]]:
+    """Each leg's tenant, tx_id, key, action and leg (forward, compensation), as five
+    columns."""
+    columns: tuple[list[str], list[str], list[str], list[str], list[str]] = ([], [], [], [], [])
+    tenants, tx_ids, keys, actions, legs = columns
+    for intent in intents:
+        for spec in intent.operations:
+            for key, leg in (
+                (spec.op_key, Leg.FORWARD),
+                (spec.compensation_key, Leg.COMPENSATION),
+            ):
+                if key is not None:
+                    tenants.append(intent.tenant)
+                    tx_ids.append(intent.tx_id)
+                    keys.append(key)
+                    actions.append(spec.action)
+                    legs.append(leg.value)
+    return columns
 
 
 def _conflict(tx_id: str, changed: str) -> ApiError:

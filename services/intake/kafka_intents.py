@@ -36,6 +36,7 @@ from services.at_least_once import AtLeastOnceConsumer, Batch, RetryBatch
 from services.config import Settings
 from services.intake.accept import accept_submission
 from services.intake.errors import DATABASE_DOWN, ApiError
+from services.intake.intent_claims import IntentClaims
 from services.intake.policy import GateRefused
 from services.intake.policy_cache import PolicyCache
 from services.intake.produce import intake_producer
@@ -70,6 +71,7 @@ class IntentSubscriber:
                 "pool": pool,
                 "producer": self.producer,
                 "policies": PolicyCache(),
+                "intent_claims": IntentClaims(pool),
                 "produced_marks": ProducedMarks(pool),
             }
         )

@@ -36,6 +36,7 @@ from services.config import ProviderAccount, Settings
 from services.intake import transactions, webhook_store, webhooks
 from services.intake.app import create_app
 from services.intake.example import example_transaction
+from services.intake.intent_claims import IntentClaims
 from services.intake.lane import Lane
 from services.intake.produced_marks import ProducedMarks
 from services.providers.registry import Accounts
@@ -70,7 +71,11 @@ class Conn:
 
     async def fetchrow(self, sql: str, *args: Any) -> dict[str, Any] | None:
         self.seams.statements.append(sql)
-        return {"in_force": True, "inserted": True} if sql.lstrip().startswith("WITH") else None
+        return None
+
+    async def fetch(self, sql: str, *args: Any) -> list[dict[str, Any]]:
+        self.seams.statements.append(sql)
+        return [{"in_force": True, "inserted": True} for _ in args[0]]
 
     async def execute(self, sql: str, *args: Any) -> str:
         self.seams.statements.append(sql)
@@ -141,6 +146,7 @@ def _app(seams: Seams, *, lane: bool) -> FastAPI:
     app.state.delivery_batches = Batches(seams)
     app.state.producer = Producer(seams)
     app.state.pool = Pool(seams)
+    app.state.intent_claims = IntentClaims(app.state.pool)
     app.state.produced_marks = ProducedMarks(app.state.pool)
     app.state.webhook_readers = Accounts({})
     return app
