@@ -3,9 +3,10 @@ and keys), shared by the submissions that reach it at the same time (services.in
 shared_statement; issue 24), as the produced marks share the second.
 
 At concurrency 30 it was the intake's only statement run once per submission: a statement,
-a commit and a pool connection each (0.2 ms of Postgres CPU apiece, most of it the
-statement's and the commit's fixed cost, not the rows'). The answers stay each
-submission's own:
+a commit and a pool acquire each. The Postgres backends serving the intake spent 1.12 ms
+of CPU per transaction for 0.52 ms of their statements' execution, ~0.2 ms per statement
+beyond it (docs/benchmark.md). Shared, it runs ~0.36 times per transaction. The answers
+stay each submission's own:
 
 - A tx_id asked twice in one batch (a client retrying while its first attempt is still
   being recorded) goes in once; the other asks are answered "taken", and `claim` judges

@@ -228,7 +228,8 @@ def _insert_keys(first: int, joined: str = "") -> str:
 # New tx_ids' rows and their keys (as `_write_keys` writes them) in one statement, each row
 # under its own policy guard; the keys only of the rows inserted, so a tx_id already taken
 # keeps its own. Rows are inserted in key order, so two intakes recording the same tx_ids
-# at once wait for each other instead of deadlocking. One answer per row asked, in order.
+# at once take them in the same order (as the marks lock theirs). One answer per row asked,
+# in the order asked.
 _RECORD_NEW = f"""
 WITH asked AS MATERIALIZED (
     SELECT a.*, {stamp_in_force("a.tenant", "a.stamp")} AS in_force
@@ -266,7 +267,7 @@ FROM asked a ORDER BY a.n
 
 
 async def record_new(conn: asyncpg.Connection, asked: Sequence[Intent]) -> list[Recorded]:
-    """Record each intent of `asked` that names no natural key and whose tx_id is new, in
+    """Record each intent of `asked` (none naming a natural key) whose tx_id is new, in
     one statement; what was done with each, in order. The same rows as `claim`'s
     transaction writes for it (`_judged` has no key to claim, `_write_keys` the same keys).
     `asked` names each tx_id once: two bodies of one tx_id would both find a row inserted."""

@@ -3,8 +3,9 @@ that arrive wait and go together in the next. An idle intake sends each at once,
 one statement (and one commit) for many; no wait is added to make a batch. Each caller gets
 its own answer once the statement carrying its item has returned, and a statement that fails
 fails each caller it carried, as its own statement would have (services.intake.
-delivery_batches for the webhooks' two statements, services.intake.produced_marks for a
-submission's second). Each caller's answer by services.batch_answers, as the gate's batches.
+delivery_batches for the webhooks' two statements, services.intake.intent_claims and
+services.intake.produced_marks for a submission's two). Each caller's answer by
+services.batch_answers, as the gate's batches.
 """
 
 import asyncio
