@@ -46,7 +46,13 @@ async def fast_stack(
     free_port: Callable[[], int],
 ) -> AsyncIterator[Stack]:
     async with running_stack(
-        infra, fresh_database, topic_prefix, tmp_path / "logs", free_port, **FAST_REVIEW
+        infra,
+        fresh_database,
+        topic_prefix,
+        tmp_path / "logs",
+        free_port,
+        migrate=False,
+        **FAST_REVIEW,
     ) as stack:
         yield stack
 

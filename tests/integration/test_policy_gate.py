@@ -50,6 +50,7 @@ async def test_ungranted_operation_is_refused_with_403_naming_the_rule_and_nothi
         topic_prefix,
         tmp_path / "logs",
         free_port,
+        migrate=False,
         RECON_POLICY_FILE=str(policy_file),
     ) as stack:
         recon = Recon(stack.intake_url, stack.sandbox_url)

@@ -53,7 +53,7 @@ async def test_a_task_bounds_its_submissions_at_the_door_and_at_each_call(
     free_port: Callable[[], int],
 ) -> None:
     async with running_stack(
-        infra, fresh_database, topic_prefix, tmp_path / "logs", free_port
+        infra, fresh_database, topic_prefix, tmp_path / "logs", free_port, migrate=False
     ) as stack:
         recon = Recon(stack.intake_url, stack.sandbox_url)
         http, url = recon.http, stack.intake_url
