@@ -18,7 +18,12 @@ decide/commit loop.
 - Take-over: a decider that gains a partition (after its restore, also after a failed
   transaction) runs every leg the restored state holds `dispatched` with no answer
   (transactions.unanswered) through the call plan again, except legs held by a kill switch
-  (the gate resumes those) and calls this process is still making. The plan's begin says
+  (the gate resumes those). A call this process is still making is not made twice at once:
+  it is made again once it ends, since the answers it gave so far may have been lost with
+  the failed transaction while its later ones move nothing (a lookup-first call whose first
+  lookup was unavailable, lost, then found the effect absent and ended: the leg stays
+  `dispatched`, never begun, which the reconciler leaves to the caller; found by the
+  simulator, seed 114 with reconcilers.pull.maybe_sent). The plan's begin says
   whether the call was begun: if it was, it is looked up first, and a destructive operation
   found absent is not sent again (NOT_RESENT). This is the rule a redelivered dispatch
   always had; only the source of the redelivery is new.
@@ -112,8 +117,10 @@ class DispatchHost:
         self.executor: Executor | None = None
         self.tasks: set[asyncio.Task[None]] = set()
         # The calls this process is making (tenant, key, leg, attempt): a take-over leaves
-        # them to finish rather than call twice from one process.
+        # them to finish rather than call twice from one process, and makes them again after
+        # (`again`, module docstring).
         self.running: set[tuple[str, str, str, int]] = set()
+        self.again: dict[tuple[str, str, str, int], DispatchOrder] = {}
         # Calls in flight per partition: their answers will open its next transaction.
         self.calling: Counter[int] = Counter()
         self.stop = asyncio.Event()
@@ -217,6 +224,9 @@ class DispatchHost:
                         return
         finally:
             self.running.discard(order.leg_key)
+            again = self.again.pop(order.leg_key, None)
+            if again is not None and not self.stop.is_set() and self.owns(again.partition):
+                self.submit([again])
 
     async def observed(self, order: DispatchOrder, observation: OperationObserved) -> None:
         """The executor's report sink: inline while this process owns the partition, else an
@@ -287,8 +297,9 @@ class DispatchHost:
                 o
                 for o in waiting
                 if (o.envelope.tenant, o.dispatch.op_key, o.dispatch.attempt) not in held
-                and o.leg_key not in self.running
             ]
+            self.again.update((o.leg_key, o) for o in orders if o.leg_key in self.running)
+            orders = [o for o in orders if o.leg_key not in self.running]
             if orders:
                 log.info("partition %d: %d unanswered dispatches run again", partition, len(orders))
                 self.submit(orders)

@@ -11,10 +11,11 @@ it goes to recon.observations, which the owner decides like any observation.
 
 A decider that takes the partition (after a crash, a failed transaction, or from a member
 that lost it) runs the real take-over rule (services.decider.take_over.take_over_orders:
-every leg its restored states hold unanswered) except the calls its own process is still
-making. Whether such a call was begun, and so is looked up first, and whether a
-destructive one found absent may be sent again, is the plan's to judge, never this
-module's. Written as generators that yield how long they wait.
+every leg its restored states hold unanswered); a call its own process is still making is
+made again once it ends (DispatchHost.again), never twice at once. Whether such a call
+was begun, and so is looked up first, and whether a destructive one found absent may be
+sent again, is the plan's to judge, never this module's. Written as generators that
+yield how long they wait.
 """
 
 from collections.abc import Callable, Generator, Iterable
@@ -68,6 +69,8 @@ class SimDispatchHost:
     answered: Callable[[OperationObserved], object]
     forward: Callable[[OperationObserved], object]
     calls: list[Running] = field(default_factory=list)
+    # The owner's calls a take-over found running: made again once they end.
+    again: dict[tuple[str, str, str, int], DispatchOrder] = field(default_factory=dict)
 
     def submit(self, orders: Iterable[DispatchOrder]) -> None:
         """Starts the calls of committed dispatches, but not one this process is making
@@ -82,8 +85,12 @@ class SimDispatchHost:
             self.calls.append(call)
 
     def take_over(self, states: Iterable[TransactionState]) -> None:
-        """After the partition's restore: what the restored live states wait on, again."""
-        self.submit(take_over_orders(states, PARTITION))
+        """After the partition's restore: what the restored live states wait on, again;
+        a call still running, once it ends."""
+        orders = take_over_orders(states, PARTITION)
+        running = {c.order.leg_key for c in self.calls if c.owned}
+        self.again.update((o.leg_key, o) for o in orders if o.leg_key in running)
+        self.submit(o for o in orders if o.leg_key not in running)
 
     def due(self) -> list[int]:
         return [i for i, c in enumerate(self.calls) if c.due <= self.clock.now]
@@ -94,10 +101,14 @@ class SimDispatchHost:
             running.due = self.clock.now + next(running.steps)
         except StopIteration:
             del self.calls[index]
+            again = self.again.pop(running.order.leg_key, None)
+            if again is not None and running.owned:
+                self.submit([again])
 
     def crash(self) -> None:
         """The owner's process dies, and its calls with it (a zombie's run on)."""
         self.calls = [c for c in self.calls if not c.owned]
+        self.again.clear()
 
     def lose_partition(self, pause_ms: int) -> None:
         """The group gave the partition to another member while this one kept running (a
@@ -108,6 +119,7 @@ class SimDispatchHost:
             if running.owned:
                 running.owned = False
                 running.due += pause_ms
+        self.again.clear()  # the old owner's: it no longer owns the partition
 
     def _call(self, running: Running) -> Wait:
         yield 0  # the call starts on its own step, so it interleaves with everything else
