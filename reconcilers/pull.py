@@ -21,11 +21,21 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from events.definition import Leg
+from events.definition import Leg, OpStatus
 from events.keys import lookup_observation_id
 from events.keys import review_request_id as review_request_id
 
 REVIEW_REASON = "lookup_budget_exhausted"
+
+
+def maybe_sent(status: str, begun: bool) -> bool:
+    """Whether an in-flight leg (its status, and whether its call has a `calls_begun` row)
+    may be at its provider, and so is the reconciler's to look up. False only for a leg still
+    `dispatched` whose call nobody began: not stuck at a provider, since the decider holding
+    it makes the call once its transaction commits (or calls it again when it takes the
+    partition over); looked up, it would find nothing and, past the budget, go to review
+    unsent. A leg `unknown` was seen by a caller, begun or not, and is looked up."""
+    return status != OpStatus.DISPATCHED or begun
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ from events.definition import Leg, OpStatus, ReviewState
 from events.legs import LegStatus
 from projections.operation_row import either_leg_in, legs_of
 from reconcilers.drift import LedgerEntry
-from reconcilers.pull import Candidate, FirstRequest, Lease, LeaseKey
+from reconcilers.pull import Candidate, FirstRequest, Lease, LeaseKey, maybe_sent
 
 IN_FLIGHT = tuple(status.value for status in legs.IN_FLIGHT)
 
@@ -53,7 +53,10 @@ async def in_flight_legs(conn: asyncpg.Connection) -> list[Candidate]:
     rows = [
         row
         for row in rows
-        if (row["tenant"], row["op_key"], row["attempt"]) not in held and _maybe_sent(row, begun)
+        if (row["tenant"], row["op_key"], row["attempt"]) not in held
+        and maybe_sent(
+            row["state"], (row["tenant"], row["op_key"], row["leg"], row["attempt"]) in begun
+        )
     ]
     first = await _first_requests(conn, [(r["tenant"], r["tx_id"], r["op_key"]) for r in rows])
     return [
@@ -118,13 +121,6 @@ async def _first_requests(
     return first
 
 
-def _maybe_sent(row: asyncpg.Record, begun: set[tuple[str, str, str, int]]) -> bool:
-    """False only for a leg still `dispatched` whose call no dispatcher began."""
-    if row["state"] != OpStatus.DISPATCHED:
-        return True
-    return (row["tenant"], row["op_key"], row["leg"], row["attempt"]) in begun
-
-
 # The begun calls of the legs in state $1 (`dispatched`).
 BEGUN = (
     "SELECT c.tenant, c.op_key, c.leg, c.attempt FROM calls_begun c"
@@ -135,11 +131,8 @@ BEGUN = (
 
 
 async def _begun(conn: asyncpg.Connection) -> set[tuple[str, str, str, int]]:
-    """The calls a dispatcher began (`calls_begun`, services/dispatcher/calls_begun.py). A
-    leg still `dispatched` without one was never sent: no dispatcher has picked it up yet
-    (a rejoin, a backlog), so it is not stuck at a provider, not looked up, and never sent
-    to review unsent once a budget runs out; the dispatcher that reads it sends it. A leg
-    `unknown` was seen by a dispatcher, begun or not, and is looked up as before."""
+    """The calls begun of legs still `dispatched` (`calls_begun`, services/dispatcher/
+    calls_begun.py): one without its row is not looked up (reconcilers.pull.maybe_sent)."""
     rows = await conn.fetch(BEGUN, OpStatus.DISPATCHED.value)
     return {(r["tenant"], r["op_key"], r["leg"], r["attempt"]) for r in rows}
 

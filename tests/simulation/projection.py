@@ -2,13 +2,14 @@
 lagging behind the log by however many steps the schedule leaves it. The pull
 reconciler's candidates and the operator read it, as they read Postgres."""
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from events.definition import Leg, OpStatus
 from events.envelope import Envelope
 from events.legs import IN_FLIGHT
 from projections.view import TxView, apply
-from reconcilers.pull import Candidate
+from reconcilers.pull import Candidate, maybe_sent
 
 from .kafka import Consumer
 
@@ -33,12 +34,14 @@ class SimProjection:
         if envelope.type == "OperationDispatched" and envelope.data.get("leg") == "compensation":
             self.compensation_operation[envelope.data["op_key"]] = envelope.data["operation"]
 
-    def in_flight(self) -> list[Candidate]:
-        """What reconcilers.store.in_flight_legs selects."""
+    def in_flight(self, was_begun: Callable[[str, Leg, int], bool]) -> list[Candidate]:
+        """What reconcilers.store.in_flight_legs selects (no kill switch holds a dispatch
+        here), by its rule `maybe_sent` and the calls begun (`was_begun`)."""
         legs: list[Candidate] = []
         for view in self.views.values():
             for op in view.operations:
-                if op.state in OPEN:
+                key, attempt = op.op_key, op.attempts
+                if op.state in OPEN and maybe_sent(op.state, was_begun(key, Leg.FORWARD, attempt)):
                     legs.append(
                         Candidate(
                             view.tenant,
@@ -52,18 +55,26 @@ class SimProjection:
                             op.updated_at,
                         )
                     )
-                compensation = op.compensation
-                if compensation and compensation.in_flight and op.compensation_key is not None:
+                compensation, comp_key = op.compensation, op.compensation_key
+                if (
+                    compensation
+                    and compensation.in_flight
+                    and comp_key is not None
+                    and maybe_sent(
+                        compensation.status,
+                        was_begun(comp_key, Leg.COMPENSATION, compensation.attempt),
+                    )
+                ):
                     legs.append(
                         Candidate(
                             view.tenant,
                             view.tx_id,
                             op.action,
                             Leg.COMPENSATION,
-                            op.compensation_key,
+                            comp_key,
                             compensation.attempt,
                             op.provider,
-                            self.compensation_operation.get(op.compensation_key, op.operation),
+                            self.compensation_operation.get(comp_key, op.operation),
                             op.updated_at,
                         )
                     )

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 
+from events.definition import Leg
 from events.inputs import DeciderInput, RequestReview, Source
 from events.observation import observation
 from reconcilers.pull import (
@@ -42,6 +43,8 @@ class SimReconciler:
     provider: Provider
     clock: Clock
     send: Callable[[DeciderInput], None]
+    # Whether a call has its `calls_begun` row (Postgres, read by the candidates' query).
+    was_begun: Callable[[str, Leg, int], bool]
     leases: dict[LeaseKey, Lease] = field(default_factory=dict)
     last_tick: int = -TICK_MS
     # While faults last: the chance that the process dies between claiming a step in its
@@ -54,7 +57,7 @@ class SimReconciler:
     def tick(self) -> None:
         self.last_tick = self.clock.now
         now = self.clock.at()
-        for step in plan(self.projection.in_flight(), self.leases, now, POLICY):
+        for step in plan(self.projection.in_flight(self.was_begun), self.leases, now, POLICY):
             leg = step.leg
             lease_key = (leg.op_key, leg.attempt)
             if isinstance(step, Lookup):

@@ -114,10 +114,11 @@ class World:
         self.abort_rate = rng.choice([0.0, 0.01])
         self.heal_at = rng.randint(5, 120)
         answers: list[OperationObserved] = []
+        calls_begun = SimCallsBegun(self._abort_stops)
         self.host = SimDispatchHost(
             self.provider,
             self.clock,
-            SimCallsBegun(self._abort_stops),
+            calls_begun,
             answers.append,
             self.observations.append,
         )
@@ -132,7 +133,9 @@ class World:
         )
         self.projection = SimProjection(Consumer(self.events))
         self.saga = SimSaga(Consumer(self.events), self.commands.append)
-        self.reconciler = SimReconciler(self.projection, self.provider, self.clock, self.send_input)
+        self.reconciler = SimReconciler(
+            self.projection, self.provider, self.clock, self.send_input, calls_begun.was_begun
+        )
         self.reconciler.lose_rate = rng.choice([0.0, 0.2])
         self.operator = Operator(self.provider, self.clock, rng)
         self.resolved: set[str] = set()
