@@ -2,6 +2,7 @@
 taken in one worktree read from another still match --under, and an --under that matches
 nothing is an error, not an empty table."""
 
+import importlib.util
 import pickle
 import subprocess
 import sys
@@ -42,3 +43,16 @@ def test_an_under_matching_nothing_is_an_error(tmp_path: Path) -> None:
     under = run(str(first), str(last), "--under", "services/runtime.py:absent")
     assert under.returncode == 2
     assert "names no function in these samples" in under.stderr
+
+
+def test_the_sampler_arms_the_process_by_its_module_not_by_a_word_of_its_path() -> None:
+    # A checkout at /work/wt/intake41 made every process of its stack "the intake".
+    path = Path(__file__).resolve().parents[2] / "services/devtools/cpu_sampler/sitecustomize.py"
+    spec = importlib.util.spec_from_file_location("sampler_site", path)
+    assert spec is not None and spec.loader is not None
+    sampler = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(sampler)
+    root = "/work/wt/intake41/services"
+    assert sampler._module(f"{root}/decider/__main__.py") == "decider"
+    assert sampler._module(f"{root}/intake/__main__.py") == "intake"
+    assert sampler._module(f"{root}/intake/kafka_intents.py") == "kafka_intents"

@@ -1,7 +1,8 @@
 """Where one recon process spends its CPU, by Python stack, sampled on CPU time.
 
 Not a module to import: put this directory on PYTHONPATH, name an output prefix and the
-process (a word of its command line), and that process of a benchmark's stack writes its
+process (the last part of the module it runs as: `decider`, `intake`, `projector`, `saga`,
+`pull_reconciler`, `kafka_intents`, `sandbox`), and that process of a benchmark's stack writes its
 cumulative samples every 5 s to `<prefix>.<pid>.<unix time>.pkl`; read two of them with
 `python -m services.devtools.cpu_samples`:
 
@@ -24,6 +25,7 @@ import signal
 import sys
 import threading
 import time
+from pathlib import Path
 from types import FrameType
 
 _OUT = os.environ.get("RECON_CPU_SAMPLER")
@@ -42,9 +44,17 @@ def _sample(signum: int, frame: FrameType | None) -> None:
     samples[tuple(stack)] += 1
 
 
+def _module(main: str) -> str:
+    """The last part of the module a `python -m` process runs, from its sys.argv[0] (the
+    module's file): not a word of the whole command line, which names the checkout's path
+    (a worktree called intake41 made every process "the intake")."""
+    path = Path(main)
+    return path.parent.name if path.name == "__main__.py" else path.stem
+
+
 def _run(out: str) -> None:
     time.sleep(3)  # `python -m` sets sys.argv after site has run
-    if _OF not in " ".join(sys.argv):
+    if _module(sys.argv[0]) != _OF:
         return
     signal.setitimer(signal.ITIMER_PROF, 0.002, 0.002)
     while True:
