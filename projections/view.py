@@ -183,30 +183,34 @@ def _status(status: TxStatus, event: Event) -> TxStatus:
 def _evolve(view: TxView, event: Event, seq: int, at: datetime) -> TxView:
     """The view's operations and reviews after `event`: what the decider does not keep
     (evidence, times and the review queue) and its legs, by its own rules. The status,
-    seq and time are apply's."""
+    seq and time are apply's. What the event changes of its operation is gathered first
+    and the operation copied once (it was copied for its legs, then for its evidence)."""
     if isinstance(event, TransactionAccepted):
         # Only seq 1 accepts; a second one would be a decider bug, and the first
         # intent is the intent.
         return view
-    if isinstance(event, LEG_EVENTS):
-        view = _move_legs(view, event, at)
+    changes = _moved_legs(view, event) if isinstance(event, LEG_EVENTS) else {}
     match event:
         case OperationConfirmed():
-            view = _set_op(view, event.action, at, remote_id=event.remote_id)
-            return _add_evidence(view, event.action, event.evidence, event.type, seq, at)
+            changes["remote_id"] = event.remote_id
+            changes |= _evidence(view, event.action, event.evidence, event.type, seq)
+            return _with_op(view, event.action, at, changes)
         case OperationUnknown() | OperationFailed() | OperationCompensated() | EvidenceRecorded():
-            return _add_evidence(view, event.action, event.evidence, event.type, seq, at)
+            changes |= _evidence(view, event.action, event.evidence, event.type, seq)
+            return _with_op(view, event.action, at, changes)
         case OperationNeedsReview():
             view = _open_review(view, event, at)
-            return _add_evidence(
-                view, event.action, event.evidence, event.type, seq, at, reason=event.reason
+            changes |= _evidence(
+                view, event.action, event.evidence, event.type, seq, reason=event.reason
             )
+            return _with_op(view, event.action, at, changes)
         case ObservationIgnored():
-            return _add_evidence(
-                view, event.action, event.evidence, event.type, seq, at, reason=event.reason
+            changes |= _evidence(
+                view, event.action, event.evidence, event.type, seq, reason=event.reason
             )
+            return _with_op(view, event.action, at, changes)
         case ReviewResolved():
-            return _resolve_review(view, event, at)
+            return _with_op(_resolve_review(view, event, at), event.action, at, changes)
         case (
             OperationAwaitingApproval()
             | OperationApproved()
@@ -222,12 +226,12 @@ def _evolve(view: TxView, event: Event, seq: int, at: datetime) -> TxView:
                 "observed_at": at.isoformat(),
                 **event.model_dump(mode="json", exclude={"type", "schema_version", "action"}),
             }
-            return _set_op(
-                view, event.action, at, evidence=(*_op(view, event.action).evidence, entry)
-            )
+            changes["evidence"] = (*_op(view, event.action).evidence, entry)
+            return _with_op(view, event.action, at, changes)
+        case OperationDispatched():
+            return _with_op(view, event.action, at, changes)
         case (
-            OperationDispatched()
-            | TransactionCommitted()
+            TransactionCommitted()
             | TransactionFailed()
             | TransactionCompensated()
             | TransactionNeedsReview()
@@ -243,11 +247,16 @@ def _evolve(view: TxView, event: Event, seq: int, at: datetime) -> TxView:
             assert_never(event)
 
 
-def _move_legs(view: TxView, event: LegEvent, at: datetime) -> TxView:
+def _moved_legs(view: TxView, event: LegEvent) -> dict[str, Any]:
     """The decider's leg rules, applied to the operation's own legs."""
     op = _op(view, event.action)
     forward, compensation = evolve_legs(op.forward, op.compensation, event)
-    return _set_op(view, event.action, at, forward=forward, compensation=compensation)
+    return {"forward": forward, "compensation": compensation}
+
+
+def _with_op(view: TxView, action: str, at: datetime, changes: dict[str, Any]) -> TxView:
+    """The view with `changes` made to its operation `action` (none: the view itself)."""
+    return _set_op(view, action, at, **changes) if changes else view
 
 
 def _open_review(view: TxView, event: OperationNeedsReview, at: datetime) -> TxView:
@@ -306,19 +315,18 @@ def _set_op(view: TxView, action: str, at: datetime, **changes: object) -> TxVie
     return view.model_copy(update={"operations": ops})
 
 
-def _add_evidence(
+def _evidence(
     view: TxView,
     action: str,
     evidence: Evidence | None,
     event_type: str,
     seq: int,
-    at: datetime,
     reason: str | None = None,
-) -> TxView:
+) -> dict[str, Any]:
+    """The operation's evidence trail with `evidence` added (nothing when there is none)."""
     if evidence is None:
-        return view
+        return {}
     entry: dict[str, Any] = {"event": event_type, "seq": seq, **evidence.model_dump(mode="json")}
     if reason is not None:
         entry["reason"] = reason
-    op = _op(view, action)
-    return _set_op(view, action, at, evidence=(*op.evidence, entry))
+    return {"evidence": (*_op(view, action).evidence, entry)}
