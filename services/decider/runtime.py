@@ -59,7 +59,6 @@ from events.dead_letters import dead_letter_headers
 from events.event_type_header import event_type_header
 from events.inputs import DeciderInput, OperationObserved, parse_input
 from events.keys import partition_key
-from events.transaction_events import OperationDispatched
 from services import tracing
 from services.collector import tune_for_service
 from services.config import Settings
@@ -80,7 +79,7 @@ from services.decider.input_offsets import group_offsets, start_offset
 from services.decider.lag_marker import LagMarker
 from services.decider.restore import StateKey, Stored, restore_partition
 from services.decider.staged import Staged
-from services.dispatcher.dispatch_order import DispatchOrder
+from services.dispatcher.dispatch_order import dispatch_orders
 from services.kafka_clients import (
     RECORD_REFUSED,
     acked_producer,
@@ -514,15 +513,13 @@ class Decider:
         staged.heads[key] = Head(last.tenant, last.tx_id, last.seq, last.hash)
         staged.ended = staged.ended or is_terminal(state)
         trace = tracing.kafka_headers() or []
-        for envelope, event, value in zip(envelopes, decided, events, strict=True):
+        for envelope, value in zip(envelopes, events, strict=True):
             # The type header lets readers pass over events they do not act on unparsed.
             headers = [*trace, event_type_header(envelope.type)]
             staged.plan(
                 self.topics.events, value, kafka_key, partition=staged.partition, headers=headers
             )
-            if isinstance(event, OperationDispatched):
-                order = DispatchOrder(envelope, event, staged.partition, trace or None)
-                staged.dispatches.append(order)
+        staged.dispatches += dispatch_orders(envelopes, decided, staged.partition, trace or None)
         log_dispatches(envelopes)
         # A finished transaction's full state is replaced by its marker under the same
         # key: compaction drops the full state, and a late duplicate still finds the

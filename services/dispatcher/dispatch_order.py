@@ -6,10 +6,11 @@ deterministic simulator that runs it, build orders without the executor's I/O.
 Pure: no I/O, no clock.
 """
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from events.envelope import Envelope
-from events.transaction_events import OperationDispatched
+from events.transaction_events import Event, OperationDispatched
 
 
 @dataclass(frozen=True)
@@ -29,3 +30,19 @@ class DispatchOrder:
         """The call's identity in `calls_begun`: tenant, key, leg, attempt."""
         d = self.dispatch
         return (self.envelope.tenant, d.op_key, d.leg.value, d.attempt)
+
+
+def dispatch_orders(
+    envelopes: Sequence[Envelope],
+    decided: Sequence[Event],
+    partition: int,
+    trace: list[tuple[str, bytes]] | None = None,
+) -> list[DispatchOrder]:
+    """The calls one decision orders (transactions.transaction.handled: its envelopes and
+    the events they carry): one per OperationDispatched, started once its transaction
+    commits. The decider and the simulator's both ask here."""
+    return [
+        DispatchOrder(envelope, event, partition, trace)
+        for envelope, event in zip(envelopes, decided, strict=True)
+        if isinstance(event, OperationDispatched)
+    ]

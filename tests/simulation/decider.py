@@ -15,9 +15,8 @@ from dataclasses import dataclass, field
 
 from events.envelope import Envelope
 from events.inputs import DeciderInput, OperationObserved
-from events.transaction_events import OperationDispatched
 from services.decider.restore import StateKey, Stored, parse_stored
-from services.dispatcher.dispatch_order import DispatchOrder
+from services.dispatcher.dispatch_order import DispatchOrder, dispatch_orders
 from transactions.finished import FinishedTransaction, keep, revive
 from transactions.state import TransactionState
 from transactions.transaction import handled, initial_state
@@ -79,9 +78,7 @@ class SimDecider:
             return
         self.staged_states[key] = keep(state)
         self.staged_decisions.append((message, envelopes))
-        for envelope, event in zip(envelopes, decided, strict=True):
-            if isinstance(event, OperationDispatched):
-                self.staged_orders.append(DispatchOrder(envelope, event, PARTITION))
+        self.staged_orders += dispatch_orders(envelopes, decided, PARTITION)
 
     def commit(self) -> None:
         for message, envelopes in self.staged_decisions:
