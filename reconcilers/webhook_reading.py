@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from events.inputs import Outcome
-from events.safe_json import escape_unencodable
+from events.safe_json import escaped_of
 from reconcilers.signatures import parsed_json
 
 # recon's own event type (docs/contract.md, "Webhooks").
@@ -58,11 +58,9 @@ class WebhookReading:
 def load_body(body: bytes) -> dict[str, Any]:
     """The body as a JSON object with a string `type`, or WebhookBodyError."""
     try:
-        event = parsed_json(body)
         # Escaped at once: a lone surrogate or a NUL would make the observation (or the
         # drift report) fail to encode or to store, on every retry of the delivery.
-        if not _plain(body):
-            event = escape_unencodable(event)
+        event = escaped_of(body, parsed_json(body))
     except ValueError:
         raise WebhookBodyError("the body is not JSON") from None
     except RecursionError:
@@ -71,14 +69,6 @@ def load_body(body: bytes) -> dict[str, Any]:
     if not isinstance(event, dict) or not isinstance(event.get("type"), str):
         raise WebhookBodyError('the body must be a JSON object with a string "type"')
     return event
-
-
-def _plain(body: bytes) -> bool:
-    """Whether json.loads can have made no lone surrogate and no NUL of `body`, so that the
-    walk over every string (most of a webhook's reading) can be spared: ASCII without NUL
-    bytes is read as UTF-8 (json.detect_encoding), where only a `\\u` escape makes a
-    character that is not ASCII, and JSON refuses a raw control character in a string."""
-    return body.isascii() and b"\x00" not in body and b"\\u" not in body
 
 
 def read_effect_webhook(body: bytes) -> WebhookReading:

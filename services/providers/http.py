@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 import aiohttp
 from opentelemetry.trace import SpanKind
 
-from events.safe_json import escape_unencodable
+from events.safe_json import escaped_of
 from services import tracing
 
 # Below the keep-alive of common servers (uvicorn's default is 5 s): a connection the
@@ -53,7 +53,7 @@ class Answer:
         # observation, not an observation that cannot be encoded (a crash, then a crash
         # loop on redelivery).
         try:
-            return escape_unencodable(json.loads(self.body))
+            return escaped_of(self.body, json.loads(self.body))
         except ValueError:
             # Decoded with replacement characters: always encodable.
             return {"text": self.body.decode("utf-8", "replace")[:2000]}

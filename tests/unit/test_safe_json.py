@@ -1,6 +1,7 @@
 """events.safe_json: whatever json.loads returns, the escaped value encodes as UTF-8 JSON
 and holds no NUL (what Kafka, pydantic and Postgres need), and a value that needed no
-escape is returned unchanged."""
+escape is returned unchanged; `escaped_of` spares the walk only where it would change
+nothing."""
 
 import json
 from typing import Any
@@ -8,7 +9,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from events.safe_json import escape_unencodable
+from events.safe_json import escape_unencodable, escaped_of
 
 # Every code point, lone surrogates (category Cs) and NUL included.
 ANY_TEXT = st.text(st.characters(codec=None, categories=None, exclude_categories=()))
@@ -55,3 +56,18 @@ def test_the_escape_is_the_text_of_the_json_escape() -> None:
         "k\\u0000": ["a\\ud800b", "\\udfff"],
         "ok": "\U0001f600",  # a valid pair is one character, kept as it is
     }
+
+
+@given(JSON, st.booleans(), st.sampled_from(["utf-8", "utf-16", "utf-32-le", "utf-8-sig"]))
+def test_the_walk_is_spared_only_where_it_changes_nothing(
+    value: Any, ascii_only: bool, encoding: str
+) -> None:
+    # Any body json.loads reads, in any encoding it detects: escaped_of must equal the walk.
+    # Fails when the walk is spared on the \u check alone (a UTF-16 body; tried).
+    try:
+        body = json.dumps(value, ensure_ascii=ascii_only).encode(encoding)
+    except UnicodeEncodeError:
+        return  # a lone surrogate written raw: no encoding holds it
+    parsed = json.loads(body)
+
+    assert escaped_of(body, parsed) == escape_unencodable(json.loads(body))
