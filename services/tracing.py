@@ -164,14 +164,13 @@ def http_headers() -> dict[str, str]:
     return carrier
 
 
-@contextmanager
 def span(
     name: str,
     parent: Context | None = None,
     kind: SpanKind = SpanKind.INTERNAL,
     semantic: Mapping[str, str | int] | None = None,
     **ids: str | int | None,
-) -> Iterator[Span]:
+) -> AbstractContextManager[Span]:
     """A span under `parent` (or the current one), the ids as its `recon.*` attributes and
     on every log line written inside it, with the trace id when there is a trace;
     `semantic`: attributes under OpenTelemetry's own names (`http.*`, `messaging.*`)."""
@@ -183,9 +182,36 @@ def span(
         # Tracing off and no trace to continue: the API's span would be the invalid one,
         # recording nothing, made current and ended for nothing; only the log context it
         # scopes is kept. A provider call opens two (with http_headers: 18.7 -> 8.0 us).
-        with log_context(**ids, trace_id=None):
-            yield trace.INVALID_SPAN
-        return
+        # The block is returned, not a generator around it, as `consuming` does: 0.7 us
+        # less a span (call_tracing_micro: 4.8-5.1 -> 3.5 us a provider call's two).
+        return _Unrecorded(ids)
+    return _recorded(name, parent, kind, semantic, ids)
+
+
+class _Unrecorded:
+    """A span's block with tracing off: the log context of its ids, the invalid span."""
+
+    __slots__ = ("_block",)
+
+    def __init__(self, ids: dict[str, str | int | None]) -> None:
+        self._block = log_context(**ids, trace_id=None)
+
+    def __enter__(self) -> Span:
+        self._block.__enter__()
+        return trace.INVALID_SPAN
+
+    def __exit__(self, *exc: Any) -> None:
+        self._block.__exit__(*exc)
+
+
+@contextmanager
+def _recorded(
+    name: str,
+    parent: Context | None,
+    kind: SpanKind,
+    semantic: Mapping[str, str | int] | None,
+    ids: dict[str, str | int | None],
+) -> Iterator[Span]:
     attributes = {f"recon.{k}": v for k, v in ids.items() if v is not None}
     attributes |= dict(semantic or {})
     with _tracer.start_as_current_span(name, context=parent, kind=kind, attributes=attributes) as s:
