@@ -6,6 +6,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from support.unencodable_bodies import UNENCODABLE_BODIES
 
 from events.inputs import Outcome, Source
 from events.observation import observation
@@ -54,15 +55,7 @@ async def test_a_numeric_provider_id_is_kept_as_text() -> None:
     assert seen.remote_id == "12345"
 
 
-@pytest.mark.parametrize(
-    "body",
-    [
-        b'{"id": "ch_1", "k\\u0000": "\\ud800"}',  # escapes, in a name and a value
-        b'{"id": "ch_1", "v": "\xed\xa0\x80"}',  # a surrogate's own UTF-8 bytes
-        '{"id": "ch_1", "v": "\\ud800"}'.encode("utf-16"),  # another encoding
-        '{"id": "ch_1", "v": "\\ud800"}'.encode("utf-32-le"),  # NUL bytes, no BOM
-    ],
-)
+@pytest.mark.parametrize("body", UNENCODABLE_BODIES)
 def test_every_lone_surrogate_and_nul_an_answer_can_carry_is_escaped(body: bytes) -> None:
     # The walk over the strings is spared only for answers that cannot hold one
     # (events.safe_json.escaped_of): each of these must still be walked and escaped.

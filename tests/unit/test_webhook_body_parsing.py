@@ -6,6 +6,7 @@ import json
 from datetime import UTC, datetime
 
 import pytest
+from support.unencodable_bodies import UNENCODABLE_BODIES
 
 from events.drift import DriftDetected, DriftKind
 from events.inputs import OperationObserved
@@ -105,15 +106,7 @@ def test_a_signature_proves_only_what_its_own_account_holds() -> None:
     assert isinstance(meaning("sandbox", None, "d4", notice, globexs, NOW), OperationObserved)
 
 
-@pytest.mark.parametrize(
-    "body",
-    [
-        b'{"type": "t", "k\\u0000": "\\ud800"}',  # escapes, in a name and a value
-        b'{"type": "t", "v": "\xed\xa0\x80"}',  # a surrogate's own UTF-8 bytes
-        '{"type": "t", "v": "\\ud800"}'.encode("utf-16"),  # another encoding
-        '{"type": "t", "v": "\\ud800"}'.encode("utf-32-le"),  # NUL bytes, no BOM
-    ],
-)
+@pytest.mark.parametrize("body", UNENCODABLE_BODIES)
 def test_every_lone_surrogate_and_nul_a_body_can_carry_is_escaped(body: bytes) -> None:
     # The loader spares the walk over the strings only for bodies that cannot hold one
     # (ASCII, no NUL byte, no \u escape): each of these must still be walked and escaped.
