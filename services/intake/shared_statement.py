@@ -58,7 +58,8 @@ class Batched(Generic[In, Out]):
             batch, self._waiting = self._waiting, []
             conn = await taken.__aenter__()
         except BaseException as exc:
-            self._failed(batch, exc)
+            _failed(batch, exc)
+            self._hand_on(None)
             raise
         try:
             answer = answer_after_own(
@@ -67,24 +68,22 @@ class Batched(Generic[In, Out]):
         except BaseException as exc:
             # The connection goes back to the pool (asyncpg closes a broken one); what
             # waits runs on another, as after a runner's failed batch.
-            self._failed(batch, exc)
-            await taken.__aexit__(None, None, None)
+            _failed(batch, exc)
+            try:
+                await taken.__aexit__(None, None, None)
+            finally:
+                self._hand_on(None)
             raise
         if self._waiting:
             self._hand_on(_Held(taken, conn))
         else:
-            self._busy = False
-            await taken.__aexit__(None, None, None)
+            try:
+                await taken.__aexit__(None, None, None)
+            finally:
+                # Who came while the connection went back goes together in the next, as
+                # after a runner's last batch.
+                self._hand_on(None)
         return answer
-
-    def _failed(self, batch: "Waiting[In, Out]", exc: BaseException) -> None:
-        """The callers a caller's own statement carried share its end: the intake stopping
-        (a cancellation) or the statement's error; who came meanwhile goes to the runner."""
-        if isinstance(exc, asyncio.CancelledError):
-            cancel_each(batch)
-        else:
-            fail_each(batch, exc)
-        self._hand_on(None)
 
     def _hand_on(self, taken: "_Held | None") -> None:
         """The runner for the callers that arrived while a caller's own statement ran, on
@@ -117,6 +116,15 @@ class Batched(Generic[In, Out]):
                 # next batch takes another.
                 fail_each(batch, exc)
         self._busy = False
+
+
+def _failed(batch: "Waiting[In, Out]", exc: BaseException) -> None:
+    """The callers a caller's own statement carried share its end: the intake stopping (a
+    cancellation) or the statement's error."""
+    if isinstance(exc, asyncio.CancelledError):
+        cancel_each(batch)
+    else:
+        fail_each(batch, exc)
 
 
 class _Held:
