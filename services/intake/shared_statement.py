@@ -62,9 +62,7 @@ class Batched(Generic[In, Out]):
             self._hand_on(None)
             raise
         try:
-            answer = answer_after_own(
-                batch, await self._run(conn, [item, *(other for other, _ in batch)])
-            )
+            answers = await self._run(conn, [item, *(other for other, _ in batch)])
         except BaseException as exc:
             # The connection goes back to the pool (asyncpg closes a broken one); what
             # waits runs on another, as after a runner's failed batch.
@@ -83,7 +81,15 @@ class Batched(Generic[In, Out]):
                 # Who came while the connection went back goes together in the next, as
                 # after a runner's last batch.
                 self._hand_on(None)
-        return answer
+        # Answered only now, with the connection given back, so that this caller goes on
+        # together with the callers its statement carried: answered before its release,
+        # they went on ahead, produced without it, and its next statement (a mark, a
+        # delivery's record) ran alone: +0.1-0.4 statements per transaction at c30.
+        try:
+            return answer_after_own(batch, answers)
+        except AssertionError as exc:  # another number of answers: wrong for every caller
+            fail_each(batch, exc)
+            raise
 
     def _hand_on(self, taken: "_Held | None") -> None:
         """The runner for the callers that arrived while a caller's own statement ran, on
