@@ -1,9 +1,10 @@
 """How each projected table is written: its columns, its conflict target and what a
 conflict updates. One statement per table, used two ways by projections.writer:
 
-- from column arrays (`unnest_upsert_sql`): the live projector's batches, every row of a
-  table in one `INSERT ... SELECT FROM unnest(...)` (an executemany per table, as before,
-  was one execution per row for the server: 20-30 per recon transaction at c30);
+- from one array of rows (`unnest_upsert_sql`): the live projector's batches, every row
+  of a table in one `INSERT ... SELECT FROM unnest(...)` of the table's batch type (an
+  executemany per table, as before, was one execution per row for the server: 20-30 per
+  recon transaction at c30; one array per column cost asyncpg a Python check per value);
 - in bulk (`copy_rows`): the rows go by COPY into a temporary table, then one
   `INSERT ... SELECT` with the same ON CONFLICT clause. audit rebuild's large batches.
 
@@ -32,6 +33,11 @@ class Table:
     columns: tuple[str, ...]
     key: tuple[str, ...]
     update: tuple[str, ...]  # empty: ON CONFLICT DO NOTHING
+    # The composite type of a row of `columns`, with the table's column types, that the
+    # live projector sends the rows as (migration 0006): one array parameter per table.
+    # asyncpg checks each element of an array against collections.abc.Iterable, a Python
+    # call per value when the rows went as one array per column.
+    batch_type: str
     jsonb: tuple[str, ...] = ()
 
 
@@ -59,12 +65,14 @@ TABLES = {
             key=("tenant", "tx_id", "seq"),
             update=(),
             jsonb=("data",),
+            batch_type="events_batch_v1",
         ),
         Table(
             "transactions",
             ("tenant", "tx_id", "status", "agent_id", "last_seq", "created_at", "updated_at"),
             key=("tenant", "tx_id"),
             update=("status", "last_seq", "updated_at"),
+            batch_type="transactions_batch_v1",
         ),
         Table(
             "operations",
@@ -100,6 +108,7 @@ TABLES = {
                 "open_review_id",
             ),
             jsonb=("evidence",),
+            batch_type="operations_batch_v1",
         ),
         Table(
             "reviews",
@@ -121,6 +130,7 @@ TABLES = {
             ),
             key=("id",),
             update=("state", "resolved_at", "resolution", "note", "actor"),
+            batch_type="reviews_batch_v1",
         ),
     )
 }
@@ -155,33 +165,20 @@ def _conflict(table: Table) -> str:
     return target + "UPDATE SET " + ", ".join(f"{c} = EXCLUDED.{c}" for c in table.update)
 
 
-def unnest_upsert_sql(name: str, types: dict[str, str], first: int, where: str = "") -> str:
-    """The statement writing a table's rows from one array parameter per column, the
-    first being `$first` (`column_arrays` makes them): the row-by-row statement's ON
-    CONFLICT, applied to rows merged by key (`merge_by_key`). `where`: a condition every
-    row is written under (SQL, may be empty). `types`: the columns' SQL types
-    (`column_types`); jsonb columns travel as text, cast by the statement."""
+def unnest_upsert_sql(name: str, param: int, where: str = "") -> str:
+    """The statement writing a table's rows from parameter `$param`, an array of the
+    table's batch type (`merge_by_key` gives its rows): the row-by-row statement's ON
+    CONFLICT, applied to rows merged by key. `where`: a condition every row is written
+    under (SQL, may be empty). jsonb values travel as their text (`jsonb_text`), which
+    Postgres parses into the type's jsonb fields."""
     table = TABLES[name]
-    arrays = ", ".join(
-        f"${i}::{'text' if c in table.jsonb else types[c]}[]"
-        for i, c in enumerate(table.columns, first)
-    )
-    select = ", ".join(f"{c}::jsonb" if c in table.jsonb else c for c in table.columns)
     columns = ", ".join(table.columns)
     return (
-        f"INSERT INTO {name} ({columns}) SELECT {select} FROM unnest({arrays}) AS r({columns})"
+        f"INSERT INTO {name} ({columns}) SELECT {columns}"
+        f" FROM unnest(${param}::{table.batch_type}[])"
         + (f" WHERE {where}" if where else "")
         + _conflict(table)
     )
-
-
-def column_arrays(name: str, rows: Sequence[tuple[Any, ...]]) -> list[list[Any]]:
-    """`rows` (merged by key) as one list per column, the parameters of
-    `unnest_upsert_sql`."""
-    merged = merge_by_key(name, rows)
-    if not merged:
-        return [[] for _ in TABLES[name].columns]
-    return [list(column) for column in zip(*merged, strict=True)]
 
 
 async def column_types(conn: asyncpg.Connection, names: Sequence[str]) -> dict[str, dict[str, str]]:

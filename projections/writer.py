@@ -23,14 +23,7 @@ from events.envelope import Envelope
 from events.transaction_events import Event
 from projections.moves import Moves
 from projections.operation_row import operation_row, operation_view
-from projections.table_writes import (
-    TABLES,
-    column_arrays,
-    column_types,
-    copy_rows,
-    jsonb_text,
-    unnest_upsert_sql,
-)
+from projections.table_writes import copy_rows, jsonb_text, merge_by_key, unnest_upsert_sql
 from projections.view import OpView, ReviewView, TxView, apply
 from projections.view_cache import TxKey, ViewCache
 
@@ -211,8 +204,6 @@ def _starting(fresh: Fresh) -> set[TxKey]:
 
 # The tables a batch writes, in the order of the write statement's parameters.
 _TABLES = ("events", "transactions", "operations", "reviews")
-# The write statement, made once per process from the columns' types.
-_write_sql: list[str] = []
 
 
 async def _write(
@@ -225,35 +216,26 @@ async def _write(
     views = folded.changed_views
     rows = view_rows(views, [folded.before.get(key) for key in folded.changed])
     rows["events"] = [_event_row(env) for env in folded.envelopes]
-    arrays = [array for table in _TABLES for array in column_arrays(table, rows[table])]
     ok = await conn.fetchval(
-        await _write_statement(conn),
+        _WRITE_SQL,
         topic,
         partitions,
         [folded.stored[p] for p in partitions],
         [advanced[p] for p in partitions],
-        *arrays,
+        *[merge_by_key(table, rows[table]) for table in _TABLES],
     )
     return bool(ok)
 
 
-async def _write_statement(conn: asyncpg.Connection) -> str:
-    if not _write_sql:
-        _write_sql.append(_write_text(await column_types(conn, _TABLES)))
-    return _write_sql[0]
-
-
-def _write_text(types: dict[str, dict[str, str]]) -> str:
+def _write_text() -> str:
     # `held` locks the batch's offset rows in partition order (two projectors cannot
     # deadlock) and, under READ COMMITTED, sees the newest committed offsets once a
     # writer holding them ends; every write below runs only if all of them hold what the
     # batch was folded against. Data-modifying WITH queries run once whether read or not.
-    writes = []
-    first = 5
-    for table in _TABLES:
-        sql = unnest_upsert_sql(table, types[table], first, where="(SELECT ok FROM ok)")
-        writes.append(f"written_{table} AS ({sql})")
-        first += len(TABLES[table].columns)
+    writes = [
+        f"written_{table} AS ({unnest_upsert_sql(table, param, where='(SELECT ok FROM ok)')})"
+        for param, table in enumerate(_TABLES, 5)
+    ]
     return (
         "WITH held AS MATERIALIZED ("
         " SELECT partition, next_offset FROM projection_offsets"
@@ -269,6 +251,9 @@ def _write_text(types: dict[str, dict[str, str]]) -> str:
         " AND o.next_offset < n.next_offset)"
         " SELECT ok FROM ok"
     )
+
+
+_WRITE_SQL = _write_text()
 
 
 async def project_drift(
