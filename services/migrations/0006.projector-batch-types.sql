@@ -1,8 +1,8 @@
 -- Version 6: the row types the live projector sends a batch's rows as, one array of rows per
 -- table (projections/table_writes.py, `Table.batch_type`), where it sent one array per
 -- column. asyncpg checks every element of an array parameter against
--- collections.abc.Iterable, a Python call each: ~330 values per transaction at c30, against
--- ~40 rows. Each type lists its table's written columns in the order of `TABLES`, with the
+-- collections.abc.Iterable, a Python call each: ~330 values per transaction at c30, in ~25
+-- rows. Each type lists its table's written columns in the order of `TABLES`, with the
 -- table's types (tests/integration/test_projection_batch_types.py holds them to that). A
 -- type is never altered: a change to what the projector writes is a new type, so a projector
 -- of the previous release keeps writing while the next one is rolled out.
