@@ -74,7 +74,10 @@ async def _representative_rows(conn: asyncpg.Connection) -> None:
         observed("charge", 1, Outcome.UNKNOWN, n=1),
         request_review("charge", 1),
     )
-    await project_batch(conn, "recon.events", [(0, i, env) for i, env in enumerate(log)])
+    # By COPY, audit rebuild's path: the live statement's row types (0006) are not there
+    # yet, and the rows are the same (tests/integration/test_projection_batch_types.py).
+    records = [(0, i, env) for i, env in enumerate(log)]
+    await project_batch(conn, "recon.events", records, bulk=True)
     await conn.execute(
         "INSERT INTO intents (tenant, tx_id, fingerprint, agent_id, operations, produced)"
         " VALUES ('demo', 'tx-upgrade', 'fp', 'agent-7', '[]', true)"
@@ -135,7 +138,8 @@ async def test_a_database_where_only_the_projector_ran_gets_the_rest_of_version_
     try:
         await release_before_migrations.build(conn, ("projections",))
         log = log_of(submit(["charge"]), observed("charge", 1, Outcome.SUCCEEDED, n=0))
-        await project_batch(conn, "recon.events", [(0, i, env) for i, env in enumerate(log)])
+        records = [(0, i, env) for i, env in enumerate(log)]
+        await project_batch(conn, "recon.events", records, bulk=True)  # as above: no 0006
         events = await conn.fetch("SELECT * FROM events ORDER BY seq")
 
         lines: list[str] = []
