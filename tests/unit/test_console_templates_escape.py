@@ -10,8 +10,8 @@ OPT_OUTS = re.compile(r"\|\s*safe\b|autoescape\s+false|Markup\(|\{%\s*raw", re.I
 
 
 def test_the_environment_escapes() -> None:
-    assert templates.autoescape is True
-    rendered = templates.from_string("{{ x }}").render(x="<script>alert(1)</script>")
+    assert templates().autoescape is True
+    rendered = templates().from_string("{{ x }}").render(x="<script>alert(1)</script>")
     assert rendered == "&lt;script&gt;alert(1)&lt;/script&gt;"
 
 
