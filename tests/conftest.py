@@ -21,6 +21,15 @@ from services.devtools.infra.kafka import KafkaBroker
 from services.devtools.infra.postgres import PostgresServer
 from services.devtools.ports import free_port as _free_port
 
+# Every process the suite starts (~75 whole stacks of seven, deciders, CLIs, the sandbox)
+# imports recon and its libraries again. With PYTHONDONTWRITEBYTECODE set (as in the
+# environment this suite ran in under CI) each compiled every module from source: a stack's
+# processes spent ~40 % of their start-up CPU compiling (docs/testing.md). They write their
+# bytecode under .cache/pycache instead (ignored by git, out of the source directories), so
+# each module is compiled once per checkout.
+if os.environ.pop("PYTHONDONTWRITEBYTECODE", None) is not None:
+    os.environ.setdefault("PYTHONPYCACHEPREFIX", str(REPO_ROOT / ".cache" / "pycache"))
+
 # Hypothesis profiles. `ci` (the default, so `make test` and CI run it) is derandomized:
 # every run draws the same examples, the seed derived from each test's source, so a red run
 # is reproducible and a green one is not luck; the profile is printed in pytest's header.
