@@ -20,23 +20,11 @@ Waiting = list[tuple[In, "asyncio.Future[Out]"]]
 def answer_each(waiting: "Waiting[In, Out]", answers: Sequence[Out]) -> None:
     """Each caller its item's answer. A run that answered another number of items is wrong
     for every caller: none is answered, and the error is raised for the caller to fail them."""
-    _check_count(answers, len(waiting))
+    if len(answers) != len(waiting):
+        raise AssertionError(f"{len(answers)} answers to {len(waiting)} requests")
     for (_, future), answer in zip(waiting, answers, strict=True):
         if not future.done():
             future.set_result(answer)
-
-
-def answer_after_own(waiting: "Waiting[In, Out]", answers: Sequence[Out]) -> Out:
-    """The answers of a run a caller made in its own task, its own item first: each waiting
-    caller its answer, the first returned; another number of answers is wrong for all."""
-    _check_count(answers, 1 + len(waiting))
-    answer_each(waiting, answers[1:])
-    return answers[0]
-
-
-def _check_count(answers: Sequence[Out], asked: int) -> None:
-    if len(answers) != asked:
-        raise AssertionError(f"{len(answers)} answers to {asked} requests")
 
 
 def fail_each(waiting: "Waiting[In, Out]", error: BaseException) -> None:

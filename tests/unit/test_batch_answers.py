@@ -49,18 +49,3 @@ async def test_the_shared_statement_fails_every_caller_of_a_short_answer() -> No
     asked = [asyncio.create_task(shared.ask(x)) for x in (1, 2)]
     failed = await asyncio.gather(*asked, return_exceptions=True)
     assert [type(error) for error in failed] == [AssertionError, AssertionError]
-
-
-async def test_a_lone_statement_runs_in_its_callers_task() -> None:
-    """Nothing running, the caller runs its statement itself: no runner task for a batch of
-    one (issue 24), which is every statement at low load."""
-    ran_in: list[asyncio.Task[Any] | None] = []
-
-    async def run(_: Any, items: Sequence[int]) -> list[int]:
-        ran_in.append(asyncio.current_task())
-        return [2 * item for item in items]
-
-    shared: Batched[int, int] = Batched(_Pool(), run)
-    assert await shared.ask(1) == 2
-    assert await shared.ask(2) == 4
-    assert ran_in == [asyncio.current_task()] * 2
