@@ -6,7 +6,8 @@ and NUL (`"\\u0000"`), which Postgres refuses in `jsonb` and `text`. A provider'
 webhook is evidence and must be recorded, not refused, so each of them is replaced by the
 literal text of its JSON escape (the six characters `\\ud800`): nothing is lost, and the
 value encodes everywhere. Everything else is returned unchanged (the same objects when
-nothing needed escaping, so the common case costs one scan of the strings).
+nothing needed escaping, so the common case costs one scan of the strings, and none when
+`escaped_of` sees from the bytes that the body cannot hold either).
 
 Pure: no I/O.
 """
