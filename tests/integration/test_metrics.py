@@ -11,16 +11,14 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import AsyncIterator, Callable
-from pathlib import Path
+from collections.abc import AsyncIterator
 
 import httpx
 import pytest
 from aiokafka import AIOKafkaProducer
-from conftest import Infra
 from prometheus_client.parser import text_string_to_metric_families
 from support.recon_client import Recon, op, transaction
-from support.stack_fixtures import running_stack
+from support.stack_fixtures import StackWith
 
 from events.topics import Topics
 from services.devtools.stack import SERVICES, Stack
@@ -38,22 +36,8 @@ Samples = list[tuple[str, dict[str, str], float]]
 
 
 @pytest.fixture
-async def fast_stack(
-    infra: Infra,
-    fresh_database: str,
-    topic_prefix: str,
-    tmp_path: Path,
-    free_port: Callable[[], int],
-) -> AsyncIterator[Stack]:
-    async with running_stack(
-        infra,
-        fresh_database,
-        topic_prefix,
-        tmp_path / "logs",
-        free_port,
-        migrate=False,
-        **FAST_REVIEW,
-    ) as stack:
+async def fast_stack(stack_with: StackWith) -> AsyncIterator[Stack]:
+    async with stack_with(**FAST_REVIEW) as (stack, _):
         yield stack
 
 

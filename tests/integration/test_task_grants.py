@@ -10,10 +10,8 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
-from conftest import Infra
 from support.governance_support import (
     AGENT,
     OPERATOR,
@@ -21,8 +19,8 @@ from support.governance_support import (
     put_policy,
     switches_the_dispatcher_acts_on,
 )
-from support.recon_client import Recon, op, transaction
-from support.stack_fixtures import running_stack
+from support.recon_client import op, transaction
+from support.stack_fixtures import StackWith
 
 # The agent's own grants are wide (the receipt included): the task narrows them.
 AGENT_GRANTS = ["inventory.reserve", "payments.charge", "email.send"]
@@ -46,103 +44,93 @@ def task(expires_at: datetime, max_amount: int = 5000) -> dict[str, Any]:
 
 
 async def test_a_task_bounds_its_submissions_at_the_door_and_at_each_call(
-    infra: Infra,
-    fresh_database: str,
-    topic_prefix: str,
-    tmp_path: Path,
-    free_port: Callable[[], int],
+    stack_with: StackWith,
 ) -> None:
-    async with running_stack(
-        infra, fresh_database, topic_prefix, tmp_path / "logs", free_port, migrate=False
-    ) as stack:
-        recon = Recon(stack.intake_url, stack.sandbox_url)
+    async with stack_with() as (stack, recon):
         http, url = recon.http, stack.intake_url
-        try:
-            later = datetime.now(UTC) + timedelta(hours=1)
-            soon = datetime.now(UTC) + timedelta(seconds=EXPIRES_IN_S)
-            tasks = {
-                "order-42": task(later),
-                "small": task(later, max_amount=1000),
-                "brief": task(soon),
-            }
-            v1 = {
-                "version": 1,
-                "agents": {"agent-7": {"grants": AGENT_GRANTS}},
-                "tasks": tasks,
-            }
-            installed = await put_policy(http, url, v1)
-            assert installed.status_code == 200, installed.text
+        later = datetime.now(UTC) + timedelta(hours=1)
+        soon = datetime.now(UTC) + timedelta(seconds=EXPIRES_IN_S)
+        tasks = {
+            "order-42": task(later),
+            "small": task(later, max_amount=1000),
+            "brief": task(soon),
+        }
+        v1 = {
+            "version": 1,
+            "agents": {"agent-7": {"grants": AGENT_GRANTS}},
+            "tasks": tasks,
+        }
+        installed = await put_policy(http, url, v1)
+        assert installed.status_code == 200, installed.text
 
-            # Outside the task's grant: refused at the door with the rule named, although
-            # the agent itself is granted the receipt; an amount above the task's cap and a
-            # task nobody granted likewise.
-            refusals = {
-                "task-receipt": (under("order-42", "task-receipt", receipt=True)),
-                "task-amount": under("small", "task-amount"),
-                "task-unknown": under("nope", "task-unknown"),
-            }
-            answers = {tx_id: await recon.submit(body) for tx_id, body in refusals.items()}
-            for answer in answers.values():
-                assert answer.status_code == 403, answer.text
-            seen = {
-                tx_id: (a.json()["error"], a.json()["rule"], a.json()["operation"])
-                for tx_id, a in answers.items()
-            }
-            assert seen == {
-                "task-receipt": ("not_granted", "tasks.order-42.grants", "email.send"),
-                "task-amount": ("not_granted", "tasks.small.max_amount", "payments.charge"),
-                "task-unknown": ("task_unknown", "tasks.nope", "inventory.reserve"),
-            }
+        # Outside the task's grant: refused at the door with the rule named, although
+        # the agent itself is granted the receipt; an amount above the task's cap and a
+        # task nobody granted likewise.
+        refusals = {
+            "task-receipt": (under("order-42", "task-receipt", receipt=True)),
+            "task-amount": under("small", "task-amount"),
+            "task-unknown": under("nope", "task-unknown"),
+        }
+        answers = {tx_id: await recon.submit(body) for tx_id, body in refusals.items()}
+        for answer in answers.values():
+            assert answer.status_code == 403, answer.text
+        seen = {
+            tx_id: (a.json()["error"], a.json()["rule"], a.json()["operation"])
+            for tx_id, a in answers.items()
+        }
+        assert seen == {
+            "task-receipt": ("not_granted", "tasks.order-42.grants", "email.send"),
+            "task-amount": ("not_granted", "tasks.small.max_amount", "payments.charge"),
+            "task-unknown": ("task_unknown", "tasks.nope", "inventory.reserve"),
+        }
 
-            # Within the grant: accepted and committed; the agent's grants still apply too.
-            allowed = await recon.submit(under("order-42", "task-allowed"))
-            assert allowed.status_code == 202, allowed.text
-            assert (await recon.wait_terminal("task-allowed"))["status"] == "committed"
+        # Within the grant: accepted and committed; the agent's grants still apply too.
+        allowed = await recon.submit(under("order-42", "task-allowed"))
+        assert allowed.status_code == 202, allowed.text
+        assert (await recon.wait_terminal("task-allowed"))["status"] == "committed"
 
-            # Accepted under a task, then the task is revoked (removed from the document)
-            # or expires before the call: a kill switch holds the calls meanwhile, so the
-            # order of events is certain.
-            engaged = await http.post(
-                f"{url}/v1/kill-switches",
-                json={"scope": {"agent_id": "agent-7"}, "reason": "hold for the test"},
-                headers=OPERATOR,
-            )
-            assert engaged.status_code == 201, engaged.text
-            switch_id = engaged.json()["id"]
+        # Accepted under a task, then the task is revoked (removed from the document)
+        # or expires before the call: a kill switch holds the calls meanwhile, so the
+        # order of events is certain.
+        engaged = await http.post(
+            f"{url}/v1/kill-switches",
+            json={"scope": {"agent_id": "agent-7"}, "reason": "hold for the test"},
+            headers=OPERATOR,
+        )
+        assert engaged.status_code == 201, engaged.text
+        switch_id = engaged.json()["id"]
 
-            async def in_effect() -> bool:
-                return await switches_the_dispatcher_acts_on(stack) == 1
+        async def in_effect() -> bool:
+            return await switches_the_dispatcher_acts_on(stack) == 1
 
-            await until(in_effect, "the switch in the dispatcher's view")
-            for task_id, tx_id in (("order-42", "task-revoked"), ("brief", "task-expired")):
-                accepted = await recon.submit(under(task_id, tx_id))
-                assert accepted.status_code == 202, accepted.text
+        await until(in_effect, "the switch in the dispatcher's view")
+        for task_id, tx_id in (("order-42", "task-revoked"), ("brief", "task-expired")):
+            accepted = await recon.submit(under(task_id, tx_id))
+            assert accepted.status_code == 202, accepted.text
 
-            async def held() -> bool:
-                listed = (await http.get(f"{url}/v1/kill-switches", headers=AGENT)).json()
-                return bool(listed["kill_switches"][0]["held"] == 2)
+        async def held() -> bool:
+            listed = (await http.get(f"{url}/v1/kill-switches", headers=AGENT)).json()
+            return bool(listed["kill_switches"][0]["held"] == 2)
 
-            await until(held, "both first steps held by the switch")
-            v2 = {**v1, "version": 2, "tasks": {"brief": tasks["brief"]}}
-            assert (await put_policy(http, url, v2)).status_code == 200
-            await asyncio.sleep(max(0.0, (soon - datetime.now(UTC)).total_seconds()) + 0.5)
-            released = await http.delete(f"{url}/v1/kill-switches/{switch_id}", headers=OPERATOR)
-            assert released.status_code == 200
+        await until(held, "both first steps held by the switch")
+        v2 = {**v1, "version": 2, "tasks": {"brief": tasks["brief"]}}
+        assert (await put_policy(http, url, v2)).status_code == 200
+        await asyncio.sleep(max(0.0, (soon - datetime.now(UTC)).total_seconds()) + 0.5)
+        released = await http.delete(f"{url}/v1/kill-switches/{switch_id}", headers=OPERATOR)
+        assert released.status_code == 200
 
-            for tx_id in ("task-revoked", "task-expired"):
-                tx = await recon.wait_terminal(tx_id)
-                assert tx["status"] == "manual_review", tx
-                assert op(tx, "reserve")["state"] == "manual_review"
-                # Not one call reached the provider, for any step of either transaction.
-                for action in ("reserve", "charge"):
-                    assert await recon.calls(op(tx, action)["op_key"]) == []
-            reviews = (await http.get(f"{url}/v1/reviews", headers=AGENT)).json()["reviews"]
-            reasons = {r["tx_id"]: r["reason"] for r in reviews}
-            assert reasons == {"task-revoked": "task_unknown", "task-expired": "task_expired"}
+        for tx_id in ("task-revoked", "task-expired"):
+            tx = await recon.wait_terminal(tx_id)
+            assert tx["status"] == "manual_review", tx
+            assert op(tx, "reserve")["state"] == "manual_review"
+            # Not one call reached the provider, for any step of either transaction.
+            for action in ("reserve", "charge"):
+                assert await recon.calls(op(tx, action)["op_key"]) == []
+        reviews = (await http.get(f"{url}/v1/reviews", headers=AGENT)).json()["reviews"]
+        reasons = {r["tx_id"]: r["reason"] for r in reviews}
+        assert reasons == {"task-revoked": "task_unknown", "task-expired": "task_expired"}
 
-            # Nothing of the refused submissions in Kafka.
-            named = await command_tx_ids(stack.kafka_bootstrap, stack.topic_prefix)
-            assert {"task-allowed", "task-revoked", "task-expired"} <= named
-            assert not set(refusals) & named
-        finally:
-            await recon.close()
+        # Nothing of the refused submissions in Kafka.
+        named = await command_tx_ids(stack.kafka_bootstrap, stack.topic_prefix)
+        assert {"task-allowed", "task-revoked", "task-expired"} <= named
+        assert not set(refusals) & named
