@@ -5,10 +5,7 @@ not granted is refused with 403 naming the rule, and nothing reaches Kafka; a gr
 after acceptance is enforced at the dispatcher (held for review, nothing sent).
 """
 
-import asyncio
 import json
-import time
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from support.governance_support import (
@@ -16,20 +13,14 @@ from support.governance_support import (
     OPERATOR,
     command_tx_ids,
     governance_log,
+    hold_agent_7,
     put_policy,
-    switches_the_dispatcher_acts_on,
+    until,
 )
 from support.recon_client import op, transaction
 from support.stack_fixtures import StackWith
 
 GRANTS = ["inventory.reserve", "payments.charge", "email.send"]
-
-
-async def until(probe: Callable[[], Awaitable[bool]], what: str, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while not await probe():
-        assert time.monotonic() < deadline, f"not within {timeout}s: {what}"
-        await asyncio.sleep(0.1)
 
 
 async def test_ungranted_operation_is_refused_with_403_naming_the_rule_and_nothing_in_kafka(
@@ -90,18 +81,7 @@ async def test_ungranted_operation_is_refused_with_403_naming_the_rule_and_nothi
         # transaction accepted while a kill switch holds agent-7 loses its charge grant
         # before the switch is released. The reserve (still granted) runs, the charge
         # is held for a person and never reaches the provider.
-        engaged = await http.post(
-            f"{url}/v1/kill-switches",
-            json={"scope": {"agent_id": "agent-7"}, "reason": "policy review"},
-            headers=OPERATOR,
-        )
-        assert engaged.status_code == 201, engaged.text
-        switch_id = engaged.json()["id"]
-
-        async def in_effect() -> bool:
-            return await switches_the_dispatcher_acts_on(stack) == 1
-
-        await until(in_effect, "the switch in the dispatcher's view")
+        switch_id = await hold_agent_7(http, stack, "policy review")
         assert (await recon.submit(transaction("gate-revoked", receipt=False))).status_code == 202
 
         async def held() -> bool:

@@ -7,8 +7,6 @@ the sandbox sees no call at all.
 """
 
 import asyncio
-import time
-from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -16,8 +14,9 @@ from support.governance_support import (
     AGENT,
     OPERATOR,
     command_tx_ids,
+    hold_agent_7,
     put_policy,
-    switches_the_dispatcher_acts_on,
+    until,
 )
 from support.recon_client import op, transaction
 from support.stack_fixtures import StackWith
@@ -26,13 +25,6 @@ from support.stack_fixtures import StackWith
 AGENT_GRANTS = ["inventory.reserve", "payments.charge", "email.send"]
 TASK_GRANTS = ["inventory.reserve", "payments.charge"]
 EXPIRES_IN_S = 15
-
-
-async def until(probe: Callable[[], Awaitable[bool]], what: str, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while not await probe():
-        assert time.monotonic() < deadline, f"not within {timeout}s: {what}"
-        await asyncio.sleep(0.1)
 
 
 def under(task_id: str, tx_id: str, *, receipt: bool = False) -> dict[str, Any]:
@@ -92,18 +84,7 @@ async def test_a_task_bounds_its_submissions_at_the_door_and_at_each_call(
         # Accepted under a task, then the task is revoked (removed from the document)
         # or expires before the call: a kill switch holds the calls meanwhile, so the
         # order of events is certain.
-        engaged = await http.post(
-            f"{url}/v1/kill-switches",
-            json={"scope": {"agent_id": "agent-7"}, "reason": "hold for the test"},
-            headers=OPERATOR,
-        )
-        assert engaged.status_code == 201, engaged.text
-        switch_id = engaged.json()["id"]
-
-        async def in_effect() -> bool:
-            return await switches_the_dispatcher_acts_on(stack) == 1
-
-        await until(in_effect, "the switch in the dispatcher's view")
+        switch_id = await hold_agent_7(http, stack, "hold for the test")
         for task_id, tx_id in (("order-42", "task-revoked"), ("brief", "task-expired")):
             accepted = await recon.submit(under(task_id, tx_id))
             assert accepted.status_code == 202, accepted.text

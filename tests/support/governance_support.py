@@ -1,6 +1,9 @@
 """What the governance tests share: the operator's requests and the recon.governance log."""
 
+import asyncio
 import json
+import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import httpx
@@ -61,3 +64,26 @@ async def switches_the_dispatcher_acts_on(stack: Stack) -> float:
         for sample in family.samples
         if sample.name == "recon_kill_switches_engaged"
     )
+
+
+async def until(probe: Callable[[], Awaitable[bool]], what: str, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while not await probe():
+        assert time.monotonic() < deadline, f"not within {timeout}s: {what}"
+        await asyncio.sleep(0.1)
+
+
+async def hold_agent_7(http: httpx.AsyncClient, stack: Stack, reason: str) -> str:
+    """A kill switch engaged on agent-7, once the dispatcher acts on it: its id."""
+    engaged = await http.post(
+        f"{stack.intake_url}/v1/kill-switches",
+        json={"scope": {"agent_id": "agent-7"}, "reason": reason},
+        headers=OPERATOR,
+    )
+    assert engaged.status_code == 201, engaged.text
+
+    async def in_effect() -> bool:
+        return await switches_the_dispatcher_acts_on(stack) == 1
+
+    await until(in_effect, "the switch in the dispatcher's view")
+    return str(engaged.json()["id"])
