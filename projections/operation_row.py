@@ -26,7 +26,7 @@ from projections.view import OpView
 def either_leg_in(state: str, alias: str = "") -> str:
     """SQL: the row's forward leg or its compensation is in `state` (an SQL expression: a
     parameter or a literal), for the readers of the few legs in flight. The compensation's
-    branch carries the predicate of its partial index (`operations_comp_state`, services/
+    branch carries the predicate of its partial index (`operations_comp_dispatched`, services/
     migrations), so Postgres can read both legs by index; without it the OR reads the whole
     table (a compensation state is set only with its key, so no row is left out)."""
     at = f"{alias}." if alias else ""

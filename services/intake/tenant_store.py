@@ -219,7 +219,7 @@ class TenantStore:
     async def operation(self, op_key: str) -> asyncpg.Record | None:
         """The projected operation either of whose keys (its own, its undo's) is `op_key`,
         with its transaction's status. Both keys are indexed (operations_op_key,
-        operations_comp_op_key)."""
+        operations_comp_key_set, partial: the rows with an undo)."""
         row: asyncpg.Record | None = await self.conn.fetchrow(
             "SELECT o.tx_id, o.action, o.state, o.remote_id, t.status FROM operations o"
             " JOIN transactions t ON t.tenant = o.tenant AND t.tx_id = o.tx_id"

@@ -59,7 +59,7 @@ async def test_a_reader_of_the_legs_in_flight_reads_operations_by_index(
     plan = await large_tables.plan(conn, query, types, values, verbose=False)
 
     assert "Seq Scan on operations" not in plan, plan
-    assert "operations_by_state" in plan and "operations_comp_state" in plan, plan
+    assert "operations_by_state" in plan and "operations_comp_dispatched" in plan, plan
 
 
 async def test_the_readers_find_both_legs_in_flight(conn: asyncpg.Connection) -> None:

@@ -119,9 +119,14 @@ async def test_a_database_made_by_the_release_before_versions_is_upgraded_with_i
         assert outcome.applied == migration_ids()[1:]
         assert await _rows(conn) == before
         assert [m for m, _ in await _applied(conn)] == migration_ids()
-        # Version 2's index is there and valid (built CONCURRENTLY).
+        # The compensation's indexes (version 2's, replaced by version 7's partial ones)
+        # are there and valid (built CONCURRENTLY), the replaced ones gone.
         index = "SELECT indisvalid FROM pg_index WHERE indexrelid = $1::regclass"
-        assert await conn.fetchval(index, "operations_comp_state")
+        assert await conn.fetchval(index, "operations_comp_dispatched")
+        assert await conn.fetchval(index, "operations_comp_key_set")
+        gone = "SELECT to_regclass($1) IS NULL"
+        assert await conn.fetchval(gone, "operations_comp_state")
+        assert await conn.fetchval(gone, "operations_comp_op_key")
         assert await conn.fetchval("SELECT to_regclass('schema_applied')") is None
     finally:
         await conn.close()

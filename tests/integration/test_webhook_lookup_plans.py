@@ -79,7 +79,12 @@ async def test_the_checks_plan_made_on_a_young_database_reads_the_grown_tables_b
     assert grown.splitlines()[0].startswith(young.splitlines()[0]), (young, grown)
     assert "Seq Scan" not in grown, grown
     assert "Hash" not in grown, grown
-    for index in ("operations_op_key", "intent_keys_pkey", "intents_pkey"):
+    for index in (
+        "operations_op_key",
+        "operations_comp_key_set",
+        "intent_keys_pkey",
+        "intents_pkey",
+    ):
         assert index in grown, (index, grown)
     assert "Index Cond: ((provider = a.account) AND (delivery_id = a.delivery_id))" in grown
 
