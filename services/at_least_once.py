@@ -77,6 +77,7 @@ class AtLeastOnceConsumer:
         topics: list[str],
         producer: AIOKafkaProducer,
         *,
+        role: str,
         max_records: int,
         on_assigned: PartitionsHook | None = None,
         on_rewind: Callable[[Batch], None] | None = None,
@@ -92,7 +93,7 @@ class AtLeastOnceConsumer:
         # After a large fetch, wait this long before the next (services.reader_batching).
         self.batch_wait_s = batch_wait_s
         # read_committed: an aborted decision is never acted on.
-        self.consumer = group_consumer(settings, group)
+        self.consumer = group_consumer(settings, group, role)
         # Next offsets of handled batches, not yet committed.
         self.pending = PendingOffsets(self.consumer)
         self.failures = 0

@@ -36,10 +36,24 @@ from services.config import Settings
 PREFETCH_BACKOFF_S = 1.0
 
 
-def connection(bootstrap: str) -> dict[str, Any]:
-    """Where Kafka is and how to log in to it (services.kafka_security): the arguments
-    every aiokafka client of recon is built with, consumer, producer or admin."""
-    return {"bootstrap_servers": bootstrap, **kafka_security.configured().client_options()}
+def client_id(role: str) -> str:
+    """The id a client of recon tells the broker: `recon-`, its process and its role
+    (`recon-decider-inputs`, `recon-intake-producer`, ...). The broker's request log, its
+    metrics and its quotas name clients by it, so an operator tells recon's processes apart
+    (docs/operations.md#kafka-client-ids; aiokafka's default named only its own version).
+    The same in every deployment and instance: it carries no secret, tenant or host."""
+    return f"recon-{role}"
+
+
+def connection(bootstrap: str, role: str) -> dict[str, Any]:
+    """Where Kafka is, how to log in to it (services.kafka_security) and who is asking:
+    the arguments every aiokafka client of recon is built with, consumer, producer or
+    admin."""
+    return {
+        "bootstrap_servers": bootstrap,
+        "client_id": client_id(role),
+        **kafka_security.configured().client_options(),
+    }
 
 
 class GroupConsumer(AIOKafkaConsumer):  # type: ignore[misc]
@@ -51,9 +65,9 @@ class GroupConsumer(AIOKafkaConsumer):  # type: ignore[misc]
         self._fetcher._prefetch_backoff = PREFETCH_BACKOFF_S
 
 
-def group_consumer(settings: Settings, group: str, **overrides: Any) -> AIOKafkaConsumer:
+def group_consumer(settings: Settings, group: str, role: str, **overrides: Any) -> AIOKafkaConsumer:
     options: dict[str, Any] = {
-        **connection(settings.kafka_bootstrap),
+        **connection(settings.kafka_bootstrap, role),
         "group_id": f"{settings.group_prefix}{group}",
         "isolation_level": "read_committed",
         "enable_auto_commit": False,
@@ -65,9 +79,9 @@ def group_consumer(settings: Settings, group: str, **overrides: Any) -> AIOKafka
     return GroupConsumer(**(options | overrides))
 
 
-def acked_producer(settings: Settings, **overrides: Any) -> AIOKafkaProducer:
+def acked_producer(settings: Settings, role: str, **overrides: Any) -> AIOKafkaProducer:
     options: dict[str, Any] = {
-        **connection(settings.kafka_bootstrap),
+        **connection(settings.kafka_bootstrap, role),
         "enable_idempotence": True,
         "acks": "all",
     }

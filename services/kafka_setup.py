@@ -66,7 +66,7 @@ async def ensure_topics(
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout_s
     while True:
-        admin = AIOKafkaAdminClient(**connection(bootstrap), request_timeout_ms=10000)
+        admin = AIOKafkaAdminClient(**connection(bootstrap, "setup"), request_timeout_ms=10000)
         try:
             await admin.start()
             await _create_missing(admin, topic_configs(topics) | (extra or {}), durability)

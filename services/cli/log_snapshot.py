@@ -75,7 +75,7 @@ def _consumer(bootstrap: str) -> AIOKafkaConsumer:
     # audit reads whole partitions, and each fetch round trip and each getmany call costs
     # as much as thousands of records (measured: twice the records per second).
     return AIOKafkaConsumer(
-        **connection(bootstrap),
+        **connection(bootstrap, "log-snapshot"),
         isolation_level="read_committed",
         enable_auto_commit=False,
         group_id=None,

@@ -91,7 +91,7 @@ class PartitionReader:
 @asynccontextmanager
 async def open_reader(bootstrap: str, topics: list[str]) -> AsyncIterator[PartitionReader]:
     consumer = AIOKafkaConsumer(
-        **connection(bootstrap),
+        **connection(bootstrap, "log-reader"),
         isolation_level="read_committed",
         enable_auto_commit=False,
         group_id=None,

@@ -112,7 +112,7 @@ class DispatchHost:
         self.answered = answered
         self.current = current
         # Off-partition answers and the gate's RequestReview commands (not transactional).
-        self.producer: AIOKafkaProducer = acked_producer(settings)
+        self.producer: AIOKafkaProducer = acked_producer(settings, "decider-calls")
         self.gate = Gatekeeper(settings, self.producer)
         self.executor: Executor | None = None
         self.tasks: set[asyncio.Task[None]] = set()

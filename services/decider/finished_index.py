@@ -45,7 +45,7 @@ class ChangelogReader:
     def __init__(self, bootstrap: str, topic: str) -> None:
         self.topic = topic
         self.consumer = AIOKafkaConsumer(
-            **connection(bootstrap),
+            **connection(bootstrap, "decider-changelog"),
             isolation_level="read_committed",
             enable_auto_commit=False,
             group_id=None,

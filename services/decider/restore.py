@@ -70,7 +70,7 @@ def parse_stored(raw: bytes) -> tuple[Stored, bool]:
 async def restore_partition(bootstrap: str, topic: str, partition: int) -> Restored:
     tp = TopicPartition(topic, partition)
     consumer = AIOKafkaConsumer(
-        **connection(bootstrap),
+        **connection(bootstrap, "decider-restore"),
         isolation_level="read_committed",  # a fenced writer's aborted state is invisible
         enable_auto_commit=False,
         group_id=None,

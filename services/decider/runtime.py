@@ -178,7 +178,10 @@ class Decider:
         # revoked partition is never written after its revocation returns.
         self.lock = asyncio.Lock()
         self.consumer = group_consumer(
-            settings, "recon-decider", partition_assignment_strategy=(RangePartitionAssignor,)
+            settings,
+            "recon-decider",
+            "decider-inputs",
+            partition_assignment_strategy=(RangePartitionAssignor,),
         )
         # Partitions whose last transaction Kafka refused for a record's size: their next
         # batch runs one input per transaction, to find the input that cannot be written.
@@ -217,6 +220,7 @@ class Decider:
         """The partition's producer; started, it fences the partition's previous owner."""
         return acked_producer(
             self.settings,
+            "decider-transactions",
             transactional_id=f"{self.topics.prefix}recon-decider-{partition}",
             # One batch per partition per transaction: with aiokafka's 16 KiB default a
             # few states filled a batch, and a send meeting a full batch waits for it to

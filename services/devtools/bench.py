@@ -53,7 +53,11 @@ from services.devtools.cpu_account import CpuUse, snapshot
 from services.devtools.infra._process import REPO_ROOT
 from services.devtools.stack import SERVICES, Stack, webhook_url
 from services.intake.example import example_transaction
-from services.kafka_clients import PREFETCH_BACKOFF_S
+from services.kafka_clients import PREFETCH_BACKOFF_S, client_id
+
+# The prefix of the client ids of the benchmark's own Kafka clients (its watcher, its hops
+# reader): the broker's request log tells them from recon's (services.kafka_clients).
+RIG_CLIENTS = "bench-"
 
 # The events that end a transaction: the watcher decodes a record only when its bytes name
 # one of them (or its `type` header does), and decodes it to be sure.
@@ -103,6 +107,7 @@ class CommitWatcher:
         return AIOKafkaConsumer(
             *topics,
             bootstrap_servers=self.bootstrap,
+            client_id=f"{RIG_CLIENTS}watcher",
             isolation_level="read_committed",
             enable_auto_commit=False,
         )
@@ -308,12 +313,14 @@ async def _with_own_stack(args: argparse.Namespace) -> dict[str, float]:
     from services.devtools.infra.kafka import KafkaBroker
     from services.devtools.infra.postgres import PostgresServer
     from services.devtools.kafka_counts import (
+        client_table,
         decider_counts,
         decider_table,
         request_counts,
         request_offset,
         request_table,
         request_times,
+        requests_by_client,
         transactions_in_broker,
         transactions_table,
     )
@@ -419,11 +426,21 @@ async def _with_own_stack(args: argparse.Namespace) -> dict[str, float]:
             requests = request_counts(kafka.requests_log, requested, until)
             times = request_times(kafka.requests_log, requested, until)
             spans = transactions_in_broker(kafka.requests_log, requested, until, "recon-decider")
+            clients = requests_by_client(kafka.requests_log, requested, until)
+            owners = {client_id(""): "recon's", RIG_CLIENTS: "the rig's (bench)"}
             print(
                 transactions_table(spans, "decider")
                 + "\n"
                 + request_table(requests, args.count, times)
+                + "\n"
+                + client_table(clients, args.count, owners)
                 + "\n(CPU below includes the request log's cost)"
+            )
+            result.update(
+                {
+                    f"kafka_requests_per_tx:{client}:{kind}": n / args.count
+                    for (client, kind), n in clients.items()
+                }
             )
         if args.profile:
             os.kill(stack.processes[args.profile].pid, signal.SIGUSR2)
@@ -436,7 +453,12 @@ async def _with_own_stack(args: argparse.Namespace) -> dict[str, float]:
         result.update(deciders=args.deciders)
         if args.hops:
             print("\nhops of the measured transactions (ms between their records' CreateTime):")
-            print(hop_table(await read_hops(kafka.bootstrap, Topics(), "bench-")), flush=True)
+            print(
+                hop_table(
+                    await read_hops(kafka.bootstrap, Topics(), "bench-", f"{RIG_CLIENTS}hops")
+                ),
+                flush=True,
+            )
         return result
     finally:
         stack.stop_all()
@@ -474,7 +496,9 @@ async def _start_instances(stack: Stack, counts: dict[str, int]) -> None:
     await stack.wait_ready()
     for service, count in counts.items():
         group = f"{stack.topic_prefix}recon-{service}"
-        await wait_spread(stack.kafka_bootstrap, [group], count, timeout=90)
+        await wait_spread(
+            stack.kafka_bootstrap, [group], count, timeout=90, client_id=f"{RIG_CLIENTS}groups"
+        )
 
 
 def _pid(server: object) -> int:

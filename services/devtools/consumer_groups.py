@@ -57,11 +57,16 @@ async def describe(admin: AIOKafkaAdminClient, group: str) -> GroupView:
 
 
 async def wait_spread(
-    bootstrap: str, groups: list[str], count: int, timeout: float = 60
+    bootstrap: str,
+    groups: list[str],
+    count: int,
+    timeout: float = 60,
+    client_id: str = "devtools-consumer-groups",
 ) -> list[GroupView]:
     """Until every group is spread over exactly `count` members (a rebalance completed);
-    TimeoutError naming what was last seen otherwise."""
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    TimeoutError naming what was last seen otherwise. `client_id`: who asks, in the
+    broker's request log."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, client_id=client_id)
     await admin.start()
     try:
         deadline = time.monotonic() + timeout

@@ -24,12 +24,17 @@ from events.topics import Topics
 Hop = tuple[str, str]
 
 
-async def read_hops(bootstrap: str, topics: Topics, tx_prefix: str) -> dict[Hop, list[float]]:
+async def read_hops(
+    bootstrap: str, topics: Topics, tx_prefix: str, client_id: str
+) -> dict[Hop, list[float]]:
     """Gaps in ms between consecutive records of each transaction whose id starts with
     tx_prefix, by (record, next record), each named topic:type[:action]."""
     names = {topics.commands: "cmd", topics.observations: "obs", topics.events: "evt"}
     consumer = AIOKafkaConsumer(
-        bootstrap_servers=bootstrap, isolation_level="read_committed", enable_auto_commit=False
+        bootstrap_servers=bootstrap,
+        client_id=client_id,
+        isolation_level="read_committed",
+        enable_auto_commit=False,
     )
     await consumer.start()
     seen: dict[str, list[tuple[int, int, str]]] = defaultdict(list)

@@ -88,7 +88,10 @@ class AiokafkaClient:
         self.consumer.assign([TopicPartition(t, p) for t, p in tps])
         for slot, tid in producer_ids.items():
             producer = acked_producer(
-                self.settings, transactional_id=tid, max_batch_size=MAX_RECORD_BYTES
+                self.settings,
+                "kafka-client-bench",
+                transactional_id=tid,
+                max_batch_size=MAX_RECORD_BYTES,
             )
             await producer.start()
             self.producers[slot] = producer

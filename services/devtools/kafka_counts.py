@@ -146,6 +146,47 @@ def request_counts(path: Path, since: int, until: int, skip: bytes | None = None
     return counts
 
 
+# The id its client sent with each request (services.kafka_clients.client_id for recon's).
+_CLIENT_ID = re.compile(rb'"clientId":"([^"]*)"')
+
+
+def requests_by_client(path: Path, since: int, until: int) -> Counter[tuple[str, str]]:
+    """Requests completed between two sizes of the request log, by (client id, kind)."""
+    counts: Counter[tuple[str, str]] = Counter()
+    for key, line in _requests(path, since, until):
+        client = _CLIENT_ID.search(line)
+        name = client.group(1).decode() if client else "?"
+        counts[name, API_NAMES.get(key, f"api {key}")] += 1
+    return counts
+
+
+def client_table(
+    counts: Counter[tuple[str, str]], transactions: int, owners: dict[str, str]
+) -> str:
+    """Requests per transaction by client and kind, the clients grouped by whose they are:
+    `owners` maps a client id prefix to its owner (recon's, the benchmark rig's); any other
+    client is the broker's own (transaction markers, verifications, its controller's)."""
+    by_client: dict[str, Counter[str]] = defaultdict(Counter)
+    for (client, kind), n in counts.items():
+        by_client[client][kind] += n
+    groups: dict[str, list[str]] = defaultdict(list)
+    for client in sorted(by_client):
+        owner = next((o for p, o in owners.items() if client.startswith(p)), "the broker's own")
+        groups[owner].append(client)
+    lines = ["Kafka requests per transaction by client id and kind:"]
+    for owner in [*owners.values(), "the broker's own"]:
+        clients = groups.get(owner, [])
+        total = sum(sum(by_client[c].values()) for c in clients)
+        lines.append(f"  {owner}: {total / transactions:.2f}")
+        for client in clients:
+            kinds = by_client[client]
+            lines.append(
+                f"    {client:<32} {sum(kinds.values()) / transactions:5.2f}  "
+                + ", ".join(f"{k} {n / transactions:.2f}" for k, n in kinds.most_common())
+            )
+    return "\n".join(lines)
+
+
 def request_times(path: Path, since: int, until: int) -> dict[str, dict[str, float]]:
     """Mean ms of each of TIMES by request kind, between two sizes of the request log."""
     sums: dict[str, dict[str, float]] = {}

@@ -75,7 +75,7 @@ def create_app(settings: Settings) -> FastAPI:
             await ensure_topics(
                 settings.kafka_bootstrap, settings.topics, durability=settings.kafka_durability
             )
-            producer = intake_producer(settings)
+            producer = intake_producer(settings, "intake-producer")
             admin = health.admin_client(settings)
             await producer.start()
             try:

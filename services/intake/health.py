@@ -43,7 +43,7 @@ async def healthz(request: Request) -> JSONResponse:
 def admin_client(settings: Settings) -> AIOKafkaAdminClient:
     """The client /healthz describes consumer groups with, bounded like every check."""
     return AIOKafkaAdminClient(
-        **connection(settings.kafka_bootstrap),
+        **connection(settings.kafka_bootstrap, "intake-health"),
         request_timeout_ms=int(HEALTH_TIMEOUT_S * 1000),
     )
 

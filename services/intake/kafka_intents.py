@@ -63,7 +63,7 @@ def intent_tenants(settings: Settings) -> list[str]:
 class IntentSubscriber:
     def __init__(self, settings: Settings, pool: asyncpg.Pool, tenants: list[str]) -> None:
         self.topics = settings.topics
-        self.producer = intake_producer(settings)
+        self.producer = intake_producer(settings, "intents-producer")
         # What accept_submission needs, as the HTTP app's state holds it.
         self.state = State(
             {
@@ -80,6 +80,7 @@ class IntentSubscriber:
             GROUP,
             [self.topics.intents(t) for t in tenants],
             self.producer,
+            role="intents-inputs",
             max_records=100,
         )
 

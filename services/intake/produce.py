@@ -40,9 +40,9 @@ REQUEST_TIMEOUT_S = 10.0
 DELIVERY_BOUND_S = PRODUCE_TIMEOUT_S + 2 * REQUEST_TIMEOUT_S
 
 
-def intake_producer(settings: Settings) -> AIOKafkaProducer:
+def intake_producer(settings: Settings, role: str) -> AIOKafkaProducer:
     return acked_producer(
-        settings, enable_idempotence=False, request_timeout_ms=int(REQUEST_TIMEOUT_S * 1000)
+        settings, role, enable_idempotence=False, request_timeout_ms=int(REQUEST_TIMEOUT_S * 1000)
     )
 
 

@@ -90,9 +90,9 @@ class Projector:
         self.drift_topic = settings.topics.drift
         self.stop = stop
         self.pool: asyncpg.Pool | None = None
-        self.consumer = group_consumer(settings, "recon-projector")
+        self.consumer = group_consumer(settings, "recon-projector", "projector-inputs")
         self.group = f"{settings.group_prefix}recon-projector"
-        self.dead_letters = acked_producer(settings)
+        self.dead_letters = acked_producer(settings, "projector-dead-letters")
         # Next offsets projected but not yet committed as the lag marker.
         self.marker = PendingOffsets(self.consumer)
         self.watch = StallWatch(settings.projector_stall_s, time.monotonic())

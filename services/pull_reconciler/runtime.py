@@ -383,7 +383,7 @@ async def open_reconciler(settings: Settings) -> AsyncIterator[Reconciler]:
     )
     pool = await open_pool(settings.database_url, min_size=1, max_size=8)
     try:
-        producer = acked_producer(settings)
+        producer = acked_producer(settings, "reconciler-producer")
         await start_kafka_client(producer, "reconciler producer")
         try:
             async with ProviderHttp(settings.provider_timeout_s, connect_s=2.0) as http:

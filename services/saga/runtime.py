@@ -35,12 +35,13 @@ log = logging.getLogger(__name__)
 class Orchestrator:
     def __init__(self, settings: Settings) -> None:
         self.topics = settings.topics
-        self.producer = acked_producer(settings)
+        self.producer = acked_producer(settings, "saga-producer")
         self.inputs = AtLeastOnceConsumer(
             settings,
             "recon-saga",
             [self.topics.events],
             self.producer,
+            role="saga-inputs",
             max_records=500,
             batch_wait_s=settings.reader_batch_wait_s,
         )

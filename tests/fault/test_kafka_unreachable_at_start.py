@@ -42,7 +42,7 @@ async def test_a_saga_started_while_the_broker_is_unreachable_waits_for_it(
     # with the broker back; a consumer of the same policy is started on its
     # own beside it, so both kinds of start meet the broker down.
     consumer = AtLeastOnceConsumer(
-        settings, "unreachable", [topics.events], saga.producer, max_records=10
+        settings, "unreachable", [topics.events], saga.producer, role="test", max_records=10
     )
     stop = asyncio.Event()
     caplog.set_level(logging.WARNING, logger="services.kafka_start")

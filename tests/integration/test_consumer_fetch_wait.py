@@ -45,7 +45,7 @@ async def test_a_partition_just_read_is_read_again_without_a_long_poll(
         topics=Topics(topic_prefix),
         environment="test",
     )
-    consumer = group_consumer(settings, f"fetch-wait-{uuid.uuid4().hex[:6]}")
+    consumer = group_consumer(settings, f"fetch-wait-{uuid.uuid4().hex[:6]}", "test")
     producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap)
     consumer.subscribe([topic])
     await consumer.start()

@@ -36,7 +36,7 @@ async def test_a_dispatch_is_judged_by_the_policy_its_submission_was_checked_und
         environment="test",
     )
     await ensure_topics(kafka_bootstrap, settings.topics)
-    producer = acked_producer(settings)
+    producer = acked_producer(settings, "test")
     await producer.start()
     gate = Gatekeeper(settings, producer)
     conn = await asyncpg.connect(fresh_database)

@@ -60,7 +60,7 @@ async def rig(kafka_bootstrap: str, fresh_database: str, topic_prefix: str) -> A
         )
         await ensure_topics(kafka_bootstrap, settings.topics)
         pool = await asyncpg.create_pool(fresh_database, min_size=1, max_size=4)
-        producer = acked_producer(settings)
+        producer = acked_producer(settings, "test")
         await producer.start()
         try:
             accounts = build_accounts(http, settings)

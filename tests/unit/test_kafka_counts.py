@@ -4,12 +4,15 @@ back-off are counted apart (services.devtools.kafka_counts)."""
 from pathlib import Path
 
 from services.devtools.kafka_counts import (
+    client_table,
     request_counts,
     request_table,
     request_times,
+    requests_by_client,
     transactions_in_broker,
     transactions_table,
 )
+from services.kafka_clients import client_id, connection
 
 
 def _line(key: int, error: int, field: str = "errorCode") -> str:
@@ -105,3 +108,39 @@ def test_a_producers_transactions_are_read_back_from_its_requests(tmp_path: Path
     assert "3, first request's arrival -> EndTxn answered p50 20.0 ms" in transactions_table(
         spans, "decider"
     )
+
+
+def test_requests_are_counted_by_client_and_grouped_by_whose_they_are(tmp_path: Path) -> None:
+    log = tmp_path / "requests.log"
+
+    def request(key: int, client: str) -> str:
+        header = f'{{"requestHeader":{{"requestApiKey":{key},"clientId":"{client}"}}}}'
+        return f"12:00:00,000 Completed request:{header}\n"
+
+    log.write_text(
+        request(1, "recon-saga-inputs") * 3
+        + request(8, "recon-saga-inputs")
+        + request(1, "bench-watcher") * 2
+        + request(27, "broker-1-txn-marker-sender")
+    )
+    counts = requests_by_client(log, 0, log.stat().st_size)
+    assert counts == {
+        ("recon-saga-inputs", "Fetch"): 3,
+        ("recon-saga-inputs", "OffsetCommit"): 1,
+        ("bench-watcher", "Fetch"): 2,
+        ("broker-1-txn-marker-sender", "WriteTxnMarkers"): 1,
+    }
+    table = client_table(counts, 2, {"recon-": "recon's", "bench-": "the rig's"}).splitlines()
+    assert table[1:] == [
+        "  recon's: 2.00",
+        "    recon-saga-inputs                 2.00  Fetch 1.50, OffsetCommit 0.50",
+        "  the rig's: 1.00",
+        "    bench-watcher                     1.00  Fetch 1.00",
+        "  the broker's own: 0.50",
+        "    broker-1-txn-marker-sender        0.50  WriteTxnMarkers 0.50",
+    ]
+
+
+def test_every_recon_client_tells_the_broker_its_process_and_role() -> None:
+    assert client_id("decider-inputs") == "recon-decider-inputs"
+    assert connection("127.0.0.1:9092", "saga-inputs")["client_id"] == "recon-saga-inputs"

@@ -126,7 +126,7 @@ async def test_the_at_least_once_consumer_keeps_a_failed_commit_and_drops_a_hand
     None
 ):
     consumer = _Consumer({A0, B0}, [KafkaConnectionError(), CommitFailedError()])
-    reader = AtLeastOnceConsumer(load_settings(), "g", ["a"], None, max_records=1)
+    reader = AtLeastOnceConsumer(load_settings(), "g", ["a"], None, role="test", max_records=1)
     reader.pending = _pending(consumer)
     reader.pending.note({A0: 5, B0: 6})
     with pytest.raises(KafkaConnectionError):

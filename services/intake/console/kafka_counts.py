@@ -17,6 +17,7 @@ from aiokafka.errors import KafkaError
 
 from services.config import Settings
 from services.intake.health import CONSUMERS
+from services.kafka_clients import connection
 
 COUNT_TIMEOUT_S = 3.0
 
@@ -53,7 +54,7 @@ class KafkaCounts:
         async with self._starting:
             if self._consumer is None:
                 consumer = AIOKafkaConsumer(
-                    bootstrap_servers=self._settings.kafka_bootstrap,
+                    **connection(self._settings.kafka_bootstrap, "intake-console"),
                     enable_auto_commit=False,
                     request_timeout_ms=int(COUNT_TIMEOUT_S * 1000),
                 )
