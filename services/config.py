@@ -103,9 +103,12 @@ DEFAULTS: dict[str, str] = {
     # next Kafka transaction when idle (longer under load; services.decider.group_commit).
     "RECON_DECIDER_GROUP_COMMIT_MS": "100",
     "RECON_DECIDER_CALLS": "on",
-    # How long the projector and the saga orchestrator let records gather after a large
-    # fetch (never after a small one; services.reader_batching).
+    # How long the projector lets records gather after a large fetch (never after a small
+    # one; services.reader_batching).
     "RECON_READER_BATCH_WAIT_MS": "50",
+    # The same for the saga orchestrator, which acts on failures alone (services.
+    # reader_batching: why longer).
+    "RECON_SAGA_BATCH_WAIT_MS": "250",
 }
 
 
@@ -348,6 +351,7 @@ class Settings:
     decider_calls: bool = True
     # 0: readers fetch again at once, whatever the last fetch brought.
     reader_batch_wait_s: float = _default_float("RECON_READER_BATCH_WAIT_MS") / 1000
+    saga_batch_wait_s: float = _default_float("RECON_SAGA_BATCH_WAIT_MS") / 1000
     # The key of the owner tokens a submission or a claim returns (issue 18, item 5).
     owner_token_secret: str = DEFAULTS["RECON_OWNER_TOKEN_SECRET"]
     # Policy documents per tenant installed by the intake at start-up (services.intake.policy).
@@ -821,6 +825,7 @@ def load_settings() -> Settings:
         decider_group_commit_s=_milliseconds("RECON_DECIDER_GROUP_COMMIT_MS"),
         decider_calls=_decider_calls(),
         reader_batch_wait_s=_milliseconds("RECON_READER_BATCH_WAIT_MS", maximum=50),
+        saga_batch_wait_s=_milliseconds("RECON_SAGA_BATCH_WAIT_MS", maximum=1000),
         owner_token_secret=_owner_token_secret(_env("RECON_ENVIRONMENT")),
         policy_file=_policy_file(),
         approval_required=_approval_required(),

@@ -12,6 +12,15 @@ batches per transaction) and 50 ms cut them to 1.00 (8.6 -> 7.0 Postgres stateme
 transaction); at concurrency 1 no fetch is large and latency did not grow.
 Only freshness under load moves (GET and the SDK's wait lag by up to the wait); exactly-once
 and at-least-once do not, since what is read and committed is unchanged.
+
+The saga orchestrator waits `RECON_SAGA_BATCH_WAIT_MS` (250 ms) instead: it reads every
+event and acts on a failure's few alone (services.saga.reactor.REACTS_TO), so under load
+its fetches were pure cost, 0.57 per transaction at concurrency 30, a quarter of the Fetch
+requests recon's processes made, with the broker's work for each and a wake-up of the
+saga; at 250 ms 0.11, and the saga's CPU 0.55 -> 0.15 ms per transaction
+(docs/benchmark.md, "Kafka requests by client"). What waits is a compensation's next step
+under load, by up to 250 ms more; no commit waits on the saga, and idle or at a trickle it
+fetches again at once as before.
 """
 
 # A fetch of at least this many records is a backlog. One decider transaction writes 2-5

@@ -43,7 +43,7 @@ class Orchestrator:
             self.producer,
             role="saga-inputs",
             max_records=500,
-            batch_wait_s=settings.reader_batch_wait_s,
+            batch_wait_s=settings.saga_batch_wait_s,
         )
 
     async def run(self, stop: asyncio.Event) -> None:

@@ -24,3 +24,13 @@ def test_the_wait_is_read_in_milliseconds_and_bounded(monkeypatch: pytest.Monkey
         monkeypatch.setenv("RECON_READER_BATCH_WAIT_MS", bad)
         with pytest.raises(ConfigError, match="RECON_READER_BATCH_WAIT_MS"):
             load_settings()
+
+
+def test_the_sagas_wait_is_its_own_setting(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert load_settings().saga_batch_wait_s == pytest.approx(0.25)
+    monkeypatch.setenv("RECON_SAGA_BATCH_WAIT_MS", "0")
+    assert load_settings().saga_batch_wait_s == 0.0
+    for bad in ("-1", "1001", "soon"):
+        monkeypatch.setenv("RECON_SAGA_BATCH_WAIT_MS", bad)
+        with pytest.raises(ConfigError, match="RECON_SAGA_BATCH_WAIT_MS"):
+            load_settings()
