@@ -80,7 +80,7 @@ class Intent:
     natural_key_windows: Mapping[str, int] = field(default_factory=dict)
     # The task the submission names (its authority, re-judged at each call); None: none.
     task_id: str | None = None
-    # The stamp of the policy the submission was checked under (services.intake.policy.
+    # The stamp of the policy the submission was checked under (services.intake.submission_gate.
     # InForce): nothing is recorded unless it is still the one in force. None: not checked
     # (a caller that judged no policy).
     policy_stamp: str | None = None
@@ -118,7 +118,7 @@ class PolicyMoved(Exception):
 
 def stamp_in_force(tenant: str, stamp: str) -> str:
     """SQL, true when the tenant (parameter `tenant`) has in force the policy of `stamp`
-    (services.intake.policy.InForce.stamp, spelled the same way), or `stamp` is NULL."""
+    (services.intake.submission_gate.InForce.stamp, spelled the same way), or `stamp` is NULL."""
     return (
         f"({stamp}::text IS NULL OR coalesce((SELECT version || ':' || digest"
         f" FROM governance_policies WHERE tenant = {tenant}), '') = {stamp})"

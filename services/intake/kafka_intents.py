@@ -37,12 +37,12 @@ from services.config import Settings
 from services.intake.accept import accept_submission
 from services.intake.errors import DATABASE_DOWN, ApiError
 from services.intake.intent_claims import IntentClaims
-from services.intake.policy import GateRefused
 from services.intake.policy_cache import PolicyCache
 from services.intake.produce import intake_producer
 from services.intake.produced_marks import ProducedMarks
 from services.intake.response_models import IntentRefused
 from services.intake.submission import SubmissionRefused
+from services.intake.submission_gate import GateRefused
 from services.kafka_setup import ensure_topics
 from services.lifecycle import run_process
 from services.metrics import KAFKA_INTENTS

@@ -28,7 +28,7 @@ from events.keys import agent_review_id, claim_id, release_id
 from events.transaction_events import CommandRefused
 from services.config import Settings
 from services.governance.gate import successor_refusal
-from services.intake import auth, owner_token, policy
+from services.intake import auth, owner_token, submission_gate
 from services.intake.errors import ApiError, parsed, unknown_transaction
 from services.intake.openapi import TxId, errors, json_body, ok
 from services.intake.produce import produce_command
@@ -138,12 +138,12 @@ async def claim(
     async with request.app.state.pool.acquire() as conn:
         known = await known_transaction(TenantStore(conn, tenant), tx_id, settings.owner_lease_s)
         catalog = catalog_of(settings)
-        document = (await policy.in_force(conn, tenant, catalog)).document
+        document = (await submission_gate.in_force(conn, tenant, catalog)).document
     if known is None:
         raise unknown_transaction(tx_id)
     refusal = successor_refusal(document, catalog, who.agent_id, known.operations)
     if refusal is not None:
-        raise policy.GateRefused(refusal)
+        raise submission_gate.GateRefused(refusal)
     if known.owner is not None and (known.owner.agent_id, known.owner.session_id) == (
         who.agent_id,
         who.session_id,

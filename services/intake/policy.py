@@ -1,6 +1,7 @@
 """`/v1/policy`, `/v1/quotas` (docs/contract.md, "v1 additions"): a tenant's policy document,
 read by anyone of the tenant, replaced by its operators only; its quotas' usage and breakers.
-And the grant check of submissions (`refuse_ungranted`), before anything is recorded.
+The grant check of submissions is services.intake.submission_gate's (this module answers its
+refusal with 403, `install`).
 
 A change is written to Postgres (what is in force) and produced to recon.governance (its
 record) in one step: the row is written inside a database transaction, the record is
@@ -13,12 +14,10 @@ a change in force with no record, cannot happen.
 
 import json
 import logging
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
 
-import asyncpg
 from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
@@ -28,27 +27,15 @@ from events.governance import BreakerReset, GovernanceChange, PolicyReplaced
 from events.policy import PolicyDocument, open_policy
 from services.config import Settings
 from services.governance import store
-from services.governance.gate import Named, Refusal, amount_of, submission_refusal
 from services.intake import auth
 from services.intake.errors import ApiError, parsed
 from services.intake.openapi import errors, json_body, ok
 from services.intake.produce import produce_acked
-from services.intake.submission import SubmissionRequest
+from services.intake.submission_gate import GateRefused
 from services.providers.registry import catalog_of
 
 log = logging.getLogger(__name__)
 router = APIRouter()
-
-
-class GateRefused(Exception):
-    """A submission outside its agent's grant: 403 naming the rule."""
-
-    # The one status of this refusal, for the HTTP door (install) and the Kafka door.
-    status = 403
-
-    def __init__(self, refusal: Refusal) -> None:
-        super().__init__(refusal.message)
-        self.refusal = refusal
 
 
 def install(app: FastAPI) -> None:
@@ -79,67 +66,6 @@ async def produce_change(request: Request, change: GovernanceChange, what: str) 
 
 def now_iso() -> str:
     return datetime.now(UTC).isoformat()
-
-
-# --- the gate at submission -------------------------------------------------------------
-
-
-def named_operations(submission: SubmissionRequest, catalog: Catalog) -> list[Named]:
-    named: list[Named] = []
-    for _, op in submission.operations():
-        # The amount in the field its provider declares (as quotas read it at the call).
-        info = catalog.info(op.provider, op.operation)
-        amount = amount_of(op.payload, info.amount_field if info else "amount")
-        named.append(Named(op.provider, op.operation, amount=amount))
-        if op.compensation is not None:
-            named.append(
-                Named(op.provider, op.compensation.operation, compensation_of=op.operation)
-            )
-    return named
-
-
-@dataclass(frozen=True)
-class InForce:
-    """A tenant's policy document as read, with the stamp that tells it from any other."""
-
-    document: PolicyDocument
-    # The installed row's `version:digest`, "" when none is installed (the open policy):
-    # what services.intake.intents holds a submission's recording statement to, in SQL
-    # (intents.stamp_in_force), so both sides must spell it the same way.
-    stamp: str
-
-
-async def in_force(conn: asyncpg.Connection, tenant: str, catalog: Catalog) -> InForce:
-    """The tenant's policy document, or the open one (every operation of `catalog`) when
-    none is installed."""
-    installed = await store.policy_of(conn, tenant)
-    if installed is None:
-        return InForce(open_policy(catalog.names()), "")
-    return InForce(installed.document, f"{installed.document.version}:{installed.digest}")
-
-
-def approval_classes(policy: PolicyDocument, floor: frozenset[str]) -> frozenset[str]:
-    """What needs approval: the deployment's RECON_APPROVAL_REQUIRED (`floor`) and whatever
-    the tenant's document adds. A tenant may ask for more approvals, never for fewer."""
-    return floor | frozenset(policy.approval_required)
-
-
-def refuse_ungranted(
-    policy: PolicyDocument, catalog: Catalog, submission: SubmissionRequest
-) -> None:
-    """Raise GateRefused (403) when the submission names an operation its agent (or the
-    task it names) is not granted; called before the intent row is written and before
-    anything is produced."""
-    refusal = submission_refusal(
-        policy,
-        catalog,
-        submission.agent_id,
-        named_operations(submission, catalog),
-        task_id=submission.task_id,
-        now=datetime.now(UTC),
-    )
-    if refusal is not None:
-        raise GateRefused(refusal)
 
 
 # --- routes -------------------------------------------------------------------------------

@@ -12,7 +12,7 @@ statement saw in force, as when the policy was read by a statement of its own ju
 import asyncpg
 
 from events.catalog import Catalog
-from services.intake import policy
+from services.intake import submission_gate
 
 # Tenants remembered at most; past it the longest-known is forgotten (read again when used).
 MAX_TENANTS = 10_000
@@ -21,15 +21,17 @@ MAX_TENANTS = 10_000
 class PolicyCache:
     def __init__(self, max_tenants: int = MAX_TENANTS) -> None:
         self.max_tenants = max_tenants
-        self._tenants: dict[str, policy.InForce] = {}
+        self._tenants: dict[str, submission_gate.InForce] = {}
 
-    def known(self, tenant: str) -> policy.InForce | None:
+    def known(self, tenant: str) -> submission_gate.InForce | None:
         """The tenant's document as last read, if it was (no statement)."""
         return self._tenants.get(tenant)
 
-    async def read(self, conn: asyncpg.Connection, tenant: str, catalog: Catalog) -> policy.InForce:
+    async def read(
+        self, conn: asyncpg.Connection, tenant: str, catalog: Catalog
+    ) -> submission_gate.InForce:
         """The tenant's document as read now, remembered."""
-        known = await policy.in_force(conn, tenant, catalog)
+        known = await submission_gate.in_force(conn, tenant, catalog)
         self._tenants.pop(tenant, None)
         if len(self._tenants) >= self.max_tenants:
             del self._tenants[next(iter(self._tenants))]

@@ -24,7 +24,7 @@ from pydantic import BaseModel
 from events.definition import OperationKind
 from events.preview import StepPreview, preview_digest, shown_json
 from services.config import Settings
-from services.intake import auth, natural_keys, policy
+from services.intake import auth, natural_keys, submission_gate
 from services.intake.accept import plan
 from services.intake.errors import parsed
 from services.intake.example import example_transaction
@@ -60,7 +60,7 @@ async def preview(request: Request, tenant: str = Depends(auth.tenant)) -> JSONR
     # The grant gate of the submission, before any provider is asked: a preview reads the
     # provider's state (a waitlist, a balance), which an agent denied the operation must
     # not read through it.
-    policy.refuse_ungranted(checked.policy, checked.catalog, submission)
+    submission_gate.refuse_ungranted(checked.policy, checked.catalog, submission)
     proposal_digest = checked.fingerprint
     async with request.app.state.pool.acquire() as conn:
         # A step whose natural key another transaction holds with another payload waits for

@@ -8,7 +8,8 @@ from support.catalogs import SANDBOX
 
 from events.policy import AgentPolicy, PolicyDocument, open_policy
 from services.intake.errors import ApiError
-from services.intake.policy import approval_classes, refuse_unknown_operations
+from services.intake.policy import refuse_unknown_operations
+from services.intake.submission_gate import approval_classes
 
 
 @pytest.mark.parametrize(
