@@ -80,9 +80,9 @@ class Intent:
     natural_key_windows: Mapping[str, int] = field(default_factory=dict)
     # The task the submission names (its authority, re-judged at each call); None: none.
     task_id: str | None = None
-    # The stamp of the policy the submission was checked under (services.intake.submission_gate.
-    # InForce): nothing is recorded unless it is still the one in force. None: not checked
-    # (a caller that judged no policy).
+    # The stamp of the policy the submission was checked under
+    # (services.intake.submission_gate.InForce): nothing is recorded unless it is still the
+    # one in force. None: not checked (a caller that judged no policy).
     policy_stamp: str | None = None
 
     def operations_json(self) -> str:
