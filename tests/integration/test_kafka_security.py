@@ -16,10 +16,13 @@ from support.stack_fixtures import StackWith
 from support.tls_certs import Certificates, make_certificates
 
 from services import kafka_security
+from services.config import load_settings
 from services.devtools.infra._process import REPO_ROOT
 from services.devtools.infra.kafka import KafkaBroker
 from services.devtools.infra.secure_listener import SecureListener
 from services.devtools.ports import free_port
+from services.intake.console.kafka_counts import KafkaCounts
+from services.intake.health import admin_client
 from services.kafka_security import KafkaAccessDenied, KafkaSecurity
 
 USER, PASSWORD = "recon-svc", "s3cret-recon-pass"
@@ -98,6 +101,32 @@ async def test_recon_commits_the_readme_transaction_through_a_tls_sasl_broker(
         assert accepted.status_code == 202, accepted.text
         tx = await recon.wait_terminal("secure-1")
         assert tx["status"] == "committed", tx
+
+
+async def test_the_consoles_kafka_counts_log_in_to_a_tls_sasl_broker(
+    secure_broker: SecureListener,
+    certificates: Certificates,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The console's counts consumer was once built from the bootstrap alone: against a
+    # broker that takes only TLS and SASL it never answered, and the panel showed every
+    # count as unknown.
+    password_file = tmp_path / "kafka-password"
+    password_file.write_text(PASSWORD + "\n")
+    for name, value in _env(secure_broker, certificates, password_file).items():
+        monkeypatch.setenv(name, value)
+    settings = load_settings()
+    admin = admin_client(settings)
+    await admin.start()
+    counts = KafkaCounts(settings, admin)
+    try:
+        found = await counts.counts()
+    finally:
+        await counts.close()
+        await admin.close()
+    # No recon topic exists on this broker: nothing dead-lettered (None: Kafka never answered).
+    assert found["dead_letters"] == 0, found
 
 
 async def test_a_wrong_kafka_password_stops_a_process_at_start_with_a_clear_error(
