@@ -6,17 +6,22 @@ outgoing connection takes its local port from: between that probe and the server
 a Kafka or HTTP client of any process may take the port (seen as "address already in use"
 with two test workers on one machine). So ports come from below the ephemeral range, where
 no client connection lands, and each process draws from a slice of its own (by pytest-xdist
-worker, else by pid), so two processes do not hand out the same port either. Two processes
-outside pytest-xdist can still share a slice (two benchmark or test runs side by side, pids
-equal modulo SLICES): each starts at a random place in its slice, so they meet only if they
-draw within a stack's worth of ports of each other, not at the slice's first port every
-time. Each port is still checked by binding it once: something else may listen there.
+worker, else by pid), so two processes do not hand out the same port either. The workers of
+one test run take neighbouring slices from a place the run's id sets, so two suites side by
+side seldom share one: when they did (every run's gw1 in the same slice), a test that killed
+its worker's broker and restarted it on the same port lost the port to the other suite in
+between, and that worker ran on without a broker (stop 43). Two processes can still share a
+slice (pids equal modulo SLICES, two runs whose places are near): each starts at a random
+place in its slice, so they meet only if they draw within a stack's worth of ports of each
+other, not at the slice's first port every time. Each port is still checked by binding it
+once: something else may listen there.
 """
 
 import itertools
 import os
 import random
 import socket
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -37,7 +42,8 @@ def _ephemeral_floor() -> int:
 def _slice() -> int:
     worker = os.environ.get("PYTEST_XDIST_WORKER", "")  # "gw0", "gw1", ...
     if worker.startswith("gw") and worker[2:].isdigit():
-        return int(worker[2:]) % SLICES
+        run = os.environ.get("PYTEST_XDIST_TESTRUNUID", "")  # one per run, set by xdist
+        return (zlib.crc32(run.encode()) + int(worker[2:])) % SLICES
     return os.getpid() % SLICES
 
 
