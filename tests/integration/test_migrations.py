@@ -173,6 +173,48 @@ async def test_migrating_twice_changes_nothing(empty_database: str) -> None:
         await conn.close()
 
 
+async def test_version_7_interrupted_between_its_indexes_is_finished_by_the_next_migrate(
+    empty_database: str,
+) -> None:
+    # Version 7 builds each partial index concurrently, then drops the whole one it replaces,
+    # outside a transaction: a crash leaves some built, a build cut short (an INVALID index
+    # under the new name) and the old ones in place, with version 7 not recorded.
+    await _migrate(empty_database)
+    conn = await asyncpg.connect(empty_database)
+    try:
+        await _representative_rows(conn)  # two operations of one tenant
+        version_7 = migration_ids()[-1]
+        assert version_7.startswith("0007"), version_7
+        await conn.execute(f"DELETE FROM {TABLE} WHERE migration_id = $1", version_7)
+        await conn.execute("CREATE INDEX operations_comp_op_key ON operations (comp_op_key)")
+        await conn.execute(
+            "CREATE INDEX operations_comp_state ON operations (comp_state)"
+            " WHERE comp_op_key IS NOT NULL"
+        )
+        await conn.execute("DROP INDEX operations_comp_dispatched")
+        with pytest.raises(asyncpg.UniqueViolationError):
+            await conn.execute(
+                "CREATE UNIQUE INDEX CONCURRENTLY operations_comp_dispatched ON operations (tenant)"
+            )
+        valid = "SELECT indisvalid FROM pg_index WHERE indexrelid = $1::regclass"
+        assert await conn.fetchval(valid, "operations_comp_dispatched") is False
+
+        outcome = await _migrate(empty_database)
+
+        assert outcome.applied == [version_7]
+        assert await conn.fetchval(valid, "operations_comp_key_set")
+        assert await conn.fetchval(valid, "operations_comp_dispatched")
+        definition = await conn.fetchval(
+            "SELECT pg_get_indexdef($1::regclass)", "operations_comp_dispatched"
+        )
+        assert "(comp_state) WHERE ((comp_op_key IS NOT NULL) AND" in definition, definition
+        gone = "SELECT to_regclass($1) IS NULL"
+        assert await conn.fetchval(gone, "operations_comp_op_key")
+        assert await conn.fetchval(gone, "operations_comp_state")
+    finally:
+        await conn.close()
+
+
 async def test_migrations_run_at_the_same_moment_apply_each_migration_once(
     empty_database: str,
 ) -> None:
