@@ -139,11 +139,12 @@ def apply(view: TxView | None, envelope: Envelope, event: Event | None = None) -
         raise ViewError(
             f"envelope of {envelope.tenant}/{envelope.tx_id} applied to {view.tenant}/{view.tx_id}"
         )
-    # The status, seq and time in one copy with the view _evolve moved (a copy per event
-    # less: the fold's copies are most of the projector's Python).
-    status = _status(view.status, event)
-    view = _evolve(view, event, envelope.seq, at)
-    return view.model_copy(update={"status": status, "last_seq": envelope.seq, "updated_at": at})
+    # The status, seq and time in one copy with what _evolve moved (the fold's copies are
+    # most of the projector's Python: the view was copied once for its operations or
+    # reviews, then again here).
+    moved = _evolve(view, event, envelope.seq, at)
+    moved.update(status=_status(view.status, event), last_seq=envelope.seq, updated_at=at)
+    return view.model_copy(update=moved)
 
 
 def _accepted(envelope: Envelope, event: TransactionAccepted, at: datetime) -> TxView:
@@ -180,15 +181,16 @@ def _status(status: TxStatus, event: Event) -> TxStatus:
     return moved
 
 
-def _evolve(view: TxView, event: Event, seq: int, at: datetime) -> TxView:
-    """The view's operations and reviews after `event`: what the decider does not keep
-    (evidence, times and the review queue) and its legs, by its own rules. The status,
-    seq and time are apply's. What the event changes of its operation is gathered first
-    and the operation copied once (it was copied for its legs, then for its evidence)."""
+def _evolve(view: TxView, event: Event, seq: int, at: datetime) -> dict[str, Any]:
+    """The view's fields `event` moves (its operations, its reviews; none: empty), as an
+    update for apply's one copy: what the decider does not keep (evidence, times and the
+    review queue) and its legs, by its own rules. The status, seq and time are apply's.
+    What the event changes of its operation is gathered first and the operation copied
+    once (it was copied for its legs, then for its evidence)."""
     if isinstance(event, TransactionAccepted):
         # Only seq 1 accepts; a second one would be a decider bug, and the first
         # intent is the intent.
-        return view
+        return {}
     changes = _moved_legs(view, event) if isinstance(event, LEG_EVENTS) else {}
     match event:
         case OperationConfirmed():
@@ -199,18 +201,17 @@ def _evolve(view: TxView, event: Event, seq: int, at: datetime) -> TxView:
             changes |= _evidence(view, event.action, event.evidence, event.type, seq)
             return _with_op(view, event.action, at, changes)
         case OperationNeedsReview():
-            view = _open_review(view, event, at)
             changes |= _evidence(
                 view, event.action, event.evidence, event.type, seq, reason=event.reason
             )
-            return _with_op(view, event.action, at, changes)
+            return _open_review(view, event, at) | _with_op(view, event.action, at, changes)
         case ObservationIgnored():
             changes |= _evidence(
                 view, event.action, event.evidence, event.type, seq, reason=event.reason
             )
             return _with_op(view, event.action, at, changes)
         case ReviewResolved():
-            return _with_op(_resolve_review(view, event, at), event.action, at, changes)
+            return _resolve_review(view, event, at) | _with_op(view, event.action, at, changes)
         case (
             OperationAwaitingApproval()
             | OperationApproved()
@@ -242,7 +243,7 @@ def _evolve(view: TxView, event: Event, seq: int, at: datetime) -> TxView:
             | OwnershipReleased()
             | CommandRefused()
         ):
-            return view
+            return {}
         case _:
             assert_never(event)
 
@@ -254,14 +255,16 @@ def _moved_legs(view: TxView, event: LegEvent) -> dict[str, Any]:
     return {"forward": forward, "compensation": compensation}
 
 
-def _with_op(view: TxView, action: str, at: datetime, changes: dict[str, Any]) -> TxView:
-    """The view with `changes` made to its operation `action` (none: the view itself)."""
-    return _set_op(view, action, at, **changes) if changes else view
+def _with_op(view: TxView, action: str, at: datetime, changes: dict[str, Any]) -> dict[str, Any]:
+    """The view's operations with `changes` made to its operation `action` (none: no
+    update)."""
+    return _set_op(view, action, at, **changes) if changes else {}
 
 
-def _open_review(view: TxView, event: OperationNeedsReview, at: datetime) -> TxView:
+def _open_review(view: TxView, event: OperationNeedsReview, at: datetime) -> dict[str, Any]:
+    """The view's reviews with the one `event` opens (already open: no update)."""
     if any(r.review_id == event.review_id for r in view.reviews):
-        return view  # one review per leg and attempt: the decider opens it once
+        return {}  # one review per leg and attempt: the decider opens it once
     op = _op(view, event.action)
     key = op.op_key if event.leg is Leg.FORWARD else op.compensation_key
     if key is None:
@@ -278,10 +281,10 @@ def _open_review(view: TxView, event: OperationNeedsReview, at: datetime) -> TxV
         reason=event.reason,
         created_at=at,
     )
-    return view.model_copy(update={"reviews": (*view.reviews, review)})
+    return {"reviews": (*view.reviews, review)}
 
 
-def _resolve_review(view: TxView, event: ReviewResolved, at: datetime) -> TxView:
+def _resolve_review(view: TxView, event: ReviewResolved, at: datetime) -> dict[str, Any]:
     reviews = tuple(
         r.model_copy(
             update={
@@ -296,7 +299,7 @@ def _resolve_review(view: TxView, event: ReviewResolved, at: datetime) -> TxView
         else r
         for r in view.reviews
     )
-    return view.model_copy(update={"reviews": reviews})
+    return {"reviews": reviews}
 
 
 def _op(view: TxView, action: str) -> OpView:
@@ -306,13 +309,13 @@ def _op(view: TxView, action: str) -> OpView:
     raise ViewError(f"{view.tenant}/{view.tx_id} has no operation {action!r}")
 
 
-def _set_op(view: TxView, action: str, at: datetime, **changes: object) -> TxView:
+def _set_op(view: TxView, action: str, at: datetime, **changes: object) -> dict[str, Any]:
     _op(view, action)
     ops = tuple(
         op.model_copy(update={**changes, "updated_at": at}) if op.action == action else op
         for op in view.operations
     )
-    return view.model_copy(update={"operations": ops})
+    return {"operations": ops}
 
 
 def _evidence(
