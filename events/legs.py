@@ -66,6 +66,11 @@ _COMPENSATION_SHOWS = {
     LegStatus.CONFIRMED: OpStatus.COMPENSATED,
     LegStatus.MANUAL_REVIEW: OpStatus.MANUAL_REVIEW,
 }
+# What the operation shows while it has no compensation: its forward leg's status, under
+# the same name. Looked up, not built by OpStatus(value) at each call: the enum's call
+# is Python (0.29 against 0.02 us), and the projector derives a status for every
+# operation it moves and writes (~3 a README event).
+_FORWARD_SHOWS = {status: OpStatus(status.value) for status in LegStatus}
 
 
 class LegState(Message):
@@ -109,7 +114,7 @@ def op_status(forward: LegState, compensation: LegState | None) -> OpStatus:
     """The operation's status in the API's vocabulary."""
     if compensation is not None:
         return _COMPENSATION_SHOWS[compensation.status]
-    return OpStatus(forward.status.value)
+    return _FORWARD_SHOWS[forward.status]
 
 
 def evolve_legs(

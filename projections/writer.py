@@ -437,13 +437,15 @@ def view_rows(
 def _moved(view: TxView, stored: TxView | None) -> Sequence[OpView]:
     """The operations of `view` that differ from `stored`'s (every one when nothing is
     stored). The fold copies only the operation an event moves (projections.view), so an
-    untouched one is the very object it started from and the identity test settles it."""
+    untouched one is the very object it started from and the identity test settles it;
+    a copy nearly always has a new `updated_at`, which settles it without pydantic's
+    field-by-field comparison (2.3 % of the projector's CPU at c30)."""
     if stored is None:
         return view.operations
     return [
         op
         for op, was in zip(view.operations, stored.operations, strict=True)
-        if op is not was and op != was
+        if op is not was and (op.updated_at != was.updated_at or op != was)
     ]
 
 
