@@ -18,6 +18,7 @@ reading an enum's value) is charged to the callback: read the shares of whole ca
 model_dump_json with what it calls), not of small leaves.
 """
 
+import atexit
 import collections
 import os
 import pickle
@@ -57,6 +58,9 @@ def _run(out: str) -> None:
     if _module(sys.argv[0]) != _OF:
         return
     signal.setitimer(signal.ITIMER_PROF, 0.002, 0.002)
+    # Disarmed before the interpreter shuts down: it puts SIGPROF back to its default, which
+    # ends the process, so a sampled script that exits by itself died by the signal (-27).
+    atexit.register(signal.setitimer, signal.ITIMER_PROF, 0)
     while True:
         time.sleep(5)
         with open(f"{out}.{os.getpid()}.{time.time():.0f}.pkl", "wb") as f:
