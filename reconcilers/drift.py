@@ -83,6 +83,7 @@ def compare(
     now: datetime,
     window_start: datetime,
     grace: timedelta,
+    covered_from: datetime | None = None,
 ) -> list[DriftDetected]:
     """`effects`: the provider's list (any age). `ledger`: recon's legs dispatched since
     `window_start`. `known_keys`: which of the effects' keys recon ever issued, whatever
@@ -95,7 +96,14 @@ def compare(
 
     An effect younger than `grace` is not yet "without intent": the ledger is read from
     projections that may lag the provider (a slow projector), and the intake's intent rows
-    are only one of the places known_keys looks."""
+    are only one of the places known_keys looks.
+
+    `covered_from`: None when `effects` is the provider's whole list (of the window); an
+    instant when the listing was cut (services.providers.interface.EffectListing) and
+    holds only the effects created after it. Every listed effect is still judged, but a
+    leg's missing effect is judged only for a leg dispatched more than `grace` after that
+    instant (the provider's clock may differ from recon's): an older leg's effect may be
+    one the listing left out, and a cut listing is no proof of absence."""
     detected_at = now.isoformat()
     by_key: dict[str, list[Effect]] = {}
     for effect in effects:
@@ -131,7 +139,8 @@ def compare(
     for entry in sorted(entries.values(), key=lambda e: (e.dispatched_at, e.op_key)):
         matching = by_key.get(entry.op_key, [])
         if not matching:
-            if entry.confirmed and now - entry.dispatched_at >= grace:
+            covered = covered_from is None or entry.dispatched_at - grace > covered_from
+            if entry.confirmed and now - entry.dispatched_at >= grace and covered:
                 found.append(_without_effect(entry, account, detected_at))
             continue
         for effect in matching:

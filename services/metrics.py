@@ -110,6 +110,13 @@ HTTP_REQUEST_SECONDS = Histogram(
     ["method", "route"],
     buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
 )
+DRIFT_LISTINGS = Counter(
+    "recon_drift_listings",
+    "Provider listings the drift scan read, by outcome: `whole`; `cut` (a page cap left"
+    " older effects out: their legs' absence is not judged); `unavailable` (not read at"
+    " all: the account was not compared). Alert on `cut` or `unavailable` that persists",
+    ["provider", "outcome"],
+)
 RECEIPT_RECORDS_READ = Counter(
     "recon_receipt_records_read",
     "Kafka records the receipt route read to build its bundles (its transactions' windows)",

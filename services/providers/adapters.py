@@ -7,6 +7,7 @@ strategy); answers are judged by services.providers.classify, the sandbox's rule
 """
 
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Any
 
 from events.catalog import OperationInfo
@@ -17,10 +18,21 @@ from reconcilers.webhook_reading import WebhookReading, read_effect_webhook
 from services import tracing
 from services.providers.classify import classify_lookup, classify_response, unreachable
 from services.providers.http import ProviderUnreachable, Requester
-from services.providers.interface import ListingUnavailable, ProviderSetup, Sent
+from services.providers.interface import (
+    EffectListing,
+    ListingUnavailable,
+    ProviderSetup,
+    Sent,
+    cut_listing,
+)
 from services.providers.lookup_strategy import Strategy
 from services.providers.paths import UnsafeSegment, segment
 from services.providers.sandbox_operations import SANDBOX_OPERATIONS
+
+# The drift scan's pages: 100 effects (~30 KiB), and at most 100 of them (10,000 effects
+# in the window) a scan.
+PAGE = 100
+MAX_LIST_PAGES = 100
 
 
 class SandboxAdapter:
@@ -29,6 +41,10 @@ class SandboxAdapter:
     # The sandbox keeps its keys for ever and answers lookups by key.
     key_retention_s: float | None = None
     lookup_strategy = Strategy.QUERY
+    # The drift scan's listing: pages of this size, at most this many (an instance may
+    # lower them).
+    list_page = PAGE
+    max_list_pages = MAX_LIST_PAGES
 
     def __init__(self, http: Requester, base_url: str) -> None:
         self.http = http
@@ -94,18 +110,38 @@ class SandboxAdapter:
             return 0, {"error": str(error)}
         return response.status, response.json()
 
-    async def list_effects(self) -> list[Any]:
+    # The drift scan passes its window's start (services.providers.listing).
+    lists_since = True
+
+    async def list_effects(self, since: datetime | None = None) -> EffectListing:
+        """The effects created since `since`, newest first, page by page: a page of 100
+        stays far under the answer bound (services.providers.http.MAX_ANSWER_BYTES) that
+        the whole list passed at about a thousand effects; past MAX_LIST_PAGES the listing
+        is cut, and says so."""
+        params = {"limit": str(self.list_page)}
+        if since is not None:
+            params["created_gte"] = since.isoformat()
+        effects: list[Any] = []
+        for _ in range(self.max_list_pages):
+            page, more = await self._effects_page(params)
+            effects += page
+            if not more or not page:
+                return EffectListing(effects)
+            params = {**params, "starting_after": str(page[-1].get("id"))}
+        return cut_listing(effects)
+
+    async def _effects_page(self, params: dict[str, str]) -> tuple[list[Any], bool]:
         try:
-            response = await self.http.request("GET", self.base_url + "/v1/effects")
+            response = await self.http.request("GET", self.base_url + "/v1/effects", params=params)
         except ProviderUnreachable as error:
             raise ListingUnavailable(str(error)) from error
         body = response.json()
         if response.status != 200 or not isinstance(body, dict):
             raise ListingUnavailable(f"GET /v1/effects answered {response.status}: {body}")
         effects = body.get("effects")
-        if not isinstance(effects, list):
+        if not isinstance(effects, list) or not all(isinstance(e, dict) for e in effects):
             raise ListingUnavailable(f"GET /v1/effects without an 'effects' list: {body}")
-        return effects
+        return effects, body.get("has_more") is True
 
     def read_webhook(self, body: bytes) -> WebhookReading:
         """recon's own format, which the sandbox sends (docs/contract.md, "Webhooks")."""

@@ -22,7 +22,7 @@ What every adapter promises (the contract kit, tests/contract/provider_kit, chec
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from events.catalog import OperationInfo
@@ -70,6 +70,40 @@ class ListingUnavailable(RuntimeError):
     """The provider's list of effects could not be read; the drift scan tries next time."""
 
 
+@dataclass(frozen=True)
+class EffectListing:
+    """What `list_effects` may answer instead of a bare list: the effects, and whether the
+    listing is whole. A listing cut short (a page cap) holds the newest effects only, so a
+    leg whose effect it does not list proves nothing unless the leg is newer than the cut
+    (reconcilers.drift.compare judges "confirmed without effect" by `covered_from`)."""
+
+    effects: list[Any]
+    # None: every effect (since the `since` asked for, if any). An instant: the listing
+    # was cut and holds every effect created after it, none of the older ones for sure.
+    covered_from: datetime | None = None
+
+
+def cut_listing(effects: list[dict[str, Any]]) -> EffectListing:
+    """A newest-first listing cut after its last page: it covers from its oldest effect's
+    `created_at` on (an effect at that very instant may have been left out with the older
+    ones, so only what is after it is covered)."""
+    instants = []
+    for effect in effects:
+        try:
+            instant = datetime.fromisoformat(str(effect.get("created_at")))
+        except ValueError:
+            continue
+        if instant.tzinfo is not None:  # a naive time is no instant to cut at
+            instants.append(instant)
+    # Nothing readable: nothing is covered, so no absence is judged.
+    return EffectListing(effects, min(instants, default=NOTHING_COVERED))
+
+
+# The `covered_from` of a cut listing whose order is not known: every effect it left out
+# may be any age, so it proves no leg's effect absent (its listed effects are judged).
+NOTHING_COVERED = datetime.max.replace(tzinfo=UTC)
+
+
 class ProviderAdapter(Protocol):
     # The operations this provider offers, by name, with the facts recon's rules read
     # (events.catalog.OperationInfo: class, reversibility, the one compensation allowed,
@@ -114,10 +148,17 @@ class ProviderAdapter(Protocol):
         check before a new attempt; (0, error) when it could not be asked."""
         ...
 
-    async def list_effects(self) -> list[Any]:
+    # Optional: `lists_since = True` declares that `list_effects` takes a keyword
+    # `since` (an aware datetime) and then lists only the effects created at or after it;
+    # the drift scan passes its window's start to such adapters alone, so an adapter
+    # written before it (no argument) still conforms and is asked for everything.
+
+    async def list_effects(self) -> "list[Any] | EffectListing":
         """Every effect the provider lists, as reconcilers.drift.effect_from_json reads
         them (`id`, `operation`, `idempotency_key`, `payload`, `created_at`), for the
-        drift scan; raises ListingUnavailable when the provider cannot answer."""
+        drift scan; raises ListingUnavailable when the provider cannot answer. A bare list
+        is taken as whole; an adapter that pages up to a cap answers an EffectListing,
+        cut (`cut_listing`) when the cap left effects out."""
         ...
 
     def read_webhook(self, body: bytes) -> WebhookReading:

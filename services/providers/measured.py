@@ -3,12 +3,14 @@ provider, operation and outcome, each lookup's outcome. One observation per call
 other method is the inner adapter's own."""
 
 import time
+from datetime import datetime
 from typing import Any
 
 from events.observation import Seen
 from reconcilers.webhook_reading import WebhookReading
 from services.metrics import DISPATCH_SECONDS, LOOKUPS, labelled
-from services.providers.interface import ProviderAdapter, Sent
+from services.providers.interface import EffectListing, ProviderAdapter, Sent
+from services.providers.listing import listing_of
 from services.providers.lookup_strategy import strategy_of
 
 
@@ -43,8 +45,11 @@ class Measured:
     async def balance(self, charge: str) -> tuple[int, Any]:
         return await self.inner.balance(charge)
 
-    async def list_effects(self) -> list[Any]:
-        return await self.inner.list_effects()
+    # The inner adapter's `since` is passed on only if it declares it takes one.
+    lists_since = True
+
+    async def list_effects(self, since: datetime | None = None) -> EffectListing:
+        return await listing_of(self.inner, since)
 
     def read_webhook(self, body: bytes) -> WebhookReading:
         return self.inner.read_webhook(body)

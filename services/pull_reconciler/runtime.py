@@ -49,10 +49,12 @@ from services.governance.store import switches_holding
 from services.kafka_clients import acked_producer
 from services.kafka_setup import ensure_topics
 from services.kafka_start import start_kafka_client
+from services.metrics import DRIFT_LISTINGS, labelled
 from services.postgres_start import open_pool
 from services.providers.accounts import Account
 from services.providers.http import ProviderHttp
-from services.providers.interface import ListingUnavailable, Sent
+from services.providers.interface import EffectListing, ListingUnavailable, Sent
+from services.providers.listing import listing_of
 from services.providers.lookup_strategy import CANNOT_BE_ASKED, Strategy, strategy_of
 from services.providers.registry import Accounts, build_accounts
 from services.pull_reconciler.gauges import REFRESH_S, refresh_gauges
@@ -286,16 +288,15 @@ class Reconciler:
             )
             for account in accounts:
                 if effects_of is not None:
-                    raw = effects_of[account]
+                    listing = EffectListing(effects_of[account])
                 else:
-                    try:
-                        raw = await self.accounts.adapters[account].list_effects()
-                    except ListingUnavailable as error:
-                        log.warning("drift scan skipped %s: %s", account, error)
+                    listing_or_none = await self._listing(account, window_start - grace)
+                    if listing_or_none is None:
                         if on_account is not None:
                             on_account(account)
                         continue
-                effects = [effect_from_json(item) for item in raw]
+                    listing = listing_or_none
+                effects = [effect_from_json(item) for item in listing.effects]
                 known = await store.known_keys(
                     conn,
                     sorted({e.idempotency_key for e in effects if e.created_at >= window_start}),
@@ -315,6 +316,7 @@ class Reconciler:
                     now=now,
                     window_start=window_start,
                     grace=grace,
+                    covered_from=listing.covered_from,
                 )
                 if on_account is not None:
                     on_account(account)
@@ -337,6 +339,28 @@ class Reconciler:
         for d in new:
             log.warning("drift %s %s: %s", d.drift_id, d.kind.value, d.detail.get("message"))
         return found
+
+    async def _listing(self, account: Account, since: datetime) -> EffectListing | None:
+        """The account's effects since `since` (a grace before the window, for the clocks'
+        difference), counted in recon_drift_listings by outcome; None when unreadable."""
+        try:
+            listing = await listing_of(self.accounts.adapters[account], since)
+        except ListingUnavailable as error:
+            labelled(DRIFT_LISTINGS, account.provider, "unavailable").inc()
+            log.warning("drift scan skipped %s: %s", account, error)
+            return None
+        if listing.covered_from is None:
+            labelled(DRIFT_LISTINGS, account.provider, "whole").inc()
+        else:
+            labelled(DRIFT_LISTINGS, account.provider, "cut").inc()
+            log.warning(
+                "drift scan of %s: the listing was cut at %d effects (a page cap); legs"
+                " dispatched before %s are not judged for a missing effect",
+                account,
+                len(listing.effects),
+                listing.covered_from.isoformat(),
+            )
+        return listing
 
     # --- retention -----------------------------------------------------------------
 

@@ -16,7 +16,7 @@ from reconcilers.drift import effect_from_json
 from services.providers.declared.adapter import DeclaredAdapter
 from services.providers.declared.locate import parse
 from services.providers.http import ProviderHttp
-from services.providers.interface import AdapterSetupError, ProviderSetup, Sent
+from services.providers.interface import NOTHING_COVERED, AdapterSetupError, ProviderSetup, Sent
 from services.providers.lookup_strategy import CANNOT_BE_ASKED
 
 CHARGE = {"amount": 700, "currency": "eur", "customer": "cus_1"}
@@ -52,9 +52,19 @@ async def test_the_listing_reads_every_page() -> None:
             assert (
                 await adapter.apply("email.send", key, {"to": "a@b.c", "template": "t"})
             ).outcome is Outcome.SUCCEEDED
-        listed = [effect_from_json(raw) for raw in await adapter.list_effects()]
+        listing = await adapter.list_effects()
+        listed = [effect_from_json(raw) for raw in listing.effects]
         assert sorted(e.idempotency_key for e in listed) == sorted(keys)
         assert {e.operation for e in listed} == {"email.send"}
+        assert listing.covered_from is None
+
+        # Two pages of three: the listing is cut, and says so. The file does not say in
+        # which order the provider lists, so the cut covers no leg's absence.
+        assert adapter.declared.listing is not None
+        capped = adapter.declared.listing.model_copy(update={"max_pages": 2})
+        adapter.declared = adapter.declared.model_copy(update={"listing": capped})
+        listing = await adapter.list_effects()
+        assert len(listing.effects) == 100 and listing.covered_from == NOTHING_COVERED
 
 
 async def test_a_202_is_final_only_where_the_file_says_so() -> None:

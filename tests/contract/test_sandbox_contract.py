@@ -215,6 +215,33 @@ def test_listing_returns_every_effect_and_filters_by_operation(client: httpx.Cli
     assert bad.status_code == 400
 
 
+def test_the_listing_pages_newest_first_from_created_gte(client: httpx.Client) -> None:
+    # The drift scan's read: its window only, in pages like Stripe's lists.
+    made = [
+        post(client, "email.send", new_key(), {"to": f"p{i}@example.com"}).json()["id"]
+        for i in range(3)
+    ]
+    first = client.get("/v1/effects", params={"limit": 2}).json()
+    assert [e["id"] for e in first["effects"]] == made[::-1][:2] and first["has_more"]
+    after = first["effects"][-1]["id"]
+    second = client.get("/v1/effects", params={"limit": 2, "starting_after": after}).json()
+    assert second["effects"][0]["id"] == made[0]
+
+    created = first["effects"][0]["created_at"].replace("Z", "+00:00")
+    windowed = client.get("/v1/effects", params={"limit": 100, "created_gte": created}).json()
+    # The newest effect's instant: it and any made in its millisecond, nothing older.
+    assert made[-1] in [e["id"] for e in windowed["effects"]] and not windowed["has_more"]
+    assert all(e["created_at"] >= first["effects"][0]["created_at"] for e in windowed["effects"])
+
+    bad_params: list[dict[str, str | int]] = [
+        {"limit": 0},
+        {"limit": 101},
+        {"limit": 5, "created_gte": "yesterday"},
+    ]
+    for bad in bad_params:
+        assert client.get("/v1/effects", params=bad).status_code == 400
+
+
 def test_lookup_of_unknown_key_is_empty(client: httpx.Client) -> None:
     assert lookup(client, new_key()) == []
 

@@ -119,6 +119,6 @@ async def test_the_balance_is_read_in_the_precondition_fields(adapter: StripeAda
 
 
 async def test_the_drift_listing_reads_stripes_lists(adapter: StripeAdapter) -> None:
-    effects = [effect_from_json(raw) for raw in await adapter.list_effects()]
+    effects = [effect_from_json(raw) for raw in (await adapter.list_effects()).effects]
     assert effects, "stripe-mock lists one intent and one refund"
     assert {e.operation for e in effects} <= set(CREATED_BY.values())

@@ -10,6 +10,7 @@ from collections import Counter
 from typing import Any
 
 import asyncpg
+from support.drift_scanner import scanner_settings
 from support.recon_client import Recon, effects_for, op, transaction
 from support.topic_records import read_topic
 
@@ -123,17 +124,6 @@ async def test_each_drift_kind_is_reported_once(stack: Stack, recon: Recon) -> N
     )
     # The drift table is the projector's; whether it has caught up yet is its business.
     assert shown.returncode == 0, shown.stderr
-
-
-def scanner_settings(stack: Stack, grace_s: float) -> Settings:
-    return Settings(
-        kafka_bootstrap=stack.kafka_bootstrap,
-        database_url=stack.database_url,
-        topics=Topics(stack.topic_prefix),
-        environment="dev",
-        providers={"sandbox": stack.sandbox_url},
-        reconciler=ReconcilerSettings(drift_grace_s=grace_s),
-    )
 
 
 async def test_an_effect_whose_intent_is_not_projected_yet_is_not_reported_as_drift(

@@ -48,7 +48,10 @@ def effect(
 
 
 def scan(
-    effects: list[Effect], ledger: list[LedgerEntry], known: set[str] | None = None
+    effects: list[Effect],
+    ledger: list[LedgerEntry],
+    known: set[str] | None = None,
+    covered_from: datetime | None = None,
 ) -> list[DriftDetected]:
     return compare(
         provider="sandbox",
@@ -58,6 +61,7 @@ def scan(
         now=NOW,
         window_start=WINDOW,
         grace=GRACE,
+        covered_from=covered_from,
     )
 
 
@@ -191,3 +195,24 @@ def test_a_compensated_step_has_its_effect_and_its_undo_and_is_no_drift() -> Non
         created_at=NOW - timedelta(seconds=500),
     )
     assert scan([effect(), compensation], ledger) == []
+
+
+def test_a_cut_listing_proves_no_effect_absent_for_a_leg_older_than_the_cut() -> None:
+    # A listing cut by a page cap holds the effects created after `covered_from` only (the
+    # newest): the effect of a leg dispatched before it may be one it left out, which the
+    # scan once reported as "confirmed without effect", drift that was not there.
+    cut = NOW - timedelta(seconds=1000)
+    assert scan([], [entry(age_s=2000)], covered_from=cut) == []
+    # Within the grace after the cut, too: the provider's clock may differ from recon's.
+    assert scan([], [entry(age_s=1000 - 59)], covered_from=cut) == []
+    # A leg dispatched well after the cut is covered: its missing effect is drift.
+    [found] = scan([], [entry(age_s=600)], covered_from=cut)
+    assert found.kind is DriftKind.INTENT_WITHOUT_EFFECT
+
+
+def test_an_effect_a_cut_listing_holds_is_still_judged() -> None:
+    cut = NOW - timedelta(seconds=1000)
+    altered = effect("rk1_a", payload={**CHARGE, "amount": 1300}, age_s=1990)
+    stray = effect("someone-else", age_s=700)
+    found = scan([altered, stray], [entry("rk1_a", age_s=2000)], covered_from=cut)
+    assert sorted(d.kind for d in found) == [DriftKind.EFFECT_WITHOUT_INTENT, DriftKind.MISMATCH]

@@ -11,6 +11,7 @@ import asyncio
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from datetime import datetime
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -36,6 +37,8 @@ from services.devtools.sandbox.webhook_outbox import WebhookOutbox
 from services.devtools.sandbox.webhook_routes import webhook_routes
 
 IDEMPOTENCY_HEADER = "Idempotency-Key"
+# The largest page of `GET /v1/effects?limit=` (Stripe's lists allow 100 too).
+MAX_PAGE = 100
 
 # How long a `lose_response_after_commit` request is held open if the client never gives up;
 # far beyond any sane client timeout.
@@ -180,7 +183,13 @@ def create_app(
         )
 
     @app.get("/v1/effects")
-    async def effects(idempotency_key: str | None = None, operation: str | None = None) -> Response:
+    async def effects(
+        idempotency_key: str | None = None,
+        operation: str | None = None,
+        created_gte: str | None = None,
+        limit: int | None = None,
+        starting_after: str | None = None,
+    ) -> Response:
         RECEIVED_AT.set(store.clock())
         op: Operation | None = None
         if operation is not None:
@@ -193,6 +202,8 @@ def create_app(
                     "unknown_operation",
                     f"Unknown operation {operation!r}; use one of {known}.",
                 )
+        if idempotency_key is None and (limit, created_gte, starting_after) != (None,) * 3:
+            return await _effects_page(op, created_gte, limit, starting_after)
         if idempotency_key is None:
             listed = await asyncio.to_thread(store.list_effects, op)
             return JSONResponse({"effects": [e.to_json() for e in listed]})
@@ -209,6 +220,29 @@ def create_app(
         seen = CallOutcome.FOUND if shown else CallOutcome.ABSENT
         await log_call(CallKind.LOOKUP, key_operation, idempotency_key, seen)
         return JSONResponse({"effects": shown})
+
+    async def _effects_page(
+        op: Operation | None, created_gte: str | None, limit: int | None, after: str | None
+    ) -> Response:
+        """The list as Stripe's lists page (newest first, `has_more`, `starting_after`),
+        from `created_gte` on: what the drift scan reads for its window, in pages that
+        stay under recon's answer bound however long the history."""
+        if limit is None or not 1 <= limit <= MAX_PAGE:
+            return error_response(
+                400, "invalid_limit", f"limit must be between 1 and {MAX_PAGE} when paging."
+            )
+        since: datetime | None = None
+        if created_gte is not None:
+            try:
+                since = datetime.fromisoformat(created_gte)
+            except ValueError:
+                since = None
+            if since is None or since.tzinfo is None:
+                return error_response(
+                    400, "invalid_created_gte", "created_gte must be an ISO 8601 instant."
+                )
+        page, more = await asyncio.to_thread(store.effects_page, op, since, limit, after)
+        return JSONResponse({"effects": [e.to_json() for e in page], "has_more": more})
 
     @app.get("/v1/calls")
     async def list_calls(

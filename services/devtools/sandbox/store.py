@@ -44,6 +44,8 @@ CREATE TABLE IF NOT EXISTS effects (
     visible_at REAL NOT NULL
 );
 CREATE INDEX IF NOT EXISTS effects_by_operation ON effects (operation, seq);
+-- the drift scan's window (`GET /v1/effects?created_gte=`)
+CREATE INDEX IF NOT EXISTS effects_by_created ON effects (created_at);
 CREATE TABLE IF NOT EXISTS idempotency_keys (
     key TEXT PRIMARY KEY,
     operation TEXT NOT NULL,
@@ -368,6 +370,36 @@ class SandboxStore:
                     (operation.value, now),
                 ).fetchall()
         return [_effect_from_row(r) for r in rows]
+
+    def effects_page(
+        self,
+        operation: Operation | None,
+        created_gte: datetime | None,
+        limit: int,
+        starting_after: str | None,
+    ) -> tuple[list[Effect], bool]:
+        """Up to `limit` visible effects created at or after `created_gte`, newest first
+        (Stripe's list order), older than the effect `starting_after`; and whether there
+        are more. What the drift scan pages through."""
+        where = ["visible_at <= ?"]
+        args: list[Any] = []
+        if operation is not None:
+            where.append("operation = ?")
+            args.append(operation.value)
+        if created_gte is not None:
+            # created_at is written by _utc_iso: the same format orders as text, and an
+            # effect at `created_gte` itself is truncated alike, so it is listed.
+            where.append("created_at >= ?")
+            args.append(_utc_iso(created_gte.timestamp()))
+        if starting_after is not None:
+            where.append("seq < (SELECT seq FROM effects WHERE id = ?)")
+            args.append(starting_after)
+        with self._lock:
+            rows = self._db.execute(
+                f"SELECT * FROM effects WHERE {' AND '.join(where)} ORDER BY seq DESC LIMIT ?",
+                (self._clock(), *args, limit + 1),
+            ).fetchall()
+        return [_effect_from_row(r) for r in rows[:limit]], len(rows) > limit
 
 
 def _effect_from_row(row: sqlite3.Row) -> Effect:

@@ -24,7 +24,13 @@ from services.providers.declared import answers, effects, lookups, requests, web
 from services.providers.declared.locate import DeclarationError, load
 from services.providers.declared.model import Credentials, ProviderFile
 from services.providers.http import Answer, ProviderUnreachable, Requester
-from services.providers.interface import AdapterSetupError, ListingUnavailable, ProviderSetup, Sent
+from services.providers.interface import (
+    AdapterSetupError,
+    EffectListing,
+    ListingUnavailable,
+    ProviderSetup,
+    Sent,
+)
 from services.providers.paths import UnsafeSegment
 
 
@@ -222,7 +228,7 @@ class DeclaredAdapter:
     async def balance(self, charge: str) -> tuple[int, Any]:
         return 0, {"error": "the provider file declares no balance"}
 
-    async def list_effects(self) -> list[Any]:
+    async def list_effects(self) -> EffectListing:
         if self.declared.listing is None:
             raise ListingUnavailable("the provider file declares no listing")
         listing = self.declared.listing

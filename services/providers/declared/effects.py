@@ -8,7 +8,7 @@ from typing import Any
 from services.providers.declared import fields
 from services.providers.declared.model import Listing
 from services.providers.http import Answer, ProviderUnreachable
-from services.providers.interface import ListingUnavailable
+from services.providers.interface import NOTHING_COVERED, EffectListing, ListingUnavailable
 
 
 def effect(listing: Listing, item: dict[str, Any]) -> dict[str, Any]:
@@ -37,8 +37,11 @@ def _instant(value: Any) -> str:
 
 async def listed(
     page: Callable[[dict[str, str]], Awaitable[Answer]], listing: Listing
-) -> list[dict[str, Any]]:
-    """Every listed effect, `page` asking for one page with the given parameters."""
+) -> EffectListing:
+    """Every listed effect, `page` asking for one page with the given parameters. Cut
+    when `max_pages` pages still had a next one: the file does not say in which order the
+    provider lists, so the effects left out may be any age and prove no leg's effect
+    absent (NOTHING_COVERED)."""
     found: list[dict[str, Any]] = []
     params = dict(listing.params)
     for _ in range(listing.max_pages):
@@ -53,7 +56,7 @@ async def listed(
         found += [effect(listing, item) for item in items if isinstance(item, dict)]
         cursor = None if listing.next is None else fields.get(body, listing.next)
         if cursor in (None, "", fields.MISSING) or not items:
-            break
+            return EffectListing(found)
         assert listing.cursor_param is not None  # the model pairs it with `next`
         params = {**listing.params, listing.cursor_param: str(cursor)}
-    return found
+    return EffectListing(found, NOTHING_COVERED)

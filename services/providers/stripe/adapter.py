@@ -21,7 +21,14 @@ from reconcilers.signatures import Scheme
 from reconcilers.webhook_reading import WebhookReading
 from services.providers.classify import TIMING_4XX, lookup_misdirected, unreachable
 from services.providers.http import Answer, ProviderUnreachable, Requester
-from services.providers.interface import AdapterSetupError, ListingUnavailable, ProviderSetup, Sent
+from services.providers.interface import (
+    AdapterSetupError,
+    EffectListing,
+    ListingUnavailable,
+    ProviderSetup,
+    Sent,
+    cut_listing,
+)
 from services.providers.lookup_strategy import Strategy, inside_retention, replayed
 from services.providers.paths import UnsafeSegment, segment
 from services.providers.stripe import classify as rules
@@ -191,15 +198,29 @@ class StripeAdapter:
             "revoked": body.get("status") == "canceled",
         }
 
-    async def list_effects(self) -> list[Any]:
-        effects: list[Any] = []
-        for resource in ("/v1/payment_intents", "/v1/refunds"):
-            effects += [_effect(item) for item in await self._list(resource)]
-        return effects
+    # The drift scan passes its window's start: Stripe's lists filter by `created[gte]`.
+    lists_since = True
 
-    async def _list(self, resource: str) -> list[dict[str, Any]]:
+    async def list_effects(self, since: datetime | None = None) -> EffectListing:
+        effects: list[Any] = []
+        cuts: list[datetime] = []
+        for resource in ("/v1/payment_intents", "/v1/refunds"):
+            listing = await self._list(resource, since)
+            effects += listing.effects
+            if listing.covered_from is not None:
+                cuts.append(listing.covered_from)
+        # Each resource is covered from its own cut on: both from the later one.
+        return EffectListing(effects, max(cuts, default=None))
+
+    async def _list(self, resource: str, since: datetime | None) -> EffectListing:
+        """One resource's objects (newest first, as Stripe lists), read into effects; cut
+        (cut_listing) when MAX_LIST_PAGES pages left older ones out."""
         items: list[dict[str, Any]] = []
-        params = {"limit": "100"}
+        first = {"limit": "100"}
+        if since is not None:
+            # Whole seconds, rounded down: an object in `since`'s second is listed.
+            first["created[gte]"] = str(int(since.timestamp()))
+        params = first
         for _ in range(MAX_LIST_PAGES):
             try:
                 answer = await self._get(resource, params)
@@ -212,9 +233,9 @@ class StripeAdapter:
             page = [item for item in data if isinstance(item, dict) and "id" in item]
             items += page
             if not body.get("has_more") or not page:
-                break
-            params = {"limit": "100", "starting_after": str(page[-1]["id"])}
-        return items
+                return EffectListing([_effect(item) for item in items])
+            params = {**first, "starting_after": str(page[-1]["id"])}
+        return cut_listing([_effect(item) for item in items])
 
     async def _get(self, path: str, params: dict[str, str] | None = None) -> Answer:
         return await self.http.request(

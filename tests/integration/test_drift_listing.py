@@ -1,0 +1,106 @@
+"""The drift scan's listing against the real sandbox: it asks for the window alone, in
+pages under the answer bound however long the history, and a listing cut by its page cap
+is known as cut (no "confirmed without effect" from it) and counted for an operator."""
+
+import json
+import sqlite3
+from datetime import UTC, datetime, timedelta
+
+from support.drift_scanner import scanner_settings
+from support.recon_client import Recon, transaction
+
+from services.devtools.stack import Stack
+from services.metrics import DRIFT_LISTINGS
+from services.providers.accounts import Account
+from services.providers.adapters import SandboxAdapter
+from services.providers.measured import Measured
+from services.pull_reconciler.runtime import Reconciler, open_reconciler
+
+# Over the provider client's answer bound (256 KiB) as one list: ~300 bytes an effect.
+HISTORY = 1500
+
+
+def old_history(stack: Stack, n: int) -> None:
+    """`n` effects made two days ago, before the drift window, written straight into the
+    sandbox's store as a long-running provider holds them."""
+    at = datetime.now(UTC) - timedelta(days=2)
+    created = at.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    db = sqlite3.connect(stack.log_dir / "sandbox.db")
+    try:
+        db.executemany(
+            "INSERT INTO effects (id, operation, idempotency_key, payload, metadata, status,"
+            " created_at, visible_at) VALUES (?, 'payments.charge', ?, ?, ?, 'succeeded', ?, ?)",
+            [
+                (
+                    f"ch_old{i:024d}",
+                    f"old-{i}",
+                    json.dumps({"amount": 1000 + i, "currency": "usd", "customer": f"cus_{i}"}),
+                    json.dumps({"op_key": f"old-{i}", "note": "history" * 10}),
+                    created,
+                    at.timestamp(),
+                )
+                for i in range(n)
+            ],
+        )
+        db.commit()
+    finally:
+        db.close()
+
+
+def listings(outcome: str) -> float:
+    count: float = DRIFT_LISTINGS.labels("sandbox", outcome)._value.get()
+    return count
+
+
+def sandbox_of(reconciler: Reconciler) -> SandboxAdapter:
+    measured = reconciler.accounts.adapters[Account("sandbox")]
+    assert isinstance(measured, Measured) and isinstance(measured.inner, SandboxAdapter)
+    return measured.inner
+
+
+async def test_a_history_past_the_answer_bound_still_shows_the_windows_drift(
+    stack: Stack, recon: Recon
+) -> None:
+    # The whole list once passed the 256 KiB bound at about a thousand effects, and every
+    # scan from then on was skipped (a warning a minute): this stray was never found.
+    stack.stop("reconciler")  # this test runs the scans itself
+    old_history(stack, HISTORY)
+    stray = await recon.http.post(
+        f"{stack.sandbox_url}/v1/effects/unrecorded",
+        json={"operation": "payments.charge", "payload": {"amount": 7, "currency": "usd"}},
+    )
+    assert stray.status_code == 200, stray.text
+    async with open_reconciler(scanner_settings(stack, grace_s=0.001)) as reconciler:
+        whole = listings("whole")
+        found = await reconciler.drift_scan()
+        assert [(d.kind.value, d.effect_id) for d in found] == [
+            ("effect_without_intent", stray.json()["id"])
+        ]
+        assert listings("whole") == whole + 1
+
+        # The window alone is read (created_gte): the history is not listed at all.
+        window = datetime.now(UTC) - timedelta(days=1)
+        listed = await sandbox_of(reconciler).list_effects(since=window)
+        assert [e["id"] for e in listed.effects] == [stray.json()["id"]]
+        assert listed.covered_from is None
+
+
+async def test_a_cut_listing_reports_no_leg_without_effect_and_is_counted(
+    stack: Stack, recon: Recon
+) -> None:
+    stack.stop("reconciler")
+    for tx_id in ("cut-1", "cut-2"):
+        assert (await recon.submit(transaction(tx_id, receipt=False))).status_code == 202
+    txs = [await recon.wait_terminal(t) for t in ("cut-1", "cut-2")]
+    assert [tx["status"] for tx in txs] == ["committed", "committed"]
+    async with open_reconciler(scanner_settings(stack, grace_s=0.001)) as reconciler:
+        assert await reconciler.drift_scan() == []  # whole: every leg has its effect
+
+        # One page of one effect: the newest alone is listed, every other leg's effect is
+        # left out by the cap. Judged as whole, each of those legs was "confirmed without
+        # effect"; judged as cut, none is, and the cut is counted.
+        sandbox = sandbox_of(reconciler)
+        sandbox.max_list_pages, sandbox.list_page = 1, 1
+        cut = listings("cut")
+        assert await reconciler.drift_scan() == []
+        assert listings("cut") == cut + 1
