@@ -51,8 +51,9 @@ class LedgerEntry:
 
 
 class UnreadableEffect(ValueError):
-    """The provider listed something that is not an effect; the scan stops rather than
-    guess (a missing key would otherwise look like an effect without intent)."""
+    """The provider listed something that is not an effect; its account is not compared
+    rather than guessed at (a missing key would look like an effect without intent, a
+    time without a zone could fall either side of the window)."""
 
 
 def effect_from_json(raw: Any) -> Effect:
@@ -62,12 +63,15 @@ def effect_from_json(raw: Any) -> Effect:
         payload = raw.get("payload") or {}
         if not isinstance(payload, dict):
             raise UnreadableEffect(f"effect {raw.get('id')!r}: payload is not an object")
+        created_at = datetime.fromisoformat(str(raw["created_at"]))
+        if created_at.tzinfo is None:
+            raise ValueError(f"created_at {raw['created_at']!r} names no time zone")
         return Effect(
             id=str(raw["id"]),
             operation=str(raw["operation"]),
             idempotency_key=str(raw["idempotency_key"]),
             payload=payload,
-            created_at=datetime.fromisoformat(str(raw["created_at"])),
+            created_at=created_at,
         )
     except (KeyError, ValueError) as error:
         raise UnreadableEffect(f"effect {raw.get('id')!r}: {error}") from None

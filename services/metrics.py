@@ -114,7 +114,8 @@ DRIFT_LISTINGS = Counter(
     "recon_drift_listings",
     "Provider listings the drift scan read, by outcome: `whole`; `cut` (a page cap left"
     " older effects out: their legs' absence is not judged); `unavailable` (not read at"
-    " all: the account was not compared). Alert on `cut` or `unavailable` that persists",
+    " all) and `unreadable` (an item is not an effect: a key or a zoned time missing):"
+    " the account was not compared. Alert on any but `whole` that persists",
     ["provider", "outcome"],
 )
 RECEIPT_RECORDS_READ = Counter(

@@ -32,7 +32,7 @@ from events.inputs import Outcome, RequestReview, Source
 from events.keys import partition_key
 from events.observation import Seen, observation
 from reconcilers import store
-from reconcilers.drift import compare, effect_from_json
+from reconcilers.drift import Effect, UnreadableEffect, compare, effect_from_json
 from reconcilers.pull import (
     Escalate,
     GiveUp,
@@ -287,16 +287,16 @@ class Reconciler:
                 else [account for account, _ in self.accounts.listed()]
             )
             for account in accounts:
-                if effects_of is not None:
-                    listing = EffectListing(effects_of[account])
-                else:
-                    listing_or_none = await self._listing(account, window_start - grace)
-                    if listing_or_none is None:
-                        if on_account is not None:
-                            on_account(account)
-                        continue
-                    listing = listing_or_none
-                effects = [effect_from_json(item) for item in listing.effects]
+                listing = (
+                    EffectListing(effects_of[account])
+                    if effects_of is not None
+                    else await self._listing(account, window_start - grace)
+                )
+                effects = self._effects(account, listing) if listing is not None else None
+                if listing is None or effects is None:
+                    if on_account is not None:
+                        on_account(account)
+                    continue
                 known = await store.known_keys(
                     conn,
                     sorted({e.idempotency_key for e in effects if e.created_at >= window_start}),
@@ -342,12 +342,24 @@ class Reconciler:
 
     async def _listing(self, account: Account, since: datetime) -> EffectListing | None:
         """The account's effects since `since` (a grace before the window, for the clocks'
-        difference), counted in recon_drift_listings by outcome; None when unreadable."""
+        difference); None when the provider could not answer (counted in
+        recon_drift_listings as `unavailable`)."""
         try:
-            listing = await listing_of(self.accounts.adapters[account], since)
+            return await listing_of(self.accounts.adapters[account], since)
         except ListingUnavailable as error:
             labelled(DRIFT_LISTINGS, account.provider, "unavailable").inc()
             log.warning("drift scan skipped %s: %s", account, error)
+            return None
+
+    def _effects(self, account: Account, listing: EffectListing) -> list[Effect] | None:
+        """The listing's effects, its outcome counted in recon_drift_listings; None when an
+        item is not an effect: that account is not compared (a missing key or time would
+        be a guess: an effect without intent, or one outside the window), the others are."""
+        try:
+            effects = [effect_from_json(item) for item in listing.effects]
+        except UnreadableEffect as error:
+            labelled(DRIFT_LISTINGS, account.provider, "unreadable").inc()
+            log.warning("drift scan skipped %s: its listing holds %s", account, error)
             return None
         if listing.covered_from is None:
             labelled(DRIFT_LISTINGS, account.provider, "whole").inc()
@@ -360,7 +372,7 @@ class Reconciler:
                 len(listing.effects),
                 listing.covered_from.isoformat(),
             )
-        return listing
+        return effects
 
     # --- retention -----------------------------------------------------------------
 

@@ -10,6 +10,7 @@ from collections import Counter
 from typing import Any
 
 import asyncpg
+from prometheus_client import REGISTRY
 from support.drift_scanner import scanner_settings
 from support.recon_client import Recon, effects_for, op, transaction
 from support.topic_records import read_topic
@@ -28,15 +29,7 @@ async def test_each_drift_kind_is_reported_once(stack: Stack, recon: Recon) -> N
         assert (await recon.submit(transaction(tx_id, receipt=False))).status_code == 202
     txs = [await recon.wait_terminal(t) for t in ("drift-1", "drift-2")]
     assert [tx["status"] for tx in txs] == ["committed", "committed"]
-    unrecorded = await recon.http.post(
-        f"{stack.sandbox_url}/v1/effects/unrecorded",
-        json={
-            "operation": "payments.charge",
-            "payload": {"amount": 500, "currency": "usd", "customer": "cus_9"},
-        },
-    )
-    assert unrecorded.status_code == 200, unrecorded.text
-    stray_id = unrecorded.json()["id"]
+    stray_id = (await _unrecorded_charge(stack, recon, 500))["id"]
 
     settings = Settings(
         kafka_bootstrap=stack.kafka_bootstrap,
@@ -194,3 +187,47 @@ async def test_an_effect_under_a_failed_charge_is_reported_as_effect_after_failu
     ]
     assert found[0].tenant == "demo"
     assert found[0].detail["provider"]["payload"]["amount"] == 1299
+
+
+async def test_an_unreadable_listing_skips_its_account_alone(stack: Stack, recon: Recon) -> None:
+    """One item that is not an effect (here a time without a zone: inside or outside the
+    window is a guess) stops the comparison of its account only, counted as `unreadable`;
+    the other accounts are compared in the same scan."""
+    stack.stop("reconciler")
+    stray = await _unrecorded_charge(stack, recon, 700)
+    listed: list[Any] = await recon.effects()
+    naive = {**stray, "id": "ch_naive", "created_at": "2026-12-05T10:00:00"}
+    # "acme/sandbox" sorts before "sandbox": the unreadable account is scanned first.
+    listings: dict[Account, list[object]] = {
+        Account("sandbox", "acme"): [naive],
+        Account("sandbox"): list(listed),
+    }
+
+    def unreadable() -> float:
+        sample = REGISTRY.get_sample_value(
+            "recon_drift_listings_total", {"provider": "sandbox", "outcome": "unreadable"}
+        )
+        return sample or 0.0
+
+    before = unreadable()
+    async with open_reconciler(scanner_settings(stack, grace_s=0.001)) as reconciler:
+        found = await reconciler.drift_scan(listings)
+    assert unreadable() == before + 1
+    assert [(d.kind.value, d.tenant) for d in found if d.effect_id == stray["id"]] == [
+        ("effect_without_intent", None)
+    ]
+    assert all(d.tenant != "acme" for d in found)
+
+
+async def _unrecorded_charge(stack: Stack, recon: Recon, amount: int) -> dict[str, Any]:
+    """An effect made at the provider behind recon's back (no intent issued its key)."""
+    made = await recon.http.post(
+        f"{stack.sandbox_url}/v1/effects/unrecorded",
+        json={
+            "operation": "payments.charge",
+            "payload": {"amount": amount, "currency": "usd", "customer": "cus_9"},
+        },
+    )
+    assert made.status_code == 200, made.text
+    effect: dict[str, Any] = made.json()
+    return effect

@@ -1,10 +1,13 @@
 """The drift scan's comparison, one kind at a time."""
 
 from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
 
 from events.definition import Leg
 from events.drift import DriftDetected, DriftKind, drift_id
-from reconcilers.drift import Effect, LedgerEntry, compare, effect_from_json
+from reconcilers.drift import Effect, LedgerEntry, UnreadableEffect, compare, effect_from_json
 
 NOW = datetime(2025, 1, 2, tzinfo=UTC)
 WINDOW = NOW - timedelta(days=1)
@@ -158,6 +161,19 @@ def test_effect_from_the_providers_json() -> None:
         }
     )
     assert parsed.created_at == datetime(2025, 1, 1, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    "change",
+    [{"created_at": "2025-01-01T00:00:00"}, {"created_at": None}, {"idempotency_key": None}],
+)
+def test_an_item_without_a_zoned_time_or_a_key_is_unreadable(change: dict[str, Any]) -> None:
+    # A naive time is no instant: inside or outside the window would be a guess.
+    raw: dict[str, Any] = {"id": "ch_1", "operation": "payments.charge", "idempotency_key": "k"}
+    raw |= {"payload": CHARGE, "created_at": "2025-01-01T00:00:00Z"} | change
+    raw = {k: v for k, v in raw.items() if v is not None}
+    with pytest.raises(UnreadableEffect):
+        effect_from_json(raw)
 
 
 def test_an_effect_under_a_failed_operations_key_is_effect_after_failure() -> None:
