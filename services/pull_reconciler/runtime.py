@@ -389,26 +389,6 @@ class Reconciler:
             log.info("purged %s", ", ".join(f"{n} from {t}" for t, n in deleted.items()))
         return deleted
 
-    # --- scheduled entry points ----------------------------------------------------
-
-    async def scheduled_tick(self) -> None:
-        try:
-            await self.tick()
-        except Exception:
-            log.exception("pull tick failed; the next one retries")
-
-    async def scheduled_drift_scan(self) -> None:
-        try:
-            await self.drift_scan()
-        except Exception:
-            log.exception("drift scan failed; the next one retries")
-
-    async def scheduled_purge(self) -> None:
-        try:
-            await self.purge()
-        except Exception:
-            log.exception("purge failed; the next one retries")
-
 
 @asynccontextmanager
 async def open_reconciler(settings: Settings) -> AsyncIterator[Reconciler]:
@@ -437,11 +417,11 @@ async def run_reconciler(settings: Settings, stop: asyncio.Event) -> None:
     async with open_reconciler(settings) as reconciler:
         scheduler = AsyncIOScheduler(timezone=UTC)
         now = datetime.now(UTC)
-        _every(scheduler, "pull", reconciler.scheduled_tick, config.interval_s, now)
+        _every(scheduler, "pull tick", reconciler.tick, config.interval_s, now)
         _every(
             scheduler,
-            "drift",
-            reconciler.scheduled_drift_scan,
+            "drift scan",
+            reconciler.drift_scan,
             config.drift_interval_s,
             now + timedelta(seconds=min(5.0, config.drift_interval_s)),
         )
@@ -449,14 +429,13 @@ async def run_reconciler(settings: Settings, stop: asyncio.Event) -> None:
         _every(
             scheduler,
             "purge",
-            reconciler.scheduled_purge,
+            reconciler.purge,
             config.purge_interval_s,
             now + timedelta(seconds=min(30.0, config.purge_interval_s)),
         )
         _every(
             scheduler,
-            "gauges",
-            # A partial, not a lambda: APScheduler awaits only what it sees is async.
+            "gauge refresh",
             functools.partial(refresh_gauges, reconciler.pool),
             min(REFRESH_S, config.interval_s),
             now,
@@ -477,18 +456,31 @@ async def run_reconciler(settings: Settings, stop: asyncio.Event) -> None:
 
 def _every(
     scheduler: AsyncIOScheduler,
-    job_id: str,
-    job: Callable[[], Awaitable[None]],
+    name: str,
+    job: Callable[[], Awaitable[object]],
     period_s: float,
     first: datetime,
 ) -> None:
+    async def run() -> None:
+        try:
+            await job()
+        except asyncio.CancelledError:
+            # The scheduler's shutdown cancels a run in flight when the process stops;
+            # re-raised, APScheduler would log it as an ERROR with its traceback at every
+            # stop that met one (the pull tick runs every 2 s). A run cut short leaves what
+            # a crash would, which every job survives: the drift scan produces before it
+            # remembers, a tick's observations carry their ids.
+            log.info("%s cut short by the stop", name)
+        except Exception:
+            log.exception("%s failed; the next one retries", name)
+
     # misfire_grace_time: a run delayed (a busy loop, a slow tick) by up to one period still
     # runs; later than that it is skipped, and coalesce folds a backlog into one. One
     # instance at a time: a slow run is never overlapped by the next.
     scheduler.add_job(
-        job,
+        run,
         "interval",
-        id=job_id,
+        id=name,
         seconds=period_s,
         coalesce=True,
         max_instances=1,
