@@ -77,6 +77,19 @@ def effect_from_json(raw: Any) -> Effect:
         raise UnreadableEffect(f"effect {raw.get('id')!r}: {error}") from None
 
 
+def first_covered(covered_from: datetime | None, grace: timedelta, since: datetime) -> datetime:
+    """The earliest dispatch instant whose leg `compare` may find without effect under a
+    listing cut at `covered_from` (None: a whole listing, every leg since `since`): the
+    ledger need not be read before it, but for the listed keys. A lower bound: compare
+    judges each leg by its own rule below."""
+    if covered_from is None:
+        return since
+    try:
+        return max(since, covered_from + grace)
+    except OverflowError:  # services.providers.interface.NOTHING_COVERED: no leg at all
+        return covered_from
+
+
 def compare(
     *,
     provider: str,

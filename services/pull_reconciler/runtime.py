@@ -32,7 +32,13 @@ from events.inputs import Outcome, RequestReview, Source
 from events.keys import partition_key
 from events.observation import Seen, observation
 from reconcilers import store
-from reconcilers.drift import Effect, UnreadableEffect, compare, effect_from_json
+from reconcilers.drift import (
+    Effect,
+    UnreadableEffect,
+    compare,
+    effect_from_json,
+    first_covered,
+)
 from reconcilers.pull import (
     Escalate,
     GiveUp,
@@ -280,7 +286,6 @@ class Reconciler:
         grace = timedelta(seconds=self.settings.reconciler.drift_grace_s)
         found: list[DriftDetected] = []
         async with self.pool.acquire() as conn:
-            entries = await store.ledger(conn, window_start)
             accounts = (
                 sorted(effects_of, key=str)
                 if effects_of is not None
@@ -300,6 +305,13 @@ class Reconciler:
                 known = await store.known_keys(
                     conn,
                     sorted({e.idempotency_key for e in effects if e.created_at >= window_start}),
+                )
+                entries = await store.ledger(
+                    conn,
+                    window_start,
+                    account.provider,
+                    sorted({e.idempotency_key for e in effects}),
+                    first_covered(listing.covered_from, grace, window_start),
                 )
                 found += compare(
                     provider=account.provider,
