@@ -282,7 +282,8 @@ async def record_outcome(conn: asyncpg.Connection, op_key: str, attempt: int, ou
 
 # --- drift ---------------------------------------------------------------------------
 
-# The legs recon dispatched to provider $2 since $1 that a scan of its listing can judge,
+# The legs recon dispatched to provider $2 (for tenant $5 alone when the listing is that
+# tenant's own account's) since $1 that a scan of its listing can judge,
 # with what each sent and whether it is confirmed: those under a key the listing holds ($3),
 # whose effects it compares, and those dispatched from $4 on, whose missing effect it may
 # prove (reconcilers.drift.first_covered). Not the whole window: that is every leg of the
@@ -299,7 +300,7 @@ SELECT DISTINCT ON (e.data->>'op_key')
   JOIN operations o ON o.tenant = e.tenant AND o.tx_id = e.tx_id
                    AND o.action = e.data->>'action'
  WHERE e.type = 'OperationDispatched' AND e.occurred_at >= $1
-   AND e.data->>'provider' = $2
+   AND e.data->>'provider' = $2 AND ($5::text IS NULL OR e.tenant = $5)
    AND (e.data->>'op_key' = ANY($3::text[]) OR e.occurred_at >= $4)
  ORDER BY e.data->>'op_key', e.seq DESC
 """
@@ -311,10 +312,12 @@ async def ledger(
     provider: str,
     listed_keys: list[str],
     absent_from: datetime,
+    tenant: str | None = None,
 ) -> list[LedgerEntry]:
-    """The legs dispatched to `provider` since `since` that a listing holding
-    `listed_keys` can judge: under one of those keys, or dispatched from `absent_from` on."""
-    rows = await conn.fetch(_LEDGER, since, provider, listed_keys, absent_from)
+    """The legs dispatched to `provider` (by `tenant` alone if given: a tenant's own
+    account) since `since` that a listing holding `listed_keys` can judge: under one of
+    those keys, or dispatched from `absent_from` on."""
+    rows = await conn.fetch(_LEDGER, since, provider, listed_keys, absent_from, tenant)
     entries = []
     for row in rows:
         leg = Leg(row["leg"])

@@ -312,6 +312,7 @@ class Reconciler:
                     account.provider,
                     sorted({e.idempotency_key for e in effects}),
                     first_covered(listing.covered_from, grace, window_start),
+                    account.tenant,
                 )
                 found += compare(
                     provider=account.provider,

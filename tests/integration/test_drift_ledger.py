@@ -78,7 +78,8 @@ async def test_a_step_whose_undo_is_in_review_is_held_confirmed(conn: asyncpg.Co
 async def test_a_scan_reads_only_the_legs_its_listing_can_judge(conn: asyncpg.Connection) -> None:
     """Not the whole window at every scan: the legs under a listed key (their effects are
     compared) and those dispatched from the first instant a cut listing covers (their
-    missing effects are proved), nothing under another provider; and the same findings."""
+    missing effects are proved), nothing under another provider or, for a tenant's own
+    account, another tenant; and the same findings."""
     # Every reserve is dispatched at T0, each charge when its reserve is confirmed.
     charged_at = {"tx-0": 60, "tx-1": 600, "tx-2": 1200}
     offset = 0
@@ -103,6 +104,9 @@ async def test_a_scan_reads_only_the_legs_its_listing_can_judge(conn: asyncpg.Co
     judged = await ledger(conn, window, "sandbox", [early.op_key], covered)
     assert sorted((e.tx_id, e.action) for e in judged) == [("tx-0", "charge"), ("tx-2", "charge")]
     assert await ledger(conn, window, "stripe", [early.op_key], window) == []
+    # A tenant's own account is judged on that tenant's legs alone.
+    assert await ledger(conn, window, "sandbox", [early.op_key], window, "acme") == []
+    assert len(await ledger(conn, window, "sandbox", [], window, "demo")) == 6
 
     listed = [
         Effect(
