@@ -63,18 +63,25 @@ def effect_from_json(raw: Any) -> Effect:
         payload = raw.get("payload") or {}
         if not isinstance(payload, dict):
             raise UnreadableEffect(f"effect {raw.get('id')!r}: payload is not an object")
-        created_at = datetime.fromisoformat(str(raw["created_at"]))
-        if created_at.tzinfo is None:
-            raise ValueError(f"created_at {raw['created_at']!r} names no time zone")
         return Effect(
             id=str(raw["id"]),
             operation=str(raw["operation"]),
             idempotency_key=str(raw["idempotency_key"]),
             payload=payload,
-            created_at=created_at,
+            created_at=created_instant(raw),
         )
     except (KeyError, ValueError) as error:
         raise UnreadableEffect(f"effect {raw.get('id')!r}: {error}") from None
+
+
+def created_instant(raw: dict[str, Any]) -> datetime:
+    """A listed effect's `created_at` as an instant: KeyError when it has none, ValueError
+    when it is not ISO 8601 or names no zone (a naive time may fall either side of the
+    window, or of a cut listing's edge)."""
+    created_at = datetime.fromisoformat(str(raw["created_at"]))
+    if created_at.tzinfo is None:
+        raise ValueError(f"created_at {raw['created_at']!r} names no time zone")
+    return created_at
 
 
 def first_covered(covered_from: datetime | None, grace: timedelta, since: datetime) -> datetime:

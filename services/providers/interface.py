@@ -27,6 +27,7 @@ from typing import Any, Protocol
 
 from events.catalog import OperationInfo
 from events.observation import Seen
+from reconcilers.drift import created_instant
 from reconcilers.signatures import Scheme
 from reconcilers.webhook_reading import WebhookReading
 from services.providers.http import Requester
@@ -90,11 +91,9 @@ def cut_listing(effects: list[dict[str, Any]]) -> EffectListing:
     instants = []
     for effect in effects:
         try:
-            instant = datetime.fromisoformat(str(effect.get("created_at")))
-        except ValueError:
-            continue
-        if instant.tzinfo is not None:  # a naive time is no instant to cut at
-            instants.append(instant)
+            instants.append(created_instant(effect))
+        except (KeyError, ValueError):
+            continue  # no instant to cut at (the scan refuses such a listing anyway)
     # Nothing readable: nothing is covered, so no absence is judged.
     return EffectListing(effects, min(instants, default=NOTHING_COVERED))
 

@@ -16,7 +16,6 @@ from support.recon_client import Recon, effects_for, op, transaction
 from support.topic_records import read_topic
 
 from events.topics import Topics
-from services.config import ReconcilerSettings, Settings
 from services.devtools.infra._process import REPO_ROOT
 from services.devtools.stack import Stack
 from services.providers.accounts import Account
@@ -31,15 +30,7 @@ async def test_each_drift_kind_is_reported_once(stack: Stack, recon: Recon) -> N
     assert [tx["status"] for tx in txs] == ["committed", "committed"]
     stray_id = (await _unrecorded_charge(stack, recon, 500))["id"]
 
-    settings = Settings(
-        kafka_bootstrap=stack.kafka_bootstrap,
-        database_url=stack.database_url,
-        topics=Topics(stack.topic_prefix),
-        environment="dev",
-        providers={"sandbox": stack.sandbox_url},
-        reconciler=ReconcilerSettings(drift_grace_s=0.001),
-    )
-    async with open_reconciler(settings) as reconciler:
+    async with open_reconciler(scanner_settings(stack, grace_s=0.001)) as reconciler:
         # The real provider: only the stray effect is drift.
         found = await reconciler.drift_scan()
         assert [(d.kind.value, d.effect_id) for d in found] == [("effect_without_intent", stray_id)]
