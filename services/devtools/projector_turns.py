@@ -104,6 +104,12 @@ async def _worker(args: argparse.Namespace) -> None:
     from projections.writer import project_batch
     from services.devtools.projector_micro import stream
 
+    try:  # the checkout's projector's collector settings (projector_micro says why)
+        from services.devtools.projector_micro import collect_as_the_projector
+    except ImportError:  # a checkout from before them: its projector kept CPython's
+        pass
+    else:
+        collect_as_the_projector()
     conn = _Explained(await asyncpg.connect(args.worker))
     await conn.execute(
         "INSERT INTO projection_offsets (topic, partition, next_offset)"
