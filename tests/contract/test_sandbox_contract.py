@@ -7,6 +7,7 @@ tests share one process without seeing each other.
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 import uuid
@@ -17,6 +18,8 @@ from typing import Any
 import httpx
 import pytest
 from support.sandbox_process import Sandbox, start_sandbox, stop
+
+from services.devtools.sandbox.effect_pages import MAX_PAGE, every_effect
 
 
 def new_key() -> str:
@@ -240,6 +243,24 @@ def test_the_listing_pages_newest_first_from_created_gte(client: httpx.Client) -
     ]
     for bad in bad_params:
         assert client.get("/v1/effects", params=bad).status_code == 400
+
+
+def test_the_paged_reader_reads_what_the_unpaged_list_holds(
+    sandbox: Sandbox, client: httpx.Client
+) -> None:
+    # The devtools' and tests' reader (chaos collect, recon_client.effects) pages, so it
+    # keeps working past the size the one-body answer outgrows; it reads the same list.
+    for i in range(MAX_PAGE + 5):
+        post(client, "email.send", new_key(), {"to": f"r{i}@example.com"})
+    whole = client.get("/v1/effects").json()["effects"]
+
+    async def read(operation: str | None) -> list[dict[str, Any]]:
+        async with httpx.AsyncClient(timeout=30) as reader:
+            return await every_effect(reader, sandbox.url, operation)
+
+    assert [e["id"] for e in asyncio.run(read(None))] == [e["id"] for e in whole]
+    emails = [e for e in whole if e["operation"] == "email.send"]
+    assert asyncio.run(read("email.send")) == emails
 
 
 def test_lookup_of_unknown_key_is_empty(client: httpx.Client) -> None:

@@ -2,11 +2,9 @@
 pages under the answer bound however long the history, and a listing cut by its page cap
 is known as cut (no "confirmed without effect" from it) and counted for an operator."""
 
-import json
-import sqlite3
 from datetime import UTC, datetime, timedelta
 
-from support.drift_scanner import scanner_settings
+from support.drift_scanner import old_history, scanner_settings
 from support.recon_client import Recon, transaction
 
 from services.devtools.stack import Stack
@@ -18,33 +16,6 @@ from services.pull_reconciler.runtime import Reconciler, open_reconciler
 
 # Over the provider client's answer bound (256 KiB) as one list: ~300 bytes an effect.
 HISTORY = 1500
-
-
-def old_history(stack: Stack, n: int) -> None:
-    """`n` effects made two days ago, before the drift window, written straight into the
-    sandbox's store as a long-running provider holds them."""
-    at = datetime.now(UTC) - timedelta(days=2)
-    created = at.isoformat(timespec="milliseconds").replace("+00:00", "Z")
-    db = sqlite3.connect(stack.log_dir / "sandbox.db")
-    try:
-        db.executemany(
-            "INSERT INTO effects (id, operation, idempotency_key, payload, metadata, status,"
-            " created_at, visible_at) VALUES (?, 'payments.charge', ?, ?, ?, 'succeeded', ?, ?)",
-            [
-                (
-                    f"ch_old{i:024d}",
-                    f"old-{i}",
-                    json.dumps({"amount": 1000 + i, "currency": "usd", "customer": f"cus_{i}"}),
-                    json.dumps({"op_key": f"old-{i}", "note": "history" * 10}),
-                    created,
-                    at.timestamp(),
-                )
-                for i in range(n)
-            ],
-        )
-        db.commit()
-    finally:
-        db.close()
 
 
 def listings(outcome: str) -> float:

@@ -1,4 +1,9 @@
-"""The settings of a reconciler that a drift test runs by hand against a test's stack."""
+"""What a drift test that runs the scan by hand against a test's stack needs: the
+reconciler's settings, and a history of old effects in the sandbox."""
+
+import json
+import sqlite3
+from datetime import UTC, datetime, timedelta
 
 from events.topics import Topics
 from services.config import ReconcilerSettings, Settings
@@ -14,3 +19,30 @@ def scanner_settings(stack: Stack, grace_s: float) -> Settings:
         providers={"sandbox": stack.sandbox_url},
         reconciler=ReconcilerSettings(drift_grace_s=grace_s),
     )
+
+
+def old_history(stack: Stack, n: int) -> None:
+    """`n` effects made two days ago, before the drift window, written straight into the
+    sandbox's store as a long-running provider holds them."""
+    at = datetime.now(UTC) - timedelta(days=2)
+    created = at.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    db = sqlite3.connect(stack.log_dir / "sandbox.db")
+    try:
+        db.executemany(
+            "INSERT INTO effects (id, operation, idempotency_key, payload, metadata, status,"
+            " created_at, visible_at) VALUES (?, 'payments.charge', ?, ?, ?, 'succeeded', ?, ?)",
+            [
+                (
+                    f"ch_old{i:024d}",
+                    f"old-{i}",
+                    json.dumps({"amount": 1000 + i, "currency": "usd", "customer": f"cus_{i}"}),
+                    json.dumps({"op_key": f"old-{i}", "note": "history" * 10}),
+                    created,
+                    at.timestamp(),
+                )
+                for i in range(n)
+            ],
+        )
+        db.commit()
+    finally:
+        db.close()

@@ -9,6 +9,7 @@ from typing import Any
 
 import httpx
 
+from services.devtools.sandbox.effect_pages import every_effect
 from services.intake.example import example_transaction
 
 TERMINAL = {"committed", "failed", "manual_review", "compensated"}
@@ -136,11 +137,7 @@ class Recon:
         return reviews
 
     async def effects(self, operation: str | None = None) -> list[dict[str, Any]]:
-        params = {"operation": operation} if operation else {}
-        response = await self.http.get(f"{self.sandbox_url}/v1/effects", params=params)
-        response.raise_for_status()
-        effects: list[dict[str, Any]] = response.json()["effects"]
-        return effects
+        return await every_effect(self.http, self.sandbox_url, operation or None)
 
     async def calls(self, key: str | None = None) -> list[dict[str, Any]]:
         """Every apply and lookup the sandbox answered (under `key`), in arrival order."""

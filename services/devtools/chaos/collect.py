@@ -19,6 +19,7 @@ from events.topics import Topics
 from services.cli.log_snapshot import AuditError, open_snapshot
 from services.devtools.chaos.history import DriftReport, ProviderEffect
 from services.devtools.infra._process import REPO_ROOT
+from services.devtools.sandbox.effect_pages import every_effect
 from services.devtools.stack import Stack
 
 
@@ -58,8 +59,7 @@ async def read_effects(stack: Stack) -> tuple[ProviderEffect, ...]:
     # ~40,000 calls, which a loaded sandbox took over a minute to answer (a 60 s timeout
     # ended a run without its verdict).
     async with httpx.AsyncClient(timeout=600) as client:
-        effects = await client.get(f"{stack.sandbox_url}/v1/effects")
-        effects.raise_for_status()
+        effects = await every_effect(client, stack.sandbox_url)
         calls = await client.get(f"{stack.sandbox_url}/v1/calls")
         calls.raise_for_status()
     applied = Counter(
@@ -77,7 +77,7 @@ async def read_effects(stack: Stack) -> tuple[ProviderEffect, ...]:
             # written after the effect, in its own transaction).
             applied_calls=max(1, applied[e["idempotency_key"]]),
         )
-        for e in effects.json()["effects"]
+        for e in effects
     )
 
 

@@ -28,6 +28,7 @@ from services.devtools.sandbox.call_log import (
 from services.devtools.sandbox.catalog import Operation
 from services.devtools.sandbox.dashboard import dashboard_routes
 from services.devtools.sandbox.domain_routes import domain_routes
+from services.devtools.sandbox.effect_pages import MAX_PAGE
 from services.devtools.sandbox.faults import FaultBoard, FaultMode, FaultSpec
 from services.devtools.sandbox.outbound import WebhookSender
 from services.devtools.sandbox.responses import describe_validation, error_response
@@ -37,9 +38,6 @@ from services.devtools.sandbox.webhook_outbox import WebhookOutbox
 from services.devtools.sandbox.webhook_routes import webhook_routes
 
 IDEMPOTENCY_HEADER = "Idempotency-Key"
-# The largest page of `GET /v1/effects?limit=` (Stripe's lists allow 100 too).
-MAX_PAGE = 100
-
 # How long a `lose_response_after_commit` request is held open if the client never gives up;
 # far beyond any sane client timeout.
 LOST_RESPONSE_HOLD_S = 3600.0

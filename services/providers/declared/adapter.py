@@ -228,7 +228,14 @@ class DeclaredAdapter:
     async def balance(self, charge: str) -> tuple[int, Any]:
         return 0, {"error": "the provider file declares no balance"}
 
-    async def list_effects(self) -> EffectListing:
+    @property
+    def lists_since(self) -> bool:
+        """Whether the drift scan may ask for its window alone (services.providers.listing):
+        only when the file names the query parameter that filters by creation time."""
+        listing = self.declared.listing
+        return listing is not None and listing.since_param is not None
+
+    async def list_effects(self, since: datetime | None = None) -> EffectListing:
         if self.declared.listing is None:
             raise ListingUnavailable("the provider file declares no listing")
         listing = self.declared.listing
@@ -236,7 +243,7 @@ class DeclaredAdapter:
         async def page(params: dict[str, str]) -> Answer:
             return await self._send("GET", listing.path, params=params)
 
-        return await effects.listed(page, listing)
+        return await effects.listed(page, listing, since)
 
     def read_webhook(self, body: bytes) -> WebhookReading:
         """The provider's events as its file's `[webhooks.events]` reads them; without

@@ -25,6 +25,9 @@ _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd])\s*$")
 _PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
 # Statuses a rule may name: a number, or a family written `2xx`..`5xx`.
 _FAMILY = re.compile(r"^[2-5]xx$")
+# A query parameter's name a file may declare: no character a query gives a meaning to
+# (`&`, `=`, `#`, `+`, `%`, a space), brackets allowed for names like Stripe's `created[gte]`.
+_QUERY_KEY = re.compile(r"^[A-Za-z0-9_.\-\[\]]+$")
 
 
 def _pointer(value: str) -> str:
@@ -81,6 +84,17 @@ def _template(value: str) -> str:
 
 
 Template = Annotated[str, AfterValidator(_template)]
+
+
+def _query_key(value: str) -> str:
+    if not _QUERY_KEY.match(value):
+        raise ValueError(
+            f"{value!r} is not a query parameter's name: letters, digits and _ - . [ ] only"
+        )
+    return value
+
+
+QueryKey = Annotated[str, AfterValidator(_query_key)]
 
 
 class Strict(BaseModel):
@@ -243,15 +257,47 @@ class Listing(Strict):
     operations: dict[str, str] = Field(min_length=1)
     created_at: Pointer
     payload: dict[str, Pointer] = Field(default_factory=dict)
-    # Paging: the next page's cursor in the answer, sent back as `cursor_param`.
+    # Paging: the next page's cursor in the answer, sent back as `cursor_param`; or, as
+    # Stripe pages, where the answer says more follow (`more`, true), the next page then
+    # asked for after the last listed item's `id`.
     next: Pointer | None = None
+    more: Pointer | None = None
     cursor_param: str | None = None
     max_pages: int = Field(default=10, ge=1, le=1000)
+    # The query parameter that asks for the effects created at or after an instant, and
+    # how its value is written: the drift scan then asks for its window alone.
+    since_param: QueryKey | None = None
+    since_format: Literal["iso8601", "unix"] = "iso8601"
+    # The provider's declared list order: `newest_first` lets a listing cut at max_pages
+    # cover every leg after its oldest listed effect; `unknown` (an order not declared)
+    # covers none, as the effects left out may be any age.
+    order: Literal["unknown", "newest_first"] = "unknown"
 
     @model_validator(mode="after")
     def _paging_both_or_neither(self) -> "Listing":
-        if (self.next is None) != (self.cursor_param is None):
-            raise ValueError("paging needs both next = '/...' and cursor_param = '...'")
+        if self.next is not None and self.more is not None:
+            raise ValueError(
+                "page by next = '/...' (a cursor in the answer) or by more = '/...' (a flag: "
+                "the next page after the last item's id), not both"
+            )
+        if (self.next is None and self.more is None) != (self.cursor_param is None):
+            raise ValueError(
+                "paging needs both cursor_param = '...' and next = '/...' (or more = '/...')"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _since_is_its_own_parameter(self) -> "Listing":
+        if self.since_param is None:
+            if "since_format" in self.model_fields_set:
+                raise ValueError(
+                    "since_format says how since_param's value is written: name since_param too"
+                )
+            return self
+        if self.since_param in self.params or self.since_param == self.cursor_param:
+            raise ValueError(
+                f"since_param {self.since_param!r} is already a parameter of the listing"
+            )
         return self
 
 

@@ -1,0 +1,146 @@
+"""The drift scan of a provider described by a file (the `declared` adapter), against the
+real sandbox declared by tests/support/sandbox_provider.toml, whose `[listing]` names the
+sandbox's creation-time filter (`since_param = "created_gte"`) and its order
+(`order = "newest_first"`): the scan asks for its window alone, and a cut listing still
+proves the newest legs' effects missing; the same file without those keys is read as
+before (a cut covers nothing)."""
+
+import dataclasses
+import sqlite3
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from support.drift_scanner import old_history, scanner_settings
+from support.recon_client import Recon, op, transaction
+
+from events.drift import DriftDetected
+from services.config import Settings
+from services.devtools.stack import Stack
+from services.providers.accounts import Account
+from services.providers.declared.adapter import DeclaredAdapter
+from services.providers.http import Answer, Requester
+from services.providers.measured import Measured
+from services.pull_reconciler.runtime import Reconciler, open_reconciler
+
+SANDBOX_FILE = Path(__file__).resolve().parents[1] / "support" / "sandbox_provider.toml"
+TEXT = SANDBOX_FILE.read_text(encoding="utf-8")
+NEW_KEYS = 'since_param = "created_gte"\nsince_format = "iso8601"\norder = "newest_first"\n'
+# Two pages of one effect: the two newest effects are listed, the older ones left out.
+CUT = (
+    ('params = { limit = "100" }', 'params = { limit = "1" }'),
+    ("max_pages = 100", "max_pages = 2"),
+)
+
+
+class Asked:
+    """What the declared adapter asked the sandbox: each request's query parameters."""
+
+    def __init__(self, inner: Requester) -> None:
+        self.inner = inner
+        self.params: list[dict[str, str]] = []
+
+    async def request(
+        self,
+        method: str,
+        url: str,
+        *,
+        json: Any = None,
+        data: str | None = None,
+        params: dict[str, str] | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> Answer:
+        self.params.append(dict(params or {}))
+        return await self.inner.request(
+            method, url, json=json, data=data, params=params, headers=headers
+        )
+
+
+def declared(stack: Stack, tmp_path: Path, *edits: tuple[str, str]) -> Settings:
+    """A reconciler's settings with the sandbox spoken by its provider file, edited."""
+    text = TEXT.replace("http://127.0.0.1:8090", stack.sandbox_url)
+    for old, new in edits:
+        assert old in text, old
+        text = text.replace(old, new)
+    path = tmp_path / "sandbox.toml"
+    path.write_text(text, encoding="utf-8")
+    return dataclasses.replace(
+        scanner_settings(stack, grace_s=0.001),
+        provider_adapters={"sandbox": "declared"},
+        provider_files={"sandbox": str(path)},
+    )
+
+
+def asked(reconciler: Reconciler) -> Asked:
+    measured = reconciler.accounts.adapters[Account("sandbox")]
+    assert isinstance(measured, Measured) and isinstance(measured.inner, DeclaredAdapter)
+    measured.inner.http = Asked(measured.inner.http)
+    return measured.inner.http
+
+
+async def test_the_scan_asks_a_declared_provider_for_its_window_alone(
+    stack: Stack, recon: Recon, tmp_path: Path
+) -> None:
+    stack.stop("reconciler")  # this test runs the scans itself
+    old_history(stack, 150)  # two days old: more than a page of 100, outside the window
+    stray = await recon.http.post(
+        f"{stack.sandbox_url}/v1/effects/unrecorded",
+        json={"operation": "payments.charge", "payload": {"amount": 7, "currency": "usd"}},
+    )
+    assert stray.status_code == 200, stray.text
+    async with open_reconciler(declared(stack, tmp_path)) as reconciler:
+        sandbox = asked(reconciler)
+        found = await reconciler.drift_scan()
+        assert [(d.kind.value, d.effect_id) for d in found] == [
+            ("effect_without_intent", stray.json()["id"])
+        ]
+        # One request, from the window's start (less the grace) on: the history is never
+        # listed. Without `since_param` the scan pages through all 151 effects.
+        assert len(sandbox.params) == 1, sandbox.params
+        assert set(sandbox.params[0]) == {"limit", "created_gte"}
+        since = datetime.fromisoformat(sandbox.params[0]["created_gte"])
+        now = datetime.now(UTC)
+        assert now - timedelta(days=2) < since < now - timedelta(hours=1)
+
+
+async def _scan_with_missing_effects(
+    stack: Stack, recon: Recon, settings: Settings
+) -> tuple[list[DriftDetected], dict[str, str]]:
+    """Three committed transactions, then the charges of the first and the last lose their
+    effect at the sandbox; the scan's findings, and the op keys of those two charges."""
+    stack.stop("reconciler")
+    charges: dict[str, str] = {}
+    for tx_id in ("old", "middle", "new"):
+        assert (await recon.submit(transaction(tx_id, receipt=False))).status_code == 202
+        tx = await recon.wait_terminal(tx_id)
+        assert tx["status"] == "committed"
+        charges[tx_id] = op(tx, "charge")["op_key"]
+    db = sqlite3.connect(stack.log_dir / "sandbox.db")
+    try:
+        for name in ("old", "new"):
+            db.execute("DELETE FROM effects WHERE idempotency_key = ?", (charges[name],))
+        db.commit()
+    finally:
+        db.close()
+    async with open_reconciler(settings) as reconciler:
+        return await reconciler.drift_scan(), charges
+
+
+async def test_a_cut_newest_first_listing_still_proves_the_newest_legs_effects_missing(
+    stack: Stack, recon: Recon, tmp_path: Path
+) -> None:
+    found, charges = await _scan_with_missing_effects(stack, recon, declared(stack, tmp_path, *CUT))
+    # Listed: the new reserve and the middle charge; the cut covers from the latter on, so
+    # the new charge's missing effect is found, and the old one's (before the cut, maybe
+    # among the effects left out) is not judged.
+    assert [(d.kind.value, d.op_key) for d in found] == [("intent_without_effect", charges["new"])]
+
+
+async def test_a_file_that_declares_no_order_covers_nothing_when_cut(
+    stack: Stack, recon: Recon, tmp_path: Path
+) -> None:
+    # The file as written before these keys existed: the effects a cut leaves out may be
+    # any age, so no leg's effect is proven missing, not even the newest one's.
+    settings = declared(stack, tmp_path, *CUT, (NEW_KEYS, ""))
+    found, _ = await _scan_with_missing_effects(stack, recon, settings)
+    assert found == []

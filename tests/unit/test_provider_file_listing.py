@@ -1,0 +1,77 @@
+"""A provider file's `[listing]` keys for the drift scan's window and cut (since_param,
+since_format, order, `more` paging): each mistake is refused at start-up naming the file's
+line, a file without them keeps its meaning, and the since value is written as the file
+says. Pure: no I/O but reading files."""
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from services.providers.declared.effects import since_params
+from services.providers.declared.locate import DeclarationError, parse
+from services.providers.declared.model import Listing
+
+ACME = Path(__file__).resolve().parents[2] / "docs" / "examples" / "acme.toml"
+TEXT = ACME.read_text(encoding="utf-8")
+SANDBOX = Path(__file__).resolve().parents[1] / "support" / "sandbox_provider.toml"
+PAGING = 'next = "/paging/next"\ncursor_param = "cursor"\n'
+SINCE = datetime(2026, 12, 5, 10, 0, 0, 750_000, tzinfo=UTC)
+
+
+def _listing(extra: str, paging: str = PAGING) -> str:
+    assert PAGING in TEXT
+    return TEXT.replace(PAGING, paging + extra)
+
+
+def _refused(text: str) -> str:
+    with pytest.raises(DeclarationError) as refused:
+        parse(text, "acme.toml")
+    return str(refused.value)
+
+
+@pytest.mark.parametrize(
+    ("extra", "says"),
+    [
+        ('since_param = "created_gte"\nsince_format = "epoch"\n', "since_format"),
+        ('order = "newest"\n', "order"),
+        # A name a query gives meaning to would send another parameter than the file says.
+        ('since_param = "since&admin=1"\n', "not a query parameter's name"),
+        ('since_param = "created at"\n', "not a query parameter's name"),
+        ('since_param = ""\n', "not a query parameter's name"),
+        ('since_format = "unix"\n', "name since_param too"),
+        ('since_param = "page_size"\n', "already a parameter"),
+        ('since_param = "cursor"\n', "already a parameter"),
+        ('more = "/paging/more"\n', "not both"),
+    ],
+)
+def test_a_listing_mistake_is_refused_naming_its_line(extra: str, says: str) -> None:
+    text = _listing(extra)
+    message = _refused(text)
+    assert says in message, message
+    assert message.startswith("acme.toml:"), message
+
+
+def test_paging_by_a_flag_needs_the_cursor_parameter() -> None:
+    message = _refused(_listing("", paging='more = "/paging/more"\n'))
+    assert "paging needs both cursor_param" in message
+
+
+def test_a_file_without_the_keys_keeps_its_meaning() -> None:
+    listing = parse(TEXT, "acme.toml").listing
+    assert listing is not None
+    assert (listing.since_param, listing.order, listing.more) == (None, "unknown", None)
+    assert since_params(listing, SINCE) == {}
+
+
+def test_the_since_value_is_written_as_the_file_says() -> None:
+    listing = parse(SANDBOX.read_text(encoding="utf-8"), SANDBOX.name).listing
+    assert listing is not None and listing.order == "newest_first"
+    assert since_params(listing, SINCE) == {"created_gte": "2026-12-05T10:00:00.750000+00:00"}
+    assert since_params(listing, None) == {}
+    # Stripe's bracketed names are query parameter names too.
+    unix = Listing.model_validate(
+        {**listing.model_dump(), "since_param": "created[gte]", "since_format": "unix"}
+    )
+    # Rounded down: the effect created at `since` itself is still asked for.
+    assert since_params(unix, SINCE) == {"created[gte]": str(int(SINCE.timestamp()))}
