@@ -40,20 +40,9 @@ class Asked:
         self.inner = inner
         self.params: list[dict[str, str]] = []
 
-    async def request(
-        self,
-        method: str,
-        url: str,
-        *,
-        json: Any = None,
-        data: str | None = None,
-        params: dict[str, str] | None = None,
-        headers: dict[str, str] | None = None,
-    ) -> Answer:
-        self.params.append(dict(params or {}))
-        return await self.inner.request(
-            method, url, json=json, data=data, params=params, headers=headers
-        )
+    async def request(self, method: str, url: str, **sent: Any) -> Answer:
+        self.params.append(dict(sent.get("params") or {}))
+        return await self.inner.request(method, url, **sent)
 
 
 def declared(stack: Stack, tmp_path: Path, *edits: tuple[str, str]) -> Settings:
