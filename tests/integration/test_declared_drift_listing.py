@@ -88,8 +88,8 @@ async def test_the_scan_asks_a_declared_provider_for_its_window_alone(
         assert len(sandbox.params) == 1, sandbox.params
         assert set(sandbox.params[0]) == {"limit", "created_gte"}
         since = datetime.fromisoformat(sandbox.params[0]["created_gte"])
-        now = datetime.now(UTC)
-        assert now - timedelta(days=2) < since < now - timedelta(hours=1)
+        window = timedelta(seconds=reconciler.settings.reconciler.drift_window_s)
+        assert abs(since - (datetime.now(UTC) - window)) < timedelta(minutes=1)
 
 
 async def _scan_with_missing_effects(
