@@ -63,6 +63,9 @@ def effect_from_json(raw: Any) -> Effect:
         payload = raw.get("payload") or {}
         if not isinstance(payload, dict):
             raise UnreadableEffect(f"effect {raw.get('id')!r}: payload is not an object")
+        if raw.get("id") in (None, ""):
+            # str() would name it "None": an id to report drift under that names nothing.
+            raise UnreadableEffect("an effect without an id")
         return Effect(
             id=str(raw["id"]),
             operation=str(raw["operation"]),

@@ -84,12 +84,14 @@ class EffectListing:
     covered_from: datetime | None = None
 
 
-def cut_listing(effects: list[dict[str, Any]]) -> EffectListing:
+def cut_listing(effects: list[Any]) -> EffectListing:
     """A newest-first listing cut after its last page: it covers from its oldest effect's
     `created_at` on (an effect at that very instant may have been left out with the older
     ones, so only what is after it is covered)."""
     instants = []
     for effect in effects:
+        if not isinstance(effect, dict):
+            continue  # not an effect: the scan refuses the listing (effect_from_json)
         try:
             instants.append(created_instant(effect))
         except (KeyError, ValueError):

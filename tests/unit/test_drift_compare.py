@@ -165,9 +165,15 @@ def test_effect_from_the_providers_json() -> None:
 
 @pytest.mark.parametrize(
     "change",
-    [{"created_at": "2025-01-01T00:00:00"}, {"created_at": None}, {"idempotency_key": None}],
+    [
+        {"created_at": "2025-01-01T00:00:00"},
+        {"created_at": None},
+        {"idempotency_key": None},
+        {"id": None},
+        {"id": ""},  # would name the drift it reports after nothing
+    ],
 )
-def test_an_item_without_a_zoned_time_or_a_key_is_unreadable(change: dict[str, Any]) -> None:
+def test_an_item_without_a_zoned_time_a_key_or_an_id_is_unreadable(change: dict[str, Any]) -> None:
     # A naive time is no instant: inside or outside the window would be a guess.
     raw: dict[str, Any] = {"id": "ch_1", "operation": "payments.charge", "idempotency_key": "k"}
     raw |= {"payload": CHARGE, "created_at": "2025-01-01T00:00:00Z"} | change

@@ -3,14 +3,18 @@ since_format, order, `more` paging): each mistake is refused at start-up naming 
 line, a file without them keeps its meaning, and the since value is written as the file
 says. Pure: no I/O but reading files."""
 
+import asyncio
+import json
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
-from services.providers.declared.effects import since_params
+from reconcilers.drift import UnreadableEffect, effect_from_json
+from services.providers.declared.effects import listed, since_params
 from services.providers.declared.locate import DeclarationError, parse
 from services.providers.declared.model import Listing
+from services.providers.http import Answer
 
 ACME = Path(__file__).resolve().parents[2] / "docs" / "examples" / "acme.toml"
 TEXT = ACME.read_text(encoding="utf-8")
@@ -75,3 +79,62 @@ def test_the_since_value_is_written_as_the_file_says() -> None:
     )
     # Rounded down: the effect created at `since` itself is still asked for.
     assert since_params(unix, SINCE) == {"created[gte]": str(int(SINCE.timestamp()))}
+
+
+def _page_of(*bodies: dict[str, object]) -> tuple[list[dict[str, str]], object]:
+    """A provider answering `bodies` in turn, and the parameters each page was asked with."""
+    asked: list[dict[str, str]] = []
+
+    async def page(params: dict[str, str]) -> Answer:
+        asked.append(params)
+        return Answer(200, json.dumps(bodies[len(asked) - 1]).encode())
+
+    return asked, page
+
+
+GOOD = {
+    "id": "ef_1",
+    "operation": "charge",
+    "idempotency_key": "k",
+    "created_at": "2026-12-05T10:00:00+00:00",
+}
+
+
+@pytest.mark.parametrize(
+    "item",
+    [
+        {k: v for k, v in GOOD.items() if k != "id"},
+        {**GOOD, "id": None},
+        {**GOOD, "id": ""},
+        {**GOOD, "id": {"nested": 1}},
+        {k: v for k, v in GOOD.items() if k != "created_at"},
+        {**GOOD, "created_at": ["2026-12-05"]},
+        {**GOOD, "created_at": 1e300},  # past year 9999
+        {**GOOD, "created_at": None},
+        {k: v for k, v in GOOD.items() if k != "operation"},
+        "ef_1",
+        7,
+    ],
+)
+def test_an_item_the_file_cannot_read_is_listed_unreadable_not_guessed(item: object) -> None:
+    """A field the item lacks is left out, so the scan skips the account as unreadable
+    (docs/webhooks-reviews-drift.md): before, a missing id became "<object ...>" and a missing
+    or odd creation time 1970, which put an effect without intent outside every window."""
+    listing = parse(SANDBOX.read_text(encoding="utf-8"), SANDBOX.name).listing
+    assert listing is not None
+    _, page = _page_of({"effects": [GOOD, item], "has_more": False})
+    found = asyncio.run(listed(page, listing)).effects  # type: ignore[arg-type]
+    effect_from_json(found[0])
+    with pytest.raises(UnreadableEffect):
+        effect_from_json(found[1])
+
+
+def test_paging_stops_at_an_item_without_an_id_rather_than_send_a_made_up_cursor() -> None:
+    listing = parse(SANDBOX.read_text(encoding="utf-8"), SANDBOX.name).listing
+    assert listing is not None
+    no_id = {k: v for k, v in GOOD.items() if k != "id"}
+    asked, page = _page_of(
+        {"effects": [GOOD, no_id], "has_more": True}, {"effects": [], "has_more": False}
+    )
+    found = asyncio.run(listed(page, listing)).effects  # type: ignore[arg-type]
+    assert len(asked) == 1 and len(found) == 2

@@ -18,28 +18,47 @@ from services.providers.interface import (
 )
 
 
-def effect(listing: Listing, item: dict[str, Any]) -> dict[str, Any]:
-    kind = fields.get(item, listing.kind)
-    key = fields.get(item, listing.key)
-    return {
-        "id": str(fields.get(item, listing.id)),
-        "operation": listing.operations.get(str(kind), str(kind)),
+def effect(listing: Listing, item: Any) -> Any:
+    """The listed item in the shape effect_from_json reads. A field the file points at and
+    the item lacks is left out, not made up, so the scan finds the item unreadable and skips
+    the account (docs/webhooks-reviews-drift.md) instead of judging a guess: an id
+    "<object ...>", or a creation time of 1970 that puts an effect without intent outside
+    every window. An item that is not an object is passed on as it is, for the same verdict."""
+    if not isinstance(item, dict):
+        return item
+    read: dict[str, Any] = {
         # An effect without recon's key is someone else's: drift, by design.
-        "idempotency_key": key if isinstance(key, str) else "",
+        "idempotency_key": key if isinstance(key := fields.get(item, listing.key), str) else "",
         "payload": {
             name: value
             for name, pointer in listing.payload.items()
             if (value := fields.get(item, pointer)) is not fields.MISSING
         },
-        "created_at": _instant(fields.get(item, listing.created_at)),
     }
+    if (id_ := _scalar(fields.get(item, listing.id))) is not None:
+        read["id"] = id_
+    if (kind := _scalar(fields.get(item, listing.kind))) is not None:
+        read["operation"] = listing.operations.get(kind, kind)
+    if (created_at := _instant(fields.get(item, listing.created_at))) is not None:
+        read["created_at"] = created_at
+    return read
 
 
-def _instant(value: Any) -> str:
+def _scalar(value: Any) -> str | None:
+    # A provider's id or kind is a string or a number; anything else names nothing.
+    if isinstance(value, bool) or not isinstance(value, str | int) or value == "":
+        return None
+    return str(value)
+
+
+def _instant(value: Any) -> str | None:
     # Epoch seconds or an ISO 8601 string, as providers write them.
     if isinstance(value, int | float) and not isinstance(value, bool):
-        return datetime.fromtimestamp(value, UTC).isoformat()
-    return str(value) if isinstance(value, str) else datetime.fromtimestamp(0, UTC).isoformat()
+        try:
+            return datetime.fromtimestamp(value, UTC).isoformat()
+        except (OverflowError, ValueError, OSError):  # NaN, or past year 9999
+            return None
+    return value if isinstance(value, str) else None
 
 
 def since_params(listing: Listing, since: datetime | None) -> dict[str, str]:
@@ -75,7 +94,7 @@ async def listed(
         items = fields.get(body, listing.items)
         if answer.status != 200 or not isinstance(items, list):
             raise ListingUnavailable(f"GET {listing.path} answered {answer.status}: {body}")
-        read = [effect(listing, item) for item in items if isinstance(item, dict)]
+        read = [effect(listing, item) for item in items]
         found += read
         cursor = _cursor(listing, body, read)
         if cursor in (None, "", fields.MISSING) or not items:
@@ -93,5 +112,8 @@ def _cursor(listing: Listing, body: Any, read: list[dict[str, Any]]) -> Any:
     if listing.next is not None:
         return fields.get(body, listing.next)
     if listing.more is not None and fields.get(body, listing.more) is True and read:
-        return read[-1]["id"]
+        # The last item without an id (unreadable: the scan skips the account) ends the
+        # paging rather than sending a made-up cursor.
+        last = read[-1]
+        return last.get("id") if isinstance(last, dict) else None
     return None
