@@ -52,7 +52,7 @@ bench: setup
 audit-bench: setup
 	$(UV) run python -m services.devtools.audit_bench
 
-# Long simulator runs beyond the 10,000 seeds of `make test`: SEEDS schedules from seed FIRST.
+# Long simulator runs beyond the 8,000 seeds of `make test`: SEEDS schedules from seed FIRST.
 SEEDS ?= 200000
 FIRST ?= 10000
 simulate: setup

@@ -22,13 +22,15 @@ from transactions.state import OperationState, TransactionState
 from transactions.unanswered import unanswered
 
 from . import dispatch_host
-from .decider import SimDecider
+from .decider import Batch, SimDecider
 
 _advance = transaction._advance
 _observe = transaction._observe
 _plan = reactor._plan
 _unanswered = unanswered
 _decide = SimDecider._decide
+_commit = SimDecider.commit
+_retake = SimDecider._retake
 
 
 def _dispatch_on_unknown(state: TransactionState, now: datetime) -> list[Event]:
@@ -93,12 +95,32 @@ def _every_leg_unanswered(state: TransactionState) -> list[OperationDispatched]:
     return _unanswered(state.model_copy(update={"operations": operations}))
 
 
-def _calls_before_commit(decider: SimDecider, message: DeciderInput) -> None:
+def _calls_before_commit(decider: SimDecider, batch: Batch, message: DeciderInput) -> None:
     """Starts a dispatch's call as soon as it is decided, before the transaction that
     holds it commits: an abort or a crash then leaves a call of a dispatch no log holds."""
-    staged = len(decider.staged_orders)
-    _decide(decider, message)
-    decider.host.submit(decider.staged_orders[staged:])
+    staged = len(batch.orders)
+    _decide(decider, batch, message)
+    decider.host.submit(batch.orders[staged:])
+
+
+def _offsets_ahead_of_records(decider: SimDecider, index: int = 0) -> None:
+    """Commits, with the transaction on the wire, the offsets of every input read so far:
+    those staged for the next transaction too, without their records."""
+    _commit(decider, index)
+    decider.commands.commit()
+    decider.observations.commit()
+
+
+def _staged_survives_failure(decider: SimDecider) -> None:
+    """Keeps what was staged on a failed transaction's states through the restore."""
+    staged = decider.staged
+    _retake(decider)
+    decider.staged = staged
+
+
+def _next_before_wire_ended(decider: SimDecider) -> bool:
+    """Starts the staged transaction while the one before it is still on the wire."""
+    return decider.staged is not None and decider.clock.now >= decider.start_at()
 
 
 Patch = tuple[object, str, Callable[..., object]]
@@ -115,6 +137,11 @@ BUGS: dict[str, Patch] = {
     "take_over_calls_every_leg": (take_over, "unanswered", _every_leg_unanswered),
     # In the simulator's model of when the decider starts a call (after its commit).
     "calls_before_commit": (SimDecider, "_decide", _calls_before_commit),
+    # In the simulator's model of the decider's group commit and pipelining (runtime's
+    # Staged, _detach, _send and retake).
+    "offsets_ahead_of_records": (SimDecider, "commit", _offsets_ahead_of_records),
+    "staged_survives_failure": (SimDecider, "_retake", _staged_survives_failure),
+    "next_before_wire_ended": (SimDecider, "ready", _next_before_wire_ended),
 }
 
 

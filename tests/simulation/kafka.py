@@ -3,8 +3,8 @@ log's order) and consumers whose committed offset is all a crash keeps.
 
 Records are kept as objects, not bytes: the simulator runs thousands of schedules a
 minute, and re-parsing every record would cost more than the decisions themselves. The
-decider's transactions are modelled in tests.simulation.decider (staged, then committed or
-aborted as one).
+decider's transactions are modelled in tests.simulation.decider (staged, on the wire, then
+committed or failed as one).
 """
 
 from dataclasses import dataclass, field

@@ -129,6 +129,7 @@ class World:
             self.on_event,
             self.host,
             answers,
+            self.clock,
             self.monitor.on_decided,
         )
         self.projection = SimProjection(Consumer(self.events))
@@ -234,8 +235,12 @@ class World:
             options.append(("decide_observation", 3, self._decide_observation))
         if d.answers:
             options.append(("decide_answer", 3, d.decide_answer))
-        if d.staged_inputs:
-            options.append(("decider_commit", 2, d.commit))
+        if d.ready():
+            options.append(("decider_send", 2, d.send))
+        for i in d.committable():
+            options.append((f"decider_commit{i or ''}", 2, partial(d.commit, i)))
+        if any(batch.committed for batch in d.wire):
+            options.append(("decider_end", 3, d.end))
         for name, consumer, handler in (
             ("saga", self.saga.events, self.saga.consume),
             ("projector", self.projection.events, self.projection.consume),
@@ -257,7 +262,8 @@ class World:
                 if review_id not in self.resolved and not self._in_dispatch():
                     options.append(("resolve", 1, self._resolver(view, review_id, leg_key)))
         if faulty:
-            if d.staged_inputs:
+            if d.wire:
+                # A failed transaction, or a commit whose answer was lost.
                 options.append(("decider_abort", 0.3, d.abort))
             for tx in self.submits:
                 if tx.tx_id not in self.aborted and self.abort_rate:
@@ -272,6 +278,7 @@ class World:
                 options.append(("crash_decider", 2 * w, d.crash))
                 options.append(("crash_saga", w, self.saga.events.crash))
                 options.append(("decider_loses_partition", w, self._lose_partition))
+                options.append(("decider_revoked", w, self._revoke))
         options.append(("tick", 1, self._advance))
         # A weighted draw, by hand: cheaper than random.choices for a few options.
         point = rng.random() * sum(w for _, w, _ in options)
@@ -284,8 +291,13 @@ class World:
     def _lose_partition(self) -> None:
         self.decider.lose_partition(self.rng.randint(0, 20000))
 
+    def _revoke(self) -> None:
+        self.decider.revoke(commits=self.rng.random() < 0.5)
+
     def _advance(self) -> None:
         timers = [c.due for c in self.host.calls]
+        if self.decider.staged is not None:
+            timers.append(self.decider.start_at())
         timers += [w.due for w in self.provider.outbox]
         timers.append(self.reconciler.last_tick + TICK_MS)
         future = [t for t in timers if t > self.clock.now]
@@ -313,7 +325,7 @@ class World:
 
     def _quiet(self) -> bool:
         d = self.decider
-        if d.pending() or d.staged_inputs or self.provider.outbox:
+        if d.pending() or d.staged or d.wire or self.provider.outbox:
             return False
         if self.host.calls:
             return False

@@ -23,7 +23,7 @@ def test_the_default_seeds_hold_every_invariant() -> None:
     assert result.failure is None, (
         f"{result.failure.problem}\nreplay: {result.failure.replay(None)}" if result.failure else ""
     )
-    assert result.schedules >= 10_000
+    assert result.schedules >= DEFAULT_SEEDS
 
 
 @pytest.mark.parametrize("seed", [3, 7, 1234])
