@@ -17,7 +17,8 @@ forgets the staged batch and the one on the wire with the rest of the memory; th
 is taken again: its states restored from the changelog through the real `parse_stored`
 (markers for finished transactions), its inputs read again from the committed offsets, and
 what the states still wait on called again by the real take-over rule. A revocation waits for
-the transaction on the wire to end and drops what is staged.
+the transaction on the wire to end and drops what is staged. One SimDecider is one partition
+of the process; the world owns one or two (tests.simulation.world).
 """
 
 import math
@@ -34,12 +35,12 @@ from transactions.state import TransactionState
 from transactions.transaction import handled, initial_state
 
 from .clock import Clock
-from .dispatch_host import PARTITION, SimDispatchHost
+from .dispatch_host import SimDispatchHost
 from .kafka import Consumer, Log
 
 # RECON_DECIDER_GROUP_COMMIT_MS's default, in seconds (Settings.decider_group_commit_s).
 GROUP_COMMIT_S = 0.1
-# The last fetch, per partition, as group_commit reads it: one partition, an input at a time.
+# The last fetch as group_commit reads it: one input of one partition (no backlog).
 FETCHED = 1
 
 
@@ -63,6 +64,9 @@ class Batch:
 
 @dataclass
 class SimDecider:
+    """One partition of the decider process: its consumers, its memory, its changelog."""
+
+    partition: int
     commands: Consumer[DeciderInput]
     observations: Consumer[DeciderInput]
     events: Log[Envelope]
@@ -133,18 +137,19 @@ class SimDecider:
             return
         batch.changes[key] = keep(state)
         batch.decisions.append((message, envelopes))
-        batch.orders += dispatch_orders(envelopes, decided, PARTITION)
+        batch.orders += dispatch_orders(envelopes, decided, self.partition)
         batch.urgent = batch.urgent or not only_evidence(envelopes)
 
     # --- the staged batch's transaction ------------------------------------------------
 
     def start_at(self) -> int:
-        """When the staged batch's transaction may start (Decider._start_at, one partition:
-        always `alone`), in simulated ms."""
+        """When the staged batch's transaction may start (Decider._start_at), in simulated
+        ms. Always `alone` (the shortest spacing): whether another partition is busy is not
+        modelled, only when a transaction may start, which the schedule varies anyway."""
         batch = self.staged
         assert batch is not None
         since = batch.since / 1000
-        coming = any(call.owned for call in self.host.calls)
+        coming = any(c.owned and c.order.partition == self.partition for c in self.host.calls)
         wait = 0.0 if batch.urgent else interval(GROUP_COMMIT_S, FETCHED, 1, answer_coming=coming)
         took = self.took_ms / 1000
         bound = spacing_bound(GROUP_COMMIT_S, FETCHED, 1, took, alone=True)
@@ -197,9 +202,8 @@ class SimDecider:
         self._retake()
 
     def crash(self) -> None:
-        """The process dies with its calls and its queued answers; it restarts and takes
-        the partition again."""
-        self.host.crash()
+        """The process died (its calls with it: SimDispatchHost.crash, first) and its queued
+        answers; it restarts and takes the partition again."""
         self.answers.clear()
         self._retake()
 
@@ -212,9 +216,9 @@ class SimDecider:
         for batch in self.wire:
             if batch.committed:
                 self.host.submit(batch.orders)
-        self.host.lose_partition(pause_ms)
+        self.host.lose_partition(self.partition, pause_ms)
         for answer in self.answers:
-            self.host.forward(answer)
+            self.host.forward(self.partition, answer)
         self.answers.clear()
         self._retake()
 
@@ -244,7 +248,7 @@ class SimDecider:
             # Through the bytes, as the real restore reads them.
             self.states[key] = parse_stored(stored.model_dump_json().encode())[0]
         live = [s for s in self.states.values() if isinstance(s, TransactionState)]
-        self.host.take_over(live)
+        self.host.take_over(live, self.partition)
 
     def state_of(self, key: StateKey) -> TransactionState | None:
         stored = self.states.get(key)

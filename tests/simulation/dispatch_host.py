@@ -47,8 +47,6 @@ from .clock import Clock
 from .provider import Provider
 
 Wait = Generator[int, None, None]  # yields the milliseconds it sleeps
-# The simulation's one partition: every transaction's, so one decider owns them all.
-PARTITION = 0
 
 
 @dataclass
@@ -65,9 +63,10 @@ class SimDispatchHost:
     provider: Provider
     clock: Clock
     begun: SimCallsBegun
-    # The owner's next transaction (Decider._answered), and recon.observations.
-    answered: Callable[[OperationObserved], object]
-    forward: Callable[[OperationObserved], object]
+    # The owner's next transaction of the call's partition (Decider._answered), and that
+    # partition of recon.observations.
+    answered: Callable[[int, OperationObserved], object]
+    forward: Callable[[int, OperationObserved], object]
     calls: list[Running] = field(default_factory=list)
     # The owner's calls a take-over found running: made again once they end.
     again: dict[tuple[str, str, str, int], DispatchOrder] = field(default_factory=dict)
@@ -84,10 +83,10 @@ class SimDispatchHost:
             call.steps = self._call(call)
             self.calls.append(call)
 
-    def take_over(self, states: Iterable[TransactionState]) -> None:
+    def take_over(self, states: Iterable[TransactionState], partition: int) -> None:
         """After the partition's restore: what the restored live states wait on, again;
         a call still running, once it ends."""
-        orders = take_over_orders(states, PARTITION)
+        orders = take_over_orders(states, partition)
         running = {c.order.leg_key for c in self.calls if c.owned}
         self.again.update((o.leg_key, o) for o in orders if o.leg_key in running)
         self.submit(o for o in orders if o.leg_key not in running)
@@ -106,20 +105,23 @@ class SimDispatchHost:
                 self.submit([again])
 
     def crash(self) -> None:
-        """The owner's process dies, and its calls with it (a zombie's run on)."""
+        """The owner's process dies, and its calls with it, every partition's (a zombie's
+        run on)."""
         self.calls = [c for c in self.calls if not c.owned]
         self.again.clear()
 
-    def lose_partition(self, pause_ms: int) -> None:
+    def lose_partition(self, partition: int, pause_ms: int) -> None:
         """The group gave the partition to another member while this one kept running (a
         long pause, a network partition): its calls go on after the pause as zombies,
         answering to recon.observations with their own attempt numbers, while the new
-        owner takes the partition over. What the decider's attempt check is for."""
+        owner takes the partition over. What the decider's attempt check is for. The
+        process's calls of its other partitions are still its own."""
         for running in self.calls:
-            if running.owned:
+            if running.owned and running.order.partition == partition:
                 running.owned = False
                 running.due += pause_ms
-        self.again.clear()  # the old owner's: it no longer owns the partition
+        # The old owner's: it no longer owns the partition (DispatchHost._carry asks).
+        self.again = {k: o for k, o in self.again.items() if o.partition != partition}
 
     def _call(self, running: Running) -> Wait:
         yield 0  # the call starts on its own step, so it interleaves with everything else
@@ -161,6 +163,8 @@ class SimDispatchHost:
                     yield int(seconds * 1000)
                 case Report():
                     observed = dispatch_observation(envelope, dispatch, request, self.clock.at())
-                    (self.answered if running.owned else self.forward)(observed)
+                    (self.answered if running.owned else self.forward)(
+                        running.order.partition, observed
+                    )
                 case Review():
                     raise AssertionError("no precondition can fail without balances")

@@ -101,8 +101,6 @@ class World:
 
     def __post_init__(self) -> None:
         rng = self.rng = random.Random(self.seed)
-        self.commands: Log[DeciderInput] = Log()
-        self.observations: Log[DeciderInput] = Log()
         self.events: Log[Envelope] = Log()
         self.provider = Provider(
             rng=rng,
@@ -113,27 +111,12 @@ class World:
         self.crash_rate = rng.choice([0.0, 0.01, 0.04])
         self.abort_rate = rng.choice([0.0, 0.01])
         self.heal_at = rng.randint(5, 120)
-        answers: list[OperationObserved] = []
         calls_begun = SimCallsBegun(self._abort_stops)
         self.host = SimDispatchHost(
-            self.provider,
-            self.clock,
-            calls_begun,
-            answers.append,
-            self.observations.append,
-        )
-        self.decider = SimDecider(
-            Consumer(self.commands),
-            Consumer(self.observations),
-            self.events,
-            self.on_event,
-            self.host,
-            answers,
-            self.clock,
-            self.monitor.on_decided,
+            self.provider, self.clock, calls_begun, self._answered, self._forward
         )
         self.projection = SimProjection(Consumer(self.events))
-        self.saga = SimSaga(Consumer(self.events), self.commands.append)
+        self.saga = SimSaga(Consumer(self.events), self.send_input)
         self.reconciler = SimReconciler(
             self.projection, self.provider, self.clock, self.send_input, calls_begun.was_begun
         )
@@ -141,10 +124,41 @@ class World:
         self.operator = Operator(self.provider, self.clock, rng)
         self.resolved: set[str] = set()
         self.submits = [transaction(rng, f"tx-{n}") for n in range(rng.choice([1, 1, 2]))]
+        # Two transactions share a partition or have one each: one decider process owns
+        # both partitions (one host makes their calls, a crash takes both), each with its
+        # own inputs, transactions, changelog and take-over.
+        partitions = rng.choice([1, 2]) if len(self.submits) > 1 else 1
+        self.partition_of = {tx.tx_id: n % partitions for n, tx in enumerate(self.submits)}
+        self.commands: list[Log[DeciderInput]] = [Log() for _ in range(partitions)]
+        self.observations: list[Log[DeciderInput]] = [Log() for _ in range(partitions)]
+        self.deciders = [
+            SimDecider(
+                p,
+                Consumer(self.commands[p]),
+                Consumer(self.observations[p]),
+                self.events,
+                self.on_event,
+                self.host,
+                [],
+                self.clock,
+                self.monitor.on_decided,
+            )
+            for p in range(partitions)
+        ]
+        # Each partition's steps, named with an "@p" after the first partition's.
+        self.partitions = [
+            (
+                d,
+                f"@{d.partition}" if d.partition else "",
+                partial(d.consume, True),
+                partial(d.consume, False),
+            )
+            for d in self.deciders
+        ]
         matched: dict[str, MatchedOperation] = {}
         for tx in self.submits:
             self.monitor.expect(tx.tx_id, tx.operations)
-            self.commands.append(tx)
+            self.send_input(tx)
             for s in tx.operations:
                 matched[s.op_key] = MatchedOperation(TENANT, tx.tx_id, s.action, s.op_key)
                 if s.compensation_key:
@@ -156,8 +170,6 @@ class World:
         self.step_keys = {
             s.op_key for tx in self.submits for s in tx.operations if s.kind is OperationKind.STEP
         }
-        self._decide_command = partial(self.decider.consume, True)
-        self._decide_observation = partial(self.decider.consume, False)
         self.applied_seen = 0
         self.sent_seen = 0
 
@@ -167,10 +179,21 @@ class World:
         self.monitor.on_event(envelope)
 
     def send_input(self, message: DeciderInput) -> None:
+        """To the partition of the message's transaction (events.keys.partition_key)."""
+        partition = self.partition_of[message.tx_id]
         if message.type == "OperationObserved":
-            self.observations.append(message)
+            self.observations[partition].append(message)
         else:
-            self.commands.append(message)
+            self.commands[partition].append(message)
+
+    def _answered(self, partition: int, answer: OperationObserved) -> None:
+        self.deciders[partition].answers.append(answer)
+
+    def _forward(self, partition: int, answer: OperationObserved) -> None:
+        self.observations[partition].append(answer)
+
+    def decider_of(self, tx_id: str) -> SimDecider:
+        return self.deciders[self.partition_of[tx_id]]
 
     # --- the schedule -----------------------------------------------------------------
 
@@ -180,7 +203,7 @@ class World:
             self._much_later()
             self._until_quiet(first_step=len(self.trace))
         for tx in self.submits:
-            state = self.decider.state_of((TENANT, tx.tx_id))
+            state = self.decider_of(tx.tx_id).state_of((TENANT, tx.tx_id))
             assert state is not None
             self.monitor.final(tx.tx_id, state, self.provider.applies)
 
@@ -190,9 +213,9 @@ class World:
         agent submits again."""
         self.trace.append("much_later")
         self.clock.now += KEY_TTL_MS + 1
-        self.decider.crash()
+        self._crash_decider()
         for tx in self.submits:
-            self.commands.append(tx)
+            self.send_input(tx)
 
     def _until_quiet(self, first_step: int) -> None:
         step = first_step
@@ -227,20 +250,29 @@ class World:
             self.monitor.on_apply(key, self.provider.applies[key], self.provider.applies)
 
     def _pick(self, *, faulty: bool) -> tuple[str, Callable[[], None]]:
-        d, rng = self.decider, self.rng
+        rng = self.rng
         options: list[tuple[str, float, Callable[[], None]]] = []
-        if d.commands.pending():
-            options.append(("decide_command", 3, self._decide_command))
-        if d.observations.pending():
-            options.append(("decide_observation", 3, self._decide_observation))
-        if d.answers:
-            options.append(("decide_answer", 3, d.decide_answer))
-        if d.ready():
-            options.append(("decider_send", 2, d.send))
-        for i in d.committable():
-            options.append((f"decider_commit{i or ''}", 2, partial(d.commit, i)))
-        if any(batch.committed for batch in d.wire):
-            options.append(("decider_end", 3, d.end))
+        for d, at, decide_command, decide_observation in self.partitions:
+            if d.commands.pending():
+                options.append(("decide_command" + at, 3, decide_command))
+            if d.observations.pending():
+                options.append(("decide_observation" + at, 3, decide_observation))
+            if d.answers:
+                options.append(("decide_answer" + at, 3, d.decide_answer))
+            if d.ready():
+                options.append(("decider_send" + at, 2, d.send))
+            for i in d.committable():
+                options.append((f"decider_commit{i or ''}{at}", 2, partial(d.commit, i)))
+            if any(batch.committed for batch in d.wire):
+                options.append(("decider_end" + at, 3, d.end))
+            if faulty and d.wire:
+                # A failed transaction, or a commit whose answer was lost.
+                options.append(("decider_abort" + at, 0.3, d.abort))
+            if faulty and self.crash_rate:
+                w = self.crash_rate * 10
+                lose = partial(self._lose_partition, d)
+                options.append(("decider_loses_partition" + at, w, lose))
+                options.append(("decider_revoked" + at, w, partial(self._revoke, d)))
         for name, consumer, handler in (
             ("saga", self.saga.events, self.saga.consume),
             ("projector", self.projection.events, self.projection.consume),
@@ -262,9 +294,6 @@ class World:
                 if review_id not in self.resolved and not self._in_dispatch():
                     options.append(("resolve", 1, self._resolver(view, review_id, leg_key)))
         if faulty:
-            if d.wire:
-                # A failed transaction, or a commit whose answer was lost.
-                options.append(("decider_abort", 0.3, d.abort))
             for tx in self.submits:
                 if tx.tx_id not in self.aborted and self.abort_rate:
                     options.append(("abort", self.abort_rate * 10, partial(self._abort, tx)))
@@ -275,10 +304,8 @@ class World:
                 w = self.crash_rate * 10
                 # Twice the others: the crash that kills calls between their begin and
                 # their answer, the window the take-over rule is for.
-                options.append(("crash_decider", 2 * w, d.crash))
+                options.append(("crash_decider", 2 * w, self._crash_decider))
                 options.append(("crash_saga", w, self.saga.events.crash))
-                options.append(("decider_loses_partition", w, self._lose_partition))
-                options.append(("decider_revoked", w, self._revoke))
         options.append(("tick", 1, self._advance))
         # A weighted draw, by hand: cheaper than random.choices for a few options.
         point = rng.random() * sum(w for _, w, _ in options)
@@ -288,16 +315,21 @@ class World:
                 return name, action
         return options[-1][0], options[-1][2]
 
-    def _lose_partition(self) -> None:
-        self.decider.lose_partition(self.rng.randint(0, 20000))
+    def _crash_decider(self) -> None:
+        """The decider process dies with every partition's calls and memory."""
+        self.host.crash()
+        for decider in self.deciders:
+            decider.crash()
 
-    def _revoke(self) -> None:
-        self.decider.revoke(commits=self.rng.random() < 0.5)
+    def _lose_partition(self, decider: SimDecider) -> None:
+        decider.lose_partition(self.rng.randint(0, 20000))
+
+    def _revoke(self, decider: SimDecider) -> None:
+        decider.revoke(commits=self.rng.random() < 0.5)
 
     def _advance(self) -> None:
         timers = [c.due for c in self.host.calls]
-        if self.decider.staged is not None:
-            timers.append(self.decider.start_at())
+        timers += [d.start_at() for d in self.deciders if d.staged is not None]
         timers += [w.due for w in self.provider.outbox]
         timers.append(self.reconciler.last_tick + TICK_MS)
         future = [t for t in timers if t > self.clock.now]
@@ -305,16 +337,16 @@ class World:
         self.clock.now = min([*future, self.clock.now + step]) if future else self.clock.now + step
 
     def _resubmit(self, tx: SubmitTransaction) -> None:
-        self.commands.append(tx)
+        self.send_input(tx)
 
     def _abort(self, tx: SubmitTransaction) -> None:
         self.aborted.add(tx.tx_id)
-        self.commands.append(abort(tx, self.clock))
+        self.send_input(abort(tx, self.clock))
 
     def _resolver(self, view: TxView, review_id: str, key: str) -> Callable[[], None]:
         def resolve() -> None:
             self.resolved.add(review_id)
-            self.commands.append(self.operator.resolve(view, review_id, key))
+            self.send_input(self.operator.resolve(view, review_id, key))
 
         return resolve
 
@@ -324,8 +356,9 @@ class World:
         return bool(self.host.calls)
 
     def _quiet(self) -> bool:
-        d = self.decider
-        if d.pending() or d.staged or d.wire or self.provider.outbox:
+        if self.provider.outbox:
+            return False
+        if any(d.pending() or d.staged or d.wire for d in self.deciders):
             return False
         if self.host.calls:
             return False
@@ -337,7 +370,8 @@ class World:
     def _why(self) -> str:
         reasons = []
         for tx in self.submits:
-            why = self.monitor.settled(tx.tx_id, self.decider.state_of((TENANT, tx.tx_id)))
+            state = self.decider_of(tx.tx_id).state_of((TENANT, tx.tx_id))
+            why = self.monitor.settled(tx.tx_id, state)
             if why:
                 reasons.append(why)
         return "; ".join(reasons)
