@@ -54,7 +54,7 @@ audit-bench: setup
 
 # Long simulator runs beyond the 8,000 seeds of `make test`: SEEDS schedules from seed FIRST.
 SEEDS ?= 200000
-FIRST ?= 10000
+FIRST ?= 8000
 simulate: setup
 	$(UV) run python -m tests.simulation --seeds $(SEEDS) --first $(FIRST)
 
