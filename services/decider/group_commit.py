@@ -31,7 +31,7 @@ then it waits for that, and what arrives meanwhile goes with it (`next_start`; d
 likewise).
 Decisions made while the partition's transaction is on the wire are staged for the next
 one in any case (services.decider.runtime). So a busy partition's transactions are spaced
-by about their own duration, which grows with the broker's load, and each carries what
+by about twice their own duration, which grows with the broker's load, and each carries what
 arrived in between; an idle one commits at once, or once the broker has written the last
 one's markers. The spacing keeps a transaction from following the previous one before then
 (CONCURRENT_TRANSACTIONS above).
@@ -56,10 +56,15 @@ MAX_STRETCH = 5
 # duration after that one ended. Measured at concurrency 30 (bench --requests, 2-core box
 # under load): 0 gave 1.15 CONCURRENT_TRANSACTIONS refusals per recon transaction and T 1.14,
 # 0.5 gave 0.12 and T 0.98, 1 gave 0.02-0.03 and T 0.86-0.92 (the loop before: 0.09-0.19 and
-# T 1.07-1.53). 2 (three interleaved pairs on a quiet machine, December 2026) gave T 0.80-0.83
-# against 0.96-1.05 and 7.5-8.1 Kafka requests per transaction against 8.5-9.2, but recon's
-# own CPU per transaction did not follow (+0.9, -2.3, +0.1 ms): kept at 1.
-SPACING = 1.0
+# T 1.07-1.53). 2 in three interleaved pairs (stop 40): T 0.80-0.83 against 0.96-1.05, recon's
+# own CPU +0.9, -2.3, +0.1 ms, so it was kept at 1 then; in 13 more (spacing45, stop 45,
+# docs/benchmark.md "The group commit's spacing factor"): T lower in all 13 (1.06 -> 0.87),
+# recon's Kafka requests in 12, its own CPU in 9 (mean -0.54 ms/tx, within the pairs' noise),
+# throughput higher in 10 (+4 %), p50 lower in 10, p99 even (7 / 6), refusals 0.00-0.02. So 2:
+# each transaction carries ~10 inputs instead of 7-8. The idle and alone spacing is
+# IDLE_SPACING_S whatever this says, so concurrency 1 is unchanged (one pair: T 4.41 / 4.39,
+# p50 34 / 29 ms).
+SPACING = 2.0
 
 # Idle (no backlog, `backlog`, and the partition's last transaction quicker than QUICK_S)
 # the spacing is at most this: nothing else is coming to ride with the decision, so only

@@ -12,7 +12,7 @@ import pytest
 
 from events.topics import Topics
 from services.config import Settings
-from services.decider.group_commit import IDLE_SPACING_S
+from services.decider.group_commit import IDLE_SPACING_S, SPACING
 from services.decider.runtime import Decider, OwnedPartition
 from services.decider.staged import Staged
 from transactions.transaction import initial_state
@@ -62,16 +62,16 @@ async def test_after_a_slow_transaction_a_partition_alone_waits_only_for_the_mar
         # Another partition's decision that matters on the wire: the full spacing, as before.
         elsewhere.committing, elsewhere.staged = Staged(1, urgent=True), None
         start = decider._start_at(answered, decider._busy_partitions())
-        assert start == pytest.approx(answered.ended_at + 0.2)
+        assert start == pytest.approx(answered.ended_at + SPACING * 0.2)
         # Or staged there.
         elsewhere.committing, elsewhere.staged = None, Staged(1, urgent=True)
         start = decider._start_at(answered, decider._busy_partitions())
-        assert start == pytest.approx(answered.ended_at + 0.2)
+        assert start == pytest.approx(answered.ended_at + SPACING * 0.2)
         # Or a call in flight there, whose answer will be one.
         elsewhere.staged = Staged(1, urgent=False)
         decider.host.calling[1] = 1
         start = decider._start_at(answered, decider._busy_partitions())
-        assert start == pytest.approx(answered.ended_at + 0.2)
+        assert start == pytest.approx(answered.ended_at + SPACING * 0.2)
         decider.host.calling[1] = 0
         start = decider._start_at(answered, decider._busy_partitions())
         assert start == pytest.approx(answered.ended_at + IDLE_SPACING_S)
@@ -101,13 +101,13 @@ async def test_a_partition_with_no_other_live_transaction_waits_only_for_the_mar
         # spacing gathers them.
         _live(answered, "tx-previous", staged=False)
         start = decider._start_at(answered, decider._busy_partitions())
-        assert start == pytest.approx(answered.ended_at + 0.2)
+        assert start == pytest.approx(answered.ended_at + SPACING * 0.2)
 
         # A backlog is load whatever lives where: the full spacing.
         del answered.states[("t", "tx-previous")]
         decider.fetched = 50
         start = decider._start_at(answered, decider._busy_partitions())
-        assert start == pytest.approx(answered.ended_at + 0.2)
+        assert start == pytest.approx(answered.ended_at + SPACING * 0.2)
     finally:
         await decider.consumer.stop()
         await decider.changelog_reader.stop()
