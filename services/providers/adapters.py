@@ -18,13 +18,8 @@ from reconcilers.webhook_reading import WebhookReading, read_effect_webhook
 from services import tracing
 from services.providers.classify import classify_lookup, classify_response, unreachable
 from services.providers.http import ProviderUnreachable, Requester
-from services.providers.interface import (
-    EffectListing,
-    ListingUnavailable,
-    ProviderSetup,
-    Sent,
-    cut_listing,
-)
+from services.providers.interface import EffectListing, ListingUnavailable, ProviderSetup, Sent
+from services.providers.listing import newest_first_pages
 from services.providers.lookup_strategy import Strategy
 from services.providers.paths import UnsafeSegment, segment
 from services.providers.sandbox_operations import SANDBOX_OPERATIONS
@@ -118,19 +113,12 @@ class SandboxAdapter:
         stays far under the answer bound (services.providers.http.MAX_ANSWER_BYTES) that
         the whole list passed at about a thousand effects; past MAX_LIST_PAGES the listing
         is cut, and says so."""
-        params = {"limit": str(self.list_page)}
+        first = {"limit": str(self.list_page)}
         if since is not None:
-            params["created_gte"] = since.isoformat()
-        effects: list[Any] = []
-        for _ in range(self.max_list_pages):
-            page, more = await self._effects_page(params)
-            effects += page
-            if not more or not page:
-                return EffectListing(effects)
-            params = {**params, "starting_after": str(page[-1].get("id"))}
-        return cut_listing(effects)
+            first["created_gte"] = since.isoformat()
+        return await newest_first_pages(self._effects_page, first, self.max_list_pages)
 
-    async def _effects_page(self, params: dict[str, str]) -> tuple[list[Any], bool]:
+    async def _effects_page(self, params: dict[str, str]) -> tuple[list[dict[str, Any]], bool]:
         try:
             response = await self.http.request("GET", self.base_url + "/v1/effects", params=params)
         except ProviderUnreachable as error:

@@ -27,8 +27,8 @@ from services.providers.interface import (
     ListingUnavailable,
     ProviderSetup,
     Sent,
-    cut_listing,
 )
+from services.providers.listing import newest_first_pages
 from services.providers.lookup_strategy import Strategy, inside_retention, replayed
 from services.providers.paths import UnsafeSegment, segment
 from services.providers.stripe import classify as rules
@@ -215,13 +215,12 @@ class StripeAdapter:
     async def _list(self, resource: str, since: datetime | None) -> EffectListing:
         """One resource's objects (newest first, as Stripe lists), read into effects; cut
         (cut_listing) when MAX_LIST_PAGES pages left older ones out."""
-        items: list[dict[str, Any]] = []
         first = {"limit": "100"}
         if since is not None:
             # Whole seconds, rounded down: an object in `since`'s second is listed.
             first["created[gte]"] = str(int(since.timestamp()))
-        params = first
-        for _ in range(MAX_LIST_PAGES):
+
+        async def ask(params: dict[str, str]) -> tuple[list[dict[str, Any]], bool]:
             try:
                 answer = await self._get(resource, params)
             except ProviderUnreachable as error:
@@ -231,11 +230,9 @@ class StripeAdapter:
             if answer.status != 200 or not isinstance(data, list):
                 raise ListingUnavailable(f"GET {resource} answered {answer.status}: {body}")
             page = [item for item in data if isinstance(item, dict) and "id" in item]
-            items += page
-            if not body.get("has_more") or not page:
-                return EffectListing([_effect(item) for item in items])
-            params = {**first, "starting_after": str(page[-1]["id"])}
-        return cut_listing([_effect(item) for item in items])
+            return page, bool(body.get("has_more"))
+
+        return await newest_first_pages(ask, first, MAX_LIST_PAGES, _effect)
 
     async def _get(self, path: str, params: dict[str, str] | None = None) -> Answer:
         return await self.http.request(
