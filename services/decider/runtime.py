@@ -104,6 +104,7 @@ from transactions.transaction import handled, initial_state, is_terminal
 
 log = logging.getLogger(__name__)
 _FENCED = "fenced on partition %d: another decider owns it now"
+_FENCED_ALONE = "fenced on partition %d: dropped it, asking the group who owns it"
 
 # Kafka refuses a record over ~1 MiB (message.max.bytes, the producer's max_request_size).
 # Every record the decider writes (key and value) stays under half of that, so that
@@ -811,8 +812,9 @@ class Decider:
         """After `partition`'s work failed: a fence drops it, a refused record isolates
         the input, anything Kafka may cure restores it; anything else is raised."""
         if isinstance(error, ProducerFenced):
-            log.warning(_FENCED, partition)
+            log.warning(_FENCED_ALONE, partition)
             await self.drop(partition)
+            self._ask_the_group()
         elif isinstance(error, PoisonInput):
             if error.origin in self.poison:
                 # Even its small dead letter was refused: nothing left to try here.
@@ -835,6 +837,19 @@ class Decider:
             await self.retake(partition)
         else:
             raise error
+
+    def _ask_the_group(self) -> None:
+        """Asks for a rebalance after a fence. A fence says that a producer initialised the
+        partition's transactional id after ours, not that the group gave the partition to
+        another decider: a transaction coordinator that aborts a transaction it timed out
+        bumps the epoch too (seen with a broker killed under load), as does any stray
+        producer of the id. Dropped and never taken again, the partition sat unserved while
+        the group still assigned it here, its transactions stuck until the next rebalance.
+        The group is the one judge: the rebalance gives it back to this decider
+        (`on_partitions_assigned` takes what is not owned) or to the decider that owns it."""
+        coordinator = self.consumer._coordinator
+        if coordinator is not None:  # None before the consumer starts: no group to ask
+            coordinator.request_rejoin()
 
 
 class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
