@@ -18,8 +18,10 @@ measured; `--profile SERVICE` writes a cProfile of that service over the measure
 (services.profiling) and prints its top functions. It prints T, the decider's Kafka
 transactions per transaction, inputs per decider transaction, and the projector's batches
 and Postgres statements per transaction (counts: less load-dependent than CPU);
-`--requests` also counts the broker's requests by kind per transaction, from Kafka's request
-log (which costs the broker CPU: read CPU from a run without it). It prints Postgres
+`--requests` also counts the broker's requests per transaction by kind and by client (recon's
+own apart from all clients'), and each client's fetches (empty ones, what the others
+carried), from Kafka's request log (which costs the broker CPU: read CPU from a run without
+it). It prints Postgres
 statements per transaction by process and by statement (services.devtools.pg_counts).
 `--webhooks-to URL` makes its sandbox deliver webhooks to URL (a sink) instead of recon's
 intake, as `make run WEBHOOKS_TO=URL` does for a stack that --url points at.
@@ -309,6 +311,7 @@ async def _with_own_stack(args: argparse.Namespace) -> dict[str, float]:
     # Imported here, not at the top: with --url the client starts without them (a
     # comparison counts the client's start-up in its CPU).
     from services.devtools import pg_counts, pg_server_cost
+    from services.devtools.fetch_counts import fetch_table, fetches_by_client
     from services.devtools.hops import hop_table, read_hops
     from services.devtools.infra.kafka import KafkaBroker
     from services.devtools.infra.postgres import PostgresServer
@@ -321,6 +324,8 @@ async def _with_own_stack(args: argparse.Namespace) -> dict[str, float]:
         request_table,
         request_times,
         requests_by_client,
+        requests_by_owner,
+        requests_headline,
         transactions_in_broker,
         transactions_table,
     )
@@ -427,19 +432,39 @@ async def _with_own_stack(args: argparse.Namespace) -> dict[str, float]:
             times = request_times(kafka.requests_log, requested, until)
             spans = transactions_in_broker(kafka.requests_log, requested, until, "recon-decider")
             clients = requests_by_client(kafka.requests_log, requested, until)
-            owners = {client_id(""): "recon's", RIG_CLIENTS: "the rig's (bench)"}
+            recons = "recon's"
+            owners = {client_id(""): recons, RIG_CLIENTS: "the rig's (bench)"}
+            fetches = fetches_by_client(kafka.requests_log, requested, until)
             print(
                 transactions_table(spans, "decider")
+                + "\n"
+                + requests_headline(clients, args.count, owners, recons)
                 + "\n"
                 + request_table(requests, args.count, times)
                 + "\n"
                 + client_table(clients, args.count, owners)
+                + "\n"
+                + fetch_table(fetches, args.count)
                 + "\n(CPU below includes the request log's cost)"
             )
+            by_owner = requests_by_owner(clients, owners)
             result.update(
                 {
                     f"kafka_requests_per_tx:{client}:{kind}": n / args.count
                     for (client, kind), n in clients.items()
+                }
+                | {
+                    "kafka_requests_per_tx_recon": by_owner[recons] / args.count,
+                    "kafka_requests_per_tx_all_clients": by_owner.total() / args.count,
+                }
+                | {
+                    f"kafka_fetches:{client}:{figure}": value
+                    for client, seen in fetches.items()
+                    for figure, value in (
+                        ("per_tx", seen.fetches / args.count),
+                        ("empty", seen.empty),
+                        ("offsets_per_fetch", seen.offsets / max(seen.counted, 1)),
+                    )
                 }
             )
         if args.profile:

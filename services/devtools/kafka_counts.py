@@ -118,7 +118,7 @@ def request_offset(path: Path) -> int:
     return path.stat().st_size if path.exists() else 0
 
 
-def _requests(path: Path, since: int, until: int) -> Iterator[tuple[int, bytes]]:
+def logged_requests(path: Path, since: int, until: int) -> Iterator[tuple[int, bytes]]:
     """(API key, line) of each request completed between two sizes of the request log."""
     with path.open("rb") as log:
         log.seek(since)
@@ -132,7 +132,7 @@ def request_counts(path: Path, since: int, until: int, skip: bytes | None = None
     """Requests completed between two sizes of the broker's request log, by kind; without
     those whose line holds `skip` (a client's id: a benchmark's own load generator)."""
     counts: Counter[str] = Counter()
-    for key, line in _requests(path, since, until):
+    for key, line in logged_requests(path, since, until):
         if skip is not None and skip in line:
             continue
         counts[API_NAMES.get(key, f"api {key}")] += 1
@@ -153,28 +153,59 @@ _CLIENT_ID = re.compile(rb'"clientId":"([^"]*)"')
 def requests_by_client(path: Path, since: int, until: int) -> Counter[tuple[str, str]]:
     """Requests completed between two sizes of the request log, by (client id, kind)."""
     counts: Counter[tuple[str, str]] = Counter()
-    for key, line in _requests(path, since, until):
+    for key, line in logged_requests(path, since, until):
         client = _CLIENT_ID.search(line)
         name = client.group(1).decode() if client else "?"
         counts[name, API_NAMES.get(key, f"api {key}")] += 1
     return counts
 
 
+BROKERS_OWN = "the broker's own"
+
+
+def owner_of(client: str, owners: dict[str, str]) -> str:
+    """Whose a client is: `owners` maps a client id prefix to its owner (recon's, the
+    benchmark rig's); any other client is the broker's own (transaction markers,
+    verifications, its controller's)."""
+    return next((o for p, o in owners.items() if client.startswith(p)), BROKERS_OWN)
+
+
+def requests_by_owner(counts: Counter[tuple[str, str]], owners: dict[str, str]) -> Counter[str]:
+    """Requests by whose client sent them (owner_of), every owner of `owners` present."""
+    by_owner: Counter[str] = Counter(dict.fromkeys([*owners.values(), BROKERS_OWN], 0))
+    for (client, _kind), n in counts.items():
+        by_owner[owner_of(client, owners)] += n
+    return by_owner
+
+
+def requests_headline(
+    counts: Counter[tuple[str, str]], transactions: int, owners: dict[str, str], own: str
+) -> str:
+    """The two figures notes confused: requests per transaction of `own`'s clients (recon's:
+    what recon costs the broker) and of all clients, the rig's and the broker's own too."""
+    by_owner = requests_by_owner(counts, owners)
+    others = ", ".join(
+        f"{owner} {n / transactions:.2f}" for owner, n in by_owner.items() if owner != own
+    )
+    return (
+        f"Kafka requests per transaction: {own} own clients {by_owner[own] / transactions:.2f};"
+        f" all clients {by_owner.total() / transactions:.2f} ({others})"
+    )
+
+
 def client_table(
     counts: Counter[tuple[str, str]], transactions: int, owners: dict[str, str]
 ) -> str:
-    """Requests per transaction by client and kind, the clients grouped by whose they are:
-    `owners` maps a client id prefix to its owner (recon's, the benchmark rig's); any other
-    client is the broker's own (transaction markers, verifications, its controller's)."""
+    """Requests per transaction by client and kind, the clients grouped by whose they are
+    (owner_of)."""
     by_client: dict[str, Counter[str]] = defaultdict(Counter)
     for (client, kind), n in counts.items():
         by_client[client][kind] += n
     groups: dict[str, list[str]] = defaultdict(list)
     for client in sorted(by_client):
-        owner = next((o for p, o in owners.items() if client.startswith(p)), "the broker's own")
-        groups[owner].append(client)
+        groups[owner_of(client, owners)].append(client)
     lines = ["Kafka requests per transaction by client id and kind:"]
-    for owner in [*owners.values(), "the broker's own"]:
+    for owner in [*owners.values(), BROKERS_OWN]:
         clients = groups.get(owner, [])
         total = sum(sum(by_client[c].values()) for c in clients)
         lines.append(f"  {owner}: {total / transactions:.2f}")
@@ -190,7 +221,7 @@ def client_table(
 def request_times(path: Path, since: int, until: int) -> dict[str, dict[str, float]]:
     """Mean ms of each of TIMES by request kind, between two sizes of the request log."""
     sums: dict[str, dict[str, float]] = {}
-    for key, line in _requests(path, since, until):
+    for key, line in logged_requests(path, since, until):
         kind = sums.setdefault(API_NAMES.get(key, f"api {key}"), dict.fromkeys(("n", *TIMES), 0.0))
         kind["n"] += 1
         for field, value in _TIMES.findall(line):
@@ -216,7 +247,7 @@ def transactions_in_broker(
     requests' own times; the difference is spent in the producer and between the two."""
     begun: dict[bytes, list[tuple[float, float]]] = defaultdict(list)
     spans: list[tuple[float, float]] = []
-    for key, line in _requests(path, since, until):
+    for key, line in logged_requests(path, since, until):
         if key not in (0, 24, 26) or VERIFICATION in line:
             continue
         written, tid, total = (
@@ -257,7 +288,9 @@ def request_table(
     counts: Counter[str], transactions: int, times: dict[str, dict[str, float]] | None = None
 ) -> str:
     total = sum(n for name, n in counts.items() if not name.startswith("("))
-    lines = [f"Kafka requests: {total} = {total / transactions:.1f} per transaction"]
+    # All clients', the rig's and the broker's own included: recon's alone are
+    # requests_headline's and client_table's.
+    lines = [f"Kafka requests of all clients by kind: {total} = {total / transactions:.1f} per tx"]
     head = "" if not times else "  ms in the broker, mean: total = handler queue + handled"
     head += "" if not times else " + remote + network queue (+ send)"
     lines[0] += head

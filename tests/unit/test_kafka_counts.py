@@ -9,6 +9,7 @@ from services.devtools.kafka_counts import (
     request_table,
     request_times,
     requests_by_client,
+    requests_headline,
     transactions_in_broker,
     transactions_table,
 )
@@ -139,6 +140,13 @@ def test_requests_are_counted_by_client_and_grouped_by_whose_they_are(tmp_path: 
         "  the broker's own: 0.50",
         "    broker-1-txn-marker-sender        0.50  WriteTxnMarkers 0.50",
     ]
+    # The headline names whose requests its per-transaction figure counts: recon's own
+    # clients' (2.00), not all clients' with the rig's and the broker's own (3.50).
+    owners = {"recon-": "recon's", "bench-": "the rig's"}
+    assert requests_headline(counts, 2, owners, "recon's") == (
+        "Kafka requests per transaction: recon's own clients 2.00; all clients 3.50"
+        " (the rig's 1.00, the broker's own 0.50)"
+    )
 
 
 def test_every_recon_client_tells_the_broker_its_process_and_role() -> None:
