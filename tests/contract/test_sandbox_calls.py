@@ -6,10 +6,16 @@ call under one key (the store replays it), the call log does.
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from typing import Any
 
 import httpx
+import pytest
+from support.sandbox_process import Sandbox
+
+from services.devtools.sandbox.call_pages import every_call
+from services.devtools.sandbox.pages import MAX_PAGE
 
 CHARGE = {"amount": 1250, "currency": "eur", "customer": "cus_123"}
 
@@ -75,3 +81,72 @@ def test_calls_filter_by_operation(client: httpx.Client) -> None:
     emails = calls(client, operation="email.send")
     assert ("apply", "email.send", "applied") in emails
     assert {operation for _, operation, _ in emails} == {"email.send"}
+
+
+# --- pages: the same log, a bounded page at a time ------------------------------------
+
+
+def test_pages_list_the_log_in_arrival_order_after_the_last_seq_read(client: httpx.Client) -> None:
+    key = f"calls-{uuid.uuid4()}"
+    for _ in range(5):  # five lookups of a key never applied: five calls under it
+        client.get("/v1/effects", params={"idempotency_key": key})
+    whole = client.get("/v1/calls", params={"idempotency_key": key}).json()
+    # Asked without `limit`, the one-body answer as before pages: no `has_more`.
+    assert set(whole) == {"calls"} and len(whole["calls"]) == 5
+
+    pages, after = [], None
+    while True:
+        params = {"idempotency_key": key, "limit": "2"}
+        if after is not None:
+            params["starting_after"] = str(after)
+        answer = client.get("/v1/calls", params=params)
+        assert answer.status_code == 200, answer.text
+        page = answer.json()
+        pages.append([c["seq"] for c in page["calls"]])
+        if not page["has_more"]:
+            break
+        after = page["calls"][-1]["seq"]
+    seqs = [c["seq"] for c in whole["calls"]]
+    assert pages == [seqs[:2], seqs[2:4], seqs[4:]]
+
+
+def test_the_paged_reader_reads_what_the_unpaged_list_holds(
+    sandbox: Sandbox, client: httpx.Client
+) -> None:
+    # The chaos collector and tests' recon_client read through every_call: past a page.
+    key = f"calls-{uuid.uuid4()}"
+    for _ in range(MAX_PAGE + 3):
+        client.get("/v1/effects", params={"idempotency_key": key})
+    mine = client.get("/v1/calls", params={"idempotency_key": key}).json()["calls"]
+    whole = client.get("/v1/calls").json()["calls"]
+
+    async def read(key: str | None) -> list[dict[str, Any]]:
+        async with httpx.AsyncClient(timeout=30) as reader:
+            return await every_call(reader, sandbox.url, key)
+
+    assert len(mine) == MAX_PAGE + 3 and asyncio.run(read(key)) == mine
+    assert asyncio.run(read(None)) == whole
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"limit": "0"},
+        {"limit": str(MAX_PAGE + 1)},
+        {"limit": "ten"},
+        {"limit": "9" * 40},
+        {"starting_after": "5"},  # a cursor without a page size
+        {"limit": "5", "starting_after": "call_1"},
+        {"limit": "5", "starting_after": "-1"},
+        {"limit": "5", "starting_after": "9" * 19},
+    ],
+)
+def test_a_page_size_or_cursor_out_of_bounds_is_a_400_that_says_so(
+    client: httpx.Client, bad: dict[str, str]
+) -> None:
+    answer = client.get("/v1/calls", params=bad)
+    assert answer.status_code == 400, answer.text
+    cursor_refused = bad.get("limit") == "5"
+    assert answer.json()["error"] == (
+        "invalid_starting_after" if cursor_refused else "invalid_limit"
+    )

@@ -19,7 +19,8 @@ import httpx
 import pytest
 from support.sandbox_process import Sandbox, start_sandbox, stop
 
-from services.devtools.sandbox.effect_pages import MAX_PAGE, every_effect
+from services.devtools.sandbox.effect_pages import every_effect
+from services.devtools.sandbox.pages import MAX_PAGE
 
 
 def new_key() -> str:

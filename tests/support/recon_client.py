@@ -9,6 +9,7 @@ from typing import Any
 
 import httpx
 
+from services.devtools.sandbox.call_pages import every_call
 from services.devtools.sandbox.effect_pages import every_effect
 from services.intake.example import example_transaction
 
@@ -141,11 +142,7 @@ class Recon:
 
     async def calls(self, key: str | None = None) -> list[dict[str, Any]]:
         """Every apply and lookup the sandbox answered (under `key`), in arrival order."""
-        params = {} if key is None else {"idempotency_key": key}
-        response = await self.http.get(f"{self.sandbox_url}/v1/calls", params=params)
-        response.raise_for_status()
-        calls: list[dict[str, Any]] = response.json()["calls"]
-        return calls
+        return await every_call(self.http, self.sandbox_url, key)
 
     async def assert_applied_once(self, key: str) -> list[dict[str, Any]]:
         """Nothing sent twice under `key`: exactly one apply reached the provider, and it

@@ -19,6 +19,7 @@ from events.topics import Topics
 from services.cli.log_snapshot import AuditError, open_snapshot
 from services.devtools.chaos.history import DriftReport, ProviderEffect
 from services.devtools.infra._process import REPO_ROOT
+from services.devtools.sandbox.call_pages import every_call
 from services.devtools.sandbox.effect_pages import every_effect
 from services.devtools.stack import Stack
 
@@ -55,17 +56,15 @@ async def read_effects(stack: Stack) -> tuple[ProviderEffect, ...]:
     """Every effect the provider lists, with the number of calls that applied it, counted
     from the sandbox's call log (GET /v1/calls): the effects table holds one row per key
     whatever happens, so only the call log can show a key applied twice."""
-    # Read once the run is quiescent: a 10,000-transaction run lists ~30,000 effects and
-    # ~40,000 calls, which a loaded sandbox took over a minute to answer (a 60 s timeout
-    # ended a run without its verdict).
+    # Read once the run is quiescent, in pages: a 10,000-transaction run lists ~30,000
+    # effects and ~40,000 calls, which a loaded sandbox took over a minute to answer in one
+    # body (a 60 s timeout ended a run without its verdict); the long timeout stays for a
+    # page asked of a sandbox still loaded.
     async with httpx.AsyncClient(timeout=600) as client:
         effects = await every_effect(client, stack.sandbox_url)
-        calls = await client.get(f"{stack.sandbox_url}/v1/calls")
-        calls.raise_for_status()
+        calls = await every_call(client, stack.sandbox_url)
     applied = Counter(
-        c["idempotency_key"]
-        for c in calls.json()["calls"]
-        if c["kind"] == "apply" and c["outcome"] == "applied"
+        c["idempotency_key"] for c in calls if c["kind"] == "apply" and c["outcome"] == "applied"
     )
     return tuple(
         ProviderEffect(

@@ -28,9 +28,9 @@ from services.devtools.sandbox.call_log import (
 from services.devtools.sandbox.catalog import Operation
 from services.devtools.sandbox.dashboard import dashboard_routes
 from services.devtools.sandbox.domain_routes import domain_routes
-from services.devtools.sandbox.effect_pages import MAX_PAGE
 from services.devtools.sandbox.faults import FaultBoard, FaultMode, FaultSpec
 from services.devtools.sandbox.outbound import WebhookSender
+from services.devtools.sandbox.pages import MAX_PAGE
 from services.devtools.sandbox.responses import describe_validation, error_response
 from services.devtools.sandbox.store import Outcome, SandboxStore, Submission
 from services.devtools.sandbox.unrecorded import UnrecordedEffect
@@ -70,6 +70,25 @@ async def _hold_until_client_gives_up(request: Request) -> None:
         if await request.is_disconnected():
             return
         await asyncio.sleep(_DISCONNECT_POLL_S)
+
+
+def page_limit(limit: str | None) -> int | Response:
+    """The one rule for a page's size, for every paged list (`GET /v1/effects`,
+    `GET /v1/calls`): a whole number from 1 to MAX_PAGE, else a 400 that says so."""
+    if limit is not None and limit.isascii() and limit.isdigit() and len(limit) <= 3:
+        if 1 <= int(limit) <= MAX_PAGE:
+            return int(limit)
+    return error_response(
+        400, "invalid_limit", f"limit must be a whole number from 1 to {MAX_PAGE} when paging."
+    )
+
+
+def call_seq(cursor: str) -> int | None:
+    """A call's `seq` sent back as `starting_after`: a whole number that fits SQLite's
+    integers (18 digits), else None."""
+    if cursor.isascii() and cursor.isdigit() and len(cursor) <= 18:
+        return int(cursor)
+    return None
 
 
 def create_app(
@@ -185,7 +204,7 @@ def create_app(
         idempotency_key: str | None = None,
         operation: str | None = None,
         created_gte: str | None = None,
-        limit: int | None = None,
+        limit: str | None = None,
         starting_after: str | None = None,
     ) -> Response:
         RECEIVED_AT.set(store.clock())
@@ -220,15 +239,14 @@ def create_app(
         return JSONResponse({"effects": shown})
 
     async def _effects_page(
-        op: Operation | None, created_gte: str | None, limit: int | None, after: str | None
+        op: Operation | None, created_gte: str | None, raw_limit: str | None, after: str | None
     ) -> Response:
         """The list as Stripe's lists page (newest first, `has_more`, `starting_after`),
         from `created_gte` on: what the drift scan reads for its window, in pages that
         stay under recon's answer bound however long the history."""
-        if limit is None or not 1 <= limit <= MAX_PAGE:
-            return error_response(
-                400, "invalid_limit", f"limit must be between 1 and {MAX_PAGE} when paging."
-            )
+        limit = page_limit(raw_limit)
+        if isinstance(limit, Response):
+            return limit
         since: datetime | None = None
         if created_gte is not None:
             try:
@@ -244,12 +262,32 @@ def create_app(
 
     @app.get("/v1/calls")
     async def list_calls(
-        idempotency_key: str | None = None, operation: str | None = None
+        idempotency_key: str | None = None,
+        operation: str | None = None,
+        limit: str | None = None,
+        starting_after: str | None = None,
     ) -> Response:
         """Sandbox-only: every apply and lookup the provider answered, in arrival order
-        (see call_log.py): what proves a key was applied once, or looked up before a retry."""
-        listed = await asyncio.to_thread(calls.find, idempotency_key, operation)
-        return JSONResponse({"calls": [c.to_json() for c in listed]})
+        (see call_log.py): what proves a key was applied once, or looked up before a retry.
+        Without `limit` every call in one body, as before pages; with it, pages in the
+        same arrival order (docs/sandbox.md), after the call numbered `starting_after`."""
+        if (limit, starting_after) == (None, None):
+            listed = await asyncio.to_thread(calls.find, idempotency_key, operation)
+            return JSONResponse({"calls": [c.to_json() for c in listed]})
+        size = page_limit(limit)
+        if isinstance(size, Response):
+            return size
+        after: int | None = None
+        if starting_after is not None:
+            after = call_seq(starting_after)
+            if after is None:
+                return error_response(
+                    400,
+                    "invalid_starting_after",
+                    "starting_after must be the seq of a listed call (a whole number).",
+                )
+        page, more = await asyncio.to_thread(calls.page, idempotency_key, operation, size, after)
+        return JSONResponse({"calls": [c.to_json() for c in page], "has_more": more})
 
     @app.post("/v1/effects/unrecorded")
     async def record_unrecorded(request: Request) -> Response:

@@ -123,13 +123,31 @@ class CallLog:
 
     def find(self, key: str | None = None, operation: str | None = None) -> list[Call]:
         """Calls in arrival order, optionally of one key and/or one operation."""
-        sql, args = "SELECT * FROM calls WHERE 1 = 1", list[str]()
+        return self._select(key, operation, None, None)
+
+    def page(
+        self, key: str | None, operation: str | None, limit: int, after: int | None
+    ) -> tuple[list[Call], bool]:
+        """Up to `limit` calls in arrival order after the call numbered `after` (`seq`),
+        optionally of one key and/or operation; and whether more follow."""
+        listed = self._select(key, operation, limit + 1, after)
+        return listed[:limit], len(listed) > limit
+
+    def _select(
+        self, key: str | None, operation: str | None, limit: int | None, after: int | None
+    ) -> list[Call]:
+        sql, args = "SELECT * FROM calls WHERE 1 = 1", list[str | int]()
         if key is not None:
             sql, args = sql + " AND idempotency_key = ?", [*args, key]
         if operation is not None:
             sql, args = sql + " AND operation = ?", [*args, operation]
+        if after is not None:
+            sql, args = sql + " AND seq > ?", [*args, after]
+        sql += " ORDER BY seq"
+        if limit is not None:
+            sql, args = sql + " LIMIT ?", [*args, limit]
         with self._store.reading() as db:
-            rows = db.execute(sql + " ORDER BY seq", args).fetchall()
+            rows = db.execute(sql, args).fetchall()
         return [
             Call(
                 seq=row["seq"],
