@@ -12,7 +12,10 @@ Parametrised over targets (tests/support/provider_kit.py): the built-in adapters
 - Semantics, against the running provider: one effect per key under repeated and
   concurrent applies; the same key with another payload makes nothing; lookups find what
   was made, prove what was not, and a `replay` adapter never resends past its retention;
-  the drift listing shows every effect under its key.
+  the drift listing shows every effect under its key. Where a target gives ListingFacts:
+  a listing asked since an instant lists that window alone, one longer than a page reads
+  every page, and a cut listing covers only what is newer than its oldest effect (newest
+  first; nothing when its order is unknown).
 - Webhooks: a valid signature is accepted inside the replay window, a wrong one and one
   signed outside the window refused; the provider's event about an effect reads as the
   operation made under its key, an event the adapter does not act on settles nothing,
@@ -27,13 +30,13 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from support.acme_targets import DECLARED
 from support.kit_targets import BUILT_IN
-from support.provider_kit import KitTarget, Live, Scripted, third_party_targets
+from support.provider_kit import KitTarget, ListingFacts, Live, Scripted, third_party_targets
 
 from events.inputs import Outcome
 from reconcilers.drift import effect_from_json
 from reconcilers.signatures import SignatureError, SignatureErrorCode, verify
 from reconcilers.webhook_reading import WebhookBodyError
-from services.providers.interface import ProviderAdapter, Sent
+from services.providers.interface import NOTHING_COVERED, EffectListing, ProviderAdapter, Sent
 from services.providers.listing import listing_of
 from services.providers.lookup_strategy import CANNOT_BE_ASKED, Strategy, strategy_of
 
@@ -362,6 +365,72 @@ async def test_the_drift_listing_shows_each_effect_under_its_key(live: Live) -> 
     listed = [effect_from_json(raw) for raw in listing.effects]
     mine = [e for e in listed if e.idempotency_key == key]
     assert [(e.id, e.operation) for e in mine] == [(made.remote_id, live.operation)]
+
+
+# --- the drift listing's window, pages and cut (targets that give ListingFacts) -------
+
+
+def _listing_facts(live: Live) -> ListingFacts:
+    if live.listing is None:
+        pytest.skip("this target gives the kit no ListingFacts")
+    return live.listing
+
+
+async def _made(live: Live, count: int, apart_s: float = 0.0) -> list[str]:
+    """The keys of `count` effects made one after another, `apart_s` apart."""
+    facts = _listing_facts(live)
+    keys = []
+    for _ in range(count):
+        keys.append(key := new_key())
+        made = await live.adapter.apply(live.operation, key, await live.payload())
+        assert made.outcome is Outcome.SUCCEEDED, made
+        await facts.wait(apart_s)
+    return keys
+
+
+def _keys(listing: EffectListing) -> list[str]:
+    return [effect_from_json(raw).idempotency_key for raw in listing.effects]
+
+
+async def test_a_listing_asked_since_an_instant_lists_what_was_made_from_then_on(
+    live: Live,
+) -> None:
+    _listing_facts(live)
+    if getattr(live.adapter, "lists_since", False) is not True:
+        pytest.skip("this adapter lists everything whatever the window")
+    [before] = await _made(live, 1, apart_s=5)
+    since = live.now()
+    [after] = await _made(live, 1)
+    listed = _keys(await listing_of(live.adapter, since))
+    # The window alone: the effect made 5 s before it is not asked for, so not listed.
+    assert after in listed and before not in listed
+
+
+async def test_a_listing_longer_than_a_page_reads_every_page(live: Live) -> None:
+    facts = _listing_facts(live)
+    since = live.now()
+    made = await _made(live, 2 * facts.page_size + 1)  # three pages, within the cap
+    listing = await listing_of(live.adapter, since)
+    assert set(made) <= set(_keys(listing))
+
+
+async def test_a_cut_listing_covers_only_what_is_newer_than_its_oldest_effect(
+    live: Live,
+) -> None:
+    facts = _listing_facts(live)
+    # Each a second apart, so that creation instants in whole seconds still differ.
+    made = await _made(live, facts.most_listed + 2, apart_s=1)
+    listing = await listing_of(live.adapter, None)
+    listed = [effect_from_json(raw) for raw in listing.effects]
+    assert len(listed) == facts.most_listed
+    if not facts.newest_first:
+        # Cut in an unknown order: what it left out may be any age, so it covers nothing.
+        assert listing.covered_from == NOTHING_COVERED
+        return
+    # Newest first: the newest effects, and it covers what is newer than its oldest one,
+    # so a leg dispatched after that proves its effect missing if it is not listed.
+    assert {e.idempotency_key for e in listed} == set(made[-facts.most_listed :])
+    assert listing.covered_from == min(e.created_at for e in listed)
 
 
 # --- replay: inside and outside the key retention -------------------------------------

@@ -10,8 +10,10 @@ How it differs from the sandbox:
   `422 {"problem": {"code": ...}}`, a key reused with another body is
   `409 request_id_reused` and a key whose first request still runs `409 request_in_progress`;
 - messages are fire and forget: `202` with no body;
-- its records are listed page by page (`GET /api/v2/records`, `paging.next`), filtered
-  by `client_ref` for lookups;
+- its records are listed page by page (`GET /api/v2/records`, `paging.next`, or `after`
+  the last record's ref while `paging.more`), oldest first or newest first
+  (`sort=-created`), filtered by `client_ref` for lookups and by `created_since` (unix
+  seconds) for a window;
 - it announces each record it makes with a signed `record.done` webhook of its own shape.
 
 Keys are kept for ever, or for `retention_s` on the fake's clock (then a resend is new,
@@ -253,14 +255,37 @@ def create_app(acme: Acme) -> FastAPI:
             return _problem(401, "unauthenticated", "X-Acme-Key is missing or wrong")
         if (slowed := slow_down()) is not None:
             return slowed
-        ref = request.query_params.get("client_ref")
-        size = min(int(request.query_params.get("page_size", "20")), PAGE_MAX)
-        start = int(request.query_params.get("cursor", "0") or 0)
-        chosen = [r for r in acme.records if ref is None or r["meta"].get("recon_ref") == ref]
+        asked = request.query_params
+        ref = asked.get("client_ref")
+        size = min(int(asked.get("page_size", "20")), PAGE_MAX)
+        since = asked.get("created_since")  # unix seconds: those created then or later
+        if since is not None and not since.isdigit():
+            return _problem(400, "invalid_created_since", "created_since is unix seconds")
+        if asked.get("sort", "created") not in ("created", "-created"):
+            return _problem(400, "invalid_sort", "sort is created or -created (newest first)")
+        chosen = [
+            r
+            for r in acme.records
+            if (ref is None or r["meta"].get("recon_ref") == ref)
+            and (since is None or r["created"] >= int(since))
+        ]
+        if asked.get("sort") == "-created":
+            # Made later, listed first: records are kept in the order they were made.
+            chosen.reverse()
+        # Two ways to ask for the next page: `cursor`, the offset `paging.next` gave, or
+        # `after`, the last listed record's ref (while `paging.more` says more follow).
+        after = asked.get("after")
+        refs = [r["ref"] for r in chosen]
+        if after is not None and after not in refs:
+            return _problem(400, "invalid_after", "after names no listed record")
+        start = refs.index(after) + 1 if after is not None else int(asked.get("cursor", "0") or 0)
         page = chosen[start : start + size]
         more = start + size < len(chosen)
         return JSONResponse(
-            {"result": {"records": page}, "paging": {"next": str(start + size) if more else None}}
+            {
+                "result": {"records": page},
+                "paging": {"next": str(start + size) if more else None, "more": more},
+            }
         )
 
     return app

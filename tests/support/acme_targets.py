@@ -5,7 +5,11 @@ unlike the sandbox's: one per lookup strategy the file can declare.
 - `acme`: the file as shipped, lookup strategy `query`;
 - `acme-replay`: the same file with `replay` inside a 24 h key retention (the fake prunes
   its keys after it) and `query` past it;
-- `acme-none`: nothing can be asked (the kit checks that a lookup sends nothing).
+- `acme-none`: nothing can be asked (the kit checks that a lookup sends nothing);
+- `acme-listing`: the file's drift listing asks for its window (`since_param`, unix
+  seconds), newest first (`order`), each next page after the last record (`more`), two
+  records a page and three pages at most, so the kit sees the window, the paging and the
+  cut on a few effects.
 """
 
 import json
@@ -22,7 +26,7 @@ from services.providers.declared.model import ProviderFile
 from services.providers.http import ProviderHttp, Requester
 from services.providers.interface import ProviderAdapter
 from support.acme_fake import API_KEY, Acme, running_acme
-from support.provider_kit import Answers, Live, Webhooks
+from support.provider_kit import Answers, ListingFacts, Live, Webhooks
 
 ACME_FILE = Path(__file__).resolve().parents[2] / "docs" / "examples" / "acme.toml"
 RETENTION_S = 24 * 3600.0
@@ -118,7 +122,11 @@ class AcmeTarget:
                     if self.retention_s is None
                     else lambda: acme.clock.advance(RETENTION_S + 3600)
                 ),
+                listing=self.listing_facts(acme),
             )
+
+    def listing_facts(self, acme: Acme) -> ListingFacts | None:
+        return None
 
 
 class AcmeReplayTarget(AcmeTarget):
@@ -139,4 +147,35 @@ class AcmeNoneTarget(AcmeTarget):
         self.declared = parse(head + self.lookup + rest, ACME_FILE.name)
 
 
-DECLARED: list[AcmeTarget] = [AcmeTarget(), AcmeReplayTarget(), AcmeNoneTarget()]
+# The shipped file's listing head, and what acme-listing declares instead.
+OFFSET_PAGES = 'params = { page_size = "50" }\n'
+OFFSET_CURSOR = 'next = "/paging/next"\ncursor_param = "cursor"\n'
+LISTING_PAGES = 'params = { page_size = "2", sort = "-created" }\nmax_pages = 3\n'
+LISTING_CURSOR = (
+    'more = "/paging/more"\ncursor_param = "after"\n'
+    'since_param = "created_since"\nsince_format = "unix"\norder = "newest_first"\n'
+)
+
+
+class AcmeListingTarget(AcmeTarget):
+    name = "acme-listing"
+
+    def __init__(self) -> None:
+        text = ACME_FILE.read_text(encoding="utf-8")
+        assert OFFSET_PAGES in text and OFFSET_CURSOR in text, "acme.toml's listing moved"
+        text = text.replace(OFFSET_PAGES, LISTING_PAGES).replace(OFFSET_CURSOR, LISTING_CURSOR)
+        self.declared = parse(text, ACME_FILE.name)
+
+    def listing_facts(self, acme: Acme) -> ListingFacts | None:
+        async def wait(seconds: float) -> None:
+            acme.clock.advance(seconds)
+
+        return ListingFacts(wait=wait, page_size=2, most_listed=6, newest_first=True)
+
+
+DECLARED: list[AcmeTarget] = [
+    AcmeTarget(),
+    AcmeReplayTarget(),
+    AcmeNoneTarget(),
+    AcmeListingTarget(),
+]

@@ -72,6 +72,21 @@ def recon_format(operation: str) -> Webhooks:
     )
 
 
+@dataclass(frozen=True)
+class ListingFacts:
+    """What the kit needs to check a drift listing's window, paging and cut against the
+    running provider. Optional: a target that gives none is not checked for them."""
+
+    # Let this many seconds pass on the provider's clock (a fake's clock is moved on).
+    wait: Callable[[float], Awaitable[None]]
+    # Items on one page as the adapter asks for them, and the most effects one listing
+    # reads before it is cut (its page cap times that): small, as the kit makes more.
+    page_size: int
+    most_listed: int
+    # Whether the adapter declares that the provider lists newest first.
+    newest_first: bool
+
+
 @dataclass
 class Live:
     """The adapter against the running provider, and the provider's own view of it."""
@@ -91,6 +106,7 @@ class Live:
     slow_down: Callable[[float], Awaitable[None]]
     # Move the provider's clock past its key retention (replay adapters only).
     expire_keys: Callable[[], None] | None = None
+    listing: ListingFacts | None = None
 
 
 class KitTarget(Protocol):
