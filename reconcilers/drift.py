@@ -113,8 +113,13 @@ def compare(
     covered_from: datetime | None = None,
 ) -> list[DriftDetected]:
     """`effects`: the provider's list (any age). `ledger`: recon's legs dispatched since
-    `window_start`. `known_keys`: which of the effects' keys recon ever issued, whatever
-    their age, so an old intent is never mistaken for someone else's effect.
+    `window_start`, and those under a listed key (which may be older). `known_keys`: which
+    of the effects' keys recon ever issued, whatever their age, so an old intent is never
+    mistaken for someone else's effect.
+
+    `window_start`: the account's cursor (reconcilers.drift_span): effects created and legs
+    dispatched before it were judged by an earlier scan and are not judged again, and those
+    younger than `grace` are judged by a later one, so each is judged once.
 
     `account`: the tenant whose own provider account listed `effects` (None: the shared
     account); `ledger` then holds only the legs whose calls went to that account. An
@@ -140,7 +145,7 @@ def compare(
     found: list[DriftDetected] = []
 
     for effect in effects:
-        if effect.created_at < window_start or now - effect.created_at < grace:
+        if not _judged_now(effect, now, window_start, grace):
             continue
         if effect.idempotency_key in entries or effect.idempotency_key in known_keys:
             continue
@@ -167,10 +172,13 @@ def compare(
         matching = by_key.get(entry.op_key, [])
         if not matching:
             covered = covered_from is None or entry.dispatched_at - grace > covered_from
-            if entry.confirmed and now - entry.dispatched_at >= grace and covered:
+            due = window_start <= entry.dispatched_at and now - entry.dispatched_at >= grace
+            if entry.confirmed and due and covered:
                 found.append(_without_effect(entry, account, detected_at))
             continue
         for effect in matching:
+            if not _judged_now(effect, now, window_start, grace):
+                continue
             differences = _differences(entry, effect)
             if entry.failed:
                 # Reported whatever the payload: that the effect exists at all is the news.
@@ -178,6 +186,14 @@ def compare(
             elif differences:
                 found.append(_mismatch(entry, effect, differences, account, detected_at))
     return found
+
+
+def _judged_now(effect: Effect, now: datetime, window_start: datetime, grace: timedelta) -> bool:
+    """Whether this scan judges `effect` (without intent, mismatch, after failure): created
+    since `window_start` (the account's cursor, reconcilers.drift_span: what is older was
+    judged by an earlier scan) and past its grace (a younger one is judged by a later scan,
+    once). Its key still proves its leg's effect present, whatever its age."""
+    return window_start <= effect.created_at and now - effect.created_at >= grace
 
 
 def _owner(entry: LedgerEntry) -> dict[str, Any]:

@@ -384,6 +384,33 @@ async def mark_reported(
     )
 
 
+# A provider account by its provider and the tenant whose own account it is (None: the
+# shared account), as services.providers.accounts.Account names it.
+AccountKey = tuple[str, str | None]
+
+
+async def drift_cursors(conn: asyncpg.Connection) -> dict[AccountKey, datetime]:
+    """Each account's drift cursor (reconcilers.drift_span): the instant up to which its
+    effects and legs were judged. An account without one was never scanned whole."""
+    rows = await conn.fetch("SELECT provider, account, judged_to FROM reconciler_drift_cursors")
+    return {(r["provider"], r["account"] or None): r["judged_to"] for r in rows}
+
+
+async def advance_drift_cursors(
+    conn: asyncpg.Connection, advanced: list[tuple[AccountKey, datetime]], now: datetime
+) -> None:
+    """Move each account's cursor forward to its instant, never back: two scans that ran
+    at once (two reconcilers, or the CLI's beside the process's) judged overlapping spans,
+    and the later cursor is the one both spans cover."""
+    await conn.executemany(
+        "INSERT INTO reconciler_drift_cursors (provider, account, judged_to, updated_at)"
+        " VALUES ($1, $2, $3, $4) ON CONFLICT (provider, account) DO UPDATE"
+        " SET judged_to = greatest(reconciler_drift_cursors.judged_to, excluded.judged_to),"
+        " updated_at = excluded.updated_at",
+        [(provider, tenant or "", at, now) for (provider, tenant), at in advanced],
+    )
+
+
 # --- retention -------------------------------------------------------------------------
 
 PURGE_BATCH = 5000  # rows per DELETE, so a large backlog never holds long locks

@@ -46,6 +46,9 @@ DECIDER_AFTER_COMMIT = "decider.after_commit"
 DECIDER_WITH_PIPELINED_INPUTS = "decider.with_pipelined_inputs"
 # The intent's row and its natural keys are claimed in Postgres, its command not produced.
 INTAKE_AFTER_CLAIM = "intake.after_claim"
+# The drift scan's findings are produced and remembered as reported; the accounts' cursors
+# are not moved yet (services.pull_reconciler.runtime).
+DRIFT_BEFORE_CURSORS = "reconciler.drift_before_cursors"
 
 
 # Set once the test let the process go on: it pauses at most once.

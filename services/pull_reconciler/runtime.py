@@ -39,6 +39,7 @@ from reconcilers.drift import (
     effect_from_json,
     first_covered,
 )
+from reconcilers.drift_span import Span, span
 from reconcilers.pull import (
     Escalate,
     GiveUp,
@@ -50,7 +51,7 @@ from reconcilers.pull import (
     review_request_id,
 )
 from services.config import Settings
-from services.crash_points import crash_point
+from services.crash_points import DRIFT_BEFORE_CURSORS, crash_point
 from services.governance.store import switches_holding
 from services.kafka_clients import acked_producer
 from services.kafka_setup import ensure_topics
@@ -277,60 +278,39 @@ class Reconciler:
         effects_of: dict[Account, list[object]] | None = None,
         on_account: Callable[[Account], None] | None = None,
     ) -> list[DriftDetected]:
-        """Compare every provider account's effects with the ledger; produce what was not
-        reported before; return everything found. `effects_of` replaces the accounts'
-        lists (tests use it for drift a real provider cannot be made to show);
+        """Judge each provider account's effects and legs since its cursor (reconcilers.
+        drift_span); produce what was not reported before; return what this scan found.
+        `effects_of` replaces the accounts' lists (tests use it for drift a real provider
+        cannot be made to show): such a scan judges the whole window and moves no cursor.
         `on_account` is told of each account done (the CLI's progress)."""
         now = self.clock()
-        window_start = now - timedelta(seconds=self.settings.reconciler.drift_window_s)
+        window = timedelta(seconds=self.settings.reconciler.drift_window_s)
         grace = timedelta(seconds=self.settings.reconciler.drift_grace_s)
         found: list[DriftDetected] = []
+        advanced: list[tuple[store.AccountKey, datetime]] = []
         async with self.pool.acquire() as conn:
+            cursors = await store.drift_cursors(conn) if effects_of is None else {}
             accounts = (
                 sorted(effects_of, key=str)
                 if effects_of is not None
                 else [account for account, _ in self.accounts.listed()]
             )
             for account in accounts:
+                judged = span(cursors.get((account.provider, account.tenant)), now, window, grace)
                 listing = (
                     EffectListing(effects_of[account])
                     if effects_of is not None
-                    else await self._listing(account, window_start - grace)
+                    else await self._listing(account, judged.ask_since)
                 )
                 effects = self._effects(account, listing) if listing is not None else None
                 if listing is None or effects is None:
                     if on_account is not None:
                         on_account(account)
                     continue
-                known = await store.known_keys(
-                    conn,
-                    sorted({e.idempotency_key for e in effects if e.created_at >= window_start}),
-                )
-                entries = await store.ledger(
-                    conn,
-                    window_start,
-                    account.provider,
-                    sorted({e.idempotency_key for e in effects}),
-                    first_covered(listing.covered_from, grace, window_start),
-                    account.tenant,
-                )
-                found += compare(
-                    provider=account.provider,
-                    account=account.tenant,
-                    effects=effects,
-                    # The legs whose calls went to this account, by the rule that sent
-                    # them: another tenant's legs are not this account's to miss.
-                    ledger=[
-                        e
-                        for e in entries
-                        if self.accounts.account_of(e.tenant, e.provider) == account
-                    ],
-                    known_keys=known,
-                    now=now,
-                    window_start=window_start,
-                    grace=grace,
-                    covered_from=listing.covered_from,
-                )
+                found += await self._judge(conn, account, effects, listing, judged, now)
+                cursor = judged.advanced(whole=listing.covered_from is None)
+                if cursor is not None and effects_of is None:
+                    advanced.append(((account.provider, account.tenant), cursor))
                 if on_account is not None:
                     on_account(account)
             fresh = await store.unreported(conn, [d.drift_id for d in found])
@@ -349,9 +329,57 @@ class Reconciler:
         )
         async with self.pool.acquire() as conn:
             await store.mark_reported(conn, [(d.drift_id, d.kind.value, now) for d in new])
+            # Remembered, the cursors not moved: the next scan judges these spans again and
+            # finds the same ids (events.drift.drift_id), all reported, so it produces none
+            # of them again (tests/integration/test_drift_cursor.py).
+            crash_point(DRIFT_BEFORE_CURSORS)
+            await store.advance_drift_cursors(conn, advanced, now)
         for d in new:
             log.warning("drift %s %s: %s", d.drift_id, d.kind.value, d.detail.get("message"))
         return found
+
+    async def _judge(
+        self,
+        conn: asyncpg.Connection,
+        account: Account,
+        effects: list[Effect],
+        listing: EffectListing,
+        judged: Span,
+        now: datetime,
+    ) -> list[DriftDetected]:
+        """One account's findings over its span: its listed effects against the legs its
+        listing can judge (reconcilers.store.ledger): those under a listed key since the
+        window's start, whose effects are compared, and those its span may prove absent."""
+        config = self.settings.reconciler
+        window_start = now - timedelta(seconds=config.drift_window_s)
+        grace = timedelta(seconds=config.drift_grace_s)
+        known = await store.known_keys(
+            conn,
+            sorted({e.idempotency_key for e in effects if e.created_at >= judged.judged_from}),
+        )
+        entries = await store.ledger(
+            conn,
+            window_start,
+            account.provider,
+            sorted({e.idempotency_key for e in effects}),
+            first_covered(listing.covered_from, grace, judged.judged_from),
+            account.tenant,
+        )
+        return compare(
+            provider=account.provider,
+            account=account.tenant,
+            effects=effects,
+            # The legs whose calls went to this account, by the rule that sent them:
+            # another tenant's legs are not this account's to miss.
+            ledger=[
+                e for e in entries if self.accounts.account_of(e.tenant, e.provider) == account
+            ],
+            known_keys=known,
+            now=now,
+            window_start=judged.judged_from,
+            grace=grace,
+            covered_from=listing.covered_from,
+        )
 
     async def _listing(self, account: Account, since: datetime) -> EffectListing | None:
         """The account's effects since `since` (a grace before the window, for the clocks'

@@ -9,9 +9,8 @@ import dataclasses
 import sqlite3
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
 
-from support.drift_scanner import old_history, scanner_settings
+from support.drift_scanner import Asked, old_history, scanner_settings
 from support.recon_client import Recon, op, transaction
 
 from events.drift import DriftDetected
@@ -19,7 +18,6 @@ from services.config import Settings
 from services.devtools.stack import Stack
 from services.providers.accounts import Account
 from services.providers.declared.adapter import DeclaredAdapter
-from services.providers.http import Answer, Requester
 from services.providers.measured import Measured
 from services.pull_reconciler.runtime import Reconciler, open_reconciler
 
@@ -31,18 +29,6 @@ CUT = (
     ('params = { limit = "100" }', 'params = { limit = "1" }'),
     ("max_pages = 100", "max_pages = 2"),
 )
-
-
-class Asked:
-    """What the declared adapter asked the sandbox: each request's query parameters."""
-
-    def __init__(self, inner: Requester) -> None:
-        self.inner = inner
-        self.params: list[dict[str, str]] = []
-
-    async def request(self, method: str, url: str, **sent: Any) -> Answer:
-        self.params.append(dict(sent.get("params") or {}))
-        return await self.inner.request(method, url, **sent)
 
 
 def declared(stack: Stack, tmp_path: Path, *edits: tuple[str, str]) -> Settings:

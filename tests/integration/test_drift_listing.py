@@ -65,8 +65,6 @@ async def test_a_cut_listing_reports_no_leg_without_effect_and_is_counted(
     txs = [await recon.wait_terminal(t) for t in ("cut-1", "cut-2")]
     assert [tx["status"] for tx in txs] == ["committed", "committed"]
     async with open_reconciler(scanner_settings(stack, grace_s=0.001)) as reconciler:
-        assert await reconciler.drift_scan() == []  # whole: every leg has its effect
-
         # One page of one effect: the newest alone is listed, every other leg's effect is
         # left out by the cap. Judged as whole, each of those legs was "confirmed without
         # effect"; judged as cut, none is, and the cut is counted.
@@ -75,3 +73,9 @@ async def test_a_cut_listing_reports_no_leg_without_effect_and_is_counted(
         cut = listings("cut")
         assert await reconciler.drift_scan() == []
         assert listings("cut") == cut + 1
+
+        # Whole (the cut left the cursor where it was, so these legs are judged now): every
+        # leg has its effect.
+        sandbox.max_list_pages = SandboxAdapter.max_list_pages
+        sandbox.list_page = SandboxAdapter.list_page
+        assert await reconciler.drift_scan() == []

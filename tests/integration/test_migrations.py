@@ -183,8 +183,7 @@ async def test_version_7_interrupted_between_its_indexes_is_finished_by_the_next
     conn = await asyncpg.connect(empty_database)
     try:
         await _representative_rows(conn)  # two operations of one tenant
-        version_7 = migration_ids()[-1]
-        assert version_7.startswith("0007"), version_7
+        [version_7] = [m for m in migration_ids() if m.startswith("0007")]
         await conn.execute(f"DELETE FROM {TABLE} WHERE migration_id = $1", version_7)
         await conn.execute("CREATE INDEX operations_comp_op_key ON operations (comp_op_key)")
         await conn.execute(

@@ -1,13 +1,15 @@
 """What a drift test that runs the scan by hand against a test's stack needs: the
-reconciler's settings, and a history of old effects in the sandbox."""
+reconciler's settings, a history of effects in the sandbox, and what an adapter asked."""
 
 import json
 import sqlite3
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from events.topics import Topics
 from services.config import ReconcilerSettings, Settings
 from services.devtools.stack import Stack
+from services.providers.http import Answer, Requester
 
 
 def scanner_settings(stack: Stack, grace_s: float) -> Settings:
@@ -21,10 +23,11 @@ def scanner_settings(stack: Stack, grace_s: float) -> Settings:
     )
 
 
-def old_history(stack: Stack, n: int) -> None:
-    """`n` effects made two days ago, before the drift window, written straight into the
-    sandbox's store as a long-running provider holds them."""
-    at = datetime.now(UTC) - timedelta(days=2)
+def old_history(stack: Stack, n: int, ago: timedelta = timedelta(days=2)) -> None:
+    """`n` effects made `ago` (by default two days ago, before the drift window), written
+    straight into the sandbox's store as a long-running provider holds them; no intent
+    issued their keys."""
+    at = datetime.now(UTC) - ago
     created = at.isoformat(timespec="milliseconds").replace("+00:00", "Z")
     db = sqlite3.connect(stack.log_dir / "sandbox.db")
     try:
@@ -46,3 +49,16 @@ def old_history(stack: Stack, n: int) -> None:
         db.commit()
     finally:
         db.close()
+
+
+class Asked:
+    """What an adapter asked its provider: each request's query parameters (put in place
+    of the adapter's `http`)."""
+
+    def __init__(self, inner: Requester) -> None:
+        self.inner = inner
+        self.params: list[dict[str, str]] = []
+
+    async def request(self, method: str, url: str, **sent: Any) -> Answer:
+        self.params.append(dict(sent.get("params") or {}))
+        return await self.inner.request(method, url, **sent)

@@ -22,6 +22,7 @@ PURE = [
     ROOT / "reconcilers/webhook_reading.py",
     ROOT / "reconcilers/pull.py",
     ROOT / "reconcilers/drift.py",
+    ROOT / "reconcilers/drift_span.py",
     ROOT / "services/providers/classify.py",
     ROOT / "services/providers/preconditions.py",
     ROOT / "services/dispatcher/call_plan.py",

@@ -1,0 +1,151 @@
+"""The incremental drift scan against the real sandbox and Postgres: each account's cursor
+(`reconciler_drift_cursors`, reconcilers.drift_span) makes a scan ask the provider from the
+cursor less the grace only, judge each effect and each leg once past its grace, and move
+on only over a whole listing, so what a cut listing could not cover is judged later."""
+
+import sqlite3
+from datetime import UTC, datetime, timedelta
+
+import asyncpg
+from support.drift_scanner import Asked, old_history, scanner_settings
+from support.recon_client import Recon, op, transaction
+
+from services.devtools.stack import Stack
+from services.metrics import DRIFT_LISTINGS
+from services.providers.accounts import Account
+from services.providers.adapters import SandboxAdapter
+from services.providers.measured import Measured
+from services.pull_reconciler.runtime import Reconciler, open_reconciler
+
+# In the window, three pages of 100: what the first scan of the account pages through.
+IN_WINDOW = 250
+
+
+def sandbox_of(reconciler: Reconciler) -> SandboxAdapter:
+    measured = reconciler.accounts.adapters[Account("sandbox")]
+    assert isinstance(measured, Measured) and isinstance(measured.inner, SandboxAdapter)
+    return measured.inner
+
+
+def asked(reconciler: Reconciler) -> Asked:
+    sandbox = sandbox_of(reconciler)
+    sandbox.http = Asked(sandbox.http)
+    return sandbox.http
+
+
+async def cursor(stack: Stack) -> datetime | None:
+    conn = await asyncpg.connect(stack.database_url)
+    try:
+        at: datetime | None = await conn.fetchval(
+            "SELECT judged_to FROM reconciler_drift_cursors"
+            " WHERE provider = 'sandbox' AND account = ''"
+        )
+        return at
+    finally:
+        await conn.close()
+
+
+async def test_a_second_scan_asks_the_provider_from_its_cursor_less_the_grace(
+    stack: Stack, recon: Recon
+) -> None:
+    stack.stop("reconciler")  # this test runs the scans itself
+    old_history(stack, IN_WINDOW, ago=timedelta(minutes=30))
+    grace = timedelta(seconds=1)
+    async with open_reconciler(scanner_settings(stack, grace_s=grace.total_seconds())) as scanner:
+        sandbox = asked(scanner)
+        first = await scanner.drift_scan()
+        assert len(first) == IN_WINDOW  # every one of them without intent
+        # The first scan of the account reads its window: three pages from a day back.
+        assert len(sandbox.params) == 3, sandbox.params
+        since = datetime.fromisoformat(sandbox.params[0]["created_gte"])
+        assert abs(since - (datetime.now(UTC) - timedelta(days=1))) < timedelta(minutes=1)
+        judged_to = await cursor(stack)
+        assert judged_to is not None
+
+        sandbox.params.clear()
+        assert await scanner.drift_scan() == []
+        # The second asks from its cursor less the grace: one page, none of the 250.
+        assert len(sandbox.params) == 1, sandbox.params
+        assert datetime.fromisoformat(sandbox.params[0]["created_gte"]) == judged_to - grace
+        later = await cursor(stack)
+        assert later is not None and later > judged_to
+
+
+async def test_an_effect_without_intent_is_found_by_the_next_scan_once(
+    stack: Stack, recon: Recon
+) -> None:
+    stack.stop("reconciler")
+    grace = timedelta(seconds=60)
+
+    async def stray() -> str:
+        made = await recon.http.post(
+            f"{stack.sandbox_url}/v1/effects/unrecorded",
+            json={"operation": "payments.charge", "payload": {"amount": 9, "currency": "usd"}},
+        )
+        assert made.status_code == 200, made.text
+        effect_id: str = made.json()["id"]
+        return effect_id
+
+    async with open_reconciler(scanner_settings(stack, grace_s=grace.total_seconds())) as scanner:
+        # The scans' clock is set, not waited for: each scan a grace and more after the last.
+        start = datetime.now(UTC)
+        early = await stray()  # made before the first scan, within its grace: not judged yet
+        scanner.clock = lambda: start + timedelta(seconds=1)
+        assert await scanner.drift_scan() == []
+        late = await stray()  # made after the first scan
+        scanner.clock = lambda: start + 2 * grace
+        found = await scanner.drift_scan()
+        assert sorted(d.effect_id or "" for d in found) == sorted([early, late])
+        assert {d.kind.value for d in found} == {"effect_without_intent"}
+        # Judged once: the next scan's span starts after both.
+        scanner.clock = lambda: start + 4 * grace
+        assert await scanner.drift_scan() == []
+
+
+async def test_a_cut_listing_leaves_the_cursor_and_a_later_whole_one_judges_what_it_missed(
+    stack: Stack, recon: Recon
+) -> None:
+    stack.stop("reconciler")
+    async with open_reconciler(scanner_settings(stack, grace_s=0.001)) as scanner:
+        assert await scanner.drift_scan() == []  # whole (nothing yet): the cursor is set
+        before = await cursor(stack)
+        assert before is not None
+
+        charges: dict[str, str] = {}
+        for tx_id in ("old", "middle", "new"):
+            assert (await recon.submit(transaction(tx_id, receipt=False))).status_code == 202
+            tx = await recon.wait_terminal(tx_id)
+            assert tx["status"] == "committed"
+            charges[tx_id] = op(tx, "charge")["op_key"]
+        db = sqlite3.connect(stack.log_dir / "sandbox.db")
+        try:
+            for name in ("old", "new"):
+                db.execute("DELETE FROM effects WHERE idempotency_key = ?", (charges[name],))
+            db.commit()
+        finally:
+            db.close()
+
+        # One page of two: the new reserve and the middle charge are listed, the cut covers
+        # from the latter on. The new charge is proven missing; the old one is not judged.
+        sandbox = sandbox_of(scanner)
+        sandbox.max_list_pages, sandbox.list_page = 1, 2
+        cut = DRIFT_LISTINGS.labels("sandbox", "cut")._value.get()
+        found = await scanner.drift_scan()
+        assert DRIFT_LISTINGS.labels("sandbox", "cut")._value.get() == cut + 1
+        assert [(d.kind.value, d.op_key) for d in found] == [
+            ("intent_without_effect", charges["new"])
+        ]
+        assert await cursor(stack) == before
+
+        # Whole again: the span is still the cut scan's and more, so the old charge is judged.
+        sandbox.max_list_pages = SandboxAdapter.max_list_pages
+        sandbox.list_page = SandboxAdapter.list_page
+        found = await scanner.drift_scan()
+        assert sorted((d.kind.value, d.op_key) for d in found) == sorted(
+            [
+                ("intent_without_effect", charges["old"]),
+                ("intent_without_effect", charges["new"]),
+            ]
+        )
+        after = await cursor(stack)
+        assert after is not None and before is not None and after > before
