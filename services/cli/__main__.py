@@ -1,7 +1,8 @@
 """`python -m services.cli`: operator commands.
 
     python -m services.cli drift           # the drift recon has reported (the drift table)
-    python -m services.cli drift --scan    # run one drift scan now and print what it found
+    python -m services.cli drift --scan    # run one drift scan now (from each account's
+                                           # cursor) and print what it found
     python -m services.cli audit verify    # check every transaction's hash chain on the log
     python -m services.cli audit rebuild --into URL [--compare]  # replay the log, diff
     python -m services.cli audit timeline --tx TX_ID    # one transaction, in time order

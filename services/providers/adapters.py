@@ -105,7 +105,7 @@ class SandboxAdapter:
             return 0, {"error": str(error)}
         return response.status, response.json()
 
-    # The drift scan passes its window's start (services.providers.listing).
+    # The drift scan passes its account's cursor less the grace (services.providers.listing).
     lists_since = True
 
     async def list_effects(self, since: datetime | None = None) -> EffectListing:

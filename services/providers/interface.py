@@ -151,8 +151,9 @@ class ProviderAdapter(Protocol):
 
     # Optional: `lists_since = True` declares that `list_effects` takes a keyword
     # `since` (an aware datetime) and then lists only the effects created at or after it;
-    # the drift scan passes its window's start to such adapters alone, so an adapter
-    # written before it (no argument) still conforms and is asked for everything.
+    # the drift scan passes its account's cursor less the grace (reconcilers.drift_span) to
+    # such adapters alone, so an adapter written before it (no argument) still conforms and
+    # is asked for everything.
 
     async def list_effects(self) -> "list[Any] | EffectListing":
         """Every effect the provider lists, as reconcilers.drift.effect_from_json reads

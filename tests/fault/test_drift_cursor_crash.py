@@ -3,13 +3,12 @@ before its accounts' cursors move: the next scan judges the same span again, fin
 drift under the same ids, and reports none of it a second time."""
 
 import asyncio
-import sqlite3
 import subprocess
 import sys
 from collections import Counter
 
 import asyncpg
-from support.drift_scanner import scanner_settings
+from support.drift_scanner import lose_effects, scanner_settings
 from support.recon_client import Recon, op, transaction
 from support.topic_records import read_topic
 
@@ -30,12 +29,7 @@ async def test_a_scan_killed_before_its_cursor_moves_reports_nothing_twice(
     lost = op(tx, "charge")["op_key"]
     # The provider loses the charge: intent without effect, which only the scan reports
     # (a stray effect would be reported by the webhook ingress too, under the same id).
-    db = sqlite3.connect(stack.log_dir / "sandbox.db")
-    try:
-        db.execute("DELETE FROM effects WHERE idempotency_key = ?", (lost,))
-        db.commit()
-    finally:
-        db.close()
+    lose_effects(stack, lost)
 
     scan = await asyncio.to_thread(
         subprocess.run,

@@ -6,12 +6,16 @@ proves the newest legs' effects missing; the same file without those keys is rea
 before (a cut covers nothing)."""
 
 import dataclasses
-import sqlite3
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from support.drift_scanner import Asked, old_history, scanner_settings
-from support.recon_client import Recon, op, transaction
+from support.drift_scanner import (
+    Asked,
+    charges_that_lost_their_effects,
+    old_history,
+    scanner_settings,
+)
+from support.recon_client import Recon
 
 from events.drift import DriftDetected
 from services.config import Settings
@@ -84,19 +88,7 @@ async def _scan_with_missing_effects(
     """Three committed transactions, then the charges of the first and the last lose their
     effect at the sandbox; the scan's findings, and the op keys of those two charges."""
     stack.stop("reconciler")
-    charges: dict[str, str] = {}
-    for tx_id in ("old", "middle", "new"):
-        assert (await recon.submit(transaction(tx_id, receipt=False))).status_code == 202
-        tx = await recon.wait_terminal(tx_id)
-        assert tx["status"] == "committed"
-        charges[tx_id] = op(tx, "charge")["op_key"]
-    db = sqlite3.connect(stack.log_dir / "sandbox.db")
-    try:
-        for name in ("old", "new"):
-            db.execute("DELETE FROM effects WHERE idempotency_key = ?", (charges[name],))
-        db.commit()
-    finally:
-        db.close()
+    charges = await charges_that_lost_their_effects(stack, recon)
     async with open_reconciler(settings) as reconciler:
         return await reconciler.drift_scan(), charges
 

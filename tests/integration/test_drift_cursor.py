@@ -3,12 +3,16 @@
 cursor less the grace only, judge each effect and each leg once past its grace, and move
 on only over a whole listing, so what a cut listing could not cover is judged later."""
 
-import sqlite3
 from datetime import UTC, datetime, timedelta
 
 import asyncpg
-from support.drift_scanner import Asked, old_history, scanner_settings
-from support.recon_client import Recon, op, transaction
+from support.drift_scanner import (
+    Asked,
+    charges_that_lost_their_effects,
+    old_history,
+    scanner_settings,
+)
+from support.recon_client import Recon
 
 from services.devtools.stack import Stack
 from services.metrics import DRIFT_LISTINGS
@@ -111,19 +115,7 @@ async def test_a_cut_listing_leaves_the_cursor_and_a_later_whole_one_judges_what
         before = await cursor(stack)
         assert before is not None
 
-        charges: dict[str, str] = {}
-        for tx_id in ("old", "middle", "new"):
-            assert (await recon.submit(transaction(tx_id, receipt=False))).status_code == 202
-            tx = await recon.wait_terminal(tx_id)
-            assert tx["status"] == "committed"
-            charges[tx_id] = op(tx, "charge")["op_key"]
-        db = sqlite3.connect(stack.log_dir / "sandbox.db")
-        try:
-            for name in ("old", "new"):
-                db.execute("DELETE FROM effects WHERE idempotency_key = ?", (charges[name],))
-            db.commit()
-        finally:
-            db.close()
+        charges = await charges_that_lost_their_effects(stack, recon)
 
         # One page of two: the new reserve and the middle charge are listed, the cut covers
         # from the latter on. The new charge is proven missing; the old one is not judged.

@@ -10,6 +10,7 @@ from events.topics import Topics
 from services.config import ReconcilerSettings, Settings
 from services.devtools.stack import Stack
 from services.providers.http import Answer, Requester
+from support.recon_client import Recon, op, transaction
 
 
 def scanner_settings(stack: Stack, grace_s: float) -> Settings:
@@ -62,3 +63,27 @@ class Asked:
     async def request(self, method: str, url: str, **sent: Any) -> Answer:
         self.params.append(dict(sent.get("params") or {}))
         return await self.inner.request(method, url, **sent)
+
+
+async def charges_that_lost_their_effects(stack: Stack, recon: Recon) -> dict[str, str]:
+    """Three committed transactions ("old", "middle", "new", in that order), then the
+    charges of the first and the last lose their effect at the sandbox (deleted from its
+    store, as a provider that lost them); each transaction's charge op key."""
+    charges: dict[str, str] = {}
+    for tx_id in ("old", "middle", "new"):
+        assert (await recon.submit(transaction(tx_id, receipt=False))).status_code == 202
+        tx = await recon.wait_terminal(tx_id)
+        assert tx["status"] == "committed"
+        charges[tx_id] = op(tx, "charge")["op_key"]
+    lose_effects(stack, charges["old"], charges["new"])
+    return charges
+
+
+def lose_effects(stack: Stack, *keys: str) -> None:
+    """The sandbox loses the effects under these idempotency keys."""
+    db = sqlite3.connect(stack.log_dir / "sandbox.db")
+    try:
+        db.executemany("DELETE FROM effects WHERE idempotency_key = ?", [(k,) for k in keys])
+        db.commit()
+    finally:
+        db.close()

@@ -1,6 +1,6 @@
 """The drift listing of a provider file: every page of the provider's effects (those
-created since the scan's window start, when the file names its filter), each read into the
-shape reconcilers.drift.effect_from_json reads."""
+created since the account's drift cursor less the grace, when the file names its filter),
+each read into the shape reconcilers.drift.effect_from_json reads."""
 
 import math
 from collections.abc import Awaitable, Callable

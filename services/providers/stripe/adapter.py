@@ -198,7 +198,8 @@ class StripeAdapter:
             "revoked": body.get("status") == "canceled",
         }
 
-    # The drift scan passes its window's start: Stripe's lists filter by `created[gte]`.
+    # The drift scan passes its account's cursor less the grace: Stripe's lists filter by
+    # `created[gte]`.
     lists_since = True
 
     async def list_effects(self, since: datetime | None = None) -> EffectListing:
