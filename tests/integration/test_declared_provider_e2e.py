@@ -186,7 +186,11 @@ async def _a_stray_effect_is_drift(intake_url: str, acme: Acme) -> None:
         "phase": "done",
         "request_id": "someone-else",
         "meta": {},
-        "created": int(time.time()) - 120,
+        # Now, as a provider lists what it just made: the scan judges what arrived since its
+        # cursor (less the grace), so an effect listed for the first time two minutes after
+        # its creation is older than any cursor-less-grace and is not judged (the grace must
+        # cover a provider's listing lag, docs/webhooks-reviews-drift.md).
+        "created": int(time.time()),
         "details": {"amount_cents": 999},
     }
     acme.records.append(made)
