@@ -15,6 +15,12 @@ decide/commit loop.
   An answer the owner cannot take inline (the partition was revoked meanwhile; a resumed
   hold of a partition another decider owns) goes to recon.observations as an ordinary
   record, which the owner decides like any observation: nothing is dropped.
+- One caller at a time: a revocation does not wait for the partition's calls in flight
+  (an eager rebalance revokes every partition, so it would hold every scale-out for the
+  longest call); their `calls_begun` rows hold a lease instead (services.dispatcher.
+  call_lease), and the new owner's take-over claims a call before it looks it up, waiting
+  while the old owner's is on the wire. An order of a partition this process no longer
+  owns is not started (`submit`).
 - Take-over: a decider that gains a partition (after its restore, also after a failed
   transaction) runs every leg the restored state holds `dispatched` with no answer
   (transactions.unanswered) through the call plan again, except legs held by a kill switch
@@ -181,11 +187,18 @@ class DispatchHost:
             self.gate.learn_intents((o.envelope.tenant, o.envelope.tx_id) for o in orders)
 
     def submit(self, orders: list[DispatchOrder]) -> None:
-        """Starts the calls of committed dispatches; never waits for them."""
+        """Starts the calls of committed dispatches of partitions this process owns; never
+        waits for them. An order of a partition it no longer owns (revoked while a take-over
+        read its holds) is its new owner's, by the take-over rule."""
         if not self.enabled:
             return
         for order in orders:
             if order.leg_key in self.running:
+                continue
+            if not self.owns(order.partition):
+                log.info(
+                    "%s %s: partition %d not owned, not called", *_named(order), order.partition
+                )
                 continue
             self.running.add(order.leg_key)
             self.calling[order.partition] += 1

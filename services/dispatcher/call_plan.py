@@ -27,6 +27,10 @@ The rules, in the order they are asked:
 - Begin, the last gate: an engaged kill switch holds the call (Hold), a recorded abort
   stops a step's call that was never begun (events.aborted_before_call), and a destructive
   call another dispatcher began meanwhile is not sent twice.
+- One caller at a time (services.dispatcher.call_lease): a begin holds its call under a
+  lease, and a redelivery (or a call another dispatcher began meanwhile) claims it before
+  it looks up, waiting while another process holds it live, so its lookup sees what that
+  call did and two calls of one attempt are never on the wire at once.
 - An `unknown` answer is resolved by lookups with backoff (LOOKUP_BACKOFF_S); past them
   the scheduled reconciler takes over.
 
@@ -113,6 +117,13 @@ class Begin(Request[Begun]):
 
 
 @dataclass(frozen=True)
+class Claim(Request[None]):
+    """Wait while another process holds this call's lease (its call is on the wire, or
+    may be), then hold it: answered once the other call ended or its lease lapsed, or at
+    once when nobody holds it (services.dispatcher.call_lease)."""
+
+
+@dataclass(frozen=True)
 class Hold(Request[None]):
     """Hold the dispatch for the engaged switches that stopped its begin (it is dispatched
     through the gate again once they are released)."""
@@ -184,13 +195,13 @@ def call_plan(dispatch: OperationDispatched, *, adapter_known: bool = True) -> P
         # Judged by what happened, not by an offset: a row means a call may have been made.
         redelivered = yield from ask(WasBegun())
     lookups = 0
+    if redelivered:
+        # A call of this attempt was begun: its caller may still be on the wire (an owner
+        # that lost the partition mid-call). Looked up only once it is not.
+        yield Claim()
     if dispatch.lookup_first or redelivered:
         lookups += 1
-        seen = yield from ask(Lookup())
-        if seen.outcome is not Outcome.ABSENT:
-            yield Report(Source.LOOKUP, seen, lookups)
-            if seen.outcome is not Outcome.SUCCEEDED:
-                yield from _resolve(lookups)
+        if (yield from _found(lookups)):
             return
         if redelivered and not redelivery_may_apply(info):
             yield _not_resent(lookups)
@@ -222,14 +233,32 @@ def _call(info: Classified, begun: Begun, *, redelivered: bool, lookups: int) ->
     if begun.switches:
         yield Hold(begun.switches)
         return
-    if not begun.written and not redelivered and not redelivery_may_apply(info):
+    if not begun.written and not redelivered:
         # Another dispatcher began this very call meanwhile (a zombie, a lost lease).
-        yield _not_resent(lookups)
-        return
+        if not redelivery_may_apply(info):
+            yield _not_resent(lookups)
+            return
+        # Its call ends (or its lease lapses) before this one looks, and sends if absent.
+        yield Claim()
+        lookups += 1
+        if (yield from _found(lookups)):
+            return
     seen = yield from ask(Apply())
     yield Report(Source.RESPONSE, seen, lookups)
     if seen.outcome is Outcome.UNKNOWN:
         yield from _resolve(lookups)
+
+
+def _found(lookups: int) -> Generator[Request[Any], Any, bool]:
+    """Look up; an effect found (or a lookup that could not tell) is reported and settles
+    the call: True, nothing more is sent."""
+    seen = yield from ask(Lookup())
+    if seen.outcome is Outcome.ABSENT:
+        return False
+    yield Report(Source.LOOKUP, seen, lookups)
+    if seen.outcome is not Outcome.SUCCEEDED:
+        yield from _resolve(lookups)
+    return True
 
 
 def _not_resent(lookups: int) -> Report:

@@ -24,10 +24,18 @@ provider, after every gate and precondition. Three questions are answered by it,
 
 The row is written before the call, never after: a crash between the two leaves a row for
 a call that may not have been made (a lookup settles it), never a call without a row.
+
+- Is another process making this call right now? The row's lease (`holder`, `held_until`,
+  services.dispatcher.call_lease) is taken by the begin that writes the row, and by
+  `claim` before a redelivery looks up; `release` clears it when the call ends. A crash
+  between the begin and the call, or between the call and the release, leaves a lease
+  that lapses on its own; a claim waits for it, then looks up, as before. Rows written
+  before the lease existed (or by a release without it) have none: claimed at once.
 """
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from enum import Enum
 
 import asyncpg
 
@@ -64,6 +72,10 @@ class Call:
     agent_id: str
     provider: str
     operation: str
+    # Who takes the row's lease and for how long (services.dispatcher.call_lease); no
+    # holder, no lease.
+    holder: str = ""
+    lease_s: float = 0.0
 
     @property
     def leg_of(self) -> tuple[str, str, str]:
@@ -128,10 +140,11 @@ async def begin_many(conn: asyncpg.Connection, calls: Sequence[Call]) -> list[Be
 _BEGIN = (
     "WITH asked AS MATERIALIZED ("
     "  SELECT * FROM unnest($1::int[], $2::text[], $3::text[], $4::text[], $5::text[],"
-    "   $6::int[], $7::text[], $8::text[], $9::text[])"
-    "  AS a(n, tenant, tx_id, op_key, leg, attempt, agent_id, provider, operation)),"
+    "   $6::int[], $7::text[], $8::text[], $9::text[], $10::text[], $11::float8[])"
+    "  AS a(n, tenant, tx_id, op_key, leg, attempt, agent_id, provider, operation, holder,"
+    "   lease_s)),"
     " judged AS MATERIALIZED ("
-    "  SELECT a.n, a.tenant, a.op_key, a.leg, a.attempt,"
+    "  SELECT a.n, a.tenant, a.op_key, a.leg, a.attempt, a.holder, a.lease_s,"
     "   coalesce((SELECT array_agg(k.switch_id ORDER BY k.switch_id) FROM kill_switches k"
     "    WHERE k.tenant = a.tenant AND "
     + switch_matches("a.agent_id", "a.provider", "a.operation")
@@ -153,8 +166,10 @@ _BEGIN = (
     "   AS existed"
     "  FROM asked a),"
     " written AS ("
-    "  INSERT INTO calls_begun (tenant, op_key, leg, attempt)"
-    "  SELECT j.tenant, j.op_key, j.leg, j.attempt FROM judged j"
+    "  INSERT INTO calls_begun (tenant, op_key, leg, attempt, holder, held_until)"
+    "  SELECT j.tenant, j.op_key, j.leg, j.attempt, nullif(j.holder, ''),"
+    "   CASE WHEN j.holder <> '' THEN clock_timestamp() + make_interval(secs => j.lease_s)"
+    "   END FROM judged j"
     "  WHERE j.switches = '{}' AND NOT j.aborted"
     # In key order, as every batch: two batches meeting on two rows wait, never deadlock.
     "  ORDER BY j.tenant, j.op_key, j.leg, j.attempt"
@@ -181,6 +196,8 @@ async def _begin_once(
         [c.agent_id for _, c in calls],
         [c.provider for _, c in calls],
         [c.operation for _, c in calls],
+        [c.holder for _, c in calls],
+        [c.lease_s for _, c in calls],
     )
     return [
         (
@@ -194,3 +211,52 @@ async def _begin_once(
         )
         for row in rows
     ]
+
+
+class Claimed(Enum):
+    """What `claim` found."""
+
+    # The lease is this holder's now: nobody else's call of the attempt is live.
+    TAKEN = "taken"
+    # Another holder's lease is live: its call may be on the wire; ask again later.
+    HELD = "held"
+    # No row (purged with its settled leg): nothing to wait for, nothing held.
+    NO_ROW = "no_row"
+
+
+# Taken when nobody holds the row, its lease lapsed, or it is this holder's already.
+_CLAIM = (
+    "WITH taken AS (UPDATE calls_begun"
+    "  SET holder = $5, held_until = clock_timestamp() + make_interval(secs => $6)"
+    "  WHERE tenant = $1 AND op_key = $2 AND leg = $3 AND attempt = $4"
+    "   AND (held_until IS NULL OR held_until <= clock_timestamp() OR holder = $5)"
+    "  RETURNING 1)"
+    " SELECT EXISTS (SELECT 1 FROM taken) AS taken, EXISTS (SELECT 1 FROM calls_begun"
+    "  WHERE tenant = $1 AND op_key = $2 AND leg = $3 AND attempt = $4) AS found"
+)
+
+
+async def claim(
+    conn: asyncpg.Connection,
+    call: tuple[str, str, str, int],
+    holder: str,
+    lease_s: float,
+) -> Claimed:
+    """Take the lease of `call` (tenant, op_key, leg, attempt) for `holder`, unless another
+    holder's is live."""
+    row = await conn.fetchrow(_CLAIM, *call, holder, lease_s)
+    assert row is not None
+    if row["taken"]:
+        return Claimed.TAKEN
+    return Claimed.HELD if row["found"] else Claimed.NO_ROW
+
+
+async def release(conn: asyncpg.Connection, call: tuple[str, str, str, int], holder: str) -> None:
+    """The call ended: its lease is cleared, if it is still `holder`'s (a lapsed lease
+    another process claimed since is that process's)."""
+    await conn.execute(
+        "UPDATE calls_begun SET held_until = NULL"
+        " WHERE tenant = $1 AND op_key = $2 AND leg = $3 AND attempt = $4 AND holder = $5",
+        *call,
+        holder,
+    )

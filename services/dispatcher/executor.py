@@ -13,27 +13,43 @@ RequestReview command the gate produces to recon.commands.
 
 Bounded: at most MAX_CONCURRENT_CALLS orders run their plans at once, so a slow provider
 holds a bounded number of calls and never the host's own loop.
+
+One caller at a time (services.dispatcher.call_lease): each Call is a holder of its own (a
+random id: two calls of one process are two holders). Its begin takes the row's lease, a
+Claim waits for another holder's to end or lapse, and the apply is sent only within this
+holder's lease and cut when it ends; the lease is released as soon as the apply answered
+(or the plan ended without one), before anything else is done with the answer.
 """
 
 import asyncio
 import logging
+import uuid
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any, Protocol, assert_never
 
 from opentelemetry.trace import SpanKind
 
 from events.inputs import Evidence, OperationObserved, Source
 from events.keys import dispatch_observation_id
+from events.observation import Seen
 from services import tracing
 from services.crash_points import (
     DISPATCHER_AFTER_PROVIDER_ANSWERED,
     DISPATCHER_BEFORE_CALL_BEGUN,
     pause_point,
 )
+from services.dispatcher.call_lease import (
+    BEGIN_REQUESTS,
+    CLAIM_POLL_S,
+    CLAIM_REQUESTS,
+    held_s,
+    lease_s,
+)
 from services.dispatcher.call_plan import (
     Apply,
     Balance,
     Begin,
+    Claim,
     Gate,
     Hold,
     Lookup,
@@ -45,8 +61,10 @@ from services.dispatcher.call_plan import (
     call_plan,
     dispatch_observation,
 )
+from services.dispatcher.calls_begun import Claimed
 from services.dispatcher.dispatch_order import DispatchOrder
 from services.dispatcher.gatekeeper import Gatekeeper
+from services.providers.classify import unreachable
 from services.providers.interface import ProviderAdapter, Sent
 from services.providers.registry import Accounts
 
@@ -99,18 +117,26 @@ class Call:
         self.order = order
         self.envelope = order.envelope
         self.dispatch = order.dispatch
+        self.holder = uuid.uuid4().hex
+        # While this call holds its row's lease: the loop time past which it sends nothing.
+        self.held_until: float | None = None
 
     async def run(self) -> None:
         # The envelope's tenant, the log's: the call goes to that tenant's account.
         adapter = self.x.accounts.adapter_for(self.envelope.tenant, self.dispatch.provider)
         plan = call_plan(self.dispatch, adapter_known=adapter is not None)
         answer: object = None
-        while True:
-            try:
-                request = plan.send(answer)
-            except StopIteration:
-                return
-            answer = await self.execute(request, adapter)
+        try:
+            while True:
+                try:
+                    request = plan.send(answer)
+                except StopIteration:
+                    return
+                answer = await self.execute(request, adapter)
+        finally:
+            # A claim whose lookup settled the call, or a plan cut short by an error: the
+            # lease goes now rather than lapse.
+            await self.release()
 
     async def execute(self, request: Request[Any], adapter: ProviderAdapter | None) -> object:
         env, dispatch, gate = self.envelope, self.dispatch, self.x.gate
@@ -127,10 +153,20 @@ class Call:
                 return None
             case Begin():
                 await pause_point(DISPATCHER_BEFORE_CALL_BEGUN)
-                begun = await gate.begin(env, dispatch)
+                # Measured before the statement: this holder's bound ends first.
+                began = asyncio.get_running_loop().time()
+                timeout = gate.settings.provider_timeout_s
+                begun = await gate.begin(
+                    env, dispatch, self.holder, lease_s(timeout, BEGIN_REQUESTS)
+                )
+                if begun.written:
+                    self.held_until = began + held_s(timeout, BEGIN_REQUESTS)
                 if begun.aborted:
                     log.info("%s %s: aborted before its call was begun", env.tx_id, dispatch.action)
                 return begun
+            case Claim():
+                await self.claim()
+                return None
             case Hold(switches=switches):
                 await gate.hold(env, dispatch, self.order.partition, switches)
                 return None
@@ -152,10 +188,73 @@ class Call:
             case Balance(charge=charge):
                 return await adapter.balance(charge)
             case Apply():
-                seen = await adapter.apply(dispatch.operation, dispatch.op_key, dispatch.payload)
+                seen = await self.apply(adapter)
+                await self.release()
                 await pause_point(DISPATCHER_AFTER_PROVIDER_ANSWERED)
                 return seen
         raise AssertionError(f"no executor for {request!r}")
+
+    async def claim(self) -> None:
+        """Until no other holder's lease on this call is live; then it is this one's."""
+        env, dispatch, gate = self.envelope, self.dispatch, self.x.gate
+        timeout = gate.settings.provider_timeout_s
+        waited = False
+        while True:
+            at = asyncio.get_running_loop().time()
+            claimed = await gate.claim(env, dispatch, self.holder, lease_s(timeout, CLAIM_REQUESTS))
+            match claimed:
+                case Claimed.TAKEN:
+                    self.held_until = at + held_s(timeout, CLAIM_REQUESTS)
+                    if waited:
+                        log.info("%s %s: the other call ended", env.tx_id, dispatch.action)
+                    return
+                case Claimed.NO_ROW:
+                    return
+                case Claimed.HELD:
+                    if not waited:
+                        log.info(
+                            "%s %s attempt %d: another process is making this call;"
+                            " waiting for it to end",
+                            env.tx_id,
+                            dispatch.action,
+                            dispatch.attempt,
+                        )
+                        waited = True
+                    await asyncio.sleep(CLAIM_POLL_S)
+                case _:
+                    assert_never(claimed)
+
+    async def apply(self, adapter: ProviderAdapter) -> Seen:
+        """The provider call, within this holder's lease: not sent once it ended, cut when
+        it ends (an unknown answer, which lookups settle)."""
+        dispatch = self.dispatch
+        call = adapter.apply(dispatch.operation, dispatch.op_key, dispatch.payload)
+        if self.held_until is None:
+            return await call  # a row purged meanwhile: nobody else holds the call
+        left = self.held_until - asyncio.get_running_loop().time()
+        if left <= 0:
+            call.close()
+            return unreachable(TimeoutError("the call's lease ended before it was sent"))
+        try:
+            async with asyncio.timeout(left):
+                return await call
+        except TimeoutError:
+            return unreachable(TimeoutError("no answer within the call's lease"))
+
+    async def release(self) -> None:
+        """The call ended: another process may look it up now."""
+        if self.held_until is None:
+            return
+        self.held_until = None
+        try:
+            await self.x.gate.release(self.envelope, self.dispatch, self.holder)
+        except Exception as error:
+            log.warning(
+                "%s %s: releasing the call's lease failed (%r); it lapses",
+                self.envelope.tx_id,
+                self.dispatch.action,
+                error,
+            )
 
     async def review(self, request: Review) -> None:
         """No call is made: a person decides, with the provider's answer as evidence."""

@@ -339,11 +339,18 @@ class Gatekeeper:
         except UNREACHABLE as error:
             raise RetryBatch(f"governance state unavailable: {error}") from error
 
-    async def begin(self, envelope: Envelope, dispatch: OperationDispatched) -> call_plan.Begun:
+    async def begin(
+        self,
+        envelope: Envelope,
+        dispatch: OperationDispatched,
+        holder: str = "",
+        lease_s: float = 0.0,
+    ) -> call_plan.Begun:
         """Right before the call: the durable record of the call about to be made, unless an
         engaged switch stops it (`switches`: the plan holds it) or an abort does (`aborted`:
-        not to be made at all); and whether it was begun before (`existed`). The begins
-        asked in one turn (the dispatches a transaction committed) are one statement."""
+        not to be made at all); and whether it was begun before (`existed`). A row written
+        is `holder`'s for `lease_s` (services.dispatcher.call_lease). The begins asked in
+        one turn (the dispatches a transaction committed) are one statement."""
         try:
             agent_id = await self._agent(envelope, dispatch)
             call = calls_begun.Call(
@@ -355,10 +362,30 @@ class Gatekeeper:
                 agent_id=agent_id,
                 provider=dispatch.provider,
                 operation=dispatch.operation,
+                holder=holder,
+                lease_s=lease_s,
             )
             return await self._begins.ask(call)
         except UNREACHABLE as error:
             raise RetryBatch(f"governance state unavailable: {error}") from error
+
+    async def claim(
+        self, envelope: Envelope, dispatch: OperationDispatched, holder: str, lease_s: float
+    ) -> calls_begun.Claimed:
+        """The call's lease for `holder`, unless another process holds it live."""
+        try:
+            pool = await self._pool()
+            async with pool.acquire() as conn:
+                return await calls_begun.claim(conn, _row(envelope, dispatch), holder, lease_s)
+        except UNREACHABLE as error:
+            raise RetryBatch(f"governance state unavailable: {error}") from error
+
+    async def release(self, envelope: Envelope, dispatch: OperationDispatched, holder: str) -> None:
+        """The call ended: its lease is cleared. Raises what Postgres raised (the lease then
+        lapses on its own)."""
+        pool = await self._pool()
+        async with pool.acquire() as conn:
+            await calls_begun.release(conn, _row(envelope, dispatch), holder)
 
     async def _begin_many(self, calls: list[calls_begun.Call]) -> list[call_plan.Begun]:
         pool = await self._begin_pool()
@@ -441,3 +468,8 @@ class Gatekeeper:
             value=command.model_dump_json().encode(),
             key=partition_key(envelope.tenant, envelope.tx_id),
         )
+
+
+def _row(envelope: Envelope, dispatch: OperationDispatched) -> tuple[str, str, str, int]:
+    """The `calls_begun` row of a dispatch's call."""
+    return (envelope.tenant, dispatch.op_key, dispatch.leg.value, dispatch.attempt)

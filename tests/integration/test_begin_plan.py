@@ -22,7 +22,7 @@ from services.dispatcher.gatekeeper import Gatekeeper
 from services.pg_pool import GENERIC_PLANS
 
 ROWS = 3000
-TYPES = "int[], text[], text[], text[], text[], int[], text[], text[], text[]"
+TYPES = "int[], text[], text[], text[], text[], int[], text[], text[], text[], text[], float8[]"
 
 
 @pytest.fixture
@@ -100,13 +100,13 @@ def probes_by_key(plan: str) -> None:
 # A forward call large_tables began: the begin finds its row and writes nothing.
 A_BEGUN_CALL = (
     "ARRAY[1], ARRAY['acme'], ARRAY['tx-17'], ARRAY['rk1_c17'], ARRAY['forward'], ARRAY[1],"
-    " ARRAY['agent'], ARRAY['sandbox'], ARRAY['payments.charge']"
+    " ARRAY['agent'], ARRAY['sandbox'], ARRAY['payments.charge'], ARRAY['holder'], ARRAY[10.0]"
 )
 
 
 async def generic_plan(conn: asyncpg.Connection) -> str:
     # A generic plan does not depend on the values: NULLs stand for any.
-    return await large_tables.plan(conn, _BEGIN, TYPES, ", ".join(["NULL"] * 9), False)
+    return await large_tables.plan(conn, _BEGIN, TYPES, ", ".join(["NULL"] * 11), False)
 
 
 async def test_the_begin_pool_plans_generically(fresh_database: str) -> None:

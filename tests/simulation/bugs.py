@@ -15,6 +15,7 @@ from events.observation import Seen
 from events.transaction_events import Event, OperationDispatched
 from services.decider import take_over
 from services.dispatcher import call_plan
+from services.dispatcher.calls_begun import Claimed
 from services.providers.classify import classify_response
 from services.saga import reactor
 from transactions import transaction
@@ -22,6 +23,7 @@ from transactions.state import OperationState, TransactionState
 from transactions.unanswered import unanswered
 
 from . import dispatch_host
+from .calls_begun import Row, SimCallsBegun
 from .decider import Batch, SimDecider
 
 _advance = transaction._advance
@@ -123,6 +125,15 @@ def _next_before_wire_ended(decider: SimDecider) -> bool:
     return decider.staged is not None and decider.clock.now >= decider.start_at()
 
 
+def _claim_never_waits(
+    begun: SimCallsBegun, row: Row, holder: int, now: int, until: int
+) -> Claimed:
+    """Claims a call whoever holds it (the lease's condition left out of the statement): a
+    take-over looks up, and sends again, while the old owner's call is on the wire."""
+    begun.leases[row] = (holder, until)
+    return Claimed.TAKEN if row in begun.rows else Claimed.NO_ROW
+
+
 Patch = tuple[object, str, Callable[..., object]]
 BUGS: dict[str, Patch] = {
     "dispatch_on_unknown": (transaction, "_advance", _dispatch_on_unknown),
@@ -142,6 +153,8 @@ BUGS: dict[str, Patch] = {
     "offsets_ahead_of_records": (SimDecider, "commit", _offsets_ahead_of_records),
     "staged_survives_failure": (SimDecider, "_retake", _staged_survives_failure),
     "next_before_wire_ended": (SimDecider, "ready", _next_before_wire_ended),
+    # In the simulator's model of the `calls_begun` lease (services.dispatcher.call_lease).
+    "claim_never_waits": (SimCallsBegun, "claim", _claim_never_waits),
 }
 
 

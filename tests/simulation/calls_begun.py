@@ -1,7 +1,9 @@
 """The durable `calls_begun` table (services.dispatcher.calls_begun), modelled: one row per
 (op_key, leg, attempt), kept across decider crashes and lost partitions as Postgres keeps
-it, and the abort rule of its `begin` statement. No kill switch is ever engaged in the
-simulation, so `begin` never holds a call.
+it, and the abort rule of its `begin` statement, and each row's lease (who is making the
+call, until when: services.dispatcher.call_lease), taken by a begin that writes the row or
+by a claim, cleared by a release, lapsing on the clock. No kill switch is ever engaged in
+the simulation, so `begin` never holds a call.
 """
 
 from collections.abc import Callable
@@ -9,6 +11,7 @@ from dataclasses import dataclass, field
 
 from events.definition import Leg
 from services.dispatcher.call_plan import Begun
+from services.dispatcher.calls_begun import Claimed
 
 Row = tuple[str, str, int]  # (op_key, leg, attempt); one tenant in the simulation
 
@@ -20,11 +23,14 @@ class SimCallsBegun:
     abort_stops: Callable[[str, str], bool]
     rows: set[Row] = field(default_factory=set)
     legs: set[tuple[str, str]] = field(default_factory=set)  # (op_key, leg) of every row
+    leases: dict[Row, tuple[int, int]] = field(default_factory=dict)  # row: (holder, until)
 
     def was_begun(self, op_key: str, leg: Leg, attempt: int) -> bool:
         return (op_key, leg.value, attempt) in self.rows
 
-    def begin(self, tx_id: str, op_key: str, leg: Leg, attempt: int) -> Begun:
+    def begin(
+        self, tx_id: str, op_key: str, leg: Leg, attempt: int, holder: int, until: int
+    ) -> Begun:
         """As the statement does: a step's forward call never begun under any attempt is
         not begun once the abort is recorded; otherwise the row is written unless it
         exists (`existed`: a call may have been made, by anyone)."""
@@ -39,4 +45,20 @@ class SimCallsBegun:
             return Begun((), written=False, existed=True)
         self.rows.add(row)
         self.legs.add((op_key, leg.value))
+        self.leases[row] = (holder, until)
         return Begun((), written=True)
+
+    def claim(self, row: Row, holder: int, now: int, until: int) -> Claimed:
+        """As `claim`'s statement: taken unless another holder's lease is live."""
+        if row not in self.rows:
+            return Claimed.NO_ROW
+        held = self.leases.get(row)
+        if held is not None and held[0] != holder and held[1] > now:
+            return Claimed.HELD
+        self.leases[row] = (holder, until)
+        return Claimed.TAKEN
+
+    def release(self, row: Row, holder: int) -> None:
+        held = self.leases.get(row)
+        if held is not None and held[0] == holder:
+            del self.leases[row]

@@ -16,6 +16,13 @@ made again once it ends (DispatchHost.again), never twice at once. Whether such 
 was begun, and so is looked up first, and whether a destructive one found absent may be
 sent again, is the plan's to judge, never this module's. Written as generators that
 yield how long they wait.
+
+One caller at a time (services.dispatcher.call_lease): each call is a holder of its own;
+its begin or claim takes the row's lease, a claim waits while another holder's is live, an
+apply is not sent once its holder's lease ended and is cut (unknown) when it ends, and the
+lease is released once the apply answered. `wire` holds the applies on their way, each
+until its answer arrives or its lease ends, and a second apply of one attempt sent while
+another is on it is a Violation: the provider would see two requests of one intent at once.
 """
 
 from collections.abc import Callable, Generator, Iterable
@@ -24,10 +31,18 @@ from typing import Any
 
 from events.inputs import OperationObserved
 from services.decider.take_over import take_over_orders
+from services.dispatcher.call_lease import (
+    BEGIN_REQUESTS,
+    CLAIM_POLL_S,
+    CLAIM_REQUESTS,
+    held_s,
+    lease_s,
+)
 from services.dispatcher.call_plan import (
     Apply,
     Balance,
     Begin,
+    Claim,
     Gate,
     Hold,
     Lookup,
@@ -38,15 +53,25 @@ from services.dispatcher.call_plan import (
     call_plan,
     dispatch_observation,
 )
+from services.dispatcher.calls_begun import Claimed
 from services.dispatcher.dispatch_order import DispatchOrder
 from services.providers.classify import classify_lookup, classify_response, unreachable
 from transactions.state import TransactionState
 
 from .calls_begun import SimCallsBegun
 from .clock import Clock
+from .invariants import Violation
 from .provider import Provider
 
 Wait = Generator[int, None, None]  # yields the milliseconds it sleeps
+
+# The modelled provider answers within 400 ms (Apply below): its calls' leases are sized as
+# production sizes them (call_lease), for a provider timeout of a quarter of a second.
+PROVIDER_TIMEOUT_S = 0.25
+
+
+def _ms(seconds: float) -> int:
+    return int(seconds * 1000)
 
 
 @dataclass
@@ -70,6 +95,9 @@ class SimDispatchHost:
     calls: list[Running] = field(default_factory=list)
     # The owner's calls a take-over found running: made again once they end.
     again: dict[tuple[str, str, str, int], DispatchOrder] = field(default_factory=dict)
+    # Applies on their way, per (op_key, leg, attempt): holder -> when its lease ends.
+    wire: dict[tuple[str, str, int], dict[int, int]] = field(default_factory=dict)
+    holders: int = 0
 
     def submit(self, orders: Iterable[DispatchOrder]) -> None:
         """Starts the calls of committed dispatches, but not one this process is making
@@ -127,12 +155,18 @@ class SimDispatchHost:
         yield 0  # the call starts on its own step, so it interleaves with everything else
         envelope, dispatch = running.order.envelope, running.order.dispatch
         key, leg, attempt = dispatch.op_key, dispatch.leg, dispatch.attempt
+        row = (key, leg.value, attempt)
+        self.holders += 1
+        holder = self.holders
+        held_until: int | None = None  # this holder's own bound, while it holds the lease
         plan = call_plan(dispatch)
         answer: Any = None
         while True:
             try:
                 request = plan.send(answer)
             except StopIteration:
+                if held_until is not None:
+                    self.begun.release(row, holder)
                 return
             answer = None
             match request:
@@ -146,19 +180,41 @@ class SimDispatchHost:
                 case Balance():
                     answer = (404, {"error": "no_such_charge"})  # the sandbox keeps none
                 case Begin():
-                    answer = self.begun.begin(envelope.tx_id, key, leg, attempt)
+                    now = self.clock.now
+                    until = now + _ms(lease_s(PROVIDER_TIMEOUT_S, BEGIN_REQUESTS))
+                    answer = self.begun.begin(envelope.tx_id, key, leg, attempt, holder, until)
+                    if answer.written:
+                        held_until = now + _ms(held_s(PROVIDER_TIMEOUT_S, BEGIN_REQUESTS))
                     yield 0  # a crash may fall between the row and the call
+                case Claim():
+                    while True:
+                        now = self.clock.now
+                        until = now + _ms(lease_s(PROVIDER_TIMEOUT_S, CLAIM_REQUESTS))
+                        claimed = self.begun.claim(row, holder, now, until)
+                        if claimed is Claimed.TAKEN:
+                            held_until = now + _ms(held_s(PROVIDER_TIMEOUT_S, CLAIM_REQUESTS))
+                        if claimed is not Claimed.HELD:
+                            break
+                        yield _ms(CLAIM_POLL_S)
                 case Hold():
                     raise AssertionError("no kill switch is engaged in the simulation")
                 case Apply():
-                    sent = self.provider.apply(
-                        self.clock.now, dispatch.operation, key, dispatch.payload
-                    )
-                    yield self.provider.rng.randint(5, 400)  # the response travels back
-                    if sent is None:
-                        answer = unreachable(TimeoutError("the provider did not answer in time"))
+                    assert held_until is not None, "no row is ever purged in the simulation"
+                    if self.clock.now >= held_until:
+                        answer = unreachable(TimeoutError("the call's lease ended before it"))
                     else:
-                        answer = classify_response(*sent)
+                        self._send(row, holder, held_until)
+                        sent = self.provider.apply(
+                            self.clock.now, dispatch.operation, key, dispatch.payload
+                        )
+                        yield self.provider.rng.randint(5, 400)  # the response travels back
+                        self.wire[row].pop(holder, None)
+                        if sent is None or self.clock.now > held_until:
+                            answer = unreachable(TimeoutError("no answer in time"))
+                        else:
+                            answer = classify_response(*sent)
+                    self.begun.release(row, holder)
+                    held_until = None
                 case Sleep(seconds=seconds):
                     yield int(seconds * 1000)
                 case Report():
@@ -168,3 +224,15 @@ class SimDispatchHost:
                     )
                 case Review():
                     raise AssertionError("no precondition can fail without balances")
+
+    def _send(self, row: tuple[str, str, int], holder: int, held_until: int) -> None:
+        """An apply leaves: none other of its attempt may be on the wire (one that died or
+        paused is, until its lease ends)."""
+        now = self.clock.now
+        others = [h for h, until in self.wire.get(row, {}).items() if until > now]
+        if others:
+            raise Violation(
+                f"{row[0]} {row[1]} attempt {row[2]}: sent while another call of it is on "
+                f"the wire (holders {others} and {holder}, at {now} ms)"
+            )
+        self.wire.setdefault(row, {})[holder] = held_until

@@ -130,7 +130,7 @@ def test_a_dispatch_the_gate_holds_asks_nothing_more() -> None:
 def test_a_redelivery_is_judged_by_the_record_not_by_anything_else() -> None:
     """Begun before: look up first, and an effect found is reported, never sent again."""
     asked = run(dispatch(), answers(begun_before=True, lookup=FOUND))
-    assert kinds(asked) == ["Gate", "Begin", "Lookup", "Report"]
+    assert kinds(asked) == ["Gate", "Begin", "Claim", "Lookup", "Report"]
     assert asked[-1] == Report(Source.LOOKUP, FOUND, 1)
     # Never begun: a first send, without a lookup.
     assert "Lookup" not in kinds(run(dispatch(), answers(begun_before=False)))
@@ -143,7 +143,7 @@ def test_a_redelivered_destructive_call_found_absent_is_not_sent_again() -> None
     # A write under the same key is (the provider dedupes a call still travelling), once
     # the begin after its lookup, the last gate, let it through.
     asked = run(dispatch(), answers(begun_before=True))
-    assert kinds(asked) == ["Gate", "Begin", "Lookup", "Begin", "Apply", "Report"]
+    assert kinds(asked) == ["Gate", "Begin", "Claim", "Lookup", "Begin", "Apply", "Report"]
 
 
 def test_a_redelivery_is_looked_up_before_a_switch_holds_it() -> None:
@@ -152,9 +152,9 @@ def test_a_redelivery_is_looked_up_before_a_switch_holds_it() -> None:
     begin after the lookup."""
     switched = Begun(("ks_1",), written=False, existed=True)
     asked = run(dispatch(), answers(begin=switched, lookup=FOUND))
-    assert kinds(asked) == ["Gate", "Begin", "Lookup", "Report"]
+    assert kinds(asked) == ["Gate", "Begin", "Claim", "Lookup", "Report"]
     asked = run(dispatch(), answers(begin=switched))
-    assert kinds(asked) == ["Gate", "Begin", "Lookup", "Begin", "Hold"]
+    assert kinds(asked) == ["Gate", "Begin", "Claim", "Lookup", "Begin", "Hold"]
     assert asked[-1] == Hold(("ks_1",))
 
 
@@ -175,6 +175,26 @@ def test_a_destructive_call_another_dispatcher_began_meanwhile_is_not_sent_twice
     asked = run(dispatch("waitlist.promote"), answers(begin=taken))
     assert Apply() not in asked
     assert asked[-1] == Report(Source.LOOKUP, Seen(Outcome.UNKNOWN, error=NOT_RESENT), 0)
+
+
+def test_a_write_another_dispatcher_began_meanwhile_waits_for_that_call_then_looks() -> None:
+    """Never two calls of one attempt on the wire: its caller's lease is waited for
+    (services.dispatcher.call_lease), then the key is looked up, and sent only if absent."""
+    taken = Begun((), written=False)
+    asked = run(dispatch(), answers(begin=taken, lookup=FOUND))
+    assert kinds(asked) == ["Gate", "Begin", "Claim", "Lookup", "Report"]
+    assert asked[-1] == Report(Source.LOOKUP, FOUND, 1)
+    asked = run(dispatch(), answers(begin=taken))
+    assert kinds(asked) == ["Gate", "Begin", "Claim", "Lookup", "Apply", "Report"]
+
+
+def test_every_redelivery_claims_its_call_before_it_looks_it_up() -> None:
+    """Asked by the begin or by its own question: the lookup comes after the claim."""
+    asked = run(dispatch(lookup_first=True), answers(begun_before=True))
+    assert kinds(asked) == ["Gate", "WasBegun", "Claim", "Lookup", "Begin", "Apply", "Report"]
+    # Never begun: nobody to wait for.
+    asked = run(dispatch(lookup_first=True), answers())
+    assert "Claim" not in kinds(asked)
 
 
 def test_an_abort_recorded_before_the_call_stops_it() -> None:

@@ -1,0 +1,74 @@
+"""The lease on a `calls_begun` row (services.dispatcher.call_lease): the begin that writes
+the row holds the call, a claim by another holder waits while that lease is live and takes
+it once it is released or lapsed, and a release by a holder whose lease was taken since
+leaves the new holder's alone. Real Postgres: the statements are the production ones."""
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import asyncpg
+import pytest
+
+from services.dispatcher import call_plan, calls_begun
+from services.dispatcher.calls_begun import Claimed
+
+ROW = ("demo", "k_lease", "forward", 1)
+
+
+@pytest.fixture
+async def conn(fresh_database: str) -> AsyncIterator[asyncpg.Connection]:
+    connection = await asyncpg.connect(fresh_database)
+    yield connection
+    await connection.close()
+
+
+def a_call(holder: str, lease_s: float) -> calls_begun.Call:
+    return calls_begun.Call(
+        "demo",
+        "lease-1",
+        "k_lease",
+        "forward",
+        1,
+        "agent-7",
+        "sandbox",
+        "payments.charge",
+        holder=holder,
+        lease_s=lease_s,
+    )
+
+
+async def test_a_begun_call_is_claimed_by_another_only_once_its_caller_released_it(
+    conn: asyncpg.Connection,
+) -> None:
+    (begun,) = await calls_begun.begin_many(conn, [a_call("old-owner", 30.0)])
+    assert begun == call_plan.Begun((), written=True)
+    # The new owner's take-over: the old owner's call may be on the wire.
+    assert await calls_begun.claim(conn, ROW, "new-owner", 30.0) is Claimed.HELD
+    # Its own holder may claim it again (a plan's claim after its own begin).
+    assert await calls_begun.claim(conn, ROW, "old-owner", 30.0) is Claimed.TAKEN
+    await calls_begun.release(conn, ROW, "old-owner")
+    assert await calls_begun.claim(conn, ROW, "new-owner", 30.0) is Claimed.TAKEN
+    # A late release by the old holder leaves the new one's lease alone.
+    await calls_begun.release(conn, ROW, "old-owner")
+    assert await calls_begun.claim(conn, ROW, "third", 30.0) is Claimed.HELD
+
+
+async def test_a_caller_that_died_mid_call_is_waited_for_until_its_lease_lapses(
+    conn: asyncpg.Connection,
+) -> None:
+    # Killed between its begin and its release: nobody clears the lease.
+    await calls_begun.begin_many(conn, [a_call("killed", 0.5)])
+    assert await calls_begun.claim(conn, ROW, "new-owner", 30.0) is Claimed.HELD
+    await asyncio.sleep(0.6)
+    assert await calls_begun.claim(conn, ROW, "new-owner", 30.0) is Claimed.TAKEN
+
+
+async def test_rows_without_a_lease_and_purged_rows_wait_for_nobody(
+    conn: asyncpg.Connection,
+) -> None:
+    # Written by a begin without a holder (a release before the lease, a direct begin).
+    await calls_begun.begin_many(conn, [a_call("", 0.0)])
+    assert await conn.fetchval("SELECT held_until FROM calls_begun") is None
+    assert await calls_begun.claim(conn, ROW, "new-owner", 30.0) is Claimed.TAKEN
+    await conn.execute("DELETE FROM calls_begun")
+    assert await calls_begun.claim(conn, ROW, "new-owner", 30.0) is Claimed.NO_ROW
