@@ -213,7 +213,7 @@ class Call:
                 case Claimed.HELD:
                     if not waited:
                         log.info(
-                            "%s %s attempt %d: another process is making this call;"
+                            "%s %s attempt %d: another caller is making this call;"
                             " waiting for it to end",
                             env.tx_id,
                             dispatch.action,

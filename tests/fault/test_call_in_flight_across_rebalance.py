@@ -31,7 +31,7 @@ from services.devtools.synthetic_log import partition_of
 # first one's charges are held; under the provider timeout, so each call is on the wire
 # throughout, never timed out.
 HELD_MS = 15_000
-WAITED = "another process is making this call"
+WAITED = "another caller is making this call"
 
 
 async def test_a_take_over_never_sends_a_call_the_old_owner_still_has_on_the_wire(
