@@ -3,6 +3,7 @@
 cursor less the grace only, judge each effect and each leg once past its grace, and move
 on only over a whole listing, so what a cut listing could not cover is judged later."""
 
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 import asyncpg
@@ -14,6 +15,7 @@ from support.drift_scanner import (
 )
 from support.recon_client import Recon
 
+from reconcilers import store
 from services.devtools.stack import Stack
 from services.metrics import DRIFT_LISTINGS
 from services.providers.accounts import Account
@@ -141,3 +143,43 @@ async def test_a_cut_listing_leaves_the_cursor_and_a_later_whole_one_judges_what
         )
         after = await cursor(stack)
         assert after is not None and before is not None and after > before
+
+
+async def test_an_unavailable_listing_leaves_the_cursor_and_the_next_scan_judges_its_span(
+    stack: Stack, recon: Recon, free_port: Callable[[], int]
+) -> None:
+    stack.stop("reconciler")
+    async with open_reconciler(scanner_settings(stack, grace_s=0.001)) as scanner:
+        assert await scanner.drift_scan() == []
+        before = await cursor(stack)
+        charges = await charges_that_lost_their_effects(stack, recon)
+
+        sandbox = sandbox_of(scanner)
+        url, sandbox.base_url = sandbox.base_url, f"http://127.0.0.1:{free_port()}"  # nobody
+        unavailable = DRIFT_LISTINGS.labels("sandbox", "unavailable")._value.get()
+        assert await scanner.drift_scan() == []
+        assert DRIFT_LISTINGS.labels("sandbox", "unavailable")._value.get() == unavailable + 1
+        assert await cursor(stack) == before
+
+        sandbox.base_url = url
+        found = await scanner.drift_scan()
+        assert sorted((d.kind.value, d.op_key) for d in found) == sorted(
+            [
+                ("intent_without_effect", charges["old"]),
+                ("intent_without_effect", charges["new"]),
+            ]
+        )
+
+
+async def test_a_cursor_moves_forward_only(fresh_database: str) -> None:
+    """Two scans at once (two reconcilers, or the CLI's beside the process's): the one that
+    writes last may hold the earlier cursor; the later one stays."""
+    conn = await asyncpg.connect(fresh_database)
+    try:
+        later, earlier = datetime.now(UTC), datetime.now(UTC) - timedelta(minutes=1)
+        shared, own = ("sandbox", None), ("sandbox", "acme")
+        await store.advance_drift_cursors(conn, [(shared, later), (own, earlier)], later)
+        await store.advance_drift_cursors(conn, [(shared, earlier), (own, later)], later)
+        assert await store.drift_cursors(conn) == {shared: later, own: later}
+    finally:
+        await conn.close()
