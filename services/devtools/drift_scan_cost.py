@@ -5,10 +5,10 @@
 the newest k effects are inside the 24 h window, the rest two days older; default: all of
 them inside). For each N it starts the sandbox (ports 8401 on) on a SQLite file it fills
 directly, then times what the reconciler does per account, 3 times after a warm-up: the
-listing as the scan asks for it (services.providers.listing), effect_from_json, and compare
-against a ledger holding every in-window effect's leg. Prints wall ms, this process's CPU
-ms (the reconciler's side) and the sandbox's (/proc). Postgres's part (store.ledger,
-store.known_keys) is not in these figures.
+listing as an account's first scan asks for it, its whole window (services.providers.
+listing), effect_from_json, and compare against a ledger holding every in-window effect's
+leg. Prints wall ms, this process's CPU ms (the reconciler's side) and the sandbox's
+(/proc). Postgres's part (store.ledger, store.known_keys) is not in these figures.
 """
 
 import asyncio
@@ -95,7 +95,9 @@ async def scans(url: str, sandbox_pid: int, ledger: list[LedgerEntry], now: date
         for run in range(4):
             wall, mine, theirs = time.perf_counter(), time.process_time(), cpu_ms(sandbox_pid)
             try:
-                # As the scan asks (services.pull_reconciler.runtime): the window less the grace.
+                # As an account's first scan asks (no cursor yet, reconcilers.drift_span): the
+                # window less the grace. A later scan asks from its cursor less the grace
+                # (docs/webhooks-reviews-drift.md, "The incremental scan", has its figures).
                 listing = await listing_of(adapter, window_start - GRACE)
                 effects = [effect_from_json(e) for e in listing.effects]
                 found = compare(
