@@ -27,9 +27,10 @@ a call that may not have been made (a lookup settles it), never a call without a
 
 - Is another process making this call right now? The row's lease (`holder`, `held_until`,
   services.dispatcher.call_lease) is taken by the begin that writes the row, and by
-  `claim` before a redelivery looks up; `release` clears it when the call ends. A crash
-  between the begin and the call, or between the call and the release, leaves a lease
-  that lapses on its own; a claim waits for it, then looks up, as before. Rows written
+  `claim` before a redelivery looks up; `release_many` clears it when the call ends
+  (gathered: services.dispatcher.lease_releases). A crash between the begin and the call,
+  or between the call and the release, leaves a lease that lapses on its own; a claim
+  waits for it, then looks up, as before. Rows written
   before the lease existed (or by a release without it) have none: claimed at once.
 """
 
@@ -236,9 +237,12 @@ _CLAIM = (
 )
 
 
+Row = tuple[str, str, str, int]  # (tenant, op_key, leg, attempt)
+
+
 async def claim(
     conn: asyncpg.Connection,
-    call: tuple[str, str, str, int],
+    call: Row,
     holder: str,
     lease_s: float,
 ) -> Claimed:
@@ -251,12 +255,18 @@ async def claim(
     return Claimed.HELD if row["found"] else Claimed.NO_ROW
 
 
-async def release(conn: asyncpg.Connection, call: tuple[str, str, str, int], holder: str) -> None:
-    """The call ended: its lease is cleared, if it is still `holder`'s (a lapsed lease
-    another process claimed since is that process's)."""
+async def release_many(conn: asyncpg.Connection, released: Sequence[tuple[Row, str]]) -> None:
+    """Calls that ended: each one's lease is cleared, if it is still that holder's (a lapsed
+    lease another process claimed since is that process's)."""
     await conn.execute(
-        "UPDATE calls_begun SET held_until = NULL"
-        " WHERE tenant = $1 AND op_key = $2 AND leg = $3 AND attempt = $4 AND holder = $5",
-        *call,
-        holder,
+        "UPDATE calls_begun c SET held_until = NULL"
+        " FROM unnest($1::text[], $2::text[], $3::text[], $4::int[], $5::text[])"
+        "  AS r(tenant, op_key, leg, attempt, holder)"
+        " WHERE c.tenant = r.tenant AND c.op_key = r.op_key AND c.leg = r.leg"
+        "  AND c.attempt = r.attempt AND c.holder = r.holder",
+        [row[0] for row, _ in released],
+        [row[1] for row, _ in released],
+        [row[2] for row, _ in released],
+        [row[3] for row, _ in released],
+        [holder for _, holder in released],
     )

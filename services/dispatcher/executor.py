@@ -136,7 +136,7 @@ class Call:
         finally:
             # A claim whose lookup settled the call, or a plan cut short by an error: the
             # lease goes now rather than lapse.
-            await self.release()
+            self.release()
 
     async def execute(self, request: Request[Any], adapter: ProviderAdapter | None) -> object:
         env, dispatch, gate = self.envelope, self.dispatch, self.x.gate
@@ -189,7 +189,7 @@ class Call:
                 return await adapter.balance(charge)
             case Apply():
                 seen = await self.apply(adapter)
-                await self.release()
+                self.release()
                 await pause_point(DISPATCHER_AFTER_PROVIDER_ANSWERED)
                 return seen
         raise AssertionError(f"no executor for {request!r}")
@@ -241,20 +241,12 @@ class Call:
         except TimeoutError:
             return unreachable(TimeoutError("no answer within the call's lease"))
 
-    async def release(self) -> None:
-        """The call ended: another process may look it up now."""
-        if self.held_until is None:
-            return
-        self.held_until = None
-        try:
-            await self.x.gate.release(self.envelope, self.dispatch, self.holder)
-        except Exception as error:
-            log.warning(
-                "%s %s: releasing the call's lease failed (%r); it lapses",
-                self.envelope.tx_id,
-                self.dispatch.action,
-                error,
-            )
+    def release(self) -> None:
+        """The call ended: another process may look it up now (shortly: the gate gathers
+        releases, services.dispatcher.lease_releases)."""
+        if self.held_until is not None:
+            self.held_until = None
+            self.x.gate.release(self.envelope, self.dispatch, self.holder)
 
     async def review(self, request: Review) -> None:
         """No call is made: a person decides, with the provider's answer as evidence."""

@@ -49,7 +49,7 @@ from events.policy import PolicyDocument, open_policy
 from events.transaction_events import OperationDispatched
 from services.at_least_once import RetryBatch
 from services.config import Settings
-from services.dispatcher import call_plan, calls_begun
+from services.dispatcher import call_plan, calls_begun, lease_releases
 from services.dispatcher.statement_batch import StatementBatch
 from services.governance import store
 from services.governance.gate import (
@@ -101,8 +101,10 @@ class Gatekeeper:
         # The intent reads in flight (`_intent_read`): one per transaction, whoever asks.
         self._reading: dict[tuple[str, str], asyncio.Future[store.Authority]] = {}
         self._begins = StatementBatch(self._begin_many)
+        self.releases = lease_releases.LeaseReleases(self._release_many)
 
     async def close(self) -> None:
+        await self.releases.close()
         for pool in (self.pool, self.begin_pool):
             if pool is not None:
                 await pool.close()
@@ -380,12 +382,15 @@ class Gatekeeper:
         except UNREACHABLE as error:
             raise RetryBatch(f"governance state unavailable: {error}") from error
 
-    async def release(self, envelope: Envelope, dispatch: OperationDispatched, holder: str) -> None:
-        """The call ended: its lease is cleared. Raises what Postgres raised (the lease then
-        lapses on its own)."""
+    def release(self, envelope: Envelope, dispatch: OperationDispatched, holder: str) -> None:
+        """The call ended: its lease is cleared shortly, with the others that ended meanwhile
+        (services.dispatcher.lease_releases); never waits."""
+        self.releases.add(_row(envelope, dispatch), holder)
+
+    async def _release_many(self, released: list[lease_releases.Release]) -> None:
         pool = await self._pool()
         async with pool.acquire() as conn:
-            await calls_begun.release(conn, _row(envelope, dispatch), holder)
+            await calls_begun.release_many(conn, released)
 
     async def _begin_many(self, calls: list[calls_begun.Call]) -> list[call_plan.Begun]:
         pool = await self._begin_pool()

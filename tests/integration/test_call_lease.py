@@ -46,10 +46,10 @@ async def test_a_begun_call_is_claimed_by_another_only_once_its_caller_released_
     assert await calls_begun.claim(conn, ROW, "new-owner", 30.0) is Claimed.HELD
     # Its own holder may claim it again (a plan's claim after its own begin).
     assert await calls_begun.claim(conn, ROW, "old-owner", 30.0) is Claimed.TAKEN
-    await calls_begun.release(conn, ROW, "old-owner")
+    await calls_begun.release_many(conn, [(ROW, "old-owner")])
     assert await calls_begun.claim(conn, ROW, "new-owner", 30.0) is Claimed.TAKEN
     # A late release by the old holder leaves the new one's lease alone.
-    await calls_begun.release(conn, ROW, "old-owner")
+    await calls_begun.release_many(conn, [(ROW, "old-owner")])
     assert await calls_begun.claim(conn, ROW, "third", 30.0) is Claimed.HELD
 
 
