@@ -66,6 +66,9 @@ DEFAULTS: dict[str, str] = {
     "RECON_DRIFT_INTERVAL_S": "60",
     "RECON_DRIFT_WINDOW_S": "86400",
     "RECON_DRIFT_GRACE_S": "60",
+    # Every Nth scheduled drift scan judges each account's whole window, cursors aside
+    # (reconcilers.drift_span.backstop_due): hourly at the default interval.
+    "RECON_DRIFT_BACKSTOP_EVERY": "60",
     "RECON_RECONCILER_RETENTION_S": str(7 * 86400),
     "RECON_PURGE_INTERVAL_S": "3600",
     "RECON_LOG_LEVEL": "INFO",
@@ -233,6 +236,10 @@ class ReconcilerSettings:
     # A confirmed intent younger than this is not yet "without effect": the provider's list
     # may lag its answers.
     drift_grace_s: float = _default_float("RECON_DRIFT_GRACE_S")
+    # Every Nth scheduled scan is a backstop: the whole window, cursors neither read nor
+    # moved, for what judging once passes over (a leg failed after its effect was judged,
+    # an effect lost or listed late, a listing cut at every scan).
+    drift_backstop_every: int = int(DEFAULTS["RECON_DRIFT_BACKSTOP_EVERY"])
     # How long settled bookkeeping is kept (reconciler_leases of settled legs, review
     # resolutions of resolved reviews; drift ids for the drift window plus this), and how
     # often the reconciler deletes what is older.
@@ -268,6 +275,7 @@ def _reconciler() -> ReconcilerSettings:
         drift_interval_s=_float("RECON_DRIFT_INTERVAL_S"),
         drift_window_s=_float("RECON_DRIFT_WINDOW_S"),
         drift_grace_s=_float("RECON_DRIFT_GRACE_S"),
+        drift_backstop_every=_int("RECON_DRIFT_BACKSTOP_EVERY"),
         retention_s=_float("RECON_RECONCILER_RETENTION_S"),
         purge_interval_s=_float("RECON_PURGE_INTERVAL_S"),
     )

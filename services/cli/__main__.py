@@ -3,6 +3,8 @@
     python -m services.cli drift           # the drift recon has reported (the drift table)
     python -m services.cli drift --scan    # run one drift scan now (from each account's
                                            # cursor) and print what it found
+    python -m services.cli drift --scan --full  # the same over each account's whole
+                                           # window, cursors untouched (a backstop)
     python -m services.cli audit verify    # check every transaction's hash chain on the log
     python -m services.cli audit rebuild --into URL [--compare]  # replay the log, diff
     python -m services.cli audit timeline --tx TX_ID    # one transaction, in time order
@@ -24,14 +26,14 @@ from services.config import ConfigError, Settings, load_settings
 from services.migrate import SchemaBehind, require_current
 
 
-async def _scan(settings: Settings, bar: bool | None) -> int:
+async def _scan(settings: Settings, bar: bool | None, full: bool) -> int:
     # Imported here: the reconciler (provider adapters, aiohttp) is the drift scan's alone.
     from services.pull_reconciler.runtime import open_reconciler
 
     async with open_reconciler(settings) as reconciler:
         progress = Progress("drift scan", 1, len(reconciler.accounts), unit="accounts", bar=bar)
         with progress:
-            found = await reconciler.drift_scan(on_account=lambda _: progress.advance())
+            found = await reconciler.drift_scan(on_account=lambda _: progress.advance(), full=full)
     if not found:
         print("drift scan: no drift found")
         return 0
@@ -63,7 +65,7 @@ async def _show(settings: Settings) -> int:
     return 0
 
 
-async def _drift(settings: Settings, scan: bool, bar: bool | None) -> int:
+async def _drift(settings: Settings, scan: bool, full: bool, bar: bool | None) -> int:
     # The drift commands read and write recon's tables as the processes do, so they start
     # only on a database at the code's schema version, as the processes do (services.migrate).
     conn = await asyncpg.connect(settings.database_url)
@@ -74,7 +76,7 @@ async def _drift(settings: Settings, scan: bool, bar: bool | None) -> int:
         return 2
     finally:
         await conn.close()
-    return await (_scan(settings, bar) if scan else _show(settings))
+    return await (_scan(settings, bar, full) if scan else _show(settings))
 
 
 def _describe(detail: object) -> str:
@@ -101,6 +103,13 @@ def main(argv: list[str] | None = None) -> int:
     drift.add_argument(
         "--scan", action="store_true", help="run one drift scan now and print what it found"
     )
+    drift.add_argument(
+        "--full",
+        action="store_true",
+        help="with --scan: judge each account's whole RECON_DRIFT_WINDOW_S, not from its "
+        "cursor, and move no cursor (the backstop the reconciler runs every "
+        "RECON_DRIFT_BACKSTOP_EVERY scans)",
+    )
     add_progress_flag(drift)
     add_audit_parser(commands)
     commands.add_parser(
@@ -119,7 +128,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.command == "drift":
         bar = True if args.progress_bar else None
-        return asyncio.run(_drift(settings, args.scan, bar))
+        if args.full and not args.scan:
+            parser.error("drift --full goes with --scan")
+        return asyncio.run(_drift(settings, args.scan, args.full, bar))
     if args.command == "audit":
         return run_audit(args, settings)
     parser.error(f"unknown command {args.command!r}")

@@ -39,7 +39,7 @@ from reconcilers.drift import (
     effect_from_json,
     first_covered,
 )
-from reconcilers.drift_span import Span, span
+from reconcilers.drift_span import Span, backstop_due, span
 from reconcilers.pull import (
     Escalate,
     GiveUp,
@@ -109,6 +109,8 @@ class Reconciler:
             review_retry=timedelta(seconds=config.review_retry_s),
         )
         self.lookups = asyncio.Semaphore(MAX_CONCURRENT_LOOKUPS)
+        # This process's scheduled drift scans so far: every Nth is a backstop.
+        self.drift_scans = 0
 
     # --- the pull tick -------------------------------------------------------------
 
@@ -273,23 +275,37 @@ class Reconciler:
 
     # --- the drift scan ------------------------------------------------------------
 
+    async def scheduled_drift_scan(self) -> list[DriftDetected]:
+        """The scheduler's scan: incremental, but every RECON_DRIFT_BACKSTOP_EVERY-th (the
+        first of the process included) a backstop (reconcilers.drift_span.backstop_due)."""
+        full = backstop_due(self.drift_scans, self.settings.reconciler.drift_backstop_every)
+        self.drift_scans += 1
+        return await self.drift_scan(full=full)
+
     async def drift_scan(
         self,
         effects_of: dict[Account, list[object]] | None = None,
         on_account: Callable[[Account], None] | None = None,
+        *,
+        full: bool = False,
     ) -> list[DriftDetected]:
         """Judge each provider account's effects and legs since its cursor (reconcilers.
         drift_span); produce what was not reported before; return what this scan found.
+        `full`: a backstop, which judges every account's whole window as if it had no
+        cursor, and moves no cursor (what it finds again was reported, and is filtered).
         `effects_of` replaces the accounts' lists (tests use it for drift a real provider
         cannot be made to show): such a scan judges the whole window and moves no cursor.
         `on_account` is told of each account done (the CLI's progress)."""
+        # Either way the cursors are left as they are: an incremental scan's next span is
+        # unchanged by a whole-window judgement between two of them.
+        whole_window = full or effects_of is not None
         now = self.clock()
         window = timedelta(seconds=self.settings.reconciler.drift_window_s)
         grace = timedelta(seconds=self.settings.reconciler.drift_grace_s)
         found: list[DriftDetected] = []
         advanced: list[tuple[store.AccountKey, datetime]] = []
         async with self.pool.acquire() as conn:
-            cursors = await store.drift_cursors(conn) if effects_of is None else {}
+            cursors = {} if whole_window else await store.drift_cursors(conn)
             accounts = (
                 sorted(effects_of, key=str)
                 if effects_of is not None
@@ -309,7 +325,7 @@ class Reconciler:
                     continue
                 found += await self._judge(conn, account, effects, listing, judged, now)
                 cursor = judged.advanced(whole=listing.covered_from is None)
-                if cursor is not None and effects_of is None:
+                if cursor is not None and not whole_window:
                     advanced.append(((account.provider, account.tenant), cursor))
                 if on_account is not None:
                     on_account(account)
@@ -462,7 +478,7 @@ async def run_reconciler(settings: Settings, stop: asyncio.Event) -> None:
         _every(
             scheduler,
             "drift scan",
-            reconciler.drift_scan,
+            reconciler.scheduled_drift_scan,
             config.drift_interval_s,
             now + timedelta(seconds=min(5.0, config.drift_interval_s)),
         )

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from events.definition import Leg
 from events.drift import DriftKind
 from reconcilers.drift import Effect, LedgerEntry, compare
-from reconcilers.drift_span import span
+from reconcilers.drift_span import backstop_due, span
 
 NOW = datetime(2026, 12, 5, 12, tzinfo=UTC)
 WINDOW = timedelta(days=1)
@@ -118,3 +118,9 @@ def test_an_effect_within_its_grace_is_judged_by_a_later_scan_and_still_proves_i
     mismatched = _effect("rk1_a", young, {**CHARGE, "amount": 1})
     # Not a mismatch yet, and not "without effect" either: its key is listed.
     assert _judge([mismatched], [_entry(NOW - timedelta(minutes=2))], cursor) == []
+
+
+def test_every_nth_scan_of_a_process_is_a_backstop_its_first_included() -> None:
+    # The first: a reconciler restarted more often than every N scans still runs one.
+    assert [n for n in range(10) if backstop_due(n, every=4)] == [0, 4, 8]
+    assert all(backstop_due(n, every=1) for n in range(5))  # 1: every scan is whole

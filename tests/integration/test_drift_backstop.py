@@ -1,0 +1,152 @@
+"""The drift backstop against the real sandbox, Postgres and Kafka: a scan with `full`
+(every RECON_DRIFT_BACKSTOP_EVERY-th scheduled scan, `drift --scan --full`) judges each
+account's whole window, cursors aside, and finds what the incremental scans judged once
+and passed over; it reports each finding once and moves no cursor.
+
+The scans' clock is set, not waited for (a 60 s grace): each scan a grace and more after
+the last, so the cursor lies past what the test makes afterwards."""
+
+from collections import Counter
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import asyncpg
+from support.decider_support import eventually
+from support.drift_scanner import old_history, scanner_settings
+from support.recon_client import Recon, op, transaction
+from support.review_requests import request_review
+from support.topic_records import read_topic
+
+from events.drift import DriftDetected
+from events.topics import Topics
+from services.devtools.stack import Stack
+from services.pull_reconciler.runtime import Reconciler, open_reconciler
+
+GRACE = timedelta(seconds=60)
+OPS = {"Authorization": "Bearer ops-key"}
+
+
+async def cursor(stack: Stack) -> datetime | None:
+    conn = await asyncpg.connect(stack.database_url)
+    try:
+        at: datetime | None = await conn.fetchval(
+            "SELECT judged_to FROM reconciler_drift_cursors"
+            " WHERE provider = 'sandbox' AND account = ''"
+        )
+        return at
+    finally:
+        await conn.close()
+
+
+async def scan_at(scanner: Reconciler, at: datetime, *, full: bool = False) -> list[DriftDetected]:
+    scanner.clock = lambda: at
+    return await scanner.drift_scan(full=full)
+
+
+async def reported(stack: Stack) -> Counter[str]:
+    """How many records recon.drift holds under each drift id."""
+    records = await read_topic(stack.kafka_bootstrap, Topics(stack.topic_prefix).drift)
+    return Counter(r["drift_id"] for r in records)
+
+
+async def test_the_backstop_finds_an_effect_listed_after_the_cursor_passed_it_once(
+    stack: Stack, recon: Recon
+) -> None:
+    stack.stop("reconciler")  # this test runs the scans itself
+    start = datetime.now(UTC)
+    async with open_reconciler(scanner_settings(stack, grace_s=GRACE.total_seconds())) as scanner:
+        await scan_at(scanner, start + 10 * GRACE)  # the cursor: start + 9 graces
+        # An effect the provider lists only now, created (by its clock) before the cursor:
+        # as a provider whose listing lags, or whose clock runs behind recon's. Written into
+        # the sandbox's store, so no webhook reports it first.
+        old_history(stack, 1, ago=timedelta(0))
+        late = f"ch_old{0:024d}"
+
+        incremental = await scan_at(scanner, start + 12 * GRACE)
+        assert late not in {d.effect_id for d in incremental}  # behind the cursor
+        moved_to = await cursor(stack)
+        assert moved_to == start + 11 * GRACE
+
+        found = await scan_at(scanner, start + 13 * GRACE, full=True)
+        [drift] = [d for d in found if d.effect_id == late]
+        assert drift.kind.value == "effect_without_intent"
+        assert await cursor(stack) == moved_to  # the backstop moves no cursor
+
+        # The next backstop finds it again and reports it no second time.
+        again = await scan_at(scanner, start + 14 * GRACE, full=True)
+        assert drift.drift_id in {d.drift_id for d in again}
+        assert (await reported(stack))[drift.drift_id] == 1
+        assert await cursor(stack) == moved_to
+
+
+async def test_a_charge_resolved_not_applied_after_its_effect_was_judged_is_reported_once(
+    stack: Stack, recon: Recon
+) -> None:
+    """A person resolves a review `not_applied` while the provider had applied the charge:
+    the mistake drift exists to show. The incremental scan judged the charge's effect while
+    the leg was unknown (no drift then), so it never looks at it again; the backstop does."""
+    stack.stop("reconciler")
+    # A charge whose outcome nothing can learn: the response is lost, the lookups fail and
+    # the webhook never comes; the sandbox applied it all the same.
+    await recon.arm("payments.charge", "lookup_unavailable", times=1000)
+    await recon.arm("payments.charge", "lose_response_after_commit")
+    await recon.arm("payments.charge", "webhook_drop")
+    assert (await recon.submit(transaction("bk-1"))).status_code == 202
+
+    async def charge_unknown() -> bool | None:
+        response = await recon.get("bk-1")
+        if response.status_code != 200:
+            return None
+        charge = op(response.json(), "charge")
+        lookups = [e for e in charge["evidence"] if e["source"] == "lookup"]
+        return True if charge["state"] == "unknown" and lookups else None
+
+    await eventually(charge_unknown, "bk-1: charge unknown, lookups failed")
+    await request_review(stack, "bk-1")
+
+    async def review_open() -> str | None:
+        response = await recon.http.get(
+            f"{recon.intake_url}/v1/reviews", params={"state": "open"}, headers=recon.headers
+        )
+        found = [r["id"] for r in response.json()["reviews"] if r["tx_id"] == "bk-1"]
+        return found[0] if found else None
+
+    review = await eventually(review_open, "bk-1: review open")
+    charge_key = op((await recon.get("bk-1")).json(), "charge")["op_key"]
+
+    start = datetime.now(UTC)
+    async with open_reconciler(scanner_settings(stack, grace_s=GRACE.total_seconds())) as scanner:
+        # The charge's effect is judged while its leg is unknown: nothing to report.
+        first = await scan_at(scanner, start + 10 * GRACE)
+        assert [d for d in first if d.op_key == charge_key] == []
+
+        resolved = await recon.http.post(
+            f"{recon.intake_url}/v1/reviews/{review}/resolve",
+            json={"resolution": "not_applied", "note": "no such charge", "actor": "ops@x"},
+            headers=OPS,
+        )
+        assert resolved.status_code == 200, resolved.text
+
+        async def charge_failed() -> dict[str, Any] | None:
+            tx: dict[str, Any] = (await recon.get("bk-1")).json()
+            return tx if op(tx, "charge")["state"] == "failed" else None
+
+        await eventually(charge_failed, "bk-1: charge failed")
+
+        # Judged once: the incremental scan does not look at the effect again.
+        incremental = await scan_at(scanner, start + 12 * GRACE)
+        assert [d for d in incremental if d.op_key == charge_key] == []
+        moved_to = await cursor(stack)
+
+        found = await scan_at(scanner, start + 13 * GRACE, full=True)
+        [drift] = [d for d in found if d.op_key == charge_key]
+        assert (drift.kind.value, drift.tx_id, drift.action) == (
+            "effect_after_failure",
+            "bk-1",
+            "charge",
+        )
+        assert await cursor(stack) == moved_to
+
+        again = await scan_at(scanner, start + 14 * GRACE, full=True)
+        assert drift.drift_id in {d.drift_id for d in again}
+        assert (await reported(stack))[drift.drift_id] == 1
