@@ -10,9 +10,8 @@ from collections import Counter
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import asyncpg
 from support.decider_support import eventually
-from support.drift_scanner import old_history, scanner_settings
+from support.drift_scanner import cursor, old_history, scanner_settings
 from support.recon_client import Recon, op, transaction
 from support.review_requests import request_review
 from support.topic_records import read_topic
@@ -24,18 +23,6 @@ from services.pull_reconciler.runtime import Reconciler, open_reconciler
 
 GRACE = timedelta(seconds=60)
 OPS = {"Authorization": "Bearer ops-key"}
-
-
-async def cursor(stack: Stack) -> datetime | None:
-    conn = await asyncpg.connect(stack.database_url)
-    try:
-        at: datetime | None = await conn.fetchval(
-            "SELECT judged_to FROM reconciler_drift_cursors"
-            " WHERE provider = 'sandbox' AND account = ''"
-        )
-        return at
-    finally:
-        await conn.close()
 
 
 async def scan_at(scanner: Reconciler, at: datetime, *, full: bool = False) -> list[DriftDetected]:

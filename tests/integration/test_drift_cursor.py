@@ -10,6 +10,7 @@ import asyncpg
 from support.drift_scanner import (
     Asked,
     charges_that_lost_their_effects,
+    cursor,
     old_history,
     scanner_settings,
 )
@@ -37,18 +38,6 @@ def asked(reconciler: Reconciler) -> Asked:
     sandbox = sandbox_of(reconciler)
     sandbox.http = Asked(sandbox.http)
     return sandbox.http
-
-
-async def cursor(stack: Stack) -> datetime | None:
-    conn = await asyncpg.connect(stack.database_url)
-    try:
-        at: datetime | None = await conn.fetchval(
-            "SELECT judged_to FROM reconciler_drift_cursors"
-            " WHERE provider = 'sandbox' AND account = ''"
-        )
-        return at
-    finally:
-        await conn.close()
 
 
 async def test_a_second_scan_asks_the_provider_from_its_cursor_less_the_grace(

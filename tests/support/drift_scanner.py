@@ -6,6 +6,8 @@ import sqlite3
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import asyncpg
+
 from events.topics import Topics
 from services.config import ReconcilerSettings, Settings
 from services.devtools.stack import Stack
@@ -87,3 +89,16 @@ def lose_effects(stack: Stack, *keys: str) -> None:
         db.commit()
     finally:
         db.close()
+
+
+async def cursor(stack: Stack) -> datetime | None:
+    """The shared sandbox account's drift cursor (None: never scanned whole)."""
+    conn = await asyncpg.connect(stack.database_url)
+    try:
+        at: datetime | None = await conn.fetchval(
+            "SELECT judged_to FROM reconciler_drift_cursors"
+            " WHERE provider = 'sandbox' AND account = ''"
+        )
+        return at
+    finally:
+        await conn.close()
