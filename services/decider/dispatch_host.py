@@ -18,9 +18,12 @@ decide/commit loop.
 - One caller at a time: a revocation does not wait for the partition's calls in flight
   (an eager rebalance revokes every partition, so it would hold every scale-out for the
   longest call); their `calls_begun` rows hold a lease instead (services.dispatcher.
-  call_lease), and the new owner's take-over claims a call before it looks it up, waiting
-  while the old owner's is on the wire. An order of a partition this process no longer
-  owns is not started (`submit`).
+  call_lease), whose holder is this process (`leases`), and the new owner's take-over
+  claims a call before it looks it up, waiting while the old owner's is on the wire. The
+  revocation releases this process's leases of the partition's calls that ended (`let_go`,
+  one statement), a call still on the wire releases its own when it ends, and a call that
+  ends while its partition is owned releases nothing (services.dispatcher.held_leases).
+  An order of a partition this process no longer owns is not started (`submit`).
 - Take-over: a decider that gains a partition (after its restore, also after a failed
   transaction) runs every leg the restored state holds `dispatched` with no answer
   (transactions.unanswered) through the call plan again, except legs held by a kill switch
@@ -49,6 +52,7 @@ import asyncio
 import contextlib
 import functools
 import logging
+import uuid
 from collections import Counter
 from collections.abc import Callable
 from contextlib import AsyncExitStack
@@ -67,6 +71,7 @@ from services.decider.take_over import take_over_orders
 from services.dispatcher.dispatch_order import DispatchOrder
 from services.dispatcher.executor import Executor
 from services.dispatcher.gatekeeper import Gatekeeper
+from services.dispatcher.held_leases import HeldLeases
 from services.governance import store
 from services.kafka_clients import RECORD_REFUSED, acked_producer
 from services.kafka_start import start_kafka_client
@@ -120,6 +125,9 @@ class DispatchHost:
         # Off-partition answers and the gate's RequestReview commands (not transactional).
         self.producer: AIOKafkaProducer = acked_producer(settings, "decider-calls")
         self.gate = Gatekeeper(settings, self.producer)
+        # The holder of every call lease this process takes (services.dispatcher.
+        # held_leases): one id, since it never makes two calls of one attempt at once.
+        self.leases = HeldLeases(uuid.uuid4().hex, owns, self.gate.release_many)
         self.executor: Executor | None = None
         self.tasks: set[asyncio.Task[None]] = set()
         # The calls this process is making (tenant, key, leg, attempt): a take-over leaves
@@ -145,7 +153,7 @@ class DispatchHost:
             ProviderHttp(self.settings.provider_timeout_s, connect_s=2.0)
         )
         accounts: Accounts = build_accounts(http, self.settings)
-        self.executor = Executor(accounts, self.gate, self)
+        self.executor = Executor(accounts, self.gate, self, self.leases)
         stack.push_async_callback(self.gate.close)
         stack.push_async_callback(self.close)
         self._gate_loop = asyncio.create_task(self.gate.run(self.stop, self._resume))
@@ -161,6 +169,18 @@ class DispatchHost:
             await asyncio.wait(list(self.tasks))
         if self._gate_loop is not None:
             await self._gate_loop
+        # The calls that ended since `leave` (the cancelled ones' leases lapse).
+        await self.leases.let_go()
+        await self.leases.close()
+
+    async def let_go(self, partitions: set[int]) -> None:
+        """At a revocation, once the partitions are dropped: the leases of their calls that
+        are not on the wire are released in one statement, so the next owners' take-overs
+        claim them at once (services.dispatcher.held_leases)."""
+        if self.enabled:
+            released = await self.leases.let_go(partitions)
+            if released:
+                log.info("partitions %s: %d call leases released", sorted(partitions), released)
 
     async def leave(self, pending: list[Answer]) -> None:
         """Before the decider lets its partitions go (a clean stop): no new call starts, the
@@ -179,6 +199,8 @@ class DispatchHost:
         if calls:
             log.info("waiting for %d calls in flight before leaving", len(calls))
             await asyncio.wait(calls, timeout=LEAVE_WAIT_S)
+        # Before the group is left: the next owners find these calls' leases released.
+        await self.leases.let_go()
 
     def prepare(self, orders: list[DispatchOrder]) -> None:
         """Before the commit of these dispatches: the gate starts reading what their calls

@@ -866,6 +866,9 @@ class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
             for partition in {tp.partition for tp in revoked}:
                 await self.decider.drop(partition)
                 self.decider.isolating.discard(partition)
+            # Before the revocation returns (the next owner is assigned after it): the calls
+            # of these partitions that ended keep no lease from their take-over.
+            await self.decider.host.let_go({tp.partition for tp in revoked})
             gone = {(tp.topic, tp.partition) for tp in revoked}
             for origin in [o for o in self.decider.poison if o[:2] in gone]:
                 del self.decider.poison[origin]

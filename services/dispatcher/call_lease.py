@@ -9,7 +9,9 @@ idempotency key. That happens at every rebalance that moves a partition while it
 has a call in flight: the new owner's take-over runs while the old owner's call goes on.
 So the process that begins a call holds it under a lease, and a process that would look
 it up first claims it (call_plan.Claim), waiting while another holds it live: until the
-other's call ends (it clears its lease) or its lease lapses (it died or hung).
+other lets it go (it lost the call's partition and the call is not on the wire:
+services.dispatcher.held_leases) or its lease lapses (it died or hung). The holder is the
+process, never one call: a process claims its own leases at once.
 
 The lease is the call's own time bound: a request to a provider waits at most the
 provider timeout for a connection and again for its answer (services.providers.http), so

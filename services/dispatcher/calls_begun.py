@@ -27,11 +27,12 @@ a call that may not have been made (a lookup settles it), never a call without a
 
 - Is another process making this call right now? The row's lease (`holder`, `held_until`,
   services.dispatcher.call_lease) is taken by the begin that writes the row, and by
-  `claim` before a redelivery looks up; `release_many` clears it when the call ends
-  (gathered: services.dispatcher.lease_releases). A crash between the begin and the call,
-  or between the call and the release, leaves a lease that lapses on its own; a claim
-  waits for it, then looks up, as before. Rows written
-  before the lease existed (or by a release without it) have none: claimed at once.
+  `claim` before a redelivery looks up; its holder is the dispatching process, which
+  claims its own lease at once. `release_many` clears the leases a process let go when it
+  lost their partitions (services.dispatcher.held_leases), not at each call's end. A
+  crash between the begin and the call, or after it, leaves a lease that lapses on its
+  own; a claim waits for it, then looks up, as before. Rows written before the lease
+  existed (or by a release without it) have none: claimed at once.
 """
 
 from collections.abc import Sequence
@@ -256,8 +257,8 @@ async def claim(
 
 
 async def release_many(conn: asyncpg.Connection, released: Sequence[tuple[Row, str]]) -> None:
-    """Calls that ended: each one's lease is cleared, if it is still that holder's (a lapsed
-    lease another process claimed since is that process's)."""
+    """Leases a process let go (services.dispatcher.held_leases): each is cleared if it is
+    still that holder's (a lapsed lease another process claimed since is that process's)."""
     await conn.execute(
         "UPDATE calls_begun c SET held_until = NULL"
         " FROM unnest($1::text[], $2::text[], $3::text[], $4::int[], $5::text[])"

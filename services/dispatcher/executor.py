@@ -14,16 +14,17 @@ RequestReview command the gate produces to recon.commands.
 Bounded: at most MAX_CONCURRENT_CALLS orders run their plans at once, so a slow provider
 holds a bounded number of calls and never the host's own loop.
 
-One caller at a time (services.dispatcher.call_lease): each Call is a holder of its own (a
-random id: two calls of one process are two holders). Its begin takes the row's lease, a
-Claim waits for another holder's to end or lapse, and the apply is sent only within this
-holder's lease and cut when it ends; the lease is released as soon as the apply answered
-(or the plan ended without one), before anything else is done with the answer.
+One caller at a time (services.dispatcher.call_lease): the holder of a call's lease is the
+process (`HeldLeases.holder`, one id per DispatchHost), which never makes two calls of one
+attempt at once. A begin takes the row's lease, a Claim waits for another process's to end
+or lapse (this process's own is taken at once), and the apply is sent only within the lease
+this call took and cut when it ends. A call that ends releases nothing: the process's
+leases are released when it loses their partitions (services.dispatcher.held_leases), so
+the normal path costs no statement beyond the begin.
 """
 
 import asyncio
 import logging
-import uuid
 from datetime import UTC, datetime
 from typing import Any, Protocol, assert_never
 
@@ -64,6 +65,7 @@ from services.dispatcher.call_plan import (
 from services.dispatcher.calls_begun import Claimed
 from services.dispatcher.dispatch_order import DispatchOrder
 from services.dispatcher.gatekeeper import Gatekeeper
+from services.dispatcher.held_leases import HeldLeases
 from services.providers.classify import unreachable
 from services.providers.interface import ProviderAdapter, Sent
 from services.providers.registry import Accounts
@@ -80,10 +82,13 @@ class ReportSink(Protocol):
 
 
 class Executor:
-    def __init__(self, accounts: Accounts, gate: Gatekeeper, sink: ReportSink) -> None:
+    def __init__(
+        self, accounts: Accounts, gate: Gatekeeper, sink: ReportSink, leases: HeldLeases
+    ) -> None:
         self.accounts = accounts
         self.gate = gate
         self.sink = sink
+        self.leases = leases
         self.calls = asyncio.Semaphore(MAX_CONCURRENT_CALLS)
 
     async def run(
@@ -117,7 +122,13 @@ class Call:
         self.order = order
         self.envelope = order.envelope
         self.dispatch = order.dispatch
-        self.holder = uuid.uuid4().hex
+        self.holder = executor.leases.holder
+        self.row = (
+            order.envelope.tenant,
+            order.dispatch.op_key,
+            order.dispatch.leg.value,
+            order.dispatch.attempt,
+        )
         # While this call holds its row's lease: the loop time past which it sends nothing.
         self.held_until: float | None = None
 
@@ -133,10 +144,13 @@ class Call:
                 except StopIteration:
                     return
                 answer = await self.execute(request, adapter)
+        except asyncio.CancelledError:
+            self.x.leases.cancelled(self.row)
+            raise
         finally:
-            # A claim whose lookup settled the call, or a plan cut short by an error: the
-            # lease goes now rather than lapse.
-            self.release()
+            # A claim whose lookup settled the call, or a plan cut short by an error: its
+            # lease is kept (a retry here claims it at once) unless the partition is gone.
+            self.x.leases.ended(self.row)
 
     async def execute(self, request: Request[Any], adapter: ProviderAdapter | None) -> object:
         env, dispatch, gate = self.envelope, self.dispatch, self.x.gate
@@ -161,6 +175,9 @@ class Call:
                 )
                 if begun.written:
                     self.held_until = began + held_s(timeout, BEGIN_REQUESTS)
+                    self.x.leases.took(
+                        self.row, self.order.partition, began, lease_s(timeout, BEGIN_REQUESTS)
+                    )
                 if begun.aborted:
                     log.info("%s %s: aborted before its call was begun", env.tx_id, dispatch.action)
                 return begun
@@ -189,7 +206,8 @@ class Call:
                 return await adapter.balance(charge)
             case Apply():
                 seen = await self.apply(adapter)
-                self.release()
+                self.held_until = None
+                self.x.leases.ended(self.row)
                 await pause_point(DISPATCHER_AFTER_PROVIDER_ANSWERED)
                 return seen
         raise AssertionError(f"no executor for {request!r}")
@@ -205,6 +223,9 @@ class Call:
             match claimed:
                 case Claimed.TAKEN:
                     self.held_until = at + held_s(timeout, CLAIM_REQUESTS)
+                    self.x.leases.took(
+                        self.row, self.order.partition, at, lease_s(timeout, CLAIM_REQUESTS)
+                    )
                     if waited:
                         log.info("%s %s: the other call ended", env.tx_id, dispatch.action)
                     return
@@ -240,13 +261,6 @@ class Call:
                 return await call
         except TimeoutError:
             return unreachable(TimeoutError("no answer within the call's lease"))
-
-    def release(self) -> None:
-        """The call ended: another process may look it up now (shortly: the gate gathers
-        releases, services.dispatcher.lease_releases)."""
-        if self.held_until is not None:
-            self.held_until = None
-            self.x.gate.release(self.envelope, self.dispatch, self.holder)
 
     async def review(self, request: Review) -> None:
         """No call is made: a person decides, with the provider's answer as evidence."""

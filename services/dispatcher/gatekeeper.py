@@ -101,10 +101,8 @@ class Gatekeeper:
         # The intent reads in flight (`_intent_read`): one per transaction, whoever asks.
         self._reading: dict[tuple[str, str], asyncio.Future[store.Authority]] = {}
         self._begins = StatementBatch(self._begin_many)
-        self.releases = lease_releases.LeaseReleases(self._release_many)
 
     async def close(self) -> None:
-        await self.releases.close()
         for pool in (self.pool, self.begin_pool):
             if pool is not None:
                 await pool.close()
@@ -382,12 +380,9 @@ class Gatekeeper:
         except UNREACHABLE as error:
             raise RetryBatch(f"governance state unavailable: {error}") from error
 
-    def release(self, envelope: Envelope, dispatch: OperationDispatched, holder: str) -> None:
-        """The call ended: its lease is cleared shortly, with the others that ended meanwhile
-        (services.dispatcher.lease_releases); never waits."""
-        self.releases.add(_row(envelope, dispatch), holder)
-
-    async def _release_many(self, released: list[lease_releases.Release]) -> None:
+    async def release_many(self, released: list[lease_releases.Release]) -> None:
+        """These calls' leases, cleared if still their holder's (services.dispatcher.
+        held_leases: at a revocation, and for a call that ended after its partition's)."""
         pool = await self._pool()
         async with pool.acquire() as conn:
             await calls_begun.release_many(conn, released)

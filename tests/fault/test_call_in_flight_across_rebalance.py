@@ -50,7 +50,8 @@ async def test_a_take_over_never_sends_a_call_the_old_owner_still_has_on_the_wir
         assert all(a.status_code == 202 for a in accepted), [a.text for a in accepted]
         for tx_id in txs:
             await wait_for_log(stack, "decider", f"{tx_id} charge dispatched")
-        await _until_calls_held(stack.database_url, len(txs))
+        charges = [op((await recon.get(t)).json(), "charge")["op_key"] for t in txs]
+        await _until_calls_held(stack.database_url, charges)
 
         stack.start("decider", instance="-2")
         await wait_spread(stack.kafka_bootstrap, [f"{stack.topic_prefix}recon-decider"], 2)
@@ -73,15 +74,18 @@ def _one_on(partition: int, prefix: str) -> str:
     return next(t for t in ids if partition_of(partition_key("demo", t)) == partition)
 
 
-async def _until_calls_held(database_url: str, count: int, timeout: float = 30) -> None:
-    """Until `count` calls are begun and unanswered (their leases live): the charges, on
-    the wire (the reserves before them answered at once and released theirs)."""
+async def _until_calls_held(database_url: str, charges: list[str], timeout: float = 30) -> None:
+    """Until every charge is begun and its lease live: on the wire (a reserve's lease stays
+    live after its call, so only the charges' rows are counted)."""
     conn = await asyncpg.connect(database_url)
     try:
         deadline = time.monotonic() + timeout
-        live = "SELECT count(*) FROM calls_begun WHERE held_until > clock_timestamp()"
-        while (held := await conn.fetchval(live)) < count:
-            assert time.monotonic() < deadline, f"{held} calls on the wire, not {count}"
+        live = (
+            "SELECT count(*) FROM calls_begun"
+            " WHERE held_until > clock_timestamp() AND op_key = ANY($1::text[])"
+        )
+        while (held := await conn.fetchval(live, charges)) < len(charges):
+            assert time.monotonic() < deadline, f"{held} charges on the wire, not {len(charges)}"
             await asyncio.sleep(0.1)
     finally:
         await conn.close()

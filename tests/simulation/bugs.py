@@ -134,6 +134,16 @@ def _claim_never_waits(
     return Claimed.TAKEN if row in begun.rows else Claimed.NO_ROW
 
 
+def _let_go_on_the_wire(host: dispatch_host.SimDispatchHost, partition: int) -> None:
+    """A revocation releases the partition's leases whether or not their call is on the
+    wire: the next owner's take-over looks up, and sends again, while it still is."""
+    holder = host.holder.get(partition)
+    for row, (p, h, _) in list(host.leased.items()):
+        if p == partition and h == holder:
+            host.begun.release(row, h)
+            del host.leased[row]
+
+
 Patch = tuple[object, str, Callable[..., object]]
 BUGS: dict[str, Patch] = {
     "dispatch_on_unknown": (transaction, "_advance", _dispatch_on_unknown),
@@ -155,6 +165,8 @@ BUGS: dict[str, Patch] = {
     "next_before_wire_ended": (SimDecider, "ready", _next_before_wire_ended),
     # In the simulator's model of the `calls_begun` lease (services.dispatcher.call_lease).
     "claim_never_waits": (SimCallsBegun, "claim", _claim_never_waits),
+    # In the model of the revocation's release (services.dispatcher.held_leases).
+    "let_go_on_the_wire": (dispatch_host.SimDispatchHost, "let_go", _let_go_on_the_wire),
 }
 
 

@@ -233,6 +233,7 @@ class SimDecider:
         self.wire = [b for b in self.wire if b.committed]
         while self.wire:
             self.end()
+        self.host.let_go(self.partition)
         self.lose_partition(0)
 
     def _retake(self) -> None:

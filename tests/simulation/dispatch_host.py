@@ -17,12 +17,17 @@ was begun, and so is looked up first, and whether a destructive one found absent
 sent again, is the plan's to judge, never this module's. Written as generators that
 yield how long they wait.
 
-One caller at a time (services.dispatcher.call_lease): each call is a holder of its own;
-its begin or claim takes the row's lease, a claim waits while another holder's is live, an
-apply is not sent once its holder's lease ended and is cut (unknown) when it ends, and the
-lease is released once the apply answered. `wire` holds the applies on their way, each
-until its answer arrives or its lease ends, and a second apply of one attempt sent while
-another is on it is a Violation: the provider would see two requests of one intent at once.
+One caller at a time (services.dispatcher.call_lease, held_leases): the holder of a lease
+is the process, modelled as one holder per partition's owner (`holder`: a new one when the
+process dies, and when another member takes a partition this one lost, since the simulated
+host plays that member too); its begin or claim takes the row's lease, a claim waits while
+another holder's is live and takes its own at once, an apply is not sent once its lease
+ended and is cut (unknown) when it ends. A call that ends keeps its lease while its
+partition is owned; a revocation lets go of the partition's leases of calls not on the wire
+(`let_go`), and a call that ends after its partition went (a zombie's) releases its own.
+`wire` holds the applies on their way, each until its answer arrives or its lease ends,
+and a second apply of one attempt sent while another is on it is a Violation: the provider
+would see two requests of one intent at once.
 """
 
 from collections.abc import Callable, Generator, Iterable
@@ -78,6 +83,8 @@ def _ms(seconds: float) -> int:
 class Running:
     order: DispatchOrder
     due: int
+    # The process making it (SimDispatchHost.holder).
+    holder: int
     # False once the process making the call lost the partition (see lose_partition).
     owned: bool = True
     steps: Wait = field(init=False)
@@ -98,6 +105,12 @@ class SimDispatchHost:
     # Applies on their way, per (op_key, leg, attempt): holder -> when its lease ends.
     wire: dict[tuple[str, str, int], dict[int, int]] = field(default_factory=dict)
     holders: int = 0
+    # Each partition owner's holder id (HeldLeases.holder).
+    holder: dict[int, int] = field(default_factory=dict)
+    # The leases taken (HeldLeases): row -> (partition, holder, until); and the rows whose
+    # call is on the wire, with their holder.
+    leased: dict[tuple[str, str, int], tuple[int, int, int]] = field(default_factory=dict)
+    calling: set[tuple[tuple[str, str, int], int]] = field(default_factory=set)
 
     def submit(self, orders: Iterable[DispatchOrder]) -> None:
         """Starts the calls of committed dispatches, but not one this process is making
@@ -107,7 +120,7 @@ class SimDispatchHost:
             if order.leg_key in running:
                 continue
             running.add(order.leg_key)
-            call = Running(order, self.clock.now)
+            call = Running(order, self.clock.now, self._holder(order.partition))
             call.steps = self._call(call)
             self.calls.append(call)
 
@@ -137,6 +150,8 @@ class SimDispatchHost:
         run on)."""
         self.calls = [c for c in self.calls if not c.owned]
         self.again.clear()
+        self.holder.clear()  # a new process: new holders, nothing remembered
+        self.leased.clear()
 
     def lose_partition(self, partition: int, pause_ms: int) -> None:
         """The group gave the partition to another member while this one kept running (a
@@ -150,23 +165,52 @@ class SimDispatchHost:
                 running.due += pause_ms
         # The old owner's: it no longer owns the partition (DispatchHost._carry asks).
         self.again = {k: o for k, o in self.again.items() if o.partition != partition}
+        # Its next owner is another process.
+        self.holder.pop(partition, None)
+
+    def let_go(self, partition: int) -> None:
+        """A revocation (DispatchHost.let_go): the owner's leases of the partition's calls
+        that are not on the wire are released."""
+        holder = self.holder.get(partition)
+        for row, (p, h, until) in list(self.leased.items()):
+            if p == partition and h == holder and until > self.clock.now:
+                if (row, h) not in self.calling:
+                    self.begun.release(row, h)
+                    del self.leased[row]
+
+    def _holder(self, partition: int) -> int:
+        if partition not in self.holder:
+            self.holders += 1
+            self.holder[partition] = self.holders
+        return self.holder[partition]
 
     def _call(self, running: Running) -> Wait:
         yield 0  # the call starts on its own step, so it interleaves with everything else
         envelope, dispatch = running.order.envelope, running.order.dispatch
         key, leg, attempt = dispatch.op_key, dispatch.leg, dispatch.attempt
         row = (key, leg.value, attempt)
-        self.holders += 1
-        holder = self.holders
+        holder = running.holder
         held_until: int | None = None  # this holder's own bound, while it holds the lease
         plan = call_plan(dispatch)
         answer: Any = None
+
+        def took(until: int) -> None:
+            self.leased[row] = (running.order.partition, holder, until)
+            self.calling.add((row, holder))
+
+        def ended() -> None:
+            if (row, holder) not in self.calling:
+                return
+            self.calling.discard((row, holder))
+            if not running.owned:  # its partition went meanwhile: released now
+                self.begun.release(row, holder)
+                self.leased.pop(row, None)
+
         while True:
             try:
                 request = plan.send(answer)
             except StopIteration:
-                if held_until is not None:
-                    self.begun.release(row, holder)
+                ended()
                 return
             answer = None
             match request:
@@ -185,6 +229,7 @@ class SimDispatchHost:
                     answer = self.begun.begin(envelope.tx_id, key, leg, attempt, holder, until)
                     if answer.written:
                         held_until = now + _ms(held_s(PROVIDER_TIMEOUT_S, BEGIN_REQUESTS))
+                        took(until)
                     yield 0  # a crash may fall between the row and the call
                 case Claim():
                     while True:
@@ -193,6 +238,7 @@ class SimDispatchHost:
                         claimed = self.begun.claim(row, holder, now, until)
                         if claimed is Claimed.TAKEN:
                             held_until = now + _ms(held_s(PROVIDER_TIMEOUT_S, CLAIM_REQUESTS))
+                            took(until)
                         if claimed is not Claimed.HELD:
                             break
                         yield _ms(CLAIM_POLL_S)
@@ -213,7 +259,7 @@ class SimDispatchHost:
                             answer = unreachable(TimeoutError("no answer in time"))
                         else:
                             answer = classify_response(*sent)
-                    self.begun.release(row, holder)
+                    ended()
                     held_until = None
                 case Sleep(seconds=seconds):
                     yield int(seconds * 1000)

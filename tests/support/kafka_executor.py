@@ -27,7 +27,7 @@ class KafkaExecutor:
         )
         self.producer = self.host.producer
         self.gate = self.host.gate
-        self.executor = Executor(accounts, self.gate, self.host)
+        self.executor = Executor(accounts, self.gate, self.host, self.host.leases)
 
     async def call(self, envelope: Envelope, dispatch: OperationDispatched, partition: int) -> None:
         await self.executor.run(DispatchOrder(envelope, dispatch, partition))

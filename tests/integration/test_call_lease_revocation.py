@@ -1,0 +1,119 @@
+"""A revocation releases the old owner's leases of the calls it had finished
+(services.dispatcher.held_leases), so the new owner's take-over claims them at once instead
+of waiting the lease out: a call that ends while its partition is owned releases nothing
+(no statement per call), and another process's claim then waits, as it must while the
+owner may still call again.
+
+Real parts: Postgres, Kafka (the new owner's answer, forwarded) and the sandbox provider as
+a subprocess, through the production executor, gate and DispatchHost of each process."""
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Iterator
+
+import asyncpg
+import pytest
+from support.sandbox_process import Sandbox, start_sandbox, stop
+from test_calls_begun import TENANT, charge
+
+from events.inputs import OperationObserved
+from events.topics import Topics
+from services.config import Settings
+from services.decider.dispatch_host import Answer, DispatchHost
+from services.dispatcher.call_lease import lease_s
+from services.dispatcher.calls_begun import Claimed, claim
+from services.dispatcher.dispatch_order import DispatchOrder
+from services.dispatcher.executor import Executor
+from services.kafka_setup import ensure_topics
+from services.providers.http import ProviderHttp
+from services.providers.registry import build_accounts
+
+PROVIDER_TIMEOUT_S = 5.0
+
+
+@pytest.fixture(scope="module")
+def provider(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox]:
+    running = start_sandbox(tmp_path_factory.mktemp("lease-revocation") / "sandbox.sqlite3")
+    yield running
+    stop(running.process)
+
+
+class _Process:
+    """One decider process's calls: its DispatchHost (one lease holder) and executor."""
+
+    def __init__(self, settings: Settings, http: ProviderHttp, owned: set[int]) -> None:
+        self.owned = owned
+        self.answers: list[OperationObserved] = []
+        self.host = DispatchHost(settings, owned.__contains__, self._answered, lambda *_: None)
+        self.host.executor = Executor(
+            build_accounts(http, settings), self.host.gate, self.host, self.host.leases
+        )
+
+    def _answered(self, answer: Answer) -> None:
+        self.answers.append(answer.observation)
+
+    async def call(self, order: DispatchOrder) -> None:
+        assert self.host.executor is not None
+        await self.host.executor.run(order)
+
+
+@pytest.fixture
+async def processes(
+    kafka_bootstrap: str, fresh_database: str, topic_prefix: str, provider: Sandbox
+) -> AsyncIterator[tuple[_Process, _Process]]:
+    settings = Settings(
+        kafka_bootstrap=kafka_bootstrap,
+        database_url=fresh_database,
+        topics=Topics(topic_prefix),
+        environment="test",
+        providers={"sandbox": provider.url},
+        provider_timeout_s=PROVIDER_TIMEOUT_S,
+    )
+    await ensure_topics(kafka_bootstrap, settings.topics)
+    async with ProviderHttp(PROVIDER_TIMEOUT_S, connect_s=2.0) as http:
+        old, new = _Process(settings, http, {0}), _Process(settings, http, set())
+        for process in (old, new):  # the new owner's answer goes to recon.observations
+            await process.host.producer.start()
+        try:
+            yield old, new
+        finally:
+            for process in (old, new):
+                await process.host.producer.stop()
+                await process.host.leases.close()
+                await process.host.gate.close()
+
+
+async def test_a_call_finished_before_the_revocation_is_claimed_by_the_new_owner_at_once(
+    processes: tuple[_Process, _Process], fresh_database: str
+) -> None:
+    old, new = processes
+    envelope, dispatch = charge("revoked-1", "k_revoked")
+    order = DispatchOrder(envelope, dispatch, 0)
+    row = (TENANT, dispatch.op_key, dispatch.leg.value, dispatch.attempt)
+
+    # The old owner makes the call; it ends while the partition is still its own.
+    await old.call(order)
+    assert [a.outcome.value for a in old.answers] == ["succeeded"]
+    conn = await asyncpg.connect(fresh_database)
+    try:
+        # No release at the call's end: the lease is still the old owner's, live.
+        holder = await conn.fetchval("SELECT holder FROM calls_begun WHERE op_key = $1", row[1])
+        assert holder == old.host.leases.holder
+        assert await claim(conn, row, "someone-else", 1.0) is Claimed.HELD
+
+        # The revocation: the partition is dropped, then its calls' leases let go.
+        old.owned.discard(0)
+        await old.host.let_go({0})
+
+        # The new owner's take-over runs the unanswered dispatch again: a redelivery, so it
+        # claims the call before its lookup. The old lease ran for
+        # lease_s(PROVIDER_TIMEOUT_S, 1) = 12 s: a claim that waited it out would miss this.
+        started = time.monotonic()
+        async with asyncio.timeout(lease_s(PROVIDER_TIMEOUT_S, 1) / 3):
+            await new.call(order)
+        took = time.monotonic() - started
+        holder = await conn.fetchval("SELECT holder FROM calls_begun WHERE op_key = $1", row[1])
+        assert holder == new.host.leases.holder, "the new owner never claimed the call"
+    finally:
+        await conn.close()
+    assert took < 2.0, f"the take-over waited {took:.1f} s for a lease the old owner let go"
