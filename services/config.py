@@ -186,10 +186,12 @@ def _milliseconds(name: str, maximum: float = 1000) -> float:
     return value / 1000
 
 
-def _int(name: str, minimum: int = 1) -> int:
+def _int(name: str, minimum: int = 1, maximum: int | None = None) -> int:
     raw = _env(name)
     if not raw.strip().isdigit() or int(raw) < minimum:
         raise ConfigError(f"{name}: expected a whole number >= {minimum}, got {raw!r}")
+    if maximum is not None and int(raw) > maximum:
+        raise ConfigError(f"{name}: expected a whole number <= {maximum}, got {raw!r}")
     return int(raw)
 
 
@@ -275,7 +277,9 @@ def _reconciler() -> ReconcilerSettings:
         drift_interval_s=_float("RECON_DRIFT_INTERVAL_S"),
         drift_window_s=_float("RECON_DRIFT_WINDOW_S"),
         drift_grace_s=_float("RECON_DRIFT_GRACE_S"),
-        drift_backstop_every=_int("RECON_DRIFT_BACKSTOP_EVERY"),
+        # At most 100,000 scans (69 days at the default interval): past that a backstop
+        # would in practice never run, and what it exists to find would leave the window.
+        drift_backstop_every=_int("RECON_DRIFT_BACKSTOP_EVERY", maximum=100_000),
         retention_s=_float("RECON_RECONCILER_RETENTION_S"),
         purge_interval_s=_float("RECON_PURGE_INTERVAL_S"),
     )

@@ -3,6 +3,7 @@ effect and each leg is judged once: from the account's cursor, past its grace.""
 
 from datetime import UTC, datetime, timedelta
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -10,6 +11,7 @@ from events.definition import Leg
 from events.drift import DriftKind
 from reconcilers.drift import Effect, LedgerEntry, compare
 from reconcilers.drift_span import backstop_due, span
+from services.config import ConfigError, load_settings
 
 NOW = datetime(2026, 12, 5, 12, tzinfo=UTC)
 WINDOW = timedelta(days=1)
@@ -124,3 +126,13 @@ def test_every_nth_scan_of_a_process_is_a_backstop_its_first_included() -> None:
     # The first: a reconciler restarted more often than every N scans still runs one.
     assert [n for n in range(10) if backstop_due(n, every=4)] == [0, 4, 8]
     assert all(backstop_due(n, every=1) for n in range(5))  # 1: every scan is whole
+
+
+def test_the_backstops_period_is_a_bounded_whole_number(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert load_settings().reconciler.drift_backstop_every == 60
+    monkeypatch.setenv("RECON_DRIFT_BACKSTOP_EVERY", "1")
+    assert load_settings().reconciler.drift_backstop_every == 1
+    for bad in ("0", "100001", "hourly", "-5"):
+        monkeypatch.setenv("RECON_DRIFT_BACKSTOP_EVERY", bad)
+        with pytest.raises(ConfigError, match="RECON_DRIFT_BACKSTOP_EVERY"):
+            load_settings()
