@@ -842,9 +842,10 @@ class Decider:
         """Asks for a rebalance after a fence. A fence says that a producer initialised the
         partition's transactional id after ours, not that the group gave the partition to
         another decider: a transaction coordinator that aborts a transaction it timed out
-        bumps the epoch too (seen with a broker killed under load), as does any stray
-        producer of the id. Dropped and never taken again, the partition sat unserved while
-        the group still assigned it here, its transactions stuck until the next rebalance.
+        bumps the epoch too (a broker killed under load may leave one open that long), as
+        does any stray producer of the id. Dropped and never taken again, the partition sat
+        unserved while the group still assigned it here, its transactions stuck until the
+        next rebalance.
         The group is the one judge: the rebalance gives it back to this decider
         (`on_partitions_assigned` takes what is not owned) or to the decider that owns it."""
         coordinator = self.consumer._coordinator
