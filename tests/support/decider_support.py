@@ -79,11 +79,13 @@ async def event_types(bootstrap: str, topics: Topics, tx_id: str) -> list[str]:
 
 
 async def eventually(probe: Callable[[], Awaitable[T | None]], what: str, timeout: float = 60) -> T:
-    """The probe's first non-None answer, or a failure naming what never happened."""
+    """The probe's first answer that is neither None nor False (a probe written as a plain
+    comparison would otherwise end the wait at its first look), or a failure naming what
+    never happened."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         found = await probe()
-        if found is not None:
+        if found is not None and found is not False:
             return found
         await asyncio.sleep(0.3)
     raise AssertionError(f"not within {timeout:.0f}s: {what}")
