@@ -106,6 +106,15 @@ log = logging.getLogger(__name__)
 _FENCED = "fenced on partition %d: another decider owns it now"
 _FENCED_ALONE = "fenced on partition %d: dropped it, asking the group who owns it"
 
+# A partition's Kafka transaction that has not ended this long after it started is given up
+# and the partition restored (`_settle`), and a hand-over waits no longer for it (`_ended`).
+# Seen in CI with a broker killed under load: a transaction's produce retried against the
+# dead leader and then never ended, no error, no timeout, and its partition stalled for
+# good while the others went on (every later input of it, the reconciler's lookups
+# included, waited behind it). Far above a leader's or a coordinator's failover (seconds),
+# below the transaction timeout Kafka aborts an open transaction after (aiokafka's 60 s).
+TRANSACTION_DEADLINE_S = 30.0
+
 # Kafka refuses a record over ~1 MiB (message.max.bytes, the producer's max_request_size).
 # Every record the decider writes (key and value) stays under half of that, so that
 # headers, batch overhead or a broker configured somewhat lower never make a decision
@@ -147,6 +156,8 @@ class OwnedPartition:
     # When the partition's last transaction ended and how long it took (group_commit.next_start).
     ended_at: float = 0.0
     took_s: float = 0.0
+    # When the task on the wire started (TRANSACTION_DEADLINE_S).
+    task_began: float = 0.0
 
     def stored(self, key: StateKey) -> "Stored | None":
         """A transaction's latest decided state: staged, on the wire, or committed."""
@@ -285,7 +296,7 @@ class Decider:
             if owned.task is not None:
                 # Its transaction ends (commits or fails) before the producer stops: after a
                 # revocation returns, nothing of ours is still being written.
-                await asyncio.wait({owned.task})
+                await _ended(owned)
                 _outcome(partition, owned.task)
             await _stop_quietly(owned.producer)
             log.info("dropped partition %d", partition)
@@ -747,7 +758,20 @@ class Decider:
         self.woken.clear()  # a transaction ending from here on wakes the next fetch
         for partition, owned in list(self.owned.items()):
             task = owned.task
-            if task is None or not task.done():
+            if task is None:
+                continue
+            if not task.done():
+                if time.monotonic() - owned.task_began >= TRANSACTION_DEADLINE_S:
+                    log.error(
+                        "transaction on partition %d has not ended in %.0f s; giving it up "
+                        "and restoring the partition",
+                        partition,
+                        TRANSACTION_DEADLINE_S,
+                    )
+                    # The retake's new producer fences the stuck one: its transaction ends
+                    # (aborted, or committed if its commit had reached the coordinator)
+                    # before the partition's states and offsets are read back.
+                    await self.retake(partition)
                 continue
             owned.task = None
             error = task.exception()
@@ -772,6 +796,7 @@ class Decider:
                 self._start(owned, self._sign_quiet(partition))
 
     def _start(self, owned: OwnedPartition, work: Coroutine[Any, Any, None]) -> None:
+        owned.task_began = time.monotonic()
         owned.task = asyncio.create_task(work)
         owned.task.add_done_callback(lambda _: self.woken.set())
 
@@ -779,13 +804,12 @@ class Decider:
         """Waits for these partitions' transactions on the wire to end (before a hand-over:
         a committed one's offsets go with it); their failures need no handling, the
         partitions are let go."""
-        tasks = [
-            owned.task
+        on_the_wire = [
+            owned
             for partition, owned in self.owned.items()
             if partition in partitions and owned.task is not None
         ]
-        if tasks:
-            await asyncio.wait(tasks)
+        await asyncio.gather(*(_ended(owned) for owned in on_the_wire))
 
     async def _process_batch(self, batch: dict[TopicPartition, list[ConsumerRecord]]) -> None:
         by_partition: dict[int, list[tuple[TopicPartition, list[ConsumerRecord]]]] = defaultdict(
@@ -922,11 +946,29 @@ def _outcome(partition: int, task: "asyncio.Task[None]") -> None:
     partition is let go), only a line in the log. A fence reads as one whichever way it
     was met: a decider frozen past its session wakes to a revocation and its fenced commit
     at once, and either may reach the partition first."""
-    error = None if task.cancelled() else task.exception()
+    if task.cancelled():
+        log.info("transaction of dropped partition %d given up", partition)
+        return
+    error = task.exception()
     if isinstance(error, ProducerFenced):
         log.warning(_FENCED, partition)
     elif error is not None:
         log.info("transaction of dropped partition %d failed (%r)", partition, error)
+
+
+async def _ended(owned: OwnedPartition) -> None:
+    """Until the partition's task on the wire has ended: at most TRANSACTION_DEADLINE_S
+    from its start, then cancelled. Again and again: a cancelled transaction's abort waits,
+    shielded, for the producer's sender, which a stuck transaction never frees; each further
+    cancel ends that wait."""
+    task = owned.task
+    assert task is not None
+    left = owned.task_began + TRANSACTION_DEADLINE_S - time.monotonic()
+    if left > 0:
+        await asyncio.wait({task}, timeout=left)
+    while not task.done():
+        task.cancel()
+        await asyncio.wait({task}, timeout=1.0)
 
 
 async def _held_open_until_pipelined(owned: OwnedPartition) -> None:

@@ -10,6 +10,7 @@ this decider was fenced, not that some transaction failed.
 
 import asyncio
 import logging
+import time
 
 import pytest
 from aiokafka.errors import KafkaConnectionError, ProducerFenced
@@ -35,6 +36,7 @@ async def _dropped_with(error: BaseException, caplog: pytest.LogCaptureFixture) 
     decider = Decider(settings)
     try:
         owned = OwnedPartition(None, {}, _NoneFinished())  # type: ignore[arg-type]
+        owned.task_began = time.monotonic()  # as Decider._start does
         owned.task = asyncio.create_task(_fails(error))
         decider.owned = {3: owned}
         with caplog.at_level(logging.INFO, logger="services.decider.runtime"):
