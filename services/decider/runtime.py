@@ -761,7 +761,7 @@ class Decider:
             if task is None:
                 continue
             if not task.done():
-                if time.monotonic() - owned.task_began >= TRANSACTION_DEADLINE_S:
+                if _time_left(owned) <= 0:
                     log.error(
                         "transaction on partition %d has not ended in %.0f s; giving it up "
                         "and restoring the partition",
@@ -869,9 +869,9 @@ class Decider:
         bumps the epoch too (a broker killed under load may leave one open that long), as
         does any stray producer of the id. Dropped and never taken again, the partition sat
         unserved while the group still assigned it here, its transactions stuck until the
-        next rebalance.
-        The group is the one judge: the rebalance gives it back to this decider
-        (`on_partitions_assigned` takes what is not owned) or to the decider that owns it."""
+        next rebalance. The group is the one judge: the rebalance gives it back to this
+        decider (`on_partitions_assigned` takes what is not owned) or to the decider that
+        owns it."""
         coordinator = self.consumer._coordinator
         if coordinator is not None:  # None before the consumer starts: no group to ask
             coordinator.request_rejoin()
@@ -956,6 +956,11 @@ def _outcome(partition: int, task: "asyncio.Task[None]") -> None:
         log.info("transaction of dropped partition %d failed (%r)", partition, error)
 
 
+def _time_left(owned: OwnedPartition) -> float:
+    """How long the partition's task on the wire may still run (TRANSACTION_DEADLINE_S)."""
+    return owned.task_began + TRANSACTION_DEADLINE_S - time.monotonic()
+
+
 async def _ended(owned: OwnedPartition) -> None:
     """Until the partition's task on the wire has ended: at most TRANSACTION_DEADLINE_S
     from its start, then cancelled. Again and again: a cancelled transaction's abort waits,
@@ -963,7 +968,7 @@ async def _ended(owned: OwnedPartition) -> None:
     cancel ends that wait."""
     task = owned.task
     assert task is not None
-    left = owned.task_began + TRANSACTION_DEADLINE_S - time.monotonic()
+    left = _time_left(owned)
     if left > 0:
         await asyncio.wait({task}, timeout=left)
     while not task.done():
