@@ -56,15 +56,19 @@ async def test_a_take_over_never_sends_a_call_the_old_owner_still_has_on_the_wir
         stack.start("decider", instance="-2")
         await wait_spread(stack.kafka_bootstrap, [f"{stack.topic_prefix}recon-decider"], 2)
 
+        found_by_take_over = 0
         for tx_id in txs:
             tx = await recon.wait_terminal(tx_id, timeout=120)
             assert tx["status"] == "committed", tx
             calls = await recon.calls(op(tx, "charge")["op_key"])
             applies = [c for c in calls if c["kind"] == "apply"]
             _assert_one_on_the_wire_at_a_time(applies)
-            # And so one request: the take-over's lookup, after the call, found the effect.
+            # And so one request: a take-over's lookup, after the call, found the effect.
             assert [c["outcome"] for c in applies] == ["applied"], calls
-            assert ("lookup", "found") in [(c["kind"], c["outcome"]) for c in calls], calls
+            found_by_take_over += ("lookup", "found") in [(c["kind"], c["outcome"]) for c in calls]
+        # Not every charge: a partition the rebalance gave back to the first decider, its
+        # answer committed before the retake, is not looked up (CI met it once).
+        assert found_by_take_over >= 1
         # Not by luck: the joiner took over a charge while it was still on the wire.
         assert WAITED in stack.log_tail("decider-2", 100_000)
 
