@@ -54,14 +54,15 @@ def span(cursor: datetime | None, now: datetime, window: timedelta, grace: timed
 
 def backstop_due(scans_before: int, every: int) -> bool:
     """Whether a process's scheduled scan, after `scans_before` of its own, is a backstop
-    (RECON_DRIFT_BACKSTOP_EVERY): the whole window of every account, its cursor neither read
-    nor moved. Judged once, a leg that turns failed after its effect was judged (a review
-    resolved `not_applied` while the provider had applied it), an effect the provider lost
-    or lists later than its grace, and what a listing cut at every scan leaves out are not
-    found by the incremental spans; the backstop judges them again, and the reported-drift
+    (RECON_DRIFT_BACKSTOP_EVERY): the whole window of every account, its cursor not read
+    (moved on over a whole listing, as by any scan: it judged the span and more). Judged
+    once, a leg that turns failed after its effect was judged (a review resolved
+    `not_applied` while the provider had applied it), an effect the provider lost or lists
+    later than its grace, and what a listing cut at every scan leaves out are not found by
+    the incremental spans; the backstop judges them again, and the reported-drift
     filter (store.unreported) keeps what was found before from being reported twice.
 
     The first scan of a process is one (`scans_before` 0), so a reconciler restarted more
     often than every N intervals still runs it; it costs what every scan cost before the
-    cursors, no more."""
+    cursors, no more, and it sets the cursor a fresh deployment's next scan starts from."""
     return scans_before % every == 0

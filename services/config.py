@@ -238,9 +238,10 @@ class ReconcilerSettings:
     # A confirmed intent younger than this is not yet "without effect": the provider's list
     # may lag its answers.
     drift_grace_s: float = _default_float("RECON_DRIFT_GRACE_S")
-    # Every Nth scheduled scan is a backstop: the whole window, cursors neither read nor
-    # moved, for what judging once passes over (a leg failed after its effect was judged,
-    # an effect lost or listed late, a listing cut at every scan).
+    # Every Nth scheduled scan is a backstop: the whole window, cursors not read (moved on
+    # over a whole listing, as by any scan), for what judging once passes over (a leg
+    # failed after its effect was judged, an effect lost or listed late, a listing cut at
+    # every scan).
     drift_backstop_every: int = int(DEFAULTS["RECON_DRIFT_BACKSTOP_EVERY"])
     # How long settled bookkeeping is kept (reconciler_leases of settled legs, review
     # resolutions of resolved reviews; drift ids for the drift window plus this), and how

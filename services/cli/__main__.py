@@ -4,7 +4,7 @@
     python -m services.cli drift --scan    # run one drift scan now (from each account's
                                            # cursor) and print what it found
     python -m services.cli drift --scan --full  # the same over each account's whole
-                                           # window, cursors untouched (a backstop)
+                                           # window, cursors not read (a backstop)
     python -m services.cli audit verify    # check every transaction's hash chain on the log
     python -m services.cli audit rebuild --into URL [--compare]  # replay the log, diff
     python -m services.cli audit timeline --tx TX_ID    # one transaction, in time order
@@ -107,8 +107,8 @@ def main(argv: list[str] | None = None) -> int:
         "--full",
         action="store_true",
         help="with --scan: judge each account's whole RECON_DRIFT_WINDOW_S, not from its "
-        "cursor, and move no cursor (the backstop the reconciler runs every "
-        "RECON_DRIFT_BACKSTOP_EVERY scans)",
+        "cursor (the backstop the reconciler runs every RECON_DRIFT_BACKSTOP_EVERY "
+        "scans); a whole listing moves the cursor on, as any scan's does",
     )
     add_progress_flag(drift)
     add_audit_parser(commands)

@@ -292,12 +292,12 @@ class Reconciler:
         """Judge each provider account's effects and legs since its cursor (reconcilers.
         drift_span); produce what was not reported before; return what this scan found.
         `full`: a backstop, which judges every account's whole window as if it had no
-        cursor, and moves no cursor (what it finds again was reported, and is filtered).
-        `effects_of` replaces the accounts' lists (tests use it for drift a real provider
-        cannot be made to show): such a scan judges the whole window and moves no cursor.
+        cursor (what it finds again was reported, and is filtered); over a whole listing it
+        moves the account's cursor on like any scan, since it judged all an incremental span
+        would have and more. `effects_of` replaces the accounts' lists (tests use it for
+        drift a real provider cannot be made to show): such a scan judges the whole window
+        and moves no cursor, the provider's own listing being unread.
         `on_account` is told of each account done (the CLI's progress)."""
-        # Either way the cursors are left as they are: an incremental scan's next span is
-        # unchanged by a whole-window judgement between two of them.
         whole_window = full or effects_of is not None
         now = self.clock()
         window = timedelta(seconds=self.settings.reconciler.drift_window_s)
@@ -325,7 +325,11 @@ class Reconciler:
                     continue
                 found += await self._judge(conn, account, effects, listing, judged, now)
                 cursor = judged.advanced(whole=listing.covered_from is None)
-                if cursor is not None and not whole_window:
+                # A backstop's whole listing judged every leg and effect of [window start,
+                # now - grace], a superset of the incremental span, so its cursor may move
+                # (forward only): else a fresh deployment's second scan, finding no cursor
+                # after the first (a backstop), read the whole window again.
+                if cursor is not None and effects_of is None:
                     advanced.append(((account.provider, account.tenant), cursor))
                 if on_account is not None:
                     on_account(account)

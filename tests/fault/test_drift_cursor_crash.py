@@ -1,6 +1,6 @@
-"""kill -9 of a drift scan after its findings are produced and remembered as reported and
-before its accounts' cursors move: the next scan judges the same span again, finds the same
-drift under the same ids, and reports none of it a second time."""
+"""kill -9 of a drift scan (incremental or a backstop) after its findings are produced and
+remembered as reported and before its accounts' cursors move: the next scan judges the same
+span again, finds the same drift under the same ids, and reports none of it a second time."""
 
 import asyncio
 import subprocess
@@ -8,6 +8,7 @@ import sys
 from collections import Counter
 
 import asyncpg
+import pytest
 from support.drift_scanner import lose_effects, scanner_settings
 from support.recon_client import Recon, op, transaction
 from support.topic_records import read_topic
@@ -19,9 +20,11 @@ from services.devtools.stack import Stack
 from services.pull_reconciler.runtime import open_reconciler
 
 
+@pytest.mark.parametrize("full", [False, True], ids=["incremental", "backstop"])
 async def test_a_scan_killed_before_its_cursor_moves_reports_nothing_twice(
-    stack: Stack, recon: Recon
+    stack: Stack, recon: Recon, full: bool
 ) -> None:
+    """The backstop too: over a whole listing it moves the cursor, in the same order."""
     stack.stop("reconciler")  # the scans are this test's
     assert (await recon.submit(transaction("lost-1", receipt=False))).status_code == 202
     tx = await recon.wait_terminal("lost-1")
@@ -33,7 +36,7 @@ async def test_a_scan_killed_before_its_cursor_moves_reports_nothing_twice(
 
     scan = await asyncio.to_thread(
         subprocess.run,
-        [sys.executable, "-m", "services.cli", "drift", "--scan"],
+        [sys.executable, "-m", "services.cli", "drift", "--scan", *(["--full"] if full else [])],
         cwd=REPO_ROOT,
         env={**stack.env(), "RECON_DRIFT_GRACE_S": "0.001", CRASH_ENV: DRIFT_BEFORE_CURSORS},
         capture_output=True,
@@ -51,7 +54,7 @@ async def test_a_scan_killed_before_its_cursor_moves_reports_nothing_twice(
 
         async with open_reconciler(scanner_settings(stack, grace_s=0.001)) as scanner:
             # The cursor did not move, so the span is judged again and the drift found again...
-            found = await scanner.drift_scan()
+            found = await scanner.drift_scan(full=full)
         assert [(d.kind.value, d.op_key) for d in found] == [("intent_without_effect", lost)]
         # ... under its id, already reported: nothing is produced a second time.
         again = await read_topic(stack.kafka_bootstrap, drift_topic)

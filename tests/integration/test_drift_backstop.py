@@ -1,17 +1,20 @@
 """The drift backstop against the real sandbox, Postgres and Kafka: a scan with `full`
 (every RECON_DRIFT_BACKSTOP_EVERY-th scheduled scan, `drift --scan --full`) judges each
 account's whole window, cursors aside, and finds what the incremental scans judged once
-and passed over; it reports each finding once and moves no cursor.
+and passed over; it reports each finding once. Over a whole listing it moves the cursor on
+(forward only), as it judged all an incremental span would have: a fresh deployment's
+second scan is incremental. A cut or unavailable listing moves none.
 
 The scans' clock is set, not waited for (a 60 s grace): each scan a grace and more after
 the last, so the cursor lies past what the test makes afterwards."""
 
 from collections import Counter
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from support.decider_support import eventually
-from support.drift_scanner import cursor, old_history, scanner_settings
+from support.drift_scanner import asked, cursor, old_history, sandbox_of, scanner_settings
 from support.recon_client import Recon, op, transaction
 from support.review_requests import request_review
 from support.topic_records import read_topic
@@ -19,6 +22,7 @@ from support.topic_records import read_topic
 from events.drift import DriftDetected
 from events.topics import Topics
 from services.devtools.stack import Stack
+from services.providers.adapters import SandboxAdapter
 from services.pull_reconciler.runtime import Reconciler, open_reconciler
 
 GRACE = timedelta(seconds=60)
@@ -57,13 +61,14 @@ async def test_the_backstop_finds_an_effect_listed_after_the_cursor_passed_it_on
         found = await scan_at(scanner, start + 13 * GRACE, full=True)
         [drift] = [d for d in found if d.effect_id == late]
         assert drift.kind.value == "effect_without_intent"
-        assert await cursor(stack) == moved_to  # the backstop moves no cursor
+        # Its listing whole, the backstop moves the cursor on to its own judged_to.
+        assert await cursor(stack) == start + 12 * GRACE
 
         # The next backstop finds it again and reports it no second time.
         again = await scan_at(scanner, start + 14 * GRACE, full=True)
         assert drift.drift_id in {d.drift_id for d in again}
         assert (await reported(stack))[drift.drift_id] == 1
-        assert await cursor(stack) == moved_to
+        assert await cursor(stack) == start + 13 * GRACE
 
 
 async def test_a_charge_resolved_not_applied_after_its_effect_was_judged_is_reported_once(
@@ -123,7 +128,6 @@ async def test_a_charge_resolved_not_applied_after_its_effect_was_judged_is_repo
         # Judged once: the incremental scan does not look at the effect again.
         incremental = await scan_at(scanner, start + 12 * GRACE)
         assert [d for d in incremental if d.op_key == charge_key] == []
-        moved_to = await cursor(stack)
 
         found = await scan_at(scanner, start + 13 * GRACE, full=True)
         [drift] = [d for d in found if d.op_key == charge_key]
@@ -132,8 +136,62 @@ async def test_a_charge_resolved_not_applied_after_its_effect_was_judged_is_repo
             "bk-1",
             "charge",
         )
-        assert await cursor(stack) == moved_to
+        assert await cursor(stack) == start + 12 * GRACE
 
         again = await scan_at(scanner, start + 14 * GRACE, full=True)
         assert drift.drift_id in {d.drift_id for d in again}
         assert (await reported(stack))[drift.drift_id] == 1
+
+
+# In the window, three pages of 100: what a whole-window listing of the account pages through.
+IN_WINDOW = 250
+
+
+async def test_a_fresh_deployments_backstop_sets_the_cursor_so_its_next_scan_is_incremental(
+    stack: Stack, recon: Recon
+) -> None:
+    """A reconciler's first scan is a backstop. It used to set no cursor, so the second
+    scan, finding none, read the whole window again."""
+    stack.stop("reconciler")
+    old_history(stack, IN_WINDOW, ago=timedelta(minutes=30))
+    grace = timedelta(seconds=1)
+    async with open_reconciler(scanner_settings(stack, grace_s=grace.total_seconds())) as scanner:
+        sandbox = asked(scanner)
+        assert await cursor(stack) is None
+        first = await scanner.scheduled_drift_scan()  # the process's first: a backstop
+        assert len(first) == IN_WINDOW
+        assert len(sandbox.params) == 3, sandbox.params  # the whole window
+        judged_to = await cursor(stack)
+        assert judged_to is not None
+
+        sandbox.params.clear()
+        assert await scanner.scheduled_drift_scan() == []
+        # Incremental: one page from the cursor less the grace, none of the 250.
+        assert len(sandbox.params) == 1, sandbox.params
+        assert datetime.fromisoformat(sandbox.params[0]["created_gte"]) == judged_to - grace
+
+
+async def test_a_backstop_over_a_cut_or_unavailable_listing_moves_no_cursor(
+    stack: Stack, recon: Recon, free_port: Callable[[], int]
+) -> None:
+    """Only a whole listing judged every leg of the span: a cut one proves no absence
+    before its cut, an unavailable one nothing."""
+    stack.stop("reconciler")
+    old_history(stack, 5, ago=timedelta(minutes=30))
+    async with open_reconciler(scanner_settings(stack, grace_s=0.001)) as scanner:
+        sandbox = sandbox_of(scanner)
+        sandbox.max_list_pages, sandbox.list_page = 1, 2  # two of five listed: cut
+        cut = await scanner.drift_scan(full=True)
+        assert len(cut) == 2
+        assert await cursor(stack) is None
+
+        sandbox.max_list_pages = SandboxAdapter.max_list_pages
+        sandbox.list_page = SandboxAdapter.list_page
+        url, sandbox.base_url = sandbox.base_url, f"http://127.0.0.1:{free_port()}"  # nobody
+        assert await scanner.drift_scan(full=True) == []
+        assert await cursor(stack) is None
+
+        sandbox.base_url = url
+        whole = await scanner.drift_scan(full=True)
+        assert len(whole) == 5
+        assert await cursor(stack) is not None

@@ -8,10 +8,11 @@ from datetime import UTC, datetime, timedelta
 
 import asyncpg
 from support.drift_scanner import (
-    Asked,
+    asked,
     charges_that_lost_their_effects,
     cursor,
     old_history,
+    sandbox_of,
     scanner_settings,
 )
 from support.recon_client import Recon
@@ -19,25 +20,11 @@ from support.recon_client import Recon
 from reconcilers import store
 from services.devtools.stack import Stack
 from services.metrics import DRIFT_LISTINGS
-from services.providers.accounts import Account
 from services.providers.adapters import SandboxAdapter
-from services.providers.measured import Measured
-from services.pull_reconciler.runtime import Reconciler, open_reconciler
+from services.pull_reconciler.runtime import open_reconciler
 
 # In the window, three pages of 100: what the first scan of the account pages through.
 IN_WINDOW = 250
-
-
-def sandbox_of(reconciler: Reconciler) -> SandboxAdapter:
-    measured = reconciler.accounts.adapters[Account("sandbox")]
-    assert isinstance(measured, Measured) and isinstance(measured.inner, SandboxAdapter)
-    return measured.inner
-
-
-def asked(reconciler: Reconciler) -> Asked:
-    sandbox = sandbox_of(reconciler)
-    sandbox.http = Asked(sandbox.http)
-    return sandbox.http
 
 
 async def test_a_second_scan_asks_the_provider_from_its_cursor_less_the_grace(

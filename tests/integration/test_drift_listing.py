@@ -4,15 +4,13 @@ is known as cut (no "confirmed without effect" from it) and counted for an opera
 
 from datetime import UTC, datetime, timedelta
 
-from support.drift_scanner import old_history, scanner_settings
+from support.drift_scanner import old_history, sandbox_of, scanner_settings
 from support.recon_client import Recon, transaction
 
 from services.devtools.stack import Stack
 from services.metrics import DRIFT_LISTINGS
-from services.providers.accounts import Account
 from services.providers.adapters import SandboxAdapter
-from services.providers.measured import Measured
-from services.pull_reconciler.runtime import Reconciler, open_reconciler
+from services.pull_reconciler.runtime import open_reconciler
 
 # Over the provider client's answer bound (256 KiB) as one list: ~300 bytes an effect.
 HISTORY = 1500
@@ -21,12 +19,6 @@ HISTORY = 1500
 def listings(outcome: str) -> float:
     count: float = DRIFT_LISTINGS.labels("sandbox", outcome)._value.get()
     return count
-
-
-def sandbox_of(reconciler: Reconciler) -> SandboxAdapter:
-    measured = reconciler.accounts.adapters[Account("sandbox")]
-    assert isinstance(measured, Measured) and isinstance(measured.inner, SandboxAdapter)
-    return measured.inner
 
 
 async def test_a_history_past_the_answer_bound_still_shows_the_windows_drift(

@@ -11,7 +11,11 @@ import asyncpg
 from events.topics import Topics
 from services.config import ReconcilerSettings, Settings
 from services.devtools.stack import Stack
+from services.providers.accounts import Account
+from services.providers.adapters import SandboxAdapter
 from services.providers.http import Answer, Requester
+from services.providers.measured import Measured
+from services.pull_reconciler.runtime import Reconciler
 from support.recon_client import Recon, op, transaction
 
 
@@ -65,6 +69,20 @@ class Asked:
     async def request(self, method: str, url: str, **sent: Any) -> Answer:
         self.params.append(dict(sent.get("params") or {}))
         return await self.inner.request(method, url, **sent)
+
+
+def sandbox_of(reconciler: Reconciler) -> SandboxAdapter:
+    """The reconciler's adapter of the shared sandbox account, under its metering."""
+    measured = reconciler.accounts.adapters[Account("sandbox")]
+    assert isinstance(measured, Measured) and isinstance(measured.inner, SandboxAdapter)
+    return measured.inner
+
+
+def asked(reconciler: Reconciler) -> Asked:
+    """Record what the reconciler's sandbox adapter asks from now on."""
+    sandbox = sandbox_of(reconciler)
+    sandbox.http = Asked(sandbox.http)
+    return sandbox.http
 
 
 async def charges_that_lost_their_effects(stack: Stack, recon: Recon) -> dict[str, str]:
