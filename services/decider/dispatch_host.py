@@ -23,7 +23,9 @@ decide/commit loop.
   revocation releases this process's leases of the partition's calls that ended (`let_go`,
   one statement), a call still on the wire releases its own when it ends, and a call that
   ends while its partition is owned releases nothing (services.dispatcher.held_leases).
-  An order of a partition this process no longer owns is not started (`submit`).
+  An order of a partition this process no longer owns is not started (`submit`), and a
+  claim that waits for another holder's call gives up once the partition is revoked
+  (`_mine`): nothing is sent, the row is left to the new owner, whose take-over claims it.
 - Take-over: a decider that gains a partition (after its restore, also after a failed
   transaction) runs every leg the restored state holds `dispatched` with no answer
   (transactions.unanswered) through the call plan again, except legs held by a kill switch
@@ -238,14 +240,14 @@ class DispatchHost:
         try:
             while not self.stop.is_set():
                 try:
-                    await self.executor.run(order)
+                    await self.executor.run(order, functools.partial(self._mine, order, held))
                     if held is not None:
                         await self.gate.forget(held)
                     return
                 except asyncio.CancelledError:
                     raise
                 except Exception as error:
-                    if held is None and not self.owns(order.partition):
+                    if not self._mine(order, held):
                         # Its owner now runs it by the take-over rule.
                         log.info("%s %s: partition revoked (%r)", *_named(order), error)
                         return
@@ -262,6 +264,12 @@ class DispatchHost:
             again = self.again.pop(order.leg_key, None)
             if again is not None and not self.stop.is_set() and self.owns(again.partition):
                 self.submit([again])
+
+    def _mine(self, order: DispatchOrder, held: store.Held | None) -> bool:
+        """Whether this process is still the one to make the order's call: while it owns
+        the order's partition (else the new owner's take-over makes it); a resumed hold
+        always (the take-over leaves a held leg to its resumer, whoever owns it)."""
+        return held is not None or self.owns(order.partition)
 
     async def observed(self, order: DispatchOrder, observation: OperationObserved) -> None:
         """The executor's report sink: inline while this process owns the partition, else an

@@ -30,7 +30,9 @@ The rules, in the order they are asked:
 - One caller at a time (services.dispatcher.call_lease): a begin holds its call under a
   lease, and a redelivery (or a call another dispatcher began meanwhile) claims it before
   it looks up, waiting while another process holds it live, so its lookup sees what that
-  call did and two calls of one attempt are never on the wire at once.
+  call did and two calls of one attempt are never on the wire at once. A claim the
+  executor gives up (the call is no longer this process's to make: its partition went to
+  another, whose take-over claims it) ends the plan: nothing sent, nothing reported.
 - An `unknown` answer is resolved by lookups with backoff (LOOKUP_BACKOFF_S); past them
   the scheduled reconciler takes over.
 
@@ -117,10 +119,12 @@ class Begin(Request[Begun]):
 
 
 @dataclass(frozen=True)
-class Claim(Request[None]):
+class Claim(Request[bool]):
     """Wait while another process holds this call's lease (its call is on the wire, or
-    may be), then hold it: answered once the other call ended or its lease lapsed, or at
-    once when nobody holds it (services.dispatcher.call_lease)."""
+    may be), then hold it: True once the other call ended or its lease lapsed, or at once
+    when nobody holds it (services.dispatcher.call_lease). False: the wait was given up,
+    because the call is no longer this process's to make (its partition was revoked; the
+    new owner's take-over claims it): nothing was taken, and nothing is to be sent."""
 
 
 @dataclass(frozen=True)
@@ -198,7 +202,8 @@ def call_plan(dispatch: OperationDispatched, *, adapter_known: bool = True) -> P
     if redelivered:
         # A call of this attempt was begun: its caller may still be on the wire (an owner
         # that lost the partition mid-call). Looked up only once it is not.
-        yield Claim()
+        if not (yield from ask(Claim())):
+            return
     if dispatch.lookup_first or redelivered:
         lookups += 1
         if (yield from _found(lookups)):
@@ -239,7 +244,8 @@ def _call(info: Classified, begun: Begun, *, redelivered: bool, lookups: int) ->
             yield _not_resent(lookups)
             return
         # Its call ends (or its lease lapses) before this one looks, and sends if absent.
-        yield Claim()
+        if not (yield from ask(Claim())):
+            return
         lookups += 1
         if (yield from _found(lookups)):
             return

@@ -20,11 +20,15 @@ attempt at once. A begin takes the row's lease, a Claim waits for another proces
 or lapse (this process's own is taken at once), and the apply is sent only within the lease
 this call took and cut when it ends. A call that ends releases nothing: the process's
 leases are released when it loses their partitions (services.dispatcher.held_leases), so
-the normal path costs no statement beyond the begin.
+the normal path costs no statement beyond the begin. A claim that waits gives up once the
+host says the call is no longer its to make (`mine`: its partition was revoked), rather
+than wait out another holder's lease for a call the partition's new owner claims anyway:
+then nothing was taken or sent, and the row is left as it was, to the new owner.
 """
 
 import asyncio
 import logging
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, Protocol, assert_never
 
@@ -92,11 +96,17 @@ class Executor:
         self.calls = asyncio.Semaphore(MAX_CONCURRENT_CALLS)
 
     async def run(
-        self, order: DispatchOrder, *, span_of: dict[str, str | int] | None = None
+        self,
+        order: DispatchOrder,
+        mine: Callable[[], bool],
+        *,
+        span_of: dict[str, str | int] | None = None,
     ) -> None:
-        """Runs the order's plan once a call slot is free. Raises what the plan's I/O raised
-        (services.at_least_once.RetryBatch when Postgres is away): the host retries the order,
-        and the plan's begin statement makes the retry a redelivery if a call was begun."""
+        """Runs the order's plan once a call slot is free. `mine`: whether the call is still
+        this process's to make (asked while a claim waits; the host's ownership of the
+        order's partition). Raises what the plan's I/O raised (services.at_least_once.
+        RetryBatch when Postgres is away): the host retries the order, and the plan's begin
+        statement makes the retry a redelivery if a call was begun."""
         async with self.calls:
             # The call's span continues the trace of the decision that dispatched it; its
             # context goes to the provider (HTTP headers) and back in the observations.
@@ -110,16 +120,17 @@ class Executor:
                 attempt=order.dispatch.attempt,
                 action=order.dispatch.action,
             ):
-                await Call(self, order).run()
+                await Call(self, order, mine).run()
 
 
 class Call:
     """One dispatch: the plan of services.dispatcher.call_plan, executed with the real I/O
     (the gate and `calls_begun` in Postgres, the provider, the sink)."""
 
-    def __init__(self, executor: Executor, order: DispatchOrder) -> None:
+    def __init__(self, executor: Executor, order: DispatchOrder, mine: Callable[[], bool]) -> None:
         self.x = executor
         self.order = order
+        self.mine = mine
         self.envelope = order.envelope
         self.dispatch = order.dispatch
         self.holder = executor.leases.holder
@@ -182,8 +193,7 @@ class Call:
                     log.info("%s %s: aborted before its call was begun", env.tx_id, dispatch.action)
                 return begun
             case Claim():
-                await self.claim()
-                return None
+                return await self.claim()
             case Hold(switches=switches):
                 await gate.hold(env, dispatch, self.order.partition, switches)
                 return None
@@ -212,8 +222,9 @@ class Call:
                 return seen
         raise AssertionError(f"no executor for {request!r}")
 
-    async def claim(self) -> None:
-        """Until no other holder's lease on this call is live; then it is this one's."""
+    async def claim(self) -> bool:
+        """Until no other holder's lease on this call is live; then it is this one's (True).
+        False: the call stopped being this process's while another held it (`mine`)."""
         env, dispatch, gate = self.envelope, self.dispatch, self.x.gate
         timeout = gate.settings.provider_timeout_s
         waited = False
@@ -228,10 +239,23 @@ class Call:
                     )
                     if waited:
                         log.info("%s %s: the other call ended", env.tx_id, dispatch.action)
-                    return
+                    return True
                 case Claimed.NO_ROW:
-                    return
+                    return True
                 case Claimed.HELD:
+                    # Asked before each wait, so a revocation ends it within one poll: the
+                    # new owner's take-over claims the call, and this process has sent
+                    # nothing and taken nothing, so the row is left as the other holder has
+                    # it. (A lease taken just after a revocation is safe too, only slower
+                    # for the new owner: its claim waits for this call.)
+                    if not self.mine():
+                        log.info(
+                            "%s %s attempt %d: no longer this process's to make; not called",
+                            env.tx_id,
+                            dispatch.action,
+                            dispatch.attempt,
+                        )
+                        return False
                     if not waited:
                         log.info(
                             "%s %s attempt %d: another caller is making this call;"

@@ -2,12 +2,15 @@
 (services.dispatcher.held_leases), so the new owner's take-over claims them at once instead
 of waiting the lease out: a call that ends while its partition is owned releases nothing
 (no statement per call), and another process's claim then waits, as it must while the
-owner may still call again.
+owner may still call again. And a claim that waits for another holder gives up once its
+own process loses the partition (DispatchHost._mine): the partition's next owner claims
+the call.
 
-Real parts: Postgres, Kafka (the new owner's answer, forwarded) and the sandbox provider as
+Real parts: Postgres, Kafka (each host's producer) and the sandbox provider as
 a subprocess, through the production executor, gate and DispatchHost of each process."""
 
 import asyncio
+import logging
 import time
 from collections.abc import AsyncIterator, Iterator
 
@@ -54,7 +57,7 @@ class _Process:
 
     async def call(self, order: DispatchOrder) -> None:
         assert self.host.executor is not None
-        await self.host.executor.run(order)
+        await self.host.executor.run(order, lambda: order.partition in self.owned)
 
 
 @pytest.fixture
@@ -72,7 +75,7 @@ async def processes(
     await ensure_topics(kafka_bootstrap, settings.topics)
     async with ProviderHttp(PROVIDER_TIMEOUT_S, connect_s=2.0) as http:
         old, new = _Process(settings, http, {0}), _Process(settings, http, set())
-        for process in (old, new):  # the new owner's answer goes to recon.observations
+        for process in (old, new):  # an answer of a partition not owned goes to Kafka
             await process.host.producer.start()
         try:
             yield old, new
@@ -101,9 +104,11 @@ async def test_a_call_finished_before_the_revocation_is_claimed_by_the_new_owner
         assert holder == old.host.leases.holder
         assert await claim(conn, row, "someone-else", 1.0) is Claimed.HELD
 
-        # The revocation: the partition is dropped, then its calls' leases let go.
+        # The revocation: the partition is dropped, then its calls' leases let go; the
+        # partition is the new owner's.
         old.owned.discard(0)
         await old.host.let_go({0})
+        new.owned.add(0)
 
         # The new owner's take-over runs the unanswered dispatch again: a redelivery, so it
         # claims the call before its lookup. The old lease ran for
@@ -117,3 +122,47 @@ async def test_a_call_finished_before_the_revocation_is_claimed_by_the_new_owner
     finally:
         await conn.close()
     assert took < 2.0, f"the take-over waited {took:.1f} s for a lease the old owner let go"
+
+
+async def _claimed_by(conn: asyncpg.Connection, op_key: str) -> str:
+    return str(await conn.fetchval("SELECT holder FROM calls_begun WHERE op_key = $1", op_key))
+
+
+async def test_a_claim_that_waits_gives_up_once_its_partition_is_revoked(
+    processes: tuple[_Process, _Process], fresh_database: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    old, new = processes
+    envelope, dispatch = charge("given-up-1", "k_given_up")
+    order = DispatchOrder(envelope, dispatch, 0)
+
+    # The old owner's call ended; its lease is live (it died, or its release failed).
+    await old.call(order)
+    conn = await asyncpg.connect(fresh_database)
+    try:
+        assert await _claimed_by(conn, dispatch.op_key) == old.host.leases.holder
+
+        # The new owner's take-over: a redelivery, whose claim waits for the old lease.
+        new.owned.add(0)
+        with caplog.at_level(logging.INFO, logger="services.dispatcher.executor"):
+            new.host.submit([order])
+            async with asyncio.timeout(10):
+                while "waiting for it to end" not in caplog.text:
+                    await asyncio.sleep(0.01)
+
+            # It loses the partition in turn: its claim ends within a poll, not when the
+            # old lease lapses (12 s after the old call's begin).
+            new.owned.discard(0)
+            started = time.monotonic()
+            async with asyncio.timeout(lease_s(PROVIDER_TIMEOUT_S, 1) / 4):
+                while new.host.tasks:
+                    await asyncio.sleep(0.01)
+            took = time.monotonic() - started
+        assert "no longer this process's to make; not called" in caplog.text
+
+        # Nothing taken, nothing sent, nothing reported: the row is the old holder's still,
+        # for the partition's next owner to claim.
+        assert await _claimed_by(conn, dispatch.op_key) == old.host.leases.holder
+        assert new.answers == []
+    finally:
+        await conn.close()
+    assert took < 1.0, f"the claim went on waiting {took:.1f} s for a call not its own"

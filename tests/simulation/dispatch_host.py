@@ -21,8 +21,9 @@ One caller at a time (services.dispatcher.call_lease, held_leases): the holder o
 is the process, modelled as one holder per partition's owner (`holder`: a new one when the
 process dies, and when another member takes a partition this one lost, since the simulated
 host plays that member too); its begin or claim takes the row's lease, a claim waits while
-another holder's is live and takes its own at once, an apply is not sent once its lease
-ended and is cut (unknown) when it ends. A call that ends keeps its lease while its
+another holder's is live and takes its own at once (and is given up, nothing sent, once
+the partition is not its process's), an apply is not sent once its lease ended and is cut
+(unknown) when it ends. A call that ends keeps its lease while its
 partition is owned; a revocation lets go of the partition's leases of calls not on the wire
 (`let_go`), and a call that ends after its partition went (a zombie's) releases its own.
 `wire` holds the applies on their way, each until its answer arrives or its lease ends,
@@ -232,6 +233,7 @@ class SimDispatchHost:
                         took(until)
                     yield 0  # a crash may fall between the row and the call
                 case Claim():
+                    answer = True
                     while True:
                         now = self.clock.now
                         until = now + _ms(lease_s(PROVIDER_TIMEOUT_S, CLAIM_REQUESTS))
@@ -240,6 +242,9 @@ class SimDispatchHost:
                             held_until = now + _ms(held_s(PROVIDER_TIMEOUT_S, CLAIM_REQUESTS))
                             took(until)
                         if claimed is not Claimed.HELD:
+                            break
+                        if not running.owned:  # Call.claim: no longer its to make
+                            answer = False
                             break
                         yield _ms(CLAIM_POLL_S)
                 case Hold():

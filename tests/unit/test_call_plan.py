@@ -20,6 +20,7 @@ from services.dispatcher.call_plan import (
     Balance,
     Begin,
     Begun,
+    Claim,
     Gate,
     Hold,
     Lookup,
@@ -86,9 +87,11 @@ def answers(
     begin: Begun | None = None,
     apply: Seen = FOUND,
     balance: tuple[int, Any] = (200, {"refundable": 100}),
+    claimed: bool = True,
 ) -> Callable[[Request[Any]], object]:
     """`begun_before`: the attempt's `calls_begun` row exists, as both `WasBegun` and the
-    begin statement (`existed`) see it; `begin` overrides what every begin answers."""
+    begin statement (`existed`) see it; `begin` overrides what every begin answers;
+    `claimed` False: the executor gave the claim up (the call is not its to make)."""
 
     def answer(request: Request[Any]) -> object:
         match request:
@@ -106,6 +109,8 @@ def answers(
                 return apply
             case Balance():
                 return balance
+            case Claim():
+                return claimed
         return None
 
     return answer
@@ -195,6 +200,20 @@ def test_every_redelivery_claims_its_call_before_it_looks_it_up() -> None:
     # Never begun: nobody to wait for.
     asked = run(dispatch(lookup_first=True), answers())
     assert "Claim" not in kinds(asked)
+
+
+def test_a_claim_given_up_ends_the_call_with_nothing_sent_or_reported() -> None:
+    """The partition went to another process while this one waited for the call's holder:
+    the new owner's take-over claims it, so this plan asks nothing more, whichever way it
+    came to claim (a redelivery, or a write another dispatcher began meanwhile)."""
+    for plan_of, given in (
+        (dispatch(), answers(begun_before=True, claimed=False)),
+        (dispatch(lookup_first=True), answers(begun_before=True, claimed=False)),
+        (dispatch(), answers(begin=Begun((), written=False), claimed=False)),
+    ):
+        asked = run(plan_of, given)
+        assert kinds(asked)[-1] == "Claim", kinds(asked)
+        assert "Lookup" not in kinds(asked) and "Report" not in kinds(asked)
 
 
 def test_an_abort_recorded_before_the_call_stops_it() -> None:

@@ -6,6 +6,7 @@ and its later ones may move nothing (the simulator's seed 114: a lookup-first ca
 reconciler leaves to the caller)."""
 
 import asyncio
+from collections.abc import Callable
 
 from support.txbuilders import submit
 
@@ -25,7 +26,7 @@ class _Executor:
         self.running = 0
         self.most_at_once = 0
 
-    async def run(self, order: DispatchOrder) -> None:
+    async def run(self, order: DispatchOrder, mine: Callable[[], bool]) -> None:
         self.runs.append(order.leg_key)
         self.running += 1
         self.most_at_once = max(self.most_at_once, self.running)
