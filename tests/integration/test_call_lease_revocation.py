@@ -2,9 +2,9 @@
 (services.dispatcher.held_leases), so the new owner's take-over claims them at once instead
 of waiting the lease out: a call that ends while its partition is owned releases nothing
 (no statement per call), and another process's claim then waits, as it must while the
-owner may still call again. And a claim that waits for another holder gives up once its
-own process loses the partition (DispatchHost._mine): the partition's next owner claims
-the call.
+owner may still call again. A clean stop lets them go likewise. And a claim that waits
+for another holder gives up once its own process loses the partition (DispatchHost._mine):
+the partition's next owner claims the call.
 
 Real parts: Postgres, Kafka (each host's producer) and the sandbox provider as
 a subprocess, through the production executor, gate and DispatchHost of each process."""
@@ -126,6 +126,42 @@ async def test_a_call_finished_before_the_revocation_is_claimed_by_the_new_owner
 
 async def _claimed_by(conn: asyncpg.Connection, op_key: str) -> str:
     return str(await conn.fetchval("SELECT holder FROM calls_begun WHERE op_key = $1", op_key))
+
+
+async def test_a_clean_stop_lets_its_finished_calls_go_before_the_group_is_left(
+    processes: tuple[_Process, _Process], fresh_database: str
+) -> None:
+    old, new = processes
+    envelope, dispatch = charge("stopped-1", "k_stopped")
+    order = DispatchOrder(envelope, dispatch, 0)
+
+    # Made through the host, as a committed dispatch is; it ends while the partition is
+    # its own, so its lease is kept.
+    old.host.submit([order])
+    async with asyncio.timeout(10):
+        while old.host.tasks:
+            await asyncio.sleep(0.01)
+    assert [a.outcome.value for a in old.answers] == ["succeeded"]
+    conn = await asyncpg.connect(fresh_database)
+    try:
+        assert await _claimed_by(conn, dispatch.op_key) == old.host.leases.holder
+
+        # The decider's clean stop: `leave` before the group is left (the partitions go to
+        # the next owners then), `close` only when the process's stack unwinds.
+        await old.host.leave([])
+        old.owned.discard(0)
+        new.owned.add(0)
+
+        # The next owner's take-over claims the call at once, not after the 12 s lease.
+        started = time.monotonic()
+        async with asyncio.timeout(lease_s(PROVIDER_TIMEOUT_S, 1) / 3):
+            await new.call(order)
+        took = time.monotonic() - started
+        assert await _claimed_by(conn, dispatch.op_key) == new.host.leases.holder
+    finally:
+        await conn.close()
+        await old.host.close()
+    assert took < 2.0, f"the next owner waited {took:.1f} s for a lease the stop let go"
 
 
 async def test_a_claim_that_waits_gives_up_once_its_partition_is_revoked(
