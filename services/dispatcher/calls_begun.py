@@ -31,8 +31,9 @@ a call that may not have been made (a lookup settles it), never a call without a
   claims its own lease at once. `release_many` clears the leases a process let go when it
   lost their partitions (services.dispatcher.held_leases), not at each call's end. A
   crash between the begin and the call, or after it, leaves a lease that lapses on its
-  own; a claim waits for it, then looks up, as before. Rows written before the lease
-  existed (or by a release without it) have none: claimed at once.
+  own; a claim waits for it, then looks up, as before. Every begin takes a lease (`Call`
+  refuses one without a holder); rows written before the lease existed (or by a release
+  without it) have none: claimed at once.
 """
 
 from collections.abc import Sequence
@@ -45,6 +46,13 @@ import asyncpg
 from services.dispatcher.call_plan import Begun
 from services.governance.store import switch_matches
 from services.pg_pool import GENERIC_PLANS, create_pool
+
+# A holder is one process's id (a uuid's 32 hex digits), with room to spare.
+MAX_HOLDER_CHARS = 64
+# A lease covers at most three provider requests of twice the provider timeout each
+# (call_lease.lease_s): a day would take a timeout of four hours. Past this a setting is
+# wrong, and Postgres's interval arithmetic must not be the one to say so.
+MAX_LEASE_S = 86_400.0
 
 
 async def was_begun(
@@ -74,10 +82,23 @@ class Call:
     agent_id: str
     provider: str
     operation: str
-    # Who takes the row's lease and for how long (services.dispatcher.call_lease); no
-    # holder, no lease.
-    holder: str = ""
-    lease_s: float = 0.0
+    # Who takes the row's lease and for how long (services.dispatcher.call_lease). No
+    # default: a begin that forgot them would write a row nobody holds, which another
+    # process's claim takes at once while this call may be on the wire.
+    holder: str
+    lease_s: float
+
+    def __post_init__(self) -> None:
+        if not 0 < len(self.holder) <= MAX_HOLDER_CHARS:
+            raise ValueError(
+                f"a begun call's holder is 1-{MAX_HOLDER_CHARS} characters (the dispatching"
+                f" process's id, HeldLeases.holder), got {self.holder!r:.80}"
+            )
+        if not 0 < self.lease_s <= MAX_LEASE_S:
+            raise ValueError(
+                f"a begun call's lease is more than 0 and at most {MAX_LEASE_S:.0f} s"
+                f" (services.dispatcher.call_lease.lease_s), got {self.lease_s!r}"
+            )
 
     @property
     def leg_of(self) -> tuple[str, str, str]:
@@ -95,9 +116,11 @@ async def begin(
     agent_id: str,
     provider: str,
     operation: str,
+    holder: str,
+    lease_s: float,
 ) -> Begun:
     """`begin_many` of one call."""
-    call = Call(tenant, tx_id, op_key, leg, attempt, agent_id, provider, operation)
+    call = Call(tenant, tx_id, op_key, leg, attempt, agent_id, provider, operation, holder, lease_s)
     (begun,) = await begin_many(conn, [call])
     return begun
 
@@ -169,9 +192,8 @@ _BEGIN = (
     "  FROM asked a),"
     " written AS ("
     "  INSERT INTO calls_begun (tenant, op_key, leg, attempt, holder, held_until)"
-    "  SELECT j.tenant, j.op_key, j.leg, j.attempt, nullif(j.holder, ''),"
-    "   CASE WHEN j.holder <> '' THEN clock_timestamp() + make_interval(secs => j.lease_s)"
-    "   END FROM judged j"
+    "  SELECT j.tenant, j.op_key, j.leg, j.attempt, j.holder,"
+    "   clock_timestamp() + make_interval(secs => j.lease_s) FROM judged j"
     "  WHERE j.switches = '{}' AND NOT j.aborted"
     # In key order, as every batch: two batches meeting on two rows wait, never deadlock.
     "  ORDER BY j.tenant, j.op_key, j.leg, j.attempt"

@@ -343,8 +343,8 @@ class Gatekeeper:
         self,
         envelope: Envelope,
         dispatch: OperationDispatched,
-        holder: str = "",
-        lease_s: float = 0.0,
+        holder: str,
+        lease_s: float,
     ) -> call_plan.Begun:
         """Right before the call: the durable record of the call about to be made, unless an
         engaged switch stops it (`switches`: the plan holds it) or an abort does (`aborted`:

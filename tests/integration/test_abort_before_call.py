@@ -18,6 +18,7 @@ import asyncpg
 import httpx
 import pytest
 from support import topic_records
+from support.begun_by import DEAD_HOLDER, LAPSED_S
 from support.crash_support import start_paused_at, wait_paused
 from support.kafka_executor import KafkaExecutor
 from support.recon_client import Recon, op
@@ -109,6 +110,8 @@ async def begin(
         agent_id="agent-7",
         provider="sandbox",
         operation="payments.charge",
+        holder=DEAD_HOLDER,
+        lease_s=LAPSED_S,
     )
 
 

@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator
 import asyncpg
 import pytest
 from support import large_tables
+from support.begun_by import DEAD_HOLDER, LAPSED_S
 
 from events.topics import Topics
 from services.config import Settings
@@ -39,7 +40,18 @@ def calls(n: int) -> list[Call]:
     """A transaction's three forward calls, as a partition's transaction commits them (keys
     of their own: large_tables begins the calls of its intents)."""
     return [
-        Call("acme", f"gate-{n}", f"rk9_{leg}{n}", "forward", 1, "agent", "sandbox", operation)
+        Call(
+            "acme",
+            f"gate-{n}",
+            f"rk9_{leg}{n}",
+            "forward",
+            1,
+            "agent",
+            "sandbox",
+            operation,
+            DEAD_HOLDER,
+            LAPSED_S,
+        )
         for leg, operation in (("r", "inventory.reserve"), ("c", "payments.charge"), ("e", "x"))
     ]
 

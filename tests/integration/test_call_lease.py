@@ -66,8 +66,10 @@ async def test_a_caller_that_died_mid_call_is_waited_for_until_its_lease_lapses(
 async def test_rows_without_a_lease_and_purged_rows_wait_for_nobody(
     conn: asyncpg.Connection,
 ) -> None:
-    # Written by a begin without a holder (a release before the lease, a direct begin).
-    await calls_begun.begin_many(conn, [a_call("", 0.0)])
+    # Written by a release before the lease (every begin now takes one).
+    await conn.execute(
+        "INSERT INTO calls_begun (tenant, op_key, leg, attempt) VALUES ($1, $2, $3, $4)", *ROW
+    )
     assert await conn.fetchval("SELECT held_until FROM calls_begun") is None
     assert await calls_begun.claim(conn, ROW, "new-owner", 30.0) is Claimed.TAKEN
     await conn.execute("DELETE FROM calls_begun")

@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 import asyncpg
 import httpx
 import pytest
+from support.begun_by import DEAD_HOLDER, LAPSED_S
 from support.kafka_executor import KafkaExecutor
 from support.sandbox_process import Sandbox, start_sandbox, stop
 
@@ -103,6 +104,8 @@ async def begin(conn: asyncpg.Connection, op_key: str) -> call_plan.Begun:
         agent_id="agent-7",
         provider="sandbox",
         operation="payments.charge",
+        holder=DEAD_HOLDER,
+        lease_s=LAPSED_S,
     )
 
 
@@ -142,6 +145,8 @@ def a_call(op_key: str, operation: str = "payments.charge") -> calls_begun.Call:
         agent_id="agent-7",
         provider="sandbox",
         operation=operation,
+        holder=DEAD_HOLDER,
+        lease_s=LAPSED_S,
     )
 
 
@@ -269,7 +274,7 @@ async def test_a_redelivered_destructive_call_is_looked_up_and_never_sent_again(
         assert [kind for kind, _ in await calls_to(sandbox, "k_promote_first")] == ["apply"]
         # Begun before, by a dispatcher that died before its call arrived.
         envelope, dispatch = promotion("begun-4", "k_promote_begun")
-        assert (await dispatcher.gate.begin(envelope, dispatch)).written
+        assert (await dispatcher.gate.begin(envelope, dispatch, DEAD_HOLDER, LAPSED_S)).written
         await dispatcher.call(envelope, dispatch, 0)
         assert await calls_to(sandbox, "k_promote_begun") == [("lookup", "absent")]
 

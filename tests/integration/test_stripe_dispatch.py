@@ -12,6 +12,7 @@ from datetime import UTC, datetime, timedelta
 
 import asyncpg
 import pytest
+from support.begun_by import DEAD_HOLDER, LAPSED_S
 from support.kafka_executor import KafkaExecutor
 from support.stripe_fake import API_KEY, RETENTION_S, StripeFake, running_fake
 
@@ -130,6 +131,8 @@ async def test_a_redelivery_past_the_retention_is_never_resent(
             agent_id="agent-7",
             provider="pay",
             operation="payment_intents.create",
+            holder=DEAD_HOLDER,
+            lease_s=LAPSED_S,
         )
     ).written
     made = await dispatcher.accounts.adapters[Account("pay")].apply(
