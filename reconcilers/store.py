@@ -380,7 +380,9 @@ async def mark_reported(
     await conn.executemany(
         "INSERT INTO reconciler_drift_reported (drift_id, kind, reported_at)"
         " VALUES ($1, $2, $3) ON CONFLICT (drift_id) DO NOTHING",
-        reported,
+        # In id order, as the webhook ingress writes its own (services.intake.webhook_store
+        # .remember_deliveries): two writers of the same ids wait, never deadlock.
+        sorted(reported),
     )
 
 

@@ -44,7 +44,9 @@ log = logging.getLogger(__name__)
 # table never holds much more than one horizon of deliveries.
 PURGE_EVERY_S = 60.0
 
-Handled = tuple[str, str, datetime]  # account (Deliveries.provider), delivery id, when
+# account (Deliveries.provider), delivery id, when; and the drift it reported, if any
+# (drift id, kind), remembered with it (webhook_store.remember_deliveries).
+Handled = tuple[str, str, datetime, tuple[str, str] | None]
 
 
 async def open_check_pool(url: str) -> asyncpg.Pool:
@@ -73,10 +75,17 @@ class DeliveryBatches:
         """webhook_store.look_up_all's answer for `asked`."""
         return await self._checks.ask(asked)
 
-    async def remember(self, account: str, delivery_id: str, at: datetime) -> None:
+    async def remember(
+        self,
+        account: str,
+        delivery_id: str,
+        at: datetime,
+        reported: tuple[str, str] | None = None,
+    ) -> None:
         """Once this returns, the delivery is recorded as handled by `account` (as
-        webhook_store.Deliveries.provider names it); the statement's error otherwise."""
-        await self._records.ask((account, delivery_id, at))
+        webhook_store.Deliveries.provider names it), and the drift it reported (`reported`:
+        drift id, kind) as reported; the statement's error otherwise."""
+        await self._records.ask((account, delivery_id, at, reported))
 
     async def _look_up(self, conn: asyncpg.Connection, asked: Sequence[Asked]) -> list[Delivery]:
         return await webhook_store.look_up_all(conn, asked, self._own)
@@ -84,7 +93,11 @@ class DeliveryBatches:
     async def _remember(self, conn: asyncpg.Connection, handled: Sequence[Handled]) -> list[None]:
         # A delivery twice in one statement (a provider retrying while the first is being
         # handled) is one row: ON CONFLICT cannot touch a row twice in a statement.
-        await webhook_store.remember_deliveries(conn, {(a, d): at for a, d, at in handled})
+        await webhook_store.remember_deliveries(
+            conn,
+            {(a, d): at for a, d, at, _ in handled},
+            {r[0]: (r[1], at) for _, _, at, r in handled if r is not None},
+        )
         await self._purge(conn)
         return [None] * len(handled)
 

@@ -12,7 +12,8 @@ belongs to: the shared account's at `/v1/webhooks/{provider}`, a tenant's own ac
    provider's own event format), turn the effect into an observation of the operation it
    belongs to, or into drift when it belongs to none, and wait for Kafka's
    acknowledgement (an event the adapter does not act on is only remembered);
-4. only then record the delivery id and answer 2xx
+4. only then record the delivery id (and a drift report's id as reported, where the drift
+   scan's filter looks: reconciler_drift_reported) and answer 2xx
    (promise 7). A crash between 3 and 4
    makes the provider deliver again; the second observation carries the same message id
    (and a drift report the same drift id), so the decider and the projector see it once.
@@ -195,7 +196,11 @@ async def _receive(request: Request, account: Account, secrets: tuple[str, ...])
             found.model_dump_json().encode(),
             f"the drift report {found.drift_id}",
         )
-    await batches.remember(str(account), delivery_id, now)
+    # The drift is remembered as reported with the delivery (produced first: a crash in
+    # between reports it twice under one id, never not at all), so the drift scan, which
+    # judges the same effect past its grace, does not produce it again.
+    reported = None if isinstance(found, OperationObserved) else (found.drift_id, found.kind.value)
+    await batches.remember(str(account), delivery_id, now, reported)
     return _answered(ACCEPTED)
 
 

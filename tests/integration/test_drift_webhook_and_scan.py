@@ -1,0 +1,59 @@
+"""A stray effect is reported by two reporters: the webhook ingress when the provider tells
+of it, and the drift scan when it judges it past its grace. Both name it by the same id
+(events.keys.drift_id), and the scan produces only what reconciler_drift_reported does not
+hold; the webhook ingress writes its reports there too, so recon.drift holds the drift once.
+Against the real sandbox (which sends the webhook), intake, Postgres and Kafka."""
+
+from collections import Counter
+from datetime import UTC, datetime, timedelta
+
+import asyncpg
+from support.decider_support import eventually
+from support.drift_scanner import scanner_settings
+from support.recon_client import Recon
+from support.topic_records import read_topic
+
+from events.topics import Topics
+from services.devtools.stack import Stack
+from services.pull_reconciler.runtime import open_reconciler
+
+GRACE = timedelta(seconds=60)
+
+
+async def test_a_stray_reported_by_its_webhook_is_not_reported_again_by_the_scan(
+    stack: Stack, recon: Recon
+) -> None:
+    stack.stop("reconciler")  # this test runs the scan itself
+    drift_topic = Topics(stack.topic_prefix).drift
+    made = await recon.http.post(
+        f"{stack.sandbox_url}/v1/effects/unrecorded",
+        json={"operation": "payments.charge", "payload": {"amount": 7, "currency": "usd"}},
+    )
+    assert made.status_code == 200, made.text
+    stray: str = made.json()["id"]
+
+    async def webhook_report() -> str | None:
+        records = await read_topic(stack.kafka_bootstrap, drift_topic)
+        ids = [r["drift_id"] for r in records if r.get("effect_id") == stray]
+        return ids[0] if ids else None
+
+    # The webhook comes first: the sandbox sends it as it makes the effect.
+    drift_id = await eventually(webhook_report, f"the webhook's drift report of {stray}")
+    conn = await asyncpg.connect(stack.database_url)
+    try:
+        await eventually(
+            lambda: conn.fetchval(
+                "SELECT kind FROM reconciler_drift_reported WHERE drift_id = $1", drift_id
+            ),
+            f"{drift_id} remembered as reported",
+        )
+    finally:
+        await conn.close()
+
+    async with open_reconciler(scanner_settings(stack, grace_s=GRACE.total_seconds())) as scanner:
+        scanner.clock = lambda: datetime.now(UTC) + 2 * GRACE  # the stray past its grace
+        found = await scanner.drift_scan()
+    # The scan judges it (the same drift, under the same id) and produces nothing.
+    assert [(d.kind.value, d.drift_id) for d in found] == [("effect_without_intent", drift_id)]
+    records = await read_topic(stack.kafka_bootstrap, drift_topic)
+    assert Counter(r["drift_id"] for r in records) == {drift_id: 1}
