@@ -9,7 +9,7 @@ from collections import Counter
 
 import asyncpg
 import pytest
-from support.drift_scanner import lose_effects, scanner_settings
+from support.drift_scanner import lose_effects, scanner_settings, scans_by_hand
 from support.recon_client import Recon, op, transaction
 from support.topic_records import read_topic
 
@@ -25,7 +25,7 @@ async def test_a_scan_killed_before_its_cursor_moves_reports_nothing_twice(
     stack: Stack, recon: Recon, full: bool
 ) -> None:
     """The backstop too: over a whole listing it moves the cursor, in the same order."""
-    stack.stop("reconciler")  # the scans are this test's
+    await scans_by_hand(stack)  # the scans are this test's
     assert (await recon.submit(transaction("lost-1", receipt=False))).status_code == 202
     tx = await recon.wait_terminal("lost-1")
     assert tx["status"] == "committed"

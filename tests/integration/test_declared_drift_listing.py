@@ -14,6 +14,7 @@ from support.drift_scanner import (
     charges_that_lost_their_effects,
     old_history,
     scanner_settings,
+    scans_by_hand,
 )
 from support.recon_client import Recon
 
@@ -60,7 +61,7 @@ def asked(reconciler: Reconciler) -> Asked:
 async def test_the_scan_asks_a_declared_provider_for_its_window_alone(
     stack: Stack, recon: Recon, tmp_path: Path
 ) -> None:
-    stack.stop("reconciler")  # this test runs the scans itself
+    await scans_by_hand(stack)  # this test runs the scans itself
     old_history(stack, 150)  # two days old: more than a page of 100, outside the window
     stray = await recon.http.post(
         f"{stack.sandbox_url}/v1/effects/unrecorded",
@@ -87,7 +88,7 @@ async def _scan_with_missing_effects(
 ) -> tuple[list[DriftDetected], dict[str, str]]:
     """Three committed transactions, then the charges of the first and the last lose their
     effect at the sandbox; the scan's findings, and the op keys of those two charges."""
-    stack.stop("reconciler")
+    await scans_by_hand(stack)
     charges = await charges_that_lost_their_effects(stack, recon)
     async with open_reconciler(settings) as reconciler:
         return await reconciler.drift_scan(), charges

@@ -14,7 +14,14 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from support.decider_support import eventually
-from support.drift_scanner import asked, cursor, old_history, sandbox_of, scanner_settings
+from support.drift_scanner import (
+    asked,
+    cursor,
+    old_history,
+    sandbox_of,
+    scanner_settings,
+    scans_by_hand,
+)
 from support.recon_client import Recon, op, transaction
 from support.review_requests import request_review
 from support.topic_records import read_topic
@@ -43,7 +50,7 @@ async def reported(stack: Stack) -> Counter[str]:
 async def test_the_backstop_finds_an_effect_listed_after_the_cursor_passed_it_once(
     stack: Stack, recon: Recon
 ) -> None:
-    stack.stop("reconciler")  # this test runs the scans itself
+    await scans_by_hand(stack)  # this test runs the scans itself
     start = datetime.now(UTC)
     async with open_reconciler(scanner_settings(stack, grace_s=GRACE.total_seconds())) as scanner:
         await scan_at(scanner, start + 10 * GRACE)  # the cursor: start + 9 graces
@@ -77,7 +84,7 @@ async def test_a_charge_resolved_not_applied_after_its_effect_was_judged_is_repo
     """A person resolves a review `not_applied` while the provider had applied the charge:
     the mistake drift exists to show. The incremental scan judged the charge's effect while
     the leg was unknown (no drift then), so it never looks at it again; the backstop does."""
-    stack.stop("reconciler")
+    await scans_by_hand(stack)
     # A charge whose outcome nothing can learn: the response is lost, the lookups fail and
     # the webhook never comes; the sandbox applied it all the same.
     await recon.arm("payments.charge", "lookup_unavailable", times=1000)
@@ -152,7 +159,7 @@ async def test_a_fresh_deployments_backstop_sets_the_cursor_so_its_next_scan_is_
 ) -> None:
     """A reconciler's first scan is a backstop. It used to set no cursor, so the second
     scan, finding none, read the whole window again."""
-    stack.stop("reconciler")
+    await scans_by_hand(stack)
     old_history(stack, IN_WINDOW, ago=timedelta(minutes=30))
     grace = timedelta(seconds=1)
     async with open_reconciler(scanner_settings(stack, grace_s=grace.total_seconds())) as scanner:
@@ -176,7 +183,7 @@ async def test_a_backstop_over_a_cut_or_unavailable_listing_moves_no_cursor(
 ) -> None:
     """Only a whole listing judged every leg of the span: a cut one proves no absence
     before its cut, an unavailable one nothing."""
-    stack.stop("reconciler")
+    await scans_by_hand(stack)
     old_history(stack, 5, ago=timedelta(minutes=30))
     async with open_reconciler(scanner_settings(stack, grace_s=0.001)) as scanner:
         sandbox = sandbox_of(scanner)

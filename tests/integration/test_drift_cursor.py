@@ -14,6 +14,7 @@ from support.drift_scanner import (
     old_history,
     sandbox_of,
     scanner_settings,
+    scans_by_hand,
 )
 from support.recon_client import Recon
 
@@ -30,7 +31,7 @@ IN_WINDOW = 250
 async def test_a_second_scan_asks_the_provider_from_its_cursor_less_the_grace(
     stack: Stack, recon: Recon
 ) -> None:
-    stack.stop("reconciler")  # this test runs the scans itself
+    await scans_by_hand(stack)  # this test runs the scans itself
     old_history(stack, IN_WINDOW, ago=timedelta(minutes=30))
     grace = timedelta(seconds=1)
     async with open_reconciler(scanner_settings(stack, grace_s=grace.total_seconds())) as scanner:
@@ -56,7 +57,7 @@ async def test_a_second_scan_asks_the_provider_from_its_cursor_less_the_grace(
 async def test_an_effect_without_intent_is_found_by_the_next_scan_once(
     stack: Stack, recon: Recon
 ) -> None:
-    stack.stop("reconciler")
+    await scans_by_hand(stack)
     grace = timedelta(seconds=60)
 
     async def stray() -> str:
@@ -87,7 +88,7 @@ async def test_an_effect_without_intent_is_found_by_the_next_scan_once(
 async def test_a_cut_listing_leaves_the_cursor_and_a_later_whole_one_judges_what_it_missed(
     stack: Stack, recon: Recon
 ) -> None:
-    stack.stop("reconciler")
+    await scans_by_hand(stack)
     async with open_reconciler(scanner_settings(stack, grace_s=0.001)) as scanner:
         assert await scanner.drift_scan() == []  # whole (nothing yet): the cursor is set
         before = await cursor(stack)
@@ -124,7 +125,7 @@ async def test_a_cut_listing_leaves_the_cursor_and_a_later_whole_one_judges_what
 async def test_an_unavailable_listing_leaves_the_cursor_and_the_next_scan_judges_its_span(
     stack: Stack, recon: Recon, free_port: Callable[[], int]
 ) -> None:
-    stack.stop("reconciler")
+    await scans_by_hand(stack)
     async with open_reconciler(scanner_settings(stack, grace_s=0.001)) as scanner:
         assert await scanner.drift_scan() == []
         before = await cursor(stack)

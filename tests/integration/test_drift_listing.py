@@ -4,7 +4,7 @@ is known as cut (no "confirmed without effect" from it) and counted for an opera
 
 from datetime import UTC, datetime, timedelta
 
-from support.drift_scanner import old_history, sandbox_of, scanner_settings
+from support.drift_scanner import old_history, sandbox_of, scanner_settings, scans_by_hand
 from support.recon_client import Recon, transaction
 
 from services.devtools.stack import Stack
@@ -26,7 +26,7 @@ async def test_a_history_past_the_answer_bound_still_shows_the_windows_drift(
 ) -> None:
     # The whole list once passed the 256 KiB bound at about a thousand effects, and every
     # scan from then on was skipped (a warning a minute): this stray was never found.
-    stack.stop("reconciler")  # this test runs the scans itself
+    await scans_by_hand(stack)  # this test runs the scans itself
     old_history(stack, HISTORY)
     stray = await recon.http.post(
         f"{stack.sandbox_url}/v1/effects/unrecorded",
@@ -51,7 +51,7 @@ async def test_a_history_past_the_answer_bound_still_shows_the_windows_drift(
 async def test_a_cut_listing_reports_no_leg_without_effect_and_is_counted(
     stack: Stack, recon: Recon
 ) -> None:
-    stack.stop("reconciler")
+    await scans_by_hand(stack)
     for tx_id in ("cut-1", "cut-2"):
         assert (await recon.submit(transaction(tx_id, receipt=False))).status_code == 202
     txs = [await recon.wait_terminal(t) for t in ("cut-1", "cut-2")]

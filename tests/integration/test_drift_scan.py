@@ -11,7 +11,7 @@ from typing import Any
 
 import asyncpg
 from prometheus_client import REGISTRY
-from support.drift_scanner import scanner_settings
+from support.drift_scanner import scanner_settings, scans_by_hand
 from support.recon_client import Recon, effects_for, op, transaction
 from support.topic_records import read_topic
 
@@ -23,7 +23,7 @@ from services.pull_reconciler.runtime import open_reconciler
 
 
 async def test_each_drift_kind_is_reported_once(stack: Stack, recon: Recon) -> None:
-    stack.stop("reconciler")  # this test runs the scans itself
+    await scans_by_hand(stack)  # this test runs the scans itself
     for tx_id in ("drift-1", "drift-2"):
         assert (await recon.submit(transaction(tx_id, receipt=False))).status_code == 202
     txs = [await recon.wait_terminal(t) for t in ("drift-1", "drift-2")]
@@ -119,7 +119,7 @@ async def test_an_effect_whose_intent_is_not_projected_yet_is_not_reported_as_dr
 ) -> None:
     # A stopped projector is the slowest projector: the provider holds the effects, the
     # intake holds the intents, and the projections know nothing of either.
-    stack.stop("reconciler")
+    await scans_by_hand(stack)
     stack.stop("projector")
     assert (await recon.submit(transaction("slow-1", receipt=False))).status_code == 202
     deadline = time.monotonic() + 30
@@ -155,7 +155,7 @@ async def test_an_effect_whose_intent_is_not_projected_yet_is_not_reported_as_dr
 async def test_an_effect_under_a_failed_charge_is_reported_as_effect_after_failure(
     stack: Stack, recon: Recon
 ) -> None:
-    stack.stop("reconciler")
+    await scans_by_hand(stack)
     body = transaction("paid-1", customer="cus_decline", receipt=False)
     assert (await recon.submit(body)).status_code == 202
     tx = await recon.wait_terminal("paid-1")
@@ -188,7 +188,7 @@ async def test_an_unreadable_listing_skips_its_account_alone(stack: Stack, recon
     """One item that is not an effect (here a time without a zone: inside or outside the
     window is a guess) stops the comparison of its account only, counted as `unreadable`;
     the other accounts are compared in the same scan."""
-    stack.stop("reconciler")
+    await scans_by_hand(stack)
     stray = await _unrecorded_charge(stack, recon, 700)
     listed: list[Any] = await recon.effects()
     naive = {**stray, "id": "ch_naive", "created_at": "2026-12-05T10:00:00"}

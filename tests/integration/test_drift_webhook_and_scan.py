@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 
 import asyncpg
 from support.decider_support import eventually
-from support.drift_scanner import scanner_settings
+from support.drift_scanner import scanner_settings, scans_by_hand
 from support.recon_client import Recon
 from support.topic_records import read_topic
 
@@ -23,7 +23,7 @@ GRACE = timedelta(seconds=60)
 async def test_a_stray_reported_by_its_webhook_is_not_reported_again_by_the_scan(
     stack: Stack, recon: Recon
 ) -> None:
-    stack.stop("reconciler")  # this test runs the scan itself
+    await scans_by_hand(stack)  # this test runs the scan itself
     drift_topic = Topics(stack.topic_prefix).drift
     made = await recon.http.post(
         f"{stack.sandbox_url}/v1/effects/unrecorded",

@@ -19,6 +19,19 @@ from services.pull_reconciler.runtime import Reconciler
 from support.recon_client import Recon, op, transaction
 
 
+async def scans_by_hand(stack: Stack) -> None:
+    """Stop the stack's reconciler, so that the test runs the scans itself, and forget the
+    cursors it set: its first scan, a backstop a few seconds after it started, moves them
+    over a whole listing, and under load it runs before the test stops it. The test's
+    scans then start as a fresh deployment's would."""
+    stack.stop("reconciler")
+    conn = await asyncpg.connect(stack.database_url)
+    try:
+        await conn.execute("DELETE FROM reconciler_drift_cursors")
+    finally:
+        await conn.close()
+
+
 def scanner_settings(stack: Stack, grace_s: float) -> Settings:
     return Settings(
         kafka_bootstrap=stack.kafka_bootstrap,
