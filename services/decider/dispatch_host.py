@@ -21,8 +21,9 @@ decide/commit loop.
   call_lease), whose holder is this process (`leases`), and the new owner's take-over
   claims a call before it looks it up, waiting while the old owner's is on the wire. The
   revocation releases this process's leases of the partition's calls that ended (`let_go`,
-  one statement), a call still on the wire releases its own when it ends, and a call that
-  ends while its partition is owned releases nothing (services.dispatcher.held_leases).
+  one statement), a call still on the wire releases its own when its apply answers (a
+  statement of its own, on this rare path), and a call that ends while its partition is
+  owned releases nothing (services.dispatcher.held_leases).
   An order of a partition this process no longer owns is not started (`submit`), and a
   claim that waits for another holder's call gives up once the partition is revoked
   (`_mine`): nothing is sent, the row is left to the new owner, whose take-over claims it.
@@ -173,7 +174,6 @@ class DispatchHost:
             await self._gate_loop
         # The calls that ended since `leave` (the cancelled ones' leases lapse).
         await self.leases.let_go()
-        await self.leases.close()
 
     async def let_go(self, partitions: set[int]) -> None:
         """At a revocation, once the partitions are dropped: the leases of their calls that

@@ -161,7 +161,7 @@ class Call:
         finally:
             # A claim whose lookup settled the call, or a plan cut short by an error: its
             # lease is kept (a retry here claims it at once) unless the partition is gone.
-            self.x.leases.ended(self.row)
+            await self.x.leases.ended(self.row)
 
     async def execute(self, request: Request[Any], adapter: ProviderAdapter | None) -> object:
         env, dispatch, gate = self.envelope, self.dispatch, self.x.gate
@@ -217,7 +217,9 @@ class Call:
             case Apply():
                 seen = await self.apply(adapter)
                 self.held_until = None
-                self.x.leases.ended(self.row)
+                # Off the wire: a statement only if the partition was revoked meanwhile, so
+                # the new owner's claim goes on before this answer is even reported.
+                await self.x.leases.ended(self.row)
                 await pause_point(DISPATCHER_AFTER_PROVIDER_ANSWERED)
                 return seen
         raise AssertionError(f"no executor for {request!r}")

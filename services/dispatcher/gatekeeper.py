@@ -49,7 +49,7 @@ from events.policy import PolicyDocument, open_policy
 from events.transaction_events import OperationDispatched
 from services.at_least_once import RetryBatch
 from services.config import Settings
-from services.dispatcher import call_plan, calls_begun, lease_releases
+from services.dispatcher import call_plan, calls_begun, held_leases
 from services.dispatcher.statement_batch import StatementBatch
 from services.governance import store
 from services.governance.gate import (
@@ -380,7 +380,7 @@ class Gatekeeper:
         except UNREACHABLE as error:
             raise RetryBatch(f"governance state unavailable: {error}") from error
 
-    async def release_many(self, released: list[lease_releases.Release]) -> None:
+    async def release_many(self, released: list[held_leases.Release]) -> None:
         """These calls' leases, cleared if still their holder's (services.dispatcher.
         held_leases: at a revocation, and for a call that ended after its partition's)."""
         pool = await self._pool()

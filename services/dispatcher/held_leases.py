@@ -17,29 +17,35 @@ releases are made then:
   what it took for as long as the lease lasts (at most MAX_REMEMBERED rows: one forgotten
   sooner just lapses), so no index on `holder` is needed.
 - `ended`, for a call still on the wire when its partition was revoked (the rare path): it
-  releases its own lease when it ends, gathered with the others that end meanwhile
-  (services.dispatcher.lease_releases).
+  releases its own lease when its apply answers, by a statement of its own, which that
+  call waits for (bounded like `let_go`'s) before it reports. At most executor.
+  MAX_CONCURRENT_CALLS of them per rebalance; the normal path makes none. (Until stop 47
+  they were gathered for 50 ms into one statement by a task of their own: more code, a
+  claimer waiting 50 ms longer, and a release pending at a stop for `close` to flush, to
+  save a few statements per rebalance.)
 A call cancelled mid-call (the process stops) is left to lapse: its request may still be at
 the provider. A process that dies leaves every lease to lapse, as a crash always did.
 
 A crash between two steps: between a begin (or claim) and `took`, or after it, the lease is
-in Postgres and lapses; between the revocation and `let_go`'s statement, likewise. Nothing
-is ever released that this process did not take: each release names the holder.
+in Postgres and lapses; between the revocation and `let_go`'s statement, or between a call's
+answer and `ended`'s, likewise. A release that fails (Postgres away) is logged, and its
+leases lapse: a claimer waits longer, nothing is called twice. Nothing is ever released
+that this process did not take: each release names the holder.
 """
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Iterable
 
-from services.dispatcher.lease_releases import LeaseReleases, Release, Row
-
 log = logging.getLogger(__name__)
+
+Row = tuple[str, str, str, int]  # (tenant, op_key, leg, attempt)
+Release = tuple[Row, str]  # a row and the holder whose lease it clears
 
 # The leases remembered for `let_go`: at c30 about 100 transactions a second of three calls,
 # each remembered for its lease (12 s at the default provider timeout), is ~3,600.
 MAX_REMEMBERED = 20_000
-# A revocation waits this long for its release at most (Postgres away: the leases lapse).
+# A release waits this long at most (Postgres away: the leases lapse).
 LET_GO_TIMEOUT_S = 2.0
 
 
@@ -53,7 +59,6 @@ class HeldLeases:
         self.holder = holder
         self._owns = owns
         self._release = release
-        self._gathered = LeaseReleases(release)
         # row -> (its partition, the loop time its lease ends at), oldest first.
         self._held: dict[Row, tuple[int, float]] = {}
         # Rows whose call may be on the wire: their apply has not answered.
@@ -67,16 +72,17 @@ class HeldLeases:
         self._held[row] = (partition, began + lease_s)
         self._calling.add(row)
 
-    def ended(self, row: Row) -> None:
+    async def ended(self, row: Row) -> None:
         """The call's apply answered, or its plan ended: kept, unless its partition is not
-        this process's any more (revoked meanwhile): then released now, gathered."""
+        this process's any more (revoked meanwhile): then released now, one statement
+        (never raises). No statement, no wait, while the partition is owned."""
         if row not in self._calling:
             return
         self._calling.discard(row)
         held = self._held.get(row)
         if held is not None and not self._owns(held[0]):
             del self._held[row]
-            self._gathered.add(row, self.holder)
+            await self._release_now([row])
 
     def cancelled(self, row: Row) -> None:
         """The call was cancelled mid-call (a stop): its request may still be at the
@@ -97,6 +103,10 @@ class HeldLeases:
         ]
         for row in rows:
             del self._held[row]
+        return await self._release_now(rows)
+
+    async def _release_now(self, rows: list[Row]) -> int:
+        """One statement, at most LET_GO_TIMEOUT_S; how many it released (0 if it failed)."""
         if not rows:
             return 0
         try:
@@ -106,11 +116,6 @@ class HeldLeases:
             log.warning("releasing %d call leases failed (%r); they lapse", len(rows), error)
             return 0
         return len(rows)
-
-    async def close(self) -> None:
-        """At the host's stop: the gathered releases pending are made now, best effort."""
-        with contextlib.suppress(Exception):
-            await self._gathered.close()
 
     def _forget_lapsed(self, now: float) -> None:
         while self._held:

@@ -82,7 +82,6 @@ async def processes(
         finally:
             for process in (old, new):
                 await process.host.producer.stop()
-                await process.host.leases.close()
                 await process.host.gate.close()
 
 
