@@ -413,6 +413,22 @@ async def advance_drift_cursors(
     )
 
 
+async def forget_drift_cursors(conn: asyncpg.Connection, known: list[AccountKey]) -> int:
+    """Delete the cursors of every account but `known` (the accounts a backstop scanned:
+    those configured now), so a removed account's row does not stay for ever. Safe to
+    lose: an account added again later has no cursor, so its next scan judges its whole
+    window, and what it finds again was reported (reconciler_drift_reported keeps ids for
+    the window and more) and is not produced twice. Returns how many were deleted."""
+    tag: str = await conn.execute(
+        "DELETE FROM reconciler_drift_cursors c WHERE NOT EXISTS ("
+        " SELECT 1 FROM unnest($1::text[], $2::text[]) AS k (provider, account)"
+        " WHERE (k.provider, k.account) = (c.provider, c.account))",
+        [provider for provider, _ in known],
+        [tenant or "" for _, tenant in known],
+    )
+    return int(tag.split()[-1])
+
+
 # --- retention -------------------------------------------------------------------------
 
 PURGE_BATCH = 5000  # rows per DELETE, so a large backlog never holds long locks

@@ -353,7 +353,17 @@ class Reconciler:
             # finds the same ids (events.drift.drift_id), all reported, so it produces none
             # of them again (tests/integration/test_drift_cursor.py).
             crash_point(DRIFT_BEFORE_CURSORS)
-            await store.advance_drift_cursors(conn, advanced, now)
+            async with conn.transaction():
+                await store.advance_drift_cursors(conn, advanced, now)
+                if full and effects_of is None:
+                    # A backstop knows every configured account: a cursor of any other
+                    # is of an account removed, and would stay for ever. A crash before
+                    # this leaves it to the next backstop.
+                    forgotten = await store.forget_drift_cursors(
+                        conn, [(a.provider, a.tenant) for a in accounts]
+                    )
+                    if forgotten:
+                        log.info("drift: forgot %d cursor(s) of unconfigured accounts", forgotten)
         for d in new:
             log.warning("drift %s %s: %s", d.drift_id, d.kind.value, d.detail.get("message"))
         return found

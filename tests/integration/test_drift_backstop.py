@@ -13,6 +13,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import asyncpg
 from support.decider_support import eventually
 from support.drift_scanner import (
     asked,
@@ -28,6 +29,7 @@ from support.topic_records import read_topic
 
 from events.drift import DriftDetected
 from events.topics import Topics
+from reconcilers import store
 from services.devtools.stack import Stack
 from services.providers.adapters import SandboxAdapter
 from services.pull_reconciler.runtime import Reconciler, open_reconciler
@@ -202,3 +204,25 @@ async def test_a_backstop_over_a_cut_or_unavailable_listing_moves_no_cursor(
         whole = await scanner.drift_scan(full=True)
         assert len(whole) == 5
         assert await cursor(stack) is not None
+
+
+async def test_a_backstop_forgets_the_cursors_of_accounts_no_longer_configured(
+    stack: Stack, recon: Recon
+) -> None:
+    """A cursor of an account no longer configured (a retired provider, a tenant's own
+    account removed) is deleted by the next backstop, not kept for ever; an incremental
+    scan leaves it (it reads only the accounts it scans)."""
+    await scans_by_hand(stack)
+    hour_ago = datetime.now(UTC) - timedelta(hours=1)
+    shared, retired, own = ("sandbox", None), ("retired", None), ("sandbox", "acme")
+    conn = await asyncpg.connect(stack.database_url)
+    try:
+        await store.advance_drift_cursors(conn, [(retired, hour_ago), (own, hour_ago)], hour_ago)
+        async with open_reconciler(scanner_settings(stack, grace_s=0.001)) as scanner:
+            await scanner.drift_scan()
+            assert set(await store.drift_cursors(conn)) == {shared, retired, own}
+
+            await scanner.drift_scan(full=True)
+            assert set(await store.drift_cursors(conn)) == {shared}
+    finally:
+        await conn.close()
