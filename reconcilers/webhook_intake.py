@@ -56,7 +56,7 @@ def meaning(
     if op is None:
         return effect_without_intent(provider, account, notice, now)
     if notice.claimed_op_key is not None and notice.claimed_op_key != op.op_key:
-        return metadata_mismatch(provider, notice, op, now)
+        return metadata_mismatch(provider, account, notice, op, now)
     return webhook_observation(provider, delivery_id, notice, op, now, delivery)
 
 
@@ -105,13 +105,16 @@ def effect_without_intent(
 
 
 def metadata_mismatch(
-    provider: str, notice: EffectNotice, op: MatchedOperation, now: datetime
+    provider: str, account: str | None, notice: EffectNotice, op: MatchedOperation, now: datetime
 ) -> DriftDetected:
     """An effect under `op`'s idempotency key whose metadata names another op key: recon
-    never sends that, so something other than recon touched the effect; a person looks."""
+    never sends that, so something other than recon touched the effect; a person looks.
+    Its id names the signing `account` (the operation's, as `meaning` holds it), as the
+    drift scan's mismatch of the same effect does: effect ids are unique only within an
+    account, and one effect's mismatch is one drift, whoever reports it."""
     kind = DriftKind.MISMATCH
     return DriftDetected(
-        drift_id=drift_id(kind, provider, notice.effect_id),
+        drift_id=drift_id(kind, provider, notice.effect_id, account),
         kind=kind,
         provider=provider,
         tenant=op.tenant,

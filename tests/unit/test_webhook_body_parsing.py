@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 import pytest
 from support.unencodable_bodies import UNENCODABLE_BODIES
 
-from events.drift import DriftDetected, DriftKind
+from events.drift import DriftDetected, DriftKind, drift_id
 from events.inputs import OperationObserved
 from reconcilers.webhook_intake import MatchedOperation, meaning
 from reconcilers.webhook_reading import (
@@ -104,6 +104,25 @@ def test_a_signature_proves_only_what_its_own_account_holds() -> None:
     assert isinstance(other, DriftDetected) and other.tenant == "acme"
     # The shared account settles the operations whose calls went to it.
     assert isinstance(meaning("sandbox", None, "d4", notice, globexs, NOW), OperationObserved)
+
+
+def test_a_mismatch_is_named_by_the_account_that_holds_the_effect() -> None:
+    """The drift scan names a mismatch by its account (reconcilers.drift._mismatch): the
+    webhook's of the same effect must be the same drift, and another account's effect of
+    the same id another one."""
+    acmes = MatchedOperation(
+        tenant="acme", tx_id="tx", action="charge", op_key="rk1_mine", account="acme"
+    )
+    shared = MatchedOperation(tenant="globex", tx_id="tx", action="charge", op_key="rk1_mine")
+    notice = _notice("rk1_mine", "rk1_other")
+    own = meaning("sandbox", "acme", "d1", notice, acmes, NOW)
+    assert isinstance(own, DriftDetected) and own.kind is DriftKind.MISMATCH
+    assert own.drift_id == drift_id(DriftKind.MISMATCH, "sandbox", notice.effect_id, "acme")
+    in_shared = meaning("sandbox", None, "d2", notice, shared, NOW)
+    assert isinstance(in_shared, DriftDetected)
+    # The shared account's ids are those derived before accounts existed.
+    assert in_shared.drift_id == drift_id(DriftKind.MISMATCH, "sandbox", notice.effect_id)
+    assert own.drift_id != in_shared.drift_id
 
 
 @pytest.mark.parametrize("body", UNENCODABLE_BODIES)
