@@ -12,11 +12,14 @@ runtimes name these windows and a test arms one:
 
 On reaching the armed point the process writes the file and then blocks its whole event loop
 (no heartbeat, no timer, no other task runs), so it stays exactly there until the test kills
-it, or deletes the file to let it go on (once; it never pauses again).
+it, or deletes the file to let it go on (once; it never pauses again). A task pause point
+(`task_pause_point`) holds only the tasks that reach it, for a window the rest of the
+process must go on through (a rebalance, which needs the consumer's heartbeats).
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import time
 from collections.abc import Awaitable, Callable
@@ -30,6 +33,11 @@ PAUSE_FILE_ENV = "RECON_PAUSE_FILE"
 # arming one holds the decider.
 # The provider applied the call and answered; the answer is neither decided nor written.
 DISPATCHER_AFTER_PROVIDER_ANSWERED = "dispatcher.after_provider_answered"
+# A task pause point, right after the one above: the provider answered and the lease book has
+# the call off the wire (services.dispatcher.held_leases), its answer not reported, while
+# the process goes on (a revocation comes, lets the call's lease go, and its partition's
+# next owner takes the call over).
+DISPATCHER_ANSWER_NOT_REPORTED = "dispatcher.answer_not_reported"
 # Every gate passed, the "about to call" record not written yet: an abort or a switch
 # recorded now must still stop the call.
 DISPATCHER_BEFORE_CALL_BEGUN = "dispatcher.before_call_begun"
@@ -76,9 +84,28 @@ async def pause_point(
     _hold(name)
 
 
+async def task_pause_point(name: str) -> None:
+    """Hold the task that reaches `name` if it is the armed point, and only it: the event
+    loop goes on. Each task that arrives adds a line to the file (the test counts them);
+    all go on once the test deletes it, and none holds here again."""
+    global _released
+    if not armed(name):
+        return
+    marker = _marker()
+    with marker.open("a") as lines:
+        lines.write(f"{name} {os.getpid()}\n")
+    while marker.exists():
+        await asyncio.sleep(0.05)
+    _released = True
+
+
+def _marker() -> Path:
+    return Path(os.environ.get(PAUSE_FILE_ENV) or f"/tmp/recon-pause-{os.getpid()}")
+
+
 def _hold(name: str) -> None:
     global _released
-    marker = Path(os.environ.get(PAUSE_FILE_ENV) or f"/tmp/recon-pause-{os.getpid()}")
+    marker = _marker()
     marker.write_text(f"{name} {os.getpid()}\n")
     # Blocking on purpose: the event loop (heartbeats, timers, other tasks) must not move on
     # while the test acts.

@@ -40,8 +40,10 @@ from events.observation import Seen
 from services import tracing
 from services.crash_points import (
     DISPATCHER_AFTER_PROVIDER_ANSWERED,
+    DISPATCHER_ANSWER_NOT_REPORTED,
     DISPATCHER_BEFORE_CALL_BEGUN,
     pause_point,
+    task_pause_point,
 )
 from services.dispatcher.call_lease import (
     BEGIN_REQUESTS,
@@ -221,6 +223,7 @@ class Call:
                 # the new owner's claim goes on before this answer is even reported.
                 await self.x.leases.ended(self.row)
                 await pause_point(DISPATCHER_AFTER_PROVIDER_ANSWERED)
+                await task_pause_point(DISPATCHER_ANSWER_NOT_REPORTED)
                 return seen
         raise AssertionError(f"no executor for {request!r}")
 
