@@ -12,12 +12,17 @@ it is not the submitter (transactions.ownership.charged_to). Redelivery is still
 the call plan, never by this: a call begun before is looked up first, and a destructive one
 found absent is not sent again.
 
+`waits_on` says whether a state still waits on one given dispatch: a resumed hold
+(services.decider.dispatch_host) is not called once its leg was answered or dispatched
+again meanwhile, nor once its transaction finished.
+
 Pure: no I/O, no clock.
 """
 
 from events.definition import Leg
 from events.legs import LegStatus
 from events.transaction_events import Event, OperationDispatched
+from transactions.finished import FinishedTransaction
 from transactions.ownership import charged_to
 from transactions.state import TransactionState
 from transactions.transaction import _dispatch
@@ -38,3 +43,16 @@ def unanswered(state: TransactionState) -> list[OperationDispatched]:
         for e in charged_to(state.agent_id, state.owner, found)
         if isinstance(e, OperationDispatched)
     ]
+
+
+def waits_on(state: TransactionState | FinishedTransaction, dispatch: OperationDispatched) -> bool:
+    """Whether `state` still waits on this very dispatch: its leg is `dispatched` under the
+    same attempt (not answered, not superseded by a later attempt). A finished transaction
+    (its marker) waits on nothing: a hold resumed after a person failed it must not call."""
+    if isinstance(state, FinishedTransaction):
+        return False
+    op = state.operation(dispatch.action)
+    leg = op.leg(dispatch.leg) if op else None
+    return (
+        leg is not None and leg.attempt == dispatch.attempt and leg.status is LegStatus.DISPATCHED
+    )

@@ -66,11 +66,10 @@ from aiokafka import AIOKafkaProducer
 from events.envelope import Envelope
 from events.inputs import OperationObserved
 from events.keys import partition_key
-from events.legs import LegStatus
 from events.transaction_events import OperationDispatched
 from services import tracing
 from services.config import Settings
-from services.decider.take_over import take_over_orders
+from services.decider.take_over import not_held, take_over_orders
 from services.dispatcher.dispatch_order import DispatchOrder
 from services.dispatcher.executor import Executor
 from services.dispatcher.gatekeeper import Gatekeeper
@@ -81,7 +80,9 @@ from services.kafka_start import start_kafka_client
 from services.pg_pool import UNREACHABLE
 from services.providers.http import ProviderHttp
 from services.providers.registry import Accounts, build_accounts
+from transactions.finished import FinishedTransaction
 from transactions.state import TransactionState
+from transactions.unanswered import waits_on
 
 log = logging.getLogger(__name__)
 
@@ -92,6 +93,9 @@ INLINE_HEADER = (INLINE, b"decider")
 RETRY_BACKOFF_S = (0.5, 1.0, 2.0, 5.0)
 # How long a decider that stops waits for its calls in flight before it leaves its group.
 LEAVE_WAIT_S = 5.0
+# How often a released hold looks whether this process's own call of it has ended: a call
+# lasts at most the provider's timeout, and the hold's claim is renewed while it waits.
+RESUME_WAIT_S = 0.05
 
 
 def inline_answer(headers: list[tuple[str, bytes]] | tuple[tuple[str, bytes], ...] | None) -> bool:
@@ -116,7 +120,7 @@ class DispatchHost:
         settings: Settings,
         owns: Callable[[int], bool],
         answered: Callable[[Answer], None],
-        current: Callable[[int, str, str], TransactionState | None],
+        current: Callable[[int, str, str], TransactionState | FinishedTransaction | None],
     ) -> None:
         self.settings = settings
         # Off (RECON_DECIDER_CALLS=off, tests only): no call is made, no Postgres is used; a
@@ -336,13 +340,13 @@ class DispatchHost:
 
         async def run() -> None:
             held = await self._held(partition)
-            orders = [
-                o
-                for o in waiting
-                if (o.envelope.tenant, o.dispatch.op_key, o.dispatch.attempt) not in held
-            ]
-            self.again.update((o.leg_key, o) for o in orders if o.leg_key in self.running)
-            orders = [o for o in orders if o.leg_key not in self.running]
+            # A call still running here, a resumed hold's too, is made again once it ends:
+            # its answer may have gone with the failed transaction, and a resume forgets its
+            # hold when it ends, so nobody else would (found by the simulator, seed 810: a
+            # resumed attempt's balance read was reported unknown, lost, and the leg, never
+            # begun, waited for a caller for good).
+            self.again.update((o.leg_key, o) for o in waiting if o.leg_key in self.running)
+            orders = [o for o in not_held(waiting, held) if o.leg_key not in self.running]
             if orders:
                 log.info("partition %d: %d unanswered dispatches run again", partition, len(orders))
                 self.submit(orders)
@@ -373,30 +377,40 @@ class DispatchHost:
             env = Envelope.model_validate_json(held.envelope)
             dispatch = env.event()
             assert isinstance(dispatch, OperationDispatched)
-            order = DispatchOrder(env, dispatch, held.partition)
-            if self._over(order):
-                log.info("%s %s held, then not dispatched: answered meanwhile", *_named(order))
-                await self.gate.forget(held)
-                continue
-            runs.append(self._carry(order, held))
+            runs.append(self._resume_one(DispatchOrder(env, dispatch, held.partition), held))
         await asyncio.gather(*runs)
+
+    async def _resume_one(self, order: DispatchOrder, held: store.Held) -> None:
+        """One released hold, never beside a call of the same attempt that this process is
+        making (`running`): the lease's holder is the process, so the resumed call's claim
+        would not wait for it and both would be on the wire at once. That happens when a
+        take-over called a leg before another process's call of it (a zombie's) was held,
+        or when a hold is written again (its claim cleared) while this process resumes it;
+        found by the simulator (seed 438). So it waits for that call to end (its claim
+        renewed meanwhile), then judges it: answered by then, or held again, or called."""
+        while order.leg_key in self.running:
+            if self.stop.is_set():
+                return  # its claim lapses and another process resumes it
+            await asyncio.sleep(RESUME_WAIT_S)
+        if self._over(order):
+            log.info("%s %s held, then not dispatched: answered meanwhile", *_named(order))
+            await self.gate.forget(held)
+            return
+        # Nothing awaited since the check: no other call of it started meanwhile.
+        self.running.add(order.leg_key)
+        await self._carry(order, held)
 
     def _over(self, order: DispatchOrder) -> bool:
         """Whether the live state of an owned partition shows this attempt answered or
-        superseded. A partition owned elsewhere is not known here: the call goes ahead, and
-        its begin statement is the last gate (the decider fences a stale answer by attempt)."""
+        superseded, or its transaction finished (a person may fail a transaction whose held
+        leg a crashed resumer had begun: the reconciler looked it up and found nothing;
+        found by the simulator, seed 851). A partition owned elsewhere is not known here:
+        the call goes ahead, and its begin statement is the last gate (the decider fences a
+        stale answer by attempt)."""
         if not self.owns(order.partition):
             return False
         state = self.current(order.partition, order.envelope.tenant, order.envelope.tx_id)
-        if state is None:
-            return False
-        op = state.operation(order.dispatch.action)
-        leg = op.leg(order.dispatch.leg) if op else None
-        return (
-            leg is None
-            or leg.attempt != order.dispatch.attempt
-            or leg.status is not LegStatus.DISPATCHED
-        )
+        return state is not None and not waits_on(state, order.dispatch)
 
 
 def _named(order: DispatchOrder) -> tuple[str, str]:

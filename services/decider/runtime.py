@@ -551,10 +551,11 @@ class Decider:
         self.answers.append(answer)
         self.woken.set()  # the loop takes it without waiting for a fetch
 
-    def _current(self, partition: int, tenant: str, tx_id: str) -> TransactionState | None:
+    def _current(self, partition: int, tenant: str, tx_id: str) -> Stored | None:
+        """The transaction's latest decided state, its marker once finished (which waits on
+        nothing: transactions.unanswered.waits_on)."""
         owned = self.owned.get(partition)
-        stored = owned.stored((tenant, tx_id)) if owned is not None else None
-        return stored if isinstance(stored, TransactionState) else None
+        return owned.stored((tenant, tx_id)) if owned is not None else None
 
     async def _take_answers(self) -> None:
         """Decides the answers that came since the last turn onto their partitions' staged

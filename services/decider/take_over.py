@@ -8,7 +8,7 @@ runs this same function when its decider takes a partition over.
 Pure: no I/O, no clock.
 """
 
-from collections.abc import Iterable
+from collections.abc import Container, Iterable
 from datetime import UTC, datetime
 
 from events.envelope import GENESIS_HASH, seal
@@ -29,6 +29,17 @@ def take_over_orders(states: Iterable[TransactionState], partition: int) -> list
         rebuilt_order(state, dispatch, partition)
         for state in states
         for dispatch in unanswered(state)
+    ]
+
+
+def not_held(
+    orders: Iterable[DispatchOrder], held: Container[tuple[str, str, int]]
+) -> list[DispatchOrder]:
+    """The orders a kill switch does not hold: `held` is the partition's held dispatches
+    (tenant, key, attempt), which the gate resumes once released (services.governance.
+    store.held_on). Taken over as well, a held leg would be dispatched beside its resumer."""
+    return [
+        o for o in orders if (o.envelope.tenant, o.dispatch.op_key, o.dispatch.attempt) not in held
     ]
 
 

@@ -34,6 +34,7 @@ import asyncio
 import functools
 import logging
 import time
+import uuid
 from collections.abc import Callable, Coroutine, Iterable
 from datetime import UTC, datetime
 
@@ -94,6 +95,8 @@ class Gatekeeper:
         self.refreshed_at = float("-inf")
         self.intents: dict[tuple[str, str], store.Authority] = {}
         self.held = 0
+        # This dispatcher's name on the held dispatches it claims (store.claim_released).
+        self.claimer = uuid.uuid4().hex
         self._refreshing: asyncio.Lock = asyncio.Lock()
         # The questions the calls started together ask at once, one statement each
         # (services.dispatcher.statement_batch).
@@ -156,7 +159,9 @@ class Gatekeeper:
                 else:
                     pool = await self._pool()
                     async with pool.acquire() as conn:
-                        released = await store.claim_released(conn, HOLD_LEASE_S, RESUME_BATCH)
+                        released = await store.claim_released(
+                            conn, HOLD_LEASE_S, RESUME_BATCH, claimer=self.claimer
+                        )
                 if released:
                     log.info("%d held dispatches released", len(released))
                     await self._resume_leased(resume, released)

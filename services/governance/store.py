@@ -368,6 +368,8 @@ class Held:
     attempt: int
     partition: int
     envelope: str
+    # The dispatcher whose claim returned it (claim_released): only that one forgets it.
+    claimer: str = ""
 
 
 async def hold(
@@ -390,7 +392,7 @@ async def hold(
         " provider, operation, partition, envelope, switch_ids)"
         " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)"
         " ON CONFLICT (tenant, op_key, attempt) DO UPDATE SET switch_ids = EXCLUDED.switch_ids,"
-        " claimed_until = NULL",
+        " claimed_until = NULL, claimed_by = NULL",
         tenant,
         op_key,
         attempt,
@@ -435,9 +437,12 @@ async def switches_holding(
     return [r["switch_id"] for r in rows]
 
 
-async def claim_released(conn: asyncpg.Connection, lease_s: float, limit: int = 200) -> list[Held]:
-    """Claim (for `lease_s`) held dispatches that no engaged switch of their tenant matches
-    any more. A claimer that dies lets its lease lapse, and another claims them again."""
+async def claim_released(
+    conn: asyncpg.Connection, lease_s: float, limit: int = 200, *, claimer: str
+) -> list[Held]:
+    """Claim (for `lease_s`, as `claimer`) held dispatches that no engaged switch of their
+    tenant matches any more. A claimer that dies lets its lease lapse, and another claims
+    them again."""
     rows = await conn.fetch(
         "WITH free AS ("
         "  SELECT h.tenant, h.op_key, h.attempt FROM held_dispatches h"
@@ -446,14 +451,16 @@ async def claim_released(conn: asyncpg.Connection, lease_s: float, limit: int = 
         f"   AND {switch_matches('h.agent_id', 'h.provider', 'h.operation')})"
         "  ORDER BY h.held_at LIMIT $2 FOR UPDATE SKIP LOCKED)"
         " UPDATE held_dispatches h SET claimed_until = clock_timestamp()"
-        "  + make_interval(secs => $1) FROM free"
+        "  + make_interval(secs => $1), claimed_by = $3 FROM free"
         " WHERE (h.tenant, h.op_key, h.attempt) = (free.tenant, free.op_key, free.attempt)"
         " RETURNING h.tenant, h.op_key, h.attempt, h.partition, h.envelope",
         lease_s,
         limit,
+        claimer,
     )
     return [
-        Held(r["tenant"], r["op_key"], r["attempt"], r["partition"], r["envelope"]) for r in rows
+        Held(r["tenant"], r["op_key"], r["attempt"], r["partition"], r["envelope"], claimer)
+        for r in rows
     ]
 
 
@@ -468,27 +475,33 @@ async def held_on(conn: asyncpg.Connection, partition: int) -> set[tuple[str, st
 
 async def renew_claims(conn: asyncpg.Connection, held: list[Held], lease_s: float) -> None:
     """Extend the lease of held dispatches still being resumed, so no other dispatcher claims
-    one while its call runs."""
+    one while its call runs: only a claim still its own (a hold written again is free)."""
     await conn.execute(
         "UPDATE held_dispatches h SET claimed_until = clock_timestamp()"
         " + make_interval(secs => $1)"
-        " FROM unnest($2::text[], $3::text[], $4::int[]) AS w(tenant, op_key, attempt)"
+        " FROM unnest($2::text[], $3::text[], $4::int[], $5::text[])"
+        "  AS w(tenant, op_key, attempt, claimer)"
         " WHERE (h.tenant, h.op_key, h.attempt) = (w.tenant, w.op_key, w.attempt)"
-        " AND h.claimed_until IS NOT NULL",
+        " AND h.claimed_by = w.claimer",
         lease_s,
         [h.tenant for h in held],
         [h.op_key for h in held],
         [h.attempt for h in held],
+        [h.claimer for h in held],
     )
 
 
 async def forget_held(conn: asyncpg.Connection, held: Held) -> None:
+    """Delete a hold its resume settled, only while the claim is still `held.claimer`'s: a
+    hold written again meanwhile (its claim cleared), and perhaps claimed by another
+    dispatcher since, is not this resume's to forget (migration 0010)."""
     await conn.execute(
         "DELETE FROM held_dispatches WHERE tenant = $1 AND op_key = $2 AND attempt = $3"
-        " AND claimed_until IS NOT NULL",
+        " AND claimed_by = $4",
         held.tenant,
         held.op_key,
         held.attempt,
+        held.claimer,
     )
 
 

@@ -296,20 +296,7 @@ async def test_a_resumed_hold_keeps_its_claim_while_its_call_outlasts_the_lease(
     # 0.6 s lease lapse while a 0.1 s renewal waited on the pool being made).
     monkeypatch.setattr(gatekeeper, "HOLD_LEASE_S", 1.5)
     monkeypatch.setattr(gatekeeper, "HOLD_RENEW_S", 0.25)
-    await store.hold(
-        conn,
-        tenant=TENANT,
-        tx_id="held-1",
-        action="charge",
-        op_key="k_held",
-        attempt=1,
-        agent_id="agent-7",
-        provider="sandbox",
-        operation="payments.charge",
-        partition=0,
-        envelope="{}",
-        switch_ids=("ks_1",),
-    )
+    await hold_charge(conn, "held-1", "k_held")
     settings = Settings(
         kafka_bootstrap=kafka_bootstrap,
         database_url=fresh_database,
@@ -318,7 +305,9 @@ async def test_a_resumed_hold_keeps_its_claim_while_its_call_outlasts_the_lease(
     )
     gate = Gatekeeper(settings, producer=None)  # never produces here
     await gate._pool()
-    claimed = await store.claim_released(conn, gatekeeper.HOLD_LEASE_S, gatekeeper.RESUME_BATCH)
+    claimed = await store.claim_released(
+        conn, gatekeeper.HOLD_LEASE_S, gatekeeper.RESUME_BATCH, claimer=gate.claimer
+    )
     assert [h.op_key for h in claimed] == ["k_held"]
     claimed_by_another: list[list[str]] = []
 
@@ -326,7 +315,7 @@ async def test_a_resumed_hold_keeps_its_claim_while_its_call_outlasts_the_lease(
         # A call three leases long: a second dispatcher keeps trying to claim the row.
         for _ in range(9):
             await asyncio.sleep(0.5)
-            again = await store.claim_released(conn, 60.0)
+            again = await store.claim_released(conn, 60.0, claimer="another")
             claimed_by_another.append([h.op_key for h in again])
 
     try:
@@ -334,6 +323,47 @@ async def test_a_resumed_hold_keeps_its_claim_while_its_call_outlasts_the_lease(
     finally:
         await gate.close()
     assert claimed_by_another == [[]] * 9
+
+
+async def test_a_resume_forgets_only_a_hold_whose_claim_is_still_its_own(
+    conn: asyncpg.Connection,
+) -> None:
+    # A resumer (A) whose call was held again (a switch engaged meanwhile: the hold written
+    # again clears its claim), then the switch released and another dispatcher (B) claimed
+    # it, and B dies before its call. A's resume ends and forgets its hold: B's row must
+    # stay, or nobody ever calls the leg (the take-over leaves held legs to the resume).
+    await hold_charge(conn, "held-2", "k_held_again")
+    (by_a,) = await store.claim_released(conn, 60.0, claimer="a")
+    await hold_charge(conn, "held-2", "k_held_again")  # A's call held again
+    (by_b,) = await store.claim_released(conn, 60.0, claimer="b")
+    await store.renew_claims(conn, [by_a], 60.0)  # A's renewal takes nothing back
+    await store.forget_held(conn, by_a)  # A's resume ends
+    held = await store.held_on(conn, 0)
+    assert (TENANT, "k_held_again", 1) in held, "A forgot the hold B claimed"
+    claimed_by = await conn.fetchval(
+        "SELECT claimed_by FROM held_dispatches WHERE op_key = 'k_held_again'"
+    )
+    assert claimed_by == "b"
+    await store.forget_held(conn, by_b)
+    assert (TENANT, "k_held_again", 1) not in await store.held_on(conn, 0)
+
+
+async def hold_charge(conn: asyncpg.Connection, tx_id: str, op_key: str) -> None:
+    """A charge's first attempt held by switch ks_1 (released: none is engaged here)."""
+    await store.hold(
+        conn,
+        tenant=TENANT,
+        tx_id=tx_id,
+        action="charge",
+        op_key=op_key,
+        attempt=1,
+        agent_id="agent-7",
+        provider="sandbox",
+        operation="payments.charge",
+        partition=0,
+        envelope="{}",
+        switch_ids=("ks_1",),
+    )
 
 
 def test_the_resume_batch_fits_the_lease() -> None:
