@@ -3,9 +3,10 @@ for the duration of a `with`), to prove the simulator catches them. Production c
 never changed.
 """
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
+from typing import Any
 
 from events.definition import Leg, OpStatus, TxStatus
 from events.envelope import Envelope
@@ -14,13 +15,16 @@ from events.legs import LegState, LegStatus
 from events.observation import Seen
 from events.transaction_events import Event, OperationDispatched
 from services.decider import take_over
+from services.decider.take_over import not_held, take_over_orders
 from services.dispatcher import call_plan
+from services.dispatcher.call_plan import Begun
 from services.dispatcher.calls_begun import Claimed
 from services.providers.classify import classify_response
 from services.saga import reactor
 from transactions import transaction
+from transactions.finished import FinishedTransaction
 from transactions.state import OperationState, TransactionState
-from transactions.unanswered import unanswered
+from transactions.unanswered import unanswered, waits_on
 
 from . import dispatch_host
 from .calls_begun import Row, SimCallsBegun
@@ -33,6 +37,8 @@ _unanswered = unanswered
 _decide = SimDecider._decide
 _commit = SimDecider.commit
 _retake = SimDecider._retake
+_begin = SimCallsBegun.begin
+_waits_on = waits_on
 
 
 def _dispatch_on_unknown(state: TransactionState, now: datetime) -> list[Event]:
@@ -144,6 +150,52 @@ def _let_go_on_the_wire(host: dispatch_host.SimDispatchHost, partition: int) -> 
             del host.leased[row]
 
 
+def _begin_ignores_switches(
+    begun: SimCallsBegun,
+    tx_id: str,
+    op_key: str,
+    leg: Leg,
+    attempt: int,
+    holder: int,
+    until: int,
+    _switches: tuple[str, ...],
+) -> Begun:
+    """The begin statement writes the row without checking the engaged switches (the
+    gate's view alone stands): a switch engaged after the gate let a call through is not
+    seen."""
+    return _begin(begun, tx_id, op_key, leg, attempt, holder, until, ())
+
+
+def _resume_after_finish(state: TransactionState | FinishedTransaction, dispatch: Any) -> bool:
+    """A finished transaction's hold is resumed as if its state were unknown (the owner's
+    `_current` before it handed the marker on): a person failed it, and the call is made."""
+    return isinstance(state, FinishedTransaction) or _waits_on(state, dispatch)
+
+
+def _resume_beside_own_call(host: dispatch_host.SimDispatchHost, running: Any) -> Any:
+    """A released hold is resumed at once, even while this process makes a call of the same
+    attempt (a take-over's): the two calls' claims share a holder, so neither waits."""
+    running.waiting = False
+    state = host.current(
+        running.order.partition, running.order.envelope.tenant, running.order.envelope.tx_id
+    )
+    if state is not None and not _waits_on(state, running.order.dispatch):
+        return
+    yield from host._call(running)
+
+
+def _held_not_again(
+    host: dispatch_host.SimDispatchHost, states: Iterable[TransactionState], partition: int
+) -> None:
+    """The take-over leaves every held leg to the resume, a hold being resumed here too: its
+    call is not made again once it ends, though its answer may have gone with the failed
+    transaction and the resume forgets its hold."""
+    orders = not_held(take_over_orders(states, partition), host.holds.held_on(partition))
+    running = host._running()
+    host.again.update((o.leg_key, o) for o in orders if o.leg_key in running)
+    host.submit(o for o in orders if o.leg_key not in running)
+
+
 Patch = tuple[object, str, Callable[..., object]]
 BUGS: dict[str, Patch] = {
     "dispatch_on_unknown": (transaction, "_advance", _dispatch_on_unknown),
@@ -167,6 +219,15 @@ BUGS: dict[str, Patch] = {
     "claim_never_waits": (SimCallsBegun, "claim", _claim_never_waits),
     # In the model of the revocation's release (services.dispatcher.held_leases).
     "let_go_on_the_wire": (dispatch_host.SimDispatchHost, "let_go", _let_go_on_the_wire),
+    # In the simulator's model of the begin statement's switch check (calls_begun.begin_many).
+    "begin_ignores_switches": (SimCallsBegun, "begin", _begin_ignores_switches),
+    # In the real resume rule (unanswered.waits_on), as it was before a finished
+    # transaction's marker reached it.
+    "resume_after_finish": (dispatch_host, "waits_on", _resume_after_finish),
+    # In the model of DispatchHost._resume_one's wait for this process's own call.
+    # In the model of DispatchHost.take_over's `again` for a hold being resumed.
+    "held_not_again": (dispatch_host.SimDispatchHost, "take_over", _held_not_again),
+    "resume_beside_own_call": (dispatch_host.SimDispatchHost, "_resumed", _resume_beside_own_call),
 }
 
 

@@ -1,9 +1,9 @@
 """The durable `calls_begun` table (services.dispatcher.calls_begun), modelled: one row per
 (op_key, leg, attempt), kept across decider crashes and lost partitions as Postgres keeps
-it, and the abort rule of its `begin` statement, and each row's lease (who is making the
-call, until when: services.dispatcher.call_lease), taken by a begin that writes the row or
-by a claim, cleared by a release, lapsing on the clock. No kill switch is ever engaged in
-the simulation, so `begin` never holds a call.
+it, the abort and kill switch rules of its `begin` statement (the switches that cover the
+call come from tests.simulation.holds), and each row's lease (who is making the call, until
+when: services.dispatcher.call_lease), taken by a begin that writes the row or by a claim,
+cleared by a release, lapsing on the clock.
 """
 
 from collections.abc import Callable
@@ -29,18 +29,28 @@ class SimCallsBegun:
         return (op_key, leg.value, attempt) in self.rows
 
     def begin(
-        self, tx_id: str, op_key: str, leg: Leg, attempt: int, holder: int, until: int
+        self,
+        tx_id: str,
+        op_key: str,
+        leg: Leg,
+        attempt: int,
+        holder: int,
+        until: int,
+        switches: tuple[str, ...],
     ) -> Begun:
-        """As the statement does: a step's forward call never begun under any attempt is
-        not begun once the abort is recorded; otherwise the row is written unless it
-        exists (`existed`: a call may have been made, by anyone)."""
-        if (
+        """As the statement does: `switches`, the engaged switches that cover the call (the
+        statement's own check, in one snapshot with the write), or a step's forward call
+        never begun under any attempt once the abort is recorded, write nothing; otherwise
+        the row is written unless it exists (`existed`: a call may have been made, by
+        anyone)."""
+        row = (op_key, leg.value, attempt)
+        aborted = (
             leg is Leg.FORWARD
             and (op_key, leg.value) not in self.legs
             and self.abort_stops(tx_id, op_key)
-        ):
-            return Begun((), written=False, aborted=True)
-        row = (op_key, leg.value, attempt)
+        )
+        if switches or aborted:
+            return Begun(switches, written=False, aborted=aborted, existed=row in self.rows)
         if row in self.rows:
             return Begun((), written=False, existed=True)
         self.rows.add(row)

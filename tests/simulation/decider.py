@@ -113,7 +113,7 @@ class SimDecider:
             self.staged = Batch(self.clock.now)
         return self.staged
 
-    def _stored(self, key: StateKey) -> Stored | None:
+    def stored(self, key: StateKey) -> Stored | None:
         """A transaction's latest decided state: staged, on the wire, or committed
         (OwnedPartition.stored)."""
         for batch in (self.staged, *reversed(self.wire)):
@@ -123,7 +123,7 @@ class SimDecider:
 
     def _decide(self, batch: Batch, message: DeciderInput) -> None:
         key = (message.tenant, message.tx_id)
-        stored = self._stored(key)
+        stored = self.stored(key)
         if isinstance(stored, FinishedTransaction):
             state = revive(stored)
         else:

@@ -2,7 +2,14 @@
 only once the decider transaction that holds its dispatch commits, and each call is the
 real plan of services.dispatcher.call_plan (the one services.dispatcher.executor.Call
 executes), interpreted here against the simulated provider, clock and `calls_begun` table.
-The gate is always clear (no policy, no kill switch is modelled).
+The gate is the real `dispatch_verdict` (an open policy: every operation granted) over the
+engaged kill switches of .holds, and the begin statement checks them again as production's
+does: a call either stops is held, and resumed (`resume_held`, the gate's loop) once
+released; a take-over leaves held legs to it (take_over.not_held), a resumed hold whose leg
+was answered meanwhile is not called (unanswered.waits_on), nor one whose call this process
+is making (it lets the claim lapse). A call begun while a switch
+that covers it is engaged is a Violation (the switch's promise: from its 201 on, no new call
+of its scope is begun).
 
 Where an answer goes, as in production: while the process that made the call owns the
 partition, it is queued for the partition's next transaction (lost if that transaction
@@ -35,8 +42,12 @@ from collections.abc import Callable, Generator, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from events.definition import Leg
 from events.inputs import OperationObserved
-from services.decider.take_over import take_over_orders
+from events.legacy_facts import recorded_facts
+from events.policy import open_policy
+from services.decider.dispatch_host import RESUME_WAIT_S
+from services.decider.take_over import not_held, take_over_orders
 from services.dispatcher.call_lease import (
     BEGIN_REQUESTS,
     CLAIM_POLL_S,
@@ -61,11 +72,16 @@ from services.dispatcher.call_plan import (
 )
 from services.dispatcher.calls_begun import Claimed
 from services.dispatcher.dispatch_order import DispatchOrder
+from services.governance.gate import Verdict, dispatch_verdict
 from services.providers.classify import classify_lookup, classify_response, unreachable
+from services.providers.sandbox_operations import SANDBOX_OPERATIONS
+from transactions.finished import FinishedTransaction
 from transactions.state import TransactionState
+from transactions.unanswered import waits_on
 
 from .calls_begun import SimCallsBegun
 from .clock import Clock
+from .holds import AGENT, HeldKey, SimHolds
 from .invariants import Violation
 from .provider import Provider
 
@@ -74,6 +90,8 @@ Wait = Generator[int, None, None]  # yields the milliseconds it sleeps
 # The modelled provider answers within 400 ms (Apply below): its calls' leases are sized as
 # production sizes them (call_lease), for a provider timeout of a quarter of a second.
 PROVIDER_TIMEOUT_S = 0.25
+# A tenant without a policy document: every operation of the catalog granted.
+POLICY = open_policy(SANDBOX_OPERATIONS)
 
 
 def _ms(seconds: float) -> int:
@@ -88,6 +106,10 @@ class Running:
     holder: int
     # False once the process making the call lost the partition (see lose_partition).
     owned: bool = True
+    # A resumed hold's row (DispatchHost._resume_one), and whether it still waits for this
+    # process's own call of its attempt to end (not `running` until then).
+    held: HeldKey | None = None
+    waiting: bool = False
     steps: Wait = field(init=False)
 
 
@@ -100,6 +122,9 @@ class SimDispatchHost:
     # partition of recon.observations.
     answered: Callable[[int, OperationObserved], object]
     forward: Callable[[int, OperationObserved], object]
+    holds: SimHolds
+    # The owner's latest decided state of a transaction (Decider._current).
+    current: Callable[[int, str, str], TransactionState | FinishedTransaction | None]
     calls: list[Running] = field(default_factory=list)
     # The owner's calls a take-over found running: made again once they end.
     again: dict[tuple[str, str, str, int], DispatchOrder] = field(default_factory=dict)
@@ -116,7 +141,7 @@ class SimDispatchHost:
     def submit(self, orders: Iterable[DispatchOrder]) -> None:
         """Starts the calls of committed dispatches, but not one this process is making
         already (DispatchHost.submit: never two calls of one attempt from one process)."""
-        running = {c.order.leg_key for c in self.calls if c.owned}
+        running = self._running()
         for order in orders:
             if order.leg_key in running:
                 continue
@@ -129,19 +154,65 @@ class SimDispatchHost:
         """After the partition's restore: what the restored live states wait on, again;
         a call still running, once it ends."""
         orders = take_over_orders(states, partition)
-        running = {c.order.leg_key for c in self.calls if c.owned}
+        running = self._running()
         self.again.update((o.leg_key, o) for o in orders if o.leg_key in running)
-        self.submit(o for o in orders if o.leg_key not in running)
+        held = self.holds.held_on(partition)
+        self.submit(o for o in not_held(orders, held) if o.leg_key not in running)
+
+    def _running(self) -> set[tuple[str, str, str, int]]:
+        """DispatchHost.running: the calls of the owned partitions, resumed holds too."""
+        return {c.order.leg_key for c in self.calls if c.owned and not c.waiting}
+
+    def resume_held(self) -> None:
+        """The gate's loop (Gatekeeper.run, DispatchHost._resume): claim the held dispatches
+        no engaged switch stops any more and resume each (a crash lets their claims lapse)."""
+        now = self.clock.now
+        for key in self.holds.claimable(now):
+            order = self.holds.held[key].order
+            call = Running(order, now, self._holder(order.partition), held=key, waiting=True)
+            self.holds.claim(key, now, call.holder)
+            call.steps = self._resumed(call)
+            self.calls.append(call)
+
+    @staticmethod
+    def _beside(resumed: Running, other: Running) -> bool:
+        """Whether `other` is a call of the resumed hold's attempt in its process's
+        `running` (one holder per process and partition: after a revocation both run on
+        there, zombies, and it still waits)."""
+        return (
+            other is not resumed
+            and not other.waiting
+            and other.holder == resumed.holder
+            and other.order.leg_key == resumed.order.leg_key
+        )
+
+    def _resumed(self, running: Running) -> Wait:
+        """DispatchHost._resume_one: once this process's own call of the attempt ended, not
+        called if the owner's state no longer waits on it (forgotten when this ends), else
+        its plan again."""
+        order = running.order
+        yield 0
+        while any(self._beside(running, c) for c in self.calls):
+            yield _ms(RESUME_WAIT_S)
+        state = self.current(order.partition, order.envelope.tenant, order.envelope.tx_id)
+        if state is not None and not waits_on(state, order.dispatch):
+            return
+        running.waiting = False
+        yield from self._call(running)
 
     def due(self) -> list[int]:
         return [i for i, c in enumerate(self.calls) if c.due <= self.clock.now]
 
     def resume(self, index: int) -> None:
         running = self.calls[index]
+        if running.held is not None:  # Gatekeeper._resume_leased renews while it runs
+            self.holds.renew(running.held, self.clock.now, running.holder)
         try:
             running.due = self.clock.now + next(running.steps)
         except StopIteration:
             del self.calls[index]
+            if running.held is not None:
+                self.holds.forget(running.held, running.holder)
             again = self.again.pop(running.order.leg_key, None)
             if again is not None and running.owned:
                 self.submit([again])
@@ -216,7 +287,8 @@ class SimDispatchHost:
             answer = None
             match request:
                 case Gate():
-                    answer = True
+                    answer = self._gate(running.order)
+                    yield 0  # a switch may be engaged between the gate and the begin
                 case WasBegun():
                     answer = self.begun.was_begun(key, leg, attempt)
                     yield 0  # another call may begin meanwhile
@@ -227,8 +299,14 @@ class SimDispatchHost:
                 case Begin():
                     now = self.clock.now
                     until = now + _ms(lease_s(PROVIDER_TIMEOUT_S, BEGIN_REQUESTS))
-                    answer = self.begun.begin(envelope.tx_id, key, leg, attempt, holder, until)
+                    covering = self.holds.blocking(
+                        dispatch.agent_id or AGENT, dispatch.provider, dispatch.operation
+                    )
+                    answer = self.begun.begin(
+                        envelope.tx_id, key, leg, attempt, holder, until, covering
+                    )
                     if answer.written:
+                        self._begun_unswitched(row, dispatch.operation)
                         held_until = now + _ms(held_s(PROVIDER_TIMEOUT_S, BEGIN_REQUESTS))
                         took(until)
                     yield 0  # a crash may fall between the row and the call
@@ -248,7 +326,7 @@ class SimDispatchHost:
                             break
                         yield _ms(CLAIM_POLL_S)
                 case Hold():
-                    raise AssertionError("no kill switch is engaged in the simulation")
+                    self.holds.hold(running.order)
                 case Apply():
                     assert held_until is not None, "no row is ever purged in the simulation"
                     if self.clock.now >= held_until:
@@ -275,6 +353,35 @@ class SimDispatchHost:
                     )
                 case Review():
                     raise AssertionError("no precondition can fail without balances")
+
+    def _gate(self, order: DispatchOrder) -> bool:
+        """Gatekeeper.clear: the real verdict over the engaged switches; held, not called."""
+        dispatch = order.dispatch
+        decision = dispatch_verdict(
+            POLICY,
+            self.holds.switches,
+            agent_id=dispatch.agent_id or AGENT,
+            provider=dispatch.provider,
+            operation=dispatch.operation,
+            forward=dispatch.leg is Leg.FORWARD,
+            side_effect=recorded_facts(dispatch.facts, dispatch.operation).side_effect,
+        )
+        if decision.verdict is Verdict.HOLD:
+            self.holds.hold(order)
+            return False
+        assert decision.verdict is Verdict.DISPATCH, "an open policy sends nothing to review"
+        return True
+
+    def _begun_unswitched(self, row: tuple[str, str, int], operation: str) -> None:
+        """A call begun: no engaged switch may cover it. The promise, stated on its own for
+        the scopes the world engages (tests.simulation.world: the tenant, the agent, or an
+        operation), not asked of the rule under test (gate.blocking)."""
+        for switch in self.holds.switches:
+            if switch.operation in (None, operation):
+                raise Violation(
+                    f"{row[0]} {row[1]} attempt {row[2]}: begun while kill switch "
+                    f"{switch.switch_id} (operation {switch.operation}) is engaged"
+                )
 
     def _send(self, row: tuple[str, str, int], holder: int, held_until: int) -> None:
         """An apply leaves: none other of its attempt may be on the wire (one that died or

@@ -17,12 +17,14 @@ from events.inputs import DeciderInput, OperationObserved, SubmitTransaction
 from events.keys import compensation_key, op_key
 from projections.view import TxView
 from reconcilers.webhook_intake import MatchedOperation
+from services.decider.restore import Stored
 from services.providers.sandbox_operations import SANDBOX_OPERATIONS
 
 from .calls_begun import SimCallsBegun
 from .clock import Clock
 from .decider import SimDecider
 from .dispatch_host import SimDispatchHost
+from .holds import AGENT, SimHolds
 from .invariants import Monitor, Violation
 from .kafka import Consumer, Log
 from .people import Operator, abort
@@ -36,6 +38,14 @@ TENANT = "demo"
 # Once faults heal, every transaction must settle within this many steps.
 LIVENESS_STEPS = 4000
 DESTRUCTIVE_SHARE = 0.2
+# The kill switches an operator engages: the whole tenant, the agent, or one operation.
+SWITCH_SCOPES: tuple[tuple[str | None, str | None], ...] = (
+    (None, None),
+    (AGENT, None),
+    (None, "payments.charge"),
+    (None, "waitlist.promote"),
+    (None, "email.send"),
+)
 
 
 def transaction(rng: random.Random, tx_id: str) -> SubmitTransaction:
@@ -84,7 +94,7 @@ def transaction(rng: random.Random, tx_id: str) -> SubmitTransaction:
         message_id=f"submit:{tx_id}",
         tenant=TENANT,
         tx_id=tx_id,
-        agent_id="agent",
+        agent_id=AGENT,
         fingerprint="f" * 64,
         operations=tuple(specs),
         issued_at=Clock().at(),
@@ -111,9 +121,18 @@ class World:
         self.crash_rate = rng.choice([0.0, 0.01, 0.04])
         self.abort_rate = rng.choice([0.0, 0.01])
         self.heal_at = rng.randint(5, 120)
+        # Kill switches in two schedules in three, released when faults heal.
+        self.switch_rate = rng.choice([0.0, 0.02, 0.04])
+        self.holds = SimHolds()
         calls_begun = SimCallsBegun(self._abort_stops)
         self.host = SimDispatchHost(
-            self.provider, self.clock, calls_begun, self._answered, self._forward
+            self.provider,
+            self.clock,
+            calls_begun,
+            self._answered,
+            self._forward,
+            self.holds,
+            self._current,
         )
         self.projection = SimProjection(Consumer(self.events))
         self.saga = SimSaga(Consumer(self.events), self.send_input)
@@ -192,6 +211,9 @@ class World:
     def _forward(self, partition: int, answer: OperationObserved) -> None:
         self.observations[partition].append(answer)
 
+    def _current(self, partition: int, _tenant: str, tx_id: str) -> Stored | None:
+        return self.deciders[partition].stored((TENANT, tx_id))
+
     def decider_of(self, tx_id: str) -> SimDecider:
         return self.deciders[self.partition_of[tx_id]]
 
@@ -225,6 +247,9 @@ class World:
             if healed and self.provider.faulty:
                 self.provider.faulty = False
                 self.trace.append("heal")
+            if healed and self.holds.switches:
+                self.holds.switches.clear()
+                self.trace.append("release_switches")
             if healed and self._quiet():
                 return
             if healed and step - max(self.heal_at, first_step) > LIVENESS_STEPS:
@@ -287,6 +312,8 @@ class World:
             options.append((name, 3, partial(self.host.resume, i)))
         for i in self.provider.due_deliveries(self.clock.now):
             options.append((f"webhook{i}", 2, partial(self.webhooks.deliver, i)))
+        if self.holds.held and self.holds.claimable(self.clock.now):
+            options.append(("resume_held", 2, self.host.resume_held))
         if self.reconciler.due():
             options.append(("reconcile", 1, self.reconciler.tick))
         for view in self.projection.views.values() if self.projection.reviewed else ():
@@ -300,6 +327,10 @@ class World:
                 if self.abort_rate:
                     # The intake retrying a submit it was not sure Kafka acknowledged.
                     options.append(("resubmit", self.abort_rate * 5, partial(self._resubmit, tx)))
+            if self.switch_rate:
+                options.append(("engage", self.switch_rate * 10, self._engage))
+                for i in range(len(self.holds.switches)):
+                    options.append((f"release{i}", 0.5, partial(self.holds.release, i)))
             if self.crash_rate:
                 w = self.crash_rate * 10
                 # Twice the others: the crash that kills calls between their begin and
@@ -314,6 +345,9 @@ class World:
             if point < 0:
                 return name, action
         return options[-1][0], options[-1][2]
+
+    def _engage(self) -> None:
+        self.holds.engage(*self.rng.choice(SWITCH_SCOPES))
 
     def _crash_decider(self) -> None:
         """The decider process dies with every partition's calls and memory."""
@@ -331,6 +365,7 @@ class World:
         timers = [c.due for c in self.host.calls]
         timers += [d.start_at() for d in self.deciders if d.staged is not None]
         timers += [w.due for w in self.provider.outbox]
+        timers += self.holds.lapses()
         timers.append(self.reconciler.last_tick + TICK_MS)
         future = [t for t in timers if t > self.clock.now]
         step = self.rng.randint(1, 1500)
@@ -360,7 +395,7 @@ class World:
             return False
         if any(d.pending() or d.staged or d.wire for d in self.deciders):
             return False
-        if self.host.calls:
+        if self.host.calls or self.holds.held:
             return False
         for consumer in (self.saga.events, self.projection.events):
             if consumer.pending():
