@@ -321,7 +321,9 @@ class SimDispatchHost:
                             took(until)
                         if claimed is not Claimed.HELD:
                             break
-                        if not running.owned:  # Call.claim: no longer its to make
+                        # Call.claim: no longer its to make (DispatchHost._mine: a resumed
+                        # hold always is, whoever owns its partition).
+                        if not running.owned and running.held is None:
                             answer = False
                             break
                         yield _ms(CLAIM_POLL_S)
