@@ -7,6 +7,7 @@ durable. Writing: idempotent and acknowledged by every in-sync replica, so a rec
 was acknowledged survives a broker restart and a retried send is not duplicated.
 """
 
+import asyncio
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
@@ -86,6 +87,33 @@ def acked_producer(settings: Settings, role: str, **overrides: Any) -> AIOKafkaP
         "acks": "all",
     }
     return AIOKafkaProducer(**(options | overrides))
+
+
+async def stop_producer(producer: AIOKafkaProducer, timeout: float) -> None:
+    """Stops `producer` within about `timeout` s, its sender task and connections with it.
+
+    aiokafka's `stop()` first waits for every queued batch to be delivered, and a producer
+    whose sender is stuck never delivers them (a transaction the decider gave up at its
+    deadline: docs/decider.md; a retried produce waiting for a metadata refresh that never
+    comes: docs/operations.md, "Known limits of the Kafka client"). Cut off there, `stop()`
+    left the sender task running and the connections open for the life of the process. Past
+    `timeout` the sender task is cancelled, twice if need be (cancelled once, it waits for
+    its requests in flight, and one stuck like that never ends; the second cancel reaches
+    it), what is still queued fails (so that nothing waits on it), and the client closes.
+    """
+    try:
+        await asyncio.wait_for(producer.stop(), timeout)
+        return
+    except TimeoutError:
+        pass
+    sender = producer._sender.sender_task
+    for _ in range(2):
+        if sender is None or sender.done():
+            break
+        sender.cancel()
+        await asyncio.wait({sender}, timeout=1.0)
+    producer._message_accumulator.fail_all(KafkaError("the producer was stopped undelivered"))
+    await producer.client.close()
 
 
 # Refusals that sending the same record again cannot cure (its size). Errors that may pass

@@ -84,6 +84,7 @@ from services.kafka_clients import (
     RECORD_REFUSED,
     acked_producer,
     group_consumer,
+    stop_producer,
     transaction_failure,
 )
 from services.kafka_setup import ensure_topics
@@ -989,7 +990,7 @@ async def _held_open_until_pipelined(owned: OwnedPartition) -> None:
 
 async def _stop_quietly(producer: AIOKafkaProducer) -> None:
     with contextlib.suppress(Exception):
-        await asyncio.wait_for(producer.stop(), 10)
+        await stop_producer(producer, 10)
 
 
 async def run_decider(settings: Settings, stop: asyncio.Event) -> None:
