@@ -15,7 +15,7 @@ import os
 import signal
 
 from aiokafka import AIOKafkaProducer
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from support.topic_setup import create_topic
 
 from services.devtools.infra import KafkaBroker
 
@@ -29,12 +29,7 @@ async def test_a_broker_stalling_in_turns_is_not_fenced(
     kafka_broker: KafkaBroker, topic_prefix: str
 ) -> None:
     topic = f"{topic_prefix}stalls"
-    admin = AIOKafkaAdminClient(bootstrap_servers=kafka_broker.bootstrap)
-    await admin.start()
-    try:
-        await admin.create_topics([NewTopic(topic, 4, 1)])
-    finally:
-        await admin.close()
+    await create_topic(kafka_broker.bootstrap, topic, 4)
     producer = AIOKafkaProducer(
         bootstrap_servers=kafka_broker.bootstrap, acks="all", enable_idempotence=True
     )

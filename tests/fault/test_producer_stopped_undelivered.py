@@ -14,7 +14,7 @@ import signal
 import time
 
 from aiokafka import AIOKafkaProducer
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from support.topic_setup import create_topic
 
 from services.devtools.infra import KafkaBroker
 from services.kafka_clients import stop_producer
@@ -26,12 +26,7 @@ async def test_a_producer_stopped_undelivered_leaves_no_sender_or_connection(
     kafka_broker: KafkaBroker, topic_prefix: str
 ) -> None:
     topic = f"{topic_prefix}undelivered"
-    admin = AIOKafkaAdminClient(bootstrap_servers=kafka_broker.bootstrap)
-    await admin.start()
-    try:
-        await admin.create_topics([NewTopic(topic, 1, 1)])
-    finally:
-        await admin.close()
+    await create_topic(kafka_broker.bootstrap, topic, 1)
     producer = AIOKafkaProducer(
         bootstrap_servers=kafka_broker.bootstrap, acks="all", enable_idempotence=True
     )
