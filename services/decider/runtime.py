@@ -114,6 +114,8 @@ _FENCED_ALONE = "fenced on partition %d: dropped it, asking the group who owns i
 # good while the others went on (every later input of it, the reconciler's lookups
 # included, waited behind it). Far above a leader's or a coordinator's failover (seconds),
 # below the transaction timeout Kafka aborts an open transaction after (aiokafka's 60 s).
+# The cause found for that run (services/kafka_uvloop.py, mended there) is not the only way
+# a sender can wait for good: this stays the bound on any of them.
 TRANSACTION_DEADLINE_S = 30.0
 
 # Kafka refuses a record over ~1 MiB (message.max.bytes, the producer's max_request_size).
