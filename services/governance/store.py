@@ -369,7 +369,7 @@ class Held:
     partition: int
     envelope: str
     # The dispatcher whose claim returned it (claim_released): only that one forgets it.
-    claimer: str = ""
+    claimer: str
 
 
 async def hold(
