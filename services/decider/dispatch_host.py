@@ -57,7 +57,7 @@ import functools
 import logging
 import uuid
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 
@@ -118,7 +118,7 @@ class DispatchHost:
     def __init__(
         self,
         settings: Settings,
-        owns: Callable[[int], bool],
+        owned: Callable[[], Collection[int]],
         answered: Callable[[Answer], None],
         current: Callable[[int, str, str], TransactionState | FinishedTransaction | None],
     ) -> None:
@@ -126,7 +126,8 @@ class DispatchHost:
         # Off (RECON_DECIDER_CALLS=off, tests only): no call is made, no Postgres is used; a
         # dispatch waits for a decider with its calls on to take its partition over.
         self.enabled = settings.decider_calls
-        self.owns = owns
+        # The partitions this process owns now (the decider's; read at each use).
+        self.owned = owned
         self.answered = answered
         self.current = current
         # Off-partition answers and the gate's RequestReview commands (not transactional).
@@ -134,7 +135,7 @@ class DispatchHost:
         self.gate = Gatekeeper(settings, self.producer)
         # The holder of every call lease this process takes (services.dispatcher.
         # held_leases): one id, since it never makes two calls of one attempt at once.
-        self.leases = HeldLeases(uuid.uuid4().hex, owns, self.gate.release_many)
+        self.leases = HeldLeases(uuid.uuid4().hex, self.owns, self.gate.release_many)
         self.executor: Executor | None = None
         self.tasks: set[asyncio.Task[None]] = set()
         # The calls this process is making (tenant, key, leg, attempt): a take-over leaves
@@ -163,8 +164,11 @@ class DispatchHost:
         self.executor = Executor(accounts, self.gate, self, self.leases)
         stack.push_async_callback(self.gate.close)
         stack.push_async_callback(self.close)
-        self._gate_loop = asyncio.create_task(self.gate.run(self.stop, self._resume))
+        self._gate_loop = asyncio.create_task(self.gate.run(self.stop, self._resume, self.owned))
         return True
+
+    def owns(self, partition: int) -> bool:
+        return partition in self.owned()
 
     async def close(self) -> None:
         """Calls in flight are cancelled: the partition's next owner runs each again, looked
@@ -392,6 +396,12 @@ class DispatchHost:
             if self.stop.is_set():
                 return  # its claim lapses and another process resumes it
             await asyncio.sleep(RESUME_WAIT_S)
+        if not self.owns(order.partition):
+            # Revoked since the claim: the hold is the new owner's, which claims it once
+            # this claim lapses (HOLD_LEASE_S). Only an owner knows whether the transaction
+            # still waits on it (store.claim_released).
+            log.info("%s %s held: partition revoked, left to its owner", *_named(order))
+            return
         if self._over(order):
             log.info("%s %s held, then not dispatched: answered meanwhile", *_named(order))
             await self.gate.forget(held)
@@ -401,14 +411,10 @@ class DispatchHost:
         await self._carry(order, held)
 
     def _over(self, order: DispatchOrder) -> bool:
-        """Whether the live state of an owned partition shows this attempt answered or
-        superseded, or its transaction finished (a person may fail a transaction whose held
-        leg a crashed resumer had begun: the reconciler looked it up and found nothing;
-        found by the simulator, seed 851). A partition owned elsewhere is not known here:
-        the call goes ahead, and its begin statement is the last gate (the decider fences a
-        stale answer by attempt)."""
-        if not self.owns(order.partition):
-            return False
+        """Whether the live state of the order's partition, which this process owns, shows
+        this attempt answered or superseded, or its transaction finished (a person may fail
+        a transaction whose held leg a crashed resumer had begun: the reconciler looked it
+        up and found nothing; found by the simulator, seed 851)."""
         state = self.current(order.partition, order.envelope.tenant, order.envelope.tx_id)
         return state is not None and not waits_on(state, order.dispatch)
 

@@ -226,7 +226,7 @@ class Decider:
         self.waking: asyncio.Future[Any] | None = None  # waits on `woken`, kept likewise
         # The provider calls of committed dispatches, and their answers waiting for the loop
         # (services.decider.dispatch_host).
-        self.host = DispatchHost(settings, self._owns, self._answered, self._current)
+        self.host = DispatchHost(settings, lambda: self.owned, self._answered, self._current)
         self.answers: list[Answer] = []
 
     # --- ownership -----------------------------------------------------------------
@@ -546,9 +546,6 @@ class Decider:
         staged.plan_state(self.topics.decider_state, key, kafka_key, changelog)
 
     # --- answers of the calls this process makes (services.decider.dispatch_host) --------
-
-    def _owns(self, partition: int) -> bool:
-        return partition in self.owned
 
     def _answered(self, answer: Answer) -> None:
         self.answers.append(answer)

@@ -35,7 +35,7 @@ import functools
 import logging
 import time
 import uuid
-from collections.abc import Callable, Coroutine, Iterable
+from collections.abc import Callable, Collection, Coroutine, Iterable
 from datetime import UTC, datetime
 
 import asyncpg
@@ -149,18 +149,26 @@ class Gatekeeper:
                 # Never dispatch on a view of the switches that may be out of date.
                 raise RetryBatch(f"governance state unavailable: {error}") from error
 
-    async def run(self, stop: asyncio.Event, resume: Resume) -> None:
-        """Keep the view of switches and policies fresh; dispatch held work once released."""
+    async def run(
+        self, stop: asyncio.Event, resume: Resume, owned: Callable[[], Collection[int]]
+    ) -> None:
+        """Keep the view of switches and policies fresh; dispatch held work once released,
+        of the partitions this process owns (`owned`: store.claim_released says why)."""
         while not stop.is_set():
             try:
                 await self.refresh()
-                if not self.any_held:
-                    released = []  # nothing is held anywhere: no claim to make
+                partitions = sorted(owned())
+                if not self.any_held or not partitions:
+                    released = []  # nothing is held anywhere, or nothing here to resume
                 else:
                     pool = await self._pool()
                     async with pool.acquire() as conn:
                         released = await store.claim_released(
-                            conn, HOLD_LEASE_S, RESUME_BATCH, claimer=self.claimer
+                            conn,
+                            HOLD_LEASE_S,
+                            RESUME_BATCH,
+                            claimer=self.claimer,
+                            partitions=partitions,
                         )
                 if released:
                     log.info("%d held dispatches released", len(released))

@@ -9,6 +9,7 @@ is the pure `gate.quota_refusal`.
 """
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -438,15 +439,26 @@ async def switches_holding(
 
 
 async def claim_released(
-    conn: asyncpg.Connection, lease_s: float, limit: int = 200, *, claimer: str
+    conn: asyncpg.Connection,
+    lease_s: float,
+    limit: int = 200,
+    *,
+    claimer: str,
+    partitions: Sequence[int],
 ) -> list[Held]:
-    """Claim (for `lease_s`, as `claimer`) held dispatches that no engaged switch of their
-    tenant matches any more. A claimer that dies lets its lease lapse, and another claims
-    them again."""
+    """Claim (for `lease_s`, as `claimer`) held dispatches of `partitions` (the claimer's
+    decider owns them) that no engaged switch of their tenant matches any more. A claimer
+    that dies lets its lease lapse, and another claims them again.
+
+    Only the partition's owner resumes a hold, because only it knows the transaction's
+    state: a resumer elsewhere could not tell that a person failed the transaction after a
+    crashed resumer had begun the held leg, and would call it (the simulator's seed 851,
+    there within one process: services.decider.dispatch_host `_over`)."""
     rows = await conn.fetch(
         "WITH free AS ("
         "  SELECT h.tenant, h.op_key, h.attempt FROM held_dispatches h"
         "  WHERE (h.claimed_until IS NULL OR h.claimed_until < clock_timestamp())"
+        "  AND h.partition = ANY($4::int[])"
         "  AND NOT EXISTS (SELECT 1 FROM kill_switches k WHERE k.tenant = h.tenant"
         f"   AND {switch_matches('h.agent_id', 'h.provider', 'h.operation')})"
         "  ORDER BY h.held_at LIMIT $2 FOR UPDATE SKIP LOCKED)"
@@ -457,6 +469,7 @@ async def claim_released(
         lease_s,
         limit,
         claimer,
+        list(partitions),
     )
     return [
         Held(r["tenant"], r["op_key"], r["attempt"], r["partition"], r["envelope"], claimer)

@@ -47,7 +47,7 @@ class _Process:
     def __init__(self, settings: Settings, http: ProviderHttp, owned: set[int]) -> None:
         self.owned = owned
         self.answers: list[OperationObserved] = []
-        self.host = DispatchHost(settings, owned.__contains__, self._answered, lambda *_: None)
+        self.host = DispatchHost(settings, lambda: self.owned, self._answered, lambda *_: None)
         self.host.executor = Executor(
             build_accounts(http, settings), self.host.gate, self.host, self.host.leases
         )

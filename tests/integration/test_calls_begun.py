@@ -306,7 +306,11 @@ async def test_a_resumed_hold_keeps_its_claim_while_its_call_outlasts_the_lease(
     gate = Gatekeeper(settings, producer=None)  # never produces here
     await gate._pool()
     claimed = await store.claim_released(
-        conn, gatekeeper.HOLD_LEASE_S, gatekeeper.RESUME_BATCH, claimer=gate.claimer
+        conn,
+        gatekeeper.HOLD_LEASE_S,
+        gatekeeper.RESUME_BATCH,
+        claimer=gate.claimer,
+        partitions=[0],
     )
     assert [h.op_key for h in claimed] == ["k_held"]
     claimed_by_another: list[list[str]] = []
@@ -315,7 +319,7 @@ async def test_a_resumed_hold_keeps_its_claim_while_its_call_outlasts_the_lease(
         # A call three leases long: a second dispatcher keeps trying to claim the row.
         for _ in range(9):
             await asyncio.sleep(0.5)
-            again = await store.claim_released(conn, 60.0, claimer="another")
+            again = await store.claim_released(conn, 60.0, claimer="another", partitions=[0])
             claimed_by_another.append([h.op_key for h in again])
 
     try:
@@ -333,9 +337,9 @@ async def test_a_resume_forgets_only_a_hold_whose_claim_is_still_its_own(
     # it, and B dies before its call. A's resume ends and forgets its hold: B's row must
     # stay, or nobody ever calls the leg (the take-over leaves held legs to the resume).
     await hold_charge(conn, "held-2", "k_held_again")
-    (by_a,) = await store.claim_released(conn, 60.0, claimer="a")
+    (by_a,) = await store.claim_released(conn, 60.0, claimer="a", partitions=[0])
     await hold_charge(conn, "held-2", "k_held_again")  # A's call held again
-    (by_b,) = await store.claim_released(conn, 60.0, claimer="b")
+    (by_b,) = await store.claim_released(conn, 60.0, claimer="b", partitions=[0])
     await store.renew_claims(conn, [by_a], 60.0)  # A's renewal takes nothing back
     await store.forget_held(conn, by_a)  # A's resume ends
     held = await store.held_on(conn, 0)
@@ -348,7 +352,25 @@ async def test_a_resume_forgets_only_a_hold_whose_claim_is_still_its_own(
     assert (TENANT, "k_held_again", 1) not in await store.held_on(conn, 0)
 
 
-async def hold_charge(conn: asyncpg.Connection, tx_id: str, op_key: str) -> None:
+async def test_a_released_hold_is_claimed_only_by_its_partition_s_owner(
+    conn: asyncpg.Connection,
+) -> None:
+    # Only the owner of a hold's partition knows whether its transaction still waits on it
+    # (a person may have failed it after a crashed resumer began the held leg): a decider
+    # that owns other partitions must not claim it, or it would call a finished
+    # transaction's leg (the simulator's seed 851, across processes).
+    await hold_charge(conn, "held-3", "k_on_0", partition=0)
+    await hold_charge(conn, "held-4", "k_on_1", partition=1)
+    by_owner_of_1 = await store.claim_released(conn, 60.0, claimer="c", partitions=[1, 2])
+    assert [h.op_key for h in by_owner_of_1] == ["k_on_1"]
+    assert await store.claim_released(conn, 60.0, claimer="d", partitions=[2, 3]) == []
+    by_owner_of_0 = await store.claim_released(conn, 60.0, claimer="e", partitions=[0])
+    assert [h.op_key for h in by_owner_of_0] == ["k_on_0"]
+
+
+async def hold_charge(
+    conn: asyncpg.Connection, tx_id: str, op_key: str, *, partition: int = 0
+) -> None:
     """A charge's first attempt held by switch ks_1 (released: none is engaged here)."""
     await store.hold(
         conn,
@@ -360,7 +382,7 @@ async def hold_charge(conn: asyncpg.Connection, tx_id: str, op_key: str) -> None
         agent_id="agent-7",
         provider="sandbox",
         operation="payments.charge",
-        partition=0,
+        partition=partition,
         envelope="{}",
         switch_ids=("ks_1",),
     )

@@ -23,7 +23,7 @@ class KafkaExecutor:
         # Owns no partition: every report is forwarded (its producer and gate are the test's
         # to start and close).
         self.host = DispatchHost(
-            settings, owns=lambda _: False, answered=_inline, current=lambda *_: None
+            settings, owned=lambda: (), answered=_inline, current=lambda *_: None
         )
         self.producer = self.host.producer
         self.gate = self.host.gate

@@ -50,7 +50,7 @@ def _answer(tx_id: str) -> Answer:
 async def test_a_refused_answer_is_sent_once_and_the_next_still_goes_after_a_passing_error() -> (
     None
 ):
-    host = DispatchHost(load_settings(), lambda p: False, lambda a: None, lambda *k: None)
+    host = DispatchHost(load_settings(), lambda: (), lambda a: None, lambda *k: None)
     producer = _Producer()
     host.producer = producer
 

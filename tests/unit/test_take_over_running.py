@@ -42,7 +42,7 @@ def _dispatched() -> TransactionState:
 
 
 async def _host() -> tuple[DispatchHost, _Executor]:
-    host = DispatchHost(load_settings(), lambda p: True, lambda a: None, lambda *k: None)
+    host = DispatchHost(load_settings(), lambda: {0}, lambda a: None, lambda *k: None)
     executor = _Executor()
     host.executor = executor  # type: ignore[assignment]
 
