@@ -42,7 +42,9 @@ decide/commit loop.
 - Holds: the gate's background loop (the view of switches and policies every 0.2 s, and
   claiming and resuming released holds under a lease) runs here. A resumed hold whose leg
   the live state of an owned partition shows answered or superseded is not called; its
-  answer follows the rule above (inline if owned, else Kafka).
+  answer follows the rule above (inline if owned, else Kafka). One whose partition was
+  revoked before its call is not called either, and its claim is released at once for the
+  new owner (`_resume`).
 - Failures: an order whose plan fails (Postgres away: RetryBatch; Kafka refusing an
   off-partition answer) is run again after a back-off while this process owns its partition;
   once it does not, the partition's new owner runs it by the take-over rule.
@@ -382,33 +384,43 @@ class DispatchHost:
             dispatch = env.event()
             assert isinstance(dispatch, OperationDispatched)
             runs.append(self._resume_one(DispatchOrder(env, dispatch, held.partition), held))
-        await asyncio.gather(*runs)
+        left = await asyncio.gather(*runs)
+        # Revoked between their claim and their call: released now, so the partitions' new
+        # owners claim them at their next look (0.2 s) rather than after the lease (60 s).
+        # A crash before this statement, or a failed one, leaves the claims to lapse.
+        mine_no_more = [held for held, gone in zip(released, left, strict=True) if gone]
+        if mine_no_more:
+            await self.gate.release_claims(mine_no_more)
 
-    async def _resume_one(self, order: DispatchOrder, held: store.Held) -> None:
+    async def _resume_one(self, order: DispatchOrder, held: store.Held) -> bool:
         """One released hold, never beside a call of the same attempt that this process is
         making (`running`): the lease's holder is the process, so the resumed call's claim
         would not wait for it and both would be on the wire at once. That happens when a
         take-over called a leg before another process's call of it (a zombie's) was held,
         or when a hold is written again (its claim cleared) while this process resumes it;
         found by the simulator (seed 438). So it waits for that call to end (its claim
-        renewed meanwhile), then judges it: answered by then, or held again, or called."""
-        while order.leg_key in self.running:
-            if self.stop.is_set():
-                return  # its claim lapses and another process resumes it
+        renewed meanwhile), then judges it: answered by then, or held again, or called.
+        True: not this process's to resume any more (its partition revoked since the claim,
+        or the process stops), so `_resume` releases its claim."""
+        while order.leg_key in self.running and self._resumable(order):
             await asyncio.sleep(RESUME_WAIT_S)
-        if not self.owns(order.partition):
-            # Revoked since the claim: the hold is the new owner's, which claims it once
-            # this claim lapses (HOLD_LEASE_S). Only an owner knows whether the transaction
-            # still waits on it (store.claim_released).
-            log.info("%s %s held: partition revoked, left to its owner", *_named(order))
-            return
+        if not self._resumable(order):
+            # The hold is the partition's owner's: only the owner knows whether the
+            # transaction still waits on it (store.claim_released). Whatever this process's
+            # own call of the attempt still does, the lease keeps the owner's from it.
+            log.info("%s %s held: not resumed here, left to its partition's owner", *_named(order))
+            return True
         if self._over(order):
             log.info("%s %s held, then not dispatched: answered meanwhile", *_named(order))
             await self.gate.forget(held)
-            return
+            return False
         # Nothing awaited since the check: no other call of it started meanwhile.
         self.running.add(order.leg_key)
         await self._carry(order, held)
+        return False
+
+    def _resumable(self, order: DispatchOrder) -> bool:
+        return not self.stop.is_set() and self.owns(order.partition)
 
     def _over(self, order: DispatchOrder) -> bool:
         """Whether the live state of the order's partition, which this process owns, shows

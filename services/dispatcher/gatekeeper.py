@@ -200,6 +200,23 @@ class Gatekeeper:
             except UNREACHABLE as error:
                 log.warning("renewing held dispatch claims failed: %r", error)
 
+    async def release_claims(self, held: list[store.Held]) -> None:
+        """These holds' claims, cleared while still this claimer's, so their partitions'
+        owners claim them at once (store.release_claims). One statement, bounded like a
+        call lease's release (held_leases.LET_GO_TIMEOUT_S); never raises: a release that
+        fails (Postgres away) leaves the claims to lapse, as a crash does."""
+        try:
+            async with asyncio.timeout(held_leases.LET_GO_TIMEOUT_S):
+                pool = await self._pool()
+                async with pool.acquire() as conn:
+                    await store.release_claims(conn, held)
+        except Exception as error:
+            log.warning(
+                "releasing %d held dispatch claims failed (%r); they lapse", len(held), error
+            )
+            return
+        log.info("%d held dispatch claims released to their partitions' owners", len(held))
+
     async def forget(self, held: store.Held) -> None:
         pool = await self._pool()
         async with pool.acquire() as conn:

@@ -504,6 +504,24 @@ async def renew_claims(conn: asyncpg.Connection, held: list[Held], lease_s: floa
     )
 
 
+async def release_claims(conn: asyncpg.Connection, held: list[Held]) -> None:
+    """Clear the claims of holds their claimer will not resume (its decider lost their
+    partitions before their calls: services.decider.dispatch_host `_resume`), only while
+    each claim is still that claimer's, so the partitions' owners claim them at once rather
+    than after the lease (HOLD_LEASE_S). A hold whose call began keeps its claim."""
+    await conn.execute(
+        "UPDATE held_dispatches h SET claimed_until = NULL, claimed_by = NULL"
+        " FROM unnest($1::text[], $2::text[], $3::int[], $4::text[])"
+        "  AS w(tenant, op_key, attempt, claimer)"
+        " WHERE (h.tenant, h.op_key, h.attempt) = (w.tenant, w.op_key, w.attempt)"
+        " AND h.claimed_by = w.claimer",
+        [h.tenant for h in held],
+        [h.op_key for h in held],
+        [h.attempt for h in held],
+        [h.claimer for h in held],
+    )
+
+
 async def forget_held(conn: asyncpg.Connection, held: Held) -> None:
     """Delete a hold its resume settled, only while the claim is still `held.claimer`'s: a
     hold written again meanwhile (its claim cleared), and perhaps claimed by another

@@ -189,11 +189,19 @@ class SimDispatchHost:
     def _resumed(self, running: Running) -> Wait:
         """DispatchHost._resume_one: once this process's own call of the attempt ended, not
         called if the owner's state no longer waits on it (forgotten when this ends), else
-        its plan again."""
+        its plan again; not called either, and its claim released, once the partition was
+        revoked (`lose_partition`)."""
         order = running.order
         yield 0
-        while any(self._beside(running, c) for c in self.calls):
+        while running.owned and any(self._beside(running, c) for c in self.calls):
             yield _ms(RESUME_WAIT_S)
+        if not running.owned:
+            # Revoked since the claim: left to the partition's owner (the host's new holder
+            # claims it at its next look), the claim released at once, nothing called.
+            assert running.held is not None
+            self.holds.release_claim(running.held, running.holder)
+            running.held = None  # nothing to renew or forget
+            return
         state = self.current(order.partition, order.envelope.tenant, order.envelope.tx_id)
         if state is not None and not waits_on(state, order.dispatch):
             return

@@ -11,7 +11,8 @@ attempt) and a new hold of it clears its claim; a claim takes the rows no engage
 stops whose claim is free or lapsed, for HOLD_LEASE_S, in its claimer's name (a process:
 the host's holder), renewed while their calls run; a row is forgotten by its resumer only
 while the claim is still that claimer's (a hold written again meanwhile stays, even once
-another has claimed it).
+another has claimed it), and a claim whose resumer lost the partition before the call is
+released at once, while still that claimer's.
 """
 
 from dataclasses import dataclass, field
@@ -83,6 +84,12 @@ class SimHolds:
         row = self.held.get(key)
         if row is not None and row.claimed_by == claimer:
             row.claimed_until = now + HOLD_LEASE_MS
+
+    def release_claim(self, key: HeldKey, claimer: int) -> None:
+        """store.release_claims: only a claim still the claimer's."""
+        row = self.held.get(key)
+        if row is not None and row.claimed_by == claimer:
+            row.claimed_until = row.claimed_by = None
 
     def forget(self, key: HeldKey, claimer: int) -> None:
         """store.forget_held: only while the claim is the claimer's."""

@@ -1,8 +1,9 @@
 """A released hold is resumed only while this process owns its partition: only the owner
 knows whether the transaction still waits on the held leg (a person may have failed it
 after a crashed resumer began the leg), so a hold whose partition was revoked after its
-claim is left to the new owner, which claims it once this claim lapses
-(services.governance.store.claim_released; the simulator's seed 851, across processes)."""
+claim is left to the new owner, which claims it
+(services.governance.store.claim_released; the simulator's seed 851, across processes).
+Its claim is released at once, so the owner does not wait for it to lapse."""
 
 import asyncio
 from collections.abc import Callable
@@ -28,9 +29,13 @@ class _Executor:
 class _Gate:
     def __init__(self) -> None:
         self.forgotten: list[store.Held] = []
+        self.released: list[store.Held] = []
 
     async def forget(self, held: store.Held) -> None:
         self.forgotten.append(held)
+
+    async def release_claims(self, held: list[store.Held]) -> None:
+        self.released.extend(held)
 
 
 def _held_charge(partition: int) -> store.Held:
@@ -53,12 +58,15 @@ async def _resumed(owned: set[int], held: store.Held) -> tuple[_Executor, _Gate]
 
 
 async def test_a_hold_of_a_partition_revoked_since_its_claim_is_left_to_the_owner() -> None:
-    executor, gate = await _resumed(owned={1}, held=_held_charge(partition=0))
+    held = _held_charge(partition=0)
+    executor, gate = await _resumed(owned={1}, held=held)
     assert executor.runs == [], "resumed by a process that cannot see its transaction"
     assert gate.forgotten == [], "forgotten: the owner would never resume it"
+    assert gate.released == [held], "its claim left to lapse: the owner waits 60 s"
 
 
 async def test_a_hold_of_an_owned_partition_is_resumed() -> None:
     executor, gate = await _resumed(owned={0}, held=_held_charge(partition=0))
     assert len(executor.runs) == 1
     assert len(gate.forgotten) == 1  # its call made, the hold is done
+    assert gate.released == []
