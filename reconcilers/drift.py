@@ -111,6 +111,7 @@ def compare(
     window_start: datetime,
     grace: timedelta,
     covered_from: datetime | None = None,
+    judged_below: datetime | None = None,
 ) -> list[DriftDetected]:
     """`effects`: the provider's list (any age). `ledger`: recon's legs dispatched since
     `window_start`, and those under a listed key (which may be older). `known_keys`: which
@@ -135,7 +136,12 @@ def compare(
     holds only the effects created after it. Every listed effect is still judged, but a
     leg's missing effect is judged only for a leg dispatched more than `grace` after that
     instant (the provider's clock may differ from recon's): an older leg's effect may be
-    one the listing left out, and a cut listing is no proof of absence."""
+    one the listing left out, and a cut listing is no proof of absence.
+
+    `judged_below`: None for a span up to `now` less the grace; an instant for a hole's
+    span (reconcilers.drift_span.hole_span): an effect created or a leg dispatched at or
+    after it lies in the span above, judged by an earlier scan, and is not judged again
+    (its key still proves its leg's effect present)."""
     detected_at = now.isoformat()
     by_key: dict[str, list[Effect]] = {}
     for effect in effects:
@@ -145,7 +151,7 @@ def compare(
     found: list[DriftDetected] = []
 
     for effect in effects:
-        if not _judged_now(effect, now, window_start, grace):
+        if not _judged_now(effect, now, window_start, grace, judged_below):
             continue
         if effect.idempotency_key in entries or effect.idempotency_key in known_keys:
             continue
@@ -172,12 +178,16 @@ def compare(
         matching = by_key.get(entry.op_key, [])
         if not matching:
             covered = covered_from is None or entry.dispatched_at - grace > covered_from
-            due = window_start <= entry.dispatched_at and now - entry.dispatched_at >= grace
+            due = (
+                window_start <= entry.dispatched_at
+                and now - entry.dispatched_at >= grace
+                and (judged_below is None or entry.dispatched_at < judged_below)
+            )
             if entry.confirmed and due and covered:
                 found.append(_without_effect(entry, account, detected_at))
             continue
         for effect in matching:
-            if not _judged_now(effect, now, window_start, grace):
+            if not _judged_now(effect, now, window_start, grace, judged_below):
                 continue
             differences = _differences(entry, effect)
             if entry.failed:
@@ -188,12 +198,23 @@ def compare(
     return found
 
 
-def _judged_now(effect: Effect, now: datetime, window_start: datetime, grace: timedelta) -> bool:
+def _judged_now(
+    effect: Effect,
+    now: datetime,
+    window_start: datetime,
+    grace: timedelta,
+    judged_below: datetime | None,
+) -> bool:
     """Whether this scan judges `effect` (without intent, mismatch, after failure): created
     since `window_start` (the account's cursor, reconcilers.drift_span: what is older was
-    judged by an earlier scan) and past its grace (a younger one is judged by a later scan,
-    once). Its key still proves its leg's effect present, whatever its age."""
-    return window_start <= effect.created_at and now - effect.created_at >= grace
+    judged by an earlier scan), past its grace (a younger one is judged by a later scan,
+    once) and, in a hole's span, below its top (what is above was judged). Its key still
+    proves its leg's effect present, whatever its age."""
+    return (
+        window_start <= effect.created_at
+        and now - effect.created_at >= grace
+        and (judged_below is None or effect.created_at < judged_below)
+    )
 
 
 def _owner(entry: LedgerEntry) -> dict[str, Any]:

@@ -11,6 +11,13 @@ RECON_DRIFT_INTERVAL_S, so each effect was listed window / interval (~1,440) tim
 listing cut at its page cap covered only the newest minutes: older legs of the window were
 never judged at a high rate. Now each effect and each leg is judged once its grace has
 passed, by the first scan whose listing of its account was whole.
+
+Why a hole: a listing cut at its page cap covers only its newest effects, so a cursor that
+stayed put made every later scan list the same newest pages, and nothing below the cut was
+ever judged. An adapter that can list below an instant (`lists_until`, services.providers.
+listing) lets the cursor move on over a cut listing: what the cut left out is kept as the
+account's Hole, and each later scan also lists the hole from its top down (`hole_span`), a
+page cap at a time, until it closes.
 """
 
 from dataclasses import dataclass
@@ -28,13 +35,87 @@ class Span:
     judged_from: datetime
     judged_to: datetime
     ask_since: datetime
+    # A hole's span (hole_span): what is created or dispatched at or after `judged_below`
+    # is not judged (the span above it was); the listing asks for what was created before
+    # `ask_until`, a grace past it (the provider's clock may differ from recon's). None
+    # for the span up to now.
+    judged_below: datetime | None = None
+    ask_until: datetime | None = None
 
     def advanced(self, whole: bool) -> datetime | None:
         """The cursor after this scan: `judged_to` when the account's listing was whole
-        (every effect and every leg of the span was judged); None (it stays where it was)
-        when it was cut, unavailable or unreadable, so the legs that scan could not judge
-        are judged by the next whole one."""
+        (every effect and every leg of the span was judged), or cut with what it left out
+        kept as a hole (`left_out`); None (it stays where it was) when it was cut with no
+        hole kept (an adapter that cannot list below an instant), unavailable or unreadable,
+        so the legs that scan could not judge are judged by the next whole one."""
         return self.judged_to if whole else None
+
+    def left_out(self, covered_from: datetime | None, grace: timedelta) -> "Hole | None":
+        """What a listing of this span cut at `covered_from` (None: whole) left unjudged:
+        reconcilers.drift.compare judges an effect created after `covered_from` and a
+        leg dispatched more than `grace` after it, so [judged_from, covered_from + grace)
+        is left, or nothing when that is empty. A listing of unknown order
+        (NOTHING_COVERED) covers nothing: the whole span is left.
+
+        A hole's span whose listing proved nothing of its top (a page cap of effects
+        within two graces of it: the provider made them faster than a listing can hold)
+        would be listed the same way at every scan, and nothing below it ever judged: its
+        top grace is given up instead (`gives_up`), so each such scan moves down a grace."""
+        if covered_from is None:
+            return None
+        top = self.judged_to if self.judged_below is None else self.judged_below
+        try:
+            edge = min(covered_from + grace, top)
+        except OverflowError:  # services.providers.interface.NOTHING_COVERED
+            edge = top
+        else:
+            if self.gives_up(covered_from, grace):
+                edge = top - grace
+        return Hole(self.judged_from, edge) if edge > self.judged_from else None
+
+    def gives_up(self, covered_from: datetime | None, grace: timedelta) -> bool:
+        """Whether `left_out` gives up this hole's top grace (see there): its legs are not
+        judged for a missing effect, nor its effects the listing left out."""
+        if self.judged_below is None or covered_from is None or grace <= timedelta(0):
+            return False
+        try:
+            return covered_from + grace >= self.judged_below
+        except OverflowError:  # NOTHING_COVERED: the hole is kept whole, nothing given up
+            return False
+
+
+@dataclass(frozen=True)
+class Hole:
+    """[since, below): the part of an account's judged span (under its cursor) that a cut
+    listing left out: its effects and its legs are not judged yet. Kept with the cursor
+    (`reconciler_drift_cursors.hole_from`, `hole_to`, migration 0011)."""
+
+    since: datetime
+    below: datetime
+
+    def hull(self, other: "Hole | None") -> "Hole":
+        """One hole holding both: what lies between them was judged, and is judged again
+        (the reported-drift filter keeps it from being reported twice), the safe side of
+        keeping one hole per account."""
+        if other is None:
+            return self
+        return Hole(min(self.since, other.since), max(self.below, other.below))
+
+
+def hole_span(hole: Hole, now: datetime, window: timedelta, grace: timedelta) -> Span | None:
+    """The span of a scan at `now` over an account's hole: from the hole's start (never
+    older than the window's: what is older is out of every scan's reach, as for a cursor)
+    to below its top; None when nothing of it is left in the window."""
+    judged_from = max(hole.since, now - window)
+    if hole.below <= judged_from:
+        return None
+    return Span(
+        judged_from=judged_from,
+        judged_to=hole.below,
+        ask_since=judged_from - grace,
+        judged_below=hole.below,
+        ask_until=hole.below + grace,
+    )
 
 
 def span(cursor: datetime | None, now: datetime, window: timedelta, grace: timedelta) -> Span:

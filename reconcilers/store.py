@@ -17,6 +17,7 @@ marked given up (`given_up_at`), once.
 """
 
 import json
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 import asyncpg
@@ -26,6 +27,7 @@ from events.definition import Leg, OpStatus, ReviewState
 from events.legs import LegStatus
 from projections.operation_row import either_leg_in, legs_of
 from reconcilers.drift import LedgerEntry
+from reconcilers.drift_span import Hole
 from reconcilers.pull import Candidate, FirstRequest, Lease, LeaseKey, maybe_sent
 
 IN_FLIGHT = tuple(status.value for status in legs.IN_FLIGHT)
@@ -285,10 +287,12 @@ async def record_outcome(conn: asyncpg.Connection, op_key: str, attempt: int, ou
 # The legs recon dispatched to provider $2 (for tenant $5 alone when the listing is that
 # tenant's own account's) since $1 that a scan of its listing can judge,
 # with what each sent and whether it is confirmed: those under a key the listing holds ($3),
-# whose effects it compares, and those dispatched from $4 on, whose missing effect it may
-# prove (reconcilers.drift.first_covered). Not the whole window: that is every leg of the
-# last day, loaded and compared at every scan (3.5 s of CPU and 280 MB a scan with 136,000
-# legs in the window). A forward leg that was later compensated still left its effect.
+# whose effects it compares, and those dispatched from $4 on (and before $6, if given: a
+# hole's span, reconcilers.drift_span.hole_span, whose legs above were judged), whose
+# missing effect it may prove (reconcilers.drift.first_covered). Not the whole window: that
+# is every leg of the last day, loaded and compared at every scan (3.5 s of CPU and 280 MB
+# a scan with 136,000 legs in the window). A forward leg that was later compensated still
+# left its effect.
 _LEDGER = """
 SELECT DISTINCT ON (e.data->>'op_key')
        e.tenant, e.tx_id, e.data->>'action' AS action, e.data->>'leg' AS leg,
@@ -301,7 +305,8 @@ SELECT DISTINCT ON (e.data->>'op_key')
                    AND o.action = e.data->>'action'
  WHERE e.type = 'OperationDispatched' AND e.occurred_at >= $1
    AND e.data->>'provider' = $2 AND ($5::text IS NULL OR e.tenant = $5)
-   AND (e.data->>'op_key' = ANY($3::text[]) OR e.occurred_at >= $4)
+   AND (e.data->>'op_key' = ANY($3::text[])
+        OR (e.occurred_at >= $4 AND ($6::timestamptz IS NULL OR e.occurred_at < $6)))
  ORDER BY e.data->>'op_key', e.seq DESC
 """
 
@@ -313,11 +318,15 @@ async def ledger(
     listed_keys: list[str],
     absent_from: datetime,
     tenant: str | None = None,
+    absent_below: datetime | None = None,
 ) -> list[LedgerEntry]:
     """The legs dispatched to `provider` (by `tenant` alone if given: a tenant's own
     account) since `since` that a listing holding `listed_keys` can judge: under one of
-    those keys, or dispatched from `absent_from` on."""
-    rows = await conn.fetch(_LEDGER, since, provider, listed_keys, absent_from, tenant)
+    those keys, or dispatched from `absent_from` on (and before `absent_below`, if given:
+    a hole's span holds a page cap of the burst, not every leg since)."""
+    rows = await conn.fetch(
+        _LEDGER, since, provider, listed_keys, absent_from, tenant, absent_below
+    )
     entries = []
     for row in rows:
         leg = Leg(row["leg"])
@@ -396,6 +405,62 @@ async def drift_cursors(conn: asyncpg.Connection) -> dict[AccountKey, datetime]:
     effects and legs were judged. An account without one was never scanned whole."""
     rows = await conn.fetch("SELECT provider, account, judged_to FROM reconciler_drift_cursors")
     return {(r["provider"], r["account"] or None): r["judged_to"] for r in rows}
+
+
+async def drift_holes(conn: asyncpg.Connection) -> dict[AccountKey, Hole]:
+    """Each account's hole (reconcilers.drift_span.Hole): what a cut listing left unjudged
+    under its cursor. An account without one has none."""
+    rows = await conn.fetch(
+        "SELECT provider, account, hole_from, hole_to FROM reconciler_drift_cursors"
+        " WHERE hole_from IS NOT NULL"
+    )
+    return {(r["provider"], r["account"] or None): Hole(r["hole_from"], r["hole_to"]) for r in rows}
+
+
+@dataclass(frozen=True)
+class HoleWrite:
+    """One account's hole after a scan (`hole`, None: closed or none) and the hole it read
+    before (`read`; `unread` when it read none: a backstop, which reads no cursor)."""
+
+    account: AccountKey
+    read: Hole | None
+    hole: Hole | None
+    unread: bool = False
+
+
+async def write_drift_holes(conn: asyncpg.Connection, written: list[HoleWrite]) -> None:
+    """Write each account's hole, in the transaction that moves its cursor (a cursor moved
+    past a hole not written would mark a span judged that was not). As the scan wrote it
+    when the row still holds the hole the scan read (nobody wrote one since); otherwise, or
+    when it read none, the hull of both (Hole.hull): two scans at once (two reconcilers, or
+    the CLI's beside the process's) each closed or shrank only the hole they read, and a
+    larger hole only costs judging again, never a span left unjudged. The row exists: its
+    cursor was written first (advance_drift_cursors) or it held the hole read."""
+    # In an UPDATE every expression reads the row as it was before it: both columns
+    # compare the hole held with the one read.
+    same = (
+        "NOT $7::boolean AND c.hole_from IS NOT DISTINCT FROM $3::timestamptz"
+        " AND c.hole_to IS NOT DISTINCT FROM $4::timestamptz"
+    )
+    await conn.executemany(
+        "UPDATE reconciler_drift_cursors c SET"
+        f" hole_from = CASE WHEN {same} THEN $5 ELSE least(c.hole_from, $5) END,"
+        f" hole_to = CASE WHEN {same} THEN $6 ELSE greatest(c.hole_to, $6) END"
+        " WHERE c.provider = $1 AND c.account = $2",
+        [
+            (
+                provider,
+                tenant or "",
+                None if w.read is None else w.read.since,
+                None if w.read is None else w.read.below,
+                None if w.hole is None else w.hole.since,
+                None if w.hole is None else w.hole.below,
+                w.unread,
+            )
+            for w in written
+            for provider, tenant in [w.account]
+        ],
+    )
 
 
 async def advance_drift_cursors(

@@ -105,17 +105,23 @@ class SandboxAdapter:
             return 0, {"error": str(error)}
         return response.status, response.json()
 
-    # The drift scan passes its account's cursor less the grace (services.providers.listing).
+    # The drift scan passes its account's cursor less the grace (services.providers.listing),
+    # and a hole's top (reconcilers.drift_span.Hole) as `until`: `created_lt`.
     lists_since = True
+    lists_until = True
 
-    async def list_effects(self, since: datetime | None = None) -> EffectListing:
-        """The effects created since `since`, newest first, page by page: a page of 100
-        stays far under the answer bound (services.providers.http.MAX_ANSWER_BYTES) that
-        the whole list passed at about a thousand effects; past MAX_LIST_PAGES the listing
-        is cut, and says so."""
+    async def list_effects(
+        self, since: datetime | None = None, until: datetime | None = None
+    ) -> EffectListing:
+        """The effects created since `since` (and before `until`), newest first, page by
+        page: a page of 100 stays far under the answer bound (services.providers.http.
+        MAX_ANSWER_BYTES) that the whole list passed at about a thousand effects; past
+        MAX_LIST_PAGES the listing is cut, and says so."""
         first = {"limit": str(self.list_page)}
         if since is not None:
             first["created_gte"] = since.isoformat()
+        if until is not None:
+            first["created_lt"] = until.isoformat()
         return await newest_first_pages(self._effects_page, first, self.max_list_pages)
 
     async def _effects_page(self, params: dict[str, str]) -> tuple[list[dict[str, Any]], bool]:

@@ -10,7 +10,7 @@ from events.observation import Seen
 from reconcilers.webhook_reading import WebhookReading
 from services.metrics import DISPATCH_SECONDS, LOOKUPS, labelled
 from services.providers.interface import EffectListing, ProviderAdapter, Sent
-from services.providers.listing import listing_of
+from services.providers.listing import can_list_until, listing_of
 from services.providers.lookup_strategy import strategy_of
 
 
@@ -48,8 +48,15 @@ class Measured:
     # The inner adapter's `since` is passed on only if it declares it takes one.
     lists_since = True
 
-    async def list_effects(self, since: datetime | None = None) -> EffectListing:
-        return await listing_of(self.inner, since)
+    @property
+    def lists_until(self) -> bool:
+        """The inner adapter's: a hole is asked of an adapter that can list below it."""
+        return can_list_until(self.inner)
+
+    async def list_effects(
+        self, since: datetime | None = None, until: datetime | None = None
+    ) -> EffectListing:
+        return await listing_of(self.inner, since, until)
 
     def read_webhook(self, body: bytes) -> WebhookReading:
         return self.inner.read_webhook(body)

@@ -39,7 +39,7 @@ from reconcilers.drift import (
     effect_from_json,
     first_covered,
 )
-from reconcilers.drift_span import Span, backstop_due, span
+from reconcilers.drift_span import Hole, Span, backstop_due, hole_span, span
 from reconcilers.pull import (
     Escalate,
     GiveUp,
@@ -61,7 +61,7 @@ from services.postgres_start import open_pool
 from services.providers.accounts import Account
 from services.providers.http import ProviderHttp
 from services.providers.interface import EffectListing, ListingUnavailable, Sent
-from services.providers.listing import listing_of
+from services.providers.listing import can_list_until, listing_of
 from services.providers.lookup_strategy import CANNOT_BE_ASKED, Strategy, strategy_of
 from services.providers.registry import Accounts, build_accounts
 from services.pull_reconciler.gauges import REFRESH_S, refresh_gauges
@@ -304,33 +304,50 @@ class Reconciler:
         grace = timedelta(seconds=self.settings.reconciler.drift_grace_s)
         found: list[DriftDetected] = []
         advanced: list[tuple[store.AccountKey, datetime]] = []
+        holes: list[store.HoleWrite] = []
         async with self.pool.acquire() as conn:
             cursors = {} if whole_window else await store.drift_cursors(conn)
+            held = {} if whole_window else await store.drift_holes(conn)
             accounts = (
                 sorted(effects_of, key=str)
                 if effects_of is not None
                 else [account for account, _ in self.accounts.listed()]
             )
             for account in accounts:
-                judged = span(cursors.get((account.provider, account.tenant)), now, window, grace)
+                key = (account.provider, account.tenant)
+                judged = span(cursors.get(key), now, window, grace)
+                # Only an adapter that lists below an instant keeps a hole (a listing by
+                # hand keeps nothing): any other's cut listing leaves its cursor, as before.
+                keeps_holes = effects_of is None and can_list_until(self.accounts.adapters[account])
                 listing = (
                     EffectListing(effects_of[account])
                     if effects_of is not None
-                    else await self._listing(account, judged.ask_since)
+                    else await self._listing(account, judged)
                 )
                 effects = self._effects(account, listing) if listing is not None else None
-                if listing is None or effects is None:
-                    if on_account is not None:
-                        on_account(account)
-                    continue
-                found += await self._judge(conn, account, effects, listing, judged, now)
-                cursor = judged.advanced(whole=listing.covered_from is None)
-                # A backstop's whole listing judged every leg and effect of [window start,
-                # now - grace], a superset of the incremental span, so its cursor may move
-                # (forward only): else a fresh deployment's second scan, finding no cursor
-                # after the first (a backstop), read the whole window again.
-                if cursor is not None and effects_of is None:
-                    advanced.append(((account.provider, account.tenant), cursor))
+                left: Hole | None = None
+                if listing is not None and effects is not None:
+                    found += await self._judge(conn, account, effects, listing, judged, now)
+                    if keeps_holes:
+                        left = judged.left_out(listing.covered_from, grace)
+                    cursor = judged.advanced(whole=listing.covered_from is None or keeps_holes)
+                    # A backstop's whole listing judged every leg and effect of [window
+                    # start, now - grace], a superset of the incremental span, so its cursor
+                    # may move (forward only): else a fresh deployment's second scan, finding
+                    # no cursor after the first (a backstop), read the whole window again.
+                    # A cut one moves it too when what it left out is kept as a hole.
+                    if cursor is not None and effects_of is None:
+                        advanced.append((key, cursor))
+                if keeps_holes:
+                    read = held.get(key)
+                    rest = read
+                    if not full:
+                        below, rest = await self._hole(conn, account, read, now)
+                        found += below
+                    kept = rest if left is None else left.hull(rest)
+                    # A backstop reads no hole: it only adds what its own cut left out.
+                    if (kept != read and not full) or (full and left is not None):
+                        holes.append(store.HoleWrite(key, read, kept, unread=full))
                 if on_account is not None:
                     on_account(account)
             fresh = await store.unreported(conn, [d.drift_id for d in found])
@@ -353,8 +370,11 @@ class Reconciler:
             # finds the same ids (events.drift.drift_id), all reported, so it produces none
             # of them again (tests/integration/test_drift_cursor.py).
             crash_point(DRIFT_BEFORE_CURSORS)
+            # One transaction: a cursor moved past a cut listing without its hole would
+            # mark a span judged that was not.
             async with conn.transaction():
                 await store.advance_drift_cursors(conn, advanced, now)
+                await store.write_drift_holes(conn, holes)
                 if full and effects_of is None:
                     # A backstop knows every configured account: a cursor of any other
                     # is of an account removed, and would stay for ever. A crash before
@@ -394,6 +414,7 @@ class Reconciler:
             sorted({e.idempotency_key for e in effects}),
             first_covered(listing.covered_from, grace, judged.judged_from),
             account.tenant,
+            judged.judged_below,
         )
         return compare(
             provider=account.provider,
@@ -409,14 +430,52 @@ class Reconciler:
             window_start=judged.judged_from,
             grace=grace,
             covered_from=listing.covered_from,
+            judged_below=judged.judged_below,
         )
 
-    async def _listing(self, account: Account, since: datetime) -> EffectListing | None:
-        """The account's effects since `since` (a grace before the window, for the clocks'
-        difference); None when the provider could not answer (counted in
-        recon_drift_listings as `unavailable`)."""
+    async def _hole(
+        self, conn: asyncpg.Connection, account: Account, hole: Hole | None, now: datetime
+    ) -> tuple[list[DriftDetected], Hole | None]:
+        """Judge the account's hole from its top down, one listing (a page cap) of it: what
+        that found, and what is left of the hole after: None when that listing was whole
+        (closed), the hole as it was when the provider could not answer or listed something
+        unreadable, the part below the listing's cut otherwise. A hole no longer in the
+        window is dropped."""
+        if hole is None:
+            return [], None
+        config = self.settings.reconciler
+        below = hole_span(
+            hole,
+            now,
+            timedelta(seconds=config.drift_window_s),
+            timedelta(seconds=config.drift_grace_s),
+        )
+        if below is None:
+            return [], None
+        listing = await self._listing(account, below)
+        effects = self._effects(account, listing) if listing is not None else None
+        if listing is None or effects is None:
+            return [], hole
+        found = await self._judge(conn, account, effects, listing, below, now)
+        grace = timedelta(seconds=config.drift_grace_s)
+        if below.gives_up(listing.covered_from, grace):
+            log.warning(
+                "drift scan of %s: more than a page cap of effects within two graces of %s;"
+                " legs dispatched in the grace before it are given up (not judged for a"
+                " missing effect), so the scan can list below it",
+                account,
+                hole.below.isoformat(),
+            )
+        return found, below.left_out(listing.covered_from, grace)
+
+    async def _listing(self, account: Account, judged: Span) -> EffectListing | None:
+        """The account's effects of the span `judged` (from a grace before it, for the
+        clocks' difference; for a hole, to a grace past it); None when the provider could
+        not answer (counted in recon_drift_listings as `unavailable`)."""
         try:
-            return await listing_of(self.accounts.adapters[account], since)
+            return await listing_of(
+                self.accounts.adapters[account], judged.ask_since, judged.ask_until
+            )
         except ListingUnavailable as error:
             labelled(DRIFT_LISTINGS, account.provider, "unavailable").inc()
             log.warning("drift scan skipped %s: %s", account, error)
@@ -438,7 +497,8 @@ class Reconciler:
             labelled(DRIFT_LISTINGS, account.provider, "cut").inc()
             log.warning(
                 "drift scan of %s: the listing was cut at %d effects (a page cap); legs"
-                " dispatched before %s are not judged for a missing effect",
+                " dispatched before %s are not judged for a missing effect by this scan"
+                " (later scans list below it where the adapter can: a hole)",
                 account,
                 len(listing.effects),
                 listing.covered_from.isoformat(),

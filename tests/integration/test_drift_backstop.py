@@ -184,12 +184,14 @@ async def test_a_backstop_over_a_cut_or_unavailable_listing_moves_no_cursor(
     stack: Stack, recon: Recon, free_port: Callable[[], int]
 ) -> None:
     """Only a whole listing judged every leg of the span: a cut one proves no absence
-    before its cut, an unavailable one nothing."""
+    before its cut, an unavailable one nothing. (A cut one of an adapter that lists below
+    an instant moves it and keeps the rest as a hole: tests/integration/test_drift_hole.py.)"""
     await scans_by_hand(stack)
     old_history(stack, 5, ago=timedelta(minutes=30))
     async with open_reconciler(scanner_settings(stack, grace_s=0.001)) as scanner:
         sandbox = sandbox_of(scanner)
         sandbox.max_list_pages, sandbox.list_page = 1, 2  # two of five listed: cut
+        sandbox.lists_until = False
         cut = await scanner.drift_scan(full=True)
         assert len(cut) == 2
         assert await cursor(stack) is None

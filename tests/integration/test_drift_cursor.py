@@ -98,8 +98,11 @@ async def test_a_cut_listing_leaves_the_cursor_and_a_later_whole_one_judges_what
 
         # One page of two: the new reserve and the middle charge are listed, the cut covers
         # from the latter on. The new charge is proven missing; the old one is not judged.
+        # An adapter that cannot list below an instant (tests/integration/test_drift_hole.py
+        # has one that can: its cursor moves on and the cut's rest is kept as a hole).
         sandbox = sandbox_of(scanner)
         sandbox.max_list_pages, sandbox.list_page = 1, 2
+        sandbox.lists_until = False
         cut = DRIFT_LISTINGS.labels("sandbox", "cut")._value.get()
         found = await scanner.drift_scan()
         assert DRIFT_LISTINGS.labels("sandbox", "cut")._value.get() == cut + 1

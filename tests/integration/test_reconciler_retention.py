@@ -54,8 +54,8 @@ async def test_the_drift_scan_reads_events_by_op_key_and_time_through_an_index(
         by_time = await _generic_plan(
             conn,
             store._LEDGER,
-            "timestamptz, text, text[], timestamptz, text",
-            "now() - interval '1 day', 'sandbox', '{rk1_a,rk1_b}', now(), NULL",
+            "timestamptz, text, text[], timestamptz, text, timestamptz",
+            "now() - interval '1 day', 'sandbox', '{rk1_a,rk1_b}', now(), NULL, NULL",
         )
     finally:
         await conn.close()

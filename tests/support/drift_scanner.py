@@ -2,6 +2,7 @@
 reconciler's settings, a history of effects in the sandbox, and what an adapter asked."""
 
 import json
+import secrets
 import sqlite3
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -69,6 +70,60 @@ def old_history(stack: Stack, n: int, ago: timedelta = timedelta(days=2)) -> Non
         db.commit()
     finally:
         db.close()
+
+
+def strays_at(stack: Stack, instants: list[datetime]) -> list[str]:
+    """Effects no intent issued, created (by the provider's clock) at these instants and
+    listed from now on, written straight into the sandbox's store: a burst spread in time
+    as a test needs it, without waiting for it. Their ids, in the instants' order."""
+    now = datetime.now(UTC).timestamp()
+    tag = secrets.token_hex(8)
+    rows = [
+        (
+            f"ch_stray{i:02d}{tag}",
+            f"stray-{i}-{tag}",
+            json.dumps({"amount": 1 + i, "currency": "usd"}),
+            json.dumps({}),
+            at.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+            now,
+        )
+        for i, at in enumerate(instants)
+    ]
+    db = sqlite3.connect(stack.log_dir / "sandbox.db")
+    try:
+        db.executemany(
+            "INSERT INTO effects (id, operation, idempotency_key, payload, metadata, status,"
+            " created_at, visible_at) VALUES (?, 'payments.charge', ?, ?, ?, 'succeeded', ?, ?)",
+            rows,
+        )
+        db.commit()
+    finally:
+        db.close()
+    return [row[0] for row in rows]
+
+
+def forget_effects(stack: Stack, effect_ids: list[str]) -> None:
+    """The sandbox forgets these effects (a test's strays dated in its scans' future would
+    otherwise fall in the next test's window)."""
+    db = sqlite3.connect(stack.log_dir / "sandbox.db")
+    try:
+        db.executemany("DELETE FROM effects WHERE id = ?", [(i,) for i in effect_ids])
+        db.commit()
+    finally:
+        db.close()
+
+
+async def hole(stack: Stack) -> tuple[datetime, datetime] | None:
+    """The shared sandbox account's hole (reconcilers.drift_span.Hole), if it has one."""
+    conn = await asyncpg.connect(stack.database_url)
+    try:
+        row = await conn.fetchrow(
+            "SELECT hole_from, hole_to FROM reconciler_drift_cursors"
+            " WHERE provider = 'sandbox' AND account = '' AND hole_from IS NOT NULL"
+        )
+        return None if row is None else (row["hole_from"], row["hole_to"])
+    finally:
+        await conn.close()
 
 
 class Asked:

@@ -83,6 +83,28 @@ def page_limit(limit: str | None) -> int | Response:
     )
 
 
+# An ISO 8601 instant with its zone is 32 characters at most (microseconds, `+hh:mm`).
+MAX_INSTANT_CHARS = 40
+
+
+def instant_param(name: str, raw: str | None) -> datetime | None:
+    """A listing's time filter (`created_gte`, `created_lt`): None when not sent, else the
+    instant; a ValueError naming the parameter when it is not an ISO 8601 instant naming
+    its zone (a naive time would fall either side of the effects' UTC times) or is longer
+    than any is."""
+    if raw is None:
+        return None
+    at = None
+    if len(raw) <= MAX_INSTANT_CHARS:
+        try:
+            at = datetime.fromisoformat(raw)
+        except ValueError:
+            at = None
+    if at is None or at.tzinfo is None:
+        raise ValueError(name)
+    return at
+
+
 def call_seq(cursor: str) -> int | None:
     """A call's `seq` sent back as `starting_after`: a whole number that fits SQLite's
     integers (18 digits), else None."""
@@ -204,6 +226,7 @@ def create_app(
         idempotency_key: str | None = None,
         operation: str | None = None,
         created_gte: str | None = None,
+        created_lt: str | None = None,
         limit: str | None = None,
         starting_after: str | None = None,
     ) -> Response:
@@ -219,8 +242,9 @@ def create_app(
                     "unknown_operation",
                     f"Unknown operation {operation!r}; use one of {known}.",
                 )
-        if idempotency_key is None and (limit, created_gte, starting_after) != (None,) * 3:
-            return await _effects_page(op, created_gte, limit, starting_after)
+        paged = (limit, created_gte, created_lt, starting_after)
+        if idempotency_key is None and paged != (None,) * 4:
+            return await _effects_page(op, created_gte, created_lt, limit, starting_after)
         if idempotency_key is None:
             listed = await asyncio.to_thread(store.list_effects, op)
             return JSONResponse({"effects": [e.to_json() for e in listed]})
@@ -239,25 +263,27 @@ def create_app(
         return JSONResponse({"effects": shown})
 
     async def _effects_page(
-        op: Operation | None, created_gte: str | None, raw_limit: str | None, after: str | None
+        op: Operation | None,
+        created_gte: str | None,
+        created_lt: str | None,
+        raw_limit: str | None,
+        after: str | None,
     ) -> Response:
         """The list as Stripe's lists page (newest first, `has_more`, `starting_after`),
-        from `created_gte` on: what the drift scan reads for its window, in pages that
-        stay under recon's answer bound however long the history."""
+        from `created_gte` on and before `created_lt`: what the drift scan reads for its
+        window, or for a hole below a cut listing, in pages that stay under recon's answer
+        bound however long the history."""
         limit = page_limit(raw_limit)
         if isinstance(limit, Response):
             return limit
-        since: datetime | None = None
-        if created_gte is not None:
-            try:
-                since = datetime.fromisoformat(created_gte)
-            except ValueError:
-                since = None
-            if since is None or since.tzinfo is None:
-                return error_response(
-                    400, "invalid_created_gte", "created_gte must be an ISO 8601 instant."
-                )
-        page, more = await asyncio.to_thread(store.effects_page, op, since, limit, after)
+        try:
+            since = instant_param("created_gte", created_gte)
+            until = instant_param("created_lt", created_lt)
+        except ValueError as error:
+            return error_response(
+                400, f"invalid_{error}", f"{error} must be an ISO 8601 instant with its zone."
+            )
+        page, more = await asyncio.to_thread(store.effects_page, op, since, limit, after, until)
         return JSONResponse({"effects": [e.to_json() for e in page], "has_more": more})
 
     @app.get("/v1/calls")

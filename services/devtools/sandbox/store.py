@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
@@ -377,10 +377,11 @@ class SandboxStore:
         created_gte: datetime | None,
         limit: int,
         starting_after: str | None,
+        created_lt: datetime | None = None,
     ) -> tuple[list[Effect], bool]:
-        """Up to `limit` visible effects created at or after `created_gte`, newest first
-        (Stripe's list order), older than the effect `starting_after`; and whether there
-        are more. What the drift scan pages through."""
+        """Up to `limit` visible effects created at or after `created_gte` (and before
+        `created_lt`), newest first (Stripe's list order), older than the effect
+        `starting_after`; and whether there are more. What the drift scan pages through."""
         where = ["visible_at <= ?"]
         args: list[Any] = []
         if operation is not None:
@@ -391,6 +392,12 @@ class SandboxStore:
             # effect at `created_gte` itself is truncated alike, so it is listed.
             where.append("created_at >= ?")
             args.append(_utc_iso(created_gte.timestamp()))
+        if created_lt is not None:
+            # Rounded up to the millisecond created_at is written in: every effect created
+            # before `created_lt` is listed (one in its very millisecond after it may be too).
+            up = timedelta(microseconds=-created_lt.microsecond % 1000)
+            where.append("created_at < ?")
+            args.append(_utc_iso((created_lt + up).timestamp()))
         if starting_after is not None:
             where.append("seq < (SELECT seq FROM effects WHERE id = ?)")
             args.append(starting_after)

@@ -1,0 +1,172 @@
+"""A drift listing continued below its cut, against the real sandbox and Postgres (and
+Kafka, where the findings go). A listing cut at its page cap holds the newest effects
+only; before the hole (reconcilers.drift_span.Hole, migration 0011) the cursor stayed
+put, every later scan listed the same newest pages, and an effect without intent or a
+confirmed leg without its effect below the cut was never reported. Now an adapter that
+lists below an instant (the sandbox's `created_lt`) keeps what the cut left out as the
+account's hole, and later scans list it from its top down, a page cap at a time.
+
+A page cap of two effects (one page of two) stands for the sandbox's 10,000, and a window
+that starts just before the test's own effects keeps the other tests' out of it. The
+scans' clock is set, not waited for: the strays are created (by the sandbox's clock) in
+the scans' past, each a few graces from the next, and forgotten after the test."""
+
+import dataclasses
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from datetime import UTC, datetime, timedelta
+
+from support.drift_scanner import (
+    cursor,
+    forget_effects,
+    hole,
+    lose_effects,
+    sandbox_of,
+    scanner_settings,
+    scans_by_hand,
+    strays_at,
+)
+from support.recon_client import Recon, op, transaction
+
+from events.drift import DriftDetected
+from services.config import Settings
+from services.devtools.stack import Stack
+from services.pull_reconciler.runtime import Reconciler, open_reconciler
+
+GRACE = timedelta(seconds=10)
+STRAYS = 6
+# More than the whole walk takes: the first scan lists two strays, each later one two more
+# effects of the hole (the strays, the transaction's effects), then the hole closes.
+MAX_SCANS = 12
+
+
+def settings(stack: Stack, start: datetime, now: datetime) -> Settings:
+    """The scanner's settings: its window starts a second before `start` (the test's own
+    effects and legs alone), seen from `now`."""
+    base = scanner_settings(stack, grace_s=GRACE.total_seconds())
+    window = (now - start + timedelta(seconds=1)).total_seconds()
+    return dataclasses.replace(
+        base, reconciler=dataclasses.replace(base.reconciler, drift_window_s=window)
+    )
+
+
+async def a_charge_that_lost_its_effect(stack: Stack, recon: Recon, tx_id: str) -> str:
+    assert (await recon.submit(transaction(tx_id, receipt=False))).status_code == 202
+    tx = await recon.wait_terminal(tx_id)
+    assert tx["status"] == "committed"
+    charge: str = op(tx, "charge")["op_key"]
+    lose_effects(stack, charge)
+    return charge
+
+
+def burst_after(start: datetime) -> list[datetime]:
+    """The strays' creation instants: from half a minute after `start`, 2.5 graces apart
+    (the oldest first), so each hole listing's cut lies below the last one's."""
+    # In whole milliseconds, as the sandbox writes creation times.
+    first = start.replace(microsecond=start.microsecond // 1000 * 1000) + timedelta(seconds=30)
+    return [first + 2.5 * GRACE * i for i in range(STRAYS)]
+
+
+@asynccontextmanager
+async def burst(stack: Stack, start: datetime) -> AsyncIterator[tuple[list[datetime], list[str]]]:
+    """The strays (burst_after), forgotten by the sandbox when the test is done."""
+    instants = burst_after(start)
+    strays = strays_at(stack, instants)
+    try:
+        yield instants, strays
+    finally:
+        forget_effects(stack, strays)
+
+
+def tiny_cap(scanner: Reconciler) -> None:
+    sandbox = sandbox_of(scanner)
+    sandbox.max_list_pages, sandbox.list_page = 1, 2
+
+
+def found_ids(found: list[DriftDetected]) -> set[str]:
+    return {d.effect_id or d.op_key or "" for d in found}
+
+
+async def test_drift_below_a_cut_listing_is_reported_by_later_scans(
+    stack: Stack, recon: Recon
+) -> None:
+    await scans_by_hand(stack)  # this test runs the scans itself
+    start = datetime.now(UTC)
+    charge = await a_charge_that_lost_its_effect(stack, recon, "hole-below")
+    async with (
+        burst(stack, start) as (instants, strays),
+        open_reconciler(settings(stack, start, instants[-1] + 3 * GRACE)) as scanner,
+    ):
+        now = instants[-1] + 3 * GRACE
+        scanner.clock = lambda: now
+        tiny_cap(scanner)
+        first = found_ids(await scanner.drift_scan())
+        # The newest two strays; the older ones and the leg lie below the cut.
+        assert first == set(strays[-2:]), first
+        judged_to = await cursor(stack)
+        assert judged_to == now - GRACE  # moved on: what the cut left out is the hole
+        left = await hole(stack)
+        assert left is not None and left[1] == instants[-2] + GRACE, left
+
+        later: set[str] = set()
+        scans = 1
+        while await hole(stack) is not None:
+            assert scans < MAX_SCANS, f"the hole {await hole(stack)} is not closing"
+            later |= found_ids(await scanner.drift_scan())
+            scans += 1
+        # Each later scan listed one page cap of the hole: the older strays, an
+        # `effect_without_intent` each, and the charge's missing effect.
+        assert set(strays[:-2]) <= later, (strays, later)
+        assert charge in later
+        assert scans >= 3
+        assert await cursor(stack) == judged_to
+
+
+async def test_a_cut_backstop_leaves_a_hole_the_next_scans_close(
+    stack: Stack, recon: Recon
+) -> None:
+    """The backstop reads no cursor and no hole; its cut listing adds what it left out
+    to the account's hole, and the incremental scans after it judge that."""
+    await scans_by_hand(stack)
+    start = datetime.now(UTC)
+    charge = await a_charge_that_lost_its_effect(stack, recon, "hole-backstop")
+    async with (
+        burst(stack, start) as (instants, strays),
+        open_reconciler(settings(stack, start, instants[-1] + 3 * GRACE)) as scanner,
+    ):
+        now = instants[-1] + 3 * GRACE
+        scanner.clock = lambda: now
+        tiny_cap(scanner)
+        assert found_ids(await scanner.drift_scan(full=True)) == set(strays[-2:])
+        assert await hole(stack) is not None
+        assert await cursor(stack) == now - GRACE
+
+        later: set[str] = set()
+        for _ in range(MAX_SCANS):
+            later |= found_ids(await scanner.drift_scan())
+            if await hole(stack) is None:
+                break
+        assert set(strays[:-2]) <= later and charge in later, later
+        assert await hole(stack) is None
+
+
+async def test_an_adapter_that_cannot_list_below_an_instant_keeps_its_cursor_as_before(
+    stack: Stack, recon: Recon
+) -> None:
+    """Without `lists_until` a cut listing leaves the cursor where it was and keeps no
+    hole, as before the holes: the same newest pages at every scan."""
+    await scans_by_hand(stack)
+    start = datetime.now(UTC)
+    await a_charge_that_lost_its_effect(stack, recon, "hole-none")
+    async with (
+        burst(stack, start) as (instants, strays),
+        open_reconciler(settings(stack, start, instants[-1] + 3 * GRACE)) as scanner,
+    ):
+        now = instants[-1] + 3 * GRACE
+        scanner.clock = lambda: now
+        tiny_cap(scanner)
+        sandbox_of(scanner).lists_until = False
+        for _ in range(3):
+            assert found_ids(await scanner.drift_scan()) == set(strays[-2:])
+            assert await cursor(stack) is None
+            assert await hole(stack) is None
