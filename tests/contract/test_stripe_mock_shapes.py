@@ -122,3 +122,13 @@ async def test_the_drift_listing_reads_stripes_lists(adapter: StripeAdapter) -> 
     effects = [effect_from_json(raw) for raw in (await adapter.list_effects()).effects]
     assert effects, "stripe-mock lists one intent and one refund"
     assert {e.operation for e in effects} <= set(CREATED_BY.values())
+
+
+async def test_stripe_accepts_the_listing_of_a_hole_below_a_cut(adapter: StripeAdapter) -> None:
+    """`created[gte]` and `created[lt]` together (reconcilers.drift_span.Hole): a filter
+    Stripe refused would make every hole's listing unavailable."""
+    now = datetime.now(UTC)
+    listing = await adapter.list_effects(since=now - timedelta(days=1), until=now)
+    assert listing.covered_from is None
+    for raw in listing.effects:
+        effect_from_json(raw)

@@ -5,7 +5,7 @@ says. Pure: no I/O but reading files."""
 
 import asyncio
 import json
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -47,6 +47,9 @@ def _refused(text: str) -> str:
         ('since_param = "page_size"\n', "already a parameter"),
         ('since_param = "cursor"\n', "already a parameter"),
         ('more = "/paging/more"\n', "not both"),
+        ('until_param = "created_lt"\n', "name since_param too"),
+        ('since_param = "created_gte"\nuntil_param = "created_gte"\n', "already a parameter"),
+        ('since_param = "created_gte"\nuntil_param = "cursor"\n', "already a parameter"),
     ],
 )
 def test_a_listing_mistake_is_refused_naming_its_line(extra: str, says: str) -> None:
@@ -79,6 +82,29 @@ def test_the_since_value_is_written_as_the_file_says() -> None:
     )
     # Rounded down: the effect created at `since` itself is still asked for.
     assert since_params(unix, SINCE) == {"created[gte]": str(int(SINCE.timestamp()))}
+
+
+def test_the_until_value_is_written_as_the_file_says() -> None:
+    """An account's hole is asked below an instant (reconcilers.drift_span.Hole)."""
+    listing = parse(SANDBOX.read_text(encoding="utf-8"), SANDBOX.name).listing
+    assert listing is not None
+    until = SINCE + timedelta(minutes=1)
+    iso = Listing.model_validate({**listing.model_dump(), "until_param": "created_lt"})
+    assert since_params(iso, SINCE, until) == {
+        "created_gte": SINCE.isoformat(),
+        "created_lt": until.isoformat(),
+    }
+    unix = Listing.model_validate(
+        {
+            **listing.model_dump(),
+            "since_param": "created[gte]",
+            "until_param": "created[lt]",
+            "since_format": "unix",
+        }
+    )
+    # Rounded up: every effect created before `until` is still asked for.
+    assert since_params(unix, None, until) == {"created[lt]": str(int(until.timestamp()) + 1)}
+    assert since_params(listing, SINCE, until) == {"created_gte": SINCE.isoformat()}
 
 
 def _page_of(*bodies: dict[str, object]) -> tuple[list[dict[str, str]], object]:

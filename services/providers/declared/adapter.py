@@ -235,7 +235,16 @@ class DeclaredAdapter:
         listing = self.declared.listing
         return listing is not None and listing.since_param is not None
 
-    async def list_effects(self, since: datetime | None = None) -> EffectListing:
+    @property
+    def lists_until(self) -> bool:
+        """Whether the drift scan may list below an instant (an account's hole): only when
+        the file names that parameter too (`until_param`)."""
+        listing = self.declared.listing
+        return listing is not None and listing.until_param is not None
+
+    async def list_effects(
+        self, since: datetime | None = None, until: datetime | None = None
+    ) -> EffectListing:
         if self.declared.listing is None:
             raise ListingUnavailable("the provider file declares no listing")
         listing = self.declared.listing
@@ -243,7 +252,7 @@ class DeclaredAdapter:
         async def page(params: dict[str, str]) -> Answer:
             return await self._send("GET", listing.path, params=params)
 
-        return await effects.listed(page, listing, since)
+        return await effects.listed(page, listing, since, until)
 
     def read_webhook(self, body: bytes) -> WebhookReading:
         """The provider's events as its file's `[webhooks.events]` reads them; without

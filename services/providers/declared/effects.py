@@ -61,21 +61,32 @@ def _instant(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def since_params(listing: Listing, since: datetime | None) -> dict[str, str]:
-    """The query parameter that asks for the effects created at or after `since`, in the
-    file's format; none when the file names no such parameter or nothing is asked. Unix
-    seconds round down, so the effect at `since` itself is still listed."""
-    if listing.since_param is None or since is None:
-        return {}
+def since_params(
+    listing: Listing, since: datetime | None, until: datetime | None = None
+) -> dict[str, str]:
+    """The query parameters that ask for the effects created at or after `since` (and
+    before `until`), in the file's format; none when the file names no such parameter or
+    nothing is asked. Unix seconds round `since` down and `until` up, so every effect in
+    [since, until) is still listed (one in `until`'s second after it may be too)."""
+    asked: dict[str, str] = {}
+    if listing.since_param is not None and since is not None:
+        asked[listing.since_param] = _written(listing, since, math.floor)
+    if listing.until_param is not None and until is not None:
+        asked[listing.until_param] = _written(listing, until, math.ceil)
+    return asked
+
+
+def _written(listing: Listing, at: datetime, rounded: Callable[[float], int]) -> str:
     if listing.since_format == "unix":
-        return {listing.since_param: str(math.floor(since.timestamp()))}
-    return {listing.since_param: since.isoformat()}
+        return str(rounded(at.timestamp()))
+    return at.isoformat()
 
 
 async def listed(
     page: Callable[[dict[str, str]], Awaitable[Answer]],
     listing: Listing,
     since: datetime | None = None,
+    until: datetime | None = None,
 ) -> EffectListing:
     """Every listed effect (created at or after `since` when the file can ask so), `page`
     asking for one page with the given parameters. Cut when `max_pages` pages still had a
@@ -83,7 +94,7 @@ async def listed(
     oldest listed (cut_listing); one whose file declares no order leaves out effects of
     any age, which prove no leg's effect absent (NOTHING_COVERED)."""
     found: list[dict[str, Any]] = []
-    first = {**listing.params, **since_params(listing, since)}
+    first = {**listing.params, **since_params(listing, since, until)}
     params = first
     for _ in range(listing.max_pages):
         try:

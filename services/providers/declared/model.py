@@ -268,6 +268,10 @@ class Listing(Strict):
     # how its value is written: the drift scan then asks for its window alone.
     since_param: QueryKey | None = None
     since_format: Literal["iso8601", "unix"] = "iso8601"
+    # The query parameter that asks for the effects created before an instant (written as
+    # since_format says): the drift scan then lists an account's hole below a cut listing
+    # (reconcilers.drift_span.Hole). Needs since_param: a hole is asked for by both.
+    until_param: QueryKey | None = None
     # The provider's declared list order: `newest_first` lets a listing cut at max_pages
     # cover every leg after its oldest listed effect; `unknown` (an order not declared)
     # covers none, as the effects left out may be any age.
@@ -293,10 +297,20 @@ class Listing(Strict):
                 raise ValueError(
                     "since_format says how since_param's value is written: name since_param too"
                 )
+            if self.until_param is not None:
+                raise ValueError(
+                    "until_param asks below an instant, for a span that since_param starts:"
+                    " name since_param too"
+                )
             return self
-        if self.since_param in self.params or self.since_param == self.cursor_param:
+        taken = {*self.params, self.cursor_param}
+        if self.since_param in taken:
             raise ValueError(
                 f"since_param {self.since_param!r} is already a parameter of the listing"
+            )
+        if self.until_param is not None and self.until_param in taken | {self.since_param}:
+            raise ValueError(
+                f"until_param {self.until_param!r} is already a parameter of the listing"
             )
         return self
 

@@ -10,6 +10,7 @@ object by `metadata[op_key]` instead (the intent's search, a payment intent's re
 intent a confirm or cancel acted on).
 """
 
+import math
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
@@ -198,28 +199,38 @@ class StripeAdapter:
             "revoked": body.get("status") == "canceled",
         }
 
-    # The drift scan passes its account's cursor less the grace: Stripe's lists filter by
-    # `created[gte]`.
+    # The drift scan passes its account's cursor less the grace, and a hole's top below a
+    # cut listing (reconcilers.drift_span.Hole): Stripe's lists filter by `created[gte]`
+    # and `created[lt]` (tests/contract/test_stripe_mock_shapes.py).
     lists_since = True
+    lists_until = True
 
-    async def list_effects(self, since: datetime | None = None) -> EffectListing:
+    async def list_effects(
+        self, since: datetime | None = None, until: datetime | None = None
+    ) -> EffectListing:
         effects: list[Any] = []
         cuts: list[datetime] = []
         for resource in ("/v1/payment_intents", "/v1/refunds"):
-            listing = await self._list(resource, since)
+            listing = await self._list(resource, since, until)
             effects += listing.effects
             if listing.covered_from is not None:
                 cuts.append(listing.covered_from)
         # Each resource is covered from its own cut on: both from the later one.
         return EffectListing(effects, max(cuts, default=None))
 
-    async def _list(self, resource: str, since: datetime | None) -> EffectListing:
+    async def _list(
+        self, resource: str, since: datetime | None, until: datetime | None
+    ) -> EffectListing:
         """One resource's objects (newest first, as Stripe lists), read into effects; cut
         (cut_listing) when MAX_LIST_PAGES pages left older ones out."""
         first = {"limit": "100"}
         if since is not None:
             # Whole seconds, rounded down: an object in `since`'s second is listed.
-            first["created[gte]"] = str(int(since.timestamp()))
+            first["created[gte]"] = str(math.floor(since.timestamp()))
+        if until is not None:
+            # Rounded up: every object created before `until` is listed (one in its very
+            # second after it may be too, judged again and filtered as reported).
+            first["created[lt]"] = str(math.ceil(until.timestamp()))
 
         async def ask(params: dict[str, str]) -> tuple[list[dict[str, Any]], bool]:
             try:
