@@ -67,20 +67,34 @@ def burst_after(start: datetime) -> list[datetime]:
     return [first + 2.5 * GRACE * i for i in range(STRAYS)]
 
 
+@dataclasses.dataclass
+class Burst:
+    scanner: Reconciler
+    now: datetime  # the scans' clock: a few graces after the newest stray
+    instants: list[datetime]
+    strays: list[str]
+    charge: str  # the op key of the charge whose effect the sandbox lost
+
+
 @asynccontextmanager
-async def burst(stack: Stack, start: datetime) -> AsyncIterator[tuple[list[datetime], list[str]]]:
-    """The strays (burst_after), forgotten by the sandbox when the test is done."""
+async def burst_below(stack: Stack, recon: Recon, tx_id: str) -> AsyncIterator[Burst]:
+    """A committed charge whose effect the sandbox lost, then the strays (burst_after) in
+    the scans' past, and a scanner of a page cap of two whose clock is set after them; the
+    strays are forgotten by the sandbox when the test is done."""
+    await scans_by_hand(stack)  # the test runs the scans itself
+    start = datetime.now(UTC)
+    charge = await a_charge_that_lost_its_effect(stack, recon, tx_id)
     instants = burst_after(start)
+    now = instants[-1] + 3 * GRACE
     strays = strays_at(stack, instants)
     try:
-        yield instants, strays
+        async with open_reconciler(settings(stack, start, now)) as scanner:
+            scanner.clock = lambda: now
+            sandbox = sandbox_of(scanner)
+            sandbox.max_list_pages, sandbox.list_page = 1, 2
+            yield Burst(scanner, now, instants, strays, charge)
     finally:
         forget_effects(stack, strays)
-
-
-def tiny_cap(scanner: Reconciler) -> None:
-    sandbox = sandbox_of(scanner)
-    sandbox.max_list_pages, sandbox.list_page = 1, 2
 
 
 def found_ids(found: list[DriftDetected]) -> set[str]:
@@ -90,34 +104,25 @@ def found_ids(found: list[DriftDetected]) -> set[str]:
 async def test_drift_below_a_cut_listing_is_reported_by_later_scans(
     stack: Stack, recon: Recon
 ) -> None:
-    await scans_by_hand(stack)  # this test runs the scans itself
-    start = datetime.now(UTC)
-    charge = await a_charge_that_lost_its_effect(stack, recon, "hole-below")
-    async with (
-        burst(stack, start) as (instants, strays),
-        open_reconciler(settings(stack, start, instants[-1] + 3 * GRACE)) as scanner,
-    ):
-        now = instants[-1] + 3 * GRACE
-        scanner.clock = lambda: now
-        tiny_cap(scanner)
-        first = found_ids(await scanner.drift_scan())
+    async with burst_below(stack, recon, "hole-below") as b:
+        first = found_ids(await b.scanner.drift_scan())
         # The newest two strays; the older ones and the leg lie below the cut.
-        assert first == set(strays[-2:]), first
+        assert first == set(b.strays[-2:]), first
         judged_to = await cursor(stack)
-        assert judged_to == now - GRACE  # moved on: what the cut left out is the hole
+        assert judged_to == b.now - GRACE  # moved on: what the cut left out is the hole
         left = await hole(stack)
-        assert left is not None and left[1] == instants[-2] + GRACE, left
+        assert left is not None and left[1] == b.instants[-2] + GRACE, left
 
         later: set[str] = set()
         scans = 1
         while await hole(stack) is not None:
             assert scans < MAX_SCANS, f"the hole {await hole(stack)} is not closing"
-            later |= found_ids(await scanner.drift_scan())
+            later |= found_ids(await b.scanner.drift_scan())
             scans += 1
         # Each later scan listed one page cap of the hole: the older strays, an
         # `effect_without_intent` each, and the charge's missing effect.
-        assert set(strays[:-2]) <= later, (strays, later)
-        assert charge in later
+        assert set(b.strays[:-2]) <= later, (b.strays, later)
+        assert b.charge in later
         assert scans >= 3
         assert await cursor(stack) == judged_to
 
@@ -127,26 +132,17 @@ async def test_a_cut_backstop_leaves_a_hole_the_next_scans_close(
 ) -> None:
     """The backstop reads no cursor and no hole; its cut listing adds what it left out
     to the account's hole, and the incremental scans after it judge that."""
-    await scans_by_hand(stack)
-    start = datetime.now(UTC)
-    charge = await a_charge_that_lost_its_effect(stack, recon, "hole-backstop")
-    async with (
-        burst(stack, start) as (instants, strays),
-        open_reconciler(settings(stack, start, instants[-1] + 3 * GRACE)) as scanner,
-    ):
-        now = instants[-1] + 3 * GRACE
-        scanner.clock = lambda: now
-        tiny_cap(scanner)
-        assert found_ids(await scanner.drift_scan(full=True)) == set(strays[-2:])
+    async with burst_below(stack, recon, "hole-backstop") as b:
+        assert found_ids(await b.scanner.drift_scan(full=True)) == set(b.strays[-2:])
         assert await hole(stack) is not None
-        assert await cursor(stack) == now - GRACE
+        assert await cursor(stack) == b.now - GRACE
 
         later: set[str] = set()
         for _ in range(MAX_SCANS):
-            later |= found_ids(await scanner.drift_scan())
+            later |= found_ids(await b.scanner.drift_scan())
             if await hole(stack) is None:
                 break
-        assert set(strays[:-2]) <= later and charge in later, later
+        assert set(b.strays[:-2]) <= later and b.charge in later, later
         assert await hole(stack) is None
 
 
@@ -155,18 +151,9 @@ async def test_an_adapter_that_cannot_list_below_an_instant_keeps_its_cursor_as_
 ) -> None:
     """Without `lists_until` a cut listing leaves the cursor where it was and keeps no
     hole, as before the holes: the same newest pages at every scan."""
-    await scans_by_hand(stack)
-    start = datetime.now(UTC)
-    await a_charge_that_lost_its_effect(stack, recon, "hole-none")
-    async with (
-        burst(stack, start) as (instants, strays),
-        open_reconciler(settings(stack, start, instants[-1] + 3 * GRACE)) as scanner,
-    ):
-        now = instants[-1] + 3 * GRACE
-        scanner.clock = lambda: now
-        tiny_cap(scanner)
-        sandbox_of(scanner).lists_until = False
+    async with burst_below(stack, recon, "hole-none") as b:
+        sandbox_of(b.scanner).lists_until = False
         for _ in range(3):
-            assert found_ids(await scanner.drift_scan()) == set(strays[-2:])
+            assert found_ids(await b.scanner.drift_scan()) == set(b.strays[-2:])
             assert await cursor(stack) is None
             assert await hole(stack) is None
