@@ -26,7 +26,8 @@ decide/commit loop.
   owned releases nothing (services.dispatcher.held_leases).
   An order of a partition this process no longer owns is not started (`submit`), and a
   claim that waits for another holder's call gives up once the partition is revoked
-  (`_mine`): nothing is sent, the row is left to the new owner, whose take-over claims it.
+  (`owns`): nothing is sent, the row is left to the new owner, whose take-over claims it
+  (or, for a resumed hold, whose gate loop claims the hold, its claim released here).
 - Take-over: a decider that gains a partition (after its restore, also after a failed
   transaction) runs every leg the restored state holds `dispatched` with no answer
   (transactions.unanswered) through the call plan again, except legs held by a kill switch
@@ -170,6 +171,10 @@ class DispatchHost:
         return True
 
     def owns(self, partition: int) -> bool:
+        """Whether this process still makes the calls of `partition`: the one rule that
+        `submit`, a waiting claim (the executor's `mine`), a failed call's retry and a
+        resume ask. A resumed hold follows it too: once its partition is revoked, its call
+        is the new owner's, whose loop claims the hold."""
         return partition in self.owned()
 
     async def close(self) -> None:
@@ -250,16 +255,20 @@ class DispatchHost:
         try:
             while not self.stop.is_set():
                 try:
-                    await self.executor.run(order, functools.partial(self._mine, order, held))
+                    mine = functools.partial(self.owns, order.partition)
+                    made = await self.executor.run(order, mine)
                     if held is not None:
-                        await self.gate.forget(held)
+                        await self._settle(held, made)
                     return
                 except asyncio.CancelledError:
                     raise
                 except Exception as error:
-                    if not self._mine(order, held):
-                        # Its owner now runs it by the take-over rule.
+                    if not self.owns(order.partition):
+                        # Its owner now runs it: by the take-over rule, or a hold by its
+                        # resume, once this claim is released.
                         log.info("%s %s: partition revoked (%r)", *_named(order), error)
+                        if held is not None:
+                            await self.gate.release_claims([held])
                         return
                     delay = RETRY_BACKOFF_S[min(attempt, len(RETRY_BACKOFF_S) - 1)]
                     attempt += 1
@@ -275,11 +284,17 @@ class DispatchHost:
             if again is not None and not self.stop.is_set() and self.owns(again.partition):
                 self.submit([again])
 
-    def _mine(self, order: DispatchOrder, held: store.Held | None) -> bool:
-        """Whether this process is still the one to make the order's call: while it owns
-        the order's partition (else the new owner's take-over makes it); a resumed hold
-        always (the take-over leaves a held leg to its resumer, whoever owns it)."""
-        return held is not None or self.owns(order.partition)
+    async def _settle(self, held: store.Held, made: bool) -> None:
+        """A resumed hold's plan ended: forgotten once it ran to its end; released when its
+        claim gave up (the partition was revoked while another holder's lease kept the call
+        waiting), so the new owner resumes it, judged by the transaction's live state, which
+        only it knows: waited out here, the call would be made on this process's judgement of
+        the state before the revocation, after a person may have failed the transaction (the
+        reconciler looks up a begun held leg and sends it to review meanwhile)."""
+        if made:
+            await self.gate.forget(held)
+        else:
+            await self.gate.release_claims([held])
 
     async def observed(self, order: DispatchOrder, observation: OperationObserved) -> None:
         """The executor's report sink: inline while this process owns the partition, else an

@@ -103,12 +103,14 @@ class Executor:
         mine: Callable[[], bool],
         *,
         span_of: dict[str, str | int] | None = None,
-    ) -> None:
+    ) -> bool:
         """Runs the order's plan once a call slot is free. `mine`: whether the call is still
         this process's to make (asked while a claim waits; the host's ownership of the
-        order's partition). Raises what the plan's I/O raised (services.at_least_once.
-        RetryBatch when Postgres is away): the host retries the order, and the plan's begin
-        statement makes the retry a redelivery if a call was begun."""
+        order's partition). False: a claim was given up for it (nothing sent, nothing
+        reported); True: the plan ran to its end. Raises what the plan's I/O raised
+        (services.at_least_once.RetryBatch when Postgres is away): the host retries the
+        order, and the plan's begin statement makes the retry a redelivery if a call was
+        begun."""
         async with self.calls:
             # The call's span continues the trace of the decision that dispatched it; its
             # context goes to the provider (HTTP headers) and back in the observations.
@@ -122,7 +124,7 @@ class Executor:
                 attempt=order.dispatch.attempt,
                 action=order.dispatch.action,
             ):
-                await Call(self, order, mine).run()
+                return await Call(self, order, mine).run()
 
 
 class Call:
@@ -144,8 +146,11 @@ class Call:
         )
         # While this call holds its row's lease: the loop time past which it sends nothing.
         self.held_until: float | None = None
+        # Set when a claim was given up (`mine` said no): the plan ends, nothing sent.
+        self.given_up = False
 
-    async def run(self) -> None:
+    async def run(self) -> bool:
+        """False: given up at a claim (Executor.run)."""
         # The envelope's tenant, the log's: the call goes to that tenant's account.
         adapter = self.x.accounts.adapter_for(self.envelope.tenant, self.dispatch.provider)
         plan = call_plan(self.dispatch, adapter_known=adapter is not None)
@@ -155,7 +160,7 @@ class Call:
                 try:
                     request = plan.send(answer)
                 except StopIteration:
-                    return
+                    return not self.given_up
                 answer = await self.execute(request, adapter)
         except asyncio.CancelledError:
             self.x.leases.cancelled(self.row)
@@ -260,6 +265,7 @@ class Call:
                             dispatch.action,
                             dispatch.attempt,
                         )
+                        self.given_up = True
                         return False
                     if not waited:
                         log.info(

@@ -3,8 +3,8 @@
 of waiting the lease out: a call that ends while its partition is owned releases nothing
 (no statement per call), and another process's claim then waits, as it must while the
 owner may still call again. A clean stop lets them go likewise. And a claim that waits
-for another holder gives up once its own process loses the partition (DispatchHost._mine):
-the partition's next owner claims the call.
+for another holder gives up once its own process loses the partition (DispatchHost.owns):
+the partition's next owner claims the call, or, for a resumed hold, the hold.
 
 Real parts: Postgres, Kafka (each host's producer) and the sandbox provider as
 a subprocess, through the production executor, gate and DispatchHost of each process."""
@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator, Iterator
 
 import asyncpg
 import pytest
+from support.held_order import hold_order
 from support.sandbox_process import Sandbox, start_sandbox, stop
 from test_calls_begun import TENANT, charge
 
@@ -27,6 +28,7 @@ from services.dispatcher.call_lease import lease_s
 from services.dispatcher.calls_begun import Claimed, claim
 from services.dispatcher.dispatch_order import DispatchOrder
 from services.dispatcher.executor import Executor
+from services.governance import store
 from services.kafka_setup import ensure_topics
 from services.providers.http import ProviderHttp
 from services.providers.registry import build_accounts
@@ -201,3 +203,44 @@ async def test_a_claim_that_waits_gives_up_once_its_partition_is_revoked(
     finally:
         await conn.close()
     assert took < 1.0, f"the claim went on waiting {took:.1f} s for a call not its own"
+
+
+async def test_a_resumed_hold_whose_claim_waits_is_left_to_the_new_owner_once_revoked(
+    processes: tuple[_Process, _Process], fresh_database: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A resumed hold's call follows the one rule too (DispatchHost.owns): before stop 48 it
+    # waited out the other holder's lease after the revocation, then looked up and called on
+    # its resumer's judgement of the transaction from before it, which only the new owner
+    # can make now (a person may have failed the transaction meanwhile).
+    old, resumer = processes
+    envelope, dispatch = charge("held-given-up-1", "k_held_given_up")
+    order = DispatchOrder(envelope, dispatch, 0)
+
+    # Another process's call of the attempt ended; its lease is live.
+    await old.call(order)
+    conn = await asyncpg.connect(fresh_database)
+    try:
+        await hold_order(conn, order)
+        # The owner of partition 0 claims the released hold and resumes it: its call was
+        # begun, so its claim waits for the other lease.
+        resumer.owned.add(0)
+        (held,) = await store.claim_released(
+            conn, 60.0, claimer=resumer.host.gate.claimer, partitions=[0]
+        )
+        with caplog.at_level(logging.INFO, logger="services.dispatcher.executor"):
+            resume = asyncio.create_task(resumer.host._resume([held]))
+            async with asyncio.timeout(10):
+                while "waiting for it to end" not in caplog.text:
+                    await asyncio.sleep(0.01)
+            resumer.owned.discard(0)  # the revocation
+            async with asyncio.timeout(lease_s(PROVIDER_TIMEOUT_S, 1) / 4):
+                await resume
+        assert "no longer this process's to make; not called" in caplog.text
+
+        # Nothing taken, sent or reported; the hold kept, its claim free for the new owner.
+        assert await _claimed_by(conn, dispatch.op_key) == old.host.leases.holder
+        assert resumer.answers == []
+        by_new_owner = await store.claim_released(conn, 60.0, claimer="next", partitions=[0])
+        assert [h.op_key for h in by_new_owner] == [dispatch.op_key]
+    finally:
+        await conn.close()

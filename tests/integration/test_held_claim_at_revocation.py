@@ -8,6 +8,7 @@ Real Postgres, the real DispatchHost resume and the real statements."""
 import asyncio
 
 import asyncpg
+from support.held_order import hold_order
 from support.txbuilders import submit
 
 from events.topics import Topics
@@ -28,24 +29,6 @@ def _charge_order(partition: int) -> DispatchOrder:
     return order
 
 
-async def _hold(conn: asyncpg.Connection, order: DispatchOrder) -> None:
-    dispatch = order.dispatch
-    await store.hold(
-        conn,
-        tenant=TENANT,
-        tx_id=order.envelope.tx_id,
-        action=dispatch.action,
-        op_key=dispatch.op_key,
-        attempt=dispatch.attempt,
-        agent_id="agent-7",
-        provider=dispatch.provider,
-        operation=dispatch.operation,
-        partition=order.partition,
-        envelope=order.envelope.model_dump_json(),
-        switch_ids=("ks_1",),  # released: none is engaged here
-    )
-
-
 async def test_a_hold_revoked_between_its_claim_and_its_call_is_claimable_by_the_new_owner_at_once(
     fresh_database: str,
 ) -> None:
@@ -62,7 +45,7 @@ async def test_a_hold_revoked_between_its_claim_and_its_call_is_claimable_by_the
     order = _charge_order(partition=0)
     conn = await asyncpg.connect(fresh_database)
     try:
-        await _hold(conn, order)
+        await hold_order(conn, order)
         # The old owner's gate loop claims the released hold, as it does while it owns 0.
         (claimed,) = await store.claim_released(
             conn,

@@ -329,10 +329,14 @@ class SimDispatchHost:
                             took(until)
                         if claimed is not Claimed.HELD:
                             break
-                        # Call.claim: no longer its to make (DispatchHost._mine: a resumed
-                        # hold always is, whoever owns its partition).
-                        if not running.owned and running.held is None:
+                        # Call.claim: no longer its to make (DispatchHost.owns), a resumed
+                        # hold's too: its claim is released for the new owner's loop
+                        # (DispatchHost._settle), which judges it by the live state.
+                        if not running.owned:
                             answer = False
+                            if running.held is not None:
+                                self.holds.release_claim(running.held, running.holder)
+                                running.held = None  # nothing to renew or forget
                             break
                         yield _ms(CLAIM_POLL_S)
                 case Hold():

@@ -19,11 +19,13 @@ from transactions.transaction import handle, initial_state
 
 
 class _Executor:
-    def __init__(self) -> None:
+    def __init__(self, gives_up: bool = False) -> None:
         self.runs: list[tuple[str, str, str, int]] = []
+        self.gives_up = gives_up
 
-    async def run(self, order: DispatchOrder, mine: Callable[[], bool]) -> None:
+    async def run(self, order: DispatchOrder, mine: Callable[[], bool]) -> bool:
         self.runs.append(order.leg_key)
+        return not self.gives_up  # False: its claim was given up, nothing sent
 
 
 class _Gate:
@@ -47,9 +49,11 @@ def _held_charge(partition: int) -> store.Held:
     )
 
 
-async def _resumed(owned: set[int], held: store.Held) -> tuple[_Executor, _Gate]:
+async def _resumed(
+    owned: set[int], held: store.Held, gives_up: bool = False
+) -> tuple[_Executor, _Gate]:
     host = DispatchHost(load_settings(), lambda: owned, lambda a: None, lambda *k: None)
-    executor, gate = _Executor(), _Gate()
+    executor, gate = _Executor(gives_up), _Gate()
     host.executor = executor  # type: ignore[assignment]
     host.gate = gate  # type: ignore[assignment]
     async with asyncio.timeout(5):
@@ -70,3 +74,13 @@ async def test_a_hold_of_an_owned_partition_is_resumed() -> None:
     assert len(executor.runs) == 1
     assert len(gate.forgotten) == 1  # its call made, the hold is done
     assert gate.released == []
+
+
+async def test_a_resumed_hold_whose_claim_gave_up_is_released_not_forgotten() -> None:
+    # Revoked while its claim waited for another holder (the executor's `mine`): the new
+    # owner resumes it, judged by the state only it knows, so the hold must stay.
+    held = _held_charge(partition=0)
+    executor, gate = await _resumed(owned={0}, held=held, gives_up=True)
+    assert len(executor.runs) == 1
+    assert gate.forgotten == [], "forgotten: the owner would never resume it"
+    assert gate.released == [held]

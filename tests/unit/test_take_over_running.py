@@ -26,7 +26,7 @@ class _Executor:
         self.running = 0
         self.most_at_once = 0
 
-    async def run(self, order: DispatchOrder, mine: Callable[[], bool]) -> None:
+    async def run(self, order: DispatchOrder, mine: Callable[[], bool]) -> bool:
         self.runs.append(order.leg_key)
         self.running += 1
         self.most_at_once = max(self.most_at_once, self.running)
@@ -34,6 +34,7 @@ class _Executor:
             await self.release.wait()
         finally:
             self.running -= 1
+        return True
 
 
 def _dispatched() -> TransactionState:
