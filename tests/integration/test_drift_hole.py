@@ -12,10 +12,13 @@ scans' clock is set, not waited for: the strays are created (by the sandbox's cl
 the scans' past, each a few graces from the next, and forgotten after the test."""
 
 import dataclasses
+from collections import Counter
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
 
+import asyncpg
+import pytest
 from support.drift_scanner import (
     cursor,
     forget_effects,
@@ -27,8 +30,11 @@ from support.drift_scanner import (
     strays_at,
 )
 from support.recon_client import Recon, op, transaction
+from support.topic_records import read_topic
 
 from events.drift import DriftDetected
+from events.topics import Topics
+from reconcilers import store
 from services.config import Settings
 from services.devtools.stack import Stack
 from services.pull_reconciler.runtime import Reconciler, open_reconciler
@@ -157,3 +163,33 @@ async def test_an_adapter_that_cannot_list_below_an_instant_keeps_its_cursor_as_
             assert found_ids(await b.scanner.drift_scan()) == set(b.strays[-2:])
             assert await cursor(stack) is None
             assert await hole(stack) is None
+
+
+async def test_a_cursor_never_moves_past_a_cut_without_its_hole(
+    stack: Stack, recon: Recon, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The hole is written in the cursors' transaction: when its write fails (Postgres
+    gone, or the process killed there) the cursor stays too, and the next scan lists the
+    same cut again, producing nothing twice. A cursor moved without its hole would mark
+    what lies below the cut judged, and it would never be."""
+    async with burst_below(stack, recon, "hole-atomic") as b:
+
+        async def lost(conn: asyncpg.Connection, written: list[store.HoleWrite]) -> None:
+            raise ConnectionResetError("the connection was lost while writing the hole")
+
+        real = store.write_drift_holes
+        monkeypatch.setattr(store, "write_drift_holes", lost)
+        with pytest.raises(ConnectionResetError):
+            await b.scanner.drift_scan()
+        assert (await cursor(stack), await hole(stack)) == (None, None)
+
+        monkeypatch.setattr(store, "write_drift_holes", real)
+        again = found_ids(await b.scanner.drift_scan())
+        assert again == set(b.strays[-2:])
+        assert await cursor(stack) == b.now - GRACE and await hole(stack) is not None
+        # Produced once each, though found by both scans.
+        drift = Topics(stack.topic_prefix).drift
+        records = await read_topic(stack.kafka_bootstrap, drift)
+        assert Counter(r["effect_id"] for r in records if r["effect_id"] in again) == {
+            s: 1 for s in b.strays[-2:]
+        }
