@@ -2,7 +2,8 @@
 (services.dispatcher.held_leases), so the new owner's take-over claims them at once instead
 of waiting the lease out: a call that ends while its partition is owned releases nothing
 (no statement per call), and another process's claim then waits, as it must while the
-owner may still call again. A clean stop lets them go likewise. And a claim that waits
+owner may still call again. A clean stop lets them go likewise, at `leave` and, for the
+calls that end between `leave` and the drops, at `close`. And a claim that waits
 for another holder gives up once its own process loses the partition (DispatchHost.owns):
 the partition's next owner claims the call, or, for a resumed hold, the hold.
 
@@ -15,6 +16,7 @@ import time
 from collections.abc import AsyncIterator, Iterator
 
 import asyncpg
+import httpx
 import pytest
 from support.held_order import hold_order
 from support.sandbox_process import Sandbox, start_sandbox, stop
@@ -23,6 +25,7 @@ from test_calls_begun import TENANT, charge
 from events.inputs import OperationObserved
 from events.topics import Topics
 from services.config import Settings
+from services.decider import dispatch_host
 from services.decider.dispatch_host import Answer, DispatchHost
 from services.dispatcher.call_lease import lease_s
 from services.dispatcher.calls_begun import Claimed, claim
@@ -129,6 +132,19 @@ async def _claimed_by(conn: asyncpg.Connection, op_key: str) -> str:
     return str(await conn.fetchval("SELECT holder FROM calls_begun WHERE op_key = $1", op_key))
 
 
+async def _next_owner_takes(new: _Process, order: DispatchOrder, conn: asyncpg.Connection) -> float:
+    """The next owner's take-over of the call, a redelivery that claims it before its
+    lookup: how long it took (bounded at a third of the old 12 s lease, which a claim that
+    waited it out would miss)."""
+    new.owned.add(order.partition)
+    started = time.monotonic()
+    async with asyncio.timeout(lease_s(PROVIDER_TIMEOUT_S, 1) / 3):
+        await new.call(order)
+    took = time.monotonic() - started
+    assert await _claimed_by(conn, order.dispatch.op_key) == new.host.leases.holder
+    return took
+
+
 async def test_a_clean_stop_lets_its_finished_calls_go_before_the_group_is_left(
     processes: tuple[_Process, _Process], fresh_database: str
 ) -> None:
@@ -151,18 +167,54 @@ async def test_a_clean_stop_lets_its_finished_calls_go_before_the_group_is_left(
         # the next owners then), `close` only when the process's stack unwinds.
         await old.host.leave([])
         old.owned.discard(0)
-        new.owned.add(0)
-
-        # The next owner's take-over claims the call at once, not after the 12 s lease.
-        started = time.monotonic()
-        async with asyncio.timeout(lease_s(PROVIDER_TIMEOUT_S, 1) / 3):
-            await new.call(order)
-        took = time.monotonic() - started
-        assert await _claimed_by(conn, dispatch.op_key) == new.host.leases.holder
+        took = await _next_owner_takes(new, order, conn)
     finally:
         await conn.close()
         await old.host.close()
     assert took < 2.0, f"the next owner waited {took:.1f} s for a lease the stop let go"
+
+
+async def test_close_lets_go_of_the_calls_that_ended_between_leave_and_the_drops(
+    processes: tuple[_Process, _Process],
+    fresh_database: str,
+    provider: Sandbox,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A clean stop's `leave` waits LEAVE_WAIT_S for the calls in flight, then lets go of the
+    # ended ones; a call still on the wire then and ending before the stop drops its
+    # partition keeps its lease (owned when it ended), and only `close`'s let-go (after the
+    # drops) releases it: without it the next owner waits the lease out.
+    old, new = processes
+    monkeypatch.setattr(dispatch_host, "LEAVE_WAIT_S", 0.1)
+    async with httpx.AsyncClient(base_url=provider.url) as sandbox:
+        armed = await sandbox.post(
+            "/v1/faults",
+            json={"operation": "payments.charge", "mode": "delay", "times": 1, "delay_ms": 1500},
+        )
+        armed.raise_for_status()
+    envelope, dispatch = charge("closed-1", "k_closed")
+    order = DispatchOrder(envelope, dispatch, 0)
+    conn = await asyncpg.connect(fresh_database)
+    try:
+        old.host.submit([order])
+        async with asyncio.timeout(10):  # begun: its apply is held at the sandbox
+            while await _claimed_by(conn, dispatch.op_key) != old.host.leases.holder:
+                await asyncio.sleep(0.01)
+        await old.host.leave([])  # the call is still on the wire
+        async with asyncio.timeout(10):  # it ends while partition 0 is still owned
+            while old.host.tasks:
+                await asyncio.sleep(0.01)
+        assert await _claimed_by(conn, dispatch.op_key) == old.host.leases.holder
+        assert await claim(conn, (TENANT, dispatch.op_key, "forward", 1), "x", 1.0) is (
+            Claimed.HELD
+        ), "released at its end: the window under test was not staged"
+
+        old.owned.discard(0)  # the stop's drops
+        await old.host.close()  # the process's stack unwinds
+        took = await _next_owner_takes(new, order, conn)
+    finally:
+        await conn.close()
+    assert took < 2.0, f"the next owner waited {took:.1f} s for a lease close let go"
 
 
 async def test_a_claim_that_waits_gives_up_once_its_partition_is_revoked(
