@@ -7,14 +7,17 @@ import asyncio
 import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import cast
 
 import pytest
 
 from reconcilers.drift import UnreadableEffect, effect_from_json
+from services.providers.declared.adapter import DeclaredAdapter
 from services.providers.declared.effects import listed, since_params
 from services.providers.declared.locate import DeclarationError, parse
 from services.providers.declared.model import Listing
-from services.providers.http import Answer
+from services.providers.http import Answer, Requester
+from services.providers.listing import can_list_until
 
 ACME = Path(__file__).resolve().parents[2] / "docs" / "examples" / "acme.toml"
 TEXT = ACME.read_text(encoding="utf-8")
@@ -164,3 +167,34 @@ def test_paging_stops_at_an_item_without_an_id_rather_than_send_a_made_up_cursor
     )
     found = asyncio.run(listed(page, listing)).effects  # type: ignore[arg-type]
     assert len(asked) == 1 and len(found) == 2
+
+
+def test_every_page_of_a_hole_is_asked_below_its_instant() -> None:
+    """A hole's listing (reconcilers.drift_span.Hole) pages like any other, each page
+    asked below the same instant; a file with `until_param` declares `lists_until`."""
+    listing = Listing.model_validate(
+        {
+            **parse(SANDBOX.read_text(encoding="utf-8"), SANDBOX.name).listing.model_dump(),  # type: ignore[union-attr]
+            "until_param": "created_lt",
+        }
+    )
+    until = SINCE + timedelta(minutes=1)
+    second = {**GOOD, "id": "ef_2"}
+    asked, page = _page_of(
+        {"effects": [GOOD], "has_more": True}, {"effects": [second], "has_more": False}
+    )
+    found = asyncio.run(listed(page, listing, SINCE, until)).effects  # type: ignore[arg-type]
+    assert len(found) == 2
+    assert [p["created_lt"] for p in asked] == [until.isoformat()] * 2
+    assert asked[1]["starting_after"] == "ef_1"
+
+
+def test_a_file_declares_lists_until_with_until_param_alone() -> None:
+    text = SANDBOX.read_text(encoding="utf-8")
+    assert 'since_param = "created_gte"\n' in text
+    with_until = text.replace(
+        'since_param = "created_gte"\n', 'since_param = "created_gte"\nuntil_param = "created_lt"\n'
+    )
+    for declared, lists_until in ((text, False), (with_until, True)):
+        adapter = DeclaredAdapter(parse(declared, SANDBOX.name), cast(Requester, None))
+        assert (adapter.lists_since, can_list_until(adapter)) == (True, lists_until)
