@@ -3,7 +3,9 @@
 Each decider Kafka transaction costs broker requests (AddPartitionsToTxn, Produce, EndTxn,
 the broker's markers) whatever it carries. A decision that only records evidence moves
 nothing anyone waits for: a webhook for an effect the provider's answer already confirmed,
-a duplicate command, an observation of a leg no longer in flight. Such inputs are decided
+a duplicate command, an observation of a leg no longer in flight. Nor does a notification's
+confirmation (`nobody_waits`): a notification is dispatched once the transaction's outcome
+is decided, and nothing is dispatched or decided after it succeeded. Such inputs are decided
 at once (the partition's later inputs see their state) but their records and offsets stay
 staged in memory, and commit with the partition's next decision that matters, or once they
 have waited `interval`: `RECON_DECIDER_GROUP_COMMIT_MS` (100) when the decider is idle,
@@ -44,7 +46,9 @@ offsets and decided again, to the same records (a decision is pure).
 
 from collections.abc import Sequence
 
-from events.envelope import Envelope
+from events.definition import OperationKind
+from events.transaction_events import Event, OperationConfirmed
+from transactions.state import TransactionState
 
 # Events that record what was seen and change no leg, no status and no plan.
 EVIDENCE_ONLY = frozenset({"EvidenceRecorded", "ObservationIgnored", "CommandIgnored"})
@@ -85,8 +89,24 @@ IDLE_SPACING_S = 0.003
 QUICK_S = 0.010
 
 
-def only_evidence(envelopes: Sequence[Envelope]) -> bool:
-    return all(envelope.type in EVIDENCE_ONLY for envelope in envelopes)
+def nobody_waits(events: Sequence[Event], state: TransactionState) -> bool:
+    """Whether a decision's `events` (`state` after them) may wait for the partition's next
+    transaction: each records evidence only, or confirms a notification. A notification
+    (on_commit, on_compensated) is dispatched after the transaction's outcome, its
+    confirmation dispatches nothing and no step, plan or status moves by it (the API's
+    `status` is already final): at concurrency 1 it came alone, a Kafka transaction of its
+    own per README transaction, just before the notification's webhook. A notification
+    that failed or is unknown is retried, looked up or reviewed: that commits at once."""
+    return all(
+        event.type in EVIDENCE_ONLY
+        or (isinstance(event, OperationConfirmed) and _notification(state, event.action))
+        for event in events
+    )
+
+
+def _notification(state: TransactionState, action: str) -> bool:
+    operation = state.operation(action)
+    return operation is not None and operation.spec.kind is not OperationKind.STEP
 
 
 def next_start(due: float, ended_at: float, took_s: float, bound_s: float) -> float:

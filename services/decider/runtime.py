@@ -74,7 +74,7 @@ from services.decider.checkpoints import UnsignedHeads, checkpoint_records
 from services.decider.dispatch_host import INLINE_HEADER, Answer, DispatchHost, inline_answer
 from services.decider.dispatch_log import log_dispatches
 from services.decider.finished_index import ChangelogReader, FinishedIndex
-from services.decider.group_commit import interval, next_start, only_evidence, spacing_bound
+from services.decider.group_commit import interval, next_start, nobody_waits, spacing_bound
 from services.decider.input_offsets import group_offsets, start_offset
 from services.decider.lag_marker import LagMarker
 from services.decider.restore import StateKey, Stored, restore_partition
@@ -527,7 +527,7 @@ class Decider:
             )
             return
         staged.changes[key] = kept
-        staged.urgent = staged.urgent or not only_evidence(envelopes)
+        staged.urgent = staged.urgent or not nobody_waits(decided, state)
         last = envelopes[-1]
         staged.heads[key] = Head(last.tenant, last.tx_id, last.seq, last.hash)
         staged.ended = staged.ended or is_terminal(state)

@@ -6,7 +6,7 @@ As in services.decider.runtime, a partition's decisions are staged (`Batch`, run
 answers of its own calls decided inline. Group commit (services.decider.group_commit): a
 batch holding a decision that matters starts its transaction at once, one of evidence alone
 once it has waited its interval, each no sooner than the spacing after the last one ended:
-the real `only_evidence`, `interval`, `spacing_bound` and `next_start` say which and when,
+the real `nobody_waits`, `interval`, `spacing_bound` and `next_start` say which and when,
 on simulated time. Pipelining: the batch goes on the wire (`send`) and the partition's later
 inputs are decided on its states and staged for the next one, which may start only once it
 has ended. On the wire it commits (`commit`: its records and offsets visible at once, nothing
@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 from events.envelope import Envelope
 from events.inputs import DeciderInput, OperationObserved
-from services.decider.group_commit import interval, next_start, only_evidence, spacing_bound
+from services.decider.group_commit import interval, next_start, nobody_waits, spacing_bound
 from services.decider.restore import StateKey, Stored, parse_stored
 from services.dispatcher.dispatch_order import DispatchOrder, dispatch_orders
 from transactions.finished import FinishedTransaction, keep, revive
@@ -138,7 +138,7 @@ class SimDecider:
         batch.changes[key] = keep(state)
         batch.decisions.append((message, envelopes))
         batch.orders += dispatch_orders(envelopes, decided, self.partition)
-        batch.urgent = batch.urgent or not only_evidence(envelopes)
+        batch.urgent = batch.urgent or not nobody_waits(decided, state)
 
     # --- the staged batch's transaction ------------------------------------------------
 

@@ -1,11 +1,12 @@
 """Which decisions the decider may stage for the partition's next Kafka transaction, and how
 long they may wait (services.decider.group_commit), and how the wait is configured."""
 
-from typing import Any
-
 import pytest
+from support.txbuilders import compensate, observed, plan, submit
 
-from events.envelope import Envelope
+from events.definition import Leg
+from events.inputs import DeciderInput, Outcome, Source
+from events.transaction_events import Event
 from services.config import ConfigError, load_settings
 from services.decider.group_commit import (
     IDLE_SPACING_S,
@@ -15,23 +16,55 @@ from services.decider.group_commit import (
     backlog,
     interval,
     next_start,
-    only_evidence,
+    nobody_waits,
     spacing_bound,
 )
+from transactions.state import TransactionState
+from transactions.transaction import handled, initial_state
 
 
-def _envelope(event_type: str) -> Envelope:
-    fields: dict[str, Any] = {"type": event_type}  # only the type is read
-    return Envelope.model_construct(**fields)
+def _decided(history: list[DeciderInput]) -> list[tuple[list[Event], TransactionState]]:
+    """Each input's decided events, with the state after them, along `history`."""
+    state, out = initial_state("demo", "tx-1"), []
+    for message in history:
+        state, _, events = handled(state, message)
+        out.append((events, state))
+    return out
 
 
-def test_only_evidence_is_staged() -> None:
-    assert only_evidence([_envelope("ObservationIgnored")])
-    assert only_evidence([_envelope("EvidenceRecorded"), _envelope("CommandIgnored")])
-    assert only_evidence([])  # an input that makes no event: only its offset to commit
-    # Anything that moves a leg, a status or a plan commits at once.
-    assert not only_evidence([_envelope("EvidenceRecorded"), _envelope("OperationDispatched")])
-    assert not only_evidence([_envelope("OperationConfirmed")])
+COMMITTED: list[DeciderInput] = [
+    submit(["reserve", "charge"], ("receipt",)),
+    observed("reserve", 1, Outcome.SUCCEEDED),
+    observed("reserve", 0, Outcome.SUCCEEDED, n=2, source=Source.WEBHOOK),
+    observed("charge", 1, Outcome.SUCCEEDED),
+    observed("receipt", 1, Outcome.SUCCEEDED),
+    observed("receipt", 0, Outcome.SUCCEEDED, n=3, source=Source.WEBHOOK),
+]
+
+
+def test_evidence_and_a_notification_s_confirmation_are_staged() -> None:
+    """Only what nobody waits for waits: evidence, a notification confirmed (after the
+    outcome; nothing follows it). A step's answer and the commit commit at once."""
+    waits = [nobody_waits(events, state) for events, state in _decided(COMMITTED)]
+    assert waits == [False, False, True, False, True, True]
+    compensated: list[DeciderInput] = [
+        submit(["reserve", "charge"], on_compensated=("sorry",)),
+        observed("reserve", 1, Outcome.SUCCEEDED),
+        observed("charge", 1, Outcome.REJECTED),
+        plan("reserve"),
+        compensate("reserve"),
+        observed("reserve", 1, Outcome.SUCCEEDED, leg=Leg.COMPENSATION),
+        observed("sorry", 1, Outcome.SUCCEEDED),
+    ]
+    assert [nobody_waits(e, s) for e, s in _decided(compensated)][-2:] == [False, True]
+    assert nobody_waits([], initial_state("demo", "tx-1"))  # only its offset to commit
+
+
+def test_a_notification_that_did_not_succeed_commits_at_once() -> None:
+    """Failed or unknown, a notification is retried, looked up or reviewed: someone acts."""
+    for outcome in (Outcome.REJECTED, Outcome.UNKNOWN):
+        events, state = _decided([*COMMITTED[:4], observed("receipt", 1, outcome)])[-1]
+        assert events and not nobody_waits(events, state), outcome
 
 
 def test_the_wait_is_the_idle_interval_and_grows_with_the_backlog_up_to_a_bound() -> None:
