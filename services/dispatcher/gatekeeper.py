@@ -482,22 +482,36 @@ class Gatekeeper:
         evidence: Evidence | None = None,
     ) -> None:
         """Ask a person about this dispatch instead of making it (the leg goes to review)."""
-        command = RequestReview(
-            message_id=gate_review_id(dispatch.op_key, dispatch.attempt, reason),
-            tenant=envelope.tenant,
-            tx_id=envelope.tx_id,
-            action=dispatch.action,
-            leg=dispatch.leg,
-            attempt=dispatch.attempt,
-            reason=reason,
-            issued_at=datetime.now(UTC),
-            evidence=evidence,
-        )
+        command = review_request(envelope, dispatch, reason, datetime.now(UTC), evidence)
         await self.producer.send_and_wait(
             self.settings.topics.commands,
             value=command.model_dump_json().encode(),
             key=partition_key(envelope.tenant, envelope.tx_id),
         )
+
+
+def review_request(
+    envelope: Envelope,
+    dispatch: OperationDispatched,
+    reason: str,
+    issued_at: datetime,
+    evidence: Evidence | None = None,
+) -> RequestReview:
+    """The gate's request that a person decide about this dispatch instead of its call: one
+    builder, which the simulator's gate sends too. Its id is the
+    attempt's and the reason's (gate_review_id), so a re-delivered dispatch asks again under
+    the same id, and a person's `retry` (the next attempt) asks anew."""
+    return RequestReview(
+        message_id=gate_review_id(dispatch.op_key, dispatch.attempt, reason),
+        tenant=envelope.tenant,
+        tx_id=envelope.tx_id,
+        action=dispatch.action,
+        leg=dispatch.leg,
+        attempt=dispatch.attempt,
+        reason=reason,
+        issued_at=issued_at,
+        evidence=evidence,
+    )
 
 
 def _row(envelope: Envelope, dispatch: OperationDispatched) -> tuple[str, str, str, int]:
