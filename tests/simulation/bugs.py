@@ -16,9 +16,11 @@ from events.observation import Seen
 from events.transaction_events import Event, OperationDispatched
 from services.decider import take_over
 from services.decider.take_over import not_held, take_over_orders
-from services.dispatcher import call_plan
+from services.dispatcher import call_plan, gatekeeper
 from services.dispatcher.call_plan import Begun
 from services.dispatcher.calls_begun import Claimed
+from services.governance import gate
+from services.governance.gate import Claim, Reservation
 from services.providers.classify import classify_response
 from services.saga import reactor
 from transactions import transaction
@@ -26,7 +28,7 @@ from transactions.finished import FinishedTransaction
 from transactions.state import OperationState, TransactionState
 from transactions.unanswered import unanswered, waits_on
 
-from . import dispatch_host
+from . import dispatch_host, policies
 from .calls_begun import Row, SimCallsBegun
 from .decider import Batch, SimDecider
 
@@ -39,6 +41,7 @@ _commit = SimDecider.commit
 _retake = SimDecider._retake
 _begin = SimCallsBegun.begin
 _waits_on = waits_on
+_reserve = gate.reserve
 
 
 def _dispatch_on_unknown(state: TransactionState, now: datetime) -> list[Event]:
@@ -96,6 +99,24 @@ def _every_leg_unanswered(state: TransactionState) -> list[OperationDispatched]:
             update={
                 "forward": waiting(op.forward),
                 "compensation": waiting(op.compensation) if op.compensation else None,
+            }
+        )
+        for op in state.operations
+    )
+    return _unanswered(state.model_copy(update={"operations": operations}))
+
+
+def _answered_legs_unanswered(state: TransactionState) -> list[OperationDispatched]:
+    """Takes every leg a restored state ever dispatched as waiting for its answer, whatever
+    its status: a take-over calls again a step that failed, the transaction failing with it
+    (one a person answered `not_applied` after the gate sent it to review was never begun,
+    so its call now is a first one)."""
+    operations = tuple(
+        op.model_copy(
+            update={
+                "forward": op.forward.model_copy(update={"status": LegStatus.DISPATCHED})
+                if op.forward.attempt
+                else op.forward
             }
         )
         for op in state.operations
@@ -196,6 +217,44 @@ def _held_not_again(
     host.submit(o for o in orders if o.leg_key not in running)
 
 
+def _task_not_rejudged(*_args: Any, **_kwargs: Any) -> None:
+    """The dispatcher takes the task as the door judged it: a task revoked or expired
+    after the submission stops nothing."""
+    return None
+
+
+def _counted_again(
+    *,
+    already_counted: bool,
+    breaker: Any,
+    quotas: Any,
+    claims: list[Claim],
+    amount: int,
+    now: float,
+) -> Reservation:
+    """A reservation forgets the key's claim: a redelivered dispatch, a lookup-first
+    re-send or a review's retry is counted again."""
+    return _reserve(
+        already_counted=False,
+        breaker=breaker,
+        quotas=quotas,
+        claims=claims,
+        amount=amount,
+        now=now,
+    )
+
+
+def _quota_not_counted(*_args: Any) -> None:
+    """The window's claims are read but never add up to a refusal."""
+    return None
+
+
+def _review_id_without_attempt(op_key: str, attempt: int, reason: str) -> str:
+    """The gate's review of a retried attempt has its first attempt's id, so the decider
+    takes it for a duplicate (seen) and the leg waits for a call nobody makes."""
+    return f"governance:{op_key}:{reason}"
+
+
 Patch = tuple[object, str, Callable[..., object]]
 BUGS: dict[str, Patch] = {
     "dispatch_on_unknown": (transaction, "_advance", _dispatch_on_unknown),
@@ -208,6 +267,7 @@ BUGS: dict[str, Patch] = {
     # In the decider's take-over rule (services.decider.take_over), which the simulator
     # runs when its decider takes the partition again.
     "take_over_calls_every_leg": (take_over, "unanswered", _every_leg_unanswered),
+    "take_over_calls_answered": (take_over, "unanswered", _answered_legs_unanswered),
     # In the simulator's model of when the decider starts a call (after its commit).
     "calls_before_commit": (SimDecider, "_decide", _calls_before_commit),
     # In the simulator's model of the decider's group commit and pipelining (runtime's
@@ -228,6 +288,13 @@ BUGS: dict[str, Patch] = {
     # In the model of DispatchHost.take_over's `again` for a hold being resumed.
     "held_not_again": (dispatch_host.SimDispatchHost, "take_over", _held_not_again),
     "resume_beside_own_call": (dispatch_host.SimDispatchHost, "_resumed", _resume_beside_own_call),
+    # In the real gate (services.governance.gate), which the simulated gate and quota
+    # reservation call.
+    "task_not_rejudged": (gate, "task_refusal", _task_not_rejudged),
+    "quota_not_counted": (gate, "quota_refusal", _quota_not_counted),
+    "quota_counted_again": (policies, "reserve", _counted_again),
+    # In the gate review's id (gatekeeper.review_request's, events.keys.gate_review_id).
+    "review_id_without_attempt": (gatekeeper, "gate_review_id", _review_id_without_attempt),
 }
 
 

@@ -2,14 +2,18 @@
 only once the decider transaction that holds its dispatch commits, and each call is the
 real plan of services.dispatcher.call_plan (the one services.dispatcher.executor.Call
 executes), interpreted here against the simulated provider, clock and `calls_begun` table.
-The gate is the real `dispatch_verdict` (an open policy: every operation granted) over the
-engaged kill switches of .holds, and the begin statement checks them again as production's
-does: a call either stops is held, and resumed (`resume_held`, the gate's loop) once
-released; a take-over leaves held legs to it (take_over.not_held), a resumed hold whose leg
-was answered meanwhile is not called (unanswered.waits_on), nor one whose call this process
-is making (it lets the claim lapse). A call begun while a switch
-that covers it is engaged is a Violation (the switch's promise: from its 201 on, no new call
-of its scope is begun).
+The gate is the real `dispatch_verdict` over the policy document in force (.policies: the
+open one, or one whose grants, task and quota the operator changes while faults last) and
+the engaged kill switches of .holds; a leg it refuses goes to a person (RequestReview, as
+Gatekeeper.review sends it), a quota is reserved by the real `reserve` over the modelled
+ledger, and the begin statement checks the switches again as production's does: a call
+either stops is held, and resumed (`resume_held`, the gate's loop) once released; a
+take-over leaves held legs to it (take_over.not_held), a resumed hold whose leg was
+answered meanwhile is not called (unanswered.waits_on), nor one whose call this process is
+making (it lets the claim lapse). A call begun while a switch that covers it is engaged is
+a Violation (the switch's promise: from its 201 on, no new call of its scope is begun), and
+so is a forward call begun though the document its gate judged it under did not allow it,
+or under a quota without its key counted.
 
 Where an answer goes, as in production: while the process that made the call owns the
 partition, it is queued for the partition's next transaction (lost if that transaction
@@ -43,9 +47,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from events.definition import Leg
-from events.inputs import OperationObserved
+from events.inputs import OperationObserved, RequestReview
 from events.legacy_facts import recorded_facts
-from events.policy import open_policy
 from services.decider.dispatch_host import RESUME_WAIT_S
 from services.decider.take_over import not_held, take_over_orders
 from services.dispatcher.call_lease import (
@@ -72,7 +75,8 @@ from services.dispatcher.call_plan import (
 )
 from services.dispatcher.calls_begun import Claimed
 from services.dispatcher.dispatch_order import DispatchOrder
-from services.governance.gate import Verdict, dispatch_verdict
+from services.dispatcher.gatekeeper import review_request
+from services.governance.gate import Verdict, amount_of, dispatch_verdict, quotas_for
 from services.providers.classify import classify_lookup, classify_response, unreachable
 from services.providers.sandbox_operations import SANDBOX_OPERATIONS
 from transactions.finished import FinishedTransaction
@@ -83,6 +87,7 @@ from .calls_begun import SimCallsBegun
 from .clock import Clock
 from .holds import AGENT, HeldKey, SimHolds
 from .invariants import Violation
+from .policies import SimPolicy
 from .provider import Provider
 
 Wait = Generator[int, None, None]  # yields the milliseconds it sleeps
@@ -90,8 +95,6 @@ Wait = Generator[int, None, None]  # yields the milliseconds it sleeps
 # The modelled provider answers within 400 ms (Apply below): its calls' leases are sized as
 # production sizes them (call_lease), for a provider timeout of a quarter of a second.
 PROVIDER_TIMEOUT_S = 0.25
-# A tenant without a policy document: every operation of the catalog granted.
-POLICY = open_policy(SANDBOX_OPERATIONS)
 
 
 def _ms(seconds: float) -> int:
@@ -110,6 +113,10 @@ class Running:
     # process's own call of its attempt to end (not `running` until then).
     held: HeldKey | None = None
     waiting: bool = False
+    # What the operator's words said of a forward leg at the gate that let it through (why
+    # it was not allowed, or None), and whether that gate counted it against a quota.
+    refused_at_gate: str | None = None
+    quota_at_gate: bool = False
     steps: Wait = field(init=False)
 
 
@@ -125,6 +132,11 @@ class SimDispatchHost:
     holds: SimHolds
     # The owner's latest decided state of a transaction (Decider._current).
     current: Callable[[int, str, str], TransactionState | FinishedTransaction | None]
+    policy: SimPolicy
+    # The gate's RequestReview, to the transaction's partition of recon.commands.
+    review: Callable[[RequestReview], object]
+    # A call begun (its row written): the monitor's check of the transaction's state.
+    on_begun: Callable[[str, str, Leg], object]
     calls: list[Running] = field(default_factory=list)
     # The owner's calls a take-over found running: made again once they end.
     again: dict[tuple[str, str, str, int], DispatchOrder] = field(default_factory=dict)
@@ -295,7 +307,7 @@ class SimDispatchHost:
             answer = None
             match request:
                 case Gate():
-                    answer = self._gate(running.order)
+                    answer = self._gate(running)
                     yield 0  # a switch may be engaged between the gate and the begin
                 case WasBegun():
                     answer = self.begun.was_begun(key, leg, attempt)
@@ -315,6 +327,8 @@ class SimDispatchHost:
                     )
                     if answer.written:
                         self._begun_unswitched(row, dispatch.operation)
+                        self._begun_granted(running, row)
+                        self.on_begun(envelope.tx_id, key, leg)
                         held_until = now + _ms(held_s(PROVIDER_TIMEOUT_S, BEGIN_REQUESTS))
                         took(until)
                     yield 0  # a crash may fall between the row and the call
@@ -368,23 +382,63 @@ class SimDispatchHost:
                 case Review():
                     raise AssertionError("no precondition can fail without balances")
 
-    def _gate(self, order: DispatchOrder) -> bool:
-        """Gatekeeper.clear: the real verdict over the engaged switches; held, not called."""
+    def _gate(self, running: Running) -> bool:
+        """Gatekeeper.clear: the real verdict over the document in force, the task the
+        intent names and the engaged switches; held or sent to review, not called; then
+        the quota's reservation (store.reserve_quota, modelled by .policies)."""
+        order = running.order
         dispatch = order.dispatch
+        agent_id = dispatch.agent_id or AGENT
+        policy = self.policy.document
+        info = SANDBOX_OPERATIONS.get(dispatch.operation)
+        amount = amount_of(dispatch.payload, info.amount_field if info else "amount")
+        forward = dispatch.leg is Leg.FORWARD
         decision = dispatch_verdict(
-            POLICY,
+            policy,
             self.holds.switches,
-            agent_id=dispatch.agent_id or AGENT,
+            agent_id=agent_id,
             provider=dispatch.provider,
             operation=dispatch.operation,
-            forward=dispatch.leg is Leg.FORWARD,
+            forward=forward,
             side_effect=recorded_facts(dispatch.facts, dispatch.operation).side_effect,
+            task_id=self.policy.task_id,
+            amount=amount,
+            now=self.clock.at(),
         )
         if decision.verdict is Verdict.HOLD:
             self.holds.hold(order)
             return False
-        assert decision.verdict is Verdict.DISPATCH, "an open policy sends nothing to review"
+        if decision.verdict is Verdict.REVIEW:
+            self._review(order, decision.reason)
+            return False
+        running.refused_at_gate = self.policy.refusal(dispatch.operation) if forward else None
+        quotas = quotas_for(policy, agent_id, dispatch.operation)
+        running.quota_at_gate = bool(quotas)
+        if quotas:
+            assert amount is not None, "every simulated amount is an integer"
+            if self.policy.reserve(dispatch.operation, dispatch.op_key, amount, quotas):
+                self._review(order, "quota_exceeded")
+                return False
         return True
+
+    def _review(self, order: DispatchOrder, reason: str) -> None:
+        """Gatekeeper.review: a person decides instead of the call."""
+        self.review(review_request(order.envelope, order.dispatch, reason, self.clock.at()))
+
+    def _begun_granted(self, running: Running, row: tuple[str, str, int]) -> None:
+        """A call begun: the gate that let it through judged it under the document in
+        force then (the view it must use: production's is at most 0.5 s old, the
+        simulated gate's is exact), so the operator's words at that moment allowed it; and
+        if a quota covered it, its key was counted (never begun past a full quota)."""
+        if running.refused_at_gate is not None:
+            raise Violation(
+                f"{row[0]} {row[1]} attempt {row[2]}: begun though, at its gate, "
+                f"{running.order.dispatch.operation}: {running.refused_at_gate}"
+            )
+        if running.quota_at_gate and row[0] not in self.policy.claims:
+            raise Violation(
+                f"{row[0]} {row[1]} attempt {row[2]}: begun under a quota without being counted"
+            )
 
     def _begun_unswitched(self, row: tuple[str, str, int], operation: str) -> None:
         """A call begun: no engaged switch may cover it. The promise, stated on its own for

@@ -30,6 +30,7 @@ class TxWatch:
     compensated: set[str] = field(default_factory=set)
     committed: bool = False
     undone: bool = False  # TransactionCompensated
+    failed: bool = False  # TransactionFailed: no step runs any more
 
     @property
     def steps(self) -> list[OperationSpec]:
@@ -97,6 +98,8 @@ class Monitor:
                 if missing or tx.compensated:
                     raise Violation(f"{where}: committed with steps {missing} not confirmed")
                 tx.committed = True
+            case "TransactionFailed":
+                tx.failed = True
             case "TransactionCompensated":
                 left = [s.action for s in tx.steps if s.action in tx.confirmed - tx.compensated]
                 if left:
@@ -156,6 +159,20 @@ class Monitor:
                 f"{tx_id} {action} ({operation}): called {calls} times at the provider, "
                 f"{dispatched} attempts dispatched"
             )
+
+    def on_begun(self, tx_id: str, key: str, leg: Leg) -> None:
+        """A call begun (its `calls_begun` row written: the first call of an attempt, by
+        any path, a resumed hold's too): once TransactionFailed is committed no step runs
+        any more (events.transaction_events), so no step's forward call, nor a
+        notification of the commit, is begun after it. Undos and the compensation's
+        notifications run then. A call begun before may still be sent again after it (a
+        redelivery found absent): under the same key, which the provider answers as it
+        answered the first."""
+        tx = self.txs[tx_id]
+        _, action, _ = self.keys[key]
+        spec = tx.spec(action)
+        if tx.failed and leg is Leg.FORWARD and spec.kind is not OperationKind.ON_COMPENSATED:
+            raise Violation(f"{tx_id} {action}: {spec.kind.value} begun after TransactionFailed")
 
     def on_apply(self, key: str, applies: int, holds: dict[str, int]) -> None:
         """The provider applied an effect under `key` (its `applies`-th)."""

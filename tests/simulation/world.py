@@ -28,6 +28,7 @@ from .holds import AGENT, SimHolds
 from .invariants import Monitor, Violation
 from .kafka import Consumer, Log
 from .people import Operator, abort
+from .policies import SimPolicy
 from .projection import SimProjection
 from .provider import KEY_TTL_MS, Provider
 from .reconciler import TICK_MS, SimReconciler
@@ -124,6 +125,7 @@ class World:
         # Kill switches in two schedules in three, released when faults heal.
         self.switch_rate = rng.choice([0.0, 0.02, 0.04])
         self.holds = SimHolds()
+        self.policy = SimPolicy.drawn(self.clock, self.seed)
         calls_begun = SimCallsBegun(self._abort_stops)
         self.host = SimDispatchHost(
             self.provider,
@@ -133,6 +135,9 @@ class World:
             self._forward,
             self.holds,
             self._current,
+            self.policy,
+            self.send_input,
+            self.monitor.on_begun,
         )
         self.projection = SimProjection(Consumer(self.events))
         self.saga = SimSaga(Consumer(self.events), self.send_input)
@@ -250,6 +255,8 @@ class World:
             if healed and self.holds.switches:
                 self.holds.switches.clear()
                 self.trace.append("release_switches")
+            if healed and self.policy.heal():
+                self.trace.append("policy_healed")
             if healed and self._quiet():
                 return
             if healed and step - max(self.heal_at, first_step) > LIVENESS_STEPS:
@@ -331,6 +338,13 @@ class World:
                 options.append(("engage", self.switch_rate * 10, self._engage))
                 for i in range(len(self.holds.switches)):
                     options.append((f"release{i}", 0.5, partial(self.holds.release, i)))
+            if self.policy.governed:
+                policy = self.policy
+                options.append(("withdraw_grant", 0.2, policy.withdraw))
+                options.append(("regrant", 0.2, policy.regrant))
+                if policy.task_id is not None:
+                    options.append(("revoke_task", 0.1, policy.revoke_task))
+                    options.append(("expire_task", 0.1, policy.expire_task))
             if self.crash_rate:
                 w = self.crash_rate * 10
                 # Twice the others: the crash that kills calls between their begin and
