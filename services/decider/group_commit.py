@@ -39,9 +39,11 @@ one's markers. The spacing keeps a transaction from following the previous one b
 (CONCURRENT_TRANSACTIONS above).
 
 Exactly-once is unchanged: a staged input's offset is committed only in the transaction
-that carries its records. A crash, a fence or a revocation forgets the staged decisions
-with the rest of the partition's memory; the inputs are read again from the committed
-offsets and decided again, to the same records (a decision is pure).
+that carries its records. A crash or a fence forgets the staged decisions with the rest of
+the partition's memory; the inputs are read again from the committed offsets and decided
+again, to the same records (a decision is pure). A revocation commits them first
+(Decider.hand_over): an answer of the process's own call decided inline is in no topic,
+and forgotten it would cost the next owner a lookup.
 """
 
 from collections.abc import Sequence

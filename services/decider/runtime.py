@@ -124,6 +124,11 @@ TRANSACTION_DEADLINE_S = 30.0
 # unwritable. An input whose decision would exceed it is dead-lettered, never retried.
 MAX_RECORD_BYTES = 512 * 1024
 
+# The longest a revocation waits for the commit of a partition's staged decisions
+# (Decider.hand_over): well inside the group's rebalance timeout, over a loaded broker's
+# transaction (~0.1-1 s at c30 here).
+HAND_OVER_S = 5.0
+
 Origin = tuple[str, int, int]  # topic, partition, offset of an input
 
 
@@ -408,12 +413,16 @@ class Decider:
         if staged is not None:
             await self._send(partition, owned, staged)
 
-    async def _send(self, partition: int, owned: OwnedPartition, staged: "Staged") -> None:
+    async def _send(
+        self, partition: int, owned: OwnedPartition, staged: "Staged", *, call: bool = True
+    ) -> None:
         """Commits detached staged decisions with their offsets in one transaction, with a
         signed checkpoint if a transaction ended or a head waited its interval. On any
         failure the staged decisions are gone: the caller restores or drops. The offsets
         are records on the changelog partition the transaction writes anyway: no request
-        and no partition more (services.decider.input_offsets)."""
+        and no partition more (services.decider.input_offsets). `call`: whether this process
+        starts the committed dispatches' calls (not at a hand-over: the next owner's
+        take-over does)."""
         began = time.monotonic()
         signing = staged.ended or owned.unsigned.overdue()
         if signing:
@@ -458,11 +467,40 @@ class Decider:
                 owned.states[key] = kept
         owned.committing = None
         # Committed: the calls start now, in tasks of their own (never awaited here).
-        self.host.submit(staged.dispatches)
+        if call:
+            self.host.submit(staged.dispatches)
         self.lag_marker.note(staged.offsets)
         # Held where the changelog is ahead of the group's lag marker, at a transaction's
         # end (a late input of a finished transaction, decided twice, would show twice).
         await pause_point(DECIDER_AFTER_COMMIT, when=staged.ended)
+
+    async def hand_over(self, partitions: set[int]) -> None:
+        """Before a revocation lets these partitions go (their transactions on the wire
+        ended): what each has staged is committed rather than forgotten. The inputs read
+        from Kafka would be read again by the next owner, but an answer of this process's
+        own call, decided inline, exists nowhere else: forgotten, the next owner's take-over
+        would ask the provider again (a lookup; for a provider that cannot be asked, a
+        person). Not when the partition's last transaction failed: its staged decisions
+        were decided on states that never committed, and the next owner decides their
+        inputs again. The committed dispatches are the next owner's to call (take-over). A
+        commit that fails or outlasts HAND_OVER_S is given up: the next owner's fence aborts
+        what it left open, as after a crash."""
+        for partition in sorted(partitions):
+            owned = self.owned.get(partition)
+            if owned is None or owned.staged is None or _failed(owned.task):
+                continue
+            staged = _detach(owned)
+            assert staged is not None
+            try:
+                async with asyncio.timeout(HAND_OVER_S):
+                    await self._send(partition, owned, staged, call=False)
+            except (KafkaError, IllegalOperation, TimeoutError) as error:
+                log.warning(
+                    "partition %d: staged decisions not committed before the hand-over (%r);"
+                    " the next owner decides their inputs again",
+                    partition,
+                    error,
+                )
 
     async def _decide_one(
         self, owned: OwnedPartition, staged: Staged, tp: TopicPartition, record: ConsumerRecord
@@ -662,14 +700,14 @@ class Decider:
             async with self.lock:
                 # In-flight transactions end first: the hand-over carries their offsets.
                 await self._finish(set(self.owned))
+                # Then what is staged, answers decided inline included (hand_over).
+                await self.hand_over(set(self.owned))
                 # Then the calls in flight, whose answers go to the partitions' next owners.
                 answers, self.answers = self.answers, []
                 await self.host.leave(answers)
                 # A clean stop leaves the group's lag marker where the changelog is.
                 await self.lag_marker.hand_over()
                 for partition in list(self.owned):
-                    # Staged decisions are dropped, not committed: read again, they are
-                    # decided again by whoever takes the partition.
                     await self.drop(partition)
             for waiting in (self.fetching, self.waking):
                 if waiting is not None:
@@ -888,6 +926,7 @@ class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
             # changelog, and lag tools and an earlier release (in a rolling upgrade) read the
             # group: it is left where the changelog is.
             await self.decider._finish({tp.partition for tp in revoked})
+            await self.decider.hand_over({tp.partition for tp in revoked})
             await self.decider.lag_marker.hand_over({tp.partition for tp in revoked})
             for partition in {tp.partition for tp in revoked}:
                 await self.decider.drop(partition)
@@ -913,6 +952,11 @@ class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
                     # so the group loses this member and the failure is seen.
                     log.error("cannot take partition %d: %r", partition, result)
                     self.decider.failure = self.decider.failure or result
+
+
+def _failed(task: "asyncio.Task[None] | None") -> bool:
+    """Whether the partition's last transaction (ended) failed."""
+    return task is not None and (task.cancelled() or task.exception() is not None)
 
 
 def _detach(owned: OwnedPartition) -> "Staged | None":

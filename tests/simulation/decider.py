@@ -186,15 +186,16 @@ class SimDecider:
         for from_commands, offset in batch.offsets.items():
             (self.commands if from_commands else self.observations).commit(offset)
 
-    def end(self) -> None:
+    def end(self, *, call: bool = True) -> None:
         """The process acts on the commit (the rest of Decider._send): the states become
-        the partition's memory, and the calls of its dispatches start."""
+        the partition's memory, and the calls of its dispatches start (`call`)."""
         batch = next(b for b in self.wire if b.committed)
         self.wire.remove(batch)
         self.states.update(batch.changes)
         self.ended_at = self.clock.now
         self.took_ms = self.clock.now - batch.sent
-        self.host.submit(batch.orders)
+        if call:
+            self.host.submit(batch.orders)
 
     def abort(self) -> None:
         """The transaction on the wire fails (or its commit's answer is lost): the process
@@ -224,15 +225,21 @@ class SimDecider:
 
     def revoke(self, commits: bool) -> None:
         """A revocation (on_partitions_revoked, also a clean stop's): the transaction on the
-        wire ends first, committed (and acted on) or failed; then the partition is dropped
-        with what is staged, its calls run on and answer to recon.observations, and its next
-        owner takes it."""
+        wire ends first, committed (and acted on) or failed; then what is staged is
+        committed too, its calls left to the next owner's take-over (Decider.hand_over),
+        unless the transaction on the wire failed or, with none on the wire, that commit
+        fails (`commits` either way); then the partition is dropped, its calls run on and
+        answer to recon.observations, and its next owner takes it."""
         if commits:
             for index in self.committable():
                 self.commit(index)
         self.wire = [b for b in self.wire if b.committed]
         while self.wire:
             self.end()
+        if commits and self.staged is not None:
+            self.send()
+            self.commit()
+            self.end(call=False)
         self.host.let_go(self.partition)
         self.lose_partition(0)
 
