@@ -258,7 +258,7 @@ class DispatchHost:
                     mine = functools.partial(self.owns, order.partition)
                     made = await self.executor.run(order, mine)
                     if held is not None:
-                        await self._settle(held, made)
+                        await self._settle(order, held, made)
                     return
                 except asyncio.CancelledError:
                     raise
@@ -284,14 +284,20 @@ class DispatchHost:
             if again is not None and not self.stop.is_set() and self.owns(again.partition):
                 self.submit([again])
 
-    async def _settle(self, held: store.Held, made: bool) -> None:
-        """A resumed hold's plan ended: forgotten once it ran to its end; released when its
-        claim gave up (the partition was revoked while another holder's lease kept the call
-        waiting), so the new owner resumes it, judged by the transaction's live state, which
-        only it knows: waited out here, the call would be made on this process's judgement of
-        the state before the revocation, after a person may have failed the transaction (the
-        reconciler looks up a begun held leg and sends it to review meanwhile)."""
-        if made:
+    async def _settle(self, order: DispatchOrder, held: store.Held, made: bool) -> None:
+        """A resumed hold's plan ended: forgotten once it ran to its end in a process that
+        still owns the partition. Released otherwise, so the owner resumes it, judged by the
+        transaction's live state, which only it knows: when its claim gave up (the partition
+        was revoked while another holder's lease kept the call waiting), waited out here,
+        the call would be made on this process's judgement of the state before the
+        revocation, after a person may have failed the transaction (the reconciler looks up
+        a begun held leg and sends it to review meanwhile); when the partition was revoked
+        during the call, the new owner's take-over left the held leg to this resume (take_
+        over.not_held), and this resume's answers, gone to recon.observations, may not
+        settle it (an unknown answer, then a lookup's `absent`, of a lookup-first attempt
+        never begun): forgotten, nobody would call it again (found by the simulator, seed
+        20156, stuck). Crash before the statement: the claim lapses, as before."""
+        if made and self.owns(order.partition):
             await self.gate.forget(held)
         else:
             await self.gate.release_claims([held])
