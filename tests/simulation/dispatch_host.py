@@ -231,8 +231,13 @@ class SimDispatchHost:
             running.due = self.clock.now + next(running.steps)
         except StopIteration:
             del self.calls[index]
-            if running.held is not None:
+            if running.held is not None and running.owned:
                 self.holds.forget(running.held, running.holder)
+            elif running.held is not None:
+                # Its partition went during the call: the new owner's take-over left the
+                # held leg to this resume, whose answers may not have settled it (DispatchHost.
+                # _carry): released, so the owner claims it and judges it by its own state.
+                self.holds.release_claim(running.held, running.holder)
             again = self.again.pop(running.order.leg_key, None)
             if again is not None and running.owned:
                 self.submit([again])
