@@ -475,32 +475,37 @@ class Decider:
         await pause_point(DECIDER_AFTER_COMMIT, when=staged.ended)
 
     async def hand_over(self, partitions: set[int]) -> None:
-        """Before a revocation lets these partitions go (their transactions on the wire
-        ended): what each has staged is committed rather than forgotten. The inputs read
-        from Kafka would be read again by the next owner, but an answer of this process's
-        own call, decided inline, exists nowhere else: forgotten, the next owner's take-over
-        would ask the provider again (a lookup; for a provider that cannot be asked, a
-        person). Not when the partition's last transaction failed: its staged decisions
-        were decided on states that never committed, and the next owner decides their
-        inputs again. The committed dispatches are the next owner's to call (take-over). A
-        commit that fails or outlasts HAND_OVER_S is given up: the next owner's fence aborts
-        what it left open, as after a crash."""
-        for partition in sorted(partitions):
-            owned = self.owned.get(partition)
-            if owned is None or owned.staged is None or _failed(owned.task):
-                continue
-            staged = _detach(owned)
-            assert staged is not None
-            try:
-                async with asyncio.timeout(HAND_OVER_S):
-                    await self._send(partition, owned, staged, call=False)
-            except (KafkaError, IllegalOperation, TimeoutError) as error:
-                log.warning(
-                    "partition %d: staged decisions not committed before the hand-over (%r);"
-                    " the next owner decides their inputs again",
-                    partition,
-                    error,
-                )
+        """Before a revocation or a clean stop lets these partitions go (their transactions
+        on the wire ended): what each has staged is committed rather than forgotten. The
+        inputs read from Kafka would be read again by the next owner, but an answer of this
+        process's own call, decided inline, exists nowhere else: forgotten, the next owner's
+        take-over would ask the provider again (a lookup; for a provider that cannot be
+        asked, a person). Not when the partition's last transaction failed: its staged
+        decisions were decided on states that never committed, and the next owner decides
+        their inputs again. The committed dispatches are the next owner's to call
+        (take-over). The partitions commit at once, each given up past HAND_OVER_S or on a
+        failure: the next owner's fence aborts what it left open, as after a crash."""
+        await asyncio.gather(
+            *(
+                self._hand_over(partition, owned)
+                for partition, owned in self.owned.items()
+                if partition in partitions and owned.staged is not None and not _failed(owned.task)
+            )
+        )
+
+    async def _hand_over(self, partition: int, owned: OwnedPartition) -> None:
+        staged = _detach(owned)
+        assert staged is not None
+        try:
+            async with asyncio.timeout(HAND_OVER_S):
+                await self._send(partition, owned, staged, call=False)
+        except (KafkaError, IllegalOperation, TimeoutError) as error:
+            log.warning(
+                "partition %d: staged decisions not committed before the hand-over (%r);"
+                " the next owner decides their inputs again",
+                partition,
+                error,
+            )
 
     async def _decide_one(
         self, owned: OwnedPartition, staged: Staged, tp: TopicPartition, record: ConsumerRecord
