@@ -117,7 +117,13 @@ class Running:
     # it was not allowed, or None), and whether that gate counted it against a quota.
     refused_at_gate: str | None = None
     quota_at_gate: bool = False
+    # When its process, stopping cleanly, ends (DispatchHost.leave: LEAVE_WAIT_S after the
+    # stop); None while it runs on.
+    deadline: int | None = None
     steps: Wait = field(init=False)
+
+    def wakes(self) -> int:
+        return self.due if self.deadline is None else min(self.due, self.deadline)
 
 
 @dataclass
@@ -221,10 +227,22 @@ class SimDispatchHost:
         yield from self._call(running)
 
     def due(self) -> list[int]:
-        return [i for i, c in enumerate(self.calls) if c.due <= self.clock.now]
+        return [i for i, c in enumerate(self.calls) if c.wakes() <= self.clock.now]
+
+    def leave(self, holders: set[int], wait_ms: int) -> None:
+        """A clean stop (DispatchHost.leave), once its partitions were revoked: the calls of
+        the stopping process (`holders`) get `wait_ms` to end, then end with the process,
+        wherever they are: a lease or a claim they hold lapses, an apply on the wire stays
+        on it until its lease ends."""
+        for running in self.calls:
+            if running.holder in holders:
+                running.deadline = self.clock.now + wait_ms
 
     def resume(self, index: int) -> None:
         running = self.calls[index]
+        if running.deadline is not None and self.clock.now >= running.deadline:
+            del self.calls[index]  # its process is gone
+            return
         if running.held is not None:  # Gatekeeper._resume_leased renews while it runs
             self.holds.renew(running.held, self.clock.now, running.holder)
         try:

@@ -17,6 +17,7 @@ from events.inputs import DeciderInput, OperationObserved, SubmitTransaction
 from events.keys import compensation_key, op_key
 from projections.view import TxView
 from reconcilers.webhook_intake import MatchedOperation
+from services.decider.dispatch_host import LEAVE_WAIT_S
 from services.decider.restore import Stored
 from services.providers.sandbox_operations import SANDBOX_OPERATIONS
 
@@ -124,6 +125,8 @@ class World:
         self.heal_at = rng.randint(5, 120)
         # Kill switches in two schedules in three, released when faults heal.
         self.switch_rate = rng.choice([0.0, 0.02, 0.04])
+        # Clean stops in one schedule in three, drawn apart so the others are unchanged.
+        self.stop_rate = 0.01 if random.Random(f"stop:{self.seed}").random() < 1 / 3 else 0.0
         self.holds = SimHolds()
         self.policy = SimPolicy.drawn(self.clock, self.seed)
         calls_begun = SimCallsBegun(self._abort_stops)
@@ -345,6 +348,8 @@ class World:
                 if policy.task_id is not None:
                     options.append(("revoke_task", 0.1, policy.revoke_task))
                     options.append(("expire_task", 0.1, policy.expire_task))
+            if self.stop_rate:
+                options.append(("clean_stop", self.stop_rate * 10, self._clean_stop))
             if self.crash_rate:
                 w = self.crash_rate * 10
                 # Twice the others: the crash that kills calls between their begin and
@@ -369,6 +374,15 @@ class World:
         for decider in self.deciders:
             decider.crash()
 
+    def _clean_stop(self) -> None:
+        """The decider process stops cleanly (Decider._run's end): every partition revoked
+        as at a rebalance, then the host's leave gives its calls LEAVE_WAIT_S before the
+        process ends; the partitions' next owner is another process (new holders)."""
+        stopping = set(self.host.holder.values())
+        for decider in self.deciders:
+            decider.revoke(commits=self.rng.random() < 0.5)
+        self.host.leave(stopping, int(LEAVE_WAIT_S * 1000))
+
     def _lose_partition(self, decider: SimDecider) -> None:
         decider.lose_partition(self.rng.randint(0, 20000))
 
@@ -376,7 +390,7 @@ class World:
         decider.revoke(commits=self.rng.random() < 0.5)
 
     def _advance(self) -> None:
-        timers = [c.due for c in self.host.calls]
+        timers = [c.wakes() for c in self.host.calls]
         timers += [d.start_at() for d in self.deciders if d.staged is not None]
         timers += [w.due for w in self.provider.outbox]
         timers += self.holds.lapses()
