@@ -28,6 +28,9 @@ decide/commit loop.
   claim that waits for another holder's call gives up once the partition is revoked
   (`owns`): nothing is sent, the row is left to the new owner, whose take-over claims it
   (or, for a resumed hold, whose gate loop claims the hold, its claim released here).
+  A claim that waited, while the partition is still owned, asks the live state again before
+  its lookup (`_awaited`, by the rule `_over` judges a resumed hold by): a leg settled, or a
+  transaction a person failed, during the wait is not called (call_plan.Awaited).
 - Take-over: a decider that gains a partition (after its restore, also after a failed
   transaction) runs every leg the restored state holds `dispatched` with no answer
   (transactions.unanswered) through the call plan again, except legs held by a kill switch
@@ -256,7 +259,8 @@ class DispatchHost:
             while not self.stop.is_set():
                 try:
                     mine = functools.partial(self.owns, order.partition)
-                    made = await self.executor.run(order, mine)
+                    awaited = functools.partial(self._awaited, order)
+                    made = await self.executor.run(order, mine, awaited)
                     if held is not None:
                         await self._settle(order, held, made)
                     return
@@ -447,9 +451,16 @@ class DispatchHost:
         """Whether the live state of the order's partition, which this process owns, shows
         this attempt answered or superseded, or its transaction finished (a person may fail
         a transaction whose held leg a crashed resumer had begun: the reconciler looked it
-        up and found nothing; found by the simulator, seed 851)."""
+        up and found nothing; found by the simulator, seed 851). A state not known here (a
+        partition not owned: `current` has none) is not over: asked by a call, whose claim
+        gives up once its partition is revoked, that is a judgement a statement old."""
         state = self.current(order.partition, order.envelope.tenant, order.envelope.tx_id)
         return state is not None and not waits_on(state, order.dispatch)
+
+    def _awaited(self, order: DispatchOrder) -> bool:
+        """The executor's `awaited`, asked after a claim that waited for another holder's
+        call: the transaction may have moved on during the wait (call_plan.Awaited)."""
+        return not self._over(order)
 
 
 def _named(order: DispatchOrder) -> tuple[str, str]:

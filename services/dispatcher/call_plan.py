@@ -33,6 +33,12 @@ The rules, in the order they are asked:
   call did and two calls of one attempt are never on the wire at once. A claim the
   executor gives up (the call is no longer this process's to make: its partition went to
   another, whose take-over claims it) ends the plan: nothing sent, nothing reported.
+  A claim that waited asks the transaction again before it looks up (Awaited): the wait
+  lasts as long as the other holder's call (a zombie's lease: 12-32 s at a 5 s provider
+  timeout), and meanwhile another answer may settle the leg, or a person fail the
+  transaction (the reconciler looks a begun leg up and sends it to review), after which a
+  lookup that finds nothing would send a non-destructive leg again. No longer awaited, the
+  plan ends: nothing looked up, sent or reported.
 - An `unknown` answer is resolved by lookups with backoff (LOOKUP_BACKOFF_S); past them
   the scheduled reconciler takes over.
 
@@ -42,7 +48,8 @@ Pure: no I/O, no clock.
 from collections.abc import Generator
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Generic, TypeVar, cast
+from enum import Enum
+from typing import Any, Generic, TypeVar, assert_never, cast
 
 from events.aborted_before_call import ABORTED_BEFORE_CALL
 from events.catalog import Classified
@@ -118,13 +125,32 @@ class Begin(Request[Begun]):
     before."""
 
 
+class Turn(Enum):
+    """How a Claim ended."""
+
+    # Nobody else held the call: it is this process's at once (or its row is gone).
+    AT_ONCE = "at_once"
+    # Another holder's call ended, or its lease lapsed, while this one waited: the
+    # transaction may have moved on meanwhile, so it is asked again (Awaited).
+    WAITED = "waited"
+    # The wait was given up: the call is no longer this process's to make (its partition
+    # was revoked; the new owner's take-over claims it). Nothing taken, nothing to send.
+    GIVEN_UP = "given_up"
+
+
 @dataclass(frozen=True)
-class Claim(Request[bool]):
+class Claim(Request[Turn]):
     """Wait while another process holds this call's lease (its call is on the wire, or
-    may be), then hold it: True once the other call ended or its lease lapsed, or at once
-    when nobody holds it (services.dispatcher.call_lease). False: the wait was given up,
-    because the call is no longer this process's to make (its partition was revoked; the
-    new owner's take-over claims it): nothing was taken, and nothing is to be sent."""
+    may be), then hold it (services.dispatcher.call_lease); Turn says whether it waited
+    or gave up."""
+
+
+@dataclass(frozen=True)
+class Awaited(Request[bool]):
+    """Whether the transaction still waits on this very dispatch, by the live state of its
+    partition's owner (transactions.unanswered.waits_on, the rule a resumed hold is judged
+    by): False once its leg was answered or dispatched again, or the transaction finished.
+    A state the host does not know (its partition is not its own) is taken to wait."""
 
 
 @dataclass(frozen=True)
@@ -202,7 +228,7 @@ def call_plan(dispatch: OperationDispatched, *, adapter_known: bool = True) -> P
     if redelivered:
         # A call of this attempt was begun: its caller may still be on the wire (an owner
         # that lost the partition mid-call). Looked up only once it is not.
-        if not (yield from ask(Claim())):
+        if not (yield from _claimed()):
             return
     if dispatch.lookup_first or redelivered:
         lookups += 1
@@ -244,7 +270,7 @@ def _call(info: Classified, begun: Begun, *, redelivered: bool, lookups: int) ->
             yield _not_resent(lookups)
             return
         # Its call ends (or its lease lapses) before this one looks, and sends if absent.
-        if not (yield from ask(Claim())):
+        if not (yield from _claimed()):
             return
         lookups += 1
         if (yield from _found(lookups)):
@@ -253,6 +279,25 @@ def _call(info: Classified, begun: Begun, *, redelivered: bool, lookups: int) ->
     yield Report(Source.RESPONSE, seen, lookups)
     if seen.outcome is Outcome.UNKNOWN:
         yield from _resolve(lookups)
+
+
+def _claimed() -> Generator[Request[Any], Any, bool]:
+    """Claim the call; True: go on and look it up. After a wait, only while the transaction
+    still waits on it: the judgement that dispatched it (or resumed it, or took it over) is
+    as old as the other holder's call, and the one that counts is the live state's.
+    A crash after the claim, before the question: the claim's lease lapses, and the next
+    owner's take-over runs only what its restored state still waits on. A decision between
+    the question and the call (the lookup, a begin) is the window every call has."""
+    turn = yield from ask(Claim())
+    match turn:
+        case Turn.AT_ONCE:
+            return True
+        case Turn.WAITED:
+            return (yield from ask(Awaited()))
+        case Turn.GIVEN_UP:
+            return False
+        case _:
+            assert_never(turn)
 
 
 def _found(lookups: int) -> Generator[Request[Any], Any, bool]:

@@ -23,7 +23,10 @@ leases are released when it loses their partitions (services.dispatcher.held_lea
 the normal path costs no statement beyond the begin. A claim that waits gives up once the
 host says the call is no longer its to make (`mine`: its partition was revoked), rather
 than wait out another holder's lease for a call the partition's new owner claims anyway:
-then nothing was taken or sent, and the row is left as it was, to the new owner.
+then nothing was taken or sent, and the row is left as it was, to the new owner. A claim
+that waited asks the host whether the transaction still waits on the call (`awaited`, the
+plan's Awaited) before it looks up: not, the plan ends, nothing sent, and its lease is kept
+like any ended call's.
 """
 
 import asyncio
@@ -54,6 +57,7 @@ from services.dispatcher.call_lease import (
 )
 from services.dispatcher.call_plan import (
     Apply,
+    Awaited,
     Balance,
     Begin,
     Claim,
@@ -64,6 +68,7 @@ from services.dispatcher.call_plan import (
     Request,
     Review,
     Sleep,
+    Turn,
     WasBegun,
     call_plan,
     dispatch_observation,
@@ -101,13 +106,16 @@ class Executor:
         self,
         order: DispatchOrder,
         mine: Callable[[], bool],
+        awaited: Callable[[], bool],
         *,
         span_of: dict[str, str | int] | None = None,
     ) -> bool:
         """Runs the order's plan once a call slot is free. `mine`: whether the call is still
         this process's to make (asked while a claim waits; the host's ownership of the
-        order's partition). False: a claim was given up for it (nothing sent, nothing
-        reported); True: the plan ran to its end. Raises what the plan's I/O raised
+        order's partition). `awaited`: whether the transaction still waits on the call
+        (asked after a claim that waited; the host's live state). False: a claim was given
+        up for it (nothing sent, nothing reported); True: the plan ran to its end (a call
+        found no longer awaited too: nothing more is owed to it). Raises what the plan's I/O raised
         (services.at_least_once.RetryBatch when Postgres is away): the host retries the
         order, and the plan's begin statement makes the retry a redelivery if a call was
         begun."""
@@ -124,17 +132,24 @@ class Executor:
                 attempt=order.dispatch.attempt,
                 action=order.dispatch.action,
             ):
-                return await Call(self, order, mine).run()
+                return await Call(self, order, mine, awaited).run()
 
 
 class Call:
     """One dispatch: the plan of services.dispatcher.call_plan, executed with the real I/O
     (the gate and `calls_begun` in Postgres, the provider, the sink)."""
 
-    def __init__(self, executor: Executor, order: DispatchOrder, mine: Callable[[], bool]) -> None:
+    def __init__(
+        self,
+        executor: Executor,
+        order: DispatchOrder,
+        mine: Callable[[], bool],
+        awaited: Callable[[], bool],
+    ) -> None:
         self.x = executor
         self.order = order
         self.mine = mine
+        self.awaited = awaited
         self.envelope = order.envelope
         self.dispatch = order.dispatch
         self.holder = executor.leases.holder
@@ -201,6 +216,16 @@ class Call:
                 return begun
             case Claim():
                 return await self.claim()
+            case Awaited():
+                if self.awaited():
+                    return True
+                log.info(
+                    "%s %s attempt %d: no longer awaited by its transaction; not called",
+                    env.tx_id,
+                    dispatch.action,
+                    dispatch.attempt,
+                )
+                return False
             case Hold(switches=switches):
                 await gate.hold(env, dispatch, self.order.partition, switches)
                 return None
@@ -232,9 +257,10 @@ class Call:
                 return seen
         raise AssertionError(f"no executor for {request!r}")
 
-    async def claim(self) -> bool:
-        """Until no other holder's lease on this call is live; then it is this one's (True).
-        False: the call stopped being this process's while another held it (`mine`)."""
+    async def claim(self) -> Turn:
+        """Until no other holder's lease on this call is live; then it is this one's (at
+        once, or after a wait). GIVEN_UP: the call stopped being this process's while
+        another held it (`mine`)."""
         env, dispatch, gate = self.envelope, self.dispatch, self.x.gate
         timeout = gate.settings.provider_timeout_s
         waited = False
@@ -249,9 +275,11 @@ class Call:
                     )
                     if waited:
                         log.info("%s %s: the other call ended", env.tx_id, dispatch.action)
-                    return True
+                        return Turn.WAITED
+                    return Turn.AT_ONCE
                 case Claimed.NO_ROW:
-                    return True
+                    # A row purged meanwhile (retention): nobody holds the call.
+                    return Turn.WAITED if waited else Turn.AT_ONCE
                 case Claimed.HELD:
                     # Asked before each wait, so a revocation ends it within one poll: the
                     # new owner's take-over claims the call, and this process has sent
@@ -266,7 +294,7 @@ class Call:
                             dispatch.attempt,
                         )
                         self.given_up = True
-                        return False
+                        return Turn.GIVEN_UP
                     if not waited:
                         log.info(
                             "%s %s attempt %d: another caller is making this call;"

@@ -5,12 +5,15 @@ of waiting the lease out: a call that ends while its partition is owned releases
 owner may still call again. A clean stop lets them go likewise, at `leave` and, for the
 calls that end between `leave` and the drops, at `close`. And a claim that waits
 for another holder gives up once its own process loses the partition (DispatchHost.owns):
-the partition's next owner claims the call, or, for a resumed hold, the hold.
+the partition's next owner claims the call, or, for a resumed hold, the hold. A claim that
+waited while its partition stays owned asks the live state again before its lookup
+(call_plan.Awaited): a transaction failed meanwhile gets no call.
 
 Real parts: Postgres, Kafka (each host's producer) and the sandbox provider as
 a subprocess, through the production executor, gate and DispatchHost of each process."""
 
 import asyncio
+import functools
 import logging
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -20,8 +23,9 @@ import httpx
 import pytest
 from support.held_order import hold_order
 from support.sandbox_process import Sandbox, start_sandbox, stop
-from test_calls_begun import TENANT, charge
+from test_calls_begun import TENANT, calls_to, charge
 
+from events.definition import TxStatus
 from events.inputs import OperationObserved
 from events.topics import Topics
 from services.config import Settings
@@ -35,6 +39,8 @@ from services.governance import store
 from services.kafka_setup import ensure_topics
 from services.providers.http import ProviderHttp
 from services.providers.registry import build_accounts
+from transactions.finished import FinishedTransaction
+from transactions.state import TransactionState
 
 PROVIDER_TIMEOUT_S = 5.0
 
@@ -52,7 +58,11 @@ class _Process:
     def __init__(self, settings: Settings, http: ProviderHttp, owned: set[int]) -> None:
         self.owned = owned
         self.answers: list[OperationObserved] = []
-        self.host = DispatchHost(settings, lambda: self.owned, self._answered, lambda *_: None)
+        # The live states its decider would hold (Decider._current), by transaction.
+        self.states: dict[str, TransactionState | FinishedTransaction] = {}
+        self.host = DispatchHost(
+            settings, lambda: self.owned, self._answered, lambda _p, _t, tx: self.states.get(tx)
+        )
         self.host.executor = Executor(
             build_accounts(http, settings), self.host.gate, self.host, self.host.leases
         )
@@ -62,7 +72,11 @@ class _Process:
 
     async def call(self, order: DispatchOrder) -> None:
         assert self.host.executor is not None
-        await self.host.executor.run(order, lambda: order.partition in self.owned)
+        await self.host.executor.run(
+            order,
+            lambda: order.partition in self.owned,
+            functools.partial(self.host._awaited, order),
+        )
 
 
 @pytest.fixture
@@ -217,6 +231,13 @@ async def test_close_lets_go_of_the_calls_that_ended_between_leave_and_the_drops
     assert took < 2.0, f"the next owner waited {took:.1f} s for a lease close let go"
 
 
+async def _claim_waits(caplog: pytest.LogCaptureFixture) -> None:
+    """Until the executor logs that a claim waits for another holder's call."""
+    async with asyncio.timeout(10):
+        while "waiting for it to end" not in caplog.text:
+            await asyncio.sleep(0.01)
+
+
 async def test_a_claim_that_waits_gives_up_once_its_partition_is_revoked(
     processes: tuple[_Process, _Process], fresh_database: str, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -234,9 +255,7 @@ async def test_a_claim_that_waits_gives_up_once_its_partition_is_revoked(
         new.owned.add(0)
         with caplog.at_level(logging.INFO, logger="services.dispatcher.executor"):
             new.host.submit([order])
-            async with asyncio.timeout(10):
-                while "waiting for it to end" not in caplog.text:
-                    await asyncio.sleep(0.01)
+            await _claim_waits(caplog)
 
             # It loses the partition in turn: its claim ends within a poll, not when the
             # old lease lapses (12 s after the old call's begin).
@@ -281,9 +300,7 @@ async def test_a_resumed_hold_whose_claim_waits_is_left_to_the_new_owner_once_re
         )
         with caplog.at_level(logging.INFO, logger="services.dispatcher.executor"):
             resume = asyncio.create_task(resumer.host._resume([held]))
-            async with asyncio.timeout(10):
-                while "waiting for it to end" not in caplog.text:
-                    await asyncio.sleep(0.01)
+            await _claim_waits(caplog)
             resumer.owned.discard(0)  # the revocation
             async with asyncio.timeout(lease_s(PROVIDER_TIMEOUT_S, 1) / 4):
                 await resume
@@ -294,5 +311,56 @@ async def test_a_resumed_hold_whose_claim_waits_is_left_to_the_new_owner_once_re
         assert resumer.answers == []
         by_new_owner = await store.claim_released(conn, 60.0, claimer="next", partitions=[0])
         assert [h.op_key for h in by_new_owner] == [dispatch.op_key]
+    finally:
+        await conn.close()
+
+
+async def test_a_claim_that_waited_is_not_called_once_its_transaction_failed_meanwhile(
+    processes: tuple[_Process, _Process],
+    fresh_database: str,
+    provider: Sandbox,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # A zombie began the charge and never sent it (paused before its apply), its lease
+    # live; the partition's owner's take-over claims the call, waiting for that lease
+    # (12-32 s at the default provider timeout). Meanwhile a person fails the transaction
+    # (the reconciler looked the begun leg up, found nothing, asked for review). The wait
+    # over, a lookup would find nothing and, a charge not being destructive, send it: an
+    # effect after the transaction failed. Asked again, the live state stops it.
+    zombie, owner = processes
+    envelope, dispatch = charge("failed-meanwhile-1", "k_failed_meanwhile")
+    order = DispatchOrder(envelope, dispatch, 0)
+    zombie.owned.discard(0)
+    begun = await zombie.host.gate.begin(
+        envelope, dispatch, zombie.host.leases.holder, lease_s(PROVIDER_TIMEOUT_S, 1)
+    )
+    assert begun.written
+    conn = await asyncpg.connect(fresh_database)
+    try:
+        owner.owned.add(0)
+        with caplog.at_level(logging.INFO, logger="services.dispatcher.executor"):
+            owner.host.submit([order])
+            await _claim_waits(caplog)
+            # The person's failure, decided by the owner while its claim waits.
+            owner.states[envelope.tx_id] = FinishedTransaction(
+                tenant=TENANT,
+                tx_id=envelope.tx_id,
+                status=TxStatus.FAILED,
+                fingerprint="f",
+                seq=9,
+                last_hash="h",
+            )
+            # The zombie's lease ends (let go, or lapsed): the owner's claim takes the call.
+            row = (TENANT, dispatch.op_key, dispatch.leg.value, dispatch.attempt)
+            await zombie.host.gate.release_many([(row, zombie.host.leases.holder)])
+            async with asyncio.timeout(10):
+                while owner.host.tasks:
+                    await asyncio.sleep(0.01)
+        async with httpx.AsyncClient(base_url=provider.url) as sandbox:
+            assert await calls_to(sandbox, dispatch.op_key) == [], "called after it failed"
+        assert owner.answers == []
+        assert "no longer awaited by its transaction; not called" in caplog.text
+        # Its lease taken and kept, as any ended call's (let go when the partition is).
+        assert await _claimed_by(conn, dispatch.op_key) == owner.host.leases.holder
     finally:
         await conn.close()

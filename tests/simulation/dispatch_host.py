@@ -33,7 +33,8 @@ is the process, modelled as one holder per partition's owner (`holder`: a new on
 process dies, and when another member takes a partition this one lost, since the simulated
 host plays that member too); its begin or claim takes the row's lease, a claim waits while
 another holder's is live and takes its own at once (and is given up, nothing sent, once
-the partition is not its process's), an apply is not sent once its lease ended and is cut
+the partition is not its process's; after a wait it asks the owner's live state again,
+Awaited), an apply is not sent once its lease ended and is cut
 (unknown) when it ends. A call that ends keeps its lease while its
 partition is owned; a revocation lets go of the partition's leases of calls not on the wire
 (`let_go`), and a call that ends after its partition went (a zombie's) releases its own.
@@ -60,6 +61,7 @@ from services.dispatcher.call_lease import (
 )
 from services.dispatcher.call_plan import (
     Apply,
+    Awaited,
     Balance,
     Begin,
     Claim,
@@ -69,6 +71,7 @@ from services.dispatcher.call_plan import (
     Report,
     Review,
     Sleep,
+    Turn,
     WasBegun,
     call_plan,
     dispatch_observation,
@@ -356,7 +359,7 @@ class SimDispatchHost:
                         took(until)
                     yield 0  # a crash may fall between the row and the call
                 case Claim():
-                    answer = True
+                    answer = Turn.AT_ONCE
                     while True:
                         now = self.clock.now
                         until = now + _ms(lease_s(PROVIDER_TIMEOUT_S, CLAIM_REQUESTS))
@@ -370,12 +373,23 @@ class SimDispatchHost:
                         # hold's too: its claim is released for the new owner's loop
                         # (DispatchHost._settle), which judges it by the live state.
                         if not running.owned:
-                            answer = False
+                            answer = Turn.GIVEN_UP
                             if running.held is not None:
                                 self.holds.release_claim(running.held, running.holder)
                                 running.held = None  # nothing to renew or forget
                             break
+                        answer = Turn.WAITED
                         yield _ms(CLAIM_POLL_S)
+                case Awaited():
+                    # DispatchHost._awaited: the owner's live state; none known to a process
+                    # that lost the partition (Decider._current), so that one goes on.
+                    order = running.order
+                    state = (
+                        self.current(order.partition, envelope.tenant, envelope.tx_id)
+                        if running.owned
+                        else None
+                    )
+                    answer = state is None or waits_on(state, dispatch)
                 case Hold():
                     self.holds.hold(running.order)
                 case Apply():

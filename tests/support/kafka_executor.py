@@ -30,5 +30,7 @@ class KafkaExecutor:
         self.executor = Executor(accounts, self.gate, self.host, self.host.leases)
 
     async def call(self, envelope: Envelope, dispatch: OperationDispatched, partition: int) -> None:
-        # Owning nothing, it is still the one to make the test's call: a claim waits on.
-        await self.executor.run(DispatchOrder(envelope, dispatch, partition), lambda: True)
+        # Owning nothing, it is still the one to make the test's call: a claim waits on, and
+        # no state is known here (as for a partition not owned), so a call is awaited.
+        order = DispatchOrder(envelope, dispatch, partition)
+        await self.executor.run(order, lambda: True, lambda: True)

@@ -17,6 +17,7 @@ from services.dispatcher.call_plan import (
     LOOKUP_BACKOFF_S,
     NOT_RESENT,
     Apply,
+    Awaited,
     Balance,
     Begin,
     Begun,
@@ -28,6 +29,7 @@ from services.dispatcher.call_plan import (
     Request,
     Review,
     Sleep,
+    Turn,
     WasBegun,
     call_plan,
     dispatch_observation,
@@ -87,11 +89,13 @@ def answers(
     begin: Begun | None = None,
     apply: Seen = FOUND,
     balance: tuple[int, Any] = (200, {"refundable": 100}),
-    claimed: bool = True,
+    claimed: Turn = Turn.AT_ONCE,
+    awaited: bool = True,
 ) -> Callable[[Request[Any]], object]:
     """`begun_before`: the attempt's `calls_begun` row exists, as both `WasBegun` and the
     begin statement (`existed`) see it; `begin` overrides what every begin answers;
-    `claimed` False: the executor gave the claim up (the call is not its to make)."""
+    `claimed`: how the claim ended (GIVEN_UP: the call is not the executor's to make);
+    `awaited`: whether the transaction still waits on the call when asked."""
 
     def answer(request: Request[Any]) -> object:
         match request:
@@ -111,6 +115,8 @@ def answers(
                 return balance
             case Claim():
                 return claimed
+            case Awaited():
+                return awaited
         return None
 
     return answer
@@ -207,13 +213,46 @@ def test_a_claim_given_up_ends_the_call_with_nothing_sent_or_reported() -> None:
     the new owner's take-over claims it, so this plan asks nothing more, whichever way it
     came to claim (a redelivery, or a write another dispatcher began meanwhile)."""
     for plan_of, given in (
-        (dispatch(), answers(begun_before=True, claimed=False)),
-        (dispatch(lookup_first=True), answers(begun_before=True, claimed=False)),
-        (dispatch(), answers(begin=Begun((), written=False), claimed=False)),
+        (dispatch(), answers(begun_before=True, claimed=Turn.GIVEN_UP)),
+        (dispatch(lookup_first=True), answers(begun_before=True, claimed=Turn.GIVEN_UP)),
+        (dispatch(), answers(begin=Begun((), written=False), claimed=Turn.GIVEN_UP)),
     ):
         asked = run(plan_of, given)
         assert kinds(asked)[-1] == "Claim", kinds(asked)
         assert "Lookup" not in kinds(asked) and "Report" not in kinds(asked)
+
+
+def test_a_claim_that_waited_asks_the_transaction_again_before_it_looks_up() -> None:
+    """While another holder's call was on the wire (a zombie's lease: 12-32 s at a 5 s
+    provider timeout) the transaction may have moved on: a person failed it, or another
+    answer settled the leg. No longer awaited, nothing is looked up, sent or reported (a
+    write found absent would be sent again); still awaited, the call goes on as before."""
+    for plan_of, given in (
+        (dispatch(), answers(begun_before=True, claimed=Turn.WAITED, awaited=False)),
+        (
+            dispatch(lookup_first=True),
+            answers(begun_before=True, claimed=Turn.WAITED, awaited=False),
+        ),
+        (dispatch(), answers(begin=Begun((), written=False), claimed=Turn.WAITED, awaited=False)),
+    ):
+        asked = run(plan_of, given)
+        assert kinds(asked)[-2:] == ["Claim", "Awaited"], kinds(asked)
+        assert "Lookup" not in kinds(asked) and "Report" not in kinds(asked)
+    asked = run(dispatch(), answers(begun_before=True, claimed=Turn.WAITED))
+    assert kinds(asked) == [
+        "Gate",
+        "Begin",
+        "Claim",
+        "Awaited",
+        "Lookup",
+        "Begin",
+        "Apply",
+        "Report",
+    ]
+    # A claim taken at once asks nothing more: the judgement that dispatched it is as old
+    # as the statements since.
+    asked = run(dispatch(), answers(begun_before=True, awaited=False))
+    assert "Awaited" not in kinds(asked) and "Apply" in kinds(asked)
 
 
 def test_an_abort_recorded_before_the_call_stops_it() -> None:

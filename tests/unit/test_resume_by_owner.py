@@ -23,7 +23,9 @@ class _Executor:
         self.runs: list[tuple[str, str, str, int]] = []
         self.gives_up = gives_up
 
-    async def run(self, order: DispatchOrder, mine: Callable[[], bool]) -> bool:
+    async def run(
+        self, order: DispatchOrder, mine: Callable[[], bool], awaited: Callable[[], bool]
+    ) -> bool:
         self.runs.append(order.leg_key)
         return not self.gives_up  # False: its claim was given up, nothing sent
 

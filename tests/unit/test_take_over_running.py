@@ -26,7 +26,9 @@ class _Executor:
         self.running = 0
         self.most_at_once = 0
 
-    async def run(self, order: DispatchOrder, mine: Callable[[], bool]) -> bool:
+    async def run(
+        self, order: DispatchOrder, mine: Callable[[], bool], awaited: Callable[[], bool]
+    ) -> bool:
         self.runs.append(order.leg_key)
         self.running += 1
         self.most_at_once = max(self.most_at_once, self.running)
