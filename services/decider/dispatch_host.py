@@ -51,7 +51,9 @@ decide/commit loop.
   new owner (`_resume`).
 - Failures: an order whose plan fails (Postgres away: RetryBatch; Kafka refusing an
   off-partition answer) is run again after a back-off while this process owns its partition;
-  once it does not, the partition's new owner runs it by the take-over rule.
+  once it does not, the partition's new owner runs it by the take-over rule. A resumed
+  hold's is not run again in its task: after the back-off its claim is released, and the
+  owner's gate loop claims and resumes it again at its next look.
 
 Provider credentials and the gate's Postgres pool therefore live in the decider process
 (SECURITY.md, docs/decider.md).
@@ -280,7 +282,12 @@ class DispatchHost:
                     with contextlib.suppress(TimeoutError):
                         await asyncio.wait_for(self.stop.wait(), delay)
                     if held is not None:
-                        # A hold's claim lapses and is claimed again: never two resumers.
+                        # Released, not retried here: the owner's gate loop claims it again
+                        # at its next look, and resumes it judged by the live state then
+                        # (`_resume_one`), one resumer at a time. Left to lapse, as until
+                        # stop 48, it waited HOLD_LEASE_S (60 s). Crash before the release,
+                        # or Postgres away: the claim lapses, as before.
+                        await self.gate.release_claims([held])
                         return
         finally:
             self.running.discard(order.leg_key)

@@ -3,15 +3,19 @@ by the claimer (only the partition's owner knows whether its transaction still w
 held leg: services.governance.store.claim_released), and its claim is released at once, so
 the new owner's gate loop claims it at its next look instead of after the claim's lease
 (HOLD_LEASE_S, 60 s): a rebalance must not hold a released dispatch back for a minute.
-Real Postgres, the real DispatchHost resume and the real statements."""
+Real Postgres, the real DispatchHost resume and the real statements. Likewise a resumed
+hold whose plan fails while its partition is still owned: its claim is released after the
+back-off, so the owner's own loop claims it again at its next look, not after 60 s."""
 
 import asyncio
+from collections.abc import Callable
 
 import asyncpg
 from support.held_order import hold_order
 from support.txbuilders import submit
 
 from events.topics import Topics
+from services.at_least_once import RetryBatch
 from services.config import Settings
 from services.decider.dispatch_host import DispatchHost
 from services.decider.take_over import take_over_orders
@@ -23,6 +27,17 @@ from transactions.transaction import handle, initial_state
 TENANT = "demo"
 
 
+def _settings(database_url: str) -> Settings:
+    # No Kafka: the host's producer is never started, and a resume left to the owner sends
+    # nothing.
+    return Settings(
+        kafka_bootstrap="localhost:9",
+        database_url=database_url,
+        topics=Topics("held-claim-revoked."),
+        environment="test",
+    )
+
+
 def _charge_order(partition: int) -> DispatchOrder:
     state, _ = handle(initial_state(TENANT, "held-revoked"), submit(["charge"]))
     (order,) = take_over_orders([state], partition)
@@ -32,16 +47,10 @@ def _charge_order(partition: int) -> DispatchOrder:
 async def test_a_hold_revoked_between_its_claim_and_its_call_is_claimable_by_the_new_owner_at_once(
     fresh_database: str,
 ) -> None:
-    # No Kafka: the host's producer is never started, and a resume left to the owner sends
-    # nothing.
-    settings = Settings(
-        kafka_bootstrap="localhost:9",
-        database_url=fresh_database,
-        topics=Topics("held-claim-revoked."),
-        environment="test",
-    )
     owned = {0}
-    old_owner = DispatchHost(settings, lambda: owned, lambda answer: None, lambda *key: None)
+    old_owner = DispatchHost(
+        _settings(fresh_database), lambda: owned, lambda answer: None, lambda *key: None
+    )
     order = _charge_order(partition=0)
     conn = await asyncpg.connect(fresh_database)
     try:
@@ -81,3 +90,46 @@ async def test_a_hold_revoked_between_its_claim_and_its_call_is_claimable_by_the
     finally:
         await conn.close()
         await old_owner.gate.close()
+
+
+class _FailingPlan:
+    """The executor of a plan whose I/O fails (Postgres away for a moment: RetryBatch)."""
+
+    def __init__(self) -> None:
+        self.runs = 0
+
+    async def run(
+        self, order: DispatchOrder, mine: Callable[[], bool], awaited: Callable[[], bool]
+    ) -> bool:
+        self.runs += 1
+        raise RetryBatch("Postgres away")
+
+
+async def test_a_resumed_hold_whose_plan_fails_is_claimable_again_by_its_owner_at_once(
+    fresh_database: str,
+) -> None:
+    owner = DispatchHost(
+        _settings(fresh_database), lambda: {0}, lambda answer: None, lambda *key: None
+    )
+    executor = _FailingPlan()
+    owner.executor = executor  # type: ignore[assignment]
+    order = _charge_order(partition=0)
+    conn = await asyncpg.connect(fresh_database)
+    try:
+        await hold_order(conn, order)
+        (claimed,) = await store.claim_released(
+            conn, gatekeeper.HOLD_LEASE_S, claimer=owner.gate.claimer, partitions=[0]
+        )
+        async with asyncio.timeout(5):  # the failure's back-off, 0.5 s
+            await owner._resume([claimed])
+        assert executor.runs == 1
+        # The owner's gate loop, at its next look: the hold is there, claimable.
+        again = await store.claim_released(
+            conn, gatekeeper.HOLD_LEASE_S, claimer=owner.gate.claimer, partitions=[0]
+        )
+        assert [h.op_key for h in again] == [order.dispatch.op_key], (
+            "its claim left to lapse: the owner resumes it 60 s later"
+        )
+    finally:
+        await conn.close()
+        await owner.gate.close()
