@@ -1,8 +1,9 @@
 """The call leases one dispatching process holds (services.dispatcher.call_lease), and when
 they are released: at a revocation, not at each call's end.
 
-Why: a lease is there for another process's claim (a take-over after a rebalance, a
-lapsed hold resumed elsewhere). The holder is the process (its DispatchHost: `holder`, one
+Why: a lease is there for another process's claim (a take-over after a rebalance, or a
+hold resumed by the partition's new owner: only the owner resumes a hold, store.
+claim_released). The holder is the process (its DispatchHost: `holder`, one
 id), not each call, so a redelivery in this same process (a retake after a failed
 transaction) claims its own lease at once, and a call that ends normally releases nothing:
 one UPDATE per provider call was the benchmark's most run statement (3.00 per transaction
