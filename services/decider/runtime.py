@@ -781,7 +781,7 @@ class Decider:
 
     def _start_at(self, owned: OwnedPartition, busy: set[int]) -> float:
         """When the partition's staged transaction may start: with an urgent decision at
-        once, with evidence alone once it has waited its interval; either not back to back
+        once, with what nobody waits for once it has waited its interval; either not back to back
         with the partition's last transaction (group_commit.next_start), the spacing that
         of a partition alone if no other partition is `busy` or if the partition holds no
         live transaction but those its staged decisions carry (`_nothing_else_live`)."""

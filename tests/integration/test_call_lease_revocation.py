@@ -21,7 +21,7 @@ from collections.abc import AsyncIterator, Iterator
 import asyncpg
 import httpx
 import pytest
-from support.held_order import hold_order
+from support.held_order import claim_held, hold_order
 from support.sandbox_process import Sandbox, start_sandbox, stop
 from test_calls_begun import TENANT, calls_to, charge
 
@@ -295,9 +295,7 @@ async def test_a_resumed_hold_whose_claim_waits_is_left_to_the_new_owner_once_re
         # The owner of partition 0 claims the released hold and resumes it: its call was
         # begun, so its claim waits for the other lease.
         resumer.owned.add(0)
-        (held,) = await store.claim_released(
-            conn, 60.0, claimer=resumer.host.gate.claimer, partitions=[0]
-        )
+        held = await claim_held(conn, resumer.host.gate.claimer)
         with caplog.at_level(logging.INFO, logger="services.dispatcher.executor"):
             resume = asyncio.create_task(resumer.host._resume([held]))
             await _claim_waits(caplog)

@@ -11,7 +11,7 @@ import asyncio
 from collections.abc import Callable
 
 import asyncpg
-from support.held_order import hold_order
+from support.held_order import claim_held, hold_order
 from support.txbuilders import submit
 
 from events.topics import Topics
@@ -56,13 +56,7 @@ async def test_a_hold_revoked_between_its_claim_and_its_call_is_claimable_by_the
     try:
         await hold_order(conn, order)
         # The old owner's gate loop claims the released hold, as it does while it owns 0.
-        (claimed,) = await store.claim_released(
-            conn,
-            gatekeeper.HOLD_LEASE_S,
-            gatekeeper.RESUME_BATCH,
-            claimer=old_owner.gate.claimer,
-            partitions=[0],
-        )
+        claimed = await claim_held(conn, old_owner.gate.claimer)
         # Its own call of the attempt is still running (a take-over called the leg before
         # another process's call of it was held): the resume waits for it, claim kept.
         old_owner.running.add(order.leg_key)
@@ -117,9 +111,7 @@ async def test_a_resumed_hold_whose_plan_fails_is_claimable_again_by_its_owner_a
     conn = await asyncpg.connect(fresh_database)
     try:
         await hold_order(conn, order)
-        (claimed,) = await store.claim_released(
-            conn, gatekeeper.HOLD_LEASE_S, claimer=owner.gate.claimer, partitions=[0]
-        )
+        claimed = await claim_held(conn, owner.gate.claimer)
         async with asyncio.timeout(5):  # the failure's back-off, 0.5 s
             await owner._resume([claimed])
         assert executor.runs == 1

@@ -13,12 +13,11 @@ import asyncio
 
 import asyncpg
 import httpx
-from support.held_order import hold_order
+from support.held_order import claim_held, hold_order
 from support.sandbox_process import Sandbox
 from test_call_lease_revocation import _Process, processes, provider  # noqa: F401
 from test_calls_begun import charge
 
-from services.dispatcher import gatekeeper
 from services.dispatcher.dispatch_order import DispatchOrder
 from services.governance import store
 
@@ -35,13 +34,7 @@ async def test_a_hold_revoked_during_its_resumed_call_is_left_to_the_new_owner(
     try:
         await hold_order(conn, order)
         # The owner's gate loop claims the released hold, as it does while it owns 0.
-        (claimed,) = await store.claim_released(
-            conn,
-            gatekeeper.HOLD_LEASE_S,
-            gatekeeper.RESUME_BATCH,
-            claimer=old.host.gate.claimer,
-            partitions=[0],
-        )
+        claimed = await claim_held(conn, old.host.gate.claimer)
         # The provider answers 1.5 s late: the rebalance comes while the call is on the wire.
         async with httpx.AsyncClient() as client:
             faults = await client.post(

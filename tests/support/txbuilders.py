@@ -158,3 +158,17 @@ def log_of(*inputs: DeciderInput, tx_id: str = "tx-1") -> list[Envelope]:
         state, envelopes = handle(state, message)
         log += envelopes
     return log
+
+
+def compensated_history() -> list[DeciderInput]:
+    """A transaction compensated to its end: its second step refused, the first undone, and
+    its `on_compensated` notification ("sorry") confirmed."""
+    return [
+        submit(["reserve", "charge"], on_compensated=("sorry",)),
+        observed("reserve", 1, Outcome.SUCCEEDED),
+        observed("charge", 1, Outcome.REJECTED),
+        plan("reserve"),
+        compensate("reserve"),
+        observed("reserve", 1, Outcome.SUCCEEDED, leg=Leg.COMPENSATION),
+        observed("sorry", 1, Outcome.SUCCEEDED),
+    ]

@@ -5,7 +5,16 @@ from typing import Any
 
 from hypothesis import given as for_all
 from hypothesis import strategies as st
-from support.txbuilders import abort, compensate, observed, plan, request_review, resolve, submit
+from support.txbuilders import (
+    abort,
+    compensate,
+    compensated_history,
+    observed,
+    plan,
+    request_review,
+    resolve,
+    submit,
+)
 
 from events.definition import Compensation, Leg, OperationSpec, OpStatus, Resolution, TxStatus
 from events.envelope import Envelope
@@ -29,15 +38,7 @@ COMMITTED: list[DeciderInput] = [
     observed("receipt", 1, Outcome.SUCCEEDED),
 ]
 FAILED: list[DeciderInput] = [submit(["reserve"]), observed("reserve", 1, Outcome.REJECTED)]
-COMPENSATED: list[DeciderInput] = [
-    submit(["reserve", "charge"], on_compensated=("sorry",)),
-    observed("reserve", 1, Outcome.SUCCEEDED),
-    observed("charge", 1, Outcome.REJECTED),
-    plan("reserve"),
-    compensate("reserve"),
-    observed("reserve", 1, Outcome.SUCCEEDED, leg=Leg.COMPENSATION),
-    observed("sorry", 1, Outcome.SUCCEEDED),
-]
+COMPENSATED: list[DeciderInput] = compensated_history()
 ABORTED: list[DeciderInput] = [
     submit(["reserve", "charge"]),
     abort(),

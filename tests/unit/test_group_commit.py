@@ -2,9 +2,8 @@
 long they may wait (services.decider.group_commit), and how the wait is configured."""
 
 import pytest
-from support.txbuilders import compensate, observed, plan, submit
+from support.txbuilders import compensated_history, observed, submit
 
-from events.definition import Leg
 from events.inputs import DeciderInput, Outcome, Source
 from events.transaction_events import Event
 from services.config import ConfigError, load_settings
@@ -47,16 +46,8 @@ def test_evidence_and_a_notification_s_confirmation_are_staged() -> None:
     outcome; nothing follows it). A step's answer and the commit commit at once."""
     waits = [nobody_waits(events, state) for events, state in _decided(COMMITTED)]
     assert waits == [False, False, True, False, True, True]
-    compensated: list[DeciderInput] = [
-        submit(["reserve", "charge"], on_compensated=("sorry",)),
-        observed("reserve", 1, Outcome.SUCCEEDED),
-        observed("charge", 1, Outcome.REJECTED),
-        plan("reserve"),
-        compensate("reserve"),
-        observed("reserve", 1, Outcome.SUCCEEDED, leg=Leg.COMPENSATION),
-        observed("sorry", 1, Outcome.SUCCEEDED),
-    ]
-    assert [nobody_waits(e, s) for e, s in _decided(compensated)][-2:] == [False, True]
+    compensated = _decided(compensated_history())
+    assert [nobody_waits(e, s) for e, s in compensated][-2:] == [False, True]
     assert nobody_waits([], initial_state("demo", "tx-1"))  # only its offset to commit
 
 
