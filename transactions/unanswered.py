@@ -45,10 +45,16 @@ def unanswered(state: TransactionState) -> list[OperationDispatched]:
     ]
 
 
-def waits_on(state: TransactionState | FinishedTransaction, dispatch: OperationDispatched) -> bool:
+def waits_on(
+    state: TransactionState | FinishedTransaction | None, dispatch: OperationDispatched
+) -> bool:
     """Whether `state` still waits on this very dispatch: its leg is `dispatched` under the
     same attempt (not answered, not superseded by a later attempt). A finished transaction
-    (its marker) waits on nothing: a hold resumed after a person failed it must not call."""
+    (its marker) waits on nothing: a hold resumed after a person failed it must not call. No
+    state (not known to the process that asks: a partition it does not own) is taken as
+    still waiting: the call goes on, on a judgement its claim's give-up bounds."""
+    if state is None:
+        return True
     if isinstance(state, FinishedTransaction):
         return False
     op = state.operation(dispatch.action)

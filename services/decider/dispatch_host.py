@@ -461,13 +461,13 @@ class DispatchHost:
         up and found nothing; found by the simulator, seed 851). A state not known here (a
         partition not owned: `current` has none) is not over: asked by a call, whose claim
         gives up once its partition is revoked, that is a judgement a statement old."""
-        state = self.current(order.partition, order.envelope.tenant, order.envelope.tx_id)
-        return state is not None and not waits_on(state, order.dispatch)
+        return not self._awaited(order)
 
     def _awaited(self, order: DispatchOrder) -> bool:
         """The executor's `awaited`, asked after a claim that waited for another holder's
         call: the transaction may have moved on during the wait (call_plan.Awaited)."""
-        return not self._over(order)
+        state = self.current(order.partition, order.envelope.tenant, order.envelope.tx_id)
+        return waits_on(state, order.dispatch)
 
 
 def _named(order: DispatchOrder) -> tuple[str, str]:

@@ -246,6 +246,29 @@ def test_the_listing_pages_newest_first_from_created_gte(client: httpx.Client) -
         assert client.get("/v1/effects", params=bad).status_code == 400
 
 
+def test_the_listing_stops_below_created_lt_and_refuses_a_bad_instant(
+    client: httpx.Client,
+) -> None:
+    # The drift scan's read of a hole below a cut listing (reconcilers.drift_span.Hole).
+    made = [
+        post(client, "email.send", new_key(), {"to": f"lt{i}@example.com"}).json()["id"]
+        for i in range(2)
+    ]
+    newest = client.get("/v1/effects", params={"limit": 1}).json()["effects"][0]
+    assert newest["id"] == made[-1]
+    until = newest["created_at"].replace("Z", "+00:00")
+    below = client.get("/v1/effects", params={"limit": 100, "created_lt": until}).json()
+    assert all(e["created_at"] < newest["created_at"] for e in below["effects"])
+    assert made[-1] not in [e["id"] for e in below["effects"]]
+
+    listed = client.get("/v1/effects").json()["effects"]
+    for bad in ("yesterday", "2026-12-06T03:00:00", "2026-12-06T03:00:00+00:00" + " " * 40):
+        answer = client.get("/v1/effects", params={"limit": 5, "created_lt": bad})
+        assert answer.status_code == 400, bad
+        assert answer.json()["error"] == "invalid_created_lt", answer.text
+    assert client.get("/v1/effects").json()["effects"] == listed  # nothing changed
+
+
 def test_the_paged_reader_reads_what_the_unpaged_list_holds(
     sandbox: Sandbox, client: httpx.Client
 ) -> None:

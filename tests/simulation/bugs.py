@@ -187,7 +187,9 @@ def _begin_ignores_switches(
     return _begin(begun, tx_id, op_key, leg, attempt, holder, until, ())
 
 
-def _resume_after_finish(state: TransactionState | FinishedTransaction, dispatch: Any) -> bool:
+def _resume_after_finish(
+    state: TransactionState | FinishedTransaction | None, dispatch: Any
+) -> bool:
     """A finished transaction's hold is resumed as if its state were unknown (the owner's
     `_current` before it handed the marker on): a person failed it, and the call is made."""
     return isinstance(state, FinishedTransaction) or _waits_on(state, dispatch)
@@ -200,7 +202,7 @@ def _resume_beside_own_call(host: dispatch_host.SimDispatchHost, running: Any) -
     state = host.current(
         running.order.partition, running.order.envelope.tenant, running.order.envelope.tx_id
     )
-    if state is not None and not _waits_on(state, running.order.dispatch):
+    if not _waits_on(state, running.order.dispatch):
         return
     yield from host._call(running)
 

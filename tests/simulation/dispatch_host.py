@@ -224,7 +224,7 @@ class SimDispatchHost:
             running.held = None  # nothing to renew or forget
             return
         state = self.current(order.partition, order.envelope.tenant, order.envelope.tx_id)
-        if state is not None and not waits_on(state, order.dispatch):
+        if not waits_on(state, order.dispatch):
             return
         running.waiting = False
         yield from self._call(running)
@@ -389,7 +389,7 @@ class SimDispatchHost:
                         if running.owned
                         else None
                     )
-                    answer = state is None or waits_on(state, dispatch)
+                    answer = waits_on(state, dispatch)
                 case Hold():
                     self.holds.hold(running.order)
                 case Apply():
