@@ -1,6 +1,7 @@
-"""The webhook ingress's two statements (services.intake.webhook_store: the dedupe check
-with the match, and recording the delivery id), each shared by the webhooks that reach it
-at the same time (issue 24).
+"""The webhook ingress's statements (services.intake.webhook_store: the dedupe check with
+the match, and recording the delivery id; and for a delivery that reports drift, whether
+that drift was reported already: reconcilers.store.unreported), each shared by the webhooks
+that reach it at the same time (issue 24).
 
 While one statement runs, the webhooks that arrive at the same step wait and go together in
 the next: an idle intake sends each at once, a busy one one statement (and, for the
@@ -32,6 +33,7 @@ from datetime import UTC, datetime, timedelta
 
 import asyncpg
 
+from reconcilers import store as drift_store
 from services.intake import webhook_store
 from services.intake.shared_statement import Batched
 from services.intake.webhook_store import Asked, Delivery
@@ -70,6 +72,7 @@ class DeliveryBatches:
         self._purged_at = 0.0
         self._checks: Batched[Asked, Delivery] = Batched(checks, self._look_up)
         self._records: Batched[Handled, None] = Batched(pool, self._remember)
+        self._reports: Batched[str, bool] = Batched(pool, self._unreported)
 
     async def look_up(self, asked: Asked) -> Delivery:
         """webhook_store.look_up_all's answer for `asked`."""
@@ -86,6 +89,17 @@ class DeliveryBatches:
         webhook_store.Deliveries.provider names it), and the drift it reported (`reported`:
         drift id, kind) as reported; the statement's error otherwise."""
         await self._records.ask((account, delivery_id, at, reported))
+
+    async def unreported(self, drift_id: str) -> bool:
+        """Whether `drift_id` is not reported yet, by the drift scan's own filter
+        (reconcilers.store.unreported, over reconciler_drift_reported): one judge of
+        "already reported" for both reporters, so a webhook arriving after the scan
+        reported its stray produces it no second time."""
+        return await self._reports.ask(drift_id)
+
+    async def _unreported(self, conn: asyncpg.Connection, ids: Sequence[str]) -> list[bool]:
+        fresh = await drift_store.unreported(conn, list(ids))
+        return [drift_id in fresh for drift_id in ids]
 
     async def _look_up(self, conn: asyncpg.Connection, asked: Sequence[Asked]) -> list[Delivery]:
         return await webhook_store.look_up_all(conn, asked, self._own)

@@ -18,8 +18,14 @@ belongs to: the shared account's at `/v1/webhooks/{provider}`, a tenant's own ac
    makes the provider deliver again; the second observation carries the same message id
    (and a drift report the same drift id), so the decider and the projector see it once.
 
-Two statements per delivery at most (issue 24, item 5): the body is read (3, pure) before
-2, so that the dedupe check and the lookup of the effect's operation are one statement
+Drift is produced in 3 only if the drift scan's filter (reconcilers.store.unreported, the
+one judge of "already reported") does not hold its id: a webhook that arrives after the
+scan reported its stray (late, retried past the dedupe horizon, replayed) reports nothing
+again, and is recorded and answered as any other.
+
+Two statements per delivery at most (issue 24, item 5), and one more for a delivery that
+reports drift (the filter's check, rare): the body is read (3, pure) before 2, so that the
+dedupe check and the lookup of the effect's operation are one statement
 (webhook_store.DELIVERIES); nothing read is acted on before the check, and an unreadable
 body that was handled already is still answered `duplicate`. Recording the delivery id (4)
 is the second. Each is shared by the webhooks that reach it at the same time
@@ -172,6 +178,7 @@ async def _receive(request: Request, account: Account, secrets: tuple[str, ...])
         body_base64=base64.b64encode(body).decode("ascii"),
     )
     found = meaning(provider, account.tenant, delivery_id, notice, matched, now, delivery)
+    reported: tuple[str, str] | None = None
     if isinstance(found, OperationObserved):
         await produce_acked(
             producer,
@@ -179,6 +186,19 @@ async def _receive(request: Request, account: Account, secrets: tuple[str, ...])
             partition_key(found.tenant, found.tx_id),
             found.model_dump_json().encode(),
             f"the webhook observation {found.message_id}",
+        )
+    elif not await batches.unreported(found.drift_id):
+        # The drift scan (or an earlier delivery of another id about the same effect)
+        # reported it already: a late webhook, a provider's retry past the dedupe horizon
+        # or an operator's replay produces it no second time. Asked of the scan's own
+        # filter, so both reporters judge "already reported" alike.
+        log.info(
+            "webhook %s/%s: effect %s is %s; drift %s was reported already",
+            account,
+            delivery_id,
+            notice.effect_id,
+            found.kind.value,
+            found.drift_id,
         )
     else:
         log.warning(
@@ -196,10 +216,10 @@ async def _receive(request: Request, account: Account, secrets: tuple[str, ...])
             found.model_dump_json().encode(),
             f"the drift report {found.drift_id}",
         )
-    # The drift is remembered as reported with the delivery (produced first: a crash in
-    # between reports it twice under one id, never not at all), so the drift scan, which
-    # judges the same effect past its grace, does not produce it again.
-    reported = None if isinstance(found, OperationObserved) else (found.drift_id, found.kind.value)
+        # Remembered as reported with the delivery (produced first: a crash in between
+        # reports it twice under one id, never not at all), so the drift scan, which
+        # judges the same effect past its grace, does not produce it again.
+        reported = (found.drift_id, found.kind.value)
     await batches.remember(str(account), delivery_id, now, reported)
     return _answered(ACCEPTED)
 

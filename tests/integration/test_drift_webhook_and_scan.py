@@ -1,8 +1,9 @@
 """A stray effect is reported by two reporters: the webhook ingress when the provider tells
 of it, and the drift scan when it judges it past its grace. Both name it by the same id
-(events.keys.drift_id), and the scan produces only what reconciler_drift_reported does not
-hold; the webhook ingress writes its reports there too, so recon.drift holds the drift once.
-Against the real sandbox (which sends the webhook), intake, Postgres and Kafka."""
+(events.keys.drift_id) and both produce only what reconciler_drift_reported does not hold
+(reconcilers.store.unreported, the one judge), where both write their reports, so
+recon.drift holds the drift once whichever comes first. Against the real sandbox (which
+sends the webhook), intake, Postgres and Kafka."""
 
 from collections import Counter
 from datetime import UTC, datetime, timedelta
@@ -57,3 +58,47 @@ async def test_a_stray_reported_by_its_webhook_is_not_reported_again_by_the_scan
     assert [(d.kind.value, d.drift_id) for d in found] == [("effect_without_intent", drift_id)]
     records = await read_topic(stack.kafka_bootstrap, drift_topic)
     assert Counter(r["drift_id"] for r in records) == {drift_id: 1}
+
+
+async def test_a_webhook_arriving_after_the_scan_reported_its_stray_reports_nothing_again(
+    stack: Stack, recon: Recon
+) -> None:
+    await scans_by_hand(stack)  # this test runs the scan itself
+    drift_topic = Topics(stack.topic_prefix).drift
+    # The stray's webhook is held back (dropped at its first delivery), so the scan reports
+    # it first; the operator's replay below is the late delivery.
+    await recon.arm("payments.charge", "webhook_drop")
+    made = await recon.http.post(
+        f"{stack.sandbox_url}/v1/effects/unrecorded",
+        json={"operation": "payments.charge", "payload": {"amount": 9, "currency": "usd"}},
+    )
+    assert made.status_code == 200, made.text
+    stray: str = made.json()["id"]
+
+    async with open_reconciler(scanner_settings(stack, grace_s=GRACE.total_seconds())) as scanner:
+        scanner.clock = lambda: datetime.now(UTC) + 2 * GRACE  # the stray past its grace
+        found = await scanner.drift_scan()
+    [drift_id] = [d.drift_id for d in found if d.effect_id == stray]
+
+    listed = await recon.http.get(
+        f"{stack.sandbox_url}/v1/webhooks/deliveries", params={"effect_id": stray}
+    )
+    [delivery] = listed.json()["deliveries"]
+    assert delivery["status"] == "dropped", delivery
+    replayed = await recon.http.post(
+        f"{stack.sandbox_url}/v1/webhooks/replay/{delivery['event_id']}"
+    )
+    # The intake answered the late delivery (accepted, remembered: a retry is a duplicate)
+    # after Kafka acknowledged anything it produced, so the topic now holds all of it.
+    assert replayed.json()["attempt"]["status_code"] == 200, replayed.text
+    conn = await asyncpg.connect(stack.database_url)
+    try:
+        remembered = await conn.fetchval(
+            "SELECT count(*) FROM webhook_deliveries WHERE delivery_id = $1",
+            delivery["event_id"],
+        )
+    finally:
+        await conn.close()
+    assert remembered == 1
+    records = await read_topic(stack.kafka_bootstrap, drift_topic)
+    assert Counter(r["drift_id"] for r in records if r.get("effect_id") == stray) == {drift_id: 1}
