@@ -315,10 +315,19 @@ class Reconciler:
             )
             for account in accounts:
                 key = (account.provider, account.tenant)
-                judged = span(cursors.get(key), now, window, grace)
                 # Only an adapter that lists below an instant keeps a hole (a listing by
                 # hand keeps nothing): any other's cut listing leaves its cursor, as before.
                 keeps_holes = effects_of is None and can_list_until(self.accounts.adapters[account])
+                # A hole kept while the account's adapter listed below an instant, which it
+                # no longer does (its adapter or provider file changed): nothing would walk
+                # it. Its span is judged as a cut listing's was before holes, from the
+                # hole's start (the span above it judged again, the filter keeping it from
+                # being reported twice), and a whole listing closes it.
+                stranded = None if keeps_holes else held.get(key)
+                start = cursors.get(key)
+                if stranded is not None and start is not None:
+                    start = min(start, stranded.since)
+                judged = span(start, now, window, grace)
                 listing = (
                     EffectListing(effects_of[account])
                     if effects_of is not None
@@ -338,6 +347,15 @@ class Reconciler:
                     # A cut one moves it too when what it left out is kept as a hole.
                     if cursor is not None and effects_of is None:
                         advanced.append((key, cursor))
+                    if cursor is not None and stranded is not None:
+                        holes.append(store.HoleWrite(key, stranded, None))
+                        log.info(
+                            "drift scan of %s: its hole [%s, %s) judged by a whole listing "
+                            "from its start (the adapter no longer lists below an instant)",
+                            account,
+                            stranded.since.isoformat(),
+                            stranded.below.isoformat(),
+                        )
                 if keeps_holes:
                     read = held.get(key)
                     rest = read

@@ -37,6 +37,7 @@ from events.topics import Topics
 from reconcilers import store
 from services.config import Settings
 from services.devtools.stack import Stack
+from services.providers.adapters import PAGE, SandboxAdapter
 from services.pull_reconciler.runtime import Reconciler, open_reconciler
 
 GRACE = timedelta(seconds=10)
@@ -163,6 +164,31 @@ async def test_an_adapter_that_cannot_list_below_an_instant_keeps_its_cursor_as_
             assert found_ids(await b.scanner.drift_scan()) == set(b.strays[-2:])
             assert await cursor(stack) is None
             assert await hole(stack) is None
+
+
+async def test_a_hole_whose_adapter_no_longer_lists_below_an_instant_is_judged_from_its_start(
+    stack: Stack, recon: Recon
+) -> None:
+    """A hole kept while the adapter listed below an instant, which it no longer does (its
+    provider file lost `until_param`, its adapter was changed): nothing walks it, so the
+    account is scanned as a cut listing's was before holes, from the hole's start: while
+    the listing is cut the hole and the cursor stay, and the first whole one judges what
+    the hole held and closes it. Before, the hole stayed in its row unjudged for ever."""
+    async with burst_below(stack, recon, "hole-stranded") as b:
+        assert found_ids(await b.scanner.drift_scan()) == set(b.strays[-2:])
+        left = await hole(stack)
+        assert left is not None
+        sandbox = sandbox_of(b.scanner)
+        sandbox.lists_until = False
+
+        # Still cut: the newest pages again, nothing moved.
+        assert found_ids(await b.scanner.drift_scan()) == set(b.strays[-2:])
+        assert (await cursor(stack), await hole(stack)) == (b.now - GRACE, left)
+
+        sandbox.max_list_pages, sandbox.list_page = SandboxAdapter.max_list_pages, PAGE
+        later = found_ids(await b.scanner.drift_scan())
+        assert set(b.strays[:-2]) <= later and b.charge in later, later
+        assert (await cursor(stack), await hole(stack)) == (b.now - GRACE, None)
 
 
 async def test_a_cursor_never_moves_past_a_cut_without_its_hole(
