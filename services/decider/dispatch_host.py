@@ -30,7 +30,11 @@ decide/commit loop.
   (or, for a resumed hold, whose gate loop claims the hold, its claim released here).
   A claim that waited, while the partition is still owned, asks the live state again before
   its lookup (`_awaited`, by the rule `_over` judges a resumed hold by): a leg settled, or a
-  transaction a person failed, during the wait is not called (call_plan.Awaited).
+  transaction a person failed, during the wait is not called (call_plan.Awaited). A zombie
+  (this process lost the partition and has not noticed: `owns` and the live state are both
+  stale) is stopped by the partition's owner's fence instead: each take writes its
+  producer's token (`fenced`), and a claim carrying an older one is refused (services.
+  dispatcher.call_fence; docs/decider.md, "A zombie's resend").
 - Take-over: a decider that gains a partition (after its restore, also after a failed
   transaction) runs every leg the restored state holds `dispatched` with no answer
   (transactions.unanswered) through the call plan again, except legs held by a kill switch
@@ -78,6 +82,7 @@ from events.transaction_events import OperationDispatched
 from services import tracing
 from services.config import Settings
 from services.decider.take_over import not_held, take_over_orders
+from services.dispatcher.call_fence import Fence
 from services.dispatcher.dispatch_order import DispatchOrder
 from services.dispatcher.executor import Executor
 from services.dispatcher.gatekeeper import Gatekeeper
@@ -194,6 +199,36 @@ class DispatchHost:
             await self._gate_loop
         # The calls that ended since `leave` (the cancelled ones' leases lapse).
         await self.leases.let_go()
+
+    def fenced(self, partition: int, fence: Fence) -> None:
+        """This process took `partition` (its transactional producer initialised, fencing
+        the earlier ones): its claims carry `fence` from now on, and the fence is written
+        for the claims of the processes that had the partition before (services.
+        dispatcher.call_fence), in a task, retried while Postgres is away, so a take never
+        waits on Postgres. Until it is written a zombie's claim is not refused: the
+        partition's first statements after the take (docs/decider.md, "A zombie's
+        resend")."""
+        if not self.enabled:
+            return
+        self.leases.fenced(partition, fence)
+
+        async def write() -> None:
+            delay = 0.5
+            while not self.stop.is_set():
+                try:
+                    await self.gate.write_fence(fence)
+                    return
+                except Exception as error:
+                    log.warning(
+                        "partition %d: writing its call fence failed (%r)", partition, error
+                    )
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(self.stop.wait(), delay)
+                    delay = min(delay * 2, 5.0)
+
+        task = asyncio.create_task(write())
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
 
     async def let_go(self, partitions: set[int]) -> None:
         """At a revocation, once the partitions are dropped: the leases of their calls that

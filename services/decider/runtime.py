@@ -79,6 +79,7 @@ from services.decider.input_offsets import group_offsets, start_offset
 from services.decider.lag_marker import LagMarker
 from services.decider.restore import StateKey, Stored, restore_partition
 from services.decider.staged import Staged
+from services.dispatcher.call_fence import Fence
 from services.dispatcher.dispatch_order import dispatch_orders
 from services.kafka_clients import (
     RECORD_REFUSED,
@@ -256,6 +257,8 @@ class Decider:
         offsets the changelog holds (services.decider.input_offsets)."""
         producer = self.transactional_producer(partition)
         await producer.start()  # init_transactions: fences the previous owner
+        # ...in Kafka; its calls' claims are fenced by the same token in Postgres.
+        self.host.fenced(partition, producer_fence(producer))
         try:
             restored = await restore_partition(
                 self.settings.kafka_bootstrap, self.topics.decider_state, partition
@@ -957,6 +960,13 @@ class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
                     # so the group loses this member and the failure is seen.
                     log.error("cannot take partition %d: %r", partition, result)
                     self.decider.failure = self.decider.failure or result
+
+
+def producer_fence(producer: AIOKafkaProducer) -> Fence:
+    """The fence of a started transactional producer: its transactional id, and the
+    producer id and epoch its initialisation was given (services.dispatcher.call_fence)."""
+    txn = producer._txn_manager
+    return Fence(txn.transactional_id, txn.producer_id, txn.producer_epoch)
 
 
 def _failed(task: "asyncio.Task[None] | None") -> bool:

@@ -32,7 +32,9 @@ The rules, in the order they are asked:
   it looks up, waiting while another process holds it live, so its lookup sees what that
   call did and two calls of one attempt are never on the wire at once. A claim the
   executor gives up (the call is no longer this process's to make: its partition went to
-  another, whose take-over claims it) ends the plan: nothing sent, nothing reported.
+  another, whose take-over claims it; or the partition's owner took it after this process,
+  whose claim its fence refuses, services.dispatcher.call_fence) ends the plan: nothing
+  sent, nothing reported.
   A claim that waited asks the transaction again before it looks up (Awaited): the wait
   lasts as long as the other holder's call (a zombie's lease: 12-32 s at a 5 s provider
   timeout), and meanwhile another answer may settle the leg, or a person fail the
@@ -134,7 +136,8 @@ class Turn(Enum):
     # transaction may have moved on meanwhile, so it is asked again (Awaited).
     WAITED = "waited"
     # The wait was given up: the call is no longer this process's to make (its partition
-    # was revoked; the new owner's take-over claims it). Nothing taken, nothing to send.
+    # was revoked; the new owner's take-over claims it), or the claim was refused (the
+    # partition's owner took it after this process: call_fence). Nothing taken or sent.
     GIVEN_UP = "given_up"
 
 

@@ -34,6 +34,10 @@ a call that may not have been made (a lookup settles it), never a call without a
   own; a claim waits for it, then looks up, as before. Every begin takes a lease (`Call`
   refuses one without a holder); rows written before the lease existed (or by a release
   without it) have none: claimed at once.
+- Is the claimer still the partition's owner? A claim carries the fence its process took
+  the partition with (services.dispatcher.call_fence), and is refused (SUPERSEDED) once
+  the partition's owner wrote a newer one to `call_fences` (`write_fence`, at each take):
+  a zombie's redelivery would call on a stale state.
 """
 
 from collections.abc import Sequence
@@ -41,6 +45,8 @@ from dataclasses import dataclass
 from enum import Enum
 
 import asyncpg
+
+from services.dispatcher.call_fence import Fence
 
 # What `begin` answers is the call plan's (pure) type: services.dispatcher.call_plan.
 from services.dispatcher.call_plan import Begun
@@ -246,17 +252,29 @@ class Claimed(Enum):
     HELD = "held"
     # No row (purged with its settled leg): nothing to wait for, nothing held.
     NO_ROW = "no_row"
+    # The partition's owner took it after the claimer did (its fence is newer: services.
+    # dispatcher.call_fence): the call is not the claimer's to make, whoever holds it.
+    SUPERSEDED = "superseded"
 
 
-# Taken when nobody holds the row, its lease lapsed, or it is this holder's already.
+# Taken when nobody holds the row, its lease lapsed, or it is this holder's already; never
+# when the claimer's fence ($7: owner, $8: producer id, $9: epoch) is older than the one
+# its partition's owner wrote (`call_fences`), whatever the lease: the zombie's stale state
+# must not call. A claimer without a fence (NULL) is not fenced. The fence is read in the
+# statement's snapshot: one written while it runs is seen by the next poll.
+_SUPERSEDED = (
+    "EXISTS (SELECT 1 FROM call_fences f WHERE f.owner = $7"
+    " AND (f.producer_id, f.epoch) > ($8::bigint, $9::int))"
+)
 _CLAIM = (
     "WITH taken AS (UPDATE calls_begun"
     "  SET holder = $5, held_until = clock_timestamp() + make_interval(secs => $6)"
     "  WHERE tenant = $1 AND op_key = $2 AND leg = $3 AND attempt = $4"
     "   AND (held_until IS NULL OR held_until <= clock_timestamp() OR holder = $5)"
-    "  RETURNING 1)"
+    "   AND NOT " + _SUPERSEDED + "  RETURNING 1)"
     " SELECT EXISTS (SELECT 1 FROM taken) AS taken, EXISTS (SELECT 1 FROM calls_begun"
-    "  WHERE tenant = $1 AND op_key = $2 AND leg = $3 AND attempt = $4) AS found"
+    "  WHERE tenant = $1 AND op_key = $2 AND leg = $3 AND attempt = $4) AS found,"
+    " " + _SUPERSEDED + " AS superseded"
 )
 
 
@@ -268,14 +286,38 @@ async def claim(
     call: Row,
     holder: str,
     lease_s: float,
+    fence: Fence | None,
 ) -> Claimed:
     """Take the lease of `call` (tenant, op_key, leg, attempt) for `holder`, unless another
-    holder's is live."""
-    row = await conn.fetchrow(_CLAIM, *call, holder, lease_s)
+    holder's is live, or `fence` is older than its partition owner's (`write_fence`)."""
+    owner, producer_id, epoch = (
+        (fence.owner, fence.producer_id, fence.epoch) if fence else (None, None, None)
+    )
+    row = await conn.fetchrow(_CLAIM, *call, holder, lease_s, owner, producer_id, epoch)
     assert row is not None
     if row["taken"]:
         return Claimed.TAKEN
+    if row["superseded"]:
+        return Claimed.SUPERSEDED
     return Claimed.HELD if row["found"] else Claimed.NO_ROW
+
+
+async def write_fence(conn: asyncpg.Connection, fence: Fence) -> bool:
+    """The fence of a partition's new owner, written when it takes the partition (services.
+    dispatcher.call_fence); kept only if newer than the one there. True: written (False: the
+    one there is as new or newer, from a later take)."""
+    return bool(
+        await conn.fetchval(
+            "INSERT INTO call_fences AS f (owner, producer_id, epoch) VALUES ($1, $2, $3)"
+            " ON CONFLICT (owner) DO UPDATE SET producer_id = excluded.producer_id,"
+            "  epoch = excluded.epoch"
+            "  WHERE (f.producer_id, f.epoch) < (excluded.producer_id, excluded.epoch)"
+            " RETURNING true",
+            fence.owner,
+            fence.producer_id,
+            fence.epoch,
+        )
+    )
 
 
 async def release_many(conn: asyncpg.Connection, released: Sequence[tuple[Row, str]]) -> None:

@@ -26,7 +26,9 @@ than wait out another holder's lease for a call the partition's new owner claims
 then nothing was taken or sent, and the row is left as it was, to the new owner. A claim
 that waited asks the host whether the transaction still waits on the call (`awaited`, the
 plan's Awaited) before it looks up: not, the plan ends, nothing sent, and its lease is kept
-like any ended call's.
+like any ended call's. A claim carries this process's fence of the partition (services.
+dispatcher.call_fence): refused once the partition's owner took it after this process (a
+zombie's redelivery on its stale state), it ends as a claim given up does.
 """
 
 import asyncio
@@ -260,13 +262,17 @@ class Call:
     async def claim(self) -> Turn:
         """Until no other holder's lease on this call is live; then it is this one's (at
         once, or after a wait). GIVEN_UP: the call stopped being this process's while
-        another held it (`mine`)."""
+        another held it (`mine`), or the partition's owner took it after this process
+        (its fence, services.dispatcher.call_fence)."""
         env, dispatch, gate = self.envelope, self.dispatch, self.x.gate
         timeout = gate.settings.provider_timeout_s
         waited = False
         while True:
             at = asyncio.get_running_loop().time()
-            claimed = await gate.claim(env, dispatch, self.holder, lease_s(timeout, CLAIM_REQUESTS))
+            fence = self.x.leases.fence(self.order.partition)
+            claimed = await gate.claim(
+                env, dispatch, self.holder, lease_s(timeout, CLAIM_REQUESTS), fence
+            )
             match claimed:
                 case Claimed.TAKEN:
                     self.held_until = at + held_s(timeout, CLAIM_REQUESTS)
@@ -280,12 +286,32 @@ class Call:
                 case Claimed.NO_ROW:
                     # A row purged meanwhile (retention): nobody holds the call.
                     return Turn.WAITED if waited else Turn.AT_ONCE
+                case Claimed.SUPERSEDED:
+                    # The partition's owner took it after this process (a zombie that has
+                    # not noticed yet: `mine` still says yes), so the state this call was
+                    # judged on is stale: a lookup that found nothing would send it again
+                    # after the owner may have failed its transaction (services.dispatcher.
+                    # call_fence). Nothing taken, nothing sent: the call is the owner's.
+                    log.info(
+                        "%s %s attempt %d: the partition's owner took it after this process;"
+                        " not called",
+                        env.tx_id,
+                        dispatch.action,
+                        dispatch.attempt,
+                    )
+                    self.given_up = True
+                    return Turn.GIVEN_UP
                 case Claimed.HELD:
-                    # Asked before each wait, so a revocation ends it within one poll: the
-                    # new owner's take-over claims the call, and this process has sent
-                    # nothing and taken nothing, so the row is left as the other holder has
-                    # it. (A lease taken just after a revocation is safe too, only slower
-                    # for the new owner: its claim waits for this call.)
+                    # Asked before each wait, so a revocation this process has heard of ends
+                    # it within one poll: the new owner's take-over claims the call, and this
+                    # process has sent nothing and taken nothing, so the row is left as the
+                    # other holder has it. A claim that takes the call just after a
+                    # revocation (before this process heard of it) keeps two calls of the
+                    # attempt from the wire at once all the same (the new owner's claim
+                    # waits for this one), but not a call on a stale state: a zombie's
+                    # claim after the new owner took the partition is refused by the
+                    # owner's fence (SUPERSEDED above), and one taken before it landed is
+                    # the window docs/decider.md ("A zombie's resend") leaves open.
                     if not self.mine():
                         log.info(
                             "%s %s attempt %d: no longer this process's to make; not called",

@@ -51,6 +51,7 @@ from events.transaction_events import OperationDispatched
 from services.at_least_once import RetryBatch
 from services.config import Settings
 from services.dispatcher import call_plan, calls_begun, held_leases
+from services.dispatcher.call_fence import Fence
 from services.dispatcher.statement_batch import StatementBatch
 from services.governance import store
 from services.governance.gate import (
@@ -400,13 +401,31 @@ class Gatekeeper:
             raise RetryBatch(f"governance state unavailable: {error}") from error
 
     async def claim(
-        self, envelope: Envelope, dispatch: OperationDispatched, holder: str, lease_s: float
+        self,
+        envelope: Envelope,
+        dispatch: OperationDispatched,
+        holder: str,
+        lease_s: float,
+        fence: Fence | None,
     ) -> calls_begun.Claimed:
-        """The call's lease for `holder`, unless another process holds it live."""
+        """The call's lease for `holder`, unless another process holds it live or the
+        partition's owner took it after `fence` (services.dispatcher.call_fence)."""
         try:
             pool = await self._pool()
             async with pool.acquire() as conn:
-                return await calls_begun.claim(conn, _row(envelope, dispatch), holder, lease_s)
+                return await calls_begun.claim(
+                    conn, _row(envelope, dispatch), holder, lease_s, fence
+                )
+        except UNREACHABLE as error:
+            raise RetryBatch(f"governance state unavailable: {error}") from error
+
+    async def write_fence(self, fence: Fence) -> None:
+        """A partition taken: its owner's fence, for the claims of the processes that had it
+        before (services.dispatcher.call_fence). Raises RetryBatch while Postgres is away."""
+        try:
+            pool = await self._pool()
+            async with pool.acquire() as conn:
+                await calls_begun.write_fence(conn, fence)
         except UNREACHABLE as error:
             raise RetryBatch(f"governance state unavailable: {error}") from error
 

@@ -27,6 +27,10 @@ releases are made then:
 A call cancelled mid-call (the process stops) is left to lapse: its request may still be at
 the provider. A process that dies leaves every lease to lapse, as a crash always did.
 
+The book also keeps the fence this process was given for each partition it took
+(services.dispatcher.call_fence), which its claims carry: `fenced` at each take, the
+newest kept, never forgotten (a zombie's claims carry the fence it had, and are refused).
+
 A crash between two steps: between a begin (or claim) and `took`, or after it, the lease is
 in Postgres and lapses; between the revocation and `let_go`'s statement, or between a call's
 answer and `ended`'s, likewise. A release that fails (Postgres away) is logged, and its
@@ -37,6 +41,8 @@ that this process did not take: each release names the holder.
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Iterable
+
+from services.dispatcher.call_fence import Fence
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +70,20 @@ class HeldLeases:
         self._held: dict[Row, tuple[int, float]] = {}
         # Rows whose call may be on the wire: their apply has not answered.
         self._calling: set[Row] = set()
+        # Each partition's fence, from this process's latest take of it.
+        self._fences: dict[int, Fence] = {}
+
+    def fenced(self, partition: int, fence: Fence) -> None:
+        """This process took `partition` (its producer initialised): its claims of the
+        partition's calls carry `fence` from now on (a later take's is newer)."""
+        known = self._fences.get(partition)
+        if known is None or known.owner != fence.owner or known < fence:
+            self._fences[partition] = fence
+
+    def fence(self, partition: int) -> Fence | None:
+        """The fence a claim of `partition`'s calls carries; None if this process never
+        took it (a host without Kafka partitions: its claims are not fenced)."""
+        return self._fences.get(partition)
 
     def took(self, row: Row, partition: int, began: float, lease_s: float) -> None:
         """A begin wrote the row, or a claim took it, for this holder: its call goes on.

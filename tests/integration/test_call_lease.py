@@ -1,7 +1,9 @@
 """The lease on a `calls_begun` row (services.dispatcher.call_lease): the begin that writes
 the row holds the call, a claim by another holder waits while that lease is live and takes
 it once it is released or lapsed, and a release by a holder whose lease was taken since
-leaves the new holder's alone. Real Postgres: the statements are the production ones."""
+leaves the new holder's alone. A claim whose fence is older than its partition owner's is
+refused, whoever holds the lease (services.dispatcher.call_fence). Real Postgres: the
+statements are the production ones."""
 
 import asyncio
 from collections.abc import AsyncIterator
@@ -10,6 +12,7 @@ import asyncpg
 import pytest
 
 from services.dispatcher import call_plan, calls_begun
+from services.dispatcher.call_fence import Fence
 from services.dispatcher.calls_begun import Claimed
 
 ROW = ("demo", "k_lease", "forward", 1)
@@ -43,14 +46,14 @@ async def test_a_begun_call_is_claimed_by_another_only_once_its_caller_released_
     (begun,) = await calls_begun.begin_many(conn, [a_call("old-owner", 30.0)])
     assert begun == call_plan.Begun((), written=True)
     # The new owner's take-over: the old owner's call may be on the wire.
-    assert await calls_begun.claim(conn, ROW, "new-owner", 30.0) is Claimed.HELD
+    assert await calls_begun.claim(conn, ROW, "new-owner", 30.0, None) is Claimed.HELD
     # Its own holder may claim it again (a plan's claim after its own begin).
-    assert await calls_begun.claim(conn, ROW, "old-owner", 30.0) is Claimed.TAKEN
+    assert await calls_begun.claim(conn, ROW, "old-owner", 30.0, None) is Claimed.TAKEN
     await calls_begun.release_many(conn, [(ROW, "old-owner")])
-    assert await calls_begun.claim(conn, ROW, "new-owner", 30.0) is Claimed.TAKEN
+    assert await calls_begun.claim(conn, ROW, "new-owner", 30.0, None) is Claimed.TAKEN
     # A late release by the old holder leaves the new one's lease alone.
     await calls_begun.release_many(conn, [(ROW, "old-owner")])
-    assert await calls_begun.claim(conn, ROW, "third", 30.0) is Claimed.HELD
+    assert await calls_begun.claim(conn, ROW, "third", 30.0, None) is Claimed.HELD
 
 
 async def test_a_caller_that_died_mid_call_is_waited_for_until_its_lease_lapses(
@@ -58,9 +61,9 @@ async def test_a_caller_that_died_mid_call_is_waited_for_until_its_lease_lapses(
 ) -> None:
     # Killed between its begin and its release: nobody clears the lease.
     await calls_begun.begin_many(conn, [a_call("killed", 0.5)])
-    assert await calls_begun.claim(conn, ROW, "new-owner", 30.0) is Claimed.HELD
+    assert await calls_begun.claim(conn, ROW, "new-owner", 30.0, None) is Claimed.HELD
     await asyncio.sleep(0.6)
-    assert await calls_begun.claim(conn, ROW, "new-owner", 30.0) is Claimed.TAKEN
+    assert await calls_begun.claim(conn, ROW, "new-owner", 30.0, None) is Claimed.TAKEN
 
 
 async def test_rows_without_a_lease_and_purged_rows_wait_for_nobody(
@@ -71,6 +74,33 @@ async def test_rows_without_a_lease_and_purged_rows_wait_for_nobody(
         "INSERT INTO calls_begun (tenant, op_key, leg, attempt) VALUES ($1, $2, $3, $4)", *ROW
     )
     assert await conn.fetchval("SELECT held_until FROM calls_begun") is None
-    assert await calls_begun.claim(conn, ROW, "new-owner", 30.0) is Claimed.TAKEN
+    assert await calls_begun.claim(conn, ROW, "new-owner", 30.0, None) is Claimed.TAKEN
     await conn.execute("DELETE FROM calls_begun")
-    assert await calls_begun.claim(conn, ROW, "new-owner", 30.0) is Claimed.NO_ROW
+    assert await calls_begun.claim(conn, ROW, "new-owner", 30.0, None) is Claimed.NO_ROW
+
+
+async def test_a_claim_older_than_its_partition_owners_fence_is_refused_whoever_holds_it(
+    conn: asyncpg.Connection,
+) -> None:
+    old, new = Fence("recon-decider-0", 7, 3), Fence("recon-decider-0", 7, 4)
+    await calls_begun.begin_many(conn, [a_call("zombie", 0.001)])
+    await asyncio.sleep(0.01)  # the zombie's own lease lapsed: nobody holds the call
+    assert await calls_begun.write_fence(conn, new)
+    # The zombie's redelivery, with the fence it took the partition with: refused, the
+    # lease left as it was.
+    assert await calls_begun.claim(conn, ROW, "zombie", 30.0, old) is Claimed.SUPERSEDED
+    assert await conn.fetchval("SELECT holder FROM calls_begun") == "zombie"
+    assert await conn.fetchval("SELECT held_until < now() FROM calls_begun")
+    # The owner's, and a later owner's (a new producer id once an epoch runs out), go on.
+    assert await calls_begun.claim(conn, ROW, "owner", 30.0, new) is Claimed.TAKEN
+    later = Fence("recon-decider-0", 8, 0)
+    assert await calls_begun.claim(conn, ROW, "later", 30.0, later) is Claimed.HELD
+    # A fence is kept only if newer: an older take's write, late, changes nothing.
+    assert not await calls_begun.write_fence(conn, old)
+    assert await calls_begun.claim(conn, ROW, "zombie", 30.0, old) is Claimed.SUPERSEDED
+    # Another partition's fence, or none (a host that takes no partitions), is not refused.
+    other = Fence("recon-decider-1", 1, 0)
+    await calls_begun.release_many(conn, [(ROW, "owner")])
+    assert await calls_begun.claim(conn, ROW, "other", 30.0, other) is Claimed.TAKEN
+    await calls_begun.release_many(conn, [(ROW, "other")])
+    assert await calls_begun.claim(conn, ROW, "unfenced", 30.0, None) is Claimed.TAKEN

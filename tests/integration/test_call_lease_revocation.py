@@ -7,7 +7,10 @@ calls that end between `leave` and the drops, at `close`. And a claim that waits
 for another holder gives up once its own process loses the partition (DispatchHost.owns):
 the partition's next owner claims the call, or, for a resumed hold, the hold. A claim that
 waited while its partition stays owned asks the live state again before its lookup
-(call_plan.Awaited): a transaction failed meanwhile gets no call.
+(call_plan.Awaited): a transaction failed meanwhile gets no call. And a zombie's redelivery
+(a process that lost the partition and has not noticed) is refused once the partition's
+owner took it after the zombie (services.dispatcher.call_fence): its stale state would
+send a declined charge again after the owner failed the transaction.
 
 Real parts: Postgres, Kafka (each host's producer) and the sandbox provider as
 a subprocess, through the production executor, gate and DispatchHost of each process."""
@@ -31,11 +34,14 @@ from events.topics import Topics
 from services.config import Settings
 from services.decider import dispatch_host
 from services.decider.dispatch_host import Answer, DispatchHost
+from services.decider.runtime import producer_fence
+from services.dispatcher.call_fence import Fence
 from services.dispatcher.call_lease import lease_s
 from services.dispatcher.calls_begun import Claimed, claim
 from services.dispatcher.dispatch_order import DispatchOrder
 from services.dispatcher.executor import Executor
 from services.governance import store
+from services.kafka_clients import acked_producer
 from services.kafka_setup import ensure_topics
 from services.providers.http import ProviderHttp
 from services.providers.registry import build_accounts
@@ -120,7 +126,7 @@ async def test_a_call_finished_before_the_revocation_is_claimed_by_the_new_owner
         # No release at the call's end: the lease is still the old owner's, live.
         holder = await conn.fetchval("SELECT holder FROM calls_begun WHERE op_key = $1", row[1])
         assert holder == old.host.leases.holder
-        assert await claim(conn, row, "someone-else", 1.0) is Claimed.HELD
+        assert await claim(conn, row, "someone-else", 1.0, None) is Claimed.HELD
 
         # The revocation: the partition is dropped, then its calls' leases let go; the
         # partition is the new owner's.
@@ -219,7 +225,7 @@ async def test_close_lets_go_of_the_calls_that_ended_between_leave_and_the_drops
             while old.host.tasks:
                 await asyncio.sleep(0.01)
         assert await _claimed_by(conn, dispatch.op_key) == old.host.leases.holder
-        assert await claim(conn, (TENANT, dispatch.op_key, "forward", 1), "x", 1.0) is (
+        assert await claim(conn, (TENANT, dispatch.op_key, "forward", 1), "x", 1.0, None) is (
             Claimed.HELD
         ), "released at its end: the window under test was not staged"
 
@@ -313,6 +319,22 @@ async def test_a_resumed_hold_whose_claim_waits_is_left_to_the_new_owner_once_re
         await conn.close()
 
 
+async def _begun_unsent(process: _Process, order: DispatchOrder) -> None:
+    """A call `process` began and never sent (paused before its apply), or whose provider
+    declined it: its row, under its lease, and nothing at the provider."""
+    begun = await process.host.gate.begin(
+        order.envelope, order.dispatch, process.host.leases.holder, lease_s(PROVIDER_TIMEOUT_S, 1)
+    )
+    assert begun.written
+
+
+def _failed(tx_id: str) -> FinishedTransaction:
+    """The marker of a transaction the owner decided failed (a person, or a compensation)."""
+    return FinishedTransaction(
+        tenant=TENANT, tx_id=tx_id, status=TxStatus.FAILED, fingerprint="f", seq=9, last_hash="h"
+    )
+
+
 async def test_a_claim_that_waited_is_not_called_once_its_transaction_failed_meanwhile(
     processes: tuple[_Process, _Process],
     fresh_database: str,
@@ -329,10 +351,7 @@ async def test_a_claim_that_waited_is_not_called_once_its_transaction_failed_mea
     envelope, dispatch = charge("failed-meanwhile-1", "k_failed_meanwhile")
     order = DispatchOrder(envelope, dispatch, 0)
     zombie.owned.discard(0)
-    begun = await zombie.host.gate.begin(
-        envelope, dispatch, zombie.host.leases.holder, lease_s(PROVIDER_TIMEOUT_S, 1)
-    )
-    assert begun.written
+    await _begun_unsent(zombie, order)
     conn = await asyncpg.connect(fresh_database)
     try:
         owner.owned.add(0)
@@ -340,14 +359,7 @@ async def test_a_claim_that_waited_is_not_called_once_its_transaction_failed_mea
             owner.host.submit([order])
             await _claim_waits(caplog)
             # The person's failure, decided by the owner while its claim waits.
-            owner.states[envelope.tx_id] = FinishedTransaction(
-                tenant=TENANT,
-                tx_id=envelope.tx_id,
-                status=TxStatus.FAILED,
-                fingerprint="f",
-                seq=9,
-                last_hash="h",
-            )
+            owner.states[envelope.tx_id] = _failed(envelope.tx_id)
             # The zombie's lease ends (let go, or lapsed): the owner's claim takes the call.
             row = (TENANT, dispatch.op_key, dispatch.leg.value, dispatch.attempt)
             await zombie.host.gate.release_many([(row, zombie.host.leases.holder)])
@@ -360,5 +372,74 @@ async def test_a_claim_that_waited_is_not_called_once_its_transaction_failed_mea
         assert "no longer awaited by its transaction; not called" in caplog.text
         # Its lease taken and kept, as any ended call's (let go when the partition is).
         assert await _claimed_by(conn, dispatch.op_key) == owner.host.leases.holder
+    finally:
+        await conn.close()
+
+
+async def _taken_in_turn(settings: Settings, partition: int, takes: int) -> list[Fence]:
+    """The fences of `takes` decider processes taking `partition` one after another: each
+    initialises its transactional producer (as Decider.take does), which fences the one
+    before it in Kafka."""
+    fences = []
+    for _ in range(takes):
+        producer = acked_producer(
+            settings,
+            "decider-transactions",
+            transactional_id=f"{settings.topics.prefix}recon-decider-{partition}",
+        )
+        await producer.start()
+        fences.append(producer_fence(producer))
+        await producer.stop()
+    return fences
+
+
+async def test_a_zombies_redelivery_is_not_called_once_the_partitions_owner_took_it(
+    processes: tuple[_Process, _Process],
+    fresh_database: str,
+    provider: Sandbox,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # docs/decider.md, "A zombie's resend": the zombie began the charge, which the provider
+    # declined (or it never sent it): nothing at the provider. It stalled past its session;
+    # the group gave the partition to the owner, whose take-over sent the charge again,
+    # declined again, and failed the transaction. The owner's lease on the call ended. The
+    # zombie wakes still believing the partition its own (`owned`), its state stale (it
+    # waits on the charge), and redelivers the call (a retry of its plan, or `again`): its
+    # claim takes the call at once, its lookup finds nothing, and a charge not being
+    # destructive, it would send it again, after the transaction failed, relying on the
+    # provider repeating its refusal. The owner's fence refuses it.
+    zombie, owner = processes
+    envelope, dispatch = charge("zombie-1", "k_zombie")
+    order = DispatchOrder(envelope, dispatch, 0)
+    row = (TENANT, dispatch.op_key, dispatch.leg.value, dispatch.attempt)
+    # Real fences: partition 0's producer initialised by the zombie, then by the owner.
+    zombie_took, owner_took = await _taken_in_turn(zombie.host.settings, 0, 2)
+    assert zombie_took < owner_took
+    zombie.host.fenced(0, zombie_took)
+    await _begun_unsent(zombie, order)
+    conn = await asyncpg.connect(fresh_database)
+    try:
+        # The owner's take: its fence written (by its take, before its take-over calls).
+        owner.owned.add(0)
+        owner.host.fenced(0, owner_took)
+        async with asyncio.timeout(10):
+            while await conn.fetchval("SELECT epoch FROM call_fences") != owner_took.epoch:
+                await asyncio.sleep(0.01)
+        owner.states[envelope.tx_id] = _failed(envelope.tx_id)
+        # Nobody's lease is live any more (the owner's ended; the zombie's lapsed).
+        await conn.execute("UPDATE calls_begun SET held_until = NULL")
+        assert zombie.owned == {0}, "the zombie has not noticed"
+        with caplog.at_level(logging.INFO, logger="services.dispatcher.executor"):
+            zombie.host.submit([order])
+            async with asyncio.timeout(10):
+                while zombie.host.tasks:
+                    await asyncio.sleep(0.01)
+        async with httpx.AsyncClient(base_url=provider.url) as sandbox:
+            assert await calls_to(sandbox, dispatch.op_key) == [], "a zombie called again"
+        assert zombie.answers == []
+        assert "the partition's owner took it after this process; not called" in caplog.text
+        # Nothing taken: the row is as the owner left it.
+        assert await conn.fetchval("SELECT held_until FROM calls_begun") is None
+        assert row[1] == await conn.fetchval("SELECT op_key FROM calls_begun")
     finally:
         await conn.close()

@@ -153,7 +153,7 @@ def _next_before_wire_ended(decider: SimDecider) -> bool:
 
 
 def _claim_never_waits(
-    begun: SimCallsBegun, row: Row, holder: int, now: int, until: int
+    begun: SimCallsBegun, row: Row, holder: int, now: int, until: int, partition: int
 ) -> Claimed:
     """Claims a call whoever holds it (the lease's condition left out of the statement): a
     take-over looks up, and sends again, while the old owner's call is on the wire."""

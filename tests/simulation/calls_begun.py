@@ -3,7 +3,8 @@
 it, the abort and kill switch rules of its `begin` statement (the switches that cover the
 call come from tests.simulation.holds), and each row's lease (who is making the call, until
 when: services.dispatcher.call_lease), taken by a begin that writes the row or by a claim,
-cleared by a release, lapsing on the clock.
+cleared by a release, lapsing on the clock; and the partitions' owners' fences a claim is
+refused by (`call_fences`).
 """
 
 from collections.abc import Callable
@@ -24,6 +25,10 @@ class SimCallsBegun:
     rows: set[Row] = field(default_factory=set)
     legs: set[tuple[str, str]] = field(default_factory=set)  # (op_key, leg) of every row
     leases: dict[Row, tuple[int, int]] = field(default_factory=dict)  # row: (holder, until)
+    # `call_fences`: each partition's newest owner's fence (services.dispatcher.call_fence),
+    # modelled as its holder, which grows with each take by another process (a new holder
+    # then) as the producer's epoch does.
+    fences: dict[int, int] = field(default_factory=dict)
 
     def was_begun(self, op_key: str, leg: Leg, attempt: int) -> bool:
         return (op_key, leg.value, attempt) in self.rows
@@ -58,8 +63,15 @@ class SimCallsBegun:
         self.leases[row] = (holder, until)
         return Begun((), written=True)
 
-    def claim(self, row: Row, holder: int, now: int, until: int) -> Claimed:
-        """As `claim`'s statement: taken unless another holder's lease is live."""
+    def write_fence(self, partition: int, holder: int) -> None:
+        """As `write_fence`: kept only if newer."""
+        self.fences[partition] = max(self.fences.get(partition, holder), holder)
+
+    def claim(self, row: Row, holder: int, now: int, until: int, partition: int) -> Claimed:
+        """As `claim`'s statement: taken unless another holder's lease is live, or the
+        partition's owner took it after the claimer (its fence is newer)."""
+        if self.fences.get(partition, holder) > holder:
+            return Claimed.SUPERSEDED
         if row not in self.rows:
             return Claimed.NO_ROW
         held = self.leases.get(row)

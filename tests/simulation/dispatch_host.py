@@ -174,6 +174,10 @@ class SimDispatchHost:
     def take_over(self, states: Iterable[TransactionState], partition: int) -> None:
         """After the partition's restore: what the restored live states wait on, again;
         a call still running, once it ends."""
+        # DispatchHost.fenced: the take's fence, for the claims of the processes that had
+        # the partition before (written here, after the restore, not at the producer's
+        # start: no claim runs between the two in the simulation).
+        self.begun.write_fence(partition, self._holder(partition))
         orders = take_over_orders(states, partition)
         running = self._running()
         self.again.update((o.leg_key, o) for o in orders if o.leg_key in running)
@@ -363,16 +367,17 @@ class SimDispatchHost:
                     while True:
                         now = self.clock.now
                         until = now + _ms(lease_s(PROVIDER_TIMEOUT_S, CLAIM_REQUESTS))
-                        claimed = self.begun.claim(row, holder, now, until)
+                        claimed = self.begun.claim(row, holder, now, until, running.order.partition)
                         if claimed is Claimed.TAKEN:
                             held_until = now + _ms(held_s(PROVIDER_TIMEOUT_S, CLAIM_REQUESTS))
                             took(until)
-                        if claimed is not Claimed.HELD:
+                        if claimed is not Claimed.HELD and claimed is not Claimed.SUPERSEDED:
                             break
-                        # Call.claim: no longer its to make (DispatchHost.owns), a resumed
+                        # Call.claim: no longer its to make (DispatchHost.owns), or the
+                        # partition's owner took it after this process (its fence), a resumed
                         # hold's too: its claim is released for the new owner's loop
                         # (DispatchHost._settle), which judges it by the live state.
-                        if not running.owned:
+                        if not running.owned or claimed is Claimed.SUPERSEDED:
                             answer = Turn.GIVEN_UP
                             if running.held is not None:
                                 self.holds.release_claim(running.held, running.holder)

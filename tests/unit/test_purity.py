@@ -27,6 +27,7 @@ PURE = [
     ROOT / "services/providers/preconditions.py",
     ROOT / "services/dispatcher/call_plan.py",
     ROOT / "services/dispatcher/call_lease.py",
+    ROOT / "services/dispatcher/call_fence.py",
     ROOT / "services/dispatcher/dispatch_order.py",
     ROOT / "services/decider/take_over.py",
     ROOT / "services/providers/paths.py",

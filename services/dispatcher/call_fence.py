@@ -1,0 +1,73 @@
+"""Whose turn it is to call for a partition: the fence of the partition's owner, checked by a
+redelivery's claim (services.dispatcher.calls_begun, `call_fences`).
+
+Why: a zombie (a decider process that lost a partition but has not noticed yet: paused
+past its session, or cut off from Kafka but not from Postgres and the providers) goes on
+calling on its own state, which stopped at the revocation. Its redelivery (a retry of a
+plan that failed, a call made again once it ended: DispatchHost._carry, `again`) claims a
+begun call, and once the new owner's lease on it ends (it is kept while the owner owns the
+partition, and lapses), its claim takes the call, asks its own stale state whether the
+transaction still waits (it does, there), looks up, finds a declined charge absent and,
+the charge not being destructive, sends it again: after the new owner may have failed the
+transaction (a person, or a compensation after the decline), harmless only if the
+provider repeats its refusal for the key (docs/decider.md, "A zombie's resend", for the
+numbered timeline). The lease cannot tell: it says who is on the wire, not whose state
+counts.
+
+Kafka already says whose state counts: the partition's transactions are written by the
+transactional producer `recon-decider-<p>`, and whoever takes the partition initialises
+it, which fences every earlier producer of the id (services.decider.runtime, `take`). The
+id's producer id and epoch after that initialisation only grow with each take (a new
+producer id, allocated above every earlier one, once an epoch runs out), so they are the
+fence: the new owner writes its own to `call_fences` when it takes the partition, before
+its take-over calls, and a claim that carries an older one is refused (`Claimed.
+SUPERSEDED`): the plan ends as a claim given up does (call_plan.Turn.GIVEN_UP), nothing
+looked up, sent or reported. The fence and the transactions are fenced by one token, so a
+process whose transactions Kafka refuses is refused its redeliveries too, however late it
+notices; and a zombie that takes the partition back (its retake after a failed transaction
+initialises the id again) is the owner again for both.
+
+The take is two writes: the producer's initialisation (Kafka), then the fence (Postgres,
+DispatchHost.fenced, in a task retried while Postgres is away). Between the two (the
+statement's round trip; longer while Postgres is away for the new owner but not for the
+zombie), or if the new owner dies between them, a zombie's claim is not refused yet: as
+before the fence existed. The next take writes a newer one.
+
+Pure: no I/O, no clock.
+"""
+
+from dataclasses import dataclass
+
+# Kafka's limit on a transactional id's length.
+MAX_OWNER_CHARS = 249
+# A producer id is a non-negative 64-bit integer (Postgres bigint); an epoch a 16-bit one
+# that Kafka never lets reach its maximum.
+MAX_PRODUCER_ID = 2**63 - 1
+MAX_EPOCH = 2**15 - 1
+
+
+@dataclass(frozen=True, order=True)
+class Fence:
+    """A partition owner's turn: its transactional id (`owner`, whose fence this is) and
+    the producer id and epoch its initialisation was given. Ordered by (producer id,
+    epoch) within one owner."""
+
+    owner: str
+    producer_id: int
+    epoch: int
+
+    def __post_init__(self) -> None:
+        if not 0 < len(self.owner) <= MAX_OWNER_CHARS:
+            raise ValueError(
+                f"a call fence's owner is a transactional id of 1-{MAX_OWNER_CHARS}"
+                f" characters, got {self.owner!r:.80}"
+            )
+        for name, value, top in (
+            ("producer id", self.producer_id, MAX_PRODUCER_ID),
+            ("epoch", self.epoch, MAX_EPOCH),
+        ):
+            if type(value) is not int or not 0 <= value <= top:
+                raise ValueError(
+                    f"a call fence's {name} is an integer from 0 to {top} (the one Kafka"
+                    f" gave the producer's initialisation), got {value!r}"
+                )
