@@ -13,16 +13,16 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
+from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from typing import assert_never
-
-import httpx
 
 from reconcilers.signatures import Scheme, sign_standard, sign_stripe
 from services.devtools.sandbox.faults import ArmedFault, FaultBoard, FaultMode
 from services.devtools.sandbox.store import Effect
 from services.devtools.sandbox.webhook_config import WebhookConfig
 from services.devtools.sandbox.webhook_outbox import Delivery, WebhookOutbox
+from services.providers.http import ProviderHttp, ProviderUnreachable
 
 logger = logging.getLogger(__name__)
 
@@ -66,7 +66,14 @@ class WebhookSender:
         self._in_flight: set[str] = set()
         self._tasks: set[asyncio.Task[None]] = set()
         self._reorder: _ReorderBatch | None = None
-        self._client: httpx.AsyncClient | None = None
+        # aiohttp (recon's provider client), not httpx: httpcore's pool walks every
+        # connection at each request, and the deliveries of a busy benchmark kept dozens
+        # open, so sending took 74 % of the sandbox's CPU, 37 % in that walk (CPU samples
+        # at c30, docs/benchmark.md "The sandbox's webhook sender"); and above its 20
+        # kept-alive connections httpx closed each one after use, a new connection to the
+        # receiver for most deliveries.
+        self._client: ProviderHttp | None = None
+        self._open = AsyncExitStack()
         self._runner: asyncio.Task[None] | None = None
 
     def on_effect_recorded(self, effect: Effect) -> None:
@@ -75,7 +82,7 @@ class WebhookSender:
         self._wake.set()
 
     async def start(self) -> None:
-        self._client = httpx.AsyncClient(timeout=self._config.timeout_s)
+        self._client = await self._open.enter_async_context(ProviderHttp(self._config.timeout_s))
         self._runner = asyncio.create_task(self._run(), name="webhook-sender")
 
     async def stop(self) -> None:
@@ -83,8 +90,7 @@ class WebhookSender:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        if self._client is not None:
-            await self._client.aclose()
+        await self._open.aclose()
 
     async def replay(self, delivery: Delivery) -> tuple[Attempt, Delivery]:
         """Send one webhook again now, same id and body, bypassing faults (an operator's ask)."""
@@ -217,15 +223,16 @@ class WebhookSender:
             **self._sign(delivery.event_id, int(self._clock()), body),
         }
         try:
-            response = await self._client.post(self._config.url, content=body, headers=headers)
-        except httpx.HTTPError as exc:
-            return Attempt(ok=False, status_code=None, error=f"{type(exc).__name__}: {exc}")
-        if response.is_success:
-            return Attempt(ok=True, status_code=response.status_code, error=None)
+            # The body as signed: the string encodes to the same UTF-8 bytes.
+            answer = await self._client.request(
+                "POST", self._config.url, data=delivery.body, headers=headers
+            )
+        except ProviderUnreachable as exc:
+            return Attempt(ok=False, status_code=None, error=str(exc))
+        if 200 <= answer.status < 300:
+            return Attempt(ok=True, status_code=answer.status, error=None)
         return Attempt(
-            ok=False,
-            status_code=response.status_code,
-            error=f"receiver answered {response.status_code}",
+            ok=False, status_code=answer.status, error=f"receiver answered {answer.status}"
         )
 
     def _sign(self, event_id: str, timestamp: int, body: bytes) -> dict[str, str]:
