@@ -66,6 +66,12 @@ class GroupConsumer(AIOKafkaConsumer):  # type: ignore[misc]
         self._fetcher._prefetch_backoff = PREFETCH_BACKOFF_S
 
 
+# A dead member's partitions move on after 10 s, not the 45 s default; the intake's group
+# watch (services.intake.group_watch) calls a group stalled once it has gone this long
+# without a settled assignment, the time the broker allows a silent member.
+SESSION_TIMEOUT_MS = 10000
+
+
 def group_consumer(settings: Settings, group: str, role: str, **overrides: Any) -> AIOKafkaConsumer:
     options: dict[str, Any] = {
         **connection(settings.kafka_bootstrap, role),
@@ -73,8 +79,7 @@ def group_consumer(settings: Settings, group: str, role: str, **overrides: Any) 
         "isolation_level": "read_committed",
         "enable_auto_commit": False,
         "auto_offset_reset": "earliest",
-        # A dead member's partitions move on after 10 s, not the 45 s default.
-        "session_timeout_ms": 10000,
+        "session_timeout_ms": SESSION_TIMEOUT_MS,
         "heartbeat_interval_ms": 2000,
     }
     return GroupConsumer(**(options | overrides))

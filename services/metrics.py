@@ -15,6 +15,9 @@ record work beyond that (the CPU per transaction is watched).
   reconciler;
 - webhook verifications: the intake's webhook route;
 - consumer lag: after each fetch of every consumer (`observe_lag`);
+- each consumer group's members, state and time without a settled assignment: by the
+  intake's group watch (services.intake.group_watch), asking the coordinators every 2 s,
+  so a group whose consumers have stopped fetching still shows;
 - accepted-to-committed time: by the projector, from the event times of a transaction that
   entered `committed` (projections.moves);
 - HTTP requests and their duration: the intake's request wrapper (services.intake.
@@ -83,6 +86,24 @@ CONSUMER_LAG = Gauge(
     "recon_consumer_lag",
     "Records behind the partition's high watermark after the consumer's last fetch",
     ["group", "topic", "partition"],
+)
+CONSUMER_GROUP_MEMBERS = Gauge(
+    "recon_consumer_group_members",
+    "Members of each consumer group recon runs, as its coordinator said at the intake's last"
+    " look (every 2 s)",
+    ["group"],
+)
+CONSUMER_GROUP_STATE = Gauge(
+    "recon_consumer_group_state",
+    "1 for the state each consumer group was in at the intake's last look (Stable,"
+    " PreparingRebalance, CompletingRebalance, Empty, Dead), 0 for the others",
+    ["group", "state"],
+)
+CONSUMER_GROUP_UNSETTLED_SECONDS = Gauge(
+    "recon_consumer_group_unsettled_seconds",
+    "How long each consumer group has been without a settled assignment (Stable with a"
+    " member), as the intake saw it; 0 when settled. Alert at the session timeout (10 s)",
+    ["group"],
 )
 REVIEWS_OPEN = Gauge("recon_reviews_open", "Manual reviews open now (refreshed by the reconciler)")
 LEGS_GIVEN_UP = Gauge(

@@ -59,7 +59,7 @@ from events.dead_letters import dead_letter_headers
 from events.event_type_header import event_type_header
 from events.inputs import DeciderInput, OperationObserved, parse_input
 from events.keys import partition_key
-from services import tracing
+from services import consumer_groups, tracing
 from services.collector import tune_for_service
 from services.config import Settings
 from services.crash_points import (
@@ -193,14 +193,14 @@ class Decider:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.topics = settings.topics
-        self.group_id = f"{settings.group_prefix}recon-decider"
+        self.group_id = f"{settings.group_prefix}{consumer_groups.DECIDER}"
         self.owned: dict[int, OwnedPartition] = {}
         # Held while a batch is processed and while partitions change hands, so a
         # revoked partition is never written after its revocation returns.
         self.lock = asyncio.Lock()
         self.consumer = group_consumer(
             settings,
-            "recon-decider",
+            consumer_groups.DECIDER,
             "decider-inputs",
             partition_assignment_strategy=(RangePartitionAssignor,),
         )

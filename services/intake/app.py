@@ -6,9 +6,10 @@ the governance routes, and the operator console's pages under /console
 (services.intake.console).
 """
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from datetime import timedelta
 
 import asyncpg
@@ -42,6 +43,7 @@ from services.intake import (
 from services.intake.body_limit import BodyLimit
 from services.intake.delivery_batches import DeliveryBatches, open_check_pool
 from services.intake.errors import DATABASE_DOWN, RETRY_AFTER_S, ApiError, retry_after, summary
+from services.intake.group_watch import GroupWatch
 from services.intake.intent_claims import IntentClaims
 from services.intake.lane import Lane
 from services.intake.policy_cache import PolicyCache
@@ -78,10 +80,13 @@ def create_app(settings: Settings) -> FastAPI:
             producer = intake_producer(settings, "intake-producer")
             admin = health.admin_client(settings)
             await producer.start()
+            watching: asyncio.Task[None] | None = None
             try:
                 await admin.start()
                 try:
                     app.state.pool, app.state.producer, app.state.admin = pool, producer, admin
+                    app.state.group_watch = GroupWatch(admin, settings.group_prefix)
+                    watching = asyncio.create_task(app.state.group_watch.run())
                     app.state.produced_marks = ProducedMarks(pool)
                     app.state.intent_claims = IntentClaims(pool)
                     app.state.delivery_batches = DeliveryBatches(
@@ -99,6 +104,11 @@ def create_app(settings: Settings) -> FastAPI:
                         app.state.webhook_readers = build_accounts(http, settings)
                         yield
                 finally:
+                    if watching is not None:
+                        # Ended before the admin client it asks with is closed.
+                        watching.cancel()
+                        with suppress(asyncio.CancelledError):
+                            await watching
                     counts = getattr(app.state, "console_kafka", None)
                     if counts is not None:
                         await counts.close()

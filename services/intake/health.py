@@ -1,12 +1,13 @@
-"""`GET /healthz`: whether Postgres and Kafka answer, and whether each consumer group the
-intake's promises rely on has a member (a decider, which also makes the provider calls, the
-projector, the saga)."""
+"""`GET /healthz`: whether Postgres and Kafka answer, and whether each consumer group recon
+runs (services.consumer_groups.GROUPS: the decider, which also makes the provider calls,
+the projector, the saga and the Kafka intents) has a member and has not stalled, as the
+intake's group watch judges it (services.intake.group_watch)."""
 
 import asyncio
 
 import asyncpg
 from aiokafka.admin import AIOKafkaAdminClient
-from aiokafka.errors import GroupCoordinatorNotAvailableError, KafkaError
+from aiokafka.errors import KafkaError
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import JSONResponse
 
@@ -17,7 +18,6 @@ from services.kafka_clients import connection
 from services.pg_pool import ping
 
 HEALTH_TIMEOUT_S = 3.0
-CONSUMERS = ("recon-decider", "recon-projector", "recon-saga")
 
 router = APIRouter()
 
@@ -30,7 +30,7 @@ router = APIRouter()
     },
 )
 async def healthz(request: Request) -> JSONResponse:
-    checks = await _health(request.app, request.app.state.settings)
+    checks = await _health(request.app)
     failing = {name: state for name, state in checks.items() if state != "ok"}
     if failing:
         reason = "; ".join(f"{name}: {state}" for name, state in failing.items())
@@ -48,7 +48,7 @@ def admin_client(settings: Settings) -> AIOKafkaAdminClient:
     )
 
 
-async def _health(app: FastAPI, settings: Settings) -> dict[str, str]:
+async def _health(app: FastAPI) -> dict[str, str]:
     checks: dict[str, str] = {}
     try:
         async with asyncio.timeout(HEALTH_TIMEOUT_S):
@@ -64,24 +64,5 @@ async def _health(app: FastAPI, settings: Settings) -> dict[str, str]:
     except (TimeoutError, KafkaError) as exc:
         checks["kafka"] = f"not answering ({exc!r})"
         return checks
-    for name in CONSUMERS:
-        checks[name] = await _consumer_group(app.state.admin, f"{settings.group_prefix}{name}")
+    checks.update(await app.state.group_watch.look())
     return checks
-
-
-async def _consumer_group(admin: AIOKafkaAdminClient, group: str) -> str:
-    try:
-        async with asyncio.timeout(HEALTH_TIMEOUT_S):
-            responses = await admin.describe_consumer_groups([group])
-    except GroupCoordinatorNotAvailableError:
-        # No coordinator yet means the group was never joined on this cluster.
-        return "no consumer running"
-    except (TimeoutError, KafkaError) as exc:
-        return f"cannot describe the consumer group ({exc!r})"
-    members = sum(
-        len(described["members"])
-        for response in responses
-        for described in response.to_object()["groups"]
-        if described["group"] == group
-    )
-    return "ok" if members > 0 else "no consumer running"

@@ -32,6 +32,7 @@ from aiokafka import ConsumerRecord, TopicPartition
 from aiokafka.errors import KafkaError
 from starlette.datastructures import State
 
+from services import consumer_groups
 from services.at_least_once import AtLeastOnceConsumer, Batch, RetryBatch
 from services.config import Settings
 from services.intake.accept import accept_submission
@@ -50,7 +51,6 @@ from services.postgres_start import open_pool
 
 log = logging.getLogger(__name__)
 
-GROUP = "recon-intents"
 # Text Postgres cannot store (a NUL): refused as the HTTP API refuses it (services.intake.app).
 UNSTORABLE = (asyncpg.CharacterNotInRepertoireError, asyncpg.UntranslatableCharacterError)
 
@@ -77,7 +77,7 @@ class IntentSubscriber:
         )
         self.inputs = AtLeastOnceConsumer(
             settings,
-            GROUP,
+            consumer_groups.INTENTS,
             [self.topics.intents(t) for t in tenants],
             self.producer,
             role="intents-inputs",

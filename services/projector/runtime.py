@@ -24,7 +24,7 @@ from projections.decode import decode_drift, decode_event
 from projections.offsets import load_offsets
 from projections.view_cache import ViewCache
 from projections.writer import DriftRecord, Record, project_batch, project_drift
-from services import task_dump
+from services import consumer_groups, task_dump
 from services.config import Settings
 from services.kafka_clients import acked_producer, group_consumer
 from services.kafka_setup import ensure_topics
@@ -90,8 +90,8 @@ class Projector:
         self.drift_topic = settings.topics.drift
         self.stop = stop
         self.pool: asyncpg.Pool | None = None
-        self.consumer = group_consumer(settings, "recon-projector", "projector-inputs")
-        self.group = f"{settings.group_prefix}recon-projector"
+        self.consumer = group_consumer(settings, consumer_groups.PROJECTOR, "projector-inputs")
+        self.group = f"{settings.group_prefix}{consumer_groups.PROJECTOR}"
         self.dead_letters = acked_producer(settings, "projector-dead-letters")
         # Next offsets projected but not yet committed as the lag marker.
         self.marker = PendingOffsets(self.consumer)
@@ -228,7 +228,7 @@ class Projector:
                 record.topic,
                 record.partition,
                 record.offset,
-                f"{self.settings.group_prefix}recon-projector",
+                self.group,
             ),
         )
 

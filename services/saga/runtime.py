@@ -20,7 +20,7 @@ from events.envelope import Envelope
 from events.event_type_header import passed_over
 from events.inputs import Command
 from events.keys import partition_key
-from services import tracing
+from services import consumer_groups, tracing
 from services.at_least_once import AtLeastOnceConsumer, Batch
 from services.config import Settings
 from services.crash_points import SAGA_AFTER_COMMANDS_ACKED, pause_point
@@ -38,7 +38,7 @@ class Orchestrator:
         self.producer = acked_producer(settings, "saga-producer")
         self.inputs = AtLeastOnceConsumer(
             settings,
-            "recon-saga",
+            consumer_groups.SAGA,
             [self.topics.events],
             self.producer,
             role="saga-inputs",

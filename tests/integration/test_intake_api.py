@@ -17,8 +17,8 @@ from events.inputs import SubmitTransaction, parse_input
 from events.keys import op_key, partition_key
 from events.topics import PARTITIONS
 from services.config import Settings
+from services.consumer_groups import GROUPS
 from services.intake.example import example_transaction
-from services.intake.health import CONSUMERS
 
 ACME = {"Authorization": "Bearer key-acme"}
 GLOBEX = {"Authorization": "Bearer key-globex"}
@@ -309,7 +309,7 @@ async def test_healthz_is_ok_when_every_consumer_runs(
             bootstrap_servers=settings.kafka_bootstrap,
             group_id=f"{settings.group_prefix}{name}",
         )
-        for name in CONSUMERS
+        for name in GROUPS
     ]
     for consumer in consumers:
         await consumer.start()

@@ -53,6 +53,7 @@ def test_the_alerts_watch_what_issue_25_asks_for() -> None:
         "recon_accepted_to_committed_seconds_bucket",
         "recon_http_requests_total",
         "recon_consumer_lag",
+        "recon_consumer_group_unsettled_seconds",
     }
 
 

@@ -16,7 +16,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import KafkaError
 
 from services.config import Settings
-from services.intake.health import CONSUMERS
+from services.consumer_groups import GROUPS
 from services.kafka_clients import connection
 
 COUNT_TIMEOUT_S = 3.0
@@ -41,8 +41,8 @@ class KafkaCounts:
                 consumer = await self._offsets_reader()
                 found["dead_letters"] = await _records(consumer, self._settings.topics.dead_letters)
         except (TimeoutError, KafkaError):
-            return {"dead_letters": None, **{f"lag:{name}": None for name in CONSUMERS}}
-        for name in CONSUMERS:
+            return {"dead_letters": None, **{f"lag:{name}": None for name in GROUPS}}
+        for name in GROUPS:
             try:
                 async with asyncio.timeout(COUNT_TIMEOUT_S):
                     found[f"lag:{name}"] = await self._lag(consumer, name)

@@ -1,0 +1,163 @@
+"""Whether each consumer group recon runs (services.consumer_groups.GROUPS) has a member and
+a settled assignment, as its coordinator says (DescribeGroups), for `/healthz` and for the
+metrics an alert pages on.
+
+A group can stall with its processes alive and no error logged: a leader that never sends
+its assignment (docs/operations.md, "A topic list changed during a periodic metadata
+refresh") leaves the group in CompletingRebalance until the broker drops it at the session
+timeout, and a lone member then stays out of it for up to 300 s; a member whose revocation
+never returns holds the group in PreparingRebalance for up to its rebalance timeout. The
+consumers' own metrics cannot say so (`recon_consumer_lag` is set after each fetch, and a
+stalled consumer fetches nothing: its last value stays), so the intake asks the coordinator
+from outside, every WATCH_INTERVAL_S and at every `/healthz`.
+
+A group is settled when it is Stable with at least one member. One that is not counts as
+unsettled from the first look that saw it so; a rebalance is normal (a deploy, a member
+added) and lasts well under the session timeout, so `/healthz` fails only for a group
+with no member at all (at once, as before) or one unsettled for STALLED_AFTER_S or more:
+the time the broker allows a silent member, so a group still unsettled then is not waiting
+for a dead member but stuck. The memory of when it became unsettled is this process's: an
+intake started meanwhile counts from its own first look.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka.errors import GroupCoordinatorNotAvailableError, KafkaError
+
+from services.consumer_groups import GROUPS
+from services.intake.health import HEALTH_TIMEOUT_S
+from services.kafka_clients import SESSION_TIMEOUT_MS
+from services.metrics import (
+    CONSUMER_GROUP_MEMBERS,
+    CONSUMER_GROUP_STATE,
+    CONSUMER_GROUP_UNSETTLED_SECONDS,
+    labelled,
+)
+
+log = logging.getLogger(__name__)
+
+STALLED_AFTER_S = SESSION_TIMEOUT_MS / 1000
+# Four DescribeGroups (and their FindCoordinator) per look: a few ms of the intake's CPU
+# every 2 s. Often enough that the unsettled time is right to 2 s against a 10 s threshold.
+WATCH_INTERVAL_S = 2.0
+# The states a coordinator reports for a classic consumer group (Kafka's GroupState);
+# a state not listed here is shown too, and is never settled.
+STATES = ("Stable", "PreparingRebalance", "CompletingRebalance", "Empty", "Dead")
+NO_CONSUMER = "no consumer running"
+
+
+@dataclass(frozen=True)
+class GroupSeen:
+    state: str
+    # Each member as `client_id@host`: which process to look at.
+    members: tuple[str, ...]
+
+    @property
+    def settled(self) -> bool:
+        return self.state == "Stable" and bool(self.members)
+
+
+def verdict(seen: GroupSeen, unsettled_s: float) -> str:
+    """`ok`, or why the group fails `/healthz`: the one rule both the check and the
+    watch's log apply (the alert applies STALLED_AFTER_S to the gauge the watch sets)."""
+    if not seen.members:
+        return NO_CONSUMER
+    if seen.settled or unsettled_s < STALLED_AFTER_S:
+        return "ok"
+    return (
+        f"stalled: {seen.state} for {unsettled_s:.0f} s, at least the session timeout"
+        f" ({STALLED_AFTER_S:.0f} s), members {', '.join(seen.members)}"
+    )
+
+
+class GroupWatch:
+    def __init__(
+        self,
+        admin: AIOKafkaAdminClient,
+        group_prefix: str,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._admin, self._prefix, self._clock = admin, group_prefix, clock
+        # Each group's first look seen unsettled, while it stays so.
+        self._unsettled_since: dict[str, float] = {}
+        self._reported: set[str] = set()
+
+    async def look(self) -> dict[str, str]:
+        """Each group's verdict, by its name in GROUPS; its gauges set as seen now."""
+        seen = await asyncio.gather(*(self._describe(name) for name in GROUPS))
+        return {
+            name: found if isinstance(found, str) else self._judge(name, found)
+            for name, found in zip(GROUPS, seen, strict=True)
+        }
+
+    async def run(self) -> None:
+        """Looks every WATCH_INTERVAL_S until cancelled (the intake's lifespan)."""
+        while True:
+            try:
+                await self.look()
+            except Exception:
+                # Not expected (a refusal is a verdict): said, and the watch goes on, so
+                # one odd answer does not freeze the gauges an alert reads.
+                log.exception("the consumer group watch failed a look")
+            await asyncio.sleep(WATCH_INTERVAL_S)
+
+    def _judge(self, name: str, seen: GroupSeen) -> str:
+        group = f"{self._prefix}{name}"
+        now = self._clock()
+        if seen.settled:
+            self._unsettled_since.pop(group, None)
+            unsettled_s = 0.0
+        else:
+            unsettled_s = now - self._unsettled_since.setdefault(group, now)
+        labelled(CONSUMER_GROUP_MEMBERS, group).set(len(seen.members))
+        labelled(CONSUMER_GROUP_UNSETTLED_SECONDS, group).set(unsettled_s)
+        for state in (*STATES, *((seen.state,) if seen.state not in STATES else ())):
+            labelled(CONSUMER_GROUP_STATE, group, state).set(state == seen.state)
+        found = verdict(seen, unsettled_s)
+        # Logged once per episode, when it starts failing and when it ends: the log line
+        # names the members, so the operator knows which process to read.
+        if found != "ok" and group not in self._reported:
+            self._reported.add(group)
+            log.warning("consumer group %s: %s", group, found)
+        elif found == "ok" and group in self._reported:
+            self._reported.discard(group)
+            log.info("consumer group %s: ok again (%s)", group, seen.state)
+        return found
+
+    async def _describe(self, name: str) -> GroupSeen | str:
+        """What the coordinator says, or why it could not be asked (not judged: the
+        gauges keep their last values, and `/healthz` fails on this text)."""
+        group = f"{self._prefix}{name}"
+        try:
+            async with asyncio.timeout(HEALTH_TIMEOUT_S):
+                responses = await self._admin.describe_consumer_groups([group])
+        except GroupCoordinatorNotAvailableError:
+            # No coordinator yet: no group has been joined on this cluster.
+            return GroupSeen("Dead", ())
+        except (TimeoutError, KafkaError) as exc:
+            return f"cannot describe the consumer group ({exc!r})"
+        for response in responses:
+            for described in response.to_object()["groups"]:
+                if described["group"] != group:
+                    continue
+                if described["error_code"]:
+                    # A coordinator still loading the group, or moving: asked again at
+                    # the next look.
+                    return (
+                        f"cannot describe the consumer group (error code {described['error_code']})"
+                    )
+                return GroupSeen(
+                    str(described["state"]),
+                    tuple(
+                        f"{member['client_id']}@{member['client_host']}"
+                        for member in described["members"]
+                    ),
+                )
+        return GroupSeen("Dead", ())
