@@ -69,6 +69,9 @@ DEFAULTS: dict[str, str] = {
     # Every Nth scheduled drift scan judges each account's whole window, cursors aside
     # (reconcilers.drift_span.backstop_due): hourly at the default interval.
     "RECON_DRIFT_BACKSTOP_EVERY": "60",
+    # provider=pages: the drift listing's page cap of a built-in adapter's provider
+    # (services.providers.adapters, .stripe), empty: each adapter's own.
+    "RECON_DRIFT_LIST_PAGES": "",
     "RECON_RECONCILER_RETENTION_S": str(7 * 86400),
     "RECON_PURGE_INTERVAL_S": "3600",
     "RECON_LOG_LEVEL": "INFO",
@@ -322,6 +325,9 @@ class Settings:
     # provider name -> its provider file (RECON_PROVIDER_FILES), spoken by the `declared`
     # adapter (services.providers.declared).
     provider_files: dict[str, str] = field(default_factory=dict)
+    # provider name -> the drift listing's page cap of its accounts (RECON_DRIFT_LIST_PAGES);
+    # a provider not named here keeps its adapter's own (max_list_pages).
+    drift_list_pages: dict[str, int] = field(default_factory=dict)
     intake_host: str = DEFAULTS["RECON_INTAKE_HOST"]
     intake_port: int = int(DEFAULTS["RECON_INTAKE_PORT"])
     provider_timeout_s: float = _default_float("RECON_PROVIDER_TIMEOUT_S")
@@ -435,6 +441,48 @@ def declared_schemes(
 
 
 DECLARED_ADAPTER = "declared"
+# RECON_DRIFT_LIST_PAGES's bound: the sandbox adapter's own cap, 100 pages of 100 effects,
+# the most any built-in adapter holds in memory for one listing (a scan holds a listing
+# whole while it judges it: ~3 MiB of sandbox effects, up to ~25 MiB of Stripe's payment
+# intents at ~2.5 KiB each).
+MAX_DRIFT_LIST_PAGES = 100
+
+
+def drift_list_pages(
+    raw: str, providers: dict[str, str], adapters: dict[str, str]
+) -> dict[str, int]:
+    """RECON_DRIFT_LIST_PAGES ("stripe=30,..."): each provider configured, its adapter
+    one that takes a page cap (a `max_list_pages` attribute: the sandbox's, Stripe's; a
+    declared provider's is its file's `[listing] max_pages`, one place for it), each cap
+    a whole number from 1 to MAX_DRIFT_LIST_PAGES."""
+    from services.providers.registry import DEFAULT_ADAPTER, adapter_class
+
+    named = _pairs("RECON_DRIFT_LIST_PAGES", raw)
+    caps: dict[str, int] = {}
+    for provider, pages in named.items():
+        if provider not in providers:
+            raise ConfigError(
+                f"RECON_DRIFT_LIST_PAGES names provider {provider!r}, which RECON_PROVIDERS "
+                f"does not configure ({', '.join(sorted(providers)) or 'none'})"
+            )
+        adapter = adapters.get(provider, DEFAULT_ADAPTER)
+        if adapter == DECLARED_ADAPTER:
+            raise ConfigError(
+                f"RECON_DRIFT_LIST_PAGES names provider {provider!r}, which its provider file "
+                "declares: set its `[listing] max_pages` there instead"
+            )
+        if not isinstance(getattr(adapter_class(adapter), "max_list_pages", None), int):
+            raise ConfigError(
+                f"RECON_DRIFT_LIST_PAGES names provider {provider!r}, whose adapter "
+                f"{adapter!r} takes no page cap (no `max_list_pages`)"
+            )
+        if not pages.isdigit() or not 1 <= int(pages) <= MAX_DRIFT_LIST_PAGES:
+            raise ConfigError(
+                f"RECON_DRIFT_LIST_PAGES: provider {provider!r}: expected a whole number of "
+                f"pages from 1 to {MAX_DRIFT_LIST_PAGES}, got {pages!r}"
+            )
+        caps[provider] = int(pages)
+    return caps
 
 
 def provider_files(paths: dict[str, str]) -> dict[str, "ProviderFile"]:
@@ -812,6 +860,7 @@ def load_settings() -> Settings:
         provider_secrets=secrets,
         provider_accounts=accounts,
         provider_files=file_paths,
+        drift_list_pages=drift_list_pages(_env("RECON_DRIFT_LIST_PAGES"), providers, adapters),
         intake_host=_env("RECON_INTAKE_HOST"),
         intake_port=int(port),
         provider_timeout_s=_float("RECON_PROVIDER_TIMEOUT_S"),

@@ -36,18 +36,20 @@ class SandboxAdapter:
     # The sandbox keeps its keys for ever and answers lookups by key.
     key_retention_s: float | None = None
     lookup_strategy = Strategy.QUERY
-    # The drift scan's listing: pages of this size, at most this many (an instance may
-    # lower them).
+    # The drift scan's listing: pages of this size, at most this many (RECON_DRIFT_LIST_PAGES
+    # sets an instance's cap; tests lower both).
     list_page = PAGE
     max_list_pages = MAX_LIST_PAGES
 
-    def __init__(self, http: Requester, base_url: str) -> None:
+    def __init__(self, http: Requester, base_url: str, max_list_pages: int | None = None) -> None:
         self.http = http
         self.base_url = base_url.rstrip("/")
+        if max_list_pages is not None:
+            self.max_list_pages = max_list_pages
 
     @classmethod
     def from_setup(cls, setup: ProviderSetup) -> "SandboxAdapter":
-        return cls(setup.http, setup.base_url)
+        return cls(setup.http, setup.base_url, setup.max_list_pages)
 
     def classify(self, operation: str, status: int, body: Any) -> Seen:
         return classify_response(status, body)

@@ -48,6 +48,9 @@ class ProviderSetup:
     clock: Callable[[], datetime] | None = None
     # The provider file of a declared provider (RECON_PROVIDER_FILES), None for others.
     declaration: str | None = None
+    # The drift listing's page cap (RECON_DRIFT_LIST_PAGES), None: the adapter's own. Only
+    # for a class with a `max_list_pages` (services.config refuses it for any other).
+    max_list_pages: int | None = None
 
 
 @dataclass(frozen=True)

@@ -153,6 +153,7 @@ def _made(http: Requester, settings: Settings, account: Account) -> ProviderAdap
         http=http,
         secret=secret,
         declaration=settings.provider_files.get(name),
+        max_list_pages=settings.drift_list_pages.get(name),
     )
     return Measured(name, kind.from_setup(setup))
 

@@ -132,3 +132,13 @@ async def test_stripe_accepts_the_listing_of_a_hole_below_a_cut(adapter: StripeA
     assert listing.covered_from is None
     for raw in listing.effects:
         effect_from_json(raw)
+
+
+async def test_a_listing_capped_at_its_last_page_is_whole(stripe_mock: str) -> None:  # noqa: F811
+    """RECON_DRIFT_LIST_PAGES=stripe=1: a cap reached on the last page (`has_more` false)
+    is a whole listing, not a cut. What stripe-mock can show of the cap: its lists are one
+    page and never say more follow, so a cut is shown by tests/unit/test_drift_list_pages."""
+    async with ProviderHttp(5.0) as http:
+        capped = StripeAdapter(http, stripe_mock, "sk_test_123", max_list_pages=1)
+        listing = await capped.list_effects()
+    assert listing.covered_from is None and listing.effects

@@ -51,7 +51,9 @@ KEY_RETENTION_S = 24 * 3600.0
 # docs.stripe.com/search): an intent not found sooner than this after its request may
 # still exist, so not finding it proves nothing.
 SEARCH_LAG_S = 60.0
-# The drift scan reads at most this many pages of 100 per resource.
+# The drift scan reads at most this many pages of 100 per resource, unless
+# RECON_DRIFT_LIST_PAGES sets the provider's (docs/webhooks-reviews-drift.md: what a cut
+# costs, the hole below it).
 MAX_LIST_PAGES = 10
 # Answers are read in the shape of this API version, whatever the account's default.
 STRIPE_VERSION = "2024-06-20"
@@ -67,6 +69,7 @@ class StripeAdapter:
     webhook_scheme = Scheme.STRIPE
     key_retention_s: float | None = KEY_RETENTION_S
     lookup_strategy = Strategy.REPLAY
+    max_list_pages = MAX_LIST_PAGES
 
     def __init__(
         self,
@@ -74,11 +77,14 @@ class StripeAdapter:
         base_url: str,
         api_key: str,
         clock: Callable[[], datetime] | None = None,
+        max_list_pages: int | None = None,
     ) -> None:
         self.http = http
         self.base_url = base_url.rstrip("/")
         self.headers = {"Authorization": f"Bearer {api_key}", "Stripe-Version": STRIPE_VERSION}
         self.clock = clock or _utcnow
+        if max_list_pages is not None:
+            self.max_list_pages = max_list_pages
 
     @classmethod
     def from_setup(cls, setup: ProviderSetup) -> "StripeAdapter":
@@ -87,7 +93,7 @@ class StripeAdapter:
                 f"provider {setup.name!r} uses the stripe adapter and needs its API key: set "
                 f"RECON_PROVIDER_SECRETS={setup.name}=sk_test_... (a restricted key will do)"
             )
-        return cls(setup.http, setup.base_url, setup.secret, setup.clock)
+        return cls(setup.http, setup.base_url, setup.secret, setup.clock, setup.max_list_pages)
 
     def classify(self, operation: str, status: int, body: Any) -> Seen:
         return rules.classify(operation, status, body)
@@ -222,7 +228,7 @@ class StripeAdapter:
         self, resource: str, since: datetime | None, until: datetime | None
     ) -> EffectListing:
         """One resource's objects (newest first, as Stripe lists), read into effects; cut
-        (cut_listing) when MAX_LIST_PAGES pages left older ones out."""
+        (cut_listing) when `max_list_pages` pages left older ones out."""
         first = {"limit": "100"}
         if since is not None:
             # Whole seconds, rounded down: an object in `since`'s second is listed.
@@ -244,7 +250,7 @@ class StripeAdapter:
             page = [item for item in data if isinstance(item, dict) and "id" in item]
             return page, bool(body.get("has_more"))
 
-        return await newest_first_pages(ask, first, MAX_LIST_PAGES, _effect)
+        return await newest_first_pages(ask, first, self.max_list_pages, _effect)
 
     async def _get(self, path: str, params: dict[str, str] | None = None) -> Answer:
         return await self.http.request(
