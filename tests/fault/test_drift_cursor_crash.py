@@ -1,16 +1,25 @@
 """kill -9 of a drift scan (incremental or a backstop) after its findings are produced and
 remembered as reported and before its accounts' cursors move: the next scan judges the same
-span again, finds the same drift under the same ids, and reports none of it a second time."""
+span again, finds the same drift under the same ids, and reports none of it a second time.
+A cut scan killed there leaves neither its cursor nor its hole (one transaction): the next
+lists the same cut again and writes both, and the walk below the cut finds the rest."""
 
 import asyncio
 import subprocess
 import sys
 from collections import Counter
+from datetime import UTC, datetime, timedelta
 
 import asyncpg
 import pytest
-from support.drift_scanner import lose_effects, scanner_settings, scans_by_hand
-from support.recon_client import Recon, op, transaction
+from support.drift_scanner import (
+    a_charge_that_lost_its_effect,
+    hole,
+    scanner_settings,
+    scans_by_hand,
+    strays_at,
+)
+from support.recon_client import Recon
 from support.topic_records import read_topic
 
 from events.topics import Topics
@@ -26,13 +35,7 @@ async def test_a_scan_killed_before_its_cursor_moves_reports_nothing_twice(
 ) -> None:
     """The backstop too: over a whole listing it moves the cursor, in the same order."""
     await scans_by_hand(stack)  # the scans are this test's
-    assert (await recon.submit(transaction("lost-1", receipt=False))).status_code == 202
-    tx = await recon.wait_terminal("lost-1")
-    assert tx["status"] == "committed"
-    lost = op(tx, "charge")["op_key"]
-    # The provider loses the charge: intent without effect, which only the scan reports
-    # (a stray effect would be reported by the webhook ingress too, under the same id).
-    lose_effects(stack, lost)
+    lost = await a_charge_that_lost_its_effect(stack, recon, "lost-1")
 
     scan = await asyncio.to_thread(
         subprocess.run,
@@ -62,3 +65,62 @@ async def test_a_scan_killed_before_its_cursor_moves_reports_nothing_twice(
         assert await conn.fetchval("SELECT count(*) FROM reconciler_drift_cursors") == 1
     finally:
         await conn.close()
+
+
+async def _cli_scan(stack: Stack, **env: str) -> subprocess.CompletedProcess[str]:
+    """`drift --scan` in its own process, a page cap of one page (100 effects): what an
+    operator's RECON_DRIFT_LIST_PAGES does."""
+    return await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, "-m", "services.cli", "drift", "--scan"],
+        cwd=REPO_ROOT,
+        env={
+            **stack.env(),
+            "RECON_DRIFT_GRACE_S": "0.001",
+            "RECON_DRIFT_LIST_PAGES": "sandbox=1",
+            **env,
+        },
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+async def test_a_cut_scan_killed_before_its_cursor_and_hole_leaves_both_to_the_next(
+    stack: Stack, recon: Recon
+) -> None:
+    await scans_by_hand(stack)  # the scans are this test's
+    lost = await a_charge_that_lost_its_effect(stack, recon, "lost-cut")
+    # 150 strays after the charge, a millisecond apart: a listing of one page holds the
+    # newest 100, and the charge's leg and the older 50 lie below its cut.
+    start = datetime.now(UTC)
+    strays = strays_at(stack, [start + timedelta(milliseconds=i) for i in range(150)])
+    await asyncio.sleep(0.2)  # the strays past the scans' grace (1 ms) by their clock
+
+    killed = await _cli_scan(stack, **{CRASH_ENV: DRIFT_BEFORE_CURSORS})
+    assert killed.returncode == CRASH_EXIT_CODE, killed.stderr
+    drift_topic = Topics(stack.topic_prefix).drift
+    first = Counter(r["effect_id"] for r in await read_topic(stack.kafka_bootstrap, drift_topic))
+    assert set(first) == set(strays[50:]), sorted(set(first) ^ set(strays[50:]))[:3]
+    conn = await asyncpg.connect(stack.database_url)
+    try:
+        # Killed before the cursors' transaction: no cursor, and so no hole either.
+        assert await conn.fetchval("SELECT count(*) FROM reconciler_drift_cursors") == 0
+
+        again = await _cli_scan(stack)
+        assert again.returncode == 0, again.stderr
+        # The same cut listed again, its findings already reported; cursor and hole now.
+        assert await conn.fetchval("SELECT count(*) FROM reconciler_drift_cursors") == 1
+        assert await hole(stack) is not None
+
+        walked = await _cli_scan(stack)
+        assert walked.returncode == 0, walked.stderr
+        assert await hole(stack) is None
+    finally:
+        await conn.close()
+    records = await read_topic(stack.kafka_bootstrap, drift_topic)
+    # Below the cut: the older strays and the lost charge, found by the walk; each drift
+    # once on the topic, though the killed scan's were found twice.
+    assert {r["effect_id"] for r in records} >= set(strays)
+    assert ("intent_without_effect", lost) in {(r["kind"], r["op_key"]) for r in records}
+    assert max(Counter(r["drift_id"] for r in records).values()) == 1

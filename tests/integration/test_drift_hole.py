@@ -20,16 +20,16 @@ from datetime import UTC, datetime, timedelta
 import asyncpg
 import pytest
 from support.drift_scanner import (
+    a_charge_that_lost_its_effect,
     cursor,
     forget_effects,
     hole,
-    lose_effects,
     sandbox_of,
     scanner_settings,
     scans_by_hand,
     strays_at,
 )
-from support.recon_client import Recon, op, transaction
+from support.recon_client import Recon
 from support.topic_records import read_topic
 
 from events.drift import DriftDetected
@@ -55,15 +55,6 @@ def settings(stack: Stack, start: datetime, now: datetime) -> Settings:
     return dataclasses.replace(
         base, reconciler=dataclasses.replace(base.reconciler, drift_window_s=window)
     )
-
-
-async def a_charge_that_lost_its_effect(stack: Stack, recon: Recon, tx_id: str) -> str:
-    assert (await recon.submit(transaction(tx_id, receipt=False))).status_code == 202
-    tx = await recon.wait_terminal(tx_id)
-    assert tx["status"] == "committed"
-    charge: str = op(tx, "charge")["op_key"]
-    lose_effects(stack, charge)
-    return charge
 
 
 def burst_after(start: datetime) -> list[datetime]:

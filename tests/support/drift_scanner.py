@@ -167,6 +167,18 @@ async def charges_that_lost_their_effects(stack: Stack, recon: Recon) -> dict[st
     return charges
 
 
+async def a_charge_that_lost_its_effect(stack: Stack, recon: Recon, tx_id: str) -> str:
+    """A committed transaction whose charge the sandbox then loses (intent without effect,
+    which only the scan reports: a stray effect would be reported by the webhook ingress
+    too); the charge's op key."""
+    assert (await recon.submit(transaction(tx_id, receipt=False))).status_code == 202
+    tx = await recon.wait_terminal(tx_id)
+    assert tx["status"] == "committed"
+    charge: str = op(tx, "charge")["op_key"]
+    lose_effects(stack, charge)
+    return charge
+
+
 def lose_effects(stack: Stack, *keys: str) -> None:
     """The sandbox loses the effects under these idempotency keys."""
     db = sqlite3.connect(stack.log_dir / "sandbox.db")
