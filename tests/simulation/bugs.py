@@ -219,6 +219,14 @@ def _held_not_again(
     host.submit(o for o in orders if o.leg_key not in running)
 
 
+def _claimed_not_asked_again() -> Any:
+    """A claim that waited goes on to look up, and sends a leg found absent, without asking
+    whether the transaction still waits on it (call_plan._claimed before Awaited): a person
+    failed it while the claim waited out a dead holder's lease, and the call is made."""
+    turn = yield call_plan.Claim()
+    return turn is not call_plan.Turn.GIVEN_UP
+
+
 def _task_not_rejudged(*_args: Any, **_kwargs: Any) -> None:
     """The dispatcher takes the task as the door judged it: a task revoked or expired
     after the submission stops nothing."""
@@ -290,6 +298,8 @@ BUGS: dict[str, Patch] = {
     # In the model of DispatchHost.take_over's `again` for a hold being resumed.
     "held_not_again": (dispatch_host.SimDispatchHost, "take_over", _held_not_again),
     "resume_beside_own_call": (dispatch_host.SimDispatchHost, "_resumed", _resume_beside_own_call),
+    # In the real plan's claim (call_plan._claimed), as it was before Awaited.
+    "claimed_not_asked_again": (call_plan, "_claimed", _claimed_not_asked_again),
     # In the real gate (services.governance.gate), which the simulated gate and quota
     # reservation call.
     "task_not_rejudged": (gate, "task_refusal", _task_not_rejudged),

@@ -96,7 +96,8 @@ from .provider import Provider
 Wait = Generator[int, None, None]  # yields the milliseconds it sleeps
 
 # The modelled provider answers within 400 ms (Apply below): its calls' leases are sized as
-# production sizes them (call_lease), for a provider timeout of a quarter of a second.
+# production sizes them (call_lease), for a provider timeout of a quarter of a second, or
+# in the schedules of .long_leases for production's (5 s, or a slow provider's 30 s).
 PROVIDER_TIMEOUT_S = 0.25
 
 
@@ -123,6 +124,9 @@ class Running:
     # When its process, stopping cleanly, ends (DispatchHost.leave: LEAVE_WAIT_S after the
     # stop); None while it runs on.
     deadline: int | None = None
+    # Polling a claim while another holder's lease is live (call_plan.Claim, HELD): it
+    # can send nothing before it is taken, and then asks the live state again (Awaited).
+    claiming: bool = False
     steps: Wait = field(init=False)
 
     def wakes(self) -> int:
@@ -158,6 +162,7 @@ class SimDispatchHost:
     # call is on the wire, with their holder.
     leased: dict[tuple[str, str, int], tuple[int, int, int]] = field(default_factory=dict)
     calling: set[tuple[tuple[str, str, int], int]] = field(default_factory=set)
+    provider_timeout_s: float = PROVIDER_TIMEOUT_S
 
     def submit(self, orders: Iterable[DispatchOrder]) -> None:
         """Starts the calls of committed dispatches, but not one this process is making
@@ -348,7 +353,7 @@ class SimDispatchHost:
                     answer = (404, {"error": "no_such_charge"})  # the sandbox keeps none
                 case Begin():
                     now = self.clock.now
-                    until = now + _ms(lease_s(PROVIDER_TIMEOUT_S, BEGIN_REQUESTS))
+                    until = now + _ms(lease_s(self.provider_timeout_s, BEGIN_REQUESTS))
                     covering = self.holds.blocking(
                         dispatch.agent_id or AGENT, dispatch.provider, dispatch.operation
                     )
@@ -359,17 +364,17 @@ class SimDispatchHost:
                         self._begun_unswitched(row, dispatch.operation)
                         self._begun_granted(running, row)
                         self.on_begun(envelope.tx_id, key, leg)
-                        held_until = now + _ms(held_s(PROVIDER_TIMEOUT_S, BEGIN_REQUESTS))
+                        held_until = now + _ms(held_s(self.provider_timeout_s, BEGIN_REQUESTS))
                         took(until)
                     yield 0  # a crash may fall between the row and the call
                 case Claim():
                     answer = Turn.AT_ONCE
                     while True:
                         now = self.clock.now
-                        until = now + _ms(lease_s(PROVIDER_TIMEOUT_S, CLAIM_REQUESTS))
+                        until = now + _ms(lease_s(self.provider_timeout_s, CLAIM_REQUESTS))
                         claimed = self.begun.claim(row, holder, now, until, running.order.partition)
                         if claimed is Claimed.TAKEN:
-                            held_until = now + _ms(held_s(PROVIDER_TIMEOUT_S, CLAIM_REQUESTS))
+                            held_until = now + _ms(held_s(self.provider_timeout_s, CLAIM_REQUESTS))
                             took(until)
                         if claimed is not Claimed.HELD and claimed is not Claimed.SUPERSEDED:
                             break
@@ -384,7 +389,9 @@ class SimDispatchHost:
                                 running.held = None  # nothing to renew or forget
                             break
                         answer = Turn.WAITED
+                        running.claiming = True
                         yield _ms(CLAIM_POLL_S)
+                        running.claiming = False
                 case Awaited():
                     # DispatchHost._awaited: the owner's live state; none known to a process
                     # that lost the partition (Decider._current), so that one goes on.

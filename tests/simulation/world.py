@@ -21,6 +21,7 @@ from services.decider.dispatch_host import LEAVE_WAIT_S
 from services.decider.restore import Stored
 from services.providers.sandbox_operations import SANDBOX_OPERATIONS
 
+from . import long_leases
 from .calls_begun import SimCallsBegun
 from .clock import Clock
 from .decider import SimDecider
@@ -128,6 +129,10 @@ class World:
         # Clean stops in one schedule in three, drawn apart so the others are unchanged.
         self.stop_rate = 0.01 if random.Random(f"stop:{self.seed}").random() < 1 / 3 else 0.0
         self.holds = SimHolds()
+        # Production's call leases in one schedule in eight, drawn apart likewise.
+        self.long_leases = long_leases.drawn(self.seed)
+        if self.long_leases is not None:
+            self.heal_at += self.long_leases.longer_faults
         self.policy = SimPolicy.drawn(self.clock, self.seed)
         calls_begun = SimCallsBegun(self._abort_stops)
         self.host = SimDispatchHost(
@@ -142,6 +147,8 @@ class World:
             self.send_input,
             self.monitor.on_begun,
         )
+        if self.long_leases is not None:
+            self.host.provider_timeout_s = self.long_leases.provider_timeout_s
         self.projection = SimProjection(Consumer(self.events))
         self.saga = SimSaga(Consumer(self.events), self.send_input)
         self.reconciler = SimReconciler(
@@ -415,7 +422,10 @@ class World:
 
     def _in_dispatch(self) -> bool:
         """Whether a call may still reach the provider: a person checking the provider
-        now could judge too early (the operator's race, not recon's)."""
+        now could judge too early (the operator's race, not recon's). With production's
+        leases, not while every call only polls a claim (.long_leases)."""
+        if self.long_leases is not None and long_leases.judges_while(self.host.calls):
+            return False
         return bool(self.host.calls)
 
     def _quiet(self) -> bool:
