@@ -66,6 +66,24 @@ def _chunks(first: int, seeds: int) -> Iterator[tuple[int, int]]:
         yield start, min(CHUNK, first + seeds - start)
 
 
+def caught(bug: str, near: int, seeds: int = DEFAULT_SEEDS) -> Failure | None:
+    """A seed below `seeds` that catches `bug`, tried from `near` on (where it was caught
+    last, bugs.CAUGHT_AT) and then below it: the same question as run_many(seeds, bug=bug),
+    answered by one schedule while the seed holds, where the whole scan up to it (hundreds
+    of schedules for some bugs) cost each test most of its time. `near` itself runs in this
+    process (no pool to start); a model change that moved the seed costs a scan, never a
+    check."""
+    try:
+        run_one(near, bug)
+    except Violation as violation:
+        return Failure(near, str(violation))
+    for first, count in ((near + 1, seeds - near - 1), (0, near)):
+        failure = run_many(count, first, bug).failure if count > 0 else None
+        if failure is not None:
+            return failure
+    return None
+
+
 def run_many(seeds: int, first: int = 0, bug: str | None = None, workers: int = 0) -> Result:
     """Seeds first .. first+seeds-1; the lowest failing seed found is reported."""
     workers = workers or min(2, os.cpu_count() or 1)

@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from simulation.bugs import BUGS
-from simulation.run import DEFAULT_SEEDS, run_many, run_one
+from simulation.bugs import BUGS, CAUGHT_AT
+from simulation.run import DEFAULT_SEEDS, caught, run_many, run_one
 
 ROOT = Path(__file__).resolve().parents[2]
 # About 25 s on 2 free cores; the shared CI machine can be many times slower.
@@ -46,9 +46,9 @@ def test_a_seed_replays_the_same_events_byte_for_byte(seed: int) -> None:
 @SLOW
 @pytest.mark.parametrize("bug", sorted(BUGS))
 def test_an_injected_bug_is_caught_within_the_default_seeds(bug: str) -> None:
-    result = run_many(DEFAULT_SEEDS, bug=bug)
-    assert result.failure is not None, f"{bug} went unnoticed in {result.schedules} schedules"
-    print(f"{bug}: seed {result.failure.seed}: {result.failure.problem}")
+    failure = caught(bug, near=CAUGHT_AT.get(bug, 0))
+    assert failure is not None, f"{bug} went unnoticed in {DEFAULT_SEEDS} schedules"
+    print(f"{bug}: seed {failure.seed} (CAUGHT_AT {CAUGHT_AT.get(bug)}): {failure.problem}")
     # The printed command replays it: the same seed fails the same way in one process.
     replay = subprocess.run(
         [
@@ -56,7 +56,7 @@ def test_an_injected_bug_is_caught_within_the_default_seeds(bug: str) -> None:
             "-m",
             "tests.simulation",
             "--seed",
-            str(result.failure.seed),
+            str(failure.seed),
             "--bug",
             bug,
         ],
@@ -65,7 +65,7 @@ def test_an_injected_bug_is_caught_within_the_default_seeds(bug: str) -> None:
         cwd=ROOT,
     )
     assert replay.returncode == 1
-    assert result.failure.problem in replay.stdout
+    assert failure.problem in replay.stdout
 
 
 def test_production_code_never_imports_the_simulator() -> None:
@@ -77,3 +77,7 @@ def test_production_code_never_imports_the_simulator() -> None:
         if "simulation" in path.read_text(encoding="utf-8")
     ]
     assert offenders == []
+
+
+def test_every_injected_bug_names_the_seed_its_test_tries_first() -> None:
+    assert sorted(CAUGHT_AT) == sorted(BUGS)
