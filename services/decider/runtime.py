@@ -687,7 +687,9 @@ class Decider:
                 await self._run(stop)
 
     async def _run(self, stop: asyncio.Event) -> None:
-        self.consumer.subscribe(list(self.topics.decider_inputs()), listener=_Listener(self))
+        self.consumer.subscribe(
+            consumer_groups.inputs(consumer_groups.DECIDER, self.settings), listener=_Listener(self)
+        )
         await self.consumer.start()
         try:
             while not stop.is_set():

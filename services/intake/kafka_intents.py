@@ -55,11 +55,6 @@ log = logging.getLogger(__name__)
 UNSTORABLE = (asyncpg.CharacterNotInRepertoireError, asyncpg.UntranslatableCharacterError)
 
 
-def intent_tenants(settings: Settings) -> list[str]:
-    """RECON_KAFKA_INTENT_TENANTS, or else every tenant that has an agent key."""
-    return sorted(settings.intent_tenants or set(settings.api_keys.values()))
-
-
 class IntentSubscriber:
     def __init__(self, settings: Settings, pool: asyncpg.Pool, tenants: list[str]) -> None:
         self.topics = settings.topics
@@ -78,7 +73,7 @@ class IntentSubscriber:
         self.inputs = AtLeastOnceConsumer(
             settings,
             consumer_groups.INTENTS,
-            [self.topics.intents(t) for t in tenants],
+            consumer_groups.intents_inputs(self.topics, tenants),
             self.producer,
             role="intents-inputs",
             max_records=100,
@@ -185,7 +180,7 @@ def _refused(
 
 
 async def run_intents(settings: Settings, stop: asyncio.Event) -> None:
-    tenants = intent_tenants(settings)
+    tenants = consumer_groups.intent_tenants(settings)
     extra: dict[str, dict[str, str]] = {settings.topics.intents(t): {} for t in tenants}
     extra |= {settings.topics.intent_replies(t): {} for t in tenants}
     await ensure_topics(

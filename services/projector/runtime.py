@@ -109,7 +109,7 @@ class Projector:
             )
             await self.dead_letters.start()
             self.consumer.subscribe(
-                [self.topic, self.drift_topic],
+                consumer_groups.inputs(consumer_groups.PROJECTOR, self.settings),
                 listener=_SeekToStoredOffsets(self.seek, self.watch, self.views),
             )
             await self.consumer.start()

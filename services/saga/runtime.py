@@ -39,7 +39,7 @@ class Orchestrator:
         self.inputs = AtLeastOnceConsumer(
             settings,
             consumer_groups.SAGA,
-            [self.topics.events],
+            consumer_groups.inputs(consumer_groups.SAGA, settings),
             self.producer,
             role="saga-inputs",
             max_records=500,
