@@ -42,6 +42,7 @@ _retake = SimDecider._retake
 _begin = SimCallsBegun.begin
 _waits_on = waits_on
 _reserve = gate.reserve
+_task_refusal = gate.task_refusal
 
 
 def _dispatch_on_unknown(state: TransactionState, now: datetime) -> list[Event]:
@@ -233,6 +234,12 @@ def _task_not_rejudged(*_args: Any, **_kwargs: Any) -> None:
     return None
 
 
+def _cap_not_judged(*args: Any, **kwargs: Any) -> Any:
+    """The dispatcher judges the task without the call's amount (dispatch_verdict's default,
+    0): a cap set on the task after the submission stops no charge."""
+    return _task_refusal(*args, **{**kwargs, "amount": 0})
+
+
 def _counted_again(
     *,
     already_counted: bool,
@@ -303,6 +310,7 @@ BUGS: dict[str, Patch] = {
     # In the real gate (services.governance.gate), which the simulated gate and quota
     # reservation call.
     "task_not_rejudged": (gate, "task_refusal", _task_not_rejudged),
+    "task_cap_not_judged": (gate, "task_refusal", _cap_not_judged),
     "quota_not_counted": (gate, "quota_refusal", _quota_not_counted),
     "quota_counted_again": (policies, "reserve", _counted_again),
     # In the gate review's id (gatekeeper.review_request's, events.keys.gate_review_id).
@@ -328,12 +336,13 @@ CAUGHT_AT: dict[str, int] = {
     "plan_in_step_order": 3,
     "quota_counted_again": 19,
     "quota_not_counted": 24,
-    "resume_after_finish": 133,
+    "resume_after_finish": 177,
     "resume_beside_own_call": 592,
     "review_id_without_attempt": 2,
     "staged_survives_failure": 2,
-    "take_over_calls_answered": 114,
+    "take_over_calls_answered": 0,
     "take_over_calls_every_leg": 0,
+    "task_cap_not_judged": 1969,
     "task_not_rejudged": 0,
     "unknown_as_rejected": 68,
 }

@@ -460,7 +460,9 @@ class SimDispatchHost:
         if decision.verdict is Verdict.REVIEW:
             self._review(order, decision.reason)
             return False
-        running.refused_at_gate = self.policy.refusal(dispatch.operation) if forward else None
+        running.refused_at_gate = (
+            self.policy.refusal(dispatch.operation, dispatch.payload) if forward else None
+        )
         quotas = quotas_for(policy, agent_id, dispatch.operation)
         running.quota_at_gate = bool(quotas)
         if quotas:

@@ -11,8 +11,10 @@ breaker, which stays open until reset, and counting deletes claims older than th
 window and CLAIM_DEDUPE_S.
 
 The operator changes the document while faults last, in the world's own words (`withdrawn`,
-`task_revoked`, `task_expires_ms`): a grant withdrawn from the agent or from its task, the
-task revoked, the task let expire, and grants restored; at heal the document grants all
+`task_revoked`, `task_expires_ms`, `task_cap`): a grant withdrawn from the agent or from its
+task, the task's amount capped below a later step's charge (`TaskGrant.max_amount`, which
+the real `task_refusal` judges with the gate's `amount_of` of the payload), the task
+revoked, the task let expire, and grants restored; at heal the document grants all
 again, the task is granted anew and the quota is lifted and its breaker reset, so every
 review the gate raised can be answered with a `retry` that goes through. The checks are
 stated in those words, never by asking the rule under test (`refusal`), except for the
@@ -20,6 +22,7 @@ quota's count, which is the promise itself (`exceeded`).
 """
 
 import random
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 
@@ -38,6 +41,14 @@ WITHDRAWABLE = ("payments.charge", "waitlist.promote", "email.send")
 QUOTA_OPERATION = "payments.charge"
 # A task granted anew at heal lasts far beyond any schedule.
 FOREVER_MS = 10 * 365 * 86_400_000
+# The task's caps on one call the operator sets (tests.simulation.world's steps charge 100,
+# 101 and 102: the first passes both, a later step is over one or both); the share of his
+# withdrawals, in a schedule with a task, that cap its amount instead.
+TASK_CAPS = (100, 101)
+CAP_SHARE = 1 / 3
+# The operations whose payload's `amount` moves money in the world's words (the sandbox's
+# charge; its refund is an undo, which no task judges).
+CHARGES = ("payments.charge",)
 
 
 @dataclass
@@ -53,6 +64,8 @@ class SimPolicy:
     withdrawn: set[tuple[str, str]] = field(default_factory=set)
     task_revoked: bool = False
     task_expires_ms: int = FOREVER_MS
+    # The most one call under the task may charge, or None.
+    task_cap: int | None = None
     quota: Quota | None = None
     # quota_claims: op_key -> (operation, amount, claimed at in ms).
     claims: dict[str, tuple[str, int, int]] = field(default_factory=dict)
@@ -89,6 +102,7 @@ class SimPolicy:
         if self.task_id is not None and not self.task_revoked:
             tasks[self.task_id] = TaskGrant(
                 grants=tuple(o for o in every if ("task", o) not in self.withdrawn),
+                max_amount=self.task_cap,
                 expires_at=T0 + timedelta(milliseconds=self.task_expires_ms),
             )
         agent = AgentPolicy(
@@ -100,12 +114,18 @@ class SimPolicy:
         )
 
     def withdraw(self) -> None:
+        # Drawn only with a task, so a schedule without one withdraws as before.
+        if self.task_id and self.rng.random() < CAP_SHARE:
+            self.task_cap = self.rng.choice(TASK_CAPS)
+            self.install()
+            return
         whose = "task" if self.task_id and self.rng.random() < 0.5 else "agent"
         self.withdrawn.add((whose, self.rng.choice(WITHDRAWABLE)))
         self.install()
 
     def regrant(self) -> None:
         self.withdrawn.clear()
+        self.task_cap = None
         self.install()
 
     def revoke_task(self) -> None:
@@ -124,6 +144,7 @@ class SimPolicy:
         self.withdrawn.clear()
         self.task_revoked = False
         self.task_expires_ms = FOREVER_MS
+        self.task_cap = None
         self.quota = None
         self.breakers.clear()
         self.install()
@@ -134,15 +155,16 @@ class SimPolicy:
             not self.withdrawn
             and not self.task_revoked
             and self.task_expires_ms == FOREVER_MS
+            and self.task_cap is None
             and self.quota is None
             and not self.breakers
         )
 
     # --- the checks' words ------------------------------------------------------------
 
-    def refusal(self, operation: str) -> str | None:
-        """Why a forward call of `operation` is not allowed now, in the operator's words (the
-        world's, not the gate's), or None."""
+    def refusal(self, operation: str, payload: Mapping[str, object]) -> str | None:
+        """Why a forward call of `operation` with `payload` is not allowed now, in the
+        operator's words (the world's, not the gate's), or None."""
         if ("agent", operation) in self.withdrawn:
             return f"its grant was withdrawn from {AGENT}"
         if self.task_id is None:
@@ -153,6 +175,9 @@ class SimPolicy:
             return f"{self.task_id} expired at {self.task_expires_ms} ms"
         if ("task", operation) in self.withdrawn:
             return f"its grant was withdrawn from {self.task_id}"
+        charged = payload.get("amount") if operation in CHARGES else None
+        if self.task_cap is not None and isinstance(charged, int) and charged > self.task_cap:
+            return f"{self.task_id} caps one call at {self.task_cap}, this one charges {charged}"
         return None
 
     # --- store.reserve_quota -----------------------------------------------------------
