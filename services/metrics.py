@@ -139,6 +139,14 @@ DRIFT_LISTINGS = Counter(
     " the account was not compared. Alert on any but `whole` that persists",
     ["provider", "outcome"],
 )
+DRIFT_GRACES_GIVEN_UP = Counter(
+    "recon_drift_graces_given_up",
+    "Hole listings of the drift scan that held more than a page cap within two graces of"
+    " the hole's top, so the legs of the grace below it were given up (not judged for a"
+    " missing effect): the provider made effects faster than the listing's cap holds."
+    " Alert on any: raise the cap (RECON_DRIFT_LIST_PAGES, a provider file's max_pages)",
+    ["provider"],
+)
 RECEIPT_RECORDS_READ = Counter(
     "recon_receipt_records_read",
     "Kafka records the receipt route read to build its bundles (its transactions' windows)",

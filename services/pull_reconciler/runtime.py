@@ -56,7 +56,7 @@ from services.governance.store import switches_holding
 from services.kafka_clients import acked_producer
 from services.kafka_setup import ensure_topics
 from services.kafka_start import start_kafka_client
-from services.metrics import DRIFT_LISTINGS, labelled
+from services.metrics import DRIFT_GRACES_GIVEN_UP, DRIFT_LISTINGS, labelled
 from services.postgres_start import open_pool
 from services.providers.accounts import Account
 from services.providers.http import ProviderHttp
@@ -477,6 +477,10 @@ class Reconciler:
         found = await self._judge(conn, account, effects, listing, below, now)
         grace = timedelta(seconds=config.drift_grace_s)
         if below.gives_up(listing.covered_from, grace):
+            # Counted, not only logged: the dev stack's measured burst (docs/webhooks-
+            # reviews-drift.md) gave up every grace of it, no leg judged, the cut alert
+            # the only other sign.
+            labelled(DRIFT_GRACES_GIVEN_UP, account.provider).inc()
             log.warning(
                 "drift scan of %s: more than a page cap of effects within two graces of %s;"
                 " legs dispatched in the grace before it are given up (not judged for a"

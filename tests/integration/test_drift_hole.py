@@ -19,6 +19,7 @@ from datetime import UTC, datetime, timedelta
 
 import asyncpg
 import pytest
+from prometheus_client import REGISTRY
 from support.drift_scanner import (
     a_charge_that_lost_its_effect,
     cursor,
@@ -57,12 +58,12 @@ def settings(stack: Stack, start: datetime, now: datetime) -> Settings:
     )
 
 
-def burst_after(start: datetime) -> list[datetime]:
-    """The strays' creation instants: from half a minute after `start`, 2.5 graces apart
-    (the oldest first), so each hole listing's cut lies below the last one's."""
+def burst_after(start: datetime, apart: float = 2.5) -> list[datetime]:
+    """The strays' creation instants: from half a minute after `start`, `apart` graces
+    apart (the oldest first): 2.5, so each hole listing's cut lies below the last one's."""
     # In whole milliseconds, as the sandbox writes creation times.
     first = start.replace(microsecond=start.microsecond // 1000 * 1000) + timedelta(seconds=30)
-    return [first + 2.5 * GRACE * i for i in range(STRAYS)]
+    return [first + apart * GRACE * i for i in range(STRAYS)]
 
 
 @dataclasses.dataclass
@@ -75,14 +76,16 @@ class Burst:
 
 
 @asynccontextmanager
-async def burst_below(stack: Stack, recon: Recon, tx_id: str) -> AsyncIterator[Burst]:
+async def burst_below(
+    stack: Stack, recon: Recon, tx_id: str, apart: float = 2.5
+) -> AsyncIterator[Burst]:
     """A committed charge whose effect the sandbox lost, then the strays (burst_after) in
     the scans' past, and a scanner of a page cap of two whose clock is set after them; the
     strays are forgotten by the sandbox when the test is done."""
     await scans_by_hand(stack)  # the test runs the scans itself
     start = datetime.now(UTC)
     charge = await a_charge_that_lost_its_effect(stack, recon, tx_id)
-    instants = burst_after(start)
+    instants = burst_after(start, apart)
     now = instants[-1] + 3 * GRACE
     strays = strays_at(stack, instants)
     try:
@@ -142,6 +145,31 @@ async def test_a_cut_backstop_leaves_a_hole_the_next_scans_close(
                 break
         assert set(b.strays[:-2]) <= later and b.charge in later, later
         assert await hole(stack) is None
+
+
+async def test_a_burst_faster_than_a_cap_within_two_graces_is_counted_as_given_up(
+    stack: Stack, recon: Recon
+) -> None:
+    """Six strays two seconds apart, a cap of two, a grace of ten: every hole listing
+    holds a cap within two graces of the hole's top, so it gives up that grace's legs to
+    move down. Counted in recon_drift_graces_given_up_total, which the
+    ReconDriftGracesGivenUp alert reads: the dev stack's measured burst gave up every grace
+    of it with only a log line and the cut alert to show for it."""
+
+    def given_up() -> float:
+        sample = REGISTRY.get_sample_value(
+            "recon_drift_graces_given_up_total", {"provider": "sandbox"}
+        )
+        return sample or 0.0
+
+    async with burst_below(stack, recon, "hole-given-up", apart=0.2) as b:
+        before = given_up()
+        for _ in range(MAX_SCANS):
+            await b.scanner.drift_scan()
+            if await hole(stack) is None:
+                break
+        assert await hole(stack) is None
+        assert given_up() >= before + 1
 
 
 async def test_an_adapter_that_cannot_list_below_an_instant_keeps_its_cursor_as_before(
