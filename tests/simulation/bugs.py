@@ -43,6 +43,7 @@ _begin = SimCallsBegun.begin
 _waits_on = waits_on
 _reserve = gate.reserve
 _task_refusal = gate.task_refusal
+_quotas = dispatch_host.SimDispatchHost._quotas
 
 
 def _dispatch_on_unknown(state: TransactionState, now: datetime) -> list[Event]:
@@ -240,6 +241,15 @@ def _cap_not_judged(*args: Any, **kwargs: Any) -> Any:
     return _task_refusal(*args, **{**kwargs, "amount": 0})
 
 
+def _undo_not_counted(
+    host: dispatch_host.SimDispatchHost, policy: Any, agent_id: str, dispatch: Any
+) -> Any:
+    """The gate counts forward legs only: a quota on refunds stops no compensation."""
+    if dispatch.leg is not Leg.FORWARD:
+        return ()
+    return _quotas(host, policy, agent_id, dispatch)
+
+
 def _counted_again(
     *,
     already_counted: bool,
@@ -313,6 +323,8 @@ BUGS: dict[str, Patch] = {
     "task_cap_not_judged": (gate, "task_refusal", _cap_not_judged),
     "quota_not_counted": (gate, "quota_refusal", _quota_not_counted),
     "quota_counted_again": (policies, "reserve", _counted_again),
+    # In the model of Gatekeeper._clear's quotas (undo legs count too).
+    "undo_not_counted": (dispatch_host.SimDispatchHost, "_quotas", _undo_not_counted),
     # In the gate review's id (gatekeeper.review_request's, events.keys.gate_review_id).
     "review_id_without_attempt": (gatekeeper, "gate_review_id", _review_id_without_attempt),
 }
@@ -334,16 +346,17 @@ CAUGHT_AT: dict[str, int] = {
     "no_attempt_check": 2,
     "offsets_ahead_of_records": 65,
     "plan_in_step_order": 3,
-    "quota_counted_again": 19,
+    "quota_counted_again": 96,
     "quota_not_counted": 24,
     "resume_after_finish": 177,
-    "resume_beside_own_call": 592,
+    "resume_beside_own_call": 634,
     "review_id_without_attempt": 2,
     "staged_survives_failure": 2,
     "take_over_calls_answered": 0,
     "take_over_calls_every_leg": 0,
-    "task_cap_not_judged": 1969,
+    "task_cap_not_judged": 1748,
     "task_not_rejudged": 0,
+    "undo_not_counted": 1088,
     "unknown_as_rejected": 68,
 }
 

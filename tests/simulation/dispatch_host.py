@@ -50,6 +50,8 @@ from typing import Any
 from events.definition import Leg
 from events.inputs import OperationObserved, RequestReview
 from events.legacy_facts import recorded_facts
+from events.policy import PolicyDocument, Quota
+from events.transaction_events import OperationDispatched
 from services.decider.dispatch_host import RESUME_WAIT_S
 from services.decider.take_over import not_held, take_over_orders
 from services.dispatcher.call_lease import (
@@ -463,14 +465,22 @@ class SimDispatchHost:
         running.refused_at_gate = (
             self.policy.refusal(dispatch.operation, dispatch.payload) if forward else None
         )
-        quotas = quotas_for(policy, agent_id, dispatch.operation)
-        running.quota_at_gate = bool(quotas)
+        # In the world's words, not quotas_for's: a quota on the operation was in force.
+        running.quota_at_gate = self.policy.quota_covers(dispatch.operation)
+        quotas = self._quotas(policy, agent_id, dispatch)
         if quotas:
             assert amount is not None, "every simulated amount is an integer"
             if self.policy.reserve(dispatch.operation, dispatch.op_key, amount, quotas):
                 self._review(order, "quota_exceeded")
                 return False
         return True
+
+    def _quotas(
+        self, policy: PolicyDocument, agent_id: str, dispatch: OperationDispatched
+    ) -> tuple[Quota, ...]:
+        """Gatekeeper._clear's quotas: an undo leg's too (a compensation is a call to a
+        provider like any other)."""
+        return quotas_for(policy, agent_id, dispatch.operation)
 
     def _review(self, order: DispatchOrder, reason: str) -> None:
         """Gatekeeper.review: a person decides instead of the call."""

@@ -38,7 +38,8 @@ from .invariants import Violation
 TASK = "task-1"
 # What the operator may withdraw (a read is always allowed, so none of these is one).
 WITHDRAWABLE = ("payments.charge", "waitlist.promote", "email.send")
-QUOTA_OPERATION = "payments.charge"
+# A quota on the step's charges, or on their undos' refunds (the gate counts undo legs too).
+QUOTA_OPERATIONS = ("payments.charge", "payments.refund")
 # A task granted anew at heal lasts far beyond any schedule.
 FOREVER_MS = 10 * 365 * 86_400_000
 # The task's caps on one call the operator sets (tests.simulation.world's steps charge 100,
@@ -84,11 +85,14 @@ class SimPolicy:
                 policy.task_id = TASK
                 policy.task_expires_ms = rng.choice([FOREVER_MS, rng.randint(0, 60_000)])
             if rng.random() < 0.5:
+                window_s = rng.choice([5, 60, 3600])
+                max_count = rng.choice([None, 1, 1, 2])
+                max_amount = rng.choice([None, 150, 250])
                 policy.quota = Quota(
-                    operation=QUOTA_OPERATION,
-                    window_s=rng.choice([5, 60, 3600]),
-                    max_count=rng.choice([None, 1, 1, 2]),
-                    max_amount=rng.choice([None, 150, 250]),
+                    operation=rng.choice(QUOTA_OPERATIONS),
+                    window_s=window_s,
+                    max_count=max_count,
+                    max_amount=max_amount,
                 )
             policy.install()
         return policy
@@ -179,6 +183,10 @@ class SimPolicy:
         if self.task_cap is not None and isinstance(charged, int) and charged > self.task_cap:
             return f"{self.task_id} caps one call at {self.task_cap}, this one charges {charged}"
         return None
+
+    def quota_covers(self, operation: str) -> bool:
+        """Whether the quota in force counts calls of `operation`, forward or undo."""
+        return self.quota is not None and self.quota.operation == operation
 
     # --- store.reserve_quota -----------------------------------------------------------
 
