@@ -33,8 +33,8 @@ decide/commit loop.
   transaction a person failed, during the wait is not called (call_plan.Awaited). A zombie
   (this process lost the partition and has not noticed: `owns` and the live state are both
   stale) is stopped by the partition's owner's fence instead: each take writes its
-  producer's token (`fenced`), and a claim carrying an older one is refused (services.
-  dispatcher.call_fence; docs/decider.md, "A zombie's resend").
+  producer's token (`fenced`), and a claim or a begin carrying an older one is refused
+  (services.dispatcher.call_fence; docs/decider.md, "A zombie's resend").
 - Take-over: a decider that gains a partition (after its restore, also after a failed
   transaction) runs every leg the restored state holds `dispatched` with no answer
   (transactions.unanswered) through the call plan again, except legs held by a kill switch
@@ -202,10 +202,10 @@ class DispatchHost:
 
     def fenced(self, partition: int, fence: Fence) -> None:
         """This process took `partition` (its transactional producer initialised, fencing
-        the earlier ones): its claims carry `fence` from now on, and the fence is written
+        the earlier ones): its claims and begins carry `fence` from now on, and it is written
         for the claims of the processes that had the partition before (services.
         dispatcher.call_fence), in a task, retried while Postgres is away, so a take never
-        waits on Postgres. Until it is written a zombie's claim is not refused: the
+        waits on Postgres. Until it is written a zombie's call is not refused: the
         partition's first statements after the take (docs/decider.md, "A zombie's
         resend")."""
         if not self.enabled:
@@ -216,7 +216,17 @@ class DispatchHost:
             delay = 0.5
             while not self.stop.is_set():
                 try:
-                    await self.gate.write_fence(fence)
+                    if not await self.gate.write_fence(fence):
+                        # A later take's (this process is a zombie already), or another
+                        # Kafka cluster's: then every call of the partition is refused
+                        # until its rows are deleted (docs/operations.md).
+                        log.warning(
+                            "partition %d: a newer call fence than this take's (%r) is"
+                            " recorded; if the brokers were replaced, delete call_fences'"
+                            " rows",
+                            partition,
+                            fence,
+                        )
                     return
                 except Exception as error:
                     log.warning(

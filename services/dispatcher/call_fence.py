@@ -21,8 +21,10 @@ id's producer id and epoch after that initialisation only grow with each take (a
 producer id, allocated above every earlier one, once an epoch runs out), so they are the
 fence: the new owner writes its own to `call_fences` when it takes the partition, before
 its take-over calls, and a claim that carries an older one is refused (`Claimed.
-SUPERSEDED`): the plan ends as a claim given up does (call_plan.Turn.GIVEN_UP), nothing
-looked up, sent or reported. The fence and the transactions are fenced by one token, so a
+SUPERSEDED`: the plan ends as a claim given up does, call_plan.Turn.GIVEN_UP, nothing
+looked up, sent or reported), as is a begin (`Begun.superseded`: nothing written; a
+zombie's first send, such as a released hold its gate loop claimed, or the last gate after
+a redelivery's lookup). The fence and the transactions are fenced by one token, so a
 process whose transactions Kafka refuses is refused its redeliveries too, however late it
 notices; and a zombie that takes the partition back (its retake after a failed transaction
 initialises the id again) is the owner again for both.

@@ -91,6 +91,10 @@ class Begun:
     # the switches: a call may have been made, so the dispatch is a redelivery. (False with
     # `written` False and nothing blocking: another dispatcher wrote it meanwhile.)
     existed: bool = False
+    # The partition's owner took it after the caller's process (its fence is newer:
+    # services.dispatcher.call_fence): nothing was written, and the call is not this
+    # process's to make, on a state that went stale when it lost the partition.
+    superseded: bool = False
 
 
 class Request(Generic[Answer]):
@@ -258,7 +262,11 @@ def call_plan(dispatch: OperationDispatched, *, adapter_known: bool = True) -> P
 
 
 def _call(info: Classified, begun: Begun, *, redelivered: bool, lookups: int) -> Plan:
-    """What a begin allows: hold, the abort's answer, not twice, or the call."""
+    """What a begin allows: nothing (superseded), hold, the abort's answer, not twice, or
+    the call."""
+    if begun.superseded:
+        # A zombie's call: the partition's owner calls what its live state waits on.
+        return
     if begun.aborted:
         # Never begun, never to be: a definitive "not applied" the decider reads as the
         # abort (events.aborted_before_call).

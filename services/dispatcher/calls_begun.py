@@ -34,10 +34,11 @@ a call that may not have been made (a lookup settles it), never a call without a
   own; a claim waits for it, then looks up, as before. Every begin takes a lease (`Call`
   refuses one without a holder); rows written before the lease existed (or by a release
   without it) have none: claimed at once.
-- Is the claimer still the partition's owner? A claim carries the fence its process took
-  the partition with (services.dispatcher.call_fence), and is refused (SUPERSEDED) once
-  the partition's owner wrote a newer one to `call_fences` (`write_fence`, at each take):
-  a zombie's redelivery would call on a stale state.
+- Is the caller still the partition's owner? A claim and a begin carry the fence its
+  process took the partition with (services.dispatcher.call_fence), and are refused (a
+  claim SUPERSEDED, a begin `superseded`, writing nothing) once the partition's owner
+  wrote a newer one to `call_fences` (`write_fence`, at each take): a zombie would call on
+  a stale state.
 """
 
 from collections.abc import Sequence
@@ -93,6 +94,10 @@ class Call:
     # process's claim takes at once while this call may be on the wire.
     holder: str
     lease_s: float
+    # The fence its process took the call's partition with (services.dispatcher.call_fence):
+    # nothing is written once the partition's owner wrote a newer one. No default either:
+    # None only for a process that takes no partitions (then it is not fenced).
+    fence: Fence | None
 
     def __post_init__(self) -> None:
         if not 0 < len(self.holder) <= MAX_HOLDER_CHARS:
@@ -124,9 +129,12 @@ async def begin(
     operation: str,
     holder: str,
     lease_s: float,
+    fence: Fence | None,
 ) -> Begun:
     """`begin_many` of one call."""
-    call = Call(tenant, tx_id, op_key, leg, attempt, agent_id, provider, operation, holder, lease_s)
+    call = Call(
+        tenant, tx_id, op_key, leg, attempt, agent_id, provider, operation, holder, lease_s, fence
+    )
     (begun,) = await begin_many(conn, [call])
     return begun
 
@@ -171,9 +179,10 @@ async def begin_many(conn: asyncpg.Connection, calls: Sequence[Call]) -> list[Be
 _BEGIN = (
     "WITH asked AS MATERIALIZED ("
     "  SELECT * FROM unnest($1::int[], $2::text[], $3::text[], $4::text[], $5::text[],"
-    "   $6::int[], $7::text[], $8::text[], $9::text[], $10::text[], $11::float8[])"
+    "   $6::int[], $7::text[], $8::text[], $9::text[], $10::text[], $11::float8[],"
+    "   $12::text[], $13::bigint[], $14::int[])"
     "  AS a(n, tenant, tx_id, op_key, leg, attempt, agent_id, provider, operation, holder,"
-    "   lease_s)),"
+    "   lease_s, fence_owner, producer_id, epoch)),"
     " judged AS MATERIALIZED ("
     "  SELECT a.n, a.tenant, a.op_key, a.leg, a.attempt, a.holder, a.lease_s,"
     "   coalesce((SELECT array_agg(k.switch_id ORDER BY k.switch_id) FROM kill_switches k"
@@ -194,17 +203,21 @@ _BEGIN = (
     # database, the benchmark's warm-up) kept doing so as it grew (open_begin_pool).
     "   coalesce((SELECT true FROM calls_begun c WHERE c.tenant = a.tenant"
     "    AND c.op_key = a.op_key AND c.leg = a.leg AND c.attempt = a.attempt), false)"
-    "   AS existed"
+    "   AS existed,"
+    # The caller's partition was taken after it (services.dispatcher.call_fence): a scalar
+    # subquery on the fences' primary key, as `existed`; NULL fields (no fence) never match.
+    "   coalesce((SELECT true FROM call_fences f WHERE f.owner = a.fence_owner"
+    "    AND (f.producer_id, f.epoch) > (a.producer_id, a.epoch)), false) AS superseded"
     "  FROM asked a),"
     " written AS ("
     "  INSERT INTO calls_begun (tenant, op_key, leg, attempt, holder, held_until)"
     "  SELECT j.tenant, j.op_key, j.leg, j.attempt, j.holder,"
     "   clock_timestamp() + make_interval(secs => j.lease_s) FROM judged j"
-    "  WHERE j.switches = '{}' AND NOT j.aborted"
+    "  WHERE j.switches = '{}' AND NOT j.aborted AND NOT j.superseded"
     # In key order, as every batch: two batches meeting on two rows wait, never deadlock.
     "  ORDER BY j.tenant, j.op_key, j.leg, j.attempt"
     "  ON CONFLICT DO NOTHING RETURNING tenant, op_key, leg, attempt)"
-    " SELECT j.n, j.switches, j.aborted, j.existed, EXISTS (SELECT 1 FROM written w"
+    " SELECT j.n, j.switches, j.aborted, j.existed, j.superseded, EXISTS (SELECT 1 FROM written w"
     "  WHERE w.tenant = j.tenant AND w.op_key = j.op_key AND w.leg = j.leg"
     "  AND w.attempt = j.attempt) AS written"
     " FROM judged j"
@@ -228,6 +241,9 @@ async def _begin_once(
         [c.operation for _, c in calls],
         [c.holder for _, c in calls],
         [c.lease_s for _, c in calls],
+        [c.fence.owner if c.fence else None for _, c in calls],
+        [c.fence.producer_id if c.fence else None for _, c in calls],
+        [c.fence.epoch if c.fence else None for _, c in calls],
     )
     return [
         (
@@ -237,6 +253,7 @@ async def _begin_once(
                 bool(row["written"]),
                 bool(row["aborted"]),
                 bool(row["existed"]),
+                bool(row["superseded"]),
             ),
         )
         for row in rows

@@ -206,13 +206,27 @@ class Call:
                 began = asyncio.get_running_loop().time()
                 timeout = gate.settings.provider_timeout_s
                 begun = await gate.begin(
-                    env, dispatch, self.holder, lease_s(timeout, BEGIN_REQUESTS)
+                    env,
+                    dispatch,
+                    self.holder,
+                    lease_s(timeout, BEGIN_REQUESTS),
+                    self.x.leases.fence(self.order.partition),
                 )
                 if begun.written:
                     self.held_until = began + held_s(timeout, BEGIN_REQUESTS)
                     self.x.leases.took(
                         self.row, self.order.partition, began, lease_s(timeout, BEGIN_REQUESTS)
                     )
+                if begun.superseded:
+                    # As a refused claim: the partition's owner took it after this process.
+                    log.info(
+                        "%s %s attempt %d: the partition's owner took it after this process;"
+                        " not begun",
+                        env.tx_id,
+                        dispatch.action,
+                        dispatch.attempt,
+                    )
+                    self.given_up = True
                 if begun.aborted:
                     log.info("%s %s: aborted before its call was begun", env.tx_id, dispatch.action)
                 return begun
@@ -309,9 +323,9 @@ class Call:
                     # revocation (before this process heard of it) keeps two calls of the
                     # attempt from the wire at once all the same (the new owner's claim
                     # waits for this one), but not a call on a stale state: a zombie's
-                    # claim after the new owner took the partition is refused by the
-                    # owner's fence (SUPERSEDED above), and one taken before it landed is
-                    # the window docs/decider.md ("A zombie's resend") leaves open.
+                    # claim (or begin) after the new owner took the partition is refused
+                    # by the owner's fence (SUPERSEDED above), and a begin before it landed
+                    # is the window docs/decider.md ("A zombie's resend") leaves open.
                     if not self.mine():
                         log.info(
                             "%s %s attempt %d: no longer this process's to make; not called",

@@ -376,11 +376,13 @@ class Gatekeeper:
         dispatch: OperationDispatched,
         holder: str,
         lease_s: float,
+        fence: Fence | None,
     ) -> call_plan.Begun:
         """Right before the call: the durable record of the call about to be made, unless an
         engaged switch stops it (`switches`: the plan holds it) or an abort does (`aborted`:
         not to be made at all); and whether it was begun before (`existed`). A row written
-        is `holder`'s for `lease_s` (services.dispatcher.call_lease). The begins asked in
+        is `holder`'s for `lease_s` (services.dispatcher.call_lease); nothing is written
+        once the partition's owner took it after `fence` (`superseded`). The begins asked in
         one turn (the dispatches a transaction committed) are one statement."""
         try:
             agent_id = await self._agent(envelope, dispatch)
@@ -395,6 +397,7 @@ class Gatekeeper:
                 operation=dispatch.operation,
                 holder=holder,
                 lease_s=lease_s,
+                fence=fence,
             )
             return await self._begins.ask(call)
         except UNREACHABLE as error:
@@ -419,13 +422,14 @@ class Gatekeeper:
         except UNREACHABLE as error:
             raise RetryBatch(f"governance state unavailable: {error}") from error
 
-    async def write_fence(self, fence: Fence) -> None:
-        """A partition taken: its owner's fence, for the claims of the processes that had it
-        before (services.dispatcher.call_fence). Raises RetryBatch while Postgres is away."""
+    async def write_fence(self, fence: Fence) -> bool:
+        """A partition taken: its owner's fence, for the calls of the processes that had it
+        before (services.dispatcher.call_fence); False if a newer one is there. Raises
+        RetryBatch while Postgres is away."""
         try:
             pool = await self._pool()
             async with pool.acquire() as conn:
-                await calls_begun.write_fence(conn, fence)
+                return await calls_begun.write_fence(conn, fence)
         except UNREACHABLE as error:
             raise RetryBatch(f"governance state unavailable: {error}") from error
 

@@ -28,8 +28,8 @@ A call cancelled mid-call (the process stops) is left to lapse: its request may 
 the provider. A process that dies leaves every lease to lapse, as a crash always did.
 
 The book also keeps the fence this process was given for each partition it took
-(services.dispatcher.call_fence), which its claims carry: `fenced` at each take, the
-newest kept, never forgotten (a zombie's claims carry the fence it had, and are refused).
+(services.dispatcher.call_fence), which its claims and begins carry: `fenced` at each take,
+the newest kept, never forgotten (a zombie's carry the fence it had, and are refused).
 
 A crash between two steps: between a begin (or claim) and `took`, or after it, the lease is
 in Postgres and lapses; between the revocation and `let_go`'s statement, or between a call's

@@ -112,6 +112,7 @@ async def begin(
         operation="payments.charge",
         holder=DEAD_HOLDER,
         lease_s=LAPSED_S,
+        fence=None,
     )
 
 

@@ -37,6 +37,7 @@ def a_call(holder: str, lease_s: float) -> calls_begun.Call:
         "payments.charge",
         holder=holder,
         lease_s=lease_s,
+        fence=None,
     )
 
 

@@ -10,7 +10,8 @@ waited while its partition stays owned asks the live state again before its look
 (call_plan.Awaited): a transaction failed meanwhile gets no call. And a zombie's redelivery
 (a process that lost the partition and has not noticed) is refused once the partition's
 owner took it after the zombie (services.dispatcher.call_fence): its stale state would
-send a declined charge again after the owner failed the transaction.
+send a declined charge again after the owner failed the transaction; so is a zombie's first
+send (a released hold its gate loop claimed), at its begin.
 
 Real parts: Postgres, Kafka (each host's producer) and the sandbox provider as
 a subprocess, through the production executor, gate and DispatchHost of each process."""
@@ -323,7 +324,11 @@ async def _begun_unsent(process: _Process, order: DispatchOrder) -> None:
     """A call `process` began and never sent (paused before its apply), or whose provider
     declined it: its row, under its lease, and nothing at the provider."""
     begun = await process.host.gate.begin(
-        order.envelope, order.dispatch, process.host.leases.holder, lease_s(PROVIDER_TIMEOUT_S, 1)
+        order.envelope,
+        order.dispatch,
+        process.host.leases.holder,
+        lease_s(PROVIDER_TIMEOUT_S, 1),
+        process.host.leases.fence(order.partition),
     )
     assert begun.written
 
@@ -393,6 +398,26 @@ async def _taken_in_turn(settings: Settings, partition: int, takes: int) -> list
     return fences
 
 
+async def _zombie_took(zombie: _Process) -> Fence:
+    """Partition 0 taken by the zombie, then by the owner, with the real fences of its
+    producer initialised in turn: the zombie's is its own; the owner's is answered, for
+    `_owner_takes`."""
+    zombie_took, owner_took = await _taken_in_turn(zombie.host.settings, 0, 2)
+    assert zombie_took < owner_took
+    zombie.host.fenced(0, zombie_took)
+    return owner_took
+
+
+async def _owner_takes(conn: asyncpg.Connection, owner: _Process, took: Fence) -> None:
+    """The owner's take of partition 0: owned, and its fence written (DispatchHost.fenced's
+    task, which its take starts before its take-over calls)."""
+    owner.owned.add(0)
+    owner.host.fenced(0, took)
+    async with asyncio.timeout(10):
+        while await conn.fetchval("SELECT epoch FROM call_fences") != took.epoch:
+            await asyncio.sleep(0.01)
+
+
 async def test_a_zombies_redelivery_is_not_called_once_the_partitions_owner_took_it(
     processes: tuple[_Process, _Process],
     fresh_database: str,
@@ -412,19 +437,11 @@ async def test_a_zombies_redelivery_is_not_called_once_the_partitions_owner_took
     envelope, dispatch = charge("zombie-1", "k_zombie")
     order = DispatchOrder(envelope, dispatch, 0)
     row = (TENANT, dispatch.op_key, dispatch.leg.value, dispatch.attempt)
-    # Real fences: partition 0's producer initialised by the zombie, then by the owner.
-    zombie_took, owner_took = await _taken_in_turn(zombie.host.settings, 0, 2)
-    assert zombie_took < owner_took
-    zombie.host.fenced(0, zombie_took)
+    owner_took = await _zombie_took(zombie)
     await _begun_unsent(zombie, order)
     conn = await asyncpg.connect(fresh_database)
     try:
-        # The owner's take: its fence written (by its take, before its take-over calls).
-        owner.owned.add(0)
-        owner.host.fenced(0, owner_took)
-        async with asyncio.timeout(10):
-            while await conn.fetchval("SELECT epoch FROM call_fences") != owner_took.epoch:
-                await asyncio.sleep(0.01)
+        await _owner_takes(conn, owner, owner_took)
         owner.states[envelope.tx_id] = _failed(envelope.tx_id)
         # Nobody's lease is live any more (the owner's ended; the zombie's lapsed).
         await conn.execute("UPDATE calls_begun SET held_until = NULL")
@@ -441,5 +458,41 @@ async def test_a_zombies_redelivery_is_not_called_once_the_partitions_owner_took
         # Nothing taken: the row is as the owner left it.
         assert await conn.fetchval("SELECT held_until FROM calls_begun") is None
         assert row[1] == await conn.fetchval("SELECT op_key FROM calls_begun")
+    finally:
+        await conn.close()
+
+
+async def test_a_zombies_first_send_of_a_released_hold_is_not_begun(
+    processes: tuple[_Process, _Process],
+    fresh_database: str,
+    provider: Sandbox,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # A switch held the charge (no row: its begin was stopped) and a person failed the
+    # transaction at the owner. The switch released, the zombie's gate loop, which claims
+    # the holds of the partitions it believes its own, claims it first and judges it by its
+    # stale state (it waits): its begin would write the row and send the charge, a first
+    # send after the transaction failed. The owner's fence refuses the begin, and the
+    # hold's claim is released for the owner's loop.
+    zombie, owner = processes
+    envelope, dispatch = charge("zombie-hold-1", "k_zombie_hold")
+    order = DispatchOrder(envelope, dispatch, 0)
+    owner_took = await _zombie_took(zombie)
+    conn = await asyncpg.connect(fresh_database)
+    try:
+        await _owner_takes(conn, owner, owner_took)
+        owner.states[envelope.tx_id] = _failed(envelope.tx_id)
+        await hold_order(conn, order)
+        held = await claim_held(conn, zombie.host.gate.claimer)
+        with caplog.at_level(logging.INFO, logger="services.dispatcher.executor"):
+            async with asyncio.timeout(10):
+                await zombie.host._resume([held])
+        async with httpx.AsyncClient(base_url=provider.url) as sandbox:
+            assert await calls_to(sandbox, dispatch.op_key) == [], "a zombie called"
+        assert zombie.answers == []
+        assert "the partition's owner took it after this process; not begun" in caplog.text
+        assert await conn.fetchval("SELECT count(*) FROM calls_begun") == 0
+        by_owner = await store.claim_released(conn, 60.0, claimer="owner", partitions=[0])
+        assert [h.op_key for h in by_owner] == [dispatch.op_key]
     finally:
         await conn.close()

@@ -106,6 +106,7 @@ async def begin(conn: asyncpg.Connection, op_key: str) -> call_plan.Begun:
         operation="payments.charge",
         holder=DEAD_HOLDER,
         lease_s=LAPSED_S,
+        fence=None,
     )
 
 
@@ -147,6 +148,7 @@ def a_call(op_key: str, operation: str = "payments.charge") -> calls_begun.Call:
         operation=operation,
         holder=DEAD_HOLDER,
         lease_s=LAPSED_S,
+        fence=None,
     )
 
 
@@ -274,7 +276,9 @@ async def test_a_redelivered_destructive_call_is_looked_up_and_never_sent_again(
         assert [kind for kind, _ in await calls_to(sandbox, "k_promote_first")] == ["apply"]
         # Begun before, by a dispatcher that died before its call arrived.
         envelope, dispatch = promotion("begun-4", "k_promote_begun")
-        assert (await dispatcher.gate.begin(envelope, dispatch, DEAD_HOLDER, LAPSED_S)).written
+        assert (
+            await dispatcher.gate.begin(envelope, dispatch, DEAD_HOLDER, LAPSED_S, None)
+        ).written
         await dispatcher.call(envelope, dispatch, 0)
         assert await calls_to(sandbox, "k_promote_begun") == [("lookup", "absent")]
 

@@ -133,6 +133,7 @@ async def test_a_redelivery_past_the_retention_is_never_resent(
             operation="payment_intents.create",
             holder=DEAD_HOLDER,
             lease_s=LAPSED_S,
+            fence=None,
         )
     ).written
     made = await dispatcher.accounts.adapters[Account("pay")].apply(

@@ -182,11 +182,12 @@ def _begin_ignores_switches(
     holder: int,
     until: int,
     _switches: tuple[str, ...],
+    partition: int,
 ) -> Begun:
     """The begin statement writes the row without checking the engaged switches (the
     gate's view alone stands): a switch engaged after the gate let a call through is not
     seen."""
-    return _begin(begun, tx_id, op_key, leg, attempt, holder, until, ())
+    return _begin(begun, tx_id, op_key, leg, attempt, holder, until, (), partition)
 
 
 def _resume_after_finish(

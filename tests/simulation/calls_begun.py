@@ -42,13 +42,17 @@ class SimCallsBegun:
         holder: int,
         until: int,
         switches: tuple[str, ...],
+        partition: int,
     ) -> Begun:
-        """As the statement does: `switches`, the engaged switches that cover the call (the
+        """As the statement does: a caller whose partition was taken after its process took
+        it writes nothing (`superseded`); `switches`, the engaged switches that cover the call (the
         statement's own check, in one snapshot with the write), or a step's forward call
         never begun under any attempt once the abort is recorded, write nothing; otherwise
         the row is written unless it exists (`existed`: a call may have been made, by
         anyone)."""
         row = (op_key, leg.value, attempt)
+        if self._superseded(partition, holder):
+            return Begun((), written=False, existed=row in self.rows, superseded=True)
         aborted = (
             leg is Leg.FORWARD
             and (op_key, leg.value) not in self.legs
@@ -67,10 +71,14 @@ class SimCallsBegun:
         """As `write_fence`: kept only if newer."""
         self.fences[partition] = max(self.fences.get(partition, holder), holder)
 
+    def _superseded(self, partition: int, holder: int) -> bool:
+        """Whether the partition's owner took it after `holder`'s process (a newer fence)."""
+        return self.fences.get(partition, holder) > holder
+
     def claim(self, row: Row, holder: int, now: int, until: int, partition: int) -> Claimed:
         """As `claim`'s statement: taken unless another holder's lease is live, or the
         partition's owner took it after the claimer (its fence is newer)."""
-        if self.fences.get(partition, holder) > holder:
+        if self._superseded(partition, holder):
             return Claimed.SUPERSEDED
         if row not in self.rows:
             return Claimed.NO_ROW

@@ -360,7 +360,14 @@ class SimDispatchHost:
                         dispatch.agent_id or AGENT, dispatch.provider, dispatch.operation
                     )
                     answer = self.begun.begin(
-                        envelope.tx_id, key, leg, attempt, holder, until, covering
+                        envelope.tx_id,
+                        key,
+                        leg,
+                        attempt,
+                        holder,
+                        until,
+                        covering,
+                        running.order.partition,
                     )
                     if answer.written:
                         self._begun_unswitched(row, dispatch.operation)

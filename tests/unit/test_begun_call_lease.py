@@ -10,7 +10,17 @@ from services.dispatcher.calls_begun import MAX_HOLDER_CHARS, MAX_LEASE_S, Call
 
 def a_call(holder: str, lease: float) -> Call:
     return Call(
-        "demo", "tx-1", "k", "forward", 1, "agent", "sandbox", "payments.charge", holder, lease
+        "demo",
+        "tx-1",
+        "k",
+        "forward",
+        1,
+        "agent",
+        "sandbox",
+        "payments.charge",
+        holder,
+        lease,
+        None,
     )
 
 

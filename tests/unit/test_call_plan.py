@@ -263,6 +263,17 @@ def test_an_abort_recorded_before_the_call_stops_it() -> None:
     assert asked[-1] == Report(Source.RESPONSE, rejected, 0)
 
 
+def test_a_begin_whose_partition_was_taken_after_its_process_ends_the_call() -> None:
+    """services.dispatcher.call_fence: a zombie's begin (a first send, or the last gate of a
+    redelivery after its lookup) writes nothing, and the plan holds, reports and sends
+    nothing, whatever else the statement saw: the owner calls what its state waits on."""
+    superseded = Begun(("ks_1",), written=False, aborted=True, superseded=True)
+    asked = run(dispatch(), answers(begin=superseded))
+    assert kinds(asked) == ["Gate", "Begin"]
+    asked = run(dispatch(lookup_first=True), answers(begin=superseded))
+    assert kinds(asked) == ["Gate", "WasBegun", "Lookup", "Begin"]
+
+
 def test_a_call_a_kill_switch_holds_at_begin_is_not_made() -> None:
     asked = run(dispatch(), answers(begin=Begun(("ks_1",), written=False)))
     assert kinds(asked) == ["Gate", "Begin", "Hold"]
