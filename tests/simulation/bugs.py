@@ -207,7 +207,7 @@ def _resume_beside_own_call(host: dispatch_host.SimDispatchHost, running: Any) -
     )
     if not _waits_on(state, running.order.dispatch):
         return
-    yield from host._call(running)
+    yield from host._carry(running)
 
 
 def _held_not_again(
@@ -228,6 +228,17 @@ def _claimed_not_asked_again() -> Any:
     failed it while the claim waited out a dead holder's lease, and the call is made."""
     turn = yield call_plan.Claim()
     return turn is not call_plan.Turn.GIVEN_UP
+
+
+def _carry_gives_up(host: dispatch_host.SimDispatchHost, running: dispatch_host.Running) -> Any:
+    """A call whose request failed (Postgres away) is not made again, though its partition
+    is still this process's: its leg waits for a caller nobody is."""
+    try:
+        yield from host._call(running)
+    except dispatch_host.Unavailable:
+        if running.held is not None:
+            host.holds.release_claim(running.held, running.holder)
+            running.held = None
 
 
 def _task_not_rejudged(*_args: Any, **_kwargs: Any) -> None:
@@ -318,6 +329,8 @@ BUGS: dict[str, Patch] = {
     "resume_beside_own_call": (dispatch_host.SimDispatchHost, "_resumed", _resume_beside_own_call),
     # In the real plan's claim (call_plan._claimed), as it was before Awaited.
     "claimed_not_asked_again": (call_plan, "_claimed", _claimed_not_asked_again),
+    # In the model of DispatchHost._carry's error path.
+    "carry_gives_up": (dispatch_host.SimDispatchHost, "_carry", _carry_gives_up),
     # In the real gate (services.governance.gate), which the simulated gate and quota
     # reservation call.
     "task_not_rejudged": (gate, "task_refusal", _task_not_rejudged),
@@ -337,9 +350,10 @@ BUGS: dict[str, Patch] = {
 CAUGHT_AT: dict[str, int] = {
     "begin_ignores_switches": 48,
     "calls_before_commit": 1,
+    "carry_gives_up": 116,
     "claim_never_waits": 1,
-    "claimed_not_asked_again": 80,
-    "destructive_resent": 13,
+    "claimed_not_asked_again": 764,
+    "destructive_resent": 158,
     "dispatch_on_unknown": 2,
     "held_not_again": 810,
     "let_go_on_the_wire": 610,
@@ -357,7 +371,7 @@ CAUGHT_AT: dict[str, int] = {
     "take_over_calls_every_leg": 0,
     "task_cap_not_judged": 1748,
     "task_not_rejudged": 0,
-    "undo_not_counted": 1088,
+    "undo_not_counted": 1748,
     "unknown_as_rejected": 75,
 }
 

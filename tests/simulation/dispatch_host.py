@@ -43,6 +43,7 @@ and a second apply of one attempt sent while another is on it is a Violation: th
 would see two requests of one intent at once.
 """
 
+import random
 from collections.abc import Callable, Generator, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -52,7 +53,7 @@ from events.inputs import OperationObserved, RequestReview
 from events.legacy_facts import recorded_facts
 from events.policy import PolicyDocument, Quota
 from events.transaction_events import OperationDispatched
-from services.decider.dispatch_host import RESUME_WAIT_S
+from services.decider.dispatch_host import RESUME_WAIT_S, RETRY_BACKOFF_S
 from services.decider.take_over import not_held, take_over_orders
 from services.dispatcher.call_lease import (
     BEGIN_REQUESTS,
@@ -101,6 +102,11 @@ Wait = Generator[int, None, None]  # yields the milliseconds it sleeps
 # production sizes them (call_lease), for a provider timeout of a quarter of a second, or
 # in the schedules of .long_leases for production's (5 s, or a slow provider's 30 s).
 PROVIDER_TIMEOUT_S = 0.25
+
+
+class Unavailable(Exception):
+    """Postgres away, or Kafka refusing a zombie's answer: a request of the plan failed
+    (DispatchHost._carry's `except Exception`)."""
 
 
 def _ms(seconds: float) -> int:
@@ -165,6 +171,9 @@ class SimDispatchHost:
     leased: dict[tuple[str, str, int], tuple[int, int, int]] = field(default_factory=dict)
     calling: set[tuple[tuple[str, str, int], int]] = field(default_factory=set)
     provider_timeout_s: float = PROVIDER_TIMEOUT_S
+    # The chance that a request of a plan fails (.carry's schedules), and their generator.
+    fail_rate: float = 0.0
+    fails: random.Random | None = None
 
     def submit(self, orders: Iterable[DispatchOrder]) -> None:
         """Starts the calls of committed dispatches, but not one this process is making
@@ -175,7 +184,7 @@ class SimDispatchHost:
                 continue
             running.add(order.leg_key)
             call = Running(order, self.clock.now, self._holder(order.partition))
-            call.steps = self._call(call)
+            call.steps = self._carry(call)
             self.calls.append(call)
 
     def take_over(self, states: Iterable[TransactionState], partition: int) -> None:
@@ -238,7 +247,7 @@ class SimDispatchHost:
         if not waits_on(state, order.dispatch):
             return
         running.waiting = False
-        yield from self._call(running)
+        yield from self._carry(running)
 
     def due(self) -> list[int]:
         return [i for i, c in enumerate(self.calls) if c.wakes() <= self.clock.now]
@@ -313,6 +322,32 @@ class SimDispatchHost:
             self.holder[partition] = self.holders
         return self.holder[partition]
 
+    def _carry(self, running: Running) -> Wait:
+        """DispatchHost._carry: the plan, made again from its start after a failed request
+        (RETRY_BACKOFF_S) while the partition is this process's; once it is not, left to
+        its owner (a resumed hold's claim released); a resumed hold, after the back-off,
+        released for the owner's gate loop to claim and judge again, not retried here."""
+        attempt = 0
+        while True:
+            try:
+                yield from self._call(running)
+                return
+            except Unavailable:
+                if running.owned:
+                    yield _ms(RETRY_BACKOFF_S[min(attempt, len(RETRY_BACKOFF_S) - 1)])
+                    attempt += 1
+                if not running.owned or running.held is not None:
+                    if running.held is not None:
+                        self.holds.release_claim(running.held, running.holder)
+                        running.held = None  # nothing to renew or forget
+                    return
+
+    def _fail(self) -> bool:
+        # While faults last, as the provider's (its `faulty`): a database back for good after.
+        return (
+            self.fails is not None and self.provider.faulty and self.fails.random() < self.fail_rate
+        )
+
     def _call(self, running: Running) -> Wait:
         yield 0  # the call starts on its own step, so it interleaves with everything else
         envelope, dispatch = running.order.envelope, running.order.dispatch
@@ -347,6 +382,8 @@ class SimDispatchHost:
                     answer = self._gate(running)
                     yield 0  # a switch may be engaged between the gate and the begin
                 case WasBegun():
+                    if self._fail():
+                        raise Unavailable
                     answer = self.begun.was_begun(key, leg, attempt)
                     yield 0  # another call may begin meanwhile
                 case Lookup():
@@ -376,7 +413,12 @@ class SimDispatchHost:
                         held_until = now + _ms(held_s(self.provider_timeout_s, BEGIN_REQUESTS))
                         took(until)
                     yield 0  # a crash may fall between the row and the call
+                    if self._fail():  # the statement's answer lost: the row may be written
+                        ended()
+                        raise Unavailable
                 case Claim():
+                    if self._fail():
+                        raise Unavailable
                     answer = Turn.AT_ONCE
                     while True:
                         now = self.clock.now
@@ -433,6 +475,8 @@ class SimDispatchHost:
                 case Sleep(seconds=seconds):
                     yield int(seconds * 1000)
                 case Report():
+                    if not running.owned and self._fail():  # Kafka refused it (inline: no I/O)
+                        raise Unavailable
                     observed = dispatch_observation(envelope, dispatch, request, self.clock.at())
                     (self.answered if running.owned else self.forward)(
                         running.order.partition, observed

@@ -149,6 +149,11 @@ class World:
         )
         if self.long_leases is not None:
             self.host.provider_timeout_s = self.long_leases.provider_timeout_s
+        # Failing requests (DispatchHost._carry's error path) in one schedule in six, drawn
+        # apart likewise.
+        fails = random.Random(f"carry:{self.seed}")
+        if fails.random() < 1 / 6:
+            self.host.fail_rate, self.host.fails = fails.choice([0.05, 0.2]), fails
         self.projection = SimProjection(Consumer(self.events))
         self.saga = SimSaga(Consumer(self.events), self.send_input)
         self.reconciler = SimReconciler(
