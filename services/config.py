@@ -189,9 +189,15 @@ def _milliseconds(name: str, maximum: float = 1000) -> float:
     return value / 1000
 
 
+def _whole(raw: str) -> bool:
+    """Whether `raw` is a whole number int() reads: ASCII digits only (str.isdigit also
+    accepts '²' and other digits int() refuses, which crashed start-up with a traceback)."""
+    return raw.isascii() and raw.isdigit()
+
+
 def _int(name: str, minimum: int = 1, maximum: int | None = None) -> int:
     raw = _env(name)
-    if not raw.strip().isdigit() or int(raw) < minimum:
+    if not _whole(raw.strip()) or int(raw) < minimum:
         raise ConfigError(f"{name}: expected a whole number >= {minimum}, got {raw!r}")
     if maximum is not None and int(raw) > maximum:
         raise ConfigError(f"{name}: expected a whole number <= {maximum}, got {raw!r}")
@@ -476,7 +482,7 @@ def drift_list_pages(
                 f"RECON_DRIFT_LIST_PAGES names provider {provider!r}, whose adapter "
                 f"{adapter!r} takes no page cap (no `max_list_pages`)"
             )
-        if not pages.isdigit() or not 1 <= int(pages) <= MAX_DRIFT_LIST_PAGES:
+        if not _whole(pages) or not 1 <= int(pages) <= MAX_DRIFT_LIST_PAGES:
             raise ConfigError(
                 f"RECON_DRIFT_LIST_PAGES: provider {provider!r}: expected a whole number of "
                 f"pages from 1 to {MAX_DRIFT_LIST_PAGES}, got {pages!r}"
@@ -760,7 +766,7 @@ def _metrics_port() -> int | None:
     raw = _env("RECON_METRICS_PORT").strip()
     if not raw:
         return None
-    if not raw.isdigit() or not 0 < int(raw) < 65536:
+    if not _whole(raw) or not 0 < int(raw) < 65536:
         raise ConfigError(f"RECON_METRICS_PORT: expected a port number, got {raw!r}")
     return int(raw)
 
@@ -843,7 +849,7 @@ def load_settings() -> Settings:
     except kafka_security.KafkaSecurityError as error:
         raise ConfigError(str(error)) from None
     port = _env("RECON_INTAKE_PORT")
-    if not port.isdigit():
+    if not _whole(port):
         raise ConfigError(f"RECON_INTAKE_PORT: expected a port number, got {port!r}")
     return Settings(
         kafka_bootstrap=_env("RECON_KAFKA_BOOTSTRAP"),

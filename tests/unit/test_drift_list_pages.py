@@ -75,6 +75,7 @@ def test_a_tenants_own_account_takes_its_providers_cap() -> None:
         ({"RECON_DRIFT_LIST_PAGES": "sandbox=0"}, "from 1 to 100, got '0'"),
         ({"RECON_DRIFT_LIST_PAGES": "sandbox=101"}, "from 1 to 100, got '101'"),
         ({"RECON_DRIFT_LIST_PAGES": "sandbox=ten"}, "from 1 to 100, got 'ten'"),
+        ({"RECON_DRIFT_LIST_PAGES": "sandbox=\u00b2"}, "from 1 to 100, got '\u00b2'"),
         ({"RECON_DRIFT_LIST_PAGES": "sandbox=" + "9" * 40}, "from 1 to 100"),
         ({"RECON_DRIFT_LIST_PAGES": "sandbox"}, "expected comma-separated name=value"),
         (

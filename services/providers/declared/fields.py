@@ -23,7 +23,7 @@ def get(document: Any, pointer: str) -> Any:
     for part in parts(pointer):
         if isinstance(here, dict) and part in here:
             here = here[part]
-        elif isinstance(here, list) and part.isdigit() and int(part) < len(here):
+        elif isinstance(here, list) and part.isascii() and part.isdigit() and int(part) < len(here):
             here = here[int(part)]
         else:
             return MISSING
