@@ -139,9 +139,12 @@ def compare(
     one the listing left out, and a cut listing is no proof of absence.
 
     `judged_below`: None for a span up to `now` less the grace; an instant for a hole's
-    span (reconcilers.drift_span.hole_span): an effect created or a leg dispatched at or
-    after it lies in the span above, judged by an earlier scan, and is not judged again
-    (its key still proves its leg's effect present)."""
+    span (reconcilers.drift_span.hole_span): a leg dispatched at or after it lies in the
+    span above, judged by an earlier scan, and is not judged again; an effect, only from
+    a grace past it on (its key still proves its leg's effect present, whatever its age).
+    A hole whose top legs were given up (drift_span.Span.left_out) has its top a grace
+    below the effects not yet judged, which its listing holds: those are judged, and
+    what lies between was judged before and is filtered as reported."""
     detected_at = now.isoformat()
     by_key: dict[str, list[Effect]] = {}
     for effect in effects:
@@ -208,12 +211,12 @@ def _judged_now(
     """Whether this scan judges `effect` (without intent, mismatch, after failure): created
     since `window_start` (the account's cursor, reconcilers.drift_span: what is older was
     judged by an earlier scan), past its grace (a younger one is judged by a later scan,
-    once) and, in a hole's span, below its top (what is above was judged). Its key still
+    once) and, in a hole's span, below a grace past its top (see `compare`). Its key still
     proves its leg's effect present, whatever its age."""
     return (
         window_start <= effect.created_at
         and now - effect.created_at >= grace
-        and (judged_below is None or effect.created_at < judged_below)
+        and (judged_below is None or effect.created_at < judged_below + grace)
     )
 
 

@@ -50,7 +50,9 @@ class Span:
         so the legs that scan could not judge are judged by the next whole one."""
         return self.judged_to if whole else None
 
-    def left_out(self, covered_from: datetime | None, grace: timedelta) -> "Hole | None":
+    def left_out(
+        self, covered_from: datetime | None, grace: timedelta, newest: datetime | None = None
+    ) -> "Hole | None":
         """What a listing of this span cut at `covered_from` (None: whole) left unjudged:
         reconcilers.drift.compare judges an effect created after `covered_from` and a
         leg dispatched more than `grace` after it, so [judged_from, covered_from + grace)
@@ -59,8 +61,14 @@ class Span:
 
         A hole's span whose listing proved nothing of its top (a page cap of effects
         within two graces of it: the provider made them faster than a listing can hold)
-        would be listed the same way at every scan, and nothing below it ever judged: its
-        top grace is given up instead (`gives_up`), so each such scan moves down a grace."""
+        would be listed the same way at every scan, and nothing below it ever judged: the
+        legs of its top are given up instead (`gives_up`), never its effects. The hole's
+        top goes to a grace below the cut, so the next listing (which asks up to a grace
+        past the top) asks for what was created up to the cut's instant, no higher: the
+        listing goes on exactly below what this one listed. `newest`: the listing's newest
+        effect; when it is the cut's instant too (a whole page cap created at one instant,
+        as Stripe's whole seconds can make it) the next listing would be this one again, so
+        the rest of that instant is given up with it and the top goes a grace below it."""
         if covered_from is None:
             return None
         top = self.judged_to if self.judged_below is None else self.judged_below
@@ -70,12 +78,23 @@ class Span:
             edge = top
         else:
             if self.gives_up(covered_from, grace):
-                edge = top - grace
+                # The provider rounds `ask_until` up to its own tick (the sandbox's
+                # millisecond, Stripe's second), so asking below the cut plus one
+                # microsecond lists the cut's instant again and nothing above it.
+                below_cut = (
+                    covered_from + _TICK
+                    if newest is not None and newest > covered_from
+                    else covered_from
+                )
+                edge = below_cut - grace
         return Hole(self.judged_from, edge) if edge > self.judged_from else None
 
     def gives_up(self, covered_from: datetime | None, grace: timedelta) -> bool:
-        """Whether `left_out` gives up this hole's top grace (see there): its legs are not
-        judged for a missing effect, nor its effects the listing left out."""
+        """Whether `left_out` gives up this hole's top (see there): the legs dispatched
+        from a grace before the cut to the top are not judged for a missing effect (proving
+        one absent takes a listing that holds every effect within a grace either side of
+        its dispatch, and no listing of a page cap holds them). Its effects are not given
+        up: later listings go on below the cut."""
         if self.judged_below is None or covered_from is None or grace <= timedelta(0):
             return False
         try:
@@ -84,10 +103,15 @@ class Span:
             return False
 
 
+# The smallest step of an instant: what a provider rounds up to its own tick.
+_TICK = timedelta(microseconds=1)
+
+
 @dataclass(frozen=True)
 class Hole:
     """[since, below): the part of an account's judged span (under its cursor) that a cut
-    listing left out: its effects and its legs are not judged yet. Kept with the cursor
+    listing left out: its legs are not judged yet, nor maybe its effects and those of the
+    grace past `below` (its listing asks for them: hole_span). Kept with the cursor
     (`reconciler_drift_cursors.hole_from`, `hole_to`, migration 0011)."""
 
     since: datetime

@@ -476,19 +476,21 @@ class Reconciler:
             return [], hole
         found = await self._judge(conn, account, effects, listing, below, now)
         grace = timedelta(seconds=config.drift_grace_s)
+        newest = max((e.created_at for e in effects), default=None)
+        rest = below.left_out(listing.covered_from, grace, newest)
         if below.gives_up(listing.covered_from, grace):
-            # Counted, not only logged: the dev stack's measured burst (docs/webhooks-
-            # reviews-drift.md) gave up every grace of it, no leg judged, the cut alert
-            # the only other sign.
+            # Counted, not only logged: legs given up are never judged by the walk again
+            # (docs/webhooks-reviews-drift.md), and the cut alert is the only other sign.
             labelled(DRIFT_GRACES_GIVEN_UP, account.provider).inc()
             log.warning(
                 "drift scan of %s: more than a page cap of effects within two graces of %s;"
-                " legs dispatched in the grace before it are given up (not judged for a"
-                " missing effect), so the scan can list below it",
+                " legs dispatched from %s to it are given up (not judged for a missing"
+                " effect); the effects below the cut are listed by the next scans",
                 account,
                 hole.below.isoformat(),
+                (hole.below if rest is None else rest.below).isoformat(),
             )
-        return found, below.left_out(listing.covered_from, grace)
+        return found, rest
 
     async def _listing(self, account: Account, judged: Span) -> EffectListing | None:
         """The account's effects of the span `judged` (from a grace before it, for the
