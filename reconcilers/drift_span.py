@@ -165,7 +165,7 @@ def backstop_due(scans_before: int, every: int) -> bool:
     `not_applied` while the provider had applied it), an effect the provider lost or lists
     later than its grace, and what a listing cut at every scan leaves out are not found by
     the incremental spans; the backstop judges them again, and the reported-drift
-    filter (store.unreported) keeps what was found before from being reported twice.
+    filter (store.claiming_reports) keeps what was found before from being reported twice.
 
     The first scan of a process is one (`scans_before` 0), so a reconciler restarted more
     often than every N intervals still runs it; it costs what every scan cost before the

@@ -17,6 +17,8 @@ marked given up (`given_up_at`), once.
 """
 
 import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -375,24 +377,35 @@ async def known_keys(conn: asyncpg.Connection, keys: list[str]) -> set[str]:
     return {row["key"] for row in rows}
 
 
-async def unreported(conn: asyncpg.Connection, drift_ids: list[str]) -> set[str]:
-    rows = await conn.fetch(
-        "SELECT drift_id FROM reconciler_drift_reported WHERE drift_id = ANY($1::text[])",
-        drift_ids,
-    )
-    return set(drift_ids) - {row["drift_id"] for row in rows}
-
-
-async def mark_reported(
+@asynccontextmanager
+async def claiming_reports(
     conn: asyncpg.Connection, reported: list[tuple[str, str, datetime]]
-) -> None:
-    await conn.executemany(
-        "INSERT INTO reconciler_drift_reported (drift_id, kind, reported_at)"
-        " VALUES ($1, $2, $3) ON CONFLICT (drift_id) DO NOTHING",
-        # In id order, as the webhook ingress writes its own (services.intake.webhook_store
-        # .remember_deliveries): two writers of the same ids wait, never deadlock.
-        sorted(reported),
-    )
+) -> AsyncIterator[set[str]]:
+    """The one judge of "already reported" for both reporters of drift (the scan and the
+    webhook ingress): yields which of these (drift id, kind, when) this caller is to
+    report, the others having been reported; the caller produces those inside the block,
+    and they are remembered as reported when it ends (an error in it remembers nothing).
+
+    The claim is the row itself, inserted in a transaction that stays open while the
+    caller produces: a second reporter of the same id at the same instant waits at the
+    row (Postgres holds an insert of a key another open transaction inserted until that
+    one ends) and then finds it reported, so the two never both report it. Until stop 50
+    each asked first and remembered after producing, and two that asked at once both
+    produced. A crash before the block ends rolls the row back: the next scan or the
+    provider's retry reports it (twice under one id if the crash came after the produce,
+    never not at all, as before). The ids are written in id order, so two reporters of
+    several ids wait for each other, never deadlock."""
+    ids = sorted({drift_id: (kind, at) for drift_id, kind, at in reported}.items())
+    async with conn.transaction():
+        rows = await conn.fetch(
+            "INSERT INTO reconciler_drift_reported (drift_id, kind, reported_at)"
+            " SELECT * FROM unnest($1::text[], $2::text[], $3::timestamptz[]) ORDER BY 1"
+            " ON CONFLICT (drift_id) DO NOTHING RETURNING drift_id",
+            [drift_id for drift_id, _ in ids],
+            [kind for _, (kind, _) in ids],
+            [at for _, (_, at) in ids],
+        )
+        yield {row["drift_id"] for row in rows}
 
 
 # A provider account by its provider and the tenant whose own account it is (None: the

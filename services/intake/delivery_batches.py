@@ -1,7 +1,8 @@
 """The webhook ingress's statements (services.intake.webhook_store: the dedupe check with
-the match, and recording the delivery id; and for a delivery that reports drift, whether
-that drift was reported already: reconcilers.store.unreported), each shared by the webhooks
-that reach it at the same time (issue 24).
+the match, and recording the delivery id), each shared by the webhooks that reach it at the
+same time (issue 24); and for a delivery that reports drift, the claim of its report
+(reconcilers.store.claiming_reports), which is not shared: it holds its connection while
+the drift is produced.
 
 While one statement runs, the webhooks that arrive at the same step wait and go together in
 the next: an idle intake sends each at once, a busy one one statement (and, for the
@@ -28,7 +29,8 @@ settings (services.pg_pool.GENERIC_PLANS), which keep it from scanning or hashin
 
 import logging
 import time
-from collections.abc import Collection, Sequence
+from collections.abc import AsyncIterator, Collection, Sequence
+from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
 
 import asyncpg
@@ -46,9 +48,8 @@ log = logging.getLogger(__name__)
 # table never holds much more than one horizon of deliveries.
 PURGE_EVERY_S = 60.0
 
-# account (Deliveries.provider), delivery id, when; and the drift it reported, if any
-# (drift id, kind), remembered with it (webhook_store.remember_deliveries).
-Handled = tuple[str, str, datetime, tuple[str, str] | None]
+# account (Deliveries.provider), delivery id, when.
+Handled = tuple[str, str, datetime]
 
 
 async def open_check_pool(url: str) -> asyncpg.Pool:
@@ -67,39 +68,35 @@ class DeliveryBatches:
         horizon: timedelta,
         own: Collection[tuple[str, str]],
     ) -> None:
+        self._pool = pool
         self._horizon = horizon
         self._own = own
         self._purged_at = 0.0
         self._checks: Batched[Asked, Delivery] = Batched(checks, self._look_up)
         self._records: Batched[Handled, None] = Batched(pool, self._remember)
-        self._reports: Batched[str, bool] = Batched(pool, self._unreported)
 
     async def look_up(self, asked: Asked) -> Delivery:
         """webhook_store.look_up_all's answer for `asked`."""
         return await self._checks.ask(asked)
 
-    async def remember(
-        self,
-        account: str,
-        delivery_id: str,
-        at: datetime,
-        reported: tuple[str, str] | None = None,
-    ) -> None:
+    async def remember(self, account: str, delivery_id: str, at: datetime) -> None:
         """Once this returns, the delivery is recorded as handled by `account` (as
-        webhook_store.Deliveries.provider names it), and the drift it reported (`reported`:
-        drift id, kind) as reported; the statement's error otherwise."""
-        await self._records.ask((account, delivery_id, at, reported))
+        webhook_store.Deliveries.provider names it); the statement's error otherwise."""
+        await self._records.ask((account, delivery_id, at))
 
-    async def unreported(self, drift_id: str) -> bool:
-        """Whether `drift_id` is not reported yet, by the drift scan's own filter
-        (reconcilers.store.unreported, over reconciler_drift_reported): one judge of
-        "already reported" for both reporters, so a webhook arriving after the scan
-        reported its stray produces it no second time."""
-        return await self._reports.ask(drift_id)
-
-    async def _unreported(self, conn: asyncpg.Connection, ids: Sequence[str]) -> list[bool]:
-        fresh = await drift_store.unreported(conn, list(ids))
-        return [drift_id in fresh for drift_id in ids]
+    @asynccontextmanager
+    async def reporting(self, drift_id: str, kind: str, at: datetime) -> AsyncIterator[bool]:
+        """Whether this delivery is to report `drift_id` (produce it inside the block): the
+        drift scan's own claim (reconcilers.store.claiming_reports), one judge of "already
+        reported" for both reporters, so a webhook arriving after the scan reported its
+        stray, or at the same instant, produces it no second time. Remembered as reported
+        when the block ends. Not batched: the claim's transaction stays open while the
+        drift is produced, and a delivery that reports drift is rare."""
+        async with (
+            self._pool.acquire() as conn,
+            drift_store.claiming_reports(conn, [(drift_id, kind, at)]) as claimed,
+        ):
+            yield drift_id in claimed
 
     async def _look_up(self, conn: asyncpg.Connection, asked: Sequence[Asked]) -> list[Delivery]:
         return await webhook_store.look_up_all(conn, asked, self._own)
@@ -107,11 +104,7 @@ class DeliveryBatches:
     async def _remember(self, conn: asyncpg.Connection, handled: Sequence[Handled]) -> list[None]:
         # A delivery twice in one statement (a provider retrying while the first is being
         # handled) is one row: ON CONFLICT cannot touch a row twice in a statement.
-        await webhook_store.remember_deliveries(
-            conn,
-            {(a, d): at for a, d, at, _ in handled},
-            {r[0]: (r[1], at) for _, _, at, r in handled if r is not None},
-        )
+        await webhook_store.remember_deliveries(conn, {(a, d): at for a, d, at in handled})
         await self._purge(conn)
         return [None] * len(handled)
 

@@ -56,38 +56,23 @@ async def look_up_all(
 
 
 async def remember_deliveries(
-    conn: asyncpg.Connection,
-    handled: Mapping[tuple[str, str], datetime],
-    reported: Mapping[str, tuple[str, datetime]] | None = None,
+    conn: asyncpg.Connection, handled: Mapping[tuple[str, str], datetime]
 ) -> None:
     """Record deliveries as handled, in one statement: (account as Deliveries.provider,
     delivery id) -> when. A row older than the horizon (not purged yet) starts a new
     window. Written in key order, so two intakes writing the same delivery at once wait
-    for each other instead of deadlocking.
-
-    `reported`: the drift those deliveries reported (drift id -> kind, when), remembered in
-    the same statement where the drift scan remembers its own reports
-    (reconciler_drift_reported, reconcilers.store.unreported): the scan, judging the same
-    stray effect past its grace, finds its id reported and produces it no second time.
-    One statement with the delivery's row, so the delivery is never recorded (no more
-    retries by the provider) while its drift is not remembered."""
+    for each other instead of deadlocking. A delivery that reported drift had its report
+    remembered before (reconcilers.store.claiming_reports), so it is never recorded (no
+    more retries by the provider) while its drift is not."""
     rows = sorted(handled.items())
-    drift = sorted((reported or {}).items())
     await conn.execute(
-        "WITH reported AS ("
-        " INSERT INTO reconciler_drift_reported (drift_id, kind, reported_at)"
-        " SELECT * FROM unnest($4::text[], $5::text[], $6::timestamptz[])"
-        " ORDER BY 1 ON CONFLICT (drift_id) DO NOTHING)"
-        " INSERT INTO webhook_deliveries (provider, delivery_id, received_at)"
+        "INSERT INTO webhook_deliveries (provider, delivery_id, received_at)"
         " SELECT * FROM unnest($1::text[], $2::text[], $3::timestamptz[])"
         " ORDER BY 1, 2 ON CONFLICT (provider, delivery_id)"
         " DO UPDATE SET received_at = EXCLUDED.received_at",
         [account for (account, _), _ in rows],
         [delivery_id for (_, delivery_id), _ in rows],
         [at for _, at in rows],
-        [drift_id for drift_id, _ in drift],
-        [kind for _, (kind, _) in drift],
-        [at for _, (_, at) in drift],
     )
 
 

@@ -12,19 +12,18 @@ belongs to: the shared account's at `/v1/webhooks/{provider}`, a tenant's own ac
    provider's own event format), turn the effect into an observation of the operation it
    belongs to, or into drift when it belongs to none, and wait for Kafka's
    acknowledgement (an event the adapter does not act on is only remembered);
-4. only then record the delivery id (and a drift report's id as reported, where the drift
-   scan's filter looks: reconciler_drift_reported) and answer 2xx
-   (promise 7). A crash between 3 and 4
-   makes the provider deliver again; the second observation carries the same message id
-   (and a drift report the same drift id), so the decider and the projector see it once.
+4. only then record the delivery id and answer 2xx (promise 7). A crash between 3 and 4
+   makes the provider deliver again; the second observation carries the same message id,
+   so the decider and the projector see it once.
 
-Drift is produced in 3 only if the drift scan's filter (reconcilers.store.unreported, the
-one judge of "already reported") does not hold its id: a webhook that arrives after the
-scan reported its stray (late, retried past the dedupe horizon, replayed) reports nothing
-again, and is recorded and answered as any other.
+Drift is produced in 3 only by the delivery that claims its id (reconcilers.store.
+claiming_reports, the one judge of "already reported", the drift scan's too), and the id is
+remembered as reported, before 4: a webhook that arrives after the scan reported its stray
+(late, retried past the dedupe horizon, replayed) or while the scan is reporting it reports
+nothing again, and is recorded and answered as any other.
 
 Two statements per delivery at most (issue 24, item 5), and one more for a delivery that
-reports drift (the filter's check, rare): the body is read (3, pure) before 2, so that the
+reports drift (its claim, rare): the body is read (3, pure) before 2, so that the
 dedupe check and the lookup of the effect's operation are one statement
 (webhook_store.DELIVERIES); nothing read is acted on before the check, and an unreadable
 body that was handled already is still answered `duplicate`. Recording the delivery id (4)
@@ -178,7 +177,6 @@ async def _receive(request: Request, account: Account, secrets: tuple[str, ...])
         body_base64=base64.b64encode(body).decode("ascii"),
     )
     found = meaning(provider, account.tenant, delivery_id, notice, matched, now, delivery)
-    reported: tuple[str, str] | None = None
     if isinstance(found, OperationObserved):
         await produce_acked(
             producer,
@@ -187,40 +185,39 @@ async def _receive(request: Request, account: Account, secrets: tuple[str, ...])
             found.model_dump_json().encode(),
             f"the webhook observation {found.message_id}",
         )
-    elif not await batches.unreported(found.drift_id):
-        # The drift scan (or an earlier delivery of another id about the same effect)
-        # reported it already: a late webhook, a provider's retry past the dedupe horizon
-        # or an operator's replay produces it no second time. Asked of the scan's own
-        # filter, so both reporters judge "already reported" alike.
-        log.info(
-            "webhook %s/%s: effect %s is %s; drift %s was reported already",
-            account,
-            delivery_id,
-            notice.effect_id,
-            found.kind.value,
-            found.drift_id,
-        )
     else:
-        log.warning(
-            "webhook %s/%s: effect %s is %s; reporting drift %s",
-            account,
-            delivery_id,
-            notice.effect_id,
-            found.kind.value,
-            found.drift_id,
-        )
-        await produce_acked(
-            producer,
-            settings.topics.drift,
-            found.drift_id.encode(),
-            found.model_dump_json().encode(),
-            f"the drift report {found.drift_id}",
-        )
-        # Remembered as reported with the delivery (produced first: a crash in between
-        # reports it twice under one id, never not at all), so the drift scan, which
-        # judges the same effect past its grace, does not produce it again.
-        reported = (found.drift_id, found.kind.value)
-    await batches.remember(str(account), delivery_id, now, reported)
+        # Claimed, produced, and remembered as reported before the delivery is (a crash
+        # in between: the provider's retry finds it reported and produces nothing), by
+        # the drift scan's own claim: a webhook that arrives after the scan reported its
+        # stray (late, retried past the dedupe horizon, replayed), or while the scan is
+        # reporting it, produces it no second time.
+        async with batches.reporting(found.drift_id, found.kind.value, now) as claimed:
+            if claimed:
+                log.warning(
+                    "webhook %s/%s: effect %s is %s; reporting drift %s",
+                    account,
+                    delivery_id,
+                    notice.effect_id,
+                    found.kind.value,
+                    found.drift_id,
+                )
+                await produce_acked(
+                    producer,
+                    settings.topics.drift,
+                    found.drift_id.encode(),
+                    found.model_dump_json().encode(),
+                    f"the drift report {found.drift_id}",
+                )
+        if not claimed:
+            log.info(
+                "webhook %s/%s: effect %s is %s; drift %s was reported already",
+                account,
+                delivery_id,
+                notice.effect_id,
+                found.kind.value,
+                found.drift_id,
+            )
+    await batches.remember(str(account), delivery_id, now)
     return _answered(ACCEPTED)
 
 

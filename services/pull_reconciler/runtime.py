@@ -368,22 +368,29 @@ class Reconciler:
                         holes.append(store.HoleWrite(key, read, kept, unread=full))
                 if on_account is not None:
                     on_account(account)
-            fresh = await store.unreported(conn, [d.drift_id for d in found])
-        new = [d for d in found if d.drift_id in fresh]
-        # Produce first, then remember: a crash in between reports a drift twice under
-        # one id (the drift table keeps one row per id), never not at all.
-        await asyncio.gather(
-            *(
-                self.producer.send_and_wait(
-                    self.topics.drift,
-                    value=d.model_dump_json().encode(),
-                    key=d.drift_id.encode(),
-                )
-                for d in new
-            )
-        )
         async with self.pool.acquire() as conn:
-            await store.mark_reported(conn, [(d.drift_id, d.kind.value, now) for d in new])
+            # Claimed, produced, then remembered when the claim's transaction ends
+            # (store.claiming_reports, the one judge with the webhook ingress): a crash
+            # before its end reports a drift twice under one id (the drift table keeps
+            # one row per id), never not at all.
+            async with store.claiming_reports(
+                conn, [(d.drift_id, d.kind.value, now) for d in found]
+            ) as claimed:
+                # Once an id: the span and the hole's listing can both find it.
+                first: dict[str, DriftDetected] = {}
+                for d in found:
+                    first.setdefault(d.drift_id, d)
+                new = [d for drift_id, d in first.items() if drift_id in claimed]
+                await asyncio.gather(
+                    *(
+                        self.producer.send_and_wait(
+                            self.topics.drift,
+                            value=d.model_dump_json().encode(),
+                            key=d.drift_id.encode(),
+                        )
+                        for d in new
+                    )
+                )
             # Remembered, the cursors not moved: the next scan judges these spans again and
             # finds the same ids (events.drift.drift_id), all reported, so it produces none
             # of them again (tests/integration/test_drift_cursor.py).

@@ -102,13 +102,12 @@ class Batches:
             raise self.seams.fail_lookup
         return webhook_store.Delivery(self.seams.seen, self.seams.matched)
 
-    async def remember(
-        self, account: str, delivery_id: str, at: Any, reported: tuple[str, str] | None = None
-    ) -> None:
+    async def remember(self, account: str, delivery_id: str, at: Any) -> None:
         self.seams.remembered.append(f"{account}/{delivery_id}")
 
-    async def unreported(self, drift_id: str) -> bool:
-        return True  # every drift here is new
+    @asynccontextmanager
+    async def reporting(self, drift_id: str, kind: str, at: Any) -> AsyncIterator[bool]:
+        yield True  # every drift here is new
 
 
 class Producer:
