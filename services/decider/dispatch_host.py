@@ -217,13 +217,16 @@ class DispatchHost:
             while not self.stop.is_set():
                 try:
                     if not await self.gate.write_fence(fence):
-                        # A later take's (this process is a zombie already), or another
-                        # Kafka cluster's: then every call of the partition is refused
-                        # until its rows are deleted (docs/operations.md).
+                        # A later take's (this process is a zombie already), or one of a
+                        # Kafka cluster that reached this database after this process's:
+                        # then its calls of the partition are refused (a cluster the
+                        # database left, or one rewound: docs/operations.md).
                         log.warning(
                             "partition %d: a newer call fence than this take's (%r) is"
-                            " recorded; if the brokers were replaced, delete call_fences'"
-                            " rows",
+                            " recorded: a later take's, or a Kafka cluster's that reached"
+                            " this database after this one (if this cluster is meant to be"
+                            " the live one again, see 'Replacing the brokers' in"
+                            " docs/operations.md)",
                             partition,
                             fence,
                         )

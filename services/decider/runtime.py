@@ -88,6 +88,7 @@ from services.kafka_clients import (
     stop_producer,
     transaction_failure,
 )
+from services.kafka_cluster_id import cluster_id
 from services.kafka_setup import ensure_topics
 from services.logging_json import log_context
 from services.metrics import (
@@ -257,9 +258,9 @@ class Decider:
         offsets the changelog holds (services.decider.input_offsets)."""
         producer = self.transactional_producer(partition)
         await producer.start()  # init_transactions: fences the previous owner
-        # ...in Kafka; its calls' claims are fenced by the same token in Postgres.
-        self.host.fenced(partition, producer_fence(producer))
         try:
+            # ...in Kafka; its calls' claims are fenced by the same token in Postgres.
+            self.host.fenced(partition, await producer_fence(producer))
             restored = await restore_partition(
                 self.settings.kafka_bootstrap, self.topics.decider_state, partition
             )
@@ -964,11 +965,17 @@ class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
                     self.decider.failure = self.decider.failure or result
 
 
-def producer_fence(producer: AIOKafkaProducer) -> Fence:
-    """The fence of a started transactional producer: its transactional id, and the
-    producer id and epoch its initialisation was given (services.dispatcher.call_fence)."""
+async def producer_fence(producer: AIOKafkaProducer) -> Fence:
+    """The fence of a started transactional producer: its transactional id, the producer
+    id and epoch its initialisation was given, and the cluster that gave them (services.
+    dispatcher.call_fence; one metadata round trip)."""
     txn = producer._txn_manager
-    return Fence(txn.transactional_id, txn.producer_id, txn.producer_epoch)
+    return Fence(
+        txn.transactional_id,
+        txn.producer_id,
+        txn.producer_epoch,
+        await cluster_id(producer.client),
+    )
 
 
 def _failed(task: "asyncio.Task[None] | None") -> bool:

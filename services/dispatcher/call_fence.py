@@ -29,6 +29,21 @@ process whose transactions Kafka refuses is refused its redeliveries too, howeve
 notices; and a zombie that takes the partition back (its retake after a failed transaction
 initialises the id again) is the owner again for both.
 
+Tokens are Kafka's, so they order only the takes of one cluster: brokers replaced under
+one database (a new cluster, restored or migrated into) give producer ids that start again
+from low numbers. So a fence names its cluster too (the id the brokers' metadata answers
+carry), and the database orders the clusters by their arrival (`kafka_clusters`, written
+by a take's fence; migration 0013): a cluster first seen later is newer, and its tokens
+supersede every token of the clusters before it, whatever their numbers. A move to new
+brokers needs no hand: the new cluster's takes win each partition, and whatever the old
+cluster's processes still do (a zombie that never reached the new brokers, or a
+misconfigured one still running) is refused from then on, since a write only ever moves a
+partition's fence forward in the one order (arrival, producer id, epoch), never back. Two
+clusters writing one database at once thus leave calls only to the later one. What it
+cannot tell is a return to a cluster the database has left, or a cluster whose own
+metadata was rewound to an older backup (same id, smaller ids again): both look like a
+zombie, are refused, and need the operator's one statement (docs/operations.md).
+
 The take is two writes: the producer's initialisation (Kafka), then the fence (Postgres,
 DispatchHost.fenced, in a task retried while Postgres is away). Between the two (the
 statement's round trip; longer while Postgres is away for the new owner but not for the
@@ -42,6 +57,9 @@ from dataclasses import dataclass
 
 # Kafka's limit on a transactional id's length.
 MAX_OWNER_CHARS = 249
+# A cluster id is a UUID in base64, 22 characters (`kafka-storage random-uuid`); room for
+# one an operator formatted with another string.
+MAX_CLUSTER_CHARS = 64
 # A producer id is a non-negative 64-bit integer (Postgres bigint); an epoch a 16-bit one
 # that Kafka never lets reach its maximum.
 MAX_PRODUCER_ID = 2**63 - 1
@@ -50,15 +68,22 @@ MAX_EPOCH = 2**15 - 1
 
 @dataclass(frozen=True, order=True)
 class Fence:
-    """A partition owner's turn: its transactional id (`owner`, whose fence this is) and
-    the producer id and epoch its initialisation was given. Ordered by (producer id,
-    epoch) within one owner."""
+    """A partition owner's turn: its transactional id (`owner`, whose fence this is), the
+    producer id and epoch its initialisation was given, and the Kafka cluster that gave
+    them. Ordered by (producer id, epoch) within one owner and one cluster only: across
+    clusters the database's arrival order decides (module docstring)."""
 
     owner: str
     producer_id: int
     epoch: int
+    cluster: str
 
     def __post_init__(self) -> None:
+        if type(self.cluster) is not str or not 0 < len(self.cluster) <= MAX_CLUSTER_CHARS:
+            raise ValueError(
+                f"a call fence's cluster is a Kafka cluster id of 1-{MAX_CLUSTER_CHARS}"
+                f" characters (the brokers' metadata answer), got {self.cluster!r:.80}"
+            )
         if not 0 < len(self.owner) <= MAX_OWNER_CHARS:
             raise ValueError(
                 f"a call fence's owner is a transactional id of 1-{MAX_OWNER_CHARS}"

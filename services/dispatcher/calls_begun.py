@@ -38,7 +38,9 @@ a call that may not have been made (a lookup settles it), never a call without a
   process took the partition with (services.dispatcher.call_fence), and are refused (a
   claim SUPERSEDED, a begin `superseded`, writing nothing) once the partition's owner
   wrote a newer one to `call_fences` (`write_fence`, at each take): a zombie would call on
-  a stale state.
+  a stale state. Newer is (the cluster's arrival, producer id, epoch): a Kafka cluster
+  first seen later (`kafka_clusters`) supersedes the ones before it, so brokers replaced
+  under the database need no hand (services.dispatcher.call_fence).
 """
 
 from collections.abc import Sequence
@@ -172,6 +174,18 @@ async def begin_many(conn: asyncpg.Connection, calls: Sequence[Call]) -> list[Be
     return [begun for begun in answers if begun is not None]
 
 
+def _recorded(reader_arrival: str) -> str:
+    """A partition's recorded fence `f` as the one order of fences reads it: (its cluster's
+    arrival, producer id, epoch); a fence written before migration 0013 (arrival 0) is read
+    as the reader's own cluster's (the one in use when it was written). The one rule of
+    which fence is newer, in the claim's, the begin's and the write's statements alike."""
+    return f"(coalesce(nullif(f.arrival, 0), {reader_arrival}), f.producer_id, f.epoch)"
+
+
+# The recorded fence is newer than the caller's (its cluster's row `k`, its token `a`).
+_NEWER = _recorded("k.arrival") + " > (k.arrival, a.producer_id, a.epoch)"
+
+
 # One statement for every call of a batch, each judged on its own (one snapshot: a switch
 # cannot be engaged, nor an abort recorded, nor a row written, between the check and the
 # write as this statement sees it), so a first send needs no `was_begun` round trip before
@@ -180,9 +194,9 @@ _BEGIN = (
     "WITH asked AS MATERIALIZED ("
     "  SELECT * FROM unnest($1::int[], $2::text[], $3::text[], $4::text[], $5::text[],"
     "   $6::int[], $7::text[], $8::text[], $9::text[], $10::text[], $11::float8[],"
-    "   $12::text[], $13::bigint[], $14::int[])"
+    "   $12::text[], $13::bigint[], $14::int[], $15::text[])"
     "  AS a(n, tenant, tx_id, op_key, leg, attempt, agent_id, provider, operation, holder,"
-    "   lease_s, fence_owner, producer_id, epoch)),"
+    "   lease_s, fence_owner, producer_id, epoch, fence_cluster)),"
     " judged AS MATERIALIZED ("
     "  SELECT a.n, a.tenant, a.op_key, a.leg, a.attempt, a.holder, a.lease_s,"
     "   coalesce((SELECT array_agg(k.switch_id ORDER BY k.switch_id) FROM kill_switches k"
@@ -205,9 +219,13 @@ _BEGIN = (
     "    AND c.op_key = a.op_key AND c.leg = a.leg AND c.attempt = a.attempt), false)"
     "   AS existed,"
     # The caller's partition was taken after it (services.dispatcher.call_fence): a scalar
-    # subquery on the fences' primary key, as `existed`; NULL fields (no fence) never match.
-    "   coalesce((SELECT true FROM call_fences f WHERE f.owner = a.fence_owner"
-    "    AND (f.producer_id, f.epoch) > (a.producer_id, a.epoch)), false) AS superseded"
+    # subquery on the fences' and the clusters' primary keys, as `existed`; NULL fields (no
+    # fence) never match, nor does a cluster not registered yet (its take's write is on its
+    # way, and a cluster registered later is the newest).
+    "   coalesce((SELECT true FROM call_fences f, kafka_clusters k"
+    "    WHERE f.owner = a.fence_owner AND k.cluster_id = a.fence_cluster AND "
+    + _NEWER
+    + "), false) AS superseded"
     "  FROM asked a),"
     " written AS ("
     "  INSERT INTO calls_begun (tenant, op_key, leg, attempt, holder, held_until)"
@@ -244,6 +262,7 @@ async def _begin_once(
         [c.fence.owner if c.fence else None for _, c in calls],
         [c.fence.producer_id if c.fence else None for _, c in calls],
         [c.fence.epoch if c.fence else None for _, c in calls],
+        [c.fence.cluster if c.fence else None for _, c in calls],
     )
     return [
         (
@@ -275,13 +294,15 @@ class Claimed(Enum):
 
 
 # Taken when nobody holds the row, its lease lapsed, or it is this holder's already; never
-# when the claimer's fence ($7: owner, $8: producer id, $9: epoch) is older than the one
-# its partition's owner wrote (`call_fences`), whatever the lease: the zombie's stale state
-# must not call. A claimer without a fence (NULL) is not fenced. The fence is read in the
-# statement's snapshot: one written while it runs is seen by the next poll.
+# when the claimer's fence ($7: owner, $8: producer id, $9: epoch, $10: cluster) is older
+# than the one its partition's owner wrote (`call_fences`, `_NEWER`), whatever the lease:
+# the zombie's stale state must not call. A claimer without a fence (NULL) is not fenced.
+# The fence is read in the statement's snapshot: one written while it runs is seen by the
+# next poll.
 _SUPERSEDED = (
-    "EXISTS (SELECT 1 FROM call_fences f WHERE f.owner = $7"
-    " AND (f.producer_id, f.epoch) > ($8::bigint, $9::int))"
+    "EXISTS (SELECT 1 FROM call_fences f, kafka_clusters k,"
+    " (SELECT $8::bigint AS producer_id, $9::int AS epoch) a"
+    " WHERE f.owner = $7 AND k.cluster_id = $10 AND " + _NEWER + ")"
 )
 _CLAIM = (
     "WITH taken AS (UPDATE calls_begun"
@@ -307,10 +328,12 @@ async def claim(
 ) -> Claimed:
     """Take the lease of `call` (tenant, op_key, leg, attempt) for `holder`, unless another
     holder's is live, or `fence` is older than its partition owner's (`write_fence`)."""
-    owner, producer_id, epoch = (
-        (fence.owner, fence.producer_id, fence.epoch) if fence else (None, None, None)
+    owner, producer_id, epoch, cluster = (
+        (fence.owner, fence.producer_id, fence.epoch, fence.cluster)
+        if fence
+        else (None, None, None, None)
     )
-    row = await conn.fetchrow(_CLAIM, *call, holder, lease_s, owner, producer_id, epoch)
+    row = await conn.fetchrow(_CLAIM, *call, holder, lease_s, owner, producer_id, epoch, cluster)
     assert row is not None
     if row["taken"]:
         return Claimed.TAKEN
@@ -321,18 +344,30 @@ async def claim(
 
 async def write_fence(conn: asyncpg.Connection, fence: Fence) -> bool:
     """The fence of a partition's new owner, written when it takes the partition (services.
-    dispatcher.call_fence); kept only if newer than the one there. True: written (False: the
-    one there is as new or newer, from a later take)."""
+    dispatcher.call_fence); kept only if newer than the one there (`_NEWER`: a later
+    cluster's, or a later take's of the same cluster). True: written (False: the one there
+    is as new or newer, from a later take or a cluster that arrived later)."""
+    # Its cluster first, in a statement of its own: a second statement's snapshot sees the
+    # registration that a concurrent take of the same cluster committed (ON CONFLICT waits
+    # for it), which one statement's would not. A crash between the two leaves the cluster
+    # registered with no fence written: the next take writes it.
+    await conn.execute(
+        "INSERT INTO kafka_clusters (cluster_id) VALUES ($1) ON CONFLICT DO NOTHING",
+        fence.cluster,
+    )
     return bool(
         await conn.fetchval(
-            "INSERT INTO call_fences AS f (owner, producer_id, epoch) VALUES ($1, $2, $3)"
-            " ON CONFLICT (owner) DO UPDATE SET producer_id = excluded.producer_id,"
-            "  epoch = excluded.epoch"
-            "  WHERE (f.producer_id, f.epoch) < (excluded.producer_id, excluded.epoch)"
+            "INSERT INTO call_fences AS f (owner, arrival, producer_id, epoch)"
+            " SELECT $1, k.arrival, $2, $3 FROM kafka_clusters k WHERE k.cluster_id = $4"
+            " ON CONFLICT (owner) DO UPDATE SET arrival = excluded.arrival,"
+            "  producer_id = excluded.producer_id, epoch = excluded.epoch"
+            "  WHERE " + _recorded("excluded.arrival") + " < (excluded.arrival,"
+            "   excluded.producer_id, excluded.epoch)"
             " RETURNING true",
             fence.owner,
             fence.producer_id,
             fence.epoch,
+            fence.cluster,
         )
     )
 

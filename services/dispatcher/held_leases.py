@@ -77,7 +77,11 @@ class HeldLeases:
         """This process took `partition` (its producer initialised): its claims of the
         partition's calls carry `fence` from now on (a later take's is newer)."""
         known = self._fences.get(partition)
-        if known is None or known.owner != fence.owner or known < fence:
+        # Tokens order the takes of one cluster; a take on another cluster is this process's
+        # latest (its bootstrap reaches new brokers): the database orders the two.
+        if known is None or (known.owner, known.cluster) != (fence.owner, fence.cluster):
+            self._fences[partition] = fence
+        elif known < fence:
             self._fences[partition] = fence
 
     def fence(self, partition: int) -> Fence | None:

@@ -25,7 +25,7 @@ from services.pg_pool import GENERIC_PLANS
 ROWS = 3000
 TYPES = (
     "int[], text[], text[], text[], text[], int[], text[], text[], text[], text[], float8[],"
-    " text[], bigint[], int[]"
+    " text[], bigint[], int[], text[]"
 )
 
 
@@ -111,21 +111,22 @@ def probes_by_key(plan: str) -> None:
     assert "Seq Scan on intents" not in plan, plan
     assert plan.count("calls_begun_pkey") == 2, plan  # the abort's and the redelivery's
     assert "intents_pkey" in plan, plan
-    # One row per partition: a scan of it costs what a probe does.
+    # One row per partition, and per Kafka cluster: a scan costs what a probe does.
     assert "call_fences" in plan, plan
+    assert "kafka_clusters" in plan, plan
 
 
 # A forward call large_tables began: the begin finds its row and writes nothing.
 A_BEGUN_CALL = (
     "ARRAY[1], ARRAY['acme'], ARRAY['tx-17'], ARRAY['rk1_c17'], ARRAY['forward'], ARRAY[1],"
     " ARRAY['agent'], ARRAY['sandbox'], ARRAY['payments.charge'], ARRAY['holder'], ARRAY[10.0],"
-    " ARRAY['recon-decider-0'], ARRAY[7::bigint], ARRAY[3]"
+    " ARRAY['recon-decider-0'], ARRAY[7::bigint], ARRAY[3], ARRAY['x9oM2vKcQWu3hPz1sTn0bA']"
 )
 
 
 async def generic_plan(conn: asyncpg.Connection) -> str:
     # A generic plan does not depend on the values: NULLs stand for any.
-    return await large_tables.plan(conn, _BEGIN, TYPES, ", ".join(["NULL"] * 14), False)
+    return await large_tables.plan(conn, _BEGIN, TYPES, ", ".join(["NULL"] * 15), False)
 
 
 async def test_the_begin_pool_plans_generically(fresh_database: str) -> None:

@@ -393,7 +393,7 @@ async def _taken_in_turn(settings: Settings, partition: int, takes: int) -> list
             transactional_id=f"{settings.topics.prefix}recon-decider-{partition}",
         )
         await producer.start()
-        fences.append(producer_fence(producer))
+        fences.append(await producer_fence(producer))
         await producer.stop()
     return fences
 
@@ -413,9 +413,27 @@ async def _owner_takes(conn: asyncpg.Connection, owner: _Process, took: Fence) -
     task, which its take starts before its take-over calls)."""
     owner.owned.add(0)
     owner.host.fenced(0, took)
+    await _fence_recorded(conn, took)
+
+
+async def _fence_recorded(conn: asyncpg.Connection, fence: Fence) -> None:
+    """Waits until partition 0's recorded fence is `fence` (DispatchHost.fenced's task)."""
+    token = (fence.producer_id, fence.epoch)
     async with asyncio.timeout(10):
-        while await conn.fetchval("SELECT epoch FROM call_fences") != took.epoch:
+        while await conn.fetchrow("SELECT producer_id, epoch FROM call_fences") != token:
             await asyncio.sleep(0.01)
+
+
+async def _zombie_redelivers(
+    zombie: _Process, order: DispatchOrder, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The zombie's redelivery of `order` (a retry of its plan, or `again`), run to its end
+    through its DispatchHost, the executor's lines captured."""
+    with caplog.at_level(logging.INFO, logger="services.dispatcher.executor"):
+        zombie.host.submit([order])
+        async with asyncio.timeout(10):
+            while zombie.host.tasks:
+                await asyncio.sleep(0.01)
 
 
 async def test_a_zombies_redelivery_is_not_called_once_the_partitions_owner_took_it(
@@ -446,11 +464,7 @@ async def test_a_zombies_redelivery_is_not_called_once_the_partitions_owner_took
         # Nobody's lease is live any more (the owner's ended; the zombie's lapsed).
         await conn.execute("UPDATE calls_begun SET held_until = NULL")
         assert zombie.owned == {0}, "the zombie has not noticed"
-        with caplog.at_level(logging.INFO, logger="services.dispatcher.executor"):
-            zombie.host.submit([order])
-            async with asyncio.timeout(10):
-                while zombie.host.tasks:
-                    await asyncio.sleep(0.01)
+        await _zombie_redelivers(zombie, order, caplog)
         async with httpx.AsyncClient(base_url=provider.url) as sandbox:
             assert await calls_to(sandbox, dispatch.op_key) == [], "a zombie called again"
         assert zombie.answers == []
@@ -494,5 +508,47 @@ async def test_a_zombies_first_send_of_a_released_hold_is_not_begun(
         assert await conn.fetchval("SELECT count(*) FROM calls_begun") == 0
         by_owner = await store.claim_released(conn, 60.0, claimer="owner", partitions=[0])
         assert [h.op_key for h in by_owner] == [dispatch.op_key]
+    finally:
+        await conn.close()
+
+
+async def test_brokers_replaced_the_new_clusters_owner_calls_and_the_old_clusters_zombie_not(
+    processes: tuple[_Process, _Process],
+    fresh_database: str,
+    provider: Sandbox,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # docs/operations.md, "Replacing the brokers under one database": the database served
+    # another Kafka cluster first, whose producer ids had grown far past the new brokers'.
+    # Its last owner of partition 0 never reached the new brokers: a zombie, its take's
+    # fence (written as that cluster's) in `call_fences`. The new cluster's owner takes the
+    # partition with a real, much smaller token (the test broker's): its fence is written
+    # and its call made, with no row deleted by hand; the old cluster's zombie, which would
+    # compare as newer by its numbers alone, is refused.
+    zombie, owner = processes
+    envelope, dispatch = charge("moved-1", "k_moved")
+    order = DispatchOrder(envelope, dispatch, 0)
+    (took,) = await _taken_in_turn(owner.host.settings, 0, 1)
+    replaced = Fence(took.owner, took.producer_id + 10**9, 7, "a-replaced-kafka-cluster")
+    conn = await asyncpg.connect(fresh_database)
+    try:
+        zombie.host.fenced(0, replaced)  # the old cluster's take
+        await _fence_recorded(conn, replaced)
+        await _owner_takes(conn, owner, took)
+        await owner.call(order)
+        assert [a.outcome.value for a in owner.answers] == ["succeeded"]
+        async with httpx.AsyncClient(base_url=provider.url) as sandbox:
+            made = await calls_to(sandbox, dispatch.op_key)
+        assert [kind for kind, _ in made] == ["apply"], made
+        # The zombie redelivers once nobody's lease is live: refused, nothing asked.
+        await conn.execute("UPDATE calls_begun SET held_until = NULL")
+        await _zombie_redelivers(zombie, order, caplog)
+        async with httpx.AsyncClient(base_url=provider.url) as sandbox:
+            assert await calls_to(sandbox, dispatch.op_key) == made, "the old cluster called"
+        assert zombie.answers == []
+        assert "the partition's owner took it after this process; not called" in caplog.text
+        # Its take's write, retried late (Postgres was away for it), does not win back.
+        assert not await zombie.host.gate.write_fence(replaced)
+        await _fence_recorded(conn, took)
     finally:
         await conn.close()

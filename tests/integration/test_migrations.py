@@ -325,6 +325,11 @@ async def test_the_stack_runs_on_a_runtime_role_without_ddl_rights(
             finally:
                 await as_runtime.close()
             assert "applying 0001.baseline" in stack.log_tail("migrate", 50)
+            # The deciders' takes wrote their call fences as the role, with their cluster
+            # (registered in kafka_clusters, whose arrival comes from a sequence).
+            assert await owner.fetchval(
+                "SELECT count(*) FROM call_fences f JOIN kafka_clusters k USING (arrival)"
+            )
         finally:
             await owner.execute(f"DROP OWNED BY {role}")
     finally:
