@@ -105,6 +105,19 @@ CONSUMER_GROUP_UNSETTLED_SECONDS = Gauge(
     " member), as the intake saw it; 0 when settled. Alert at the session timeout (10 s)",
     ["group"],
 )
+CONSUMER_GROUP_STUCK_SECONDS = Gauge(
+    "recon_consumer_group_stuck_seconds",
+    "How long each consumer group's position has not moved on a partition where records wait"
+    " for it (or a transaction is open), the longest such partition, as the intake saw it; 0"
+    " when none. Alert at 60 s (services.intake.group_progress.STUCK_AFTER_S)",
+    ["group"],
+)
+CONSUMER_GROUP_WAITING_RECORDS = Gauge(
+    "recon_consumer_group_waiting_records",
+    "Records (offsets) between each consumer group's position and the log's end on the"
+    " partitions counted by recon_consumer_group_stuck_seconds",
+    ["group"],
+)
 REVIEWS_OPEN = Gauge("recon_reviews_open", "Manual reviews open now (refreshed by the reconciler)")
 LEGS_GIVEN_UP = Gauge(
     "recon_reconciler_legs_given_up",

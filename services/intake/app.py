@@ -85,7 +85,7 @@ def create_app(settings: Settings) -> FastAPI:
                 await admin.start()
                 try:
                     app.state.pool, app.state.producer, app.state.admin = pool, producer, admin
-                    app.state.group_watch = GroupWatch(admin, settings.group_prefix)
+                    app.state.group_watch = GroupWatch(admin, settings)
                     watching = asyncio.create_task(app.state.group_watch.run())
                     app.state.produced_marks = ProducedMarks(pool)
                     app.state.intent_claims = IntentClaims(pool)
@@ -109,6 +109,7 @@ def create_app(settings: Settings) -> FastAPI:
                         watching.cancel()
                         with suppress(asyncio.CancelledError):
                             await watching
+                        await app.state.group_watch.close()
                     counts = getattr(app.state, "console_kafka", None)
                     if counts is not None:
                         await counts.close()

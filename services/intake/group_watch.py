@@ -18,6 +18,11 @@ with no member at all (at once, as before) or one unsettled for STALLED_AFTER_S 
 the time the broker allows a silent member, so a group still unsettled then is not waiting
 for a dead member but stuck. The memory of when it became unsettled is this process's: an
 intake started meanwhile counts from its own first look.
+
+A settled group can still do nothing (a member heartbeating while its handler is stuck):
+that rule is services.intake.group_progress's, followed by the same loop every
+WATCH_INTERVAL_S (not at each `/healthz`, which judges with the last look's positions), and
+the verdict names each stuck partition's owner from the group's assignment.
 """
 
 from __future__ import annotations
@@ -26,18 +31,25 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from aiokafka import TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka.coordinator.protocol import ConsumerProtocolMemberAssignment
 from aiokafka.errors import GroupCoordinatorNotAvailableError, KafkaError
 
+from services.config import Settings
 from services.consumer_groups import GROUPS
+from services.intake.group_positions import GroupPositions
+from services.intake.group_progress import STUCK_AFTER_S, GapReader, Progress, Waiting
 from services.intake.health import HEALTH_TIMEOUT_S
 from services.kafka_clients import SESSION_TIMEOUT_MS
 from services.metrics import (
     CONSUMER_GROUP_MEMBERS,
     CONSUMER_GROUP_STATE,
+    CONSUMER_GROUP_STUCK_SECONDS,
     CONSUMER_GROUP_UNSETTLED_SECONDS,
+    CONSUMER_GROUP_WAITING_RECORDS,
     labelled,
 )
 
@@ -51,6 +63,8 @@ WATCH_INTERVAL_S = 2.0
 # a state not listed here is shown too, and is never settled.
 STATES = ("Stable", "PreparingRebalance", "CompletingRebalance", "Empty", "Dead")
 NO_CONSUMER = "no consumer running"
+# The stuck partitions a verdict names (the longest waiting first); the rest are counted.
+NAMED_PARTITIONS = 5
 
 
 @dataclass(frozen=True)
@@ -58,22 +72,33 @@ class GroupSeen:
     state: str
     # Each member as `client_id@host`: which process to look at.
     members: tuple[str, ...]
+    # Which member holds each partition, as the group's last assignment says.
+    owners: dict[TopicPartition, str] = field(default_factory=dict)
 
     @property
     def settled(self) -> bool:
         return self.state == "Stable" and bool(self.members)
 
 
-def verdict(seen: GroupSeen, unsettled_s: float) -> str:
+def verdict(seen: GroupSeen, unsettled_s: float, waiting: list[Waiting]) -> str:
     """`ok`, or why the group fails `/healthz`: the one rule both the check and the
-    watch's log apply (the alert applies STALLED_AFTER_S to the gauge the watch sets)."""
+    watch's log apply (the alerts apply STALLED_AFTER_S and STUCK_AFTER_S to the gauges
+    the watch sets)."""
     if not seen.members:
         return NO_CONSUMER
-    if seen.settled or unsettled_s < STALLED_AFTER_S:
+    if not seen.settled and unsettled_s >= STALLED_AFTER_S:
+        return (
+            f"stalled: {seen.state} for {unsettled_s:.0f} s, at least the session timeout"
+            f" ({STALLED_AFTER_S:.0f} s), members {', '.join(seen.members)}"
+        )
+    stuck = [w for w in waiting if w.seconds >= STUCK_AFTER_S]
+    if not stuck:
         return "ok"
+    named = ", ".join(w.describe(seen.owners.get(w.tp)) for w in stuck[:NAMED_PARTITIONS])
+    more = f" and {len(stuck) - NAMED_PARTITIONS} more" if len(stuck) > NAMED_PARTITIONS else ""
     return (
-        f"stalled: {seen.state} for {unsettled_s:.0f} s, at least the session timeout"
-        f" ({STALLED_AFTER_S:.0f} s), members {', '.join(seen.members)}"
+        f"not advancing: {len(stuck)} partition(s) with records to read and the group's"
+        f" position unmoved for at least {STUCK_AFTER_S:.0f} s: {named}{more}"
     )
 
 
@@ -81,13 +106,23 @@ class GroupWatch:
     def __init__(
         self,
         admin: AIOKafkaAdminClient,
-        group_prefix: str,
+        settings: Settings,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self._admin, self._prefix, self._clock = admin, group_prefix, clock
+        self._admin, self._prefix, self._clock = admin, settings.group_prefix, clock
         # Each group's first look seen unsettled, while it stays so.
         self._unsettled_since: dict[str, float] = {}
         self._reported: set[str] = set()
+        self._positions = GroupPositions(settings, admin, "intake-watch")
+        self._gaps = GapReader(settings)
+        self.progress = Progress()
+        # When the positions were last read (the progress rule's now); None before.
+        self._followed_at: float | None = None
+        self._follow_failing = False
+
+    async def close(self) -> None:
+        await self._positions.close()
+        await self._gaps.close()
 
     async def look(self) -> dict[str, str]:
         """Each group's verdict, by its name in GROUPS; its gauges set as seen now."""
@@ -97,9 +132,36 @@ class GroupWatch:
             for name, found in zip(GROUPS, seen, strict=True)
         }
 
+    async def follow(self) -> None:
+        """Reads every group's positions and the gaps due a read (group_progress)."""
+        partitions = await self._positions.partitions()
+        standings = await self._positions.standings(GROUPS, partitions)
+        now = self._clock()
+        for name, found in standings.items():
+            self.progress.seen(name, found, now)
+        gaps = self.progress.to_read(now)
+        for tp, gap in (await self._gaps.read(gaps)).items():
+            self.progress.read(tp, gaps[tp].position, gap)
+        self._followed_at = now
+
     async def run(self) -> None:
-        """Looks every WATCH_INTERVAL_S until cancelled (the intake's lifespan)."""
+        """Follows the positions and looks every WATCH_INTERVAL_S until cancelled (the
+        intake's lifespan)."""
         while True:
+            try:
+                async with asyncio.timeout(WATCH_INTERVAL_S + HEALTH_TIMEOUT_S):
+                    await self.follow()
+                if self._follow_failing:
+                    self._follow_failing = False
+                    log.info("the consumer groups' positions are read again")
+            except (TimeoutError, KafkaError) as exc:
+                # Kafka away (the `kafka` check says so): the progress rule judges with
+                # the last positions read until it answers again.
+                if not self._follow_failing:
+                    self._follow_failing = True
+                    log.warning("cannot read the consumer groups' positions (%r)", exc)
+            except Exception:
+                log.exception("the consumer group watch failed to read the positions")
             try:
                 await self.look()
             except Exception:
@@ -116,11 +178,18 @@ class GroupWatch:
             unsettled_s = 0.0
         else:
             unsettled_s = now - self._unsettled_since.setdefault(group, now)
+        waiting = (
+            self.progress.waiting(name, self._followed_at) if self._followed_at is not None else []
+        )
         labelled(CONSUMER_GROUP_MEMBERS, group).set(len(seen.members))
         labelled(CONSUMER_GROUP_UNSETTLED_SECONDS, group).set(unsettled_s)
+        labelled(CONSUMER_GROUP_STUCK_SECONDS, group).set(
+            max((w.seconds for w in waiting), default=0)
+        )
+        labelled(CONSUMER_GROUP_WAITING_RECORDS, group).set(sum(w.behind for w in waiting))
         for state in (*STATES, *((seen.state,) if seen.state not in STATES else ())):
             labelled(CONSUMER_GROUP_STATE, group, state).set(state == seen.state)
-        found = verdict(seen, unsettled_s)
+        found = verdict(seen, unsettled_s, waiting)
         # Logged once per episode, when it starts failing and when it ends: the log line
         # names the members, so the operator knows which process to read.
         if found != "ok" and group not in self._reported:
@@ -153,11 +222,28 @@ class GroupWatch:
                     return (
                         f"cannot describe the consumer group (error code {described['error_code']})"
                     )
-                return GroupSeen(
-                    str(described["state"]),
-                    tuple(
-                        f"{member['client_id']}@{member['client_host']}"
-                        for member in described["members"]
-                    ),
-                )
+                members = {
+                    f"{member['client_id']}@{member['client_host']}": member["member_assignment"]
+                    for member in described["members"]
+                }
+                return GroupSeen(str(described["state"]), tuple(members), _owners(members))
         return GroupSeen("Dead", ())
+
+
+def _owners(members: dict[str, bytes]) -> dict[TopicPartition, str]:
+    """Each partition's member, from the assignments the group's leader sent (empty while
+    a rebalance has not completed; an assignment that does not decode names nobody)."""
+    found: dict[TopicPartition, str] = {}
+    for member, assignment in members.items():
+        if not assignment:
+            continue
+        try:
+            decoded = ConsumerProtocolMemberAssignment.decode(assignment)
+        except Exception:
+            # Not the consumer protocol (another client's group of that name): the
+            # verdict names no owner for its partitions, nothing else changes.
+            log.warning("consumer group member %s: assignment not readable", member)
+            continue
+        for tp in decoded.partitions():
+            found[tp] = member
+    return found

@@ -10,6 +10,8 @@ import yaml
 from prometheus_client import REGISTRY
 
 import services.metrics  # registers every family
+from services.intake.group_progress import STUCK_AFTER_S
+from services.intake.group_watch import STALLED_AFTER_S
 
 COMPOSE = Path(__file__).resolve().parents[2] / "compose"
 METRIC = re.compile(r"\brecon_[a-z_]+\b")
@@ -54,7 +56,21 @@ def test_the_alerts_watch_what_issue_25_asks_for() -> None:
         "recon_http_requests_total",
         "recon_consumer_lag",
         "recon_consumer_group_unsettled_seconds",
+        "recon_consumer_group_stuck_seconds",
     }
+
+
+def test_the_consumer_group_alerts_page_where_healthz_fails() -> None:
+    # The thresholds are the group watch's (services.intake.group_watch.verdict): an alert
+    # at another number would page while /healthz says ok, or the reverse.
+    thresholds = {
+        "ReconConsumerGroupStalled": STALLED_AFTER_S,
+        "ReconConsumerGroupNotAdvancing": STUCK_AFTER_S,
+    }
+    for rule in _rules():
+        if rule["alert"] in thresholds:
+            found = re.fullmatch(r".*>= (\d+)", str(rule["expr"]))
+            assert found and float(found[1]) == thresholds[str(rule["alert"])], rule
 
 
 def test_every_dashboard_panel_queries_exported_metrics() -> None:
