@@ -63,6 +63,11 @@ WATCH_INTERVAL_S = 2.0
 # a state not listed here is shown too, and is never settled.
 STATES = ("Stable", "PreparingRebalance", "CompletingRebalance", "Empty", "Dead")
 NO_CONSUMER = "no consumer running"
+# After the intake starts, a group failing is not logged for this long: at a stack's start
+# the processes join while the intake already looks (a stack starts in 4-5 s,
+# docs/testing.md), and a WARNING per group at every start, then `ok again`, taught
+# nobody anything. `/healthz`, the gauges and so the alerts are not held back: only the log.
+START_QUIET_S = 30.0
 # The stuck partitions a verdict names (the longest waiting first); the rest are counted.
 NAMED_PARTITIONS = 5
 
@@ -113,6 +118,7 @@ class GroupWatch:
         # Each group's first look seen unsettled, while it stays so.
         self._unsettled_since: dict[str, float] = {}
         self._reported: set[str] = set()
+        self._started_at = clock()
         self._positions = GroupPositions(settings, admin, "intake-watch")
         self._gaps = GapReader(settings)
         self.progress = Progress()
@@ -191,8 +197,10 @@ class GroupWatch:
             labelled(CONSUMER_GROUP_STATE, group, state).set(state == seen.state)
         found = verdict(seen, unsettled_s, waiting)
         # Logged once per episode, when it starts failing and when it ends: the log line
-        # names the members, so the operator knows which process to read.
-        if found != "ok" and group not in self._reported:
+        # names the members, so the operator knows which process to read. A group failing
+        # in the start's quiet spell is logged once the spell is over, if it still fails.
+        quiet = now - self._started_at < START_QUIET_S
+        if found != "ok" and group not in self._reported and not quiet:
             self._reported.add(group)
             log.warning("consumer group %s: %s", group, found)
         elif found == "ok" and group in self._reported:
