@@ -378,10 +378,31 @@ CAUGHT_AT: dict[str, int] = {
 
 @contextmanager
 def inject(name: str) -> Iterator[None]:
+    """The bug `name` in place for the `with`, then exactly what was there put back: read
+    from the target's own namespace, not with getattr, which would unwrap a staticmethod or
+    classmethod (restored as a plain function, it becomes an instance method) and would
+    read an inherited attribute, which the restore would then shadow on the subclass."""
     target, attribute, variant = BUGS[name]
-    original = getattr(target, attribute)
-    setattr(target, attribute, variant)
+    restore = patch(target, attribute, variant)
     try:
         yield
     finally:
-        setattr(target, attribute, original)
+        restore()
+
+
+def patch(target: object, attribute: str, variant: object) -> Callable[[], None]:
+    """Puts `variant` at `target.attribute`; the function returned puts back what was
+    there: the same object from the target's own namespace, or nothing (deleted) when the
+    attribute was inherited or absent."""
+    namespace = vars(target)
+    missing = object()
+    original = namespace.get(attribute, missing)
+    setattr(target, attribute, variant)
+
+    def restore() -> None:
+        if original is missing:
+            delattr(target, attribute)
+        else:
+            setattr(target, attribute, original)
+
+    return restore
