@@ -23,7 +23,7 @@ from services.governance import gate
 from services.governance.gate import Claim, Reservation
 from services.providers.classify import classify_response
 from services.saga import reactor
-from transactions import transaction
+from transactions import approvals, transaction
 from transactions.finished import FinishedTransaction
 from transactions.state import OperationState, TransactionState
 from transactions.unanswered import unanswered, waits_on
@@ -288,6 +288,19 @@ def _quota_not_counted(*_args: Any) -> None:
     return None
 
 
+def _approval_not_awaited(*_args: Any) -> None:
+    """A step that needs approval is dispatched as if it did not (approvals.gate lets every
+    pending step go): the person's approval is never waited for."""
+    return None
+
+
+def _retry_without_approval(*_args: Any, **_kwargs: Any) -> list[str]:
+    """A review `retry` makes its new attempt whatever allowed the first one (the attempt
+    gate asks nothing): a gated step is called again on an approval its first attempt
+    spent."""
+    return []
+
+
 def _review_id_without_attempt(op_key: str, attempt: int, reason: str) -> str:
     """The gate's review of a retried attempt has its first attempt's id, so the decider
     takes it for a duplicate (seen) and the leg waits for a call nobody makes."""
@@ -339,6 +352,9 @@ BUGS: dict[str, Patch] = {
     "quota_counted_again": (policies, "reserve", _counted_again),
     # In the model of Gatekeeper._clear's quotas (undo legs count too).
     "undo_not_counted": (dispatch_host.SimDispatchHost, "_quotas", _undo_not_counted),
+    # In the decider's approval rules (transactions.approvals, events.attempt_gate).
+    "approval_not_awaited": (approvals, "gate", _approval_not_awaited),
+    "retry_without_approval": (transaction, "attempt_refusals", _retry_without_approval),
     # In the gate review's id (gatekeeper.review_request's, events.keys.gate_review_id).
     "review_id_without_attempt": (gatekeeper, "gate_review_id", _review_id_without_attempt),
 }
@@ -348,23 +364,25 @@ BUGS: dict[str, Patch] = {
 # it. A change of the model that moves a seed costs that test a scan, not its check; the
 # seed it then prints is the one to write here.
 CAUGHT_AT: dict[str, int] = {
+    "approval_not_awaited": 11,
     "begin_ignores_switches": 48,
     "calls_before_commit": 1,
-    "carry_gives_up": 116,
-    "claim_never_waits": 1,
-    "claimed_not_asked_again": 764,
-    "destructive_resent": 158,
+    "carry_gives_up": 7293,
+    "claim_never_waits": 86,
+    "claimed_not_asked_again": 914,
+    "destructive_resent": 392,
     "dispatch_on_unknown": 2,
     "held_not_again": 810,
     "let_go_on_the_wire": 610,
     "next_before_wire_ended": 2,
     "no_attempt_check": 2,
-    "offsets_ahead_of_records": 65,
+    "offsets_ahead_of_records": 54,
     "plan_in_step_order": 7,
     "quota_counted_again": 96,
     "quota_not_counted": 24,
     "resume_after_finish": 80,
     "resume_beside_own_call": 634,
+    "retry_without_approval": 404,
     "review_id_without_attempt": 2,
     "staged_survives_failure": 2,
     "take_over_calls_answered": 114,

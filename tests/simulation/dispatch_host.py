@@ -156,8 +156,9 @@ class SimDispatchHost:
     policy: SimPolicy
     # The gate's RequestReview, to the transaction's partition of recon.commands.
     review: Callable[[RequestReview], object]
-    # A call begun (its row written): the monitor's check of the transaction's state.
-    on_begun: Callable[[str, str, Leg], object]
+    # A call begun (its row written: tx_id, op_key, leg, attempt): the monitor's check of
+    # the transaction's state, and the approvals' of the person's.
+    on_begun: Callable[[str, str, Leg, int], object]
     calls: list[Running] = field(default_factory=list)
     # The owner's calls a take-over found running: made again once they end.
     again: dict[tuple[str, str, str, int], DispatchOrder] = field(default_factory=dict)
@@ -409,7 +410,7 @@ class SimDispatchHost:
                     if answer.written:
                         self._begun_unswitched(row, dispatch.operation)
                         self._begun_granted(running, row)
-                        self.on_begun(envelope.tx_id, key, leg)
+                        self.on_begun(envelope.tx_id, key, leg, attempt)
                         held_until = now + _ms(held_s(self.provider_timeout_s, BEGIN_REQUESTS))
                         took(until)
                     yield 0  # a crash may fall between the row and the call

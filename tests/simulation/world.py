@@ -11,17 +11,18 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 
-from events.definition import Compensation, OperationKind, OperationSpec
+from events.definition import Compensation, Leg, OperationKind, OperationSpec
 from events.envelope import Envelope
 from events.inputs import DeciderInput, OperationObserved, SubmitTransaction
 from events.keys import compensation_key, op_key
-from projections.view import TxView
+from projections.view import OpView, TxView
 from reconcilers.webhook_intake import MatchedOperation
 from services.decider.dispatch_host import LEAVE_WAIT_S
 from services.decider.restore import Stored
 from services.providers.sandbox_operations import SANDBOX_OPERATIONS
 
 from . import long_leases
+from .approvals import SimApprovals
 from .calls_begun import SimCallsBegun
 from .clock import Clock
 from .decider import SimDecider
@@ -134,6 +135,8 @@ class World:
         if self.long_leases is not None:
             self.heal_at += self.long_leases.longer_faults
         self.policy = SimPolicy.drawn(self.clock, self.seed)
+        # Steps that wait for a person's approval in one schedule in four, drawn apart.
+        self.approvals = SimApprovals.drawn(self.clock, self.seed)
         calls_begun = SimCallsBegun(self._abort_stops)
         self.host = SimDispatchHost(
             self.provider,
@@ -145,7 +148,7 @@ class World:
             self._current,
             self.policy,
             self.send_input,
-            self.monitor.on_begun,
+            self._begun,
         )
         if self.long_leases is not None:
             self.host.provider_timeout_s = self.long_leases.provider_timeout_s
@@ -162,7 +165,10 @@ class World:
         self.reconciler.lose_rate = rng.choice([0.0, 0.2])
         self.operator = Operator(self.provider, self.clock, rng)
         self.resolved: set[str] = set()
-        self.submits = [transaction(rng, f"tx-{n}") for n in range(rng.choice([1, 1, 2]))]
+        self.submits = [
+            self.approvals.submitted(transaction(rng, f"tx-{n}"))
+            for n in range(rng.choice([1, 1, 2]))
+        ]
         # Two transactions share a partition or have one each: one decider process owns
         # both partitions (one host makes their calls, a crash takes both), each with its
         # own inputs, transactions, changelog and take-over.
@@ -230,6 +236,10 @@ class World:
 
     def _forward(self, partition: int, answer: OperationObserved) -> None:
         self.observations[partition].append(answer)
+
+    def _begun(self, tx_id: str, key: str, leg: Leg, attempt: int) -> None:
+        self.monitor.on_begun(tx_id, key, leg)
+        self.approvals.on_begun(key, leg, attempt)
 
     def _current(self, partition: int, _tenant: str, tx_id: str) -> Stored | None:
         return self.deciders[partition].stored((TENANT, tx_id))
@@ -341,7 +351,13 @@ class World:
         for view in self.projection.views.values() if self.projection.reviewed else ():
             for review_id, leg_key in self.operator.open_reviews(view):
                 if review_id not in self.resolved and not self._in_dispatch():
+                    if review_id in self.approvals.answers and not self._shown(view.tx_id):
+                        continue  # his last answer is not decided and shown yet
                     options.append(("resolve", 1, self._resolver(view, review_id, leg_key)))
+        if self.approvals.classes is not None:
+            for view in self.projection.views.values():
+                for what, weight, op in self.approvals.choices(view):
+                    options.append((what, weight, partial(self._approval, view, op)))
         if faulty:
             for tx in self.submits:
                 if tx.tx_id not in self.aborted and self.abort_rate:
@@ -420,10 +436,23 @@ class World:
 
     def _resolver(self, view: TxView, review_id: str, key: str) -> Callable[[], None]:
         def resolve() -> None:
-            self.resolved.add(review_id)
-            self.send_input(self.operator.resolve(view, review_id, key))
+            for message in self.approvals.resolving(
+                view, self.operator.resolve(view, review_id, key)
+            ):
+                self.send_input(message)
+            if review_id not in self.approvals.answers:
+                self.resolved.add(review_id)
 
         return resolve
+
+    def _approval(self, view: TxView, op: OpView) -> None:
+        self.send_input(self.approvals.decide(view, op))
+
+    def _shown(self, tx_id: str) -> bool:
+        """Whether what was sent for the transaction was decided, and the projection shows
+        it (what the person sees before he looks again)."""
+        d = self.decider_of(tx_id)
+        return not (d.pending() or d.staged or d.wire or self.projection.events.pending())
 
     def _in_dispatch(self) -> bool:
         """Whether a call may still reach the provider: a person checking the provider
