@@ -42,9 +42,12 @@ BROKERS ?= 1
 # `make run WEBHOOKS_TO=http://127.0.0.1:8097/v1/webhooks/sandbox`: the sandbox's webhooks go to
 # that URL (a sink) instead of recon's intake, to benchmark recon without them (docs/benchmark.md).
 WEBHOOKS_TO ?=
+# `make run WEBHOOK_DELAY_MS=2000`: each webhook goes out 2 s after its effect, as a real
+# provider's delivery queue sends it (docs/benchmark.md "Webhooks that come late").
+WEBHOOK_DELAY_MS ?= 0
 
 run: fetch
-	$(UV) run python -m services.devtools.stack --brokers $(BROKERS) $(if $(WEBHOOKS_TO),--webhooks-to $(WEBHOOKS_TO))
+	$(UV) run python -m services.devtools.stack --brokers $(BROKERS) $(if $(WEBHOOKS_TO),--webhooks-to $(WEBHOOKS_TO)) --webhook-delay-ms $(WEBHOOK_DELAY_MS)
 
 bench: setup
 	$(UV) run python -m services.devtools.bench

@@ -53,6 +53,7 @@ from events.topics import PARTITIONS, Topics
 from services.cli.progress import Progress
 from services.devtools.cpu_account import CpuUse, snapshot
 from services.devtools.infra._process import REPO_ROOT
+from services.devtools.sandbox.webhook_config import delivery_delay_ms
 from services.devtools.stack import SERVICES, Stack, webhook_url
 from services.intake.example import example_transaction
 from services.kafka_clients import PREFETCH_BACKOFF_S, client_id
@@ -349,6 +350,7 @@ async def _with_own_stack(args: argparse.Namespace) -> dict[str, float]:
         extra_env={"RECON_LOG_LEVEL": "WARNING"},
         service_env=service_env,
         webhooks_to=args.webhooks_to,
+        webhook_delay_ms=args.webhook_delay_ms,
     )
     print("starting Postgres, Kafka and recon in .cache/bench ...", flush=True)
     postgres.start()
@@ -586,6 +588,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         " (python -m services.devtools.stack --webhooks-to, docs/benchmark.md)",
     )
     parser.add_argument(
+        "--webhook-delay-ms",
+        type=delivery_delay_ms,
+        default=0,
+        metavar="MS",
+        help="with its own stack: each webhook's first delivery waits MS after its effect,"
+        " as a real provider's delivery queue does (default: at once; docs/benchmark.md"
+        ' "Webhooks that come late")',
+    )
+    parser.add_argument(
         "--idle",
         type=float,
         default=5.0,
@@ -658,6 +669,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error(
             "--webhooks-to is for the benchmark's own stack; with --url, start that stack"
             " with it (python -m services.devtools.stack --webhooks-to URL)"
+        )
+    if args.url and args.webhook_delay_ms:
+        parser.error(
+            "--webhook-delay-ms is for the benchmark's own stack; with --url, start that"
+            " stack with it (python -m services.devtools.stack --webhook-delay-ms MS)"
         )
     if args.warmup is None:
         args.warmup = 0 if args.url else WARMUP_OWN_STACK

@@ -25,6 +25,7 @@ from urllib.parse import urlsplit
 from services.devtools.infra._process import REPO_ROOT, signal_group, terminate, terminate_all
 from services.devtools.ports import free_port
 from services.devtools.restarts import Restarts
+from services.devtools.sandbox.webhook_config import delivery_delay_ms
 from services.intake.example import example_curl
 
 # Start order: the provider first, the intake last (its /healthz waits for the others).
@@ -69,6 +70,9 @@ class Stack:
     # Where the sandbox delivers its webhooks; None: recon's intake, as a real provider's
     # would. A sink instead measures recon without ingesting them (`--webhooks-to`).
     webhooks_to: str | None = None
+    # How long after its effect each webhook's first delivery waits (`--webhook-delay-ms`),
+    # as a real provider's delivery queue: 0 sends at once.
+    webhook_delay_ms: int = 0
 
     @property
     def intake_url(self) -> str:
@@ -113,6 +117,7 @@ class Stack:
             # The provider confirms effects by signed webhook to the intake, as real ones do
             # (or to a sink, for a measurement without them).
             args += ["--webhook-url", self.webhook_target]
+            args += ["--webhook-delay-ms", str(self.webhook_delay_ms)]
         self.log_dir.mkdir(parents=True, exist_ok=True)
         with open(self.log_dir / f"{name}.log", "ab") as log:
             process = subprocess.Popen(
@@ -256,6 +261,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         " answers alone, to measure it as a system that ingests no webhooks"
         " (default: the intake; `make run WEBHOOKS_TO=URL`; docs/benchmark.md)",
     )
+    parser.add_argument(
+        "--webhook-delay-ms",
+        type=delivery_delay_ms,
+        default=0,
+        metavar="MS",
+        help="each webhook's first delivery waits MS after its effect, as a real provider's"
+        " delivery queue does (default: at once; `make run WEBHOOK_DELAY_MS=MS`;"
+        " docs/benchmark.md)",
+    )
     return parser.parse_args(argv)
 
 
@@ -276,6 +290,7 @@ def main(argv: list[str] | None = None) -> int:
         # The topics recon creates get the cluster's durability (3 copies, 2 in sync).
         extra_env={k: v for k, v in kafka_env(kafka).items() if k != "RECON_KAFKA_BOOTSTRAP"},
         webhooks_to=args.webhooks_to,
+        webhook_delay_ms=args.webhook_delay_ms,
     )
     stopping = False
 
@@ -294,13 +309,14 @@ def main(argv: list[str] | None = None) -> int:
         print("starting recon services ...", flush=True)
         stack.start_all()
         asyncio.run(stack.wait_ready())
+        delayed = f", {args.webhook_delay_ms} ms late" if args.webhook_delay_ms else ""
         metrics = "\n              ".join(
             f"{name:<11} {stack.metrics_url(name)}" for name in stack.metrics_ports
         )
         print(
             f"\nrecon is up.\n  intake API  {stack.intake_url}  (API key: demo-key)\n"
             f"  console     {stack.intake_url}/console  (operator key: ops-key)\n"
-            f"  sandbox     {stack.sandbox_url}  (webhooks to {stack.webhook_target})\n"
+            f"  sandbox     {stack.sandbox_url}  (webhooks to {stack.webhook_target}{delayed})\n"
             f"  Kafka       {kafka.bootstrap}\n"
             f"  Postgres    {postgres.url}\n  logs        {stack.log_dir}\n"
             f"  metrics     {metrics}\n\n"

@@ -253,6 +253,28 @@ def test_a_pending_effect_is_announced_once_it_is_visible(
     assert received.effect["status"] == "succeeded"
 
 
+def test_webhook_delay_ms_sends_every_webhook_that_late(tmp_path: Path, receiver: Receiver) -> None:
+    # A real provider's delivery queue announces an effect seconds after it, and what a
+    # benchmark measures depends on it (docs/benchmark.md "Webhooks that come late").
+    late = start_sandbox(
+        tmp_path / "late.sqlite3", "--webhook-url", receiver.url, "--webhook-delay-ms", "800"
+    )
+    try:
+        with httpx.Client(base_url=late.url, timeout=10.0) as c:
+            keys = [new_key() for _ in range(3)]
+            asked = []
+            for key in keys:
+                asked.append(time.monotonic())  # the effect is recorded after this
+                charge(c, key)
+            received = [wait_for_count(receiver, key, 1)[0] for key in keys]
+            # Each one is late from its own effect, not only the first after a start.
+            assert all(r.at - a >= 0.8 for r, a in zip(received, asked, strict=True))
+            [listed] = deliveries(c, received[0].effect["id"])
+    finally:
+        stop(late.process)
+    assert listed["status"] == "delivered" and listed["attempts"] == 1
+
+
 # --- redelivery and persistence --------------------------------------------------------------
 
 
@@ -478,6 +500,11 @@ def test_an_invalid_unrecorded_effect_is_a_422(client: httpx.Client, body: dict[
         (["--webhook-url", "http://127.0.0.1:1/h", "--webhook-scheme", "svix"], "scheme"),
         (["--webhook-url", "http://127.0.0.1:1/h", "--webhook-secret", "whsec_!!"], "base64"),
         (["--webhook-url", "127.0.0.1:1/h"], "http(s) URL"),
+        (["--webhook-url", "http://127.0.0.1:1/h", "--webhook-delay-ms", "-1"], "milliseconds"),
+        (["--webhook-url", "http://127.0.0.1:1/h", "--webhook-delay-ms", "1.5"], "milliseconds"),
+        (["--webhook-url", "http://127.0.0.1:1/h", "--webhook-delay-ms", "²"], "milliseconds"),
+        (["--webhook-url", "http://127.0.0.1:1/h", "--webhook-delay-ms", "600001"], "600000"),
+        (["--webhook-delay-ms", "100"], "needs --webhook-url"),
     ],
 )
 def test_bad_webhook_configuration_stops_the_process_at_start_up(

@@ -62,6 +62,30 @@ def test_the_sandbox_sends_its_webhooks_to_the_intake_unless_told_otherwise() ->
     assert told.webhook_target == sink
 
 
+def test_webhook_delay_is_passed_to_the_sandbox_and_is_for_its_own_stack(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert bench.parse_args([]).webhook_delay_ms == stack.parse_args([]).webhook_delay_ms == 0
+    assert bench.parse_args(["--webhook-delay-ms", "2000"]).webhook_delay_ms == 2000
+    assert stack.parse_args(["--webhook-delay-ms", "2000"]).webhook_delay_ms == 2000
+    late = stack.Stack("k:9092", "postgresql://unused", Path("logs"), webhook_delay_ms=2000)
+    assert late.webhook_delay_ms == 2000
+    with pytest.raises(SystemExit):
+        bench.parse_args(["--url", "http://127.0.0.1:8080", "--webhook-delay-ms", "2000"])
+    assert "services.devtools.stack --webhook-delay-ms" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("parse", [bench.parse_args, stack.parse_args])
+@pytest.mark.parametrize("bad", ["-5", "2s", "1e3", "²", "600001"])
+def test_webhook_delay_must_be_whole_milliseconds_within_ten_minutes(
+    parse: object, bad: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        parse(["--webhook-delay-ms", bad])  # type: ignore[operator]
+    assert exit_.value.code == 2
+    assert "is not a whole number of milliseconds from 0 to 600000" in capsys.readouterr().err
+
+
 def _record(
     envelope: Mapping[str, object], headers: tuple[tuple[str, bytes], ...] = ()
 ) -> ConsumerRecord[bytes, bytes]:

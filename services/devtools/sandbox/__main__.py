@@ -17,6 +17,7 @@ from services.devtools.sandbox.webhook_config import (
     DEFAULT_SECRET,
     WebhookConfig,
     WebhookConfigError,
+    delivery_delay_ms,
     parse_scheme,
 )
 from services.devtools.sandbox.webhook_outbox import WebhookOutbox, delivery_enqueuer
@@ -68,7 +69,19 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="signature scheme, standard (Standard Webhooks) or stripe "
         "(default %(default)s, or $RECON_SANDBOX_WEBHOOK_SCHEME)",
     )
-    return parser.parse_args(argv)
+    parser.add_argument(
+        "--webhook-delay-ms",
+        type=delivery_delay_ms,
+        default=os.environ.get("RECON_SANDBOX_WEBHOOK_DELAY_MS", "0"),
+        metavar="MS",
+        help="each webhook's first delivery waits MS after its effect, as a real provider's"
+        " delivery queue does (default %(default)s: at once; or"
+        " $RECON_SANDBOX_WEBHOOK_DELAY_MS; docs/benchmark.md)",
+    )
+    args = parser.parse_args(argv)
+    if args.webhook_delay_ms and args.webhook_url is None:
+        parser.error("--webhook-delay-ms delays webhooks: it needs --webhook-url")
+    return args
 
 
 def webhook_config(args: argparse.Namespace) -> WebhookConfig | None:
@@ -91,7 +104,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     if config is None:
         app = create_app(SandboxStore(args.db), faults)
     else:
-        store = SandboxStore(args.db, on_record=delivery_enqueuer())
+        enqueue = delivery_enqueuer(delay_s=args.webhook_delay_ms / 1000)
+        store = SandboxStore(args.db, on_record=enqueue)
         sender = WebhookSender(config, WebhookOutbox(store), faults)
         app = create_app(store, faults, sender)
     # A bounded graceful shutdown: `lose_response_after_commit` holds requests open on purpose,

@@ -6,6 +6,7 @@ instead of failing every delivery later.
 
 from __future__ import annotations
 
+import argparse
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
@@ -13,6 +14,9 @@ from reconcilers.signatures import InvalidSecretError, Scheme, key_for
 
 # docs/contract.md: what recon's `sandbox` provider is configured with out of the box.
 DEFAULT_SECRET = "whsec_c2FuZGJveC1kZXYtc2VjcmV0"
+# A real provider's delivery queue announces an effect seconds, at worst minutes, after it;
+# past ten minutes a benchmark run would end before its first webhook.
+MAX_DELIVERY_DELAY_MS = 600_000
 
 
 class WebhookConfigError(ValueError):
@@ -65,3 +69,14 @@ def parse_scheme(raw: str) -> Scheme:
     except ValueError:
         known = " or ".join(s.value for s in Scheme)
         raise WebhookConfigError(f"Unknown webhook scheme {raw!r}; use {known}.") from None
+
+
+def delivery_delay_ms(raw: str) -> int:
+    """`--webhook-delay-ms`: whole milliseconds from 0 to MAX_DELIVERY_DELAY_MS (ASCII
+    digits: str.isdigit alone also passes '²', which int() refuses), else argparse's usage
+    error naming the value."""
+    if not (raw.isascii() and raw.isdigit()) or int(raw) > MAX_DELIVERY_DELAY_MS:
+        raise argparse.ArgumentTypeError(
+            f"{raw!r} is not a whole number of milliseconds from 0 to {MAX_DELIVERY_DELAY_MS}"
+        )
+    return int(raw)

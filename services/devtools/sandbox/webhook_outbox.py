@@ -82,13 +82,17 @@ def event_body(event_id: str, effect: Effect, created: int) -> str:
     return json.dumps(event, separators=(",", ":"), ensure_ascii=False)
 
 
-def delivery_enqueuer(new_event_id: Callable[[], str] = random_event_id) -> EffectHook:
-    """The `on_record` hook that puts one delivery per new effect in the outbox."""
+def delivery_enqueuer(
+    new_event_id: Callable[[], str] = random_event_id, *, delay_s: float = 0.0
+) -> EffectHook:
+    """The `on_record` hook that puts one delivery per new effect in the outbox, its first
+    attempt due `delay_s` after the effect becomes visible (`--webhook-delay-ms`)."""
 
     def enqueue(db: sqlite3.Connection, effect: Effect) -> None:
         event_id = new_event_id()
         # Due when the effect becomes visible: a `pending` effect is announced only once the
-        # provider's own lookups would confirm it, as a real provider's webhook would be.
+        # provider's own lookups would confirm it, as a real provider's webhook would be;
+        # later by the delay, as a real provider's delivery queue announces it seconds later.
         db.execute(
             "INSERT INTO webhook_deliveries (event_id, effect_id, operation, body, status,"
             " attempts, next_attempt_at, created_at) VALUES (?, ?, ?, ?, ?, 0, ?, ?)",
@@ -98,7 +102,7 @@ def delivery_enqueuer(new_event_id: Callable[[], str] = random_event_id) -> Effe
                 effect.operation.value,
                 event_body(event_id, effect, int(effect.visible_at)),
                 DeliveryStatus.PENDING.value,
-                effect.visible_at,
+                effect.visible_at + delay_s,
                 effect.visible_at,
             ),
         )
