@@ -114,15 +114,11 @@ class WebhookSender:
 
     async def _start_due(self) -> float:
         """Start an attempt for every due delivery; the seconds until the next one is due."""
-        pending = await asyncio.to_thread(self._outbox.pending)
         now = self._clock()
-        wait_s = _IDLE_POLL_S
-        for delivery in pending:
+        due, later = await asyncio.to_thread(self._outbox.due, now)
+        wait_s = _IDLE_POLL_S if later is None else min(_IDLE_POLL_S, later - now)
+        for delivery in due:
             if delivery.event_id in self._in_flight:
-                continue
-            due_at = delivery.next_attempt_at if delivery.next_attempt_at is not None else now
-            if due_at > now:
-                wait_s = min(wait_s, due_at - now)
                 continue
             self._in_flight.add(delivery.event_id)
             task = asyncio.create_task(self._deliver(delivery))

@@ -114,14 +114,26 @@ class WebhookOutbox:
     def __init__(self, store: SandboxStore) -> None:
         self._store = store
 
-    def pending(self) -> list[Delivery]:
-        """Deliveries still to attempt, soonest first."""
+    def due(self, now: float) -> tuple[list[Delivery], float | None]:
+        """The deliveries to attempt at `now`, soonest first, and when the soonest of the
+        other pending ones is due (None: no other). Only those, by the (status,
+        next_attempt_at) index: with webhooks sent seconds late (`--webhook-delay-ms`)
+        hundreds wait, and reading every pending row at each effect's wake-up took the
+        sandbox from 6 to 12 ms of CPU per benchmark transaction at a 5 s delay."""
+        pending = DeliveryStatus.PENDING.value
         with self._store.reading() as db:
             rows = db.execute(
-                "SELECT * FROM webhook_deliveries WHERE status = ? ORDER BY next_attempt_at, seq",
-                (DeliveryStatus.PENDING.value,),
+                "SELECT * FROM webhook_deliveries WHERE status = ?"
+                " AND (next_attempt_at IS NULL OR next_attempt_at <= ?)"
+                " ORDER BY next_attempt_at, seq",
+                (pending, now),
             ).fetchall()
-        return [_delivery_from_row(r) for r in rows]
+            (later,) = db.execute(
+                "SELECT min(next_attempt_at) FROM webhook_deliveries"
+                " WHERE status = ? AND next_attempt_at > ?",
+                (pending, now),
+            ).fetchone()
+        return [_delivery_from_row(r) for r in rows], later
 
     def get(self, event_id: str) -> Delivery | None:
         with self._store.reading() as db:
