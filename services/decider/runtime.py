@@ -398,14 +398,14 @@ class Decider:
         for tp, records in batches:
             for record in records:
                 if inline_answer(record.headers):
-                    continue  # decided with the transaction that wrote it
+                    continue  # decided, and counted, with the transaction that wrote it
+                staged.inputs += 1
                 if record.timestamp_type == 0:  # CreateTime: the producer's clock, this host's
                     DECIDER_INPUT_WAIT_SECONDS.observe(max(0.0, now_ms - record.timestamp) / 1000)
                 # One span per decided input, under the context its producer sent.
                 with tracing.consuming("decider.decide", record, self.group_id):
                     await self._decide_one(owned, staged, tp, record)
             staged.offsets[tp] = records[-1].offset + 1
-            staged.inputs += len(records)
             # Decided, in memory: a batch fetched again before a seek skips them. A failed
             # commit drops this memory and reads from the committed offsets again.
             owned.next_offsets[tp] = records[-1].offset + 1
