@@ -20,6 +20,7 @@ from aiokafka.errors import (
 
 from services import kafka_security
 from services.config import Settings
+from services.metrics import CONSUMER_GROUP_PROCESSES, labelled
 
 # How long fetched records may wait to be taken before aiokafka fetches the other partitions
 # of their broker without them (its default: 100 ms, not a constructor option). One
@@ -64,6 +65,14 @@ class GroupConsumer(AIOKafkaConsumer):  # type: ignore[misc]
         # aiokafka is pinned (uv.lock); tests/integration/test_consumer_fetch_wait.py
         # fails if an upgrade renames or ignores it.
         self._fetcher._prefetch_backoff = PREFETCH_BACKOFF_S
+        # This process runs a member of the group: summed over the processes Prometheus
+        # scrapes, the members the group should have (ReconConsumerGroupMemberMissing
+        # compares it with the members its coordinator lists).
+        labelled(CONSUMER_GROUP_PROCESSES, self._group_id).set(1)
+
+    async def stop(self) -> None:
+        labelled(CONSUMER_GROUP_PROCESSES, self._group_id).set(0)
+        await super().stop()
 
 
 # A dead member's partitions move on after 10 s, not the 45 s default; the intake's group

@@ -105,6 +105,12 @@ CONSUMER_GROUP_UNSETTLED_SECONDS = Gauge(
     " member), as the intake saw it; 0 when settled. Alert at the session timeout (10 s)",
     ["group"],
 )
+CONSUMER_GROUP_PROCESSES = Gauge(
+    "recon_consumer_group_processes",
+    "1 in each process whose member of the group has started (0 once stopped): summed over"
+    " the processes scraped, the members the group should have",
+    ["group"],
+)
 CONSUMER_GROUP_STUCK_SECONDS = Gauge(
     "recon_consumer_group_stuck_seconds",
     "How long each consumer group's position has not moved on a partition where records wait"

@@ -96,7 +96,11 @@ async def test_a_group_whose_only_member_left_fails_healthz_and_pages_after_the_
             assert await until(http, lambda found: found == "ok") == "ok"
             assert gauge("recon_consumer_group_members", group=group) == 1
             assert gauge("recon_consumer_group_unsettled_seconds", group=group) == 0
+            # The member's process says it runs one (ReconConsumerGroupMemberMissing sums
+            # these over the processes and compares with the members listed).
+            assert gauge("recon_consumer_group_processes", group=group) == 1
         left_at = time.monotonic()
+        assert gauge("recon_consumer_group_processes", group=group) == 0
 
         # No member: failing at once, and unsettled from the first look that saw it.
         assert await intents_check(http) == NO_CONSUMER
