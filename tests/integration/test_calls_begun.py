@@ -23,6 +23,7 @@ from events.envelope import GENESIS_HASH, Envelope, seal
 from events.topics import Topics
 from events.transaction_events import OperationDispatched
 from services.config import Settings
+from services.devtools.sandbox.call_pages import every_call
 from services.dispatcher import call_plan, calls_begun, gatekeeper
 from services.dispatcher.gatekeeper import Gatekeeper
 from services.governance import store
@@ -284,7 +285,8 @@ async def test_a_redelivered_destructive_call_is_looked_up_and_never_sent_again(
 
 
 async def calls_to(sandbox: httpx.AsyncClient, key: str) -> list[tuple[str, str]]:
-    listed = (await sandbox.get("/v1/calls", params={"idempotency_key": key})).json()["calls"]
+    """The calls the sandbox (`sandbox`'s base URL) answered under `key`, every page read."""
+    listed = await every_call(sandbox, str(sandbox.base_url).rstrip("/"), key)
     return [(c["kind"], c["outcome"]) for c in listed]
 
 

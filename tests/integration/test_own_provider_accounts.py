@@ -26,6 +26,7 @@ from events.topics import Topics
 from events.transaction_events import OperationDispatched
 from services.config import ProviderAccount, ReconcilerSettings, Settings
 from services.devtools.ports import free_port
+from services.devtools.sandbox.call_pages import every_call
 from services.kafka_setup import ensure_topics
 from services.providers.http import ProviderHttp
 from services.providers.registry import build_accounts
@@ -78,8 +79,8 @@ async def asked(sandboxes: Sandboxes, key: str) -> dict[str, list[tuple[str, str
     seen: dict[str, list[tuple[str, str]]] = {}
     async with httpx.AsyncClient(timeout=5) as http:
         for name, sandbox in (("acme", sandboxes.acme), ("globex", sandboxes.globex)):
-            answer = await http.get(f"{sandbox.url}/v1/calls", params={"idempotency_key": key})
-            seen[name] = [(c["kind"], c["outcome"]) for c in answer.json()["calls"]]
+            calls = await every_call(http, sandbox.url, key)
+            seen[name] = [(c["kind"], c["outcome"]) for c in calls]
     return seen
 
 
