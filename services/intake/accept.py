@@ -10,23 +10,22 @@ is recorded before every check has passed.
 import logging
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
+import asyncpg
 from pydantic import ValidationError
-from starlette.datastructures import State
 
 from events.catalog import Catalog
 from events.definition import OperationSpec
 from events.keys import default_session
 from events.policy import PolicyDocument
 from services import tracing
-from services.config import Settings
 from services.crash_points import INTAKE_AFTER_CLAIM, crash_point
 from services.intake import intents, resource_owners, submission_gate
 from services.intake.errors import ApiError, invalid_request
 from services.intake.intent_claims import IntentClaims
 from services.intake.policy_cache import PolicyCache
-from services.intake.produce import produce_command
+from services.intake.produce import Producing, produce_command
 from services.intake.produced_marks import ProducedMarks
 from services.intake.submission import (
     SubmissionRefused,
@@ -52,6 +51,20 @@ log = logging.getLogger(__name__)
 POLICY_RECHECKS = 3
 
 
+class Accepting(Producing, Protocol):
+    """What accepting a submission reads from a door's state (the HTTP app's, or the Kafka
+    door's: services.intake.kafka_intents.DoorState), besides what producing reads."""
+
+    @property
+    def pool(self) -> asyncpg.Pool: ...
+    @property
+    def policies(self) -> PolicyCache: ...
+    @property
+    def intent_claims(self) -> IntentClaims: ...
+    @property
+    def produced_marks(self) -> ProducedMarks: ...
+
+
 @dataclass(frozen=True)
 class Plan:
     """A submission checked against its tenant's policy, with what it would record."""
@@ -67,7 +80,7 @@ class Plan:
 
 
 async def plan(
-    state: State, tenant: str, submission: SubmissionRequest, *, fresh: bool = True
+    state: Accepting, tenant: str, submission: SubmissionRequest, *, fresh: bool = True
 ) -> Plan:
     """Check `submission` (the tenant's policy decides which steps wait for approval) and
     derive its fingerprint and operations; nothing is recorded. Shared by the submission
@@ -75,9 +88,9 @@ async def plan(
     `fresh=False`: under the policy as this process last read it (state.policies), which
     only a submission may use, since its recording statement checks the policy is still
     the one in force (services.intake.policy_cache)."""
-    settings: Settings = state.settings
+    settings = state.settings
     catalog = catalog_of(settings)
-    policies: PolicyCache = state.policies
+    policies = state.policies
     in_force = None if fresh else policies.known(tenant)
     # A charge, record or waitlist named in a payload must be the tenant's own (one
     # judge for the submission, the preview and the Kafka door alike).
@@ -109,7 +122,7 @@ async def plan(
 
 
 async def accept_submission(
-    state: State,
+    state: Accepting,
     tenant: str,
     raw: bytes,
     *,
@@ -117,12 +130,11 @@ async def accept_submission(
     who: "Principal | None" = None,
 ) -> dict[str, Any]:
     """Validate `raw`, claim its tx_id, produce its command and wait for Kafka's ack; the
-    answer is the 202 body. `state` holds `settings`, `pool`, `producer`, `policies`,
-    `intent_claims` and `produced_marks`.
+    answer is the 202 body. `state`: the door's (`Accepting`).
     `keyed_tx_id`: the tx_id the Kafka record's key names, which the body must name too.
     `who`: the API key's principal (HTTP); the body's `agent_id` must be one it speaks
     for, and it is recorded as the submitter, whom separation of duties judges."""
-    settings: Settings = state.settings
+    settings = state.settings
     try:
         submission = SubmissionRequest.model_validate_json(raw)
     except ValidationError as exc:
@@ -156,8 +168,7 @@ async def accept_submission(
         try:
             # The operations as claimed: a step whose natural key another transaction
             # holds with another payload now waits for a person (events.intent_identity).
-            claims: IntentClaims = state.intent_claims
-            specs = await claims.claim(intent, settings.pending_horizon_s)
+            specs = await state.intent_claims.claim(intent, settings.pending_horizon_s)
             break
         except intents.PolicyMoved:
             log.info("%s: the tenant's policy changed; checking again", submission.tx_id)
@@ -185,8 +196,7 @@ async def accept_submission(
     # The second write: a crash before it leaves the row unacknowledged, which the same
     # body retried produces again and another body may take over after the pending
     # horizon (services.intake.intents).
-    marks: ProducedMarks = state.produced_marks
-    await marks.mark(intent)
+    await state.produced_marks.mark(intent)
     log.info("%s accepted: %s", submission.tx_id, " ".join(s.op_key for s in specs))
     return {
         "tx_id": submission.tx_id,

@@ -25,12 +25,12 @@ consumers"): one consumer policy and one process lifecycle for every recon consu
 import asyncio
 import json
 import logging
+from dataclasses import dataclass
 from typing import Any
 
 import asyncpg
-from aiokafka import ConsumerRecord, TopicPartition
+from aiokafka import AIOKafkaProducer, ConsumerRecord, TopicPartition
 from aiokafka.errors import KafkaError
-from starlette.datastructures import State
 
 from services import consumer_groups
 from services.at_least_once import AtLeastOnceConsumer, Batch, RetryBatch
@@ -55,20 +55,32 @@ log = logging.getLogger(__name__)
 UNSTORABLE = (asyncpg.CharacterNotInRepertoireError, asyncpg.UntranslatableCharacterError)
 
 
+@dataclass(frozen=True)
+class DoorState:
+    """The Kafka door's state for accepting a submission (services.intake.accept.Accepting):
+    what the HTTP app's state holds for it, without starlette's State, so a reader of Kafka
+    does not import the web framework."""
+
+    settings: Settings
+    pool: asyncpg.Pool
+    producer: AIOKafkaProducer
+    policies: PolicyCache
+    intent_claims: IntentClaims
+    produced_marks: ProducedMarks
+
+
 class IntentSubscriber:
     def __init__(self, settings: Settings, pool: asyncpg.Pool, tenants: list[str]) -> None:
         self.topics = settings.topics
         self.producer = intake_producer(settings, "intents-producer")
         # What accept_submission needs, as the HTTP app's state holds it.
-        self.state = State(
-            {
-                "settings": settings,
-                "pool": pool,
-                "producer": self.producer,
-                "policies": PolicyCache(),
-                "intent_claims": IntentClaims(pool),
-                "produced_marks": ProducedMarks(pool),
-            }
+        self.state = DoorState(
+            settings,
+            pool,
+            self.producer,
+            PolicyCache(),
+            IntentClaims(pool),
+            ProducedMarks(pool),
         )
         self.inputs = AtLeastOnceConsumer(
             settings,

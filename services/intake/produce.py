@@ -16,10 +16,10 @@ per partition is in flight at a time, so a retry does not reorder a partition ei
 
 import asyncio
 import logging
+from typing import Protocol
 
 from aiokafka import AIOKafkaProducer
 from aiokafka.errors import KafkaError
-from starlette.datastructures import State
 
 from events.inputs import Command
 from events.keys import partition_key
@@ -66,10 +66,21 @@ async def produce_acked(
         ) from None
 
 
-async def produce_command(state: State, command: Command, what: str) -> None:
+class Producing(Protocol):
+    """What producing a command reads from a door's state: the HTTP app's (starlette's
+    State, services.intake.app) or the Kafka door's (services.intake.kafka_intents), which
+    therefore need not import the web framework."""
+
+    @property
+    def settings(self) -> Settings: ...
+    @property
+    def producer(self) -> AIOKafkaProducer: ...
+
+
+async def produce_command(state: Producing, command: Command, what: str) -> None:
     """A command onto recon.commands, keyed by its transaction (so the decider that owns
     the transaction reads it in order with the rest), acknowledged or a 503."""
-    settings: Settings = state.settings
+    settings = state.settings
     await produce_acked(
         state.producer,
         settings.topics.commands,
