@@ -171,3 +171,28 @@ def backstop_due(scans_before: int, every: int) -> bool:
     often than every N intervals still runs it; it costs what every scan cost before the
     cursors, no more, and it sets the cursor a fresh deployment's next scan starts from."""
     return scans_before % every == 0
+
+
+def bottom_slice(
+    since: datetime, top: datetime, spanned: timedelta, listed: int, held: int, grace: timedelta
+) -> Hole | None:
+    """The slice of a hole [since, top) to list from its bottom up, after a listing of
+    `listed` effects that spanned `spanned` (the top's cut listing, from its cut to its
+    `ask_until`, or the last slice's whole one), `held` the most one listing holds (its
+    page cap): as wide as it must be to hold half a page cap at that listing's rate of
+    effects, less the two graces its own listing asks past its ends (hole_span), and never
+    past `top`. None when that listing was so dense that nothing would be left.
+
+    Why: every scan's cut joins what it left out to the top of the hole (Hole.hull), and
+    the walk lists the top first, so while the provider makes effects faster than the
+    walk's listing covers them, the top keeps the walk busy and the hole's oldest part
+    waits until the load falls, or leaves the window unjudged. A whole listing of the
+    bottom lifts it, so the bottom rises at every scan whatever the top does, by about half
+    a page cap of effects a slice; a bottom busier than the rate it was sized by is cut,
+    lifts nothing, and waits for the top's walk as before. An empty or sparse slice sizes
+    the next by its own rate (at least one effect), so a quiet stretch is crossed in a few
+    slices."""
+    width = spanned * (held / 2) / max(listed, 1) - 2 * grace
+    if width <= timedelta(0) or since >= top:
+        return None
+    return Hole(since, min(since + width, top))

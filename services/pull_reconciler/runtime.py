@@ -39,7 +39,7 @@ from reconcilers.drift import (
     effect_from_json,
     first_covered,
 )
-from reconcilers.drift_span import Hole, Span, backstop_due, hole_span, span
+from reconcilers.drift_span import Hole, Span, backstop_due, bottom_slice, hole_span, span
 from reconcilers.pull import (
     Escalate,
     GiveUp,
@@ -70,6 +70,11 @@ log = logging.getLogger(__name__)
 
 MAX_CONCURRENT_LOOKUPS = 16
 Clock = Callable[[], datetime]
+
+
+# Slices of a hole's bottom listed a scan, besides its top (Reconciler._hole_bottom): each
+# is sized to hold about half a page cap, so a scan lists about 2.5 page caps of a hole.
+BOTTOM_SLICES = 3
 
 
 def _utcnow() -> datetime:
@@ -497,7 +502,56 @@ class Reconciler:
                 hole.below.isoformat(),
                 (hole.below if rest is None else rest.below).isoformat(),
             )
+        if rest is not None and not below.gives_up(listing.covered_from, grace):
+            lifted, rest = await self._hole_bottom(conn, account, rest, below, listing, now)
+            found += lifted
         return found, rest
+
+    async def _hole_bottom(
+        self,
+        conn: asyncpg.Connection,
+        account: Account,
+        rest: Hole,
+        top: Span,
+        listing: EffectListing,
+        now: datetime,
+    ) -> tuple[list[DriftDetected], Hole | None]:
+        """List the hole left below the top's cut listing from its bottom up, one slice
+        after another (reconcilers.drift_span.bottom_slice, the first sized by the top
+        listing's rate), up to BOTTOM_SLICES a scan: what they found, and the
+        hole above the last whole one. A cut slice lifts nothing (its effects are judged
+        all the same, as any cut listing's) and sizes the next from the same bottom by its
+        own rate; an unavailable or unreadable one ends it."""
+        config = self.settings.reconciler
+        window = timedelta(seconds=config.drift_window_s)
+        grace = timedelta(seconds=config.drift_grace_s)
+        assert top.ask_until is not None and listing.covered_from is not None
+        # NOTHING_COVERED (an order unknown) spans less than nothing: no rate, no slice.
+        spanned = top.ask_until - listing.covered_from
+        held = listed = len(listing.effects)
+        since = max(rest.since, now - window)
+        found: list[DriftDetected] = []
+        for _ in range(BOTTOM_SLICES):
+            piece = bottom_slice(since, rest.below, spanned, listed, held, grace)
+            judged = None if piece is None else hole_span(piece, now, window, grace)
+            if piece is None or judged is None or judged.ask_until is None:
+                break
+            sliced = await self._listing(account, judged)
+            effects = self._effects(account, sliced) if sliced is not None else None
+            if sliced is None or effects is None:
+                break
+            found += await self._judge(conn, account, effects, sliced, judged, now)
+            listed = len(effects)
+            if sliced.covered_from is None:
+                since = piece.below
+                spanned = judged.ask_until - judged.ask_since
+                continue
+            # Cut: the bottom is busier than the rate the slice was sized by; the next
+            # one, from the same bottom, is sized by this one's own.
+            spanned = judged.ask_until - sliced.covered_from
+        if since <= max(rest.since, now - window):
+            return found, rest
+        return found, Hole(since, rest.below) if since < rest.below else None
 
     async def _listing(self, account: Account, judged: Span) -> EffectListing | None:
         """The account's effects of the span `judged` (from a grace before it, for the

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from events.definition import Leg
 from events.drift import DriftKind
 from reconcilers.drift import Effect, LedgerEntry, compare
-from reconcilers.drift_span import Hole, hole_span, span
+from reconcilers.drift_span import Hole, bottom_slice, hole_span, span
 from services.providers.interface import NOTHING_COVERED
 
 NOW = datetime(2026, 12, 5, 12, tzinfo=UTC)
@@ -168,3 +168,24 @@ def test_a_holes_span_judges_below_its_top_alone() -> None:
         (DriftKind.EFFECT_WITHOUT_INTENT, "ch_below"),
         (DriftKind.INTENT_WITHOUT_EFFECT, "lost-below"),
     ]
+
+
+def test_a_holes_bottom_slice_holds_half_a_page_cap_at_the_listings_rate() -> None:
+    """The slice of a hole's bottom listed besides its top (bottom_slice): sized to hold
+    half a page cap at the rate of the listing it follows, less the two graces its own
+    listing asks past its ends, and never past the hole's top; none when that rate leaves
+    nothing."""
+    top = NOW - timedelta(minutes=2)
+    grace = timedelta(seconds=2)
+    # 20 effects in 40 s: half a cap (10) takes 20 s, less the two graces.
+    assert bottom_slice(CURSOR, top, timedelta(seconds=40), 20, 20, grace) == Hole(
+        CURSOR, CURSOR + timedelta(seconds=16)
+    )
+    # An empty slice sizes the next by one effect's rate: ten times as wide.
+    assert bottom_slice(CURSOR, top, timedelta(seconds=20), 0, 20, grace) == Hole(
+        CURSOR, CURSOR + timedelta(seconds=196)
+    )
+    assert bottom_slice(CURSOR, top, timedelta(days=1), 1, 20, grace) == Hole(CURSOR, top)
+    # Half a cap within two graces: nothing left to list.
+    assert bottom_slice(CURSOR, top, timedelta(seconds=8), 20, 20, grace) is None
+    assert bottom_slice(top, top, timedelta(days=1), 1, 20, grace) is None
