@@ -25,6 +25,7 @@ from collections.abc import AsyncIterator, Iterator
 import asyncpg
 import httpx
 import pytest
+from support.fence_takes import fence_recorded, taken_in_turn
 from support.held_order import claim_held, hold_order
 from support.sandbox_process import Sandbox, start_sandbox, stop
 from test_calls_begun import TENANT, calls_to, charge
@@ -35,14 +36,12 @@ from events.topics import Topics
 from services.config import Settings
 from services.decider import dispatch_host
 from services.decider.dispatch_host import Answer, DispatchHost
-from services.decider.runtime import producer_fence
 from services.dispatcher.call_fence import Fence
 from services.dispatcher.call_lease import lease_s
 from services.dispatcher.calls_begun import Claimed, claim
 from services.dispatcher.dispatch_order import DispatchOrder
 from services.dispatcher.executor import Executor
 from services.governance import store
-from services.kafka_clients import acked_producer
 from services.kafka_setup import ensure_topics
 from services.providers.http import ProviderHttp
 from services.providers.registry import build_accounts
@@ -381,28 +380,11 @@ async def test_a_claim_that_waited_is_not_called_once_its_transaction_failed_mea
         await conn.close()
 
 
-async def _taken_in_turn(settings: Settings, partition: int, takes: int) -> list[Fence]:
-    """The fences of `takes` decider processes taking `partition` one after another: each
-    initialises its transactional producer (as Decider.take does), which fences the one
-    before it in Kafka."""
-    fences = []
-    for _ in range(takes):
-        producer = acked_producer(
-            settings,
-            "decider-transactions",
-            transactional_id=f"{settings.topics.prefix}recon-decider-{partition}",
-        )
-        await producer.start()
-        fences.append(await producer_fence(producer))
-        await producer.stop()
-    return fences
-
-
 async def _zombie_took(zombie: _Process) -> Fence:
     """Partition 0 taken by the zombie, then by the owner, with the real fences of its
     producer initialised in turn: the zombie's is its own; the owner's is answered, for
     `_owner_takes`."""
-    zombie_took, owner_took = await _taken_in_turn(zombie.host.settings, 0, 2)
+    zombie_took, owner_took = await taken_in_turn(zombie.host.settings, 0, 2)
     assert zombie_took < owner_took
     zombie.host.fenced(0, zombie_took)
     return owner_took
@@ -413,15 +395,7 @@ async def _owner_takes(conn: asyncpg.Connection, owner: _Process, took: Fence) -
     task, which its take starts before its take-over calls)."""
     owner.owned.add(0)
     owner.host.fenced(0, took)
-    await _fence_recorded(conn, took)
-
-
-async def _fence_recorded(conn: asyncpg.Connection, fence: Fence) -> None:
-    """Waits until partition 0's recorded fence is `fence` (DispatchHost.fenced's task)."""
-    token = (fence.producer_id, fence.epoch)
-    async with asyncio.timeout(10):
-        while await conn.fetchrow("SELECT producer_id, epoch FROM call_fences") != token:
-            await asyncio.sleep(0.01)
+    await fence_recorded(conn, took)
 
 
 async def _zombie_redelivers(
@@ -528,12 +502,12 @@ async def test_brokers_replaced_the_new_clusters_owner_calls_and_the_old_cluster
     zombie, owner = processes
     envelope, dispatch = charge("moved-1", "k_moved")
     order = DispatchOrder(envelope, dispatch, 0)
-    (took,) = await _taken_in_turn(owner.host.settings, 0, 1)
+    (took,) = await taken_in_turn(owner.host.settings, 0, 1)
     replaced = Fence(took.owner, took.producer_id + 10**9, 7, "a-replaced-kafka-cluster")
     conn = await asyncpg.connect(fresh_database)
     try:
         zombie.host.fenced(0, replaced)  # the old cluster's take
-        await _fence_recorded(conn, replaced)
+        await fence_recorded(conn, replaced)
         await _owner_takes(conn, owner, took)
         await owner.call(order)
         assert [a.outcome.value for a in owner.answers] == ["succeeded"]
@@ -549,6 +523,6 @@ async def test_brokers_replaced_the_new_clusters_owner_calls_and_the_old_cluster
         assert "the partition's owner took it after this process; not called" in caplog.text
         # Its take's write, retried late (Postgres was away for it), does not win back.
         assert not await zombie.host.gate.write_fence(replaced)
-        await _fence_recorded(conn, took)
+        await fence_recorded(conn, took)
     finally:
         await conn.close()
