@@ -55,7 +55,7 @@ class Span:
     ) -> "Hole | None":
         """What a listing of this span cut at `covered_from` (None: whole) left unjudged:
         reconcilers.drift.compare judges an effect created after `covered_from` and a
-        leg dispatched more than `grace` after it, so [judged_from, covered_from + grace)
+        leg dispatched more than `grace` after it, so [judged_from, covered_from + grace]
         is left, or nothing when that is empty. A listing of unknown order
         (NOTHING_COVERED) covers nothing: the whole span is left.
 
@@ -73,7 +73,10 @@ class Span:
             return None
         top = self.judged_to if self.judged_below is None else self.judged_below
         try:
-            edge = min(covered_from + grace, top)
+            # compare judges a leg only strictly more than a grace after the cut (an
+            # effect at the cut's very instant may be among those left out), so a leg
+            # dispatched exactly then is left too: the hole ends just past it.
+            edge = min(covered_from + grace + _TICK, top)
         except OverflowError:  # services.providers.interface.NOTHING_COVERED
             edge = top
         else:
@@ -86,7 +89,10 @@ class Span:
                     if newest is not None and newest > covered_from
                     else covered_from
                 )
+                # Kept while effects are left below the cut, though no leg is (a top at or
+                # under the start): dropped, they would never be listed.
                 edge = below_cut - grace
+                return Hole(self.judged_from, edge) if below_cut > self.judged_from else None
         return Hole(self.judged_from, edge) if edge > self.judged_from else None
 
     def gives_up(self, covered_from: datetime | None, grace: timedelta) -> bool:
@@ -98,7 +104,7 @@ class Span:
         if self.judged_below is None or covered_from is None or grace <= timedelta(0):
             return False
         try:
-            return covered_from + grace >= self.judged_below
+            return covered_from + grace + _TICK >= self.judged_below
         except OverflowError:  # NOTHING_COVERED: the hole is kept whole, nothing given up
             return False
 
@@ -129,9 +135,11 @@ class Hole:
 def hole_span(hole: Hole, now: datetime, window: timedelta, grace: timedelta) -> Span | None:
     """The span of a scan at `now` over an account's hole: from the hole's start (never
     older than the window's: what is older is out of every scan's reach, as for a cursor)
-    to below its top; None when nothing of it is left in the window."""
+    to below its top; None when nothing of it is left in the window. A hole whose top is
+    at or under its start holds no leg, only effects up to a grace past its top (one whose
+    top's legs were given up: Span.left_out)."""
     judged_from = max(hole.since, now - window)
-    if hole.below <= judged_from:
+    if hole.below + grace <= judged_from:
         return None
     return Span(
         judged_from=judged_from,

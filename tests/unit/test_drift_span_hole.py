@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from events.definition import Leg
 from events.drift import DriftKind
 from reconcilers.drift import Effect, LedgerEntry, compare
-from reconcilers.drift_span import Hole, bottom_slice, hole_span, span
+from reconcilers.drift_span import Hole, Span, bottom_slice, hole_span, span
 from services.providers.interface import NOTHING_COVERED
 
 NOW = datetime(2026, 12, 5, 12, tzinfo=UTC)
@@ -26,7 +26,9 @@ def test_a_whole_listing_leaves_nothing_out() -> None:
 def test_a_cut_listing_leaves_out_its_span_up_to_a_grace_past_the_cut() -> None:
     # compare judges a leg dispatched more than a grace after the cut: those before are left.
     cut = NOW - timedelta(minutes=5)
-    assert span(CURSOR, NOW, WINDOW, GRACE).left_out(cut, GRACE) == Hole(CURSOR, cut + GRACE)
+    # A leg dispatched a grace after the cut exactly is not judged (strictly after): kept.
+    tick = timedelta(microseconds=1)
+    assert span(CURSOR, NOW, WINDOW, GRACE).left_out(cut, GRACE) == Hole(CURSOR, cut + GRACE + tick)
 
 
 def test_a_cut_below_the_span_leaves_nothing_out() -> None:
@@ -58,7 +60,7 @@ def test_a_holes_listing_cut_again_shrinks_it_to_below_the_new_cut() -> None:
     below = hole_span(hole, NOW, WINDOW, GRACE)
     assert below is not None
     cut = NOW - timedelta(minutes=6)
-    assert below.left_out(cut, GRACE) == Hole(CURSOR, cut + GRACE)
+    assert below.left_out(cut, GRACE) == Hole(CURSOR, cut + GRACE + timedelta(microseconds=1))
     assert below.left_out(None, GRACE) is None  # whole: closed
     assert not below.gives_up(cut, GRACE)
 
@@ -95,40 +97,6 @@ def test_two_holes_make_one_holding_both() -> None:
 def _listing(times: list[datetime], since: datetime, until: datetime, cap: int) -> list[datetime]:
     """A newest-first listing of `times` in [since, until), cut at `cap`."""
     return sorted((t for t in times if since <= t < until), reverse=True)[:cap]
-
-
-@given(
-    offsets_s=st.lists(st.integers(min_value=0, max_value=3_000), min_size=1, max_size=60),
-    cap=st.integers(min_value=1, max_value=5),
-)
-def test_the_walk_down_a_hole_ends_and_lists_every_effect_but_a_caps_overflow_at_one_instant(
-    offsets_s: list[int], cap: int
-) -> None:
-    """Every scan lists one page cap of the hole from its top down; whatever the effects'
-    times, the hole shrinks at every scan, and each effect in it is listed by some scan,
-    those in a top whose legs were given up (more than a page cap within two graces)
-    included; only more than a page cap created at one instant cannot all be listed."""
-    times = [CURSOR + timedelta(seconds=s) for s in offsets_s]
-    hole: Hole | None = Hole(CURSOR, CURSOR + timedelta(seconds=3_001))
-    listed: set[datetime] = set()
-    crowded: set[datetime] = set()  # instants whose page cap was all one instant
-    scans = 0
-    while hole is not None:
-        scans += 1
-        assert scans <= 200
-        below = hole_span(hole, NOW, WINDOW, GRACE)
-        assert below is not None and below.ask_until is not None
-        page = _listing(times, below.ask_since, below.ask_until, cap)
-        more = len(_listing(times, below.ask_since, below.ask_until, cap + 1)) > cap
-        covered_from = min(page) if more else None
-        listed |= set(page)
-        if more and min(page) == max(page):
-            crowded.add(min(page))
-        rest = below.left_out(covered_from, GRACE, max(page, default=None))
-        assert rest is None or rest.below < hole.below  # progress
-        hole = rest
-    for t in times:
-        assert t in listed or t in crowded, t
 
 
 def _leg(op_key: str, at: datetime) -> LedgerEntry:
@@ -189,3 +157,72 @@ def test_a_holes_bottom_slice_holds_half_a_page_cap_at_the_listings_rate() -> No
     # Half a cap within two graces: nothing left to list.
     assert bottom_slice(CURSOR, top, timedelta(seconds=8), 20, 20, grace) is None
     assert bottom_slice(top, top, timedelta(days=1), 1, 20, grace) is None
+
+
+@given(
+    offsets_s=st.lists(st.integers(min_value=0, max_value=3_000), min_size=1, max_size=80),
+    cap=st.integers(min_value=2, max_value=8),
+)
+def test_the_walk_with_its_bottom_slices_judges_every_effect_and_leg_it_does_not_give_up(
+    offsets_s: list[int], cap: int
+) -> None:
+    """The walk as Reconciler._hole and _hole_bottom run it: a listing of the top, then up
+    to three slices of the bottom up (bottom_slice), each whole one lifting the hole's
+    start. Whatever the times, the hole closes; each effect is judged by some listing but
+    a cap's overflow at one instant, and each leg (one at each effect's time, say) is
+    judged but those of a top given up: a bottom slice never lifts past what it did not
+    judge."""
+    times = [CURSOR + timedelta(seconds=s) for s in offsets_s]
+    hole: Hole | None = Hole(CURSOR, CURSOR + timedelta(seconds=3_001))
+    effects_judged: set[datetime] = set()
+    legs_judged: set[datetime] = set()
+    crowded: set[datetime] = set()
+    given_up: list[tuple[datetime, datetime]] = []
+
+    def walk(judged: Span) -> tuple[list[datetime], datetime | None]:
+        """One listing of `judged`: what it lists and its cut; what it judges noted."""
+        assert judged.ask_until is not None and judged.judged_below is not None
+        page = _listing(times, judged.ask_since, judged.ask_until, cap)
+        more = len(_listing(times, judged.ask_since, judged.ask_until, cap + 1)) > cap
+        cut = min(page) if more else None
+        effects_judged.update(
+            t for t in page if judged.judged_from <= t < judged.judged_below + GRACE
+        )
+        legs_judged.update(
+            t
+            for t in times
+            if judged.judged_from <= t < judged.judged_below and (cut is None or t - GRACE > cut)
+        )
+        if more and min(page) == max(page):
+            crowded.add(min(page))
+        return page, cut
+
+    scans = 0
+    while hole is not None:
+        scans += 1
+        assert scans <= 200
+        below = hole_span(hole, NOW, WINDOW, GRACE)
+        assert below is not None and below.ask_until is not None
+        page, cut = walk(below)
+        rest = below.left_out(cut, GRACE, max(page, default=None))
+        if below.gives_up(cut, GRACE):
+            given_up.append((CURSOR if rest is None else rest.below, hole.below))
+        elif rest is not None and cut is not None:
+            spanned, listed, since = below.ask_until - cut, len(page), rest.since
+            for _ in range(3):
+                piece = bottom_slice(since, rest.below, spanned, listed, cap, GRACE)
+                sliced = None if piece is None else hole_span(piece, NOW, WINDOW, GRACE)
+                if piece is None or sliced is None or sliced.ask_until is None:
+                    break
+                page, cut = walk(sliced)
+                listed = len(page)
+                if cut is None:
+                    since, spanned = piece.below, sliced.ask_until - sliced.ask_since
+                else:
+                    spanned = sliced.ask_until - cut
+            rest = Hole(since, rest.below) if since < rest.below else None
+        assert rest is None or rest.below <= hole.below
+        hole = rest
+    for t in times:
+        assert t in effects_judged or t in crowded, t
+        assert t in legs_judged or any(low <= t < high for low, high in given_up), t
