@@ -301,6 +301,15 @@ def _retry_without_approval(*_args: Any, **_kwargs: Any) -> list[str]:
     return []
 
 
+def _view_refreshed_late(policy: policies.SimPolicy) -> Any:
+    """The gate's view is refreshed only once twice MAX_STALENESS_S old (Gatekeeper._fresh
+    with its bound mistaken): a call is judged by a document the operator replaced more
+    than MAX_STALENESS_S before."""
+    if policy.lags is None:
+        return policy.document
+    return policy._saved_at(policy.clock.now - policy.lags.randint(0, 2 * policies.STALENESS_MS))[1]
+
+
 def _review_id_without_attempt(op_key: str, attempt: int, reason: str) -> str:
     """The gate's review of a retried attempt has its first attempt's id, so the decider
     takes it for a duplicate (seen) and the leg waits for a call nobody makes."""
@@ -350,6 +359,8 @@ BUGS: dict[str, Patch] = {
     "task_cap_not_judged": (gate, "task_refusal", _cap_not_judged),
     "quota_not_counted": (gate, "quota_refusal", _quota_not_counted),
     "quota_counted_again": (policies, "reserve", _counted_again),
+    # In the model of the gate's view of the document (Gatekeeper._fresh, refresh).
+    "view_refreshed_late": (policies.SimPolicy, "view", _view_refreshed_late),
     # In the model of Gatekeeper._clear's quotas (undo legs count too).
     "undo_not_counted": (dispatch_host.SimDispatchHost, "_quotas", _undo_not_counted),
     # In the decider's approval rules (transactions.approvals, events.attempt_gate).
@@ -367,9 +378,9 @@ CAUGHT_AT: dict[str, int] = {
     "approval_not_awaited": 11,
     "begin_ignores_switches": 48,
     "calls_before_commit": 1,
-    "carry_gives_up": 7293,
+    "carry_gives_up": 57,
     "claim_never_waits": 86,
-    "claimed_not_asked_again": 914,
+    "claimed_not_asked_again": 1410,
     "destructive_resent": 392,
     "dispatch_on_unknown": 2,
     "held_not_again": 810,
@@ -391,6 +402,7 @@ CAUGHT_AT: dict[str, int] = {
     "task_not_rejudged": 0,
     "undo_not_counted": 1748,
     "unknown_as_rejected": 75,
+    "view_refreshed_late": 34,
 }
 
 

@@ -492,7 +492,7 @@ class SimDispatchHost:
         order = running.order
         dispatch = order.dispatch
         agent_id = dispatch.agent_id or AGENT
-        policy = self.policy.document
+        policy = self.policy.view()
         info = SANDBOX_OPERATIONS.get(dispatch.operation)
         amount = amount_of(dispatch.payload, info.amount_field if info else "amount")
         forward = dispatch.leg is Leg.FORWARD
@@ -539,10 +539,11 @@ class SimDispatchHost:
         self.review(review_request(order.envelope, order.dispatch, reason, self.clock.at()))
 
     def _begun_granted(self, running: Running, row: tuple[str, str, int]) -> None:
-        """A call begun: the gate that let it through judged it under the document in
-        force then (the view it must use: production's is at most 0.5 s old, the
-        simulated gate's is exact), so the operator's words at that moment allowed it; and
-        if a quota covered it, its key was counted (never begun past a full quota)."""
+        """A call begun: the gate that let it through judged it under a document in force
+        within its view's bound (production's view is at most MAX_STALENESS_S old; the
+        simulated one exact, or as old in .policies' lagging schedules), so the operator's
+        words at some instant of that bound allowed it; and if a quota covered it
+        throughout, its key was counted (never begun past a full quota)."""
         if running.refused_at_gate is not None:
             raise Violation(
                 f"{row[0]} {row[1]} attempt {row[2]}: begun though, at its gate, "

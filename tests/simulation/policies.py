@@ -19,14 +19,24 @@ again, the task is granted anew and the quota is lifted and its breaker reset, s
 review the gate raised can be answered with a `retry` that goes through. The checks are
 stated in those words, never by asking the rule under test (`refusal`), except for the
 quota's count, which is the promise itself (`exceeded`).
+
+In half the schedules with a document the gate's view lags the saves (Gatekeeper._fresh
+re-reads a view older than MAX_STALENESS_S): each gate judges by the document in force at
+an instant drawn within that bound (`view`). The promise that must still hold is the
+bound's: a call begun was allowed by the operator's words at some instant of the last
+MAX_STALENESS_S before its gate (`refusal` over `saved`), and a quota in force throughout
+them counted it. `_current`'s read of a newer version than the view is not reached: every
+submission is checked under the first document.
 """
 
+import bisect
 import random
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 
 from events.policy import AgentPolicy, PolicyDocument, Quota, TaskGrant, open_policy
+from services.dispatcher.gatekeeper import MAX_STALENESS_S
 from services.governance.gate import Claim, reserve
 from services.governance.store import CLAIM_DEDUPE_S
 from services.providers.sandbox_operations import SANDBOX_OPERATIONS
@@ -50,6 +60,21 @@ CAP_SHARE = 1 / 3
 # The operations whose payload's `amount` moves money in the world's words (the sandbox's
 # charge; its refund is an undo, which no task judges).
 CHARGES = ("payments.charge",)
+# The share of schedules with a document whose gate judges by a view up to MAX_STALENESS_S
+# old (Gatekeeper._fresh) instead of an exact one.
+LAG_SHARE = 1 / 2
+STALENESS_MS = int(MAX_STALENESS_S * 1000)
+
+
+@dataclass(frozen=True)
+class Words:
+    """What the operator's saved document says, in the world's words, from one save on."""
+
+    withdrawn: frozenset[tuple[str, str]]
+    task_revoked: bool
+    task_expires_ms: int
+    task_cap: int | None
+    quota: Quota | None
 
 
 @dataclass
@@ -72,6 +97,11 @@ class SimPolicy:
     claims: dict[str, tuple[str, int, int]] = field(default_factory=dict)
     # quota_breakers: operation -> the quota that tripped it.
     breakers: dict[str, Quota] = field(default_factory=dict)
+    # Every save: when (ms), the document, and its words.
+    saved: list[tuple[int, PolicyDocument, Words]] = field(default_factory=list)
+    # The gate's view lags the saves (up to STALENESS_MS, drawn at each gate from `lags`);
+    # None: the view is exact.
+    lags: random.Random | None = None
 
     @classmethod
     def drawn(cls, clock: Clock, seed: int) -> "SimPolicy":
@@ -95,6 +125,9 @@ class SimPolicy:
                     max_amount=max_amount,
                 )
             policy.install()
+            lags = random.Random(f"lag:{seed}")
+            if lags.random() < LAG_SHARE:
+                policy.lags = lags
         return policy
 
     # --- the operator's PUT /v1/policy ---------------------------------------------
@@ -116,6 +149,42 @@ class SimPolicy:
         self.document = PolicyDocument(
             version=self.document.version + 1, agents={AGENT: agent}, tasks=tasks
         )
+        self.saved.append((self.clock.now, self.document, self.words()))
+
+    def words(self) -> Words:
+        return Words(
+            frozenset(self.withdrawn),
+            self.task_revoked,
+            self.task_expires_ms,
+            self.task_cap,
+            self.quota,
+        )
+
+    # --- the gate's view (Gatekeeper.refresh, _fresh) -------------------------------
+
+    def view(self) -> PolicyDocument:
+        """The document the gate judges by: the one in force now, or, in a lagging schedule,
+        the one in force up to STALENESS_MS ago (its view is refreshed once older; the
+        document a submission was checked under is the first, so `_current` never reads a
+        newer one here)."""
+        if self.lags is None:
+            return self.document
+        return self._saved_at(self.clock.now - self.lags.randint(0, STALENESS_MS))[1]
+
+    def _saved_at(self, at: int) -> tuple[int, PolicyDocument, Words]:
+        """The save in force at `at` (the first, for a time before it)."""
+        index = bisect.bisect_right([t for t, _, _ in self.saved], at) - 1
+        return self.saved[max(index, 0)]
+
+    def _recent(self) -> list[Words]:
+        """The words in force at some instant of the gate view's bound: now's alone when
+        the view is exact, else those of the last STALENESS_MS too."""
+        if not self.saved:
+            return [self.words()]  # the open policy, never saved
+        now = self.clock.now
+        since = now - (STALENESS_MS if self.lags is not None else 0)
+        first = self._saved_at(since)
+        return [first[2], *(w for t, _, w in self.saved if since < t <= now and w != first[2])]
 
     def withdraw(self) -> None:
         # Drawn only with a task, so a schedule without one withdraws as before.
@@ -168,25 +237,34 @@ class SimPolicy:
 
     def refusal(self, operation: str, payload: Mapping[str, object]) -> str | None:
         """Why a forward call of `operation` with `payload` is not allowed now, in the
-        operator's words (the world's, not the gate's), or None."""
-        if ("agent", operation) in self.withdrawn:
+        operator's words (the world's, not the gate's), or None. Where the gate's view may
+        lag, allowed if the words of any instant within its bound allowed it (the
+        promise a view at most MAX_STALENESS_S old keeps); else why the latest refuse."""
+        reasons = [self._refusal(w, operation, payload) for w in self._recent()]
+        return None if None in reasons else reasons[-1]
+
+    def _refusal(self, words: Words, operation: str, payload: Mapping[str, object]) -> str | None:
+        if ("agent", operation) in words.withdrawn:
             return f"its grant was withdrawn from {AGENT}"
         if self.task_id is None:
             return None
-        if self.task_revoked:
+        if words.task_revoked:
             return f"{self.task_id} was revoked"
-        if self.clock.now >= self.task_expires_ms:
-            return f"{self.task_id} expired at {self.task_expires_ms} ms"
-        if ("task", operation) in self.withdrawn:
+        if self.clock.now >= words.task_expires_ms:
+            return f"{self.task_id} expired at {words.task_expires_ms} ms"
+        if ("task", operation) in words.withdrawn:
             return f"its grant was withdrawn from {self.task_id}"
         charged = payload.get("amount") if operation in CHARGES else None
-        if self.task_cap is not None and isinstance(charged, int) and charged > self.task_cap:
-            return f"{self.task_id} caps one call at {self.task_cap}, this one charges {charged}"
+        cap = words.task_cap
+        if cap is not None and isinstance(charged, int) and charged > cap:
+            return f"{self.task_id} caps one call at {cap}, this one charges {charged}"
         return None
 
     def quota_covers(self, operation: str) -> bool:
-        """Whether the quota in force counts calls of `operation`, forward or undo."""
-        return self.quota is not None and self.quota.operation == operation
+        """Whether a quota counting calls of `operation`, forward or undo, was in force
+        (throughout the gate view's bound, where its view may lag: a quota saved since may
+        not be in its view yet)."""
+        return all(w.quota is not None and w.quota.operation == operation for w in self._recent())
 
     # --- store.reserve_quota -----------------------------------------------------------
 
