@@ -92,6 +92,7 @@ from services.kafka_clients import RECORD_REFUSED, acked_producer
 from services.kafka_start import start_kafka_client
 from services.pg_pool import UNREACHABLE
 from services.providers.http import ProviderHttp
+from services.providers.lookup_strategy import Strategy, strategy_of
 from services.providers.registry import Accounts, build_accounts
 from transactions.finished import FinishedTransaction
 from transactions.state import TransactionState
@@ -123,6 +124,11 @@ class Answer:
     partition: int
     observation: OperationObserved
     trace: list[tuple[str, bytes]] | None
+    # Its provider cannot be asked (lookup strategy `none`): the answer is the only word on
+    # the call, so it is never held back for a later transaction (services.decider.
+    # group_commit). Staged and lost in a crash, the next owner could only look up, be told
+    # nothing, and send the call to a person.
+    unaskable: bool = False
 
 
 class DispatchHost:
@@ -366,9 +372,14 @@ class DispatchHost:
         ordinary record the owner decides."""
         trace = tracing.kafka_headers()
         if self.owns(order.partition) and not self.leaving:
-            self.answered(Answer(order.partition, observation, trace))
+            self.answered(Answer(order.partition, observation, trace, self._unaskable(order)))
             return
         await self.forward(Answer(order.partition, observation, trace))
+
+    def _unaskable(self, order: DispatchOrder) -> bool:
+        assert self.executor is not None
+        adapter = self.executor.accounts.adapter_for(order.envelope.tenant, order.dispatch.provider)
+        return adapter is not None and strategy_of(adapter) is Strategy.NONE
 
     async def forward(self, answer: Answer) -> None:
         """An answer for a partition another decider owns: an ordinary observation."""

@@ -43,7 +43,8 @@ that carries its records. A crash or a fence forgets the staged decisions with t
 the partition's memory; the inputs are read again from the committed offsets and decided
 again, to the same records (a decision is pure). A revocation commits them first
 (Decider.hand_over): an answer of the process's own call decided inline is in no topic,
-and forgotten it would cost the next owner a lookup.
+and forgotten it would cost the next owner a lookup. So one whose provider cannot be asked
+(lookup strategy `none`: a person would settle it) is never staged (dispatch_host.Answer).
 """
 
 from collections.abc import Sequence

@@ -637,6 +637,7 @@ class Decider:
             scope = log_context() if parent is None else tracing.span("decider.decide", parent)
             with scope:
                 await self._decide_input(owned, staged, obs, refuse, f"answer {obs.message_id}")
+            staged.urgent = staged.urgent or answer.unaskable
             headers = [*(answer.trace or []), *([] if refused else [INLINE_HEADER])]
             staged.plan(
                 self.topics.observations,

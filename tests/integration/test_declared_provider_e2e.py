@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 import httpx
 from support.acme_fake import API_KEY, Acme, running_acme
-from support.acme_targets import ACME_FILE, QUERY_LOOKUP, AcmeTarget
+from support.acme_targets import ACME_FILE, AcmeTarget, none_text
 from support.recon_client import Recon, op, transaction
 from support.stack_fixtures import StackWith
 
@@ -50,8 +50,7 @@ def _files(tmp_path: Path, url: str) -> str:
     text = ACME_FILE.read_text(encoding="utf-8").replace("http://127.0.0.1:8095", url)
     acme, quiet = tmp_path / "acme.toml", tmp_path / "quiet.toml"
     acme.write_text(text)
-    head, _, rest = text.partition(QUERY_LOOKUP)
-    quiet.write_text(head + '[lookup]\nstrategy = "none"\n' + rest[rest.index("\n[listing]") :])
+    quiet.write_text(none_text(text))
     return f"acme={acme},quiet={quiet}"
 
 

@@ -31,6 +31,14 @@ from support.provider_kit import Answers, ListingFacts, Live, Webhooks
 ACME_FILE = Path(__file__).resolve().parents[2] / "docs" / "examples" / "acme.toml"
 RETENTION_S = 24 * 3600.0
 QUERY_LOOKUP = '[lookup]\nstrategy = "query"\n'
+NONE_LOOKUP = '[lookup]\nstrategy = "none"\n'
+
+
+def none_text(text: str) -> str:
+    """acme.toml's `text` declaring lookup strategy `none`: nothing can be asked, so the
+    file's query table goes with the strategy."""
+    head, _, rest = text.partition(QUERY_LOOKUP)
+    return head + NONE_LOOKUP + rest[rest.index("\n[listing]") :]
 
 
 def acme_file(lookup: str = QUERY_LOOKUP) -> ProviderFile:
@@ -137,14 +145,10 @@ class AcmeReplayTarget(AcmeTarget):
 
 class AcmeNoneTarget(AcmeTarget):
     name = "acme-none"
-    lookup = '[lookup]\nstrategy = "none"\n'
+    lookup = NONE_LOOKUP
 
     def __init__(self) -> None:
-        # `none` asks nothing: the file's query table goes with the strategy.
-        text = ACME_FILE.read_text(encoding="utf-8")
-        head, _, rest = text.partition(QUERY_LOOKUP)
-        rest = rest[rest.index("\n[listing]") :]
-        self.declared = parse(head + self.lookup + rest, ACME_FILE.name)
+        self.declared = parse(none_text(ACME_FILE.read_text(encoding="utf-8")), ACME_FILE.name)
 
 
 # The shipped file's listing head, and what acme-listing declares instead.
