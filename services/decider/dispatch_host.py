@@ -8,8 +8,9 @@ decide/commit loop.
   runs in a task of its own, at most MAX_CONCURRENT_CALLS at once.
 - The answer: while this process owns the partition, an observation is queued as an input of
   the partition's next transaction (`Answers`), which decides it and writes it to
-  recon.observations in the same transaction, as evidence, with the INLINE header: the
-  decider skips that record when its consumer reads it back (its offset advances). A
+  recon.observations in the same transaction, as evidence, with the INLINE header
+  (services.inline_answers): the decider skips that record when its consumer reads
+  it back (its offset advances). A
   committed transaction holds the decision and the record together; an aborted one holds
   neither (read_committed), and the answer is lost: the take-over rule calls again.
   An answer the owner cannot take inline (the partition was revoked meanwhile; a resumed
@@ -100,21 +101,12 @@ from transactions.unanswered import waits_on
 
 log = logging.getLogger(__name__)
 
-# The header an answer the decider decided inline carries on recon.observations: read back,
-# it is skipped (its decision is in the same transaction). The value names the writer.
-INLINE = "recon-decided"
-INLINE_HEADER = (INLINE, b"decider")
 RETRY_BACKOFF_S = (0.5, 1.0, 2.0, 5.0)
 # How long a decider that stops waits for its calls in flight before it leaves its group.
 LEAVE_WAIT_S = 5.0
 # How often a released hold looks whether this process's own call of it has ended: a call
 # lasts at most the provider's timeout, and the hold's claim is renewed while it waits.
 RESUME_WAIT_S = 0.05
-
-
-def inline_answer(headers: list[tuple[str, bytes]] | tuple[tuple[str, bytes], ...] | None) -> bool:
-    """Whether a record read from recon.observations was decided when it was written."""
-    return any(key == INLINE for key, _ in headers or ())
 
 
 @dataclass(frozen=True)

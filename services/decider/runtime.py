@@ -71,7 +71,7 @@ from services.crash_points import (
     pause_point,
 )
 from services.decider.checkpoints import UnsignedHeads, checkpoint_records
-from services.decider.dispatch_host import INLINE_HEADER, Answer, DispatchHost, inline_answer
+from services.decider.dispatch_host import Answer, DispatchHost
 from services.decider.dispatch_log import log_dispatches
 from services.decider.finished_index import ChangelogReader, FinishedIndex
 from services.decider.group_commit import interval, next_start, nobody_waits, spacing_bound
@@ -81,6 +81,7 @@ from services.decider.restore import StateKey, Stored, restore_partition
 from services.decider.staged import Staged
 from services.dispatcher.call_fence import Fence
 from services.dispatcher.dispatch_order import dispatch_orders
+from services.inline_answers import INLINE_HEADER, inline_answer
 from services.kafka_clients import (
     RECORD_REFUSED,
     acked_producer,

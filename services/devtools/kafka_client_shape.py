@@ -20,9 +20,9 @@ from events.checkpoint import CheckpointChain, Head
 from events.event_type_header import event_type_header
 from events.inputs import OperationObserved
 from events.keys import partition_key
-from services.decider.dispatch_host import INLINE_HEADER
 from services.devtools.decider_micro import readme_inputs
 from services.devtools.synthetic_log import partition_of
+from services.inline_answers import INLINE_HEADER
 from services.signing_keys import development_key
 from transactions.finished import keep
 from transactions.transaction import handle, initial_state, is_terminal

@@ -12,7 +12,11 @@ committed offset is the offset after the last record it handled, so a transactio
 marker (recon.events is written in the decider's transactions), and aborted records, stay
 between it and the end for good once the group has read everything. So a partition whose
 position has not moved for READ_AFTER_S is read from that position (read_committed, as the
-groups read) once: a record read means there is work the group has not done; an empty read
+groups read) once: a record read means there is work the group has not done, unless it is
+an answer the decider decided when it wrote it (services.inline_answers: the decider
+moves its position past those only with the partition's next transaction, so an idle
+decider stays behind the last of them; the live stack's first idle minute after a bench
+reported "recon.observations[0] 3 behind" for every partition before this); an empty read
 that reaches the end means nothing to do (remembered until the end moves: the clock then
 starts again, from the look that saw records added); a read stopped below the end by the
 last stable offset means a transaction still open holds the group (its producer wedged, or
@@ -40,6 +44,7 @@ from dataclasses import dataclass
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from services.config import Settings
+from services.inline_answers import inline_answer
 from services.intake.group_positions import REQUEST_TIMEOUT_S, Standing
 from services.kafka_clients import connection
 
@@ -187,7 +192,7 @@ class GapReader:
                     waiting = [tp for tp in gaps if tp not in found]
                     batches = await consumer.getmany(*waiting, timeout_ms=200)
                     for tp, records in batches.items():
-                        if records:
+                        if any(not inline_answer(r.headers) for r in records):
                             found[tp] = Gap.RECORD
                     for tp in waiting:
                         if tp in found:

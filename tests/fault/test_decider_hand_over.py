@@ -25,8 +25,9 @@ from support.txbuilders import observed, submit
 from events.inputs import Outcome
 from events.topics import Topics
 from services.config import Settings
-from services.decider.dispatch_host import INLINE, Answer
+from services.decider.dispatch_host import Answer
 from services.decider.runtime import Decider, OwnedPartition
+from services.inline_answers import INLINE
 from services.kafka_setup import ensure_topics
 
 PARTITION = 1

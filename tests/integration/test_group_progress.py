@@ -23,7 +23,8 @@ from prometheus_client import REGISTRY
 from support.intake_app import intake_client, settings_fixture
 
 from services.config import Settings
-from services.consumer_groups import SAGA
+from services.consumer_groups import DECIDER, SAGA
+from services.inline_answers import INLINE_HEADER, inline_answer
 from services.intake import group_watch
 from services.intake.app import create_app
 from services.intake.group_positions import GroupPositions
@@ -185,3 +186,50 @@ async def test_an_idle_group_is_not_reported_though_markers_stay_behind_its_posi
             assert await until(http, lambda found: found == "ok") == "ok"
     finally:
         await writer.stop()
+
+
+async def test_the_deciders_inline_answers_behind_its_position_are_not_work(
+    settings: Settings,
+) -> None:
+    # The decider moves its position past the answers it decided when it wrote them only
+    # with the partition's next transaction (services.inline_answers): idle, it
+    # stays behind the last of them. A member of its group that does the same.
+    group = f"{settings.group_prefix}{DECIDER}"
+    observations = settings.topics.observations
+    consumer = group_consumer(settings, DECIDER, "stuck-decider")
+    consumer.subscribe([observations])
+    producer = AIOKafkaProducer(bootstrap_servers=settings.kafka_bootstrap)
+    await producer.start()
+    await consumer.start()
+    try:
+        await producer.send_and_wait(observations, b"work", partition=0)
+        for _ in range(2):
+            await producer.send_and_wait(
+                observations, b"answer", partition=0, headers=[INLINE_HEADER]
+            )
+        read = 0
+        while read < 3:
+            for tp, records in (await consumer.getmany(timeout_ms=200)).items():
+                read += len(records)
+                decided = [r for r in records if not inline_answer(r.headers)]
+                if decided:
+                    await consumer.commit({tp: decided[-1].offset + 1})
+        async with asyncio.timeout(TIMEOUT_S), intake_client(settings) as http:
+            quiet_from = time.monotonic()
+            while time.monotonic() - quiet_from < STUCK_S + READ_AFTER_S + 2 * WATCH_INTERVAL_S:
+                checks = (await http.get("/healthz")).json()["checks"]
+                assert checks[DECIDER] == "ok", checks[DECIDER]
+                await asyncio.sleep(WATCH_INTERVAL_S)
+            assert gauge("recon_consumer_group_stuck_seconds", group=group) == 0
+
+            # A record it has not decided behind them is work: reported.
+            await producer.send_and_wait(observations, b"undecided", partition=0)
+            while (
+                not (await http.get("/healthz"))
+                .json()["checks"][DECIDER]
+                .startswith("not advancing")
+            ):
+                await asyncio.sleep(0.5)
+    finally:
+        await consumer.stop()
+        await producer.stop()
