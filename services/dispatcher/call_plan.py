@@ -40,7 +40,9 @@ The rules, in the order they are asked:
   timeout), and meanwhile another answer may settle the leg, or a person fail the
   transaction (the reconciler looks a begun leg up and sends it to review), after which a
   lookup that finds nothing would send a non-destructive leg again. No longer awaited, the
-  plan ends: nothing looked up, sent or reported.
+  plan ends: nothing looked up, sent or reported. A redelivery whose lookup found nothing
+  asks again before it sends, waited or not (`_still_awaited`): the call's own answer, a
+  decline that leaves nothing to find, may have failed the transaction meanwhile.
 - An `unknown` answer is resolved by lookups with backoff (LOOKUP_BACKOFF_S); past them
   the scheduled reconciler takes over.
 
@@ -244,6 +246,8 @@ def call_plan(dispatch: OperationDispatched, *, adapter_known: bool = True) -> P
         if redelivered and not redelivery_may_apply(info):
             yield _not_resent(lookups)
             return
+        if redelivered and not (yield from _still_awaited()):
+            return
     if charge is not None:
         status, body = yield from ask(Balance(charge))
         stopped = judge_balance(dispatch.payload, status, body)
@@ -286,6 +290,8 @@ def _call(info: Classified, begun: Begun, *, redelivered: bool, lookups: int) ->
         lookups += 1
         if (yield from _found(lookups)):
             return
+        if not (yield from _still_awaited()):
+            return
     seen = yield from ask(Apply())
     yield Report(Source.RESPONSE, seen, lookups)
     if seen.outcome is Outcome.UNKNOWN:
@@ -309,6 +315,18 @@ def _claimed() -> Generator[Request[Any], Any, bool]:
             return False
         case _:
             assert_never(turn)
+
+
+def _still_awaited() -> Generator[Request[Any], Any, bool]:
+    """Before a redelivery sends what its lookup found absent: True while the transaction
+    still waits on the call. The plan was judged on the state the take-over restored (or
+    the begin found another caller's row), and the call's own answer may have reached the
+    owner since: a decline leaves no effect to find, and the transaction may have failed
+    by it. A provider that answers a declined key's resend afresh would then make an effect
+    nobody waits for (the simulator's `afresh` provider: seeds 65 and 637 sent a declined
+    charge again after TransactionFailed). The question is in memory; what is left is the
+    window between it and the call, which every call has."""
+    return (yield from ask(Awaited()))
 
 
 def _found(lookups: int) -> Generator[Request[Any], Any, bool]:

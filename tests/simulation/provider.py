@@ -6,6 +6,9 @@ call plan's real classification reads it. It counts every call that APPLIED an e
 key, not the effects it deduplicated: sending twice under a key it has forgotten applies
 twice, and the invariants see it. It also counts every call that reached it, applied or
 not: a destructive operation sent twice under one key is harm even when deduplicated.
+
+With `afresh` (World.afresh) it keeps no decline under its key: a declined key sent again
+is judged afresh, and made (the card works now), as some providers do.
 """
 
 import json
@@ -72,6 +75,9 @@ class Provider:
     sent: list[str] = field(default_factory=list)
     outbox: list[Delivery] = field(default_factory=list)
     serial: int = 0
+    # Declines are not kept under their keys (module docstring): the keys declined once.
+    afresh: bool = False
+    declined: set[str] = field(default_factory=set)
 
     def _forget_expired(self, key: str, now: int) -> None:
         known = self.keys.get(key)
@@ -89,9 +95,12 @@ class Provider:
         fault = self._call_fault()
         if fault is CallFault.ERROR_500_BEFORE_COMMIT:
             return 500, {"error": "internal_error"}
-        if payload.get("decline"):
+        if payload.get("decline") and not (self.afresh and key in self.declined):
             answer: tuple[int, dict[str, Any]] = (402, {"error": "card_declined"})
-            self.keys[key] = (now, *answer)
+            if self.afresh:
+                self.declined.add(key)
+            else:
+                self.keys[key] = (now, *answer)
             return answer
         self.serial += 1
         pending = fault is CallFault.PENDING

@@ -108,6 +108,10 @@ def transaction(rng: random.Random, tx_id: str) -> SubmitTransaction:
 @dataclass
 class World:
     seed: int
+    # A provider that judges a declined key's resend afresh (provider.py): not in the
+    # default schedules, where a zombie's begin before its partition's new fence can still
+    # send (docs/testing.md, "A provider that forgets its declines").
+    afresh: bool = False
     rng: random.Random = field(init=False)
     clock: Clock = field(default_factory=Clock)
     trace: list[str] = field(default_factory=list)
@@ -122,6 +126,7 @@ class World:
             lookup_fault_rate=rng.choice([0.0, 0.3, 0.7]),
             hook_fault_rate=rng.choice([0.0, 0.5]),
         )
+        self.provider.afresh = self.afresh
         self.crash_rate = rng.choice([0.0, 0.01, 0.04])
         self.abort_rate = rng.choice([0.0, 0.01])
         self.heal_at = rng.randint(5, 120)

@@ -154,7 +154,16 @@ def test_a_redelivered_destructive_call_found_absent_is_not_sent_again() -> None
     # A write under the same key is (the provider dedupes a call still travelling), once
     # the begin after its lookup, the last gate, let it through.
     asked = run(dispatch(), answers(begun_before=True))
-    assert kinds(asked) == ["Gate", "Begin", "Claim", "Lookup", "Begin", "Apply", "Report"]
+    assert kinds(asked) == [
+        "Gate",
+        "Begin",
+        "Claim",
+        "Lookup",
+        "Awaited",
+        "Begin",
+        "Apply",
+        "Report",
+    ]
 
 
 def test_a_redelivery_is_looked_up_before_a_switch_holds_it() -> None:
@@ -165,7 +174,7 @@ def test_a_redelivery_is_looked_up_before_a_switch_holds_it() -> None:
     asked = run(dispatch(), answers(begin=switched, lookup=FOUND))
     assert kinds(asked) == ["Gate", "Begin", "Claim", "Lookup", "Report"]
     asked = run(dispatch(), answers(begin=switched))
-    assert kinds(asked) == ["Gate", "Begin", "Claim", "Lookup", "Begin", "Hold"]
+    assert kinds(asked) == ["Gate", "Begin", "Claim", "Lookup", "Awaited", "Begin", "Hold"]
     assert asked[-1] == Hold(("ks_1",))
 
 
@@ -196,13 +205,22 @@ def test_a_write_another_dispatcher_began_meanwhile_waits_for_that_call_then_loo
     assert kinds(asked) == ["Gate", "Begin", "Claim", "Lookup", "Report"]
     assert asked[-1] == Report(Source.LOOKUP, FOUND, 1)
     asked = run(dispatch(), answers(begin=taken))
-    assert kinds(asked) == ["Gate", "Begin", "Claim", "Lookup", "Apply", "Report"]
+    assert kinds(asked) == ["Gate", "Begin", "Claim", "Lookup", "Awaited", "Apply", "Report"]
 
 
 def test_every_redelivery_claims_its_call_before_it_looks_it_up() -> None:
     """Asked by the begin or by its own question: the lookup comes after the claim."""
     asked = run(dispatch(lookup_first=True), answers(begun_before=True))
-    assert kinds(asked) == ["Gate", "WasBegun", "Claim", "Lookup", "Begin", "Apply", "Report"]
+    assert kinds(asked) == [
+        "Gate",
+        "WasBegun",
+        "Claim",
+        "Lookup",
+        "Awaited",
+        "Begin",
+        "Apply",
+        "Report",
+    ]
     # Never begun: nobody to wait for.
     asked = run(dispatch(lookup_first=True), answers())
     assert "Claim" not in kinds(asked)
@@ -245,13 +263,32 @@ def test_a_claim_that_waited_asks_the_transaction_again_before_it_looks_up() -> 
         "Claim",
         "Awaited",
         "Lookup",
+        "Awaited",
         "Begin",
         "Apply",
         "Report",
     ]
-    # A claim taken at once asks nothing more: the judgement that dispatched it is as old
-    # as the statements since.
-    asked = run(dispatch(), answers(begun_before=True, awaited=False))
+
+
+def test_a_redelivery_found_absent_asks_the_transaction_again_before_it_sends() -> None:
+    """The plan was judged on the state a take-over restored, or the begin found another
+    caller's row: the call's own answer may have reached the owner since, a decline that
+    leaves no effect to find, and failed the transaction. A provider that answers a
+    declined key's resend afresh would make an effect nobody waits for (the simulator's
+    `afresh` provider). No longer awaited: nothing begun, sent or reported."""
+    for plan_of, given in (
+        (dispatch(), answers(begun_before=True, awaited=False)),
+        (dispatch(lookup_first=True), answers(begun_before=True, awaited=False)),
+        (dispatch(), answers(begin=Begun((), written=False), awaited=False)),
+    ):
+        asked = run(plan_of, given)
+        assert kinds(asked)[-3:] == ["Claim", "Lookup", "Awaited"], kinds(asked)
+        assert "Apply" not in kinds(asked) and "Report" not in kinds(asked)
+    # An effect found is reported whatever the transaction waits on: it is evidence.
+    asked = run(dispatch(), answers(begun_before=True, lookup=FOUND, awaited=False))
+    assert kinds(asked)[-2:] == ["Lookup", "Report"]
+    # A first send asks nothing: its judgement is as fresh as the statements since.
+    asked = run(dispatch(lookup_first=True), answers(awaited=False))
     assert "Awaited" not in kinds(asked) and "Apply" in kinds(asked)
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from simulation.bugs import BUGS, CAUGHT_AT
 from simulation.run import DEFAULT_SEEDS, caught, run_many, run_one
+from simulation.world import World
 
 ROOT = Path(__file__).resolve().parents[2]
 # About 25 s on 2 free cores; the shared CI machine can be many times slower.
@@ -66,6 +67,16 @@ def test_an_injected_bug_is_caught_within_the_default_seeds(bug: str) -> None:
     )
     assert replay.returncode == 1
     assert failure.problem in replay.stdout
+
+
+@pytest.mark.parametrize("seed", [65, 637])
+def test_a_redelivery_found_absent_is_not_sent_once_its_transaction_failed(seed: int) -> None:
+    """With a provider that judges a declined key's resend afresh (World.afresh), these
+    seeds had a take-over's redelivery of a charge look up, find nothing (a decline leaves
+    no effect), and send it again after the charge's own decline, reaching the owner
+    meanwhile, had failed the transaction: a charge left in place. It now asks whether the
+    transaction still waits on the call before it sends (call_plan._still_awaited)."""
+    World(seed, afresh=True).run()
 
 
 def test_production_code_never_imports_the_simulator() -> None:
