@@ -15,7 +15,9 @@ Parametrised over targets (tests/support/provider_kit.py): the built-in adapters
   the drift listing shows every effect under its key. Where a target gives ListingFacts:
   a listing asked since an instant lists that window alone, one longer than a page reads
   every page, and a cut listing covers only what is newer than its oldest effect (newest
-  first; nothing when its order is unknown).
+  first; nothing when its order is unknown). Where a target gives RefusalFacts: a key
+  refused, sent again once the cause of the refusal is lifted, is answered the same
+  refusal and makes nothing (a provider judging it afresh would make it).
 - Webhooks: a valid signature is accepted inside the replay window, a wrong one and one
   signed outside the window refused; the provider's event about an effect reads as the
   operation made under its key, an event the adapter does not act on settles nothing,
@@ -28,11 +30,19 @@ from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from support.acme_targets import DECLARED
+from support.acme_targets import AFRESH, DECLARED
 from support.kit_targets import BUILT_IN
-from support.provider_kit import KitTarget, ListingFacts, Live, Scripted, third_party_targets
+from support.provider_kit import (
+    KitTarget,
+    ListingFacts,
+    Live,
+    RefusalFacts,
+    Scripted,
+    third_party_targets,
+)
 
 from events.inputs import Outcome
+from events.observation import Seen
 from reconcilers.drift import effect_from_json
 from reconcilers.signatures import SignatureError, SignatureErrorCode, verify
 from reconcilers.webhook_reading import WebhookBodyError
@@ -431,6 +441,71 @@ async def test_a_cut_listing_covers_only_what_is_newer_than_its_oldest_effect(
     # so a leg dispatched after that proves its effect missing if it is not listed.
     assert {e.idempotency_key for e in listed} == set(made[-facts.most_listed :])
     assert listing.covered_from == min(e.created_at for e in listed)
+
+
+# --- a refused key sent again (targets that give RefusalFacts) -------------------------
+
+REFUSED_AGAIN = (
+    "recon relies on a provider answering a refused key's resend with its first answer, "
+    "the refusal, and making nothing (docs/providers.md, the adapter table's `apply` row). "
+    "recon fails the transaction on the first refusal, but the request may be sent again "
+    "under the same key afterwards (a zombie decider's call begun before its partition's "
+    "new owner fenced it, a redelivery's resend): judged afresh, it makes the effect after "
+    "the transaction failed, and nothing undoes it (a charge left in place). Make the "
+    "provider keep a refusal under its idempotency key as it keeps a success (Stripe "
+    "replays a key's first answer, errors included, for 24 h); if the provider itself "
+    "cannot, recon cannot be pointed at it safely for operations it may refuse."
+)
+
+
+def _refusal_facts(live: Live) -> RefusalFacts:
+    if live.refusal is None:
+        pytest.skip("this target gives the kit no RefusalFacts (how to make a refusal)")
+    return live.refusal
+
+
+def _shown(seen: Seen) -> str:
+    return (seen.error or repr(seen.body))[:200]
+
+
+async def refused_again(live: Live, facts: RefusalFacts) -> None:
+    """The check itself, also run against a provider that judges a refused key afresh
+    (test_the_kit_fails_a_provider_that_judges_a_refused_key_afresh)."""
+    key, payload = new_key(), await facts.refused()
+    first = await live.adapter.apply(facts.operation, key, payload)
+    assert first.outcome is Outcome.REJECTED, f"RefusalFacts.refused was not refused: {first}"
+    await facts.lift(payload)
+    again = await live.adapter.apply(facts.operation, key, payload)
+    made = await live.effects_under(key)
+    assert (again.outcome, again.status_code, again.error, made) == (
+        first.outcome,
+        first.status_code,
+        first.error,
+        0,
+    ), (
+        f"the key refused first ({first.status_code} {_shown(first)}) was answered "
+        f"{again.outcome.value} ({again.status_code} {_shown(again)}) when sent again after "
+        f"the cause of the refusal was lifted, with {made} effect(s) under it. " + REFUSED_AGAIN
+    )
+    # The lift did lift: the same request under a new key is made now, so a provider
+    # judging the resend afresh would have made it too (the check above could fail).
+    control = await live.adapter.apply(facts.operation, new_key(), payload)
+    assert control.outcome is Outcome.SUCCEEDED, (
+        f"RefusalFacts.lift did not lift the refusal (a new key was answered {control}), "
+        "so the check proves nothing"
+    )
+
+
+async def test_a_refused_key_sent_again_is_refused_again_and_makes_nothing(live: Live) -> None:
+    await refused_again(live, _refusal_facts(live))
+
+
+async def test_the_kit_fails_a_provider_that_judges_a_refused_key_afresh() -> None:
+    # The check's own teeth: Acme keeping no refusal under its key (a test-only mode)
+    # makes the restocked reserve when the refused key is sent again.
+    async with AFRESH.running() as running:
+        with pytest.raises(AssertionError, match=r"answered succeeded .* 1 effect\(s\)"):
+            await refused_again(running, _refusal_facts(running))
 
 
 # --- replay: inside and outside the key retention -------------------------------------

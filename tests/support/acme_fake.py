@@ -58,6 +58,10 @@ class Kept:
 class Acme:
     clock: FakeClock = field(default_factory=FakeClock)
     retention_s: float | None = None
+    # False: a refusal is not kept under its key, so a resend is judged afresh (made once
+    # its cause is lifted). Not Acme's way: a test-only mode, to show that the contract
+    # kit fails such a provider (docs/providers.md, the adapter table's `apply` row).
+    keeps_refusals: bool = True
     hold_s: float = 0.0
     # Faults: answer 429 (Retry-After: 1) to the next n requests; per record kind
     # (`payment`, ...), make the next n effects but answer 503 (the answer lost).
@@ -132,6 +136,8 @@ def create_app(acme: Acme) -> FastAPI:
         status, answer = make(body, key, now)
         if status >= 500:
             del acme.keys[key]  # not kept, as a crash before the answer was saved
+        elif status >= 400 and not acme.keeps_refusals:
+            del acme.keys[key]
         else:
             acme.keys[key].answer = (status, answer)
         made = (answer or {}).get("result", {}).get("record", {}).get("kind", "message")

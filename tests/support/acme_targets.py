@@ -26,7 +26,7 @@ from services.providers.declared.model import ProviderFile
 from services.providers.http import ProviderHttp, Requester
 from services.providers.interface import ProviderAdapter
 from support.acme_fake import API_KEY, Acme, running_acme
-from support.provider_kit import Answers, ListingFacts, Live, Webhooks
+from support.provider_kit import Answers, ListingFacts, Live, RefusalFacts, Webhooks
 
 ACME_FILE = Path(__file__).resolve().parents[2] / "docs" / "examples" / "acme.toml"
 RETENTION_S = 24 * 3600.0
@@ -91,6 +91,7 @@ class AcmeTarget:
     webhooks = ACME_WEBHOOKS
     lookup = QUERY_LOOKUP
     retention_s: float | None = None
+    keeps_refusals = True
 
     def __init__(self) -> None:
         self.declared = acme_file(self.lookup)
@@ -103,7 +104,7 @@ class AcmeTarget:
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[Live]:
-        state = Acme(retention_s=self.retention_s)
+        state = Acme(retention_s=self.retention_s, keeps_refusals=self.keeps_refusals)
         async with running_acme(state) as (acme, url), ProviderHttp(10.0) as http:
 
             async def payload() -> dict[str, Any]:
@@ -114,6 +115,14 @@ class AcmeTarget:
 
             async def slow_down(seconds: float) -> None:
                 acme.hold_s = seconds
+
+            async def out_of_stock() -> dict[str, Any]:
+                # More than Acme holds of a sku it never saw (100): refused out_of_stock
+                # until it is restocked.
+                return {"sku": f"sku-kit-{uuid.uuid4().hex[:16]}", "qty": 101}
+
+            async def restock(payload: dict[str, Any]) -> None:
+                acme.stock[payload["sku"]] = 1000
 
             yield Live(
                 adapter=DeclaredAdapter(
@@ -131,6 +140,7 @@ class AcmeTarget:
                     else lambda: acme.clock.advance(RETENTION_S + 3600)
                 ),
                 listing=self.listing_facts(acme),
+                refusal=RefusalFacts("inventory.reserve", out_of_stock, restock),
             )
 
     def listing_facts(self, acme: Acme) -> ListingFacts | None:
@@ -141,6 +151,16 @@ class AcmeReplayTarget(AcmeTarget):
     name = "acme-replay"
     lookup = '[lookup]\nstrategy = "replay"\nkey_retention = "24h"\n'
     retention_s = RETENTION_S
+
+
+class AcmeAfreshTarget(AcmeTarget):
+    """Not Acme's way, and not one of DECLARED: Acme keeping no refusal under its key, so
+    a refused key sent again is judged afresh. The contract kit must fail it
+    (test_the_kit_fails_a_provider_that_judges_a_refused_key_afresh; or run the kit over it
+    with PROVIDER_KIT_TARGETS=support.acme_targets:AFRESH)."""
+
+    name = "acme-afresh"
+    keeps_refusals = False
 
 
 class AcmeNoneTarget(AcmeTarget):
@@ -183,3 +203,5 @@ DECLARED: list[AcmeTarget] = [
     AcmeNoneTarget(),
     AcmeListingTarget(),
 ]
+
+AFRESH = AcmeAfreshTarget()

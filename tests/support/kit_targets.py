@@ -14,6 +14,7 @@ from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 from reconcilers.signatures import sign_standard, sign_stripe
 from services.config import DEFAULT_WEBHOOK_SECRET
@@ -22,7 +23,7 @@ from services.providers.http import ProviderHttp, Requester
 from services.providers.interface import ProviderAdapter
 from services.providers.stripe.adapter import StripeAdapter
 from support import stripe_events
-from support.provider_kit import Answers, KitTarget, Live, Webhooks, recon_format
+from support.provider_kit import Answers, KitTarget, Live, RefusalFacts, Webhooks, recon_format
 from support.sandbox_process import start_sandbox, stop
 from support.stripe_fake import API_KEY, RETENTION_S, running_fake
 
@@ -79,6 +80,30 @@ class SandboxTarget:
                             }
                             await http.request("POST", f"{sandbox.url}/v1/faults", json=fault)
 
+                    async def revoked() -> dict[str, Any]:
+                        # A charge made on the sandbox's side, its authorization revoked
+                        # (the dashboard's, as an operator does): a refund of it is refused
+                        # (422 authorization_revoked) until it is reinstated.
+                        made = await http.request(
+                            "POST",
+                            f"{sandbox.url}/v1/payments/charge",
+                            json=await payload(),
+                            headers={"Idempotency-Key": f"kit-charge-{uuid.uuid4()}"},
+                        )
+                        assert made.status == 200, made.body
+                        charge = json.loads(made.body)["id"]
+                        await http.request(
+                            "POST", f"{sandbox.url}/v1/dashboard/revoke", json={"charge": charge}
+                        )
+                        return {"charge": charge, "amount": 100}
+
+                    async def reinstate(refund: dict[str, Any]) -> None:
+                        await http.request(
+                            "POST",
+                            f"{sandbox.url}/v1/dashboard/reinstate",
+                            json={"charge": refund["charge"]},
+                        )
+
                     yield Live(
                         adapter=SandboxAdapter(http, sandbox.url),
                         operation=self.answers.operation,
@@ -87,6 +112,7 @@ class SandboxTarget:
                         other=lambda p: {**p, "amount": p["amount"] + 1},
                         effects_under=effects_under,
                         slow_down=slow_down,
+                        refusal=RefusalFacts("payments.refund", revoked, reinstate),
                     )
             finally:
                 await asyncio.to_thread(stop, sandbox.process)
@@ -140,10 +166,31 @@ class StripeFakeTarget:
 
             async def effects_under(key: str) -> int:
                 made = [*fake.intents.values(), *fake.refunds.values()]
-                return sum(1 for item in made if item["metadata"].get("op_key") == key)
+                created = sum(1 for item in made if item["metadata"].get("op_key") == key)
+                return created + list(fake.confirmed_under.values()).count(key)
 
             async def slow_down(seconds: float) -> None:
                 fake.hold_s = seconds
+
+            async def declined() -> dict[str, Any]:
+                # An intent made on the fake's side with a card declined until it is
+                # funded: its confirm is a 402 card_error (a decline Stripe replays).
+                card = f"pm_kit_{uuid.uuid4().hex}"
+                fake.declining.add(card)
+                made = await http.request(
+                    "POST",
+                    f"{url}/v1/payment_intents",
+                    data=urlencode({"amount": 1250, "currency": "eur", "payment_method": card}),
+                    headers={
+                        "Authorization": f"Bearer {API_KEY}",
+                        "Content-Type": "application/x-www-form-urlencoded",
+                    },
+                )
+                assert made.status == 200, made.body
+                return {"payment_intent": json.loads(made.body)["id"], "payment_method": card}
+
+            async def fund(payload: dict[str, Any]) -> None:
+                fake.declining.discard(payload["payment_method"])
 
             yield Live(
                 adapter=StripeAdapter(http, url, API_KEY, clock=fake.clock),
@@ -154,6 +201,7 @@ class StripeFakeTarget:
                 effects_under=effects_under,
                 slow_down=slow_down,
                 expire_keys=lambda: fake.clock.advance(RETENTION_S + 3600),
+                refusal=RefusalFacts("payment_intents.confirm", declined, fund),
             )
 
 

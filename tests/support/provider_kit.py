@@ -87,6 +87,28 @@ class ListingFacts:
     newest_first: bool
 
 
+@dataclass(frozen=True)
+class RefusalFacts:
+    """How to make the running provider refuse a request, and then stop refusing it: what
+    the kit needs to check that a refused key sent again is refused again (docs/providers.md,
+    the adapter table's `apply` row). Optional: a target that gives none is not checked
+    for it.
+
+    The refusal must come from the provider's state, not the payload alone (a card
+    declined until it is funded, an item out of stock until it is restocked, an
+    authorization revoked until it is reinstated): a provider that judges a resend afresh
+    refuses a payload-bound refusal again too, and only a lifted cause tells the two apart.
+    """
+
+    operation: str
+    # A fresh payload for `operation` that the provider refuses now (new resources each
+    # call), made ready on the provider's side, never through the adapter under test.
+    refused: Callable[[], Awaitable[dict[str, Any]]]
+    # Lift the cause of the refusal of `payload`: the same request under a new key would
+    # now be made.
+    lift: Callable[[dict[str, Any]], Awaitable[None]]
+
+
 @dataclass
 class Live:
     """The adapter against the running provider, and the provider's own view of it."""
@@ -107,6 +129,7 @@ class Live:
     # Move the provider's clock past its key retention (replay adapters only).
     expire_keys: Callable[[], None] | None = None
     listing: ListingFacts | None = None
+    refusal: RefusalFacts | None = None
 
 
 class KitTarget(Protocol):

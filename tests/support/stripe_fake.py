@@ -64,6 +64,12 @@ class StripeFake:
     keys: dict[str, Saved] = field(default_factory=dict)
     intents: dict[str, dict[str, Any]] = field(default_factory=dict)
     refunds: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # The payment methods declined now: a card declined until it is funded (the contract
+    # kit lifts a decline to see that the declined key is still answered with it).
+    declining: set[str] = field(default_factory=lambda: {DECLINED})
+    # Each intent a confirm made succeed, and the confirm's idempotency key (a confirm
+    # carries no metadata: this is the fake's own view of what a key made).
+    confirmed_under: dict[str, str | None] = field(default_factory=dict)
     # Every POST that ran (not replayed, not refused for its key): what "one effect per
     # key" is counted against.
     executed: int = 0
@@ -169,7 +175,9 @@ def create_app(fake: StripeFake) -> FastAPI:
         fake.intents[str(intent["id"])] = intent
         return 200, _shown(intent)
 
-    def confirm(intent_id: str, params: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    def confirm(
+        intent_id: str, params: dict[str, Any], key: str | None
+    ) -> tuple[int, dict[str, Any]]:
         intent = fake.intents.get(intent_id)
         if intent is None:
             return _error(
@@ -178,12 +186,13 @@ def create_app(fake: StripeFake) -> FastAPI:
         method = params.get("payment_method") or intent["payment_method"]
         if intent["status"] not in ("requires_confirmation", "requires_payment_method"):
             return _error(400, "invalid_request_error", f"intent is {intent['status']}")
-        if method == DECLINED:
+        if method in fake.declining:
             intent["status"] = "requires_payment_method"
             return _error(402, "card_error", "Your card was declined.", code="card_declined")
         if not method:
             return _error(400, "invalid_request_error", "a payment method is required")
         intent.update(status="succeeded", amount_received=intent["amount"], payment_method=method)
+        fake.confirmed_under[intent_id] = key
         return 200, _shown(intent)
 
     def cancel(intent_id: str, params: dict[str, Any]) -> tuple[int, dict[str, Any]]:
@@ -225,7 +234,8 @@ def create_app(fake: StripeFake) -> FastAPI:
 
     @app.post("/v1/payment_intents/{intent_id}/confirm")
     async def post_confirm(intent_id: str, request: Request) -> JSONResponse:
-        return await idempotent(request, lambda params: confirm(intent_id, params))
+        key = request.headers.get("idempotency-key")
+        return await idempotent(request, lambda params: confirm(intent_id, params, key))
 
     @app.post("/v1/payment_intents/{intent_id}/cancel")
     async def post_cancel(intent_id: str, request: Request) -> JSONResponse:
