@@ -2,7 +2,7 @@
 the match, and recording the delivery id), each shared by the webhooks that reach it at the
 same time (issue 24); and for a delivery that reports drift, the claim of its report
 (reconcilers.store.claiming_reports), which is not shared: it holds its connection while
-the drift is produced.
+the drift is produced, so at most DRIFT_CLAIMS are held at once.
 
 While one statement runs, the webhooks that arrive at the same step wait and go together in
 the next: an idle intake sends each at once, a busy one one statement (and, for the
@@ -38,6 +38,7 @@ import asyncpg
 from reconcilers import store as drift_store
 from services.intake import webhook_store
 from services.intake.shared_statement import Batched
+from services.intake.slots import Slots
 from services.intake.webhook_store import Asked, Delivery
 from services.pg_pool import GENERIC_PLANS
 from services.postgres_start import open_pool
@@ -47,6 +48,20 @@ log = logging.getLogger(__name__)
 # Old delivery ids are deleted at most this often per intake process: cheap, and the
 # table never holds much more than one horizon of deliveries.
 PURGE_EVERY_S = 60.0
+
+# Drift claims one intake holds at once. Each holds one of the main pool's connections (ten,
+# services.intake.app, the one submissions take theirs from) until Kafka has acknowledged
+# its report, up to services.intake.produce.DELIVERY_BOUND_S while Kafka is slow, or while
+# the scan's claim of the same id waits so: unbounded, a burst of stray webhooks (an agent
+# going around recon in bulk, a provider's retry storm) took every connection, and every
+# submission waited on the pool (tests/integration/test_drift_claims_bound.py). Past the
+# bound a delivery is answered 503 at once (services.intake.slots), not queued: it is not
+# recorded, so the provider's retry is handled afresh, and the drift scan reports the stray
+# past its grace whatever the webhook's fate; a queue would hold the provider's connections
+# for as long as the held claims wait, to be answered 503 by Kafka's timeout all the same.
+# When Kafka answers, a claim holds its connection for a few ms: three at once is hundreds
+# of reports a second.
+DRIFT_CLAIMS = 3
 
 # account (Deliveries.provider), delivery id, when.
 Handled = tuple[str, str, datetime]
@@ -74,6 +89,7 @@ class DeliveryBatches:
         self._purged_at = 0.0
         self._checks: Batched[Asked, Delivery] = Batched(checks, self._look_up)
         self._records: Batched[Handled, None] = Batched(pool, self._remember)
+        self.claims = Slots(DRIFT_CLAIMS)
 
     async def look_up(self, asked: Asked) -> Delivery:
         """webhook_store.look_up_all's answer for `asked`."""
@@ -91,12 +107,14 @@ class DeliveryBatches:
         reported" for both reporters, so a webhook arriving after the scan reported its
         stray, or at the same instant, produces it no second time. Remembered as reported
         when the block ends. Not batched: the claim's transaction stays open while the
-        drift is produced, and a delivery that reports drift is rare."""
-        async with (
-            self._pool.acquire() as conn,
-            drift_store.claiming_reports(conn, [(drift_id, kind, at)]) as claimed,
-        ):
-            yield drift_id in claimed
+        drift is produced, and a delivery that reports drift is rare; ApiError 503, before
+        anything is asked, while DRIFT_CLAIMS others are held."""
+        with self.claims.take("drift reports being claimed"):
+            async with (
+                self._pool.acquire() as conn,
+                drift_store.claiming_reports(conn, [(drift_id, kind, at)]) as claimed,
+            ):
+                yield drift_id in claimed
 
     async def _look_up(self, conn: asyncpg.Connection, asked: Sequence[Asked]) -> list[Delivery]:
         return await webhook_store.look_up_all(conn, asked, self._own)

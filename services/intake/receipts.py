@@ -62,7 +62,7 @@ async def get_receipt(
         # Accepted, its first events not projected yet: without them nothing places it on
         # the log but a read of its whole partitions.
         raise ApiError(503, "unavailable", f"tx {tx_id} has no projected events yet; retry later")
-    with state.receipt_slots.take("receipts"):
+    with state.receipt_slots.take("receipts being built"):
         try:
             async with open_reader(settings.kafka_bootstrap, bundle_topics(settings.topics)) as log:
                 try:

@@ -1,7 +1,9 @@
 """A bound on requests of one kind being served at once in one intake process: past it the
 request is refused with 503 and Retry-After at once, before it costs anything, rather than
 queued behind the others (a queue would hold the client's connection and still let one
-tenant's requests delay every other tenant's)."""
+tenant's requests delay every other tenant's). Receipts being built
+(services.intake.receipts) and the webhook ingress's drift claims
+(services.intake.delivery_batches) are bounded so."""
 
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -16,12 +18,11 @@ class Slots:
 
     @contextmanager
     def take(self, what: str) -> Iterator[None]:
-        """One slot for the block; ApiError 503 when all `size` are taken. No await
+        """One slot for the block; ApiError 503 when all `size` are taken (`what`: the
+        requests counted, as the refusal names them). No await
         between the check and the count: the event loop cannot interleave them."""
         if self.taken >= self.size:
-            raise ApiError(
-                503, "unavailable", f"{self.size} {what} being built at once already; retry later"
-            )
+            raise ApiError(503, "unavailable", f"{self.size} {what} at once already; retry later")
         self.taken += 1
         try:
             yield
