@@ -310,7 +310,7 @@ def _claimed() -> Generator[Request[Any], Any, bool]:
         case Turn.AT_ONCE:
             return True
         case Turn.WAITED:
-            return (yield from ask(Awaited()))
+            return (yield from _still_awaited())
         case Turn.GIVEN_UP:
             return False
         case _:
@@ -318,14 +318,15 @@ def _claimed() -> Generator[Request[Any], Any, bool]:
 
 
 def _still_awaited() -> Generator[Request[Any], Any, bool]:
-    """Before a redelivery sends what its lookup found absent: True while the transaction
-    still waits on the call. The plan was judged on the state the take-over restored (or
-    the begin found another caller's row), and the call's own answer may have reached the
-    owner since: a decline leaves no effect to find, and the transaction may have failed
-    by it. A provider that answers a declined key's resend afresh would then make an effect
-    nobody waits for (the simulator's `afresh` provider: seeds 65 and 637 sent a declined
-    charge again after TransactionFailed). The question is in memory; what is left is the
-    window between it and the call, which every call has."""
+    """True while the transaction still waits on the call (Awaited, in memory), asked by a
+    claim that waited and by a redelivery before it sends what its lookup found absent.
+    Either was judged on an older state (the one the take-over restored, the begin that
+    found another caller's row, the one before the wait), and the leg may have moved since:
+    a person failed the transaction, or the call's own answer reached the owner, a decline
+    that leaves no effect to find. A provider that answers a declined key's resend afresh
+    would then make an effect nobody waits for (the simulator's `afresh` provider: seeds 65
+    and 637 sent a declined charge again after TransactionFailed). What is left is the
+    window between the question and the call, which every call has."""
     return (yield from ask(Awaited()))
 
 

@@ -224,10 +224,11 @@ def _held_not_again(
 
 def _claimed_not_asked_again() -> Any:
     """A claim that waited goes on to look up, and sends a leg found absent, without asking
-    whether the transaction still waits on it (call_plan._claimed before Awaited): a person
-    failed it while the claim waited out a dead holder's lease, and the call is made."""
-    turn = yield call_plan.Claim()
-    return turn is not call_plan.Turn.GIVEN_UP
+    whether the transaction still waits on it (call_plan._still_awaited answers yes unasked,
+    at both its questions): a person failed it while the claim waited out a dead holder's
+    lease, and the call is made."""
+    yield from ()
+    return True
 
 
 def _carry_gives_up(host: dispatch_host.SimDispatchHost, running: dispatch_host.Running) -> Any:
@@ -349,8 +350,8 @@ BUGS: dict[str, Patch] = {
     # In the model of DispatchHost.take_over's `again` for a hold being resumed.
     "held_not_again": (dispatch_host.SimDispatchHost, "take_over", _held_not_again),
     "resume_beside_own_call": (dispatch_host.SimDispatchHost, "_resumed", _resume_beside_own_call),
-    # In the real plan's claim (call_plan._claimed), as it was before Awaited.
-    "claimed_not_asked_again": (call_plan, "_claimed", _claimed_not_asked_again),
+    # In the real plan (call_plan._still_awaited), as it was before Awaited.
+    "claimed_not_asked_again": (call_plan, "_still_awaited", _claimed_not_asked_again),
     # In the model of DispatchHost._carry's error path.
     "carry_gives_up": (dispatch_host.SimDispatchHost, "_carry", _carry_gives_up),
     # In the real gate (services.governance.gate), which the simulated gate and quota
