@@ -458,10 +458,10 @@ REFUSED_AGAIN = (
 )
 
 
-def _refusal_facts(live: Live) -> RefusalFacts:
-    if live.refusal is None:
+def _refusal_facts(live: Live) -> tuple[RefusalFacts, ...]:
+    if not live.refusals:
         pytest.skip("this target gives the kit no RefusalFacts (how to make a refusal)")
-    return live.refusal
+    return live.refusals
 
 
 def _shown(seen: Seen) -> str:
@@ -473,7 +473,9 @@ async def refused_again(live: Live, facts: RefusalFacts) -> None:
     (test_the_kit_fails_a_provider_that_judges_a_refused_key_afresh)."""
     key, payload = new_key(), await facts.refused()
     first = await live.adapter.apply(facts.operation, key, payload)
-    assert first.outcome is Outcome.REJECTED, f"RefusalFacts.refused was not refused: {first}"
+    assert first.outcome is Outcome.REJECTED, (
+        f"{facts.operation}: RefusalFacts.refused was not refused: {first}"
+    )
     await facts.lift(payload)
     again = await live.adapter.apply(facts.operation, key, payload)
     made = await live.effects_under(key)
@@ -483,21 +485,24 @@ async def refused_again(live: Live, facts: RefusalFacts) -> None:
         first.error,
         0,
     ), (
-        f"the key refused first ({first.status_code} {_shown(first)}) was answered "
-        f"{again.outcome.value} ({again.status_code} {_shown(again)}) when sent again after "
-        f"the cause of the refusal was lifted, with {made} effect(s) under it. " + REFUSED_AGAIN
+        f"{facts.operation}: the key refused first ({first.status_code} {_shown(first)}) "
+        f"was answered {again.outcome.value} ({again.status_code} {_shown(again)}) when sent "
+        f"again after the cause of the refusal was lifted, with {made} effect(s) under it. "
+        + REFUSED_AGAIN
     )
     # The lift did lift: the same request under a new key is made now, so a provider
     # judging the resend afresh would have made it too (the check above could fail).
     control = await live.adapter.apply(facts.operation, new_key(), payload)
     assert control.outcome is Outcome.SUCCEEDED, (
-        f"RefusalFacts.lift did not lift the refusal (a new key was answered {control}), "
+        f"{facts.operation}: RefusalFacts.lift did not lift the refusal (a new key was "
+        f"answered {control}), "
         "so the check proves nothing"
     )
 
 
 async def test_a_refused_key_sent_again_is_refused_again_and_makes_nothing(live: Live) -> None:
-    await refused_again(live, _refusal_facts(live))
+    for facts in _refusal_facts(live):
+        await refused_again(live, facts)
 
 
 async def test_the_kit_fails_a_provider_that_judges_a_refused_key_afresh() -> None:
@@ -505,7 +510,8 @@ async def test_the_kit_fails_a_provider_that_judges_a_refused_key_afresh() -> No
     # makes the restocked reserve when the refused key is sent again.
     async with AFRESH.running() as running:
         with pytest.raises(AssertionError, match=r"answered succeeded .* 1 effect\(s\)"):
-            await refused_again(running, _refusal_facts(running))
+            [facts] = _refusal_facts(running)
+            await refused_again(running, facts)
 
 
 # --- replay: inside and outside the key retention -------------------------------------

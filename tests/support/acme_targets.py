@@ -140,7 +140,7 @@ class AcmeTarget:
                     else lambda: acme.clock.advance(RETENTION_S + 3600)
                 ),
                 listing=self.listing_facts(acme),
-                refusal=RefusalFacts("inventory.reserve", out_of_stock, restock),
+                refusals=(RefusalFacts("inventory.reserve", out_of_stock, restock),),
             )
 
     def listing_facts(self, acme: Acme) -> ListingFacts | None:

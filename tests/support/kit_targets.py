@@ -112,7 +112,7 @@ class SandboxTarget:
                         other=lambda p: {**p, "amount": p["amount"] + 1},
                         effects_under=effects_under,
                         slow_down=slow_down,
-                        refusal=RefusalFacts("payments.refund", revoked, reinstate),
+                        refusals=(RefusalFacts("payments.refund", revoked, reinstate),),
                     )
             finally:
                 await asyncio.to_thread(stop, sandbox.process)
@@ -172,25 +172,48 @@ class StripeFakeTarget:
             async def slow_down(seconds: float) -> None:
                 fake.hold_s = seconds
 
-            async def declined() -> dict[str, Any]:
-                # An intent made on the fake's side with a card declined until it is
-                # funded: its confirm is a 402 card_error (a decline Stripe replays).
-                card = f"pm_kit_{uuid.uuid4().hex}"
-                fake.declining.add(card)
+            async def on_the_fake(path: str, form: dict[str, Any]) -> dict[str, Any]:
+                # A request of the fake's own client, not of the adapter under test.
                 made = await http.request(
                     "POST",
-                    f"{url}/v1/payment_intents",
-                    data=urlencode({"amount": 1250, "currency": "eur", "payment_method": card}),
+                    url + path,
+                    data=urlencode(form),
                     headers={
                         "Authorization": f"Bearer {API_KEY}",
                         "Content-Type": "application/x-www-form-urlencoded",
+                        "Idempotency-Key": f"kit-fake-{uuid.uuid4()}",
                     },
                 )
                 assert made.status == 200, made.body
-                return {"payment_intent": json.loads(made.body)["id"], "payment_method": card}
+                answer: dict[str, Any] = json.loads(made.body)
+                return answer
+
+            async def declined() -> dict[str, Any]:
+                # An intent whose card is declined until it is funded: its confirm is a
+                # 402 card_error (a decline Stripe replays).
+                card = f"pm_kit_{uuid.uuid4().hex}"
+                fake.declining.add(card)
+                intent = await on_the_fake(
+                    "/v1/payment_intents",
+                    {"amount": 1250, "currency": "eur", "payment_method": card},
+                )
+                return {"payment_intent": intent["id"], "payment_method": card}
 
             async def fund(payload: dict[str, Any]) -> None:
                 fake.declining.discard(payload["payment_method"])
+
+            async def uncharged() -> dict[str, Any]:
+                # A refund of an intent not charged yet: 400 invalid_request_error, a
+                # refusal of the state the endpoint found (saved and replayed by Stripe,
+                # unlike a 400 of parameters that failed validation).
+                intent = await on_the_fake(
+                    "/v1/payment_intents",
+                    {"amount": 1250, "currency": "eur", "payment_method": "pm_card_visa"},
+                )
+                return {"payment_intent": intent["id"], "amount": 100}
+
+            async def charge(refund: dict[str, Any]) -> None:
+                await on_the_fake(f"/v1/payment_intents/{refund['payment_intent']}/confirm", {})
 
             yield Live(
                 adapter=StripeAdapter(http, url, API_KEY, clock=fake.clock),
@@ -201,7 +224,10 @@ class StripeFakeTarget:
                 effects_under=effects_under,
                 slow_down=slow_down,
                 expire_keys=lambda: fake.clock.advance(RETENTION_S + 3600),
-                refusal=RefusalFacts("payment_intents.confirm", declined, fund),
+                refusals=(
+                    RefusalFacts("payment_intents.confirm", declined, fund),
+                    RefusalFacts("refunds.create", uncharged, charge),
+                ),
             )
 
 

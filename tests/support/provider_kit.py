@@ -129,7 +129,9 @@ class Live:
     # Move the provider's clock past its key retention (replay adapters only).
     expire_keys: Callable[[], None] | None = None
     listing: ListingFacts | None = None
-    refusal: RefusalFacts | None = None
+    # Each kind of refusal the provider gives that recon may meet (a decline, a refusal
+    # of an object's state): the kit checks each.
+    refusals: tuple[RefusalFacts, ...] = ()
 
 
 class KitTarget(Protocol):

@@ -3,8 +3,8 @@ semantics stripe-mock (stateless, it ignores keys) cannot show: Stripe's idempot
 (https://docs.stripe.com/api/idempotent_requests).
 
 - A key's first answer is saved and replayed for the same parameters
-  (`Idempotent-Replayed: true`), 402 declines included; a 400 that failed validation is
-  not saved, as Stripe does not.
+  (`Idempotent-Replayed: true`), 402 declines and 400s of an object's state included; a
+  400 that failed validation (`parameter_missing`) is not saved, as Stripe does not.
 - The same key with other parameters: `400 idempotency_error`.
 - The same key while its first request is still running: `409`.
 - A key older than `retention_s` on the fake's clock is pruned: a resend is new.
@@ -33,6 +33,12 @@ from support.local_server import serving
 API_KEY = "sk_test_fake"
 RETENTION_S = 24 * 3600.0
 DECLINED = "pm_card_chargeDeclined"
+# Stripe saves a key's first answer once the endpoint began to execute: a request whose
+# parameters failed validation saves nothing, and its resend is judged again; a 400 the
+# endpoint gave from the state it found (a refund of an intent never charged, a confirm
+# of an intent past it) is saved and replayed like a decline. The fake gives that code
+# to its validation failures alone.
+PARAMETERS_REFUSED = "parameter_missing"
 _FIELD = re.compile(r"^([^\[]+)\[([^\]]*)\]$")
 _SEARCH = re.compile(r"^metadata\['op_key'\]:'((?:[^'\\]|\\.)*)'$")
 
@@ -149,7 +155,7 @@ def create_app(fake: StripeFake) -> FastAPI:
         fake.executed += 1
         status, body = run(_form(raw))
         if saved is not None:
-            if status == 400:
+            if status == 400 and body["error"].get("code") == PARAMETERS_REFUSED:
                 del fake.keys[key or ""]  # failed validation: Stripe saves no result
             else:
                 saved.answer = (status, body)
@@ -157,7 +163,12 @@ def create_app(fake: StripeFake) -> FastAPI:
 
     def create_intent(params: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         if not str(params.get("amount", "")).isdigit() or not params.get("currency"):
-            return _error(400, "invalid_request_error", "amount and currency are required")
+            return _error(
+                400,
+                "invalid_request_error",
+                "amount and currency are required",
+                code=PARAMETERS_REFUSED,
+            )
         intent = {
             "id": fake.new_id("pi"),
             "object": "payment_intent",
