@@ -23,6 +23,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from services.config import Settings
 from services.consumer_groups import inputs
+from services.intake.group_coordinators import Coordinators
 from services.kafka_clients import connection
 
 # Where Kafka keeps the groups' committed offsets; the broker makes it at the first
@@ -57,6 +58,8 @@ class Standing:
 class GroupPositions:
     def __init__(self, settings: Settings, admin: Any, client_role: str) -> None:
         self._settings, self._admin, self._role = settings, admin, client_role
+        # Kept across readings: the group watch asks it for DescribeGroups too.
+        self.coordinators = Coordinators(admin)
         self._consumer: AIOKafkaConsumer | None = None
         self._starting = asyncio.Lock()
 
@@ -95,7 +98,8 @@ class GroupPositions:
         """Each group of `names` on each partition of its inputs. One ListOffsets for the
         ends and one for the starts of every group's inputs together (the projector and the
         saga share recon.events), and the committed offsets of each group with something in
-        its inputs."""
+        its inputs (services.intake.group_coordinators: asked of its coordinator as last
+        found, for the partitions by name)."""
         by_group = {name: partitions.of(inputs(name, self._settings)) for name in names}
         every = sorted({tp for tps in by_group.values() for tp in tps})
         if not every:
@@ -112,7 +116,7 @@ class GroupPositions:
                 # to ask until the broker has made the topic (GroupCoordinatorNotAvailable;
                 # a fresh broker has none for its first seconds: the lag read unknown).
                 group = f"{self._settings.group_prefix}{name}"
-                committed = await self._admin.list_consumer_group_offsets(group)
+                committed = await self.coordinators.offsets(group, tps)
             found[name] = {
                 tp: Standing(read_from(starts[tp], ends[tp], committed.get(tp)), ends[tp])
                 for tp in tps

@@ -40,7 +40,7 @@ from aiokafka.errors import GroupCoordinatorNotAvailableError, KafkaError
 
 from services.config import Settings
 from services.consumer_groups import GROUPS
-from services.intake.group_positions import GroupPositions
+from services.intake.group_positions import OFFSETS_TOPIC, GroupPositions, Partitions
 from services.intake.group_progress import STUCK_AFTER_S, GapReader, Progress, Waiting
 from services.intake.health import HEALTH_TIMEOUT_S
 from services.kafka_clients import SESSION_TIMEOUT_MS
@@ -56,9 +56,18 @@ from services.metrics import (
 log = logging.getLogger(__name__)
 
 STALLED_AFTER_S = SESSION_TIMEOUT_MS / 1000
-# Four DescribeGroups (and their FindCoordinator) per look: a few ms of the intake's CPU
-# every 2 s. Often enough that the unsettled time is right to 2 s against a 10 s threshold.
+# Four DescribeGroups per look (their coordinators kept: services.intake.group_coordinators):
+# a few ms of the intake's CPU every 2 s. Often enough that the unsettled time is right to
+# 2 s against a 10 s threshold.
 WATCH_INTERVAL_S = 2.0
+# The topics' partitions are listed again after this (one Metadata request for every
+# topic, the largest answer the watch reads, was asked at every look), or sooner: when a
+# look fails (a topic deleted, Kafka away), when a group's assignment names a partition the
+# listing lacks (partitions added to a topic its members read: their rebalance says so),
+# and at every look until the broker has made `__consumer_offsets`. A partition nobody is
+# assigned yet is watched this much later at worst; recon's topics keep their partition
+# counts (co-partitioning, services.kafka_setup).
+PARTITIONS_MAX_AGE_S = 30.0
 # The states a coordinator reports for a classic consumer group (Kafka's GroupState);
 # a state not listed here is shown too, and is never settled.
 STATES = ("Stable", "PreparingRebalance", "CompletingRebalance", "Empty", "Dead")
@@ -122,6 +131,10 @@ class GroupWatch:
         self._positions = GroupPositions(settings, admin, "intake-watch")
         self._gaps = GapReader(settings)
         self.progress = Progress()
+        # The topics' partitions as last listed (one Metadata request, for every topic),
+        # and when: kept across follows (PARTITIONS_MAX_AGE_S).
+        self._partitions: Partitions | None = None
+        self._partitions_at = 0.0
         # When the positions were last read (the progress rule's now); None before.
         self._followed_at: float | None = None
         self._follow_failing = False
@@ -133,6 +146,16 @@ class GroupWatch:
     async def look(self) -> dict[str, str]:
         """Each group's verdict, by its name in GROUPS; its gauges set as seen now."""
         seen = await asyncio.gather(*(self._describe(name) for name in GROUPS))
+        known = self._partitions.known if self._partitions is not None else {}
+        if any(
+            tp.partition not in known.get(tp.topic, ())
+            for found in seen
+            if isinstance(found, GroupSeen)
+            for tp in found.owners
+        ):
+            # A group was assigned a partition the kept listing lacks (partitions added, a
+            # topic created): listed afresh at the next follow.
+            self._partitions = None
         return {
             name: found if isinstance(found, str) else self._judge(name, found)
             for name, found in zip(GROUPS, seen, strict=True)
@@ -140,8 +163,21 @@ class GroupWatch:
 
     async def follow(self) -> None:
         """Reads every group's positions and the gaps due a read (group_progress)."""
-        partitions = await self._positions.partitions()
-        standings = await self._positions.standings(GROUPS, partitions)
+        now = self._clock()
+        partitions = self._partitions
+        if (
+            partitions is None
+            or now - self._partitions_at >= PARTITIONS_MAX_AGE_S
+            or OFFSETS_TOPIC not in partitions.known
+        ):
+            partitions = await self._positions.partitions()
+            self._partitions, self._partitions_at = partitions, now
+        try:
+            standings = await self._positions.standings(GROUPS, partitions)
+        except BaseException:
+            # A topic deleted, a partition moved, Kafka away: listed afresh at the next look.
+            self._partitions = None
+            raise
         now = self._clock()
         for name, found in standings.items():
             self.progress.seen(name, found, now)
@@ -214,7 +250,7 @@ class GroupWatch:
         group = f"{self._prefix}{name}"
         try:
             async with asyncio.timeout(HEALTH_TIMEOUT_S):
-                responses = await self._admin.describe_consumer_groups([group])
+                responses = await self._positions.coordinators.describe(group)
         except GroupCoordinatorNotAvailableError:
             # No coordinator yet: no group has been joined on this cluster.
             return GroupSeen("Dead", ())
