@@ -1,22 +1,34 @@
-"""The group watch keeps each group's coordinator (services.intake.group_coordinators) until
+"""What the group watch keeps between looks to spare requests, and when it lets it go.
+
+It keeps each group's coordinator (services.intake.group_coordinators) until
 an answer says it moved, and the answer is then the one the coordinator found afresh gives:
 the cache saves FindCoordinator requests and never changes what is read. Against an admin
 client that answers as a broker does: a coordinator that is not the group's any more says
 NOT_COORDINATOR (per group in DescribeGroups, at the top of OffsetFetch's answer, which
-then lists no partitions)."""
+then lists no partitions). It keeps the topics' partitions for PARTITIONS_MAX_AGE_S
+(services.intake.group_watch), or until a group's assignment names one it lacks."""
 
 from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
 from aiokafka import TopicPartition
+from aiokafka.coordinator.protocol import ConsumerProtocolMemberAssignment
 from aiokafka.errors import KafkaConnectionError, KafkaError
 from aiokafka.structs import OffsetAndMetadata
 
+from events.topics import Topics
+from services.config import Settings
+from services.consumer_groups import GROUPS
 from services.intake.group_coordinators import Coordinators
+from services.intake.group_positions import OFFSETS_TOPIC, Partitions
+from services.intake.group_watch import GroupWatch
 
 GROUP = "recon-saga"
 TPS = [TopicPartition("recon.events", 0), TopicPartition("recon.events", 1)]
+SETTINGS = Settings(
+    kafka_bootstrap="127.0.0.1:9", database_url="", topics=Topics("t."), environment="test"
+)
 NOT_COORDINATOR = 16
 LOADING = 14
 
@@ -129,3 +141,47 @@ async def test_a_coordinator_still_loading_gives_no_positions_and_is_not_kept() 
     broker.asked.clear()
     await coordinators.offsets(GROUP, TPS)
     assert broker.asked == [("FindCoordinator", None), ("OffsetFetch", 1)]
+
+
+@dataclass
+class _Assigned:
+    """A Stable group whose one member was assigned `partitions` of recon.events."""
+
+    partitions: list[int]
+
+    def to_object(self) -> dict[str, Any]:
+        assignment = ConsumerProtocolMemberAssignment(
+            0, [("t.recon.events", self.partitions)], b""
+        ).encode()
+        member = {"client_id": "saga", "client_host": "/10.0.0.7", "member_assignment": assignment}
+        return {
+            "groups": [
+                {"group": group, "error_code": 0, "state": "Stable", "members": [member]}
+                for group in (f"{SETTINGS.group_prefix}{name}" for name in GROUPS)
+            ]
+        }
+
+
+class _AssigningBroker(_Broker):
+    def __init__(self, partitions: list[int]) -> None:
+        super().__init__()
+        self.partitions = partitions
+
+    async def describe_consumer_groups(  # type: ignore[override]
+        self, groups: list[str], group_coordinator_id: int
+    ) -> list[_Assigned]:
+        return [_Assigned(self.partitions)]
+
+
+async def test_an_assignment_naming_a_partition_the_listing_lacks_lists_them_again() -> None:
+    """The watch keeps the topics' partitions for PARTITIONS_MAX_AGE_S; partitions added to
+    a topic its groups read are listed at the next follow once a group is assigned one."""
+    listed = Partitions({"t.recon.events": [0, 1], OFFSETS_TOPIC: [0]})
+    broker = _AssigningBroker([0, 1])
+    watch = GroupWatch(broker, SETTINGS)
+    watch._partitions = listed
+    await watch.look()
+    assert watch._partitions is listed  # kept: every assigned partition is listed
+    broker.partitions = [1, 2]  # one added, and assigned
+    await watch.look()
+    assert watch._partitions is None  # listed afresh at the next follow
