@@ -51,7 +51,7 @@ def _count_requests() -> None:
     AIOKafkaConnection.send = counted
 
 
-async def _idle_groups(settings: Settings) -> None:
+async def idle_groups(settings: Settings) -> None:
     """The saga and the projector read everything on recon.events and commit: a commit
     marker stays behind each position."""
     producer = AIOKafkaProducer(
@@ -84,7 +84,7 @@ async def measure(bootstrap: str) -> None:
         environment="test",
     )
     await ensure_topics(settings.kafka_bootstrap, settings.topics)
-    await _idle_groups(settings)
+    await idle_groups(settings)
     admin = admin_client(settings)
     await admin.start()
     now = [0.0]
