@@ -15,22 +15,42 @@ run the transaction, and its effects, a second time (promise 1). Provider idempo
 under the same op key is not a guard to rely on: provider keys expire.
 
 It keeps just enough to answer every late input exactly as the full state did, through
-the same `handle`: the status, plan and abort flag (commands), each operation's keys,
-legs (status, attempt) (late observations are recorded as ObservationIgnored on the chain),
-and the chain's seq and last hash. What it drops, and what that changes:
-- payloads: a finished transaction never dispatches, so they are never read again;
+the same `handle`: the fields named in KEPT, which are the state's own, under its names, and
+each operation's keys, gate and legs. What a late input's judgement reads of them, by kind:
+- a resubmission, the fingerprint (a retry, or operations_immutable);
+- an observation, each operation's keys and legs (status, attempt): recorded as
+  ObservationIgnored on the chain, whose seq and last hash the marker keeps;
+- the saga's plan and compensate, the plan and the legs;
+- an approval, the step's kind and `approval_required`, the approvals given (their ids,
+  and which are spent), the submitting agent and principal (separation of duties), then
+  the status; a rejection, nothing past the status;
+- an agent's abort, release or review request, the owner (the fence; the owner's release
+  is still recorded); an abort, the status and abort flag;
+- a session's command, the count of session-caused events (the cap) and the refusals
+  already recorded (the same refusal again records nothing); a claim, the status;
+- a review's resolution, the legs' open reviews (none: a finished transaction has none).
+What it drops, and what that changes:
+- payloads, providers, operations, facts, remote ids, pinned revisions: read only to
+  dispatch (and an approval's preview check, reached only while the transaction is open),
+  and a finished transaction never dispatches;
 - `seen` (input ids): a re-delivered input is judged again instead of being recognised;
-  on a finished transaction that can only record one more CommandIgnored or
-  ObservationIgnored, never an effect.
+  on a finished transaction that can only record one more refusal or ignored input
+  (CommandIgnored, CommandRefused, ApprovalRefused, ObservationIgnored), never an effect.
+Markers written before the approvals, owner and input bounds were kept have none: late
+inputs are judged on them as before, without a fence or a gate (the recorded reason
+may differ; nothing is dispatched either way).
 """
 
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
-from pydantic import model_validator
+from pydantic import Field, model_validator
 
+from events.approval_ledger import Approval
 from events.definition import FINISHED, OperationKind, TxStatus
 from events.legs import LegState, upcast_legs
-from events.model import Message
+from events.model import Message, absent, falsy
+from transactions.input_bounds import RefusalKey
+from transactions.ownership import Owner
 from transactions.state import TransactionState
 
 # How a marker's serialisation begins (`kind` is its first field; a full TransactionState
@@ -43,6 +63,8 @@ class FinishedOperation(Message):
     kind: OperationKind
     op_key: str
     compensation_key: str | None = None
+    # Left out when false, as in the spec: a marker without a gate is as before.
+    approval_required: bool = Field(default=False, exclude_if=falsy)
     forward: LegState
     compensation: LegState | None = None
 
@@ -65,6 +87,34 @@ class FinishedTransaction(Message):
     seq: int
     last_hash: str
     operations: tuple[FinishedOperation, ...] = ()
+    # What late approvals and agents' commands are judged by (see the module's list). Left
+    # out when empty, so a marker of a transaction without them is as long as before.
+    agent_id: str = Field(default="", exclude_if=falsy)
+    submitted_by: str | None = Field(default=None, exclude_if=absent)
+    owner: Owner | None = Field(default=None, exclude_if=absent)
+    approvals: tuple[Approval, ...] = Field(default=(), exclude_if=falsy)
+    session_events: int = Field(default=0, exclude_if=falsy)
+    refused: tuple[RefusalKey, ...] = Field(default=(), exclude_if=falsy)
+
+
+# The fields of the state a marker keeps as they are, under the same names: `finish` and
+# `revive` copy these, so a field a late input's judgement reads is named once, here.
+KEPT: Final = (
+    "tenant",
+    "tx_id",
+    "status",
+    "fingerprint",
+    "aborting",
+    "plan",
+    "seq",
+    "last_hash",
+    "agent_id",
+    "submitted_by",
+    "owner",
+    "approvals",
+    "session_events",
+    "refused",
+)
 
 
 def is_finished(state: TransactionState) -> bool:
@@ -100,20 +150,14 @@ def _marker(state: TransactionState) -> FinishedTransaction:
     # both ways; docs/benchmark.md).
     return FinishedTransaction.model_validate(
         {
-            "tenant": state.tenant,
-            "tx_id": state.tx_id,
-            "status": state.status,
-            "fingerprint": state.fingerprint,
-            "aborting": state.aborting,
-            "plan": state.plan,
-            "seq": state.seq,
-            "last_hash": state.last_hash,
+            **{name: getattr(state, name) for name in KEPT},
             "operations": [
                 {
                     "action": op.spec.action,
                     "kind": op.spec.kind,
                     "op_key": op.spec.op_key,
                     "compensation_key": op.spec.compensation_key,
+                    "approval_required": op.spec.approval_required,
                     "forward": op.forward,
                     "compensation": op.compensation,
                 }
@@ -129,14 +173,7 @@ def revive(marker: FinishedTransaction) -> TransactionState:
     a finished transaction dispatches, so nothing reads them. One validation, as `finish`."""
     return TransactionState.model_validate(
         {
-            "tenant": marker.tenant,
-            "tx_id": marker.tx_id,
-            "status": marker.status,
-            "fingerprint": marker.fingerprint,
-            "aborting": marker.aborting,
-            "plan": marker.plan,
-            "seq": marker.seq,
-            "last_hash": marker.last_hash,
+            **{name: getattr(marker, name) for name in KEPT},
             "operations": [
                 {
                     "spec": {
@@ -148,6 +185,7 @@ def revive(marker: FinishedTransaction) -> TransactionState:
                         "op_key": op.op_key,
                         "compensation": {"operation": ""} if op.compensation_key else None,
                         "compensation_key": op.compensation_key,
+                        "approval_required": op.approval_required,
                     },
                     "forward": op.forward,
                     "compensation": op.compensation,

@@ -5,6 +5,7 @@ from typing import Any
 
 from hypothesis import given as for_all
 from hypothesis import strategies as st
+from support.approval_builders import AGENT, approve, gated_submit
 from support.txbuilders import (
     abort,
     compensate,
@@ -20,6 +21,7 @@ from events.definition import Compensation, Leg, OperationSpec, OpStatus, Resolu
 from events.envelope import Envelope
 from events.inputs import DeciderInput, Outcome, Source
 from transactions.finished import (
+    KEPT,
     MARKER_PREFIX,
     FinishedOperation,
     FinishedTransaction,
@@ -52,8 +54,17 @@ REVIEWED: list[DeciderInput] = [
     request_review("reserve", 1),
     resolve("reserve", 1, Resolution.APPLIED),
 ]
+GATED: list[DeciderInput] = [
+    gated_submit(),
+    observed("reserve", 1, Outcome.SUCCEEDED),
+    approve(5),
+    observed("promote", 1, Outcome.SUCCEEDED, n=6),
+]
+GATE_NEVER_REACHED: list[DeciderInput] = [gated_submit(), observed("reserve", 1, Outcome.REJECTED)]
 HISTORIES = {
     "committed": COMMITTED,
+    "gated": GATED,
+    "gate never reached": GATE_NEVER_REACHED,
     "failed": FAILED,
     "compensated": COMPENSATED,
     "aborted": ABORTED,
@@ -81,6 +92,10 @@ LATE: list[DeciderInput] = [
     observed("receipt", 1, Outcome.KEY_CONFLICT, n=9),
     observed("sorry", 1, Outcome.SUCCEEDED, n=9),
     observed("elsewhere", 1, Outcome.SUCCEEDED, n=9),
+    approve(9),
+    approve(9, approval_id="ap-2"),
+    approve(9, approval_id="ap-3", approver=AGENT),
+    approve(9, approval_id="ap-4", action="reserve"),
 ]
 
 # A history's late inputs: up to five of them, each once.
@@ -115,8 +130,12 @@ def test_late_inputs_are_judged_on_the_marker_as_on_the_full_state(
         revived, got = handle(revive(marker), message)
         if seen_before:
             # The marker forgets input ids: an input decided before the transaction
-            # finished is judged again, and can only be recorded as ignored.
-            assert {e.type for e in got} <= {"CommandIgnored", "ObservationIgnored"}, got
+            # finished is judged again, and can only be recorded as ignored or refused.
+            assert {e.type for e in got} <= {
+                "CommandIgnored",
+                "ObservationIgnored",
+                "ApprovalRefused",
+            }, got
         else:
             # The same events (the chain itself may be one event further on, after a
             # re-judged input above).
@@ -186,8 +205,7 @@ def test_a_transaction_waiting_for_a_person_or_a_provider_is_not_finished() -> N
 
 def kept_of(model: TransactionState | FinishedTransaction) -> dict[str, Any]:
     """The fields a marker keeps of the state as they are (the operations aside)."""
-    names = ("tenant", "tx_id", "status", "fingerprint", "aborting", "plan", "seq", "last_hash")
-    return {name: getattr(model, name) for name in names}
+    return {name: getattr(model, name) for name in KEPT}
 
 
 def finish_by_constructors(state: TransactionState) -> FinishedTransaction:
@@ -201,6 +219,7 @@ def finish_by_constructors(state: TransactionState) -> FinishedTransaction:
                 kind=op.spec.kind,
                 op_key=op.spec.op_key,
                 compensation_key=op.spec.compensation_key,
+                approval_required=op.spec.approval_required,
                 forward=op.forward,
                 compensation=op.compensation,
             )
@@ -224,6 +243,7 @@ def revive_by_constructors(marker: FinishedTransaction) -> TransactionState:
                     op_key=op.op_key,
                     compensation=Compensation(operation="") if op.compensation_key else None,
                     compensation_key=op.compensation_key,
+                    approval_required=op.approval_required,
                 ),
                 forward=op.forward,
                 compensation=op.compensation,
