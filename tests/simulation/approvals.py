@@ -20,7 +20,10 @@ he looks again once his answer was decided and shown.
 
 The promise, in the world's words (never the decider's state): no forward call of a gated
 step is begun before the person approved it, and no two of its attempts on one approval:
-the attempts begun never outnumber the approvals he gave. A rejection's undo in reverse
+the attempts begun never outnumber the approvals he gave. And he is never told that a step
+his proposal showed gated needs no approval (`approval_not_required`, the API's code): an
+approval that arrives after its transaction finished is answered as the live transaction
+would have answered it (transactions.finished keeps the gate). A rejection's undo in reverse
 order and nothing left in place are the existing checks.
 """
 
@@ -31,6 +34,7 @@ from datetime import timedelta
 from events.approval_inputs import ApproveOperation, RejectOperation
 from events.approval_policy import DEFAULT_APPROVAL_REQUIRED, needs_approval
 from events.definition import Leg, OperationKind, OperationSpec, OpStatus, Resolution, TxStatus
+from events.envelope import Envelope
 from events.inputs import DeciderInput, ResolveReview, SubmitTransaction
 from events.legacy_facts import recorded_facts
 from events.policy import PolicyDocument
@@ -57,6 +61,8 @@ FORGET_SHARE = 0.5
 # Approving a step still pending, ahead of the steps before it, against one awaiting.
 AHEAD_WEIGHT = 0.3
 DECIDE_WEIGHT = 2.0
+# The API's code for an approval of a step that needs none (docs/contract.md).
+NOT_REQUIRED = "approval_not_required"
 
 
 @dataclass
@@ -201,6 +207,20 @@ class SimApprovals:
         return [self.approve(view, op), again]
 
     # --- the check ---------------------------------------------------------------------
+
+    def on_event(self, envelope: Envelope) -> None:
+        """The answer to an approval he gave: a step the proposal showed him gated is never
+        said to need none. Seen at seed 59 when a finished transaction's marker forgot the
+        gate: his approval, sent while the transaction ran, was decided after it finished."""
+        if envelope.type != "ApprovalRefused" or envelope.data["reason"] != NOT_REQUIRED:
+            return
+        _, steps = self.proposals.get(envelope.tx_id, ("", ()))
+        action = envelope.data["action"]
+        if any(s.action == action and s.approval_required for s in steps):
+            raise Violation(
+                f"{envelope.tx_id} {action}: an approval of a step the proposal showed gated "
+                f"was answered {NOT_REQUIRED}"
+            )
 
     def on_begun(self, key: str, leg: Leg, attempt: int) -> None:
         """A call begun: a gated step's forward call is begun only once the person approved

@@ -24,11 +24,11 @@ from services.governance.gate import Claim, Reservation
 from services.providers.classify import classify_response
 from services.saga import reactor
 from transactions import approvals, transaction
-from transactions.finished import FinishedTransaction
+from transactions.finished import FinishedTransaction, revive
 from transactions.state import OperationState, TransactionState
 from transactions.unanswered import unanswered, waits_on
 
-from . import dispatch_host, policies
+from . import decider, dispatch_host, policies
 from .calls_begun import Row, SimCallsBegun
 from .decider import Batch, SimDecider
 
@@ -44,6 +44,7 @@ _waits_on = waits_on
 _reserve = gate.reserve
 _task_refusal = gate.task_refusal
 _quotas = dispatch_host.SimDispatchHost._quotas
+_revive = revive
 
 
 def _dispatch_on_unknown(state: TransactionState, now: datetime) -> list[Event]:
@@ -188,6 +189,15 @@ def _begin_ignores_switches(
     gate's view alone stands): a switch engaged after the gate let a call through is not
     seen."""
     return _begin(begun, tx_id, op_key, leg, attempt, holder, until, (), partition)
+
+
+def _revive_forgets_the_gate(marker: FinishedTransaction) -> TransactionState:
+    """The marker's steps revived ungated, as before it kept `approval_required`: a late
+    approval is refused `approval_not_required`."""
+    operations = tuple(
+        op.model_copy(update={"approval_required": False}) for op in marker.operations
+    )
+    return _revive(marker.model_copy(update={"operations": operations}))
 
 
 def _resume_after_finish(
@@ -367,6 +377,8 @@ BUGS: dict[str, Patch] = {
     # In the decider's approval rules (transactions.approvals, events.attempt_gate).
     "approval_not_awaited": (approvals, "gate", _approval_not_awaited),
     "retry_without_approval": (transaction, "attempt_refusals", _retry_without_approval),
+    # In the real revive (transactions.finished), as the simulated decider calls it.
+    "revive_forgets_the_gate": (decider, "revive", _revive_forgets_the_gate),
     # In the gate review's id (gatekeeper.review_request's, events.keys.gate_review_id).
     "review_id_without_attempt": (gatekeeper, "gate_review_id", _review_id_without_attempt),
 }
@@ -396,6 +408,7 @@ CAUGHT_AT: dict[str, int] = {
     "resume_beside_own_call": 634,
     "retry_without_approval": 404,
     "review_id_without_attempt": 2,
+    "revive_forgets_the_gate": 1,
     "staged_survives_failure": 2,
     "take_over_calls_answered": 114,
     "take_over_calls_every_leg": 0,

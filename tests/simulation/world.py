@@ -227,6 +227,7 @@ class World:
 
     def on_event(self, envelope: Envelope) -> None:
         self.monitor.on_event(envelope)
+        self.approvals.on_event(envelope)
 
     def send_input(self, message: DeciderInput) -> None:
         """To the partition of the message's transaction (events.keys.partition_key)."""
