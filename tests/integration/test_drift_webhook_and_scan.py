@@ -157,11 +157,16 @@ async def test_a_scan_and_a_webhook_reporting_one_stray_at_the_same_instant_repo
     )
     assert made.status_code == 200, made.text
     stray: str = made.json()["id"]
-    listed = await recon.http.get(
-        f"{stack.sandbox_url}/v1/webhooks/deliveries", params={"effect_id": stray}
-    )
-    [delivery] = listed.json()["deliveries"]
-    assert delivery["status"] == "dropped", delivery
+
+    async def dropped() -> dict[str, Any] | None:
+        # The sandbox's sender drops it when it takes the delivery, just after the effect.
+        listed = await recon.http.get(
+            f"{stack.sandbox_url}/v1/webhooks/deliveries", params={"effect_id": stray}
+        )
+        [delivery] = listed.json()["deliveries"]
+        return delivery if delivery["status"] == "dropped" else None
+
+    delivery = await eventually(dropped, f"the stray's webhook dropped ({stray})", timeout=30)
 
     async with open_reconciler(scanner_settings(stack, grace_s=GRACE.total_seconds())) as scanner:
         scanner.clock = lambda: datetime.now(UTC) + 2 * GRACE  # the stray past its grace
