@@ -25,8 +25,9 @@ host says the call is no longer its to make (`mine`: its partition was revoked),
 than wait out another holder's lease for a call the partition's new owner claims anyway:
 then nothing was taken or sent, and the row is left as it was, to the new owner. A claim
 that waited asks the host whether the transaction still waits on the call (`awaited`, the
-plan's Awaited) before it looks up: not, the plan ends, nothing sent, and its lease is kept
-like any ended call's. A claim carries this process's fence of the partition (services.
+plan's Awaited) before it looks up, and a redelivery asks again before it sends what its
+lookup found absent: not, the plan ends, nothing sent, and its lease is kept like any ended
+call's. A claim carries this process's fence of the partition (services.
 dispatcher.call_fence): refused once the partition's owner took it after this process (a
 zombie's redelivery on its stale state), it ends as a claim given up does.
 """
