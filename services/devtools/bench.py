@@ -403,19 +403,19 @@ async def _with_own_stack(args: argparse.Namespace) -> dict[str, float]:
         result = await drive(
             stack.intake_url, "demo-key", kafka.bootstrap, Topics(), args.count, args.concurrency
         )
+        # The inputs that follow the last TransactionCommitted (the receipt's webhooks)
+        # belong to the measured transactions: read once the decider has settled. Webhooks
+        # sent late come that long after the last commit: their CPU is the run's too (with
+        # the idle CPU of the wait, `--idle` says how much), so the CPU is read after them.
+        decided_after: Counter[str] | None = None
         if args.webhook_delay_ms:
-            # Their webhooks come that long after the last commit: their CPU is the run's too
-            # (with the idle CPU of the wait, `--idle` says how much).
             print("waiting for the run's late webhooks ...", flush=True)
             await asyncio.sleep(args.webhook_delay_ms / 1000)
-        # The inputs that follow the last TransactionCommitted (the receipt's webhooks)
-        # belong to the measured transactions: read once the decider has settled.
-        decided_after = await settled(deciders) if args.webhook_delay_ms else None
+            decided_after = await settled(deciders)
         cpu = CpuUse.between(before, snapshot(roots, jvms=JVMS))
         server_after = pg_server_cost.processes_cpu(roots["postgres"])
         wal_after = await pg_server_cost.wal(postgres.url)
-        if decided_after is None:
-            decided_after = await settled(deciders)
+        decided_after = decided_after or await settled(deciders)
         print("\n" + decider_table(decided, decided_after, args.count))
         print(projector_table(projected, projector_counts(projectors), args.count))
         statements = await pg_counts.settled(postgres.url)
