@@ -52,6 +52,9 @@ DECIDER_AFTER_COMMIT = "decider.after_commit"
 # A partition's Kafka transaction open, its records sent; a later input of the partition
 # decided on its states and staged for the next transaction (services.decider.runtime).
 DECIDER_WITH_PIPELINED_INPUTS = "decider.with_pipelined_inputs"
+# A take's Kafka cluster is registered (`kafka_clusters`), its fence not written to
+# `call_fences` yet (services.dispatcher.calls_begun.write_fence: two statements).
+FENCE_CLUSTER_REGISTERED = "dispatcher.fence_cluster_registered"
 # The intent's row and its natural keys are claimed in Postgres, its command not produced.
 INTAKE_AFTER_CLAIM = "intake.after_claim"
 # The drift scan's findings are produced and remembered as reported; the accounts' cursors

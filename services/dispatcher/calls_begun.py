@@ -49,6 +49,7 @@ from enum import Enum
 
 import asyncpg
 
+from services.crash_points import FENCE_CLUSTER_REGISTERED, crash_point
 from services.dispatcher.call_fence import Fence
 
 # What `begin` answers is the call plan's (pure) type: services.dispatcher.call_plan.
@@ -350,11 +351,14 @@ async def write_fence(conn: asyncpg.Connection, fence: Fence) -> bool:
     # Its cluster first, in a statement of its own: a second statement's snapshot sees the
     # registration that a concurrent take of the same cluster committed (ON CONFLICT waits
     # for it), which one statement's would not. A crash between the two leaves the cluster
-    # registered with no fence written: the next take writes it.
+    # registered with no fence written: the fence there (the previous take's) stands, so
+    # that take's zombie is not refused until the next take writes its own
+    # (tests/fault/test_call_fence_write_crash.py).
     await conn.execute(
         "INSERT INTO kafka_clusters (cluster_id) VALUES ($1) ON CONFLICT DO NOTHING",
         fence.cluster,
     )
+    crash_point(FENCE_CLUSTER_REGISTERED)
     return bool(
         await conn.fetchval(
             "INSERT INTO call_fences AS f (owner, arrival, producer_id, epoch)"
