@@ -57,6 +57,13 @@ DECIDER_WITH_PIPELINED_INPUTS = "decider.with_pipelined_inputs"
 FENCE_CLUSTER_REGISTERED = "dispatcher.fence_cluster_registered"
 # The intent's row and its natural keys are claimed in Postgres, its command not produced.
 INTAKE_AFTER_CLAIM = "intake.after_claim"
+# A drift report produced and acknowledged by Kafka, the claim that let it be produced
+# (reconcilers.store.claiming_reports) still open, not committed: in the drift scan
+# (services.pull_reconciler.runtime) and in the webhook ingress (services.intake.webhooks).
+DRIFT_PRODUCED_CLAIM_OPEN = "drift.produced_claim_open"
+# A webhook's drift claimed, produced and its claim committed; the delivery not recorded
+# (services.intake.webhooks).
+INTAKE_DRIFT_CLAIMED_UNRECORDED = "intake.drift_claimed_unrecorded"
 # The drift scan's findings are produced and remembered as reported; the accounts' cursors
 # are not moved yet (services.pull_reconciler.runtime).
 DRIFT_BEFORE_CURSORS = "reconciler.drift_before_cursors"

@@ -51,6 +51,11 @@ from reconcilers.signatures import (
 from reconcilers.webhook_intake import meaning
 from reconcilers.webhook_reading import WebhookBodyError, WebhookReading, read_effect_webhook
 from services.config import Settings
+from services.crash_points import (
+    DRIFT_PRODUCED_CLAIM_OPEN,
+    INTAKE_DRIFT_CLAIMED_UNRECORDED,
+    crash_point,
+)
 from services.intake import webhook_store
 from services.intake.delivery_batches import DeliveryBatches
 from services.intake.errors import ApiError
@@ -208,6 +213,8 @@ async def _receive(request: Request, account: Account, secrets: tuple[str, ...])
                     found.model_dump_json().encode(),
                     f"the drift report {found.drift_id}",
                 )
+                crash_point(DRIFT_PRODUCED_CLAIM_OPEN)
+        crash_point(INTAKE_DRIFT_CLAIMED_UNRECORDED)
         if not claimed:
             log.info(
                 "webhook %s/%s: effect %s is %s; drift %s was reported already",

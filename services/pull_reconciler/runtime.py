@@ -51,7 +51,7 @@ from reconcilers.pull import (
     review_request_id,
 )
 from services.config import Settings
-from services.crash_points import DRIFT_BEFORE_CURSORS, crash_point
+from services.crash_points import DRIFT_BEFORE_CURSORS, DRIFT_PRODUCED_CLAIM_OPEN, crash_point
 from services.governance.store import switches_holding
 from services.kafka_clients import acked_producer
 from services.kafka_setup import ensure_topics
@@ -396,6 +396,7 @@ class Reconciler:
                         for d in new
                     )
                 )
+                crash_point(DRIFT_PRODUCED_CLAIM_OPEN)
             # Remembered, the cursors not moved: the next scan judges these spans again and
             # finds the same ids (events.drift.drift_id), all reported, so it produces none
             # of them again (tests/integration/test_drift_cursor.py).

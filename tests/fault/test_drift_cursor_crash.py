@@ -6,7 +6,6 @@ lists the same cut again and writes both, and the walk below the cut finds the r
 
 import asyncio
 import subprocess
-import sys
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 
@@ -14,6 +13,7 @@ import asyncpg
 import pytest
 from support.drift_scanner import (
     a_charge_that_lost_its_effect,
+    cli_scan,
     hole,
     scanner_settings,
     scans_by_hand,
@@ -24,7 +24,6 @@ from support.topic_records import read_topic
 
 from events.topics import Topics
 from services.crash_points import CRASH_ENV, CRASH_EXIT_CODE, DRIFT_BEFORE_CURSORS
-from services.devtools.infra._process import REPO_ROOT
 from services.devtools.stack import Stack
 from services.pull_reconciler.runtime import open_reconciler
 
@@ -37,15 +36,7 @@ async def test_a_scan_killed_before_its_cursor_moves_reports_nothing_twice(
     await scans_by_hand(stack)  # the scans are this test's
     lost = await a_charge_that_lost_its_effect(stack, recon, "lost-1")
 
-    scan = await asyncio.to_thread(
-        subprocess.run,
-        [sys.executable, "-m", "services.cli", "drift", "--scan", *(["--full"] if full else [])],
-        cwd=REPO_ROOT,
-        env={**stack.env(), "RECON_DRIFT_GRACE_S": "0.001", CRASH_ENV: DRIFT_BEFORE_CURSORS},
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    scan = await cli_scan(stack, *(["--full"] if full else []), **{CRASH_ENV: DRIFT_BEFORE_CURSORS})
     assert scan.returncode == CRASH_EXIT_CODE, scan.stderr
     drift_topic = Topics(stack.topic_prefix).drift
     reported = await read_topic(stack.kafka_bootstrap, drift_topic)
@@ -68,22 +59,9 @@ async def test_a_scan_killed_before_its_cursor_moves_reports_nothing_twice(
 
 
 async def _cli_scan(stack: Stack, **env: str) -> subprocess.CompletedProcess[str]:
-    """`drift --scan` in its own process, a page cap of one page (100 effects): what an
-    operator's RECON_DRIFT_LIST_PAGES does."""
-    return await asyncio.to_thread(
-        subprocess.run,
-        [sys.executable, "-m", "services.cli", "drift", "--scan"],
-        cwd=REPO_ROOT,
-        env={
-            **stack.env(),
-            "RECON_DRIFT_GRACE_S": "0.001",
-            "RECON_DRIFT_LIST_PAGES": "sandbox=1",
-            **env,
-        },
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    """`drift --scan` with a page cap of one page (100 effects): what an operator's
+    RECON_DRIFT_LIST_PAGES does."""
+    return await cli_scan(stack, RECON_DRIFT_LIST_PAGES="sandbox=1", **env)
 
 
 async def test_a_cut_scan_killed_before_its_cursor_and_hole_leaves_both_to_the_next(

@@ -16,7 +16,7 @@ from typing import Any
 
 import httpx
 import pytest
-from support.recon_client import Recon
+from support.crash_support import until_listening
 from support.stack_fixtures import StackWith
 
 from services.crash_points import CRASH_ENV, INTAKE_AFTER_CLAIM
@@ -39,7 +39,7 @@ async def test_a_crash_between_claim_and_produce_loses_no_intent_and_doubles_non
         stack.extra_env[CRASH_ENV] = INTAKE_AFTER_CLAIM
         try:
             stack.start("intake")
-            await _until_listening(recon)
+            await until_listening(recon)
             with pytest.raises(httpx.HTTPError):
                 await recon.submit(planned("crashed"))
             assert stack.processes["intake"].wait(timeout=10) == 137
@@ -74,14 +74,3 @@ async def test_a_crash_between_claim_and_produce_loses_no_intent_and_doubles_non
             if c["kind"] == "apply" and c["operation"] == "payments.charge"
         ]
         assert len(charges) == 1, charges
-
-
-async def _until_listening(recon: Recon, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            await recon.http.get(f"{recon.intake_url}/healthz")
-            return
-        except httpx.HTTPError:
-            assert time.monotonic() < deadline, "the armed intake never listened"
-            await asyncio.sleep(0.3)

@@ -13,7 +13,7 @@ from typing import Any
 
 import asyncpg
 from support.decider_support import eventually
-from support.drift_scanner import scanner_settings, scans_by_hand
+from support.drift_scanner import dropped_delivery, scanner_settings, scans_by_hand
 from support.recon_client import Recon
 from support.topic_records import read_topic
 
@@ -83,7 +83,7 @@ async def test_a_webhook_arriving_after_the_scan_reported_its_stray_reports_noth
         found = await scanner.drift_scan()
     [drift_id] = [d.drift_id for d in found if d.effect_id == stray]
 
-    delivery = await _dropped(stack, recon, stray)
+    delivery = await dropped_delivery(stack, recon, stray)
     replayed = await recon.http.post(
         f"{stack.sandbox_url}/v1/webhooks/replay/{delivery['event_id']}"
     )
@@ -137,22 +137,6 @@ class _WebhookDuringProduce:
         return await self.inner.send_and_wait(topic, value=value, key=key, **kw)
 
 
-async def _dropped(stack: Stack, recon: Recon, stray: str) -> dict[str, Any]:
-    """The stray's webhook delivery, once dropped: the sandbox's sender drops it when it
-    takes the delivery, a moment after the effect (one read under load still saw it
-    pending)."""
-
-    async def dropped() -> dict[str, Any] | None:
-        listed = await recon.http.get(
-            f"{stack.sandbox_url}/v1/webhooks/deliveries", params={"effect_id": stray}
-        )
-        [delivery] = listed.json()["deliveries"]
-        return delivery if delivery["status"] == "dropped" else None
-
-    found: dict[str, Any] = await eventually(dropped, f"{stray}'s webhook dropped", timeout=30)
-    return found
-
-
 async def test_a_scan_and_a_webhook_reporting_one_stray_at_the_same_instant_report_it_once(
     stack: Stack, recon: Recon
 ) -> None:
@@ -169,7 +153,7 @@ async def test_a_scan_and_a_webhook_reporting_one_stray_at_the_same_instant_repo
     )
     assert made.status_code == 200, made.text
     stray: str = made.json()["id"]
-    delivery = await _dropped(stack, recon, stray)
+    delivery = await dropped_delivery(stack, recon, stray)
 
     async with open_reconciler(scanner_settings(stack, grace_s=GRACE.total_seconds())) as scanner:
         scanner.clock = lambda: datetime.now(UTC) + 2 * GRACE  # the stray past its grace

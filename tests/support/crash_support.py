@@ -11,11 +11,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import httpx
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from services.crash_points import PAUSE_AT_ENV, PAUSE_FILE_ENV
 from services.devtools.stack import Stack
 from support import topic_records
+from support.recon_client import Recon
 
 
 def start_paused_at(stack: Stack, service: str, point: str, marker: Path) -> None:
@@ -46,6 +48,19 @@ async def wait_for_log(stack: Stack, name: str, text: str, timeout: float = 60) 
     while text not in stack.log_tail(name, 100_000):
         assert time.monotonic() < deadline, f"{name} never logged {text!r}"
         await asyncio.sleep(0.1)
+
+
+async def until_listening(recon: Recon, timeout: float = 60) -> None:
+    """Until the intake answers at all (an armed intake may never be ready as a whole:
+    what it answers is the test's to see)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            await recon.http.get(f"{recon.intake_url}/healthz")
+            return
+        except httpx.HTTPError:
+            assert time.monotonic() < deadline, "the armed intake never listened"
+            await asyncio.sleep(0.3)
 
 
 @dataclass(frozen=True)

@@ -1,9 +1,12 @@
 """What a drift test that runs the scan by hand against a test's stack needs: the
 reconciler's settings, a history of effects in the sandbox, and what an adapter asked."""
 
+import asyncio
 import json
 import secrets
 import sqlite3
+import subprocess
+import sys
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -11,12 +14,14 @@ import asyncpg
 
 from events.topics import Topics
 from services.config import ReconcilerSettings, Settings
+from services.devtools.infra._process import REPO_ROOT
 from services.devtools.stack import Stack
 from services.providers.accounts import Account
 from services.providers.adapters import SandboxAdapter
 from services.providers.http import Answer, Requester
 from services.providers.measured import Measured
 from services.pull_reconciler.runtime import Reconciler
+from support.decider_support import eventually
 from support.recon_client import Recon, op, transaction
 
 
@@ -31,6 +36,20 @@ async def scans_by_hand(stack: Stack) -> None:
         await conn.execute("DELETE FROM reconciler_drift_cursors")
     finally:
         await conn.close()
+
+
+async def cli_scan(stack: Stack, *flags: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """`drift --scan` (with `flags`) in its own process against the stack, a grace of 1 ms
+    and `env` added: a crash point's exit code, or what an operator's run leaves."""
+    return await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, "-m", "services.cli", "drift", "--scan", *flags],
+        cwd=REPO_ROOT,
+        env={**stack.env(), "RECON_DRIFT_GRACE_S": "0.001", **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def scanner_settings(stack: Stack, grace_s: float) -> Settings:
@@ -111,6 +130,23 @@ def forget_effects(stack: Stack, effect_ids: list[str]) -> None:
         db.commit()
     finally:
         db.close()
+
+
+async def dropped_delivery(stack: Stack, recon: Recon, effect_id: str) -> dict[str, Any]:
+    """The effect's webhook delivery, once dropped (a `webhook_drop` fault armed before the
+    effect): the sandbox's sender drops it when it takes the delivery, a moment after the
+    effect (one read under load still saw it pending). Its `event_id` is what the
+    sandbox's replay, the provider's retry, sends again."""
+
+    async def dropped() -> dict[str, Any] | None:
+        listed = await recon.http.get(
+            f"{stack.sandbox_url}/v1/webhooks/deliveries", params={"effect_id": effect_id}
+        )
+        [delivery] = listed.json()["deliveries"]
+        return delivery if delivery["status"] == "dropped" else None
+
+    found: dict[str, Any] = await eventually(dropped, f"{effect_id}'s webhook dropped", timeout=30)
+    return found
 
 
 async def hole(stack: Stack) -> tuple[datetime, datetime] | None:
