@@ -9,22 +9,26 @@ from typing import Any
 import httpx
 from support.sandbox_process import Sandbox
 
+from services.devtools.sandbox.effect_pages import every_effect
 
-def test_every_operation_has_a_preview_that_records_no_effect(sandbox: Sandbox) -> None:
-    with httpx.Client(base_url=sandbox.url, timeout=10.0) as client:
+
+async def test_every_operation_has_a_preview_that_records_no_effect(sandbox: Sandbox) -> None:
+    # The list is read in pages (effect_pages.every_effect): a module's sandbox keeps every
+    # effect its tests made, and one unpaged answer is bounded by nothing.
+    async with httpx.AsyncClient(base_url=sandbox.url, timeout=10.0) as client:
         tag = uuid.uuid4().hex[:8]
         # The state the stateful previews read: a charge to refund, a waitlist, a record.
-        charge = client.post(
+        charge = await client.post(
             "/v1/payments/charge",
             json={"amount": 1000, "currency": "usd", "customer": "cus_1", "metadata": {}},
             headers={"Idempotency-Key": f"seed-charge-{tag}"},
         )
         assert charge.status_code == 200, charge.text
         waitlist = {"resource": f"wl-{tag}", "users": ["u1", "u2"], "revision": 1}
-        assert client.post("/v1/waitlists", json=waitlist).status_code == 201
+        assert (await client.post("/v1/waitlists", json=waitlist)).status_code == 201
         record = {"resource": f"rec-{tag}", "data": {"a": 1}, "revision": 1}
-        assert client.post("/v1/records", json=record).status_code == 201
-        before = client.get("/v1/effects").json()["effects"]
+        assert (await client.post("/v1/records", json=record)).status_code == 201
+        before = await every_effect(client, sandbox.url)
 
         payloads: dict[str, dict[str, Any]] = {
             "payments.charge": {"amount": 500, "currency": "usd", "customer": "cus_2"},
@@ -37,10 +41,10 @@ def test_every_operation_has_a_preview_that_records_no_effect(sandbox: Sandbox) 
         }
         for operation, payload in payloads.items():
             path = "/v1/" + operation.replace(".", "/") + "/preview"
-            answer = client.post(path, json={**payload, "metadata": {}})
+            answer = await client.post(path, json={**payload, "metadata": {}})
             assert answer.status_code == 200, (operation, answer.text)
             assert isinstance(answer.json(), dict), operation
 
-        assert client.get("/v1/effects").json()["effects"] == before
-        assert client.get(f"/v1/records/rec-{tag}").json()["deleted"] is False
-        assert client.get(f"/v1/waitlists/wl-{tag}").json()["revision"] == 1
+        assert await every_effect(client, sandbox.url) == before
+        assert (await client.get(f"/v1/records/rec-{tag}")).json()["deleted"] is False
+        assert (await client.get(f"/v1/waitlists/wl-{tag}")).json()["revision"] == 1

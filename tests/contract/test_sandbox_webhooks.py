@@ -25,6 +25,7 @@ from support.sandbox_process import REPO_ROOT, Sandbox, command, start_sandbox, 
 
 from reconcilers.signatures import Scheme, verify
 from services.devtools.ports import free_port
+from services.devtools.sandbox.effect_pages import every_effect
 from services.devtools.sandbox.webhook_config import RedeliveryPolicy
 
 SECRET = "whsec_c2FuZGJveC1kZXYtc2VjcmV0"
@@ -442,27 +443,30 @@ def test_replay_delivers_a_dropped_webhook(client: httpx.Client, receiver: Recei
 # --- effects nobody intended -----------------------------------------------------------------
 
 
-def test_an_unrecorded_effect_is_listed_and_announced(
-    client: httpx.Client, receiver: Receiver
+async def test_an_unrecorded_effect_is_listed_and_announced(
+    receiver: Receiver, sandbox: Sandbox
 ) -> None:
     key = new_key()
-    response = client.post(
-        "/v1/effects/unrecorded",
-        json={
-            "operation": "payments.refund",
-            "payload": {"charge": "ch_1", "amount": 300},
-            "idempotency_key": key,
-        },
-    )
-    assert response.status_code == 200, response.text
-    effect_id = response.json()["id"]
+    async with httpx.AsyncClient(base_url=sandbox.url, timeout=10.0) as client:
+        response = await client.post(
+            "/v1/effects/unrecorded",
+            json={
+                "operation": "payments.refund",
+                "payload": {"charge": "ch_1", "amount": 300},
+                "idempotency_key": key,
+            },
+        )
+        assert response.status_code == 200, response.text
+        effect_id = response.json()["id"]
 
-    [received] = wait_for_count(receiver, key, 1)
-    assert received.effect["id"] == effect_id
-    assert received.effect["operation"] == "payments.refund"
-    assert received.effect["metadata"] == {}
-    listed = client.get("/v1/effects", params={"operation": "payments.refund"}).json()
-    assert effect_id in {e["id"] for e in listed["effects"]}
+        [received] = wait_for_count(receiver, key, 1)
+        assert received.effect["id"] == effect_id
+        assert received.effect["operation"] == "payments.refund"
+        assert received.effect["metadata"] == {}
+        # In pages (effect_pages.every_effect): the module's sandbox keeps every effect its
+        # tests made, and one unpaged answer is bounded by nothing.
+        listed = await every_effect(client, sandbox.url, "payments.refund")
+    assert effect_id in {e["id"] for e in listed}
 
 
 def test_an_unrecorded_effect_gets_a_key_of_its_own(client: httpx.Client) -> None:
