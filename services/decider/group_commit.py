@@ -11,7 +11,15 @@ staged in memory, and commit with the partition's next decision that matters, or
 have waited `interval`: `RECON_DECIDER_GROUP_COMMIT_MS` (100) when the decider is idle,
 longer in proportion to the records its last fetch brought per partition (a backlog: other
 inputs will soon come to carry them), up to `MAX_STRETCH` times as long, and that long
-while a provider call of the partition is in flight (its answer will carry them).
+while a provider call of the partition is in flight (its answer will carry them) or when
+they only add to transactions already finished (`interval`'s `only_finished`).
+
+Why the longest for a finished transaction's evidence: a real provider's delivery queue
+sends its webhooks seconds after the effects (docs/benchmark.md "Webhooks that come
+late"), so at low concurrency they reach a partition whose transaction has ended and whose
+next is a while off; each then committed alone once the idle interval passed (T 3.65-3.75
+-> 3.96-4.33 decider transactions per README transaction at concurrency 1 with webhooks 2 s
+late). Nothing reads that evidence to move a leg, and the transaction's status is final.
 
 Why 100 ms and not a few: at concurrency 1 a webhook for an effect the answer confirmed
 reaches the decider tens of milliseconds before the transaction's next decision (the next
@@ -139,11 +147,14 @@ def spacing_bound(
     return min(bound, IDLE_SPACING_S)
 
 
-def interval(idle_s: float, fetched: int, partitions: int, *, answer_coming: bool) -> float:
+def interval(
+    idle_s: float, fetched: int, partitions: int, *, answer_coming: bool, only_finished: bool
+) -> float:
     """How long a staged decision may wait, given the records of the last fetch: the longest
     while a call of its partition is in flight (`answer_coming`), whose answer will open a
-    transaction to carry it."""
-    if answer_coming:
+    transaction to carry it, or when every staged decision adds to a transaction that had
+    already finished (`only_finished`: late evidence, which nothing reads to move on)."""
+    if answer_coming or only_finished:
         return idle_s * MAX_STRETCH
     per_partition = fetched / max(partitions, 1)
     return idle_s * min(max(1.0, per_partition), MAX_STRETCH)

@@ -554,6 +554,7 @@ class Decider:
         if isinstance(message, OperationObserved) and state.status is None:
             await refuse("observation for an unknown transaction")
             return
+        finished = is_terminal(state)
         try:
             state, envelopes, decided = handled(state, message)
             kept = keep(state)
@@ -576,6 +577,7 @@ class Decider:
             return
         staged.changes[key] = kept
         staged.urgent = staged.urgent or not nobody_waits(decided, state)
+        staged.live = staged.live or not finished
         last = envelopes[-1]
         staged.heads[key] = Head(last.tenant, last.tx_id, last.seq, last.hash)
         staged.ended = staged.ended or is_terminal(state)
@@ -759,9 +761,15 @@ class Decider:
                 self.consumer.seek(tp, owned.next_offsets[tp])
         return batch
 
-    def _wait_s(self, partition: int) -> float:
-        coming = self.host.calling[partition] > 0
-        return interval(self.group_commit_s, self.fetched, len(self.owned), answer_coming=coming)
+    def _wait_s(self, staged: Staged) -> float:
+        coming = self.host.calling[staged.partition] > 0
+        return interval(
+            self.group_commit_s,
+            self.fetched,
+            len(self.owned),
+            answer_coming=coming,
+            only_finished=not staged.live,
+        )
 
     def _poll_ms(self) -> int:
         """How long the loop waits for input, cut short to start the staged transactions on
@@ -797,7 +805,7 @@ class Decider:
         assert staged is not None
         if not self.group_commit_s:
             return staged.since  # group commit off: each as soon as the one before has ended
-        due = staged.since if staged.urgent else staged.since + self._wait_s(staged.partition)
+        due = staged.since if staged.urgent else staged.since + self._wait_s(staged)
         alone = not busy - {staged.partition} or _nothing_else_live(owned, staged)
         bound = spacing_bound(
             self.group_commit_s, self.fetched, len(self.owned), owned.took_s, alone=alone

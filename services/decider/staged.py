@@ -38,6 +38,9 @@ class Staged:
     dispatches: list[DispatchOrder] = field(default_factory=list)
     # A decision that must not wait (anything but evidence), and when the first was staged.
     urgent: bool = False
+    # Whether a staged decision changed a transaction that had not finished before it: if
+    # none did, all of it is late evidence and waits the longest (group_commit.interval).
+    live: bool = False
     since: float = field(default_factory=time.monotonic)
 
     def plan(

@@ -32,7 +32,7 @@ from services.decider.restore import StateKey, Stored, parse_stored
 from services.dispatcher.dispatch_order import DispatchOrder, dispatch_orders
 from transactions.finished import FinishedTransaction, keep, revive
 from transactions.state import TransactionState
-from transactions.transaction import handled, initial_state
+from transactions.transaction import handled, initial_state, is_terminal
 
 from .clock import Clock
 from .dispatch_host import SimDispatchHost
@@ -57,6 +57,7 @@ class Batch:
     offsets: dict[bool, int] = field(default_factory=dict)
     inputs: int = 0
     urgent: bool = False
+    live: bool = False  # a decision changed a transaction not finished before it (Staged.live)
     # On the wire: when it was sent, and whether it has committed.
     sent: int = 0
     committed: bool = False
@@ -132,6 +133,7 @@ class SimDecider:
             self.dead_letters += 1
             batch.urgent = True  # a dead letter is never held back (Decider._dead_letter)
             return
+        finished = is_terminal(state)
         state, envelopes, decided = handled(state, message)
         if not envelopes:
             return
@@ -139,6 +141,7 @@ class SimDecider:
         batch.decisions.append((message, envelopes))
         batch.orders += dispatch_orders(envelopes, decided, self.partition)
         batch.urgent = batch.urgent or not nobody_waits(decided, state)
+        batch.live = batch.live or not finished
 
     # --- the staged batch's transaction ------------------------------------------------
 
@@ -150,7 +153,13 @@ class SimDecider:
         assert batch is not None
         since = batch.since / 1000
         coming = any(c.owned and c.order.partition == self.partition for c in self.host.calls)
-        wait = 0.0 if batch.urgent else interval(GROUP_COMMIT_S, FETCHED, 1, answer_coming=coming)
+        wait = (
+            0.0
+            if batch.urgent
+            else interval(
+                GROUP_COMMIT_S, FETCHED, 1, answer_coming=coming, only_finished=not batch.live
+            )
+        )
         took = self.took_ms / 1000
         bound = spacing_bound(GROUP_COMMIT_S, FETCHED, 1, took, alone=True)
         return math.ceil(next_start(since + wait, self.ended_at / 1000, took, bound) * 1000)

@@ -1,7 +1,9 @@
 """Staged evidence waits the longest interval while a call of its partition is in flight
 (services.decider.group_commit.interval's `answer_coming`, DispatchHost.calling): the
 call's answer opens the partition's next transaction and carries it, instead of the
-evidence committing alone as the answer comes and holding it behind that transaction."""
+evidence committing alone as the answer comes and holding it behind that transaction.
+And when all of it adds to transactions already finished (`only_finished`, Staged.live):
+a webhook a provider sent seconds late, which nothing reads to move on."""
 
 import asyncio
 import time
@@ -39,7 +41,8 @@ async def test_evidence_waits_for_the_answer_of_a_call_in_flight() -> None:
         idle = decider.group_commit_s
         assert idle > 0
         owned = OwnedPartition(None, {}, _NoneFinished())  # type: ignore[arg-type]
-        staged = owned.staged = Staged(0, urgent=False)  # a webhook's evidence
+        # A webhook's evidence for a transaction still running.
+        staged = owned.staged = Staged(0, urgent=False, live=True)
         decider.owned = {0: owned}
         assert decider._start_at(owned, set()) == pytest.approx(staged.since + idle)
 
@@ -54,6 +57,24 @@ async def test_evidence_waits_for_the_answer_of_a_call_in_flight() -> None:
         call.release.set()  # answered (or failed): back to the idle interval
         while decider.host.tasks:
             await asyncio.sleep(0)
+        assert decider._start_at(owned, set()) == pytest.approx(staged.since + idle)
+    finally:
+        await decider.consumer.stop()
+        await decider.changelog_reader.stop()
+
+
+async def test_evidence_for_finished_transactions_waits_the_longest() -> None:
+    decider = Decider(
+        Settings(kafka_bootstrap="127.0.0.1:9", database_url="", topics=TOPICS, environment="test")
+    )
+    try:
+        idle = decider.group_commit_s
+        owned = OwnedPartition(None, {}, _NoneFinished())  # type: ignore[arg-type]
+        # Late webhooks of transactions that had ended: nothing else staged.
+        staged = owned.staged = Staged(0, urgent=False, live=False)
+        decider.owned = {0: owned}
+        assert decider._start_at(owned, set()) == pytest.approx(staged.since + idle * MAX_STRETCH)
+        staged.live = True  # one more decision, for a transaction still running
         assert decider._start_at(owned, set()) == pytest.approx(staged.since + idle)
     finally:
         await decider.consumer.stop()

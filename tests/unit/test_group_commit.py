@@ -58,16 +58,35 @@ def test_a_notification_that_did_not_succeed_commits_at_once() -> None:
         assert events and not nobody_waits(events, state), outcome
 
 
+def _wait(
+    fetched: int,
+    partitions: int,
+    idle: float = 0.005,
+    *,
+    coming: bool = False,
+    finished: bool = False,
+) -> float:
+    return interval(idle, fetched, partitions, answer_coming=coming, only_finished=finished)
+
+
 def test_the_wait_is_the_idle_interval_and_grows_with_the_backlog_up_to_a_bound() -> None:
-    assert interval(0.005, 0, 4, answer_coming=False) == 0.005
-    assert interval(0.005, 4, 4, answer_coming=False) == 0.005  # one per partition: no backlog
-    assert interval(0.005, 12, 4, answer_coming=False) == pytest.approx(0.015)
-    assert interval(0.005, 10_000, 4, answer_coming=False) == pytest.approx(0.005 * MAX_STRETCH)
-    assert interval(0.005, 3, 0, answer_coming=False) == pytest.approx(0.015)  # owning nothing
-    assert interval(0.0, 400, 4, answer_coming=False) == 0.0  # 0: group commit off
+    assert _wait(0, 4) == 0.005
+    assert _wait(4, 4) == 0.005  # one per partition: no backlog
+    assert _wait(12, 4) == pytest.approx(0.015)
+    assert _wait(10_000, 4) == pytest.approx(0.005 * MAX_STRETCH)
+    assert _wait(3, 0) == pytest.approx(0.015)  # owning nothing
+    assert _wait(400, 4, 0.0) == 0.0  # 0: group commit off
     # A call of the partition in flight: its answer will carry the evidence; waited for.
-    assert interval(0.005, 0, 4, answer_coming=True) == pytest.approx(0.005 * MAX_STRETCH)
-    assert interval(0.0, 0, 4, answer_coming=True) == 0.0
+    assert _wait(0, 4, coming=True) == pytest.approx(0.005 * MAX_STRETCH)
+    assert _wait(0, 4, 0.0, coming=True) == 0.0
+
+
+def test_evidence_only_for_finished_transactions_waits_the_longest() -> None:
+    """A webhook a provider sent seconds late finds its transaction ended and the partition
+    idle: nothing reads it to move on, so it waits to ride with the partition's next."""
+    assert _wait(0, 4, finished=True) == pytest.approx(0.005 * MAX_STRETCH)
+    assert _wait(10_000, 4, finished=True) == pytest.approx(0.005 * MAX_STRETCH)  # no longer
+    assert _wait(0, 4, 0.0, finished=True) == 0.0
 
 
 def test_an_urgent_transaction_starts_at_once_but_not_back_to_back_with_the_last() -> None:
