@@ -25,6 +25,7 @@ from services.crash_points import CRASH_ENV, CRASH_EXIT_CODE, FENCE_CLUSTER_REGI
 from services.devtools.stack import Stack
 from services.dispatcher import calls_begun
 from services.dispatcher.call_fence import Fence
+from services.dispatcher.call_plan import Begun
 from services.dispatcher.calls_begun import Claimed
 
 
@@ -42,6 +43,26 @@ def _row(partition: int) -> calls_begun.Row:
 async def _recorded(conn: asyncpg.Connection) -> dict[str, tuple[int, int]]:
     rows = await conn.fetch("SELECT owner, producer_id, epoch FROM call_fences")
     return {r["owner"]: (r["producer_id"], r["epoch"]) for r in rows}
+
+
+async def _begin(conn: asyncpg.Connection, partition: int, fence: Fence, attempt: int) -> Begun:
+    """The zombie's begin of an attempt of its call on `partition`."""
+    tenant, op_key, leg, _ = _row(partition)
+    call = calls_begun.Call(
+        tenant,
+        f"fenced-{partition}",
+        op_key,
+        leg,
+        attempt,
+        "agent-7",
+        "sandbox",
+        "payments.charge",
+        holder="zombie",
+        lease_s=0.001,
+        fence=fence,
+    )
+    (begun,) = await calls_begun.begin_many(conn, [call])
+    return begun
 
 
 async def _claims(conn: asyncpg.Connection, zombies: list[Fence]) -> list[Claimed]:
@@ -70,22 +91,7 @@ async def test_a_take_killed_between_its_cluster_and_its_fence_leaves_the_zombie
     zombies = [(await taken_in_turn(settings, p, 1))[0] for p in range(PARTITIONS)]
     for partition, fence in enumerate(zombies):
         assert await calls_begun.write_fence(conn, fence)
-        tenant, op_key, leg, attempt = _row(partition)
-        call = calls_begun.Call(
-            tenant,
-            f"fenced-{partition}",
-            op_key,
-            leg,
-            attempt,
-            "agent-7",
-            "sandbox",
-            "payments.charge",
-            holder="zombie",
-            lease_s=0.001,
-            fence=fence,
-        )
-        (begun,) = await calls_begun.begin_many(conn, [call])
-        assert begun.written
+        assert (await _begin(conn, partition, fence, 1)).written
     before = await _recorded(conn)
 
     stack = Stack(
@@ -110,9 +116,12 @@ async def test_a_take_killed_between_its_cluster_and_its_fence_leaves_the_zombie
         # At least the killed write's partition: the others' writes ran beside it.
         assert left, (before, after)
 
-        # Until a take writes again, the previous owner's zombie is not refused there.
+        # Until a take writes again, the previous owner's zombie is not refused there: its
+        # claim is taken...
         claimed = await _claims(conn, zombies)
         assert [claimed[p] for p in left] == [Claimed.TAKEN] * len(left), claimed
+        for p in left:  # and a call of its begun
+            assert (await _begin(conn, p, zombies[p], 2)).written
 
         # The next take (the decider started again, unarmed) writes its fence...
         del stack.extra_env[CRASH_ENV]
@@ -123,6 +132,10 @@ async def test_a_take_killed_between_its_cluster_and_its_fence_leaves_the_zombie
                 await asyncio.sleep(0.1)
         # ... and from then on the zombie is refused on every partition.
         assert await _claims(conn, zombies) == [Claimed.SUPERSEDED] * PARTITIONS
+        for p, fence in enumerate(zombies):
+            begun = await _begin(conn, p, fence, 3)
+            assert begun.superseded and not begun.written
+        print(f"left unwritten by the killed take: partitions {left}")
     finally:
         stack.stop_all()
         print(f"--- decider ---\n{stack.log_tail('decider', 30)}")
