@@ -377,9 +377,23 @@ async def known_keys(conn: asyncpg.Connection, keys: list[str]) -> set[str]:
     return {row["key"] for row in rows}
 
 
+# How long a drift claim's transaction may sit idle, waiting on its holder (the produce of
+# what it claimed), before Postgres ends the holder's session and so the claim. A holder
+# that vanished without closing its connection (a host lost, a network cut between it and
+# Postgres, a process frozen: its socket stays open, and the kernel's keepalive notices a
+# dead peer after about two hours) would otherwise hold the row's lock that long, and every
+# other reporter of the id waits at it: the scan's whole batch, and the ingress's claims,
+# which take the DRIFT_CLAIMS slots until every drift webhook is answered 503. Twice the
+# ingress's delivery bound (services.intake.produce.DELIVERY_BOUND_S, 30 s), past the
+# scan's produce too (aiokafka's 40 s request timeout): only a holder that stopped is cut.
+CLAIM_IDLE_BOUND_S = 60.0
+
+
 @asynccontextmanager
 async def claiming_reports(
-    conn: asyncpg.Connection, reported: list[tuple[str, str, datetime]]
+    conn: asyncpg.Connection,
+    reported: list[tuple[str, str, datetime]],
+    idle_bound_s: float = CLAIM_IDLE_BOUND_S,
 ) -> AsyncIterator[set[str]]:
     """The one judge of "already reported" for both reporters of drift (the scan and the
     webhook ingress): yields which of these (drift id, kind, when) this caller is to
@@ -394,9 +408,20 @@ async def claiming_reports(
     produced. A crash before the block ends rolls the row back: the next scan or the
     provider's retry reports it (twice under one id if the crash came after the produce,
     never not at all, as before). The ids are written in id order, so two reporters of
-    several ids wait for each other, never deadlock."""
+    several ids wait for each other, never deadlock. A holder that stops (its host lost,
+    frozen) loses its claim after `idle_bound_s` idle (CLAIM_IDLE_BOUND_S): the same as a
+    crash before the commit, the other reporter reports it."""
+    if not 0 < idle_bound_s <= 3600:
+        raise ValueError(
+            f"a claim's idle bound is more than 0 and at most 3600 s, got {idle_bound_s!r}"
+        )
     ids = sorted({drift_id: (kind, at) for drift_id, kind, at in reported}.items())
     async with conn.transaction():
+        # For this transaction only (is_local): the connection goes back to its pool as it was.
+        await conn.execute(
+            "SELECT set_config('idle_in_transaction_session_timeout', $1, true)",
+            f"{round(idle_bound_s * 1000)}ms",
+        )
         rows = await conn.fetch(
             "INSERT INTO reconciler_drift_reported (drift_id, kind, reported_at)"
             " SELECT * FROM unnest($1::text[], $2::text[], $3::timestamptz[]) ORDER BY 1"

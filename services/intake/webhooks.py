@@ -22,9 +22,9 @@ remembered as reported, before 4: a webhook that arrives after the scan reported
 (late, retried past the dedupe horizon, replayed) or while the scan is reporting it reports
 nothing again, and is recorded and answered as any other.
 
-Two statements per delivery at most (issue 24, item 5), and one more for a delivery that
-reports drift (its claim, rare): the body is read (3, pure) before 2, so that the
-dedupe check and the lookup of the effect's operation are one statement
+Two statements per delivery at most (issue 24, item 5), and two more for a delivery that
+reports drift (its claim and the claim's idle bound, rare): the body is read (3, pure)
+before 2, so that the dedupe check and the lookup of the effect's operation are one statement
 (webhook_store.DELIVERIES); nothing read is acted on before the check, and an unreadable
 body that was handled already is still answered `duplicate`. Recording the delivery id (4)
 is the second. Each is shared by the webhooks that reach it at the same time
