@@ -1,7 +1,8 @@
 """Run the local Kafka broker and Postgres server in the foreground, without Docker.
 
-python -m services.devtools.infra fetch            # Kafka jars (Maven), stripe-mock (Go),
-                                                   # Debian's chromium (apt-get), once
+python -m services.devtools.infra fetch            # Kafka jars (Maven), stripe-mock and
+                                                   # promtool (Go), Debian's chromium
+                                                   # (apt-get), once
 python -m services.devtools.infra up               # start both, print addresses, stop on Ctrl-C
 python -m services.devtools.infra up --brokers 3   # a three-node Kafka cluster, not one broker
 """
@@ -21,6 +22,7 @@ from services.devtools.infra.kafka import KafkaBroker, ensure_kafka_jars
 from services.devtools.infra.kafka_cluster import KafkaCluster
 from services.devtools.infra.local_kafka import BROKER_CHOICES, kafka_env, local_kafka
 from services.devtools.infra.postgres import PostgresServer
+from services.devtools.infra.promtool import ensure_promtool
 from services.devtools.infra.stripe_mock import ensure_stripe_mock
 
 
@@ -32,8 +34,8 @@ def main(argv: list[str] | None = None) -> int:
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser(
         "fetch",
-        help="download the Kafka broker jars and build stripe-mock into .cache/, install "
-        "Debian's chromium for the browser tests (each skipped when present)",
+        help="download the Kafka broker jars and build stripe-mock and promtool into "
+        ".cache/, install Debian's chromium for the browser tests (each skipped when present)",
     )
     up = commands.add_parser(
         "up",
@@ -73,6 +75,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "fetch":
             print(f"Kafka jars ready in {ensure_kafka_jars(quiet=False)}", flush=True)
             print(f"stripe-mock ready at {ensure_stripe_mock(quiet=False)}", flush=True)
+            print(f"promtool ready at {ensure_promtool(quiet=False)}", flush=True)
             print(f"chromium ready at {ensure_chromium(quiet=False)}", flush=True)
             return 0
         kafka: KafkaBroker | KafkaCluster
