@@ -91,8 +91,9 @@ class ChangelogReader:
             self.consumer.pause(tp)
 
     async def stop(self) -> None:
-        if self.started:
-            await self.consumer.stop()
+        # Also when it never started (no marker was read): a consumer made and never
+        # stopped is logged at ERROR as unclosed when it is collected.
+        await self.consumer.stop()
 
 
 class FinishedIndex:

@@ -75,8 +75,8 @@ async def restore_partition(bootstrap: str, topic: str, partition: int) -> Resto
         enable_auto_commit=False,
         group_id=None,
     )
-    await consumer.start()
     try:
+        await consumer.start()  # in the try: a start that fails leaves a consumer to close
         consumer.assign([tp])
         await consumer.seek_to_beginning(tp)
         # Under read_committed this is the last stable offset: everything committed.
