@@ -215,6 +215,10 @@ class DispatchHost:
             while not self.stop.is_set():
                 try:
                     if not await self.gate.write_fence(fence):
+                        if self.leases.fence(partition) != fence:
+                            # This process took the partition again meanwhile, and that
+                            # take's fence landed first: nothing to tell anyone.
+                            return
                         # A later take's (this process is a zombie already), or one of a
                         # Kafka cluster that reached this database after this process's:
                         # then its calls of the partition are refused (a cluster the
