@@ -27,6 +27,7 @@ import asyncpg
 from events import legs
 from events.definition import Leg, OpStatus, ReviewState
 from events.legs import LegStatus
+from projections.held_open import held_open
 from projections.operation_row import either_leg_in, legs_of
 from reconcilers.drift import LedgerEntry
 from reconcilers.drift_span import Hole
@@ -409,19 +410,11 @@ async def claiming_reports(
     provider's retry reports it (twice under one id if the crash came after the produce,
     never not at all, as before). The ids are written in id order, so two reporters of
     several ids wait for each other, never deadlock. A holder that stops (its host lost,
-    frozen) loses its claim after `idle_bound_s` idle (CLAIM_IDLE_BOUND_S): the same as a
-    crash before the commit, the other reporter reports it."""
-    if not 0 < idle_bound_s <= 3600:
-        raise ValueError(
-            f"a claim's idle bound is more than 0 and at most 3600 s, got {idle_bound_s!r}"
-        )
+    frozen) loses its claim after `idle_bound_s` idle (CLAIM_IDLE_BOUND_S, through
+    projections.held_open, the rule of every transaction held across a round trip): the
+    same as a crash before the commit, the other reporter reports it."""
     ids = sorted({drift_id: (kind, at) for drift_id, kind, at in reported}.items())
-    async with conn.transaction():
-        # For this transaction only (is_local): the connection goes back to its pool as it was.
-        await conn.execute(
-            "SELECT set_config('idle_in_transaction_session_timeout', $1, true)",
-            f"{round(idle_bound_s * 1000)}ms",
-        )
+    async with held_open(conn, idle_bound_s):
         rows = await conn.fetch(
             "INSERT INTO reconciler_drift_reported (drift_id, kind, reported_at)"
             " SELECT * FROM unnest($1::text[], $2::text[], $3::timestamptz[]) ORDER BY 1"

@@ -9,13 +9,13 @@ reports the drift: as after a crash before the commit. Real Postgres; the holder
 a connection that sends nothing more, which is all Postgres can see of one."""
 
 import asyncio
-import contextlib
 import time
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 
 import asyncpg
 import pytest
+from support.holder_stopped import Stop, connections, holder_stopped
 
 from reconcilers import store
 
@@ -25,28 +25,21 @@ REPORT = ("dr_holder_lost", "effect_without_intent", datetime(2026, 12, 6, tzinf
 
 @pytest.fixture
 async def conns(fresh_database: str) -> AsyncIterator[list[asyncpg.Connection]]:
-    opened = [await asyncpg.connect(fresh_database) for _ in range(2)]
-    yield opened
-    for conn in opened:
-        with contextlib.suppress(Exception):
-            await conn.close()
+    async with connections(fresh_database, 2) as opened:
+        yield opened
 
 
 async def test_a_claim_whose_holder_stopped_is_let_go_within_its_bound(
     conns: list[asyncpg.Connection],
 ) -> None:
     stopped, other = conns
-    holding = asyncio.Event()
 
-    async def holder() -> None:
+    async def holder(stop: Stop) -> None:
         async with store.claiming_reports(stopped, [REPORT], idle_bound_s=BOUND_S) as claimed:
             assert claimed == {REPORT[0]}
-            holding.set()
-            await asyncio.sleep(3600)  # stopped, its connection open: nothing more is sent
+            await stop()
 
-    held = asyncio.create_task(holder())
-    try:
-        await holding.wait()
+    async with holder_stopped(holder):
         waited = time.monotonic()
         async with asyncio.timeout(10 * BOUND_S):
             async with store.claiming_reports(other, [REPORT]) as claimed:
@@ -56,10 +49,6 @@ async def test_a_claim_whose_holder_stopped_is_let_go_within_its_bound(
         assert await other.fetchval("SELECT count(*) FROM reconciler_drift_reported") == 1
         # And the bound was the claim's transaction's only: the connection is as it was.
         assert await other.fetchval("SHOW idle_in_transaction_session_timeout") == "0"
-    finally:
-        held.cancel()
-        with contextlib.suppress(BaseException):
-            await held
 
 
 async def test_a_claims_idle_bound_is_more_than_nothing_and_at_most_an_hour(
