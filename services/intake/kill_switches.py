@@ -22,7 +22,7 @@ from services.governance import store
 from services.intake import auth
 from services.intake.errors import ApiError, parsed
 from services.intake.openapi import errors, json_body, ok
-from services.intake.policy import operator, produce_change
+from services.intake.policy import changing, operator, produce_change
 
 router = APIRouter()
 
@@ -113,7 +113,8 @@ async def release(
     """Release: held dispatches go out (each dispatcher claims them within a second). A
     switch already released answers as it is, so a retried release is harmless."""
     assert who.operator is not None
-    async with request.app.state.pool.acquire() as conn, conn.transaction():
+    # Its row is held while Kafka acknowledges: another release of the switch waits at it.
+    async with request.app.state.pool.acquire() as conn, changing(conn):
         at = await store.release(conn, who.tenant, switch_id, who.operator)
         if at is None and not await store.switch_exists(conn, who.tenant, switch_id):
             raise ApiError(404, "not_found", f"no kill switch {switch_id!r} for this tenant")

@@ -10,14 +10,25 @@ back and the answer is 503 (nothing changed). A crash between the acknowledgemen
 commit leaves a record of a change that never took effect (the client got no 2xx and
 retries: a replay of the same document carries the same change id); the other way round,
 a change in force with no record, cannot happen.
+
+The transaction is open while Kafka acknowledges, holding what the change wrote: the
+tenant's policy row (another install of the tenant's policy, through the API or another
+intake's start-up file, waits at it), a kill switch's row (another release of it waits), a
+breaker's row (a dispatcher's quota reservation of its agent and operation that finds it
+tripped waits at it, holding the advisory lock every reservation of that pair takes). So it
+is opened by `changing`: a holder that stopped without closing its connection (its host
+lost, frozen) has its session ended by Postgres after CHANGE_IDLE_BOUND_S idle, the change
+rolls back, and the waiters go on, as after a crash before the commit.
 """
 
 import json
 import logging
+from contextlib import AbstractAsyncContextManager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
 
+import asyncpg
 from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
@@ -25,12 +36,13 @@ from pydantic import BaseModel, ConfigDict, Field
 from events.catalog import Catalog
 from events.governance import BreakerReset, GovernanceChange, PolicyReplaced
 from events.policy import PolicyDocument, open_policy
+from projections.held_open import held_open
 from services.config import Settings
 from services.governance import store
 from services.intake import auth
 from services.intake.errors import ApiError, parsed
 from services.intake.openapi import errors, json_body, ok
-from services.intake.produce import produce_acked
+from services.intake.produce import PRODUCE_TIMEOUT_S, produce_acked
 from services.intake.submission_gate import GateRefused
 from services.providers.registry import catalog_of
 
@@ -51,6 +63,22 @@ def operator(who: Annotated[auth.Principal, Depends(auth.principal)]) -> auth.Pr
             403, "operator_only", "only an operator key (RECON_OPERATOR_KEYS) may do this"
         )
     return who
+
+
+# How long a change's transaction may sit idle, waiting on its holder, before Postgres ends
+# the holder's session and so the change (projections.held_open). A live holder is idle in
+# it while Kafka acknowledges the record, at most PRODUCE_TIMEOUT_S (produce_acked then
+# answers 503 and the change rolls back); three times that leaves a loaded intake's slow
+# event loop room, and cuts only a holder that stopped, which would otherwise hold the rows
+# its change wrote until the kernel's keepalive gave up on it (about two hours).
+CHANGE_IDLE_BOUND_S = 3 * PRODUCE_TIMEOUT_S
+
+
+def changing(
+    conn: asyncpg.Connection, idle_bound_s: float = CHANGE_IDLE_BOUND_S
+) -> AbstractAsyncContextManager[None]:
+    """The transaction a governance change is written in while its record is produced."""
+    return held_open(conn, idle_bound_s)
 
 
 async def produce_change(request: Request, change: GovernanceChange, what: str) -> None:
@@ -134,7 +162,7 @@ async def install_policy(
     request: Request, tenant: str, document: PolicyDocument, actor: str
 ) -> None:
     """Install `document` as the tenant's next version and record it, or 409."""
-    async with request.app.state.pool.acquire() as conn, conn.transaction():
+    async with request.app.state.pool.acquire() as conn, changing(conn):
         if not await store.replace_policy(conn, tenant, document, actor):
             current = await store.current_version(conn, tenant)
             raise ApiError(
@@ -195,7 +223,7 @@ async def reset_breaker(
     quota, `not_applied` fails it)."""
     body = parsed(await request.body(), BreakerResetRequest)
     assert who.operator is not None
-    async with request.app.state.pool.acquire() as conn, conn.transaction():
+    async with request.app.state.pool.acquire() as conn, changing(conn):
         tripped = await store.reset_breaker(conn, who.tenant, body.agent_id, body.operation)
         if tripped is None:
             raise ApiError(404, "not_found", "no breaker is open for that agent and operation")
@@ -230,7 +258,7 @@ async def install_file(app: FastAPI, path: str) -> None:
     in force: restarting with the same file changes nothing, and a later version set
     through the API is not rolled back by an old file."""
     for tenant, document in read_policy_file(path).items():
-        async with app.state.pool.acquire() as conn, conn.transaction():
+        async with app.state.pool.acquire() as conn, changing(conn):
             if not await store.replace_policy(
                 conn, tenant, document, f"file:{path}", newer_only=True
             ):
