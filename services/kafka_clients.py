@@ -8,9 +8,11 @@ was acknowledged survives a broker restart and a retried send is not duplicated.
 """
 
 import asyncio
+from collections.abc import Iterable
 from typing import Any
 
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.abc import ConsumerRebalanceListener
 from aiokafka.errors import (
     KafkaError,
     MessageSizeTooLargeError,
@@ -20,7 +22,7 @@ from aiokafka.errors import (
 
 from services import kafka_security
 from services.config import Settings
-from services.metrics import CONSUMER_GROUP_PROCESSES, labelled
+from services.metrics import CONSUMER_GROUP_PROCESSES, CONSUMER_LAG, labelled
 
 # How long fetched records may wait to be taken before aiokafka fetches the other partitions
 # of their broker without them (its default: 100 ms, not a constructor option). One
@@ -73,6 +75,38 @@ class GroupConsumer(AIOKafkaConsumer):  # type: ignore[misc]
     async def stop(self) -> None:
         labelled(CONSUMER_GROUP_PROCESSES, self._group_id).set(0)
         await super().stop()
+
+    def subscribe(
+        self,
+        topics: Iterable[str] = (),
+        pattern: str | None = None,
+        listener: ConsumerRebalanceListener | None = None,
+    ) -> None:
+        super().subscribe(
+            topics, pattern=pattern, listener=_LagHandedOver(self._group_id, listener)
+        )
+
+
+class _LagHandedOver(ConsumerRebalanceListener):  # type: ignore[misc]
+    """A revoked partition's recon_consumer_lag is set to 0 here, after the runtime's own
+    listener: the lag is set by the consumer that fetches the partition (services.metrics.
+    observe_lag), so a partition this process no longer reads kept its last value in its
+    /metrics for the process's life, beside the new owner's. A backlog when partitions
+    moved (scaling out, ReconConsumerLagging's own remedy) kept that alert firing after the
+    backlog was gone (tests/integration/test_consumer_lag_revoked.py)."""
+
+    def __init__(self, group: str, inner: ConsumerRebalanceListener | None) -> None:
+        self._group, self._inner = group, inner
+
+    async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
+        if self._inner is not None:
+            await self._inner.on_partitions_revoked(revoked)
+        for tp in revoked:
+            labelled(CONSUMER_LAG, self._group, tp.topic, str(tp.partition)).set(0)
+
+    async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
+        if self._inner is not None:
+            await self._inner.on_partitions_assigned(assigned)
 
 
 # A dead member's partitions move on after 10 s, not the 45 s default; the intake's group

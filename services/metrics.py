@@ -14,7 +14,8 @@ record work beyond that (the CPU per transaction is watched).
   shared by the decider (which calls the providers of what it dispatches) and the
   reconciler;
 - webhook verifications: the intake's webhook route;
-- consumer lag: after each fetch of every consumer (`observe_lag`);
+- consumer lag: after each fetch of every consumer (`observe_lag`), and 0 for a partition
+  the consumer lost in a rebalance (services.kafka_clients);
 - each consumer group's members, state and time without a settled assignment: by the
   intake's group watch (services.intake.group_watch), asking the coordinators every 2 s,
   so a group whose consumers have stopped fetching still shows;
