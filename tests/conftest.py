@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
+import sys
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -31,6 +32,12 @@ from services.devtools.ports import free_port as _free_port
 # each module is compiled once per checkout.
 if os.environ.pop("PYTHONDONTWRITEBYTECODE", None) is not None:
     os.environ.setdefault("PYTHONPYCACHEPREFIX", str(REPO_ROOT / ".cache" / "pycache"))
+    # And this process too, for what it imports from here on (the test modules, recon's
+    # own, the libraries they import, pytest's rewritten asserts): xdist's workers start
+    # with the environment above, but a run without -n is this one process, which
+    # compiled all of it from source at each run.
+    sys.dont_write_bytecode = False
+    sys.pycache_prefix = os.environ["PYTHONPYCACHEPREFIX"]
 
 # Hypothesis profiles. `ci` (the default, so `make test` and CI run it) is derandomized:
 # every run draws the same examples, the seed derived from each test's source, so a red run
