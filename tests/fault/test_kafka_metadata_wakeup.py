@@ -169,4 +169,6 @@ def test_a_rebalance_whose_leader_is_in_a_periodic_refresh_ends_at_once(
     took = asyncio.run(_new_member_assigned_after(kafka_bootstrap, topic_prefix))
     # Without the mend the leader's assignment waits for its next periodic refresh (6 s),
     # or the broker drops it at session_timeout_ms (10 s) and the group rebalances again.
-    assert took < 3.0, f"the new member was assigned after {took:.1f} s"
+    # With it, a join and a rebalance: 1-3 s, 3.06 once on a machine at load 30, so the
+    # bound sits between the two, not at the quick side's edge.
+    assert took < 0.75 * MAX_AGE_MS / 1000, f"the new member was assigned after {took:.1f} s"
