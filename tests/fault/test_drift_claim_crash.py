@@ -22,7 +22,7 @@ from support.crash_support import until_listening
 from support.drift_scanner import (
     a_charge_that_lost_its_effect,
     cli_scan,
-    dropped_delivery,
+    held_back_stray,
     scanner_settings,
     scans_by_hand,
 )
@@ -86,15 +86,8 @@ async def test_an_intake_killed_reporting_a_webhooks_drift_leaves_it_to_the_prov
     stack: Stack, recon: Recon, point: str, times: int
 ) -> None:
     await scans_by_hand(stack)  # only the webhook reports the stray here
-    # The stray's webhook is held back (dropped at its first delivery), so that it is sent
-    # to the armed intake by the sandbox's replay, and again, as the provider's retry.
-    await recon.arm("payments.charge", "webhook_drop")
-    made = await recon.http.post(
-        f"{stack.sandbox_url}/v1/effects/unrecorded",
-        json={"operation": "payments.charge", "payload": {"amount": 13, "currency": "usd"}},
-    )
-    assert made.status_code == 200, made.text
-    event = (await dropped_delivery(stack, recon, made.json()["id"]))["event_id"]
+    # Sent to the armed intake by the sandbox's replay, and again, as the provider's retry.
+    event = await held_back_stray(stack, recon)
     replay = f"{stack.sandbox_url}/v1/webhooks/replay/{event}"
     delivered = "SELECT count(*) FROM webhook_deliveries WHERE delivery_id = $1"
 

@@ -149,6 +149,20 @@ async def dropped_delivery(stack: Stack, recon: Recon, effect_id: str) -> dict[s
     return found
 
 
+async def held_back_stray(stack: Stack, recon: Recon) -> str:
+    """A stray charge (an effect no intent made) whose webhook is held back (dropped at its
+    first delivery): the event id the sandbox's replay, the provider's retry, sends, so
+    that the test chooses when the intake reports its drift."""
+    await recon.arm("payments.charge", "webhook_drop")
+    made = await recon.http.post(
+        f"{stack.sandbox_url}/v1/effects/unrecorded",
+        json={"operation": "payments.charge", "payload": {"amount": 13, "currency": "usd"}},
+    )
+    assert made.status_code == 200, made.text
+    event: str = (await dropped_delivery(stack, recon, made.json()["id"]))["event_id"]
+    return event
+
+
 async def hole(stack: Stack) -> tuple[datetime, datetime] | None:
     """The shared sandbox account's hole (reconcilers.drift_span.Hole), if it has one."""
     conn = await asyncpg.connect(stack.database_url)
