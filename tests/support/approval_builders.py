@@ -5,10 +5,10 @@ from datetime import datetime, timedelta
 
 from events.approval_inputs import ApproveOperation, RejectOperation
 from events.definition import OperationKind, OperationSpec
-from events.inputs import SubmitTransaction
+from events.inputs import DeciderInput, Outcome, SubmitTransaction
 from events.keys import op_key
 from events.preview import StepPreview, preview_digest
-from support.txbuilders import T0, spec
+from support.txbuilders import T0, observed, spec
 
 AGENT = "agent-1"
 FINGERPRINT = "f" * 64
@@ -104,3 +104,15 @@ def reject(n: int = 0, reason: str = "rejected", action: str = "promote") -> Rej
         actor="ops@example.com",
         issued_at=T0 + timedelta(seconds=n),
     )
+
+
+# Two histories of the gated transaction (tests of finished transactions and late inputs):
+# the promotion never reached (the reserve before it was declined), and the promotion run
+# on approval ap-1, the transaction committed.
+GATE_NEVER_REACHED: list[DeciderInput] = [gated_submit(), observed("reserve", 1, Outcome.REJECTED)]
+RAN_ON_APPROVAL: list[DeciderInput] = [
+    gated_submit(),
+    observed("reserve", 1, Outcome.SUCCEEDED),
+    approve(5),
+    observed("promote", 1, Outcome.SUCCEEDED, n=6),
+]

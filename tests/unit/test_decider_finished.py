@@ -5,7 +5,12 @@ from typing import Any
 
 from hypothesis import given as for_all
 from hypothesis import strategies as st
-from support.approval_builders import AGENT, approve, gated_submit
+from support.approval_builders import (
+    AGENT,
+    GATE_NEVER_REACHED,
+    RAN_ON_APPROVAL,
+    approve,
+)
 from support.txbuilders import (
     abort,
     compensate,
@@ -54,16 +59,9 @@ REVIEWED: list[DeciderInput] = [
     request_review("reserve", 1),
     resolve("reserve", 1, Resolution.APPLIED),
 ]
-GATED: list[DeciderInput] = [
-    gated_submit(),
-    observed("reserve", 1, Outcome.SUCCEEDED),
-    approve(5),
-    observed("promote", 1, Outcome.SUCCEEDED, n=6),
-]
-GATE_NEVER_REACHED: list[DeciderInput] = [gated_submit(), observed("reserve", 1, Outcome.REJECTED)]
 HISTORIES = {
     "committed": COMMITTED,
-    "gated": GATED,
+    "gated": RAN_ON_APPROVAL,
     "gate never reached": GATE_NEVER_REACHED,
     "failed": FAILED,
     "compensated": COMPENSATED,

@@ -11,7 +11,12 @@ cap) and the refusals already recorded (a repeat records nothing)."""
 from datetime import timedelta
 
 import pytest
-from support.approval_builders import AGENT, approve, gated_submit
+from support.approval_builders import (
+    AGENT,
+    GATE_NEVER_REACHED,
+    RAN_ON_APPROVAL,
+    approve,
+)
 from support.txbuilders import T0, observed, submit
 
 from events.inputs import (
@@ -77,15 +82,6 @@ def release_by(session: str) -> ReleaseTransaction:
     )
 
 
-# The gated promotion never reached: the reserve before it was declined.
-GATE_NEVER_REACHED: list[DeciderInput] = [gated_submit(), observed("reserve", 1, Outcome.REJECTED)]
-# The promotion ran on approval ap-1, and the transaction committed.
-RAN_ON_APPROVAL: list[DeciderInput] = [
-    gated_submit(),
-    observed("reserve", 1, Outcome.SUCCEEDED),
-    approve(5),
-    observed("promote", 1, Outcome.SUCCEEDED, n=6),
-]
 OWNED: list[DeciderInput] = [owned_submit(), observed("refund", 1, Outcome.SUCCEEDED)]
 # Sessions that tried to take it over while session s-A held the lease: each refusal
 # counts against sessions, up to the cap.
