@@ -50,7 +50,12 @@ def _yaml(path: Path) -> Any:
 
 
 def _rules() -> dict[str, Any]:
-    return {rule["alert"]: rule for group in _yaml(RULES)["groups"] for rule in group["rules"]}
+    return {
+        rule["alert"]: rule
+        for group in _yaml(RULES)["groups"]
+        for rule in group["rules"]
+        if "alert" in rule
+    }
 
 
 def _with_runbooks(history: Path, into: Path) -> Path:
