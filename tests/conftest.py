@@ -218,7 +218,7 @@ def _drop_database(url: str, name: str) -> None:
 async def fresh_database(infra: Infra) -> AsyncIterator[str]:
     """URL of a new database at the code's schema version, with no rows, dropped after the
     test (a copy of the session's migrated template)."""
-    async with _new_database(infra, template=infra.template) as url:
+    async with new_database(infra, template=infra.template) as url:
         yield url
 
 
@@ -226,12 +226,12 @@ async def fresh_database(infra: Infra) -> AsyncIterator[str]:
 async def empty_database(infra: Infra) -> AsyncIterator[str]:
     """URL of a new database without any table, dropped after the test: for what migrations
     or an older release build."""
-    async with _new_database(infra, template="") as url:
+    async with new_database(infra, template="") as url:
         yield url
 
 
 @asynccontextmanager
-async def _new_database(infra: Infra, template: str) -> AsyncIterator[str]:
+async def new_database(infra: Infra, template: str) -> AsyncIterator[str]:
     name = f"t_{uuid.uuid4().hex}"
     admin = await asyncpg.connect(infra.database_url)
     try:
@@ -258,15 +258,24 @@ def topic_prefix(request: pytest.FixtureRequest) -> Iterator[str]:
     """A prefix that keeps each test's topics apart on a shared broker; on the session's own
     broker they are deleted after the test (its processes have stopped by then: every fixture
     that starts one asks for this prefix first, so is torn down before it)."""
-    prefix = f"t{uuid.uuid4().hex[:8]}."
+    prefix = new_topic_prefix()
     yield prefix
     if "infra" in request.fixturenames:
-        infra: Infra = request.getfixturevalue("infra")
-        if infra.kafka is not None and infra.kafka.is_running():
-            _delete_topics(infra.kafka_bootstrap, prefix)
+        drop_topics(request.getfixturevalue("infra"), prefix)
 
 
-def _delete_topics(bootstrap: str, prefix: str) -> None:
+def new_topic_prefix() -> str:
+    return f"t{uuid.uuid4().hex[:8]}."
+
+
+def drop_topics(infra: Infra, prefix: str) -> None:
+    """The prefix's topics deleted, on the session's own broker only (an external one is
+    not this suite's to tidy), and only while it runs (a test may have killed it)."""
+    if infra.kafka is not None and infra.kafka.is_running():
+        delete_topics(infra.kafka_bootstrap, prefix)
+
+
+def delete_topics(bootstrap: str, prefix: str) -> None:
     """A broker holding every finished test's topics (~12 of 4 partitions per stack, ~840 by
     a worker's last tests) made each restart inside a test dear: a graceful stop closes and
     flushes every partition's log one after another (4.9 s for 840 topics on a quiet

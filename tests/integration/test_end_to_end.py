@@ -1,13 +1,33 @@
-"""One agent transaction, end to end: real Kafka, Postgres, sandbox and recon processes."""
+"""One agent transaction, end to end: real Kafka, Postgres, sandbox and recon processes.
+
+One stack for the module (support.stack_fixtures.module_stack): each test has its own
+transaction ids and waits until they are settled, so what one counts before and after a
+step of its own (the effects around a conflicting submission) sees no other test's work;
+the faults a test arms at the sandbox are disarmed after it; and no test here refunds a
+charge, so the declined charge's "no refund at all" holds whatever ran before it."""
 
 import asyncio
+from collections.abc import AsyncIterator
 from datetime import datetime
 
+import pytest
 from support.recon_client import Recon, effects_for, op, transaction
+from support.stack_fixtures import module_stack
 
 from events.envelope import Envelope, verify_chain
-from events.keys import compensation_key
+from events.keys import compensation_key, op_key
+from services.config import DEFAULTS
 from services.devtools.stack import Stack
+
+stack = module_stack
+
+
+@pytest.fixture(autouse=True)
+async def disarmed(recon: Recon) -> AsyncIterator[None]:
+    """A fault a test armed and no call consumed (the test failed first) would hit the
+    next test's calls."""
+    yield
+    await recon.disarm()
 
 
 async def test_three_steps_commit_with_exactly_one_effect_each(stack: Stack, recon: Recon) -> None:
@@ -145,6 +165,20 @@ async def test_bad_input_and_wrong_key_leave_no_trace(stack: Stack, recon: Recon
         assert unauthorized.status_code == 401
     finally:
         await wrong_key.close()
+    environment = stack.env().get("RECON_ENVIRONMENT", DEFAULTS["RECON_ENVIRONMENT"])
+    keys = {
+        op_key(
+            tenant="demo",
+            environment=environment,
+            provider=step["provider"],
+            tx_id=tx_id,
+            action=step["action"],
+        )
+        for tx_id in ("bad-1", "bad-2")
+        for step in [*bad["steps"], *bad.get("on_commit", [])]
+    }
     for tx_id in ("bad-1", "bad-2"):
         assert (await recon.get(tx_id)).status_code == 404
-    assert await recon.effects() == []
+    # The other tests' effects are on the module's sandbox: none under these two's keys
+    # (the keys the intake would have issued them, events.keys).
+    assert [e for e in await recon.effects() if e["idempotency_key"] in keys] == []

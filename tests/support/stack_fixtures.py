@@ -1,12 +1,13 @@
-"""Fixtures that start the whole recon stack as real processes, per test."""
+"""Fixtures that start the whole recon stack as real processes, per test or per module."""
 
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 
 import pytest
-from conftest import Infra
+from conftest import Infra, drop_topics, new_database, new_topic_prefix
 
+from services.devtools.ports import free_port as a_free_port
 from services.devtools.stack import SERVICES, Stack
 from support.recon_client import Recon
 
@@ -49,6 +50,11 @@ async def running_stack(
                 print(f"--- {name} ---\n{tail}")
 
 
+# The `stack` fixture's environment, per test or per module. A deployment admin key (README
+# "Drift"): the one key that sees tenant-less drift in full.
+STACK_ENV = {"RECON_LOG_LEVEL": "INFO", "RECON_ADMIN_KEYS": "admin-key=ada"}
+
+
 @pytest.fixture
 async def stack(
     infra: Infra,
@@ -58,18 +64,35 @@ async def stack(
     free_port: Callable[[], int],
 ) -> AsyncIterator[Stack]:
     logs = tmp_path / "logs"
-    # A deployment admin key (README "Drift"): the one key that sees tenant-less drift in full.
     async with running_stack(
-        infra,
-        fresh_database,
-        topic_prefix,
-        logs,
-        free_port,
-        migrate=False,
-        RECON_LOG_LEVEL="INFO",
-        RECON_ADMIN_KEYS="admin-key=ada",
+        infra, fresh_database, topic_prefix, logs, free_port, migrate=False, **STACK_ENV
     ) as stack:
         yield stack
+
+
+@pytest.fixture(scope="module")
+async def module_stack(
+    infra: Infra, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[Stack]:
+    """The `stack` fixture's stack, started once for a whole test module that says
+    `stack = module_stack`: a stack's start is ~5-10 s of the suite's two cores, most of a
+    short test's cost (docs/testing.md, "The suite's wall time"). Only for tests that
+    share it without seeing each other's work: each its own transaction ids, none counting
+    every row, effect or record, none relying on a table or a log being empty, a fault
+    armed at the sandbox disarmed after each test, and no process killed, frozen or
+    restarted (a module's tests run in any order, pytest-randomly's). Under xdist a
+    module split over both workers starts one on each. Its database and topics go with
+    it, once its processes have stopped."""
+    prefix = new_topic_prefix()
+    try:
+        async with new_database(infra, template=infra.template) as database_url:
+            logs = tmp_path_factory.mktemp("stack") / "logs"
+            async with running_stack(
+                infra, database_url, prefix, logs, a_free_port, migrate=False, **STACK_ENV
+            ) as stack:
+                yield stack
+    finally:
+        drop_topics(infra, prefix)
 
 
 StackWith = Callable[..., AbstractAsyncContextManager[tuple[Stack, Recon]]]
