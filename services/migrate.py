@@ -15,10 +15,23 @@ files run by a loop of ours would reinvent the record and the ordering. yoyo nee
 driver: psycopg 3, for this command only; the processes stay on asyncpg.
 
 Concurrent runs (two deploys, or `make run` beside a compose stack) are serialised by a
-Postgres session advisory lock on a connection of its own, taken before yoyo touches the
-database: it is released by Postgres if the runner dies, where yoyo's own lock row would
-stay behind and block the next run until someone breaks it, and the second runner waits
-for the first instead of giving up after yoyo's ten seconds.
+Postgres session advisory lock, taken before yoyo reads or changes anything: it is released
+by Postgres if the runner dies, where yoyo's own lock row would stay behind and block the
+next run until someone breaks it, and the second runner waits for the first instead of
+giving up after yoyo's ten seconds.
+
+A runner that stops without dying (its process frozen, its host lost or cut off with the
+socket open) would keep that lock, and the next run waiting, until the kernel's keepalive
+gave up on it (about two hours). So the run's session carries `idle_session_timeout` and
+`idle_in_transaction_session_timeout` (IDLE_BOUND_S): once it has sent nothing for that
+long, Postgres ends it, and the lock goes with it. A bound on idle is not a bound on work:
+a migration's statement that runs long (a CREATE INDEX on a large table, an ALTER TABLE
+waiting for a lock) is active, not idle, and is never cut. For the same reason the lock is
+held by the session that runs the migrations, not by a guard beside it (yoyo would run each
+migration on a connection of its own): the session Postgres ends is the one doing the work,
+so a runner cut while its statement still ran cannot go on migrating beside the next one,
+and the migration it was inside rolls back (a non-transactional one is left as an
+interruption leaves it, which such a migration must survive: see "Writing a migration").
 """
 
 from __future__ import annotations
@@ -34,6 +47,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 
+from projections.held_open import idle_bound_ms
 from services.config import DEFAULTS
 
 if TYPE_CHECKING:  # imported when migrating only: the processes never load the driver
@@ -43,6 +57,13 @@ MIGRATIONS = Path(__file__).with_name("migrations")
 TABLE = "_yoyo_migration"  # yoyo's record of what it applied
 COMMAND = "python -m services.cli migrate"
 _LOCK_ID = 0x7265636F6E_4D  # "recon" + "M": one migration run at a time per database
+# How pg_locks shows a bigint advisory key: its high and low 32 bits, objsubid 1.
+_LOCK_KEY = (_LOCK_ID >> 32, _LOCK_ID & 0xFFFFFFFF)
+# A run that sent Postgres nothing for this long has stopped: a live one is idle only between
+# its statements (milliseconds of yoyo's and our Python; its progress lines) and while it
+# polls for the lock (0.2 s). A minute keeps a migrator frozen by a debugger or a paused VM
+# from holding the next run for hours, and is far from any live run's pauses.
+IDLE_BOUND_S = 60.0
 
 # What the last release before versioned migrations recorded in `schema_applied` once its
 # processes had applied their schema texts (projections, governance, reconciler, console
@@ -116,73 +137,140 @@ class Outcome:
     applied: list[str]
 
 
-def migrate(url: str, say: Callable[[str], None] = print) -> Outcome:
-    """Bring the database at `url` to the code's version, saying what it does."""
+def migrate(
+    url: str, say: Callable[[str], None] = print, idle_bound_s: float = IDLE_BOUND_S
+) -> Outcome:
+    """Bring the database at `url` to the code's version, saying what it does. Postgres ends
+    the run's session if it sends nothing for `idle_bound_s` (more than 0, at most an hour:
+    ValueError otherwise); the run then fails with MigrateError and the next run goes on."""
     import psycopg
     from yoyo import get_backend, read_migrations
 
+    bound = idle_bound_ms(idle_bound_s)
     try:
-        guard = psycopg.connect(url, autocommit=True)
+        # Connects, and creates yoyo's lock table if missing (a harmless race: yoyo ignores
+        # "already exists"). Nothing else is read or changed before the lock.
+        backend = get_backend(_yoyo_uri(url))
     except psycopg.Error as error:
-        raise MigrateError(f"cannot connect to {redacted(url)}: {error}".strip()) from error
-    with guard:
+        # A role without DDL rights also stops here, at yoyo's own tables.
+        raise MigrateError(f"cannot start migrating {redacted(url)}: {error}".strip()) from error
+    conn: psycopg.Connection[Any] = backend.connection
+    try:
         started = time.monotonic()
-        _lock(guard, say)
-        try:
-            baseline = _found_before_versions(guard)
+        # yoyo's connection is in autocommit: the settings are the session's, and no later
+        # rollback undoes them.
+        conn.execute(
+            "SELECT set_config('idle_session_timeout', %s, false),"
+            " set_config('idle_in_transaction_session_timeout', %s, false)",
+            (bound, bound),
+        )
+        _lock(conn, say, idle_bound_s)
+        baseline = _found_before_versions(conn)
+        migrations = read_migrations(str(MIGRATIONS))
+        if baseline == "mark":
+            say(
+                "database made before versioned migrations, at version 1: "
+                f"marking {BASELINE} applied"
+            )
+            backend.mark_migrations([m for m in migrations if m.id == BASELINE])
+        elif baseline == "run":
+            say(
+                "database made by a release older than version 1: running "
+                f"{BASELINE} (idempotent) to bring it to version 1"
+            )
+        before = version_of(_applied(conn))
+        pending = backend.to_apply(migrations)
+        say(
+            f"database {redacted(url)}: at version {before}, code at version "
+            f"{CODE_VERSION}, {len(pending)} migration(s) to apply"
+        )
+        for migration in pending:
+            t0 = time.monotonic()
+            say(f"  applying {migration.id} ...")
             try:
-                backend = get_backend(_yoyo_uri(url))
-            except psycopg.Error as error:
-                # yoyo creates its own tables first: a role without DDL rights stops here.
-                raise MigrateError(f"cannot start migrating: {error}".strip()) from error
-            try:
-                migrations = read_migrations(str(MIGRATIONS))
-                if baseline == "mark":
-                    say(
-                        "database made before versioned migrations, at version 1: "
-                        f"marking {BASELINE} applied"
-                    )
-                    backend.mark_migrations([m for m in migrations if m.id == BASELINE])
-                elif baseline == "run":
-                    say(
-                        "database made by a release older than version 1: running "
-                        f"{BASELINE} (idempotent) to bring it to version 1"
-                    )
-                before = version_of(_applied(guard))
-                pending = backend.to_apply(migrations)
-                say(
-                    f"database {redacted(url)}: at version {before}, code at version "
-                    f"{CODE_VERSION}, {len(pending)} migration(s) to apply"
-                )
-                for migration in pending:
-                    t0 = time.monotonic()
-                    say(f"  applying {migration.id} ...")
-                    try:
-                        backend.apply_one(migration)
-                    except Exception as error:
-                        raise MigrateError(f"{migration.id} failed: {error}".strip()) from error
-                    say(f"  applied  {migration.id} in {time.monotonic() - t0:.2f} s")
-            finally:
-                backend.connection.close()
-            after = version_of(_applied(guard))
-            took = time.monotonic() - started
-            say(f"database at version {after} ({took:.2f} s)")
-            return Outcome(before, after, [m.id for m in pending])
-        finally:
-            with contextlib.suppress(psycopg.Error):  # a lost connection released it already
-                guard.execute("SELECT pg_advisory_unlock(%s)", (_LOCK_ID,))
+                _apply(backend, migration)
+            except Exception as error:
+                if conn.broken:
+                    raise MigrateError(_session_ended(error, idle_bound_s)) from error
+                raise MigrateError(f"{migration.id} failed: {error}".strip()) from error
+            say(f"  applied  {migration.id} in {time.monotonic() - t0:.2f} s")
+        after = version_of(_applied(conn))
+        took = time.monotonic() - started
+        say(f"database at version {after} ({took:.2f} s)")
+        return Outcome(before, after, [m.id for m in pending])
+    except psycopg.Error as error:
+        if conn.broken:
+            raise MigrateError(_session_ended(error, idle_bound_s)) from error
+        raise MigrateError(f"cannot migrate {redacted(url)}: {error}".strip()) from error
+    finally:
+        # Closing the session releases the lock; an explicit unlock first says so in the
+        # server's view at once, and a session Postgres ended has nothing to release.
+        with contextlib.suppress(psycopg.Error):
+            conn.execute("SELECT pg_advisory_unlock(%s)", (_LOCK_ID,))
+        conn.close()
 
 
-def _lock(conn: psycopg.Connection[Any], say: Callable[[str], None]) -> None:
+def _session_ended(error: Exception, idle_bound_s: float) -> str:
+    return (
+        f"this run's database session was ended ({error}".strip()
+        + "). If this process was stopped or lost its network for more than "
+        f"{idle_bound_s:.0f} s, Postgres ended its session so that another run could go on, "
+        "and the migration it was inside (if any) rolled back. Run migrate again: it applies "
+        "whatever is still missing, or says the database is at the code's version"
+    )
+
+
+def _apply(backend: Any, migration: Any) -> None:
+    """yoyo's apply_one, on the backend's own connection: yoyo's opens a fresh connection
+    for each migration, which would run the migration outside the session holding the lock
+    (the session Postgres ends when the run stops)."""
+    backend.ensure_internal_schema_updated()
+    migration.process_steps(backend, "apply")
+    backend.log_migration(migration, "apply")
+    with backend.transaction():
+        backend.mark_one(migration, log=False)
+
+
+# The session holding the migration lock, as pg_locks and pg_stat_activity show it.
+_HOLDER = """
+SELECT l.pid, a.client_addr::text, a.application_name, a.state,
+       extract(epoch FROM now() - a.state_change)::float8
+FROM pg_locks l LEFT JOIN pg_stat_activity a ON a.pid = l.pid
+WHERE l.locktype = 'advisory' AND l.granted AND l.classid = %s::oid AND l.objid = %s::oid
+  AND l.objsubid = 1 AND l.database = (SELECT oid FROM pg_database
+                                       WHERE datname = current_database())
+"""
+
+
+def _holder(conn: psycopg.Connection[Any]) -> tuple[int | None, str]:
+    """The lock holder's pid and what Postgres knows of it."""
+    row = conn.execute(_HOLDER, _LOCK_KEY).fetchone()
+    if row is None:  # it let go between our try and this look
+        return None, "a session that has just let go"
+    pid, client, application, state, for_s = row
+    where = f" from {client}" if client else ""
+    name = f" ({application})" if application else ""
+    doing = f", {state} for {for_s:.0f} s" if state is not None and for_s is not None else ""
+    return pid, f"Postgres pid {pid}{name}{where}{doing}"
+
+
+def _lock(conn: psycopg.Connection[Any], say: Callable[[str], None], idle_bound_s: float) -> None:
     """Take the migration lock, polling. Waiting inside pg_advisory_lock() would be a
     statement, so a transaction, left open: the holder's CREATE INDEX CONCURRENTLY waits for
     every open transaction to end, and the two would wait on each other through this
-    process, where Postgres' deadlock detector cannot see it."""
-    said = False
+    process, where Postgres' deadlock detector cannot see it. Says who holds it, once per
+    holder, so that an operator can tell a run that works from one that stopped."""
+    said: int | None = None
     while not conn.execute("SELECT pg_try_advisory_lock(%s)", (_LOCK_ID,)).fetchone()[0]:  # type: ignore[index]
-        if not said:
-            say("another migration run holds this database; waiting for it to finish ...")
-            said = True
+        pid, holder = _holder(conn)
+        if pid is not None and pid != said:
+            say(
+                f"another migration run holds this database ({holder}); waiting for it to "
+                "finish. A run that stopped (frozen, its host lost) is ended by Postgres "
+                f"once it has sent nothing for {idle_bound_s:.0f} s; to end it now: "
+                f"SELECT pg_terminate_backend({pid})"
+            )
+            said = pid
         time.sleep(0.2)
 
 
