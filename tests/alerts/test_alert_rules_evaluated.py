@@ -78,15 +78,25 @@ def test_prometheus_accepts_the_rules(promtool: Path) -> None:
     _run(promtool, "check", "rules", str(RULES))
 
 
-def test_the_compose_prometheus_loads_the_rules_it_is_given(promtool: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "files",
+    [("docker-compose.yml",), ("docker-compose.yml", "docker-compose.host.yml")],
+    ids=["compose", "host-network"],
+)
+def test_the_compose_prometheus_loads_the_rules_it_is_given(
+    promtool: Path, tmp_path: Path, files: tuple[str, ...]
+) -> None:
     # The compose stack's Prometheus is never started here (compose_check: no image of it
     # can be built without a registry), so its configuration is checked the way it would
-    # load it: each `rule_files` entry is the file docker-compose.yml mounts there.
+    # load it: the file mounted at its configuration's path, each `rule_files` entry the
+    # file mounted there. The host-network file mounts its own configuration in place of
+    # the base one (compose merges volumes by their path in the container).
     mounts = {}
-    for volume in _yaml(COMPOSE / "docker-compose.yml")["services"]["prometheus"]["volumes"]:
-        source, target = volume.split(":")[:2]
-        mounts[target] = (COMPOSE / source).resolve()
-    config = _yaml(COMPOSE / "prometheus" / "prometheus.yml")
+    for name in files:
+        for volume in _yaml(COMPOSE / name)["services"]["prometheus"].get("volumes", []):
+            source, target = volume.split(":")[:2]
+            mounts[target] = (COMPOSE / source).resolve()
+    config = _yaml(mounts["/etc/prometheus/prometheus.yml"])
     assert [mounts[path] for path in config["rule_files"]] == [RULES]
     config["rule_files"] = [str(mounts[path]) for path in config["rule_files"]]
     (tmp_path / "prometheus.yml").write_text(yaml.safe_dump(config))

@@ -88,6 +88,34 @@ def test_the_host_network_file_moves_every_service_off_make_runs_and_the_tests_p
         assert env["RECON_HEALTH_URL"].startswith("http://127.0.0.1:"), name
 
 
+def test_the_host_networks_prometheus_scrapes_each_process_where_it_serves_metrics() -> None:
+    """On the host's network the services' names resolve to nothing, and each process
+    serves /metrics on 127.0.0.1 at the host file's port: the host variant's Prometheus is
+    given a configuration of its own with those targets, the same as prometheus.yml in all
+    else, and Grafana asks Prometheus on 127.0.0.1."""
+    base = yaml.safe_load((COMPOSE / "prometheus" / "prometheus.yml").read_text())
+    host_config = yaml.safe_load((COMPOSE / "prometheus" / "prometheus.host.yml").read_text())
+    ports = host_ports()
+    [job] = host_config["scrape_configs"]
+    assert job["static_configs"][0]["targets"] == [
+        f"127.0.0.1:{ports[f'{name} metrics']}" for name in DEFAULT_PORTS
+    ]
+    for config in (base, host_config):
+        del config["scrape_configs"][0]["static_configs"][0]["targets"]
+    assert host_config == base
+    host = _host_services()
+    for name in DEFAULT_PORTS:
+        assert host[name]["environment"]["RECON_METRICS_HOST"] == "127.0.0.1", name
+    mounted = dict(volume.split(":")[1::-1] for volume in host["prometheus"]["volumes"])
+    assert mounted["/etc/prometheus/prometheus.yml"] == "./prometheus/prometheus.host.yml"
+    datasources = (
+        COMPOSE / "grafana" / "provisioning" / "datasources" / "prometheus.yml"
+    ).read_text()
+    assert "url: ${RECON_PROMETHEUS_URL}" in datasources
+    assert _services()["grafana"]["environment"]["RECON_PROMETHEUS_URL"] == "http://prometheus:9090"
+    assert host["grafana"]["environment"]["RECON_PROMETHEUS_URL"] == "http://127.0.0.1:9090"
+
+
 def test_the_local_kafka_image_reads_the_public_images_variables() -> None:
     """compose/local/kafka turns KAFKA_* variables into properties as apache/kafka does, so the
     compose file configures either image the same way."""
