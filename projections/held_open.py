@@ -24,6 +24,7 @@ Here, in the lowest folder of Postgres code that both reconcilers/ and services/
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Literal
 
 import asyncpg
 
@@ -45,12 +46,20 @@ def idle_bound_ms(idle_bound_s: float) -> str:
 
 
 @asynccontextmanager
-async def held_open(conn: asyncpg.Connection, idle_bound_s: float) -> AsyncIterator[None]:
+async def held_open(
+    conn: asyncpg.Connection,
+    idle_bound_s: float,
+    *,
+    isolation: Literal["read_committed", "repeatable_read"] | None = None,
+    readonly: bool = False,
+) -> AsyncIterator[None]:
     """A transaction on `conn` (committed when the block ends, rolled back on an error in
     it) that Postgres ends, with the holder's session, once it sits idle longer than
-    `idle_bound_s`. The caller runs its other system's round trip inside the block."""
+    `idle_bound_s`. The caller runs its other system's round trip inside the block.
+    `isolation` and `readonly` as asyncpg's `transaction()` takes them (a snapshot read
+    held while the caller reads elsewhere: audit compare)."""
     bound = idle_bound_ms(idle_bound_s)
-    async with conn.transaction():
+    async with conn.transaction(isolation=isolation, readonly=readonly):
         await conn.execute(
             "SELECT set_config('idle_in_transaction_session_timeout', $1, true)", bound
         )

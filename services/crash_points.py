@@ -69,6 +69,11 @@ INTAKE_DRIFT_CLAIMED_UNRECORDED = "intake.drift_claimed_unrecorded"
 DRIFT_BEFORE_CURSORS = "reconciler.drift_before_cursors"
 
 
+# `audit rebuild --compare` inside its read-only snapshot of the live database, between two
+# of its reads (services.cli.audit_compare): a compare stopped here holds the snapshot.
+AUDIT_COMPARE_IN_SNAPSHOT = "audit.compare_in_snapshot"
+
+
 # Set once the test let the process go on: it pauses at most once.
 _released = False
 

@@ -10,21 +10,44 @@ a transaction that has moved on past the rebuild's snapshot (its live last_seq i
 has only its events compared up to the snapshot's seq, and rows the live database holds
 for transactions or drift newer than the snapshot are not differences. The live side is
 read in one REPEATABLE READ transaction, so its tables are consistent with each other.
+
+That snapshot is held on the LIVE database: while it is open, a migration's ALTER TABLE
+waits for it (and every statement on that table queues behind the ALTER), and vacuum cannot
+remove what it may still see. So it holds nothing but the live side's reads: the rebuilt
+side is read before it opens, the rows are decoded and compared after it ends, and it is
+opened through projections.held_open, which has Postgres end it once it sits idle longer
+than SNAPSHOT_IDLE_BOUND_S: a compare whose process froze, or whose host was lost with the
+socket open, would otherwise hold it until the kernel's keepalive gave up (about two
+hours). A live compare is idle inside it only between its statements. Cut, the compare
+stops with an AuditError that says so (exit 2); it never wrote anything to the live side.
 """
 
 import asyncio
 import json
 import sys
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 import asyncpg
 
+from projections.held_open import held_open
 from projections.offsets import load_offsets
+from services.cli.log_snapshot import AuditError
 from services.config import Settings
+from services.crash_points import AUDIT_COMPARE_IN_SNAPSHOT, pause_point
 
 Row = dict[str, Any]
 TxKey = tuple[str, str]
+# Rows as fetched, and which of their columns are json/jsonb: decoded once the live snapshot
+# has ended, so that decoding a large table never keeps the snapshot idle.
+Fetched = tuple[list[asyncpg.Record], frozenset[str]]
+
+# The live snapshot's idle bound. A live compare is idle in it only between its statements
+# (asyncpg building the last result's rows: milliseconds, a second or two for millions of
+# events); a compare idle this long has stopped. Short, because a migration's ALTER TABLE
+# waits on the snapshot and every statement on that table waits behind the ALTER.
+SNAPSHOT_IDLE_BOUND_S = 30.0
 
 KEYS: dict[str, tuple[str, ...]] = {
     "transactions": ("tenant", "tx_id"),
@@ -41,20 +64,29 @@ _BY_TX = (
 )
 
 
-async def _fetch(conn: asyncpg.Connection, sql: str, *args: Any) -> list[Row]:
+async def _fetch_raw(conn: asyncpg.Connection, sql: str, *args: Any) -> Fetched:
     statement = await conn.prepare(sql)
     rows = await statement.fetch(*args)
     jsonb = {a.name for a in statement.get_attributes() if a.type.name in ("json", "jsonb")}
+    return rows, frozenset(jsonb)
+
+
+def _decoded(fetched: Fetched) -> list[Row]:
+    rows, jsonb = fetched
     return [
         {k: json.loads(v) if k in jsonb and isinstance(v, str) else v for k, v in row.items()}
         for row in rows
     ]
 
 
-async def _rows_of(conn: asyncpg.Connection, table: str, last_seqs: dict[TxKey, int]) -> list[Row]:
+async def _fetch(conn: asyncpg.Connection, sql: str, *args: Any) -> list[Row]:
+    return _decoded(await _fetch_raw(conn, sql, *args))
+
+
+async def _rows_of(conn: asyncpg.Connection, table: str, last_seqs: dict[TxKey, int]) -> Fetched:
     extra = " AND t.seq <= s.last_seq" if table == "events" else ""
     tenants, tx_ids = [k[0] for k in last_seqs], [k[1] for k in last_seqs]
-    return await _fetch(
+    return await _fetch_raw(
         conn,
         _BY_TX.format(table=table, extra=extra),
         tenants,
@@ -113,27 +145,92 @@ async def _wait_for_live(
         await asyncio.sleep(0.5)
 
 
-async def compare(settings: Settings, rebuilt: asyncpg.Connection, wait_s: float) -> list[str]:
+async def compare(
+    settings: Settings,
+    rebuilt: asyncpg.Connection,
+    wait_s: float,
+    idle_bound_s: float = SNAPSHOT_IDLE_BOUND_S,
+) -> list[str]:
     live = await asyncpg.connect(settings.database_url)
     try:
         topics = [settings.topics.events, settings.topics.drift]
         differences = await _wait_for_live(live, rebuilt, topics, wait_s)
-        async with live.transaction(isolation="repeatable_read", readonly=True):
-            differences += await _compare_tables(live, rebuilt)
-        return differences
+        snapshot, theirs = await _read_rebuilt(rebuilt)
+        ours = await _read_live(live, snapshot, theirs, idle_bound_s)
+        return differences + _compare_tables(snapshot, ours, theirs)
     finally:
         await live.close()
 
 
-async def _compare_tables(live: asyncpg.Connection, rebuilt: asyncpg.Connection) -> list[str]:
+# The tables compared by transaction (their rows of the settled transactions only).
+_BY_TX_TABLES = ("transactions", "operations", "reviews")
+
+
+@dataclass(frozen=True)
+class _Side:
+    """One database's rows of what the rebuild holds, as fetched (decoded when compared)."""
+
+    tables: dict[str, Fetched]  # _BY_TX_TABLES, "events" and "drift"
+
+
+async def _read_rebuilt(rebuilt: asyncpg.Connection) -> tuple[dict[TxKey, int], _Side]:
+    """The rebuild's last seq per transaction, and its rows: no one else writes it, so no
+    snapshot is needed."""
     snapshot = {
         (r["tenant"], r["tx_id"]): r["last_seq"]
         for r in await _fetch(rebuilt, "SELECT tenant, tx_id, last_seq FROM transactions")
     }
-    live_seq = {
-        (r["tenant"], r["tx_id"]): r["last_seq"]
-        for r in await _rows_of(live, "transactions", snapshot)
-    }
+    tables = {table: await _rows_of(rebuilt, table, snapshot) for table in _BY_TX_TABLES}
+    tables["events"] = await _rows_of(rebuilt, "events", snapshot)
+    tables["drift"] = await _fetch_raw(rebuilt, "SELECT * FROM drift")
+    return snapshot, _Side(tables)
+
+
+async def _read_live(
+    live: asyncpg.Connection, snapshot: dict[TxKey, int], theirs: _Side, idle_bound_s: float
+) -> _Side:
+    """The live side's rows of what the rebuild holds, in one snapshot: statements only."""
+    drift_ids = [r["drift_id"] for r in theirs.tables["drift"][0]]
+    tables: dict[str, Fetched] = {}
+    try:
+        async with held_open(live, idle_bound_s, isolation="repeatable_read", readonly=True):
+            for table in _BY_TX_TABLES:
+                tables[table] = await _rows_of(live, table, snapshot)
+            tables["events"] = await _rows_of(live, "events", snapshot)
+            await pause_point(AUDIT_COMPARE_IN_SNAPSHOT)
+            tables["drift"] = await _fetch_raw(
+                live, "SELECT * FROM drift WHERE drift_id = ANY($1::text[])", drift_ids
+            )
+    except (asyncpg.PostgresError, asyncpg.InterfaceError) as error:
+        if not live.is_closed():
+            raise
+        raise AuditError(_snapshot_ended(error, idle_bound_s)) from error
+    return _Side(tables)
+
+
+def _first_cause(error: BaseException) -> BaseException:
+    """The error the read first met: leaving the transaction on a closed connection raises
+    its own, which would hide the server's reason (the idle timeout)."""
+    while isinstance(error.__context__, (asyncpg.PostgresError, asyncpg.InterfaceError)):
+        error = error.__context__
+    return error
+
+
+def _snapshot_ended(error: Exception, idle_bound_s: float) -> str:
+    return (
+        f"the live database ended this compare's read of it ({_first_cause(error)}). Its "
+        f"snapshot sat "
+        f"idle longer than {idle_bound_s:.0f} s, so this process was stopped or its network "
+        "to the live database was cut, and Postgres let the snapshot go so that it holds "
+        "back no migration and no vacuum. Nothing was written; the rebuild in --into is "
+        "complete but a rebuild refuses a database that holds rows: to compare again, give "
+        "--into a fresh, empty database (or drop and create it) and run `audit rebuild "
+        "--compare` again, from a host with a steady connection to the live database"
+    )
+
+
+def _compare_tables(snapshot: dict[TxKey, int], ours: _Side, theirs: _Side) -> list[str]:
+    live_seq = {(r["tenant"], r["tx_id"]): r["last_seq"] for r in ours.tables["transactions"][0]}
     moved_on = {key for key, seq in snapshot.items() if live_seq.get(key, 0) > seq}
     if moved_on:
         print(
@@ -142,22 +239,16 @@ async def _compare_tables(live: asyncpg.Connection, rebuilt: asyncpg.Connection)
             + ", ".join(f"{t}/{tx}" for t, tx in sorted(moved_on)),
             file=sys.stderr,
         )
-    settled = {key: seq for key, seq in snapshot.items() if key not in moved_on}
+
+    def settled(rows: list[Row]) -> list[Row]:
+        return [r for r in rows if (r["tenant"], r["tx_id"]) not in moved_on]
+
     differences: list[str] = []
-    for table in ("transactions", "operations", "reviews"):
+    for table in _BY_TX_TABLES:
+        live_rows, rebuilt_rows = _decoded(ours.tables[table]), _decoded(theirs.tables[table])
+        differences += diff_rows(table, settled(live_rows), settled(rebuilt_rows))
+    for table in ("events", "drift"):
         differences += diff_rows(
-            table, await _rows_of(live, table, settled), await _rows_of(rebuilt, table, settled)
+            table, _decoded(ours.tables[table]), _decoded(theirs.tables[table])
         )
-    differences += diff_rows(
-        "events",
-        await _rows_of(live, "events", snapshot),
-        await _rows_of(rebuilt, "events", snapshot),
-    )
-    rebuilt_drift = await _fetch(rebuilt, "SELECT * FROM drift")
-    live_drift = await _fetch(
-        live,
-        "SELECT * FROM drift WHERE drift_id = ANY($1::text[])",
-        [r["drift_id"] for r in rebuilt_drift],
-    )
-    differences += diff_rows("drift", live_drift, rebuilt_drift)
     return differences
