@@ -9,7 +9,10 @@ account's hole, and later scans list it from its top down, a page cap at a time.
 A page cap of two effects (one page of two) stands for the sandbox's 10,000, and a window
 that starts just before the test's own effects keeps the other tests' out of it. The
 scans' clock is set, not waited for: the strays are created (by the sandbox's clock) in
-the scans' past, each a few graces from the next, and forgotten after the test."""
+the scans' past, each a few graces from the next, and forgotten after the test. So the
+tests share one stack (support.stack_fixtures.module_stack): each its own transaction and
+strays, in a window of its own, its scans from a fresh deployment's cursors
+(scans_by_hand), and what they count on the drift topic their own strays only."""
 
 import dataclasses
 from collections import Counter
@@ -25,12 +28,14 @@ from support.drift_scanner import (
     cursor,
     forget_effects,
     hole,
+    lose_effects,
     sandbox_of,
     scanner_settings,
     scans_by_hand,
     strays_at,
 )
 from support.recon_client import Recon
+from support.stack_fixtures import module_stack
 from support.topic_records import read_topic
 
 from events.drift import DriftDetected
@@ -40,6 +45,8 @@ from services.config import Settings
 from services.devtools.stack import Stack
 from services.providers.adapters import PAGE, SandboxAdapter
 from services.pull_reconciler.runtime import Reconciler, open_reconciler
+
+stack = module_stack
 
 GRACE = timedelta(seconds=10)
 STRAYS = 6
@@ -81,7 +88,10 @@ async def burst_below(
 ) -> AsyncIterator[Burst]:
     """A committed charge whose effect the sandbox lost, then the strays (burst_after) in
     the scans' past, and a scanner of a page cap of two whose clock is set after them; the
-    strays are forgotten by the sandbox when the test is done."""
+    strays and the transaction's other effects are forgotten by the sandbox when the test
+    is done. A scan lists from a grace below its window: the last test's reserve, made a
+    few seconds before, filled the hole's bottom listing (a cap of two) there, and the
+    legs of that grace, this test's charge among them, were given up unjudged."""
     await scans_by_hand(stack)  # the test runs the scans itself
     start = datetime.now(UTC)
     charge = await a_charge_that_lost_its_effect(stack, recon, tx_id)
@@ -96,6 +106,8 @@ async def burst_below(
             yield Burst(scanner, now, instants, strays, charge)
     finally:
         forget_effects(stack, strays)
+        made = (await recon.get(tx_id)).json()
+        lose_effects(stack, *(o["op_key"] for o in made["operations"]))
 
 
 def found_ids(found: list[DriftDetected]) -> set[str]:
