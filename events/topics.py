@@ -7,6 +7,8 @@ A prefix lets tests run on fresh topics against a shared broker.
 
 from dataclasses import dataclass
 
+# The partition count of every topic recon creates unless RECON_KAFKA_PARTITIONS says
+# otherwise (services.config.TopicLayout; docs/scaling.md "Partitions").
 PARTITIONS = 4
 
 

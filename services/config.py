@@ -9,7 +9,7 @@ from collections.abc import Collection
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, TypeVar
 
-from events.topics import Topics
+from events.topics import PARTITIONS, Topics
 from reconcilers.signatures import InvalidSecretError, Scheme, key_for
 from services import kafka_security
 
@@ -39,6 +39,7 @@ MIN_PENDING_HORIZON_S = 60.0
 # table is checked against them (tests/unit/test_config_defaults.py).
 DEFAULTS: dict[str, str] = {
     "RECON_KAFKA_BOOTSTRAP": "127.0.0.1:9092",
+    "RECON_KAFKA_PARTITIONS": str(PARTITIONS),
     "RECON_KAFKA_REPLICATION_FACTOR": "1",
     "RECON_KAFKA_MIN_INSYNC_REPLICAS": "1",
     "RECON_DATABASE_URL": "postgresql://postgres@127.0.0.1:5432/postgres",
@@ -259,21 +260,31 @@ class ReconcilerSettings:
     purge_interval_s: float = _default_float("RECON_PURGE_INTERVAL_S")
 
 
+# The most partitions a topic may be given: a decider holds one transactional producer, with
+# its own connections, per input partition it owns, so a lone decider of a deployment at
+# this bound holds 64 of them.
+MAX_PARTITIONS = 64
+
+
 @dataclass(frozen=True)
-class Durability:
-    """RECON_KAFKA_REPLICATION_FACTOR and RECON_KAFKA_MIN_INSYNC_REPLICAS."""
+class TopicLayout:
+    """How the topics recon creates are laid out: RECON_KAFKA_REPLICATION_FACTOR,
+    RECON_KAFKA_MIN_INSYNC_REPLICAS and RECON_KAFKA_PARTITIONS (services.kafka_setup)."""
 
     replication_factor: int = int(DEFAULTS["RECON_KAFKA_REPLICATION_FACTOR"])
     min_insync_replicas: int = int(DEFAULTS["RECON_KAFKA_MIN_INSYNC_REPLICAS"])
+    partitions: int = int(DEFAULTS["RECON_KAFKA_PARTITIONS"])
 
     def __post_init__(self) -> None:
-        # Checked here too (_durability checks the environment): with more in-sync
+        # Checked here too (_topic_layout checks the environment): with more in-sync
         # replicas required than copies exist, every acks=all write would be refused.
         if not 1 <= self.min_insync_replicas <= self.replication_factor:
             raise ValueError(
                 f"min.insync.replicas {self.min_insync_replicas} must be between 1 and the "
                 f"replication factor {self.replication_factor}"
             )
+        if not 1 <= self.partitions <= MAX_PARTITIONS:
+            raise ValueError(f"partitions {self.partitions} must be between 1 and {MAX_PARTITIONS}")
 
 
 def _reconciler() -> ReconcilerSettings:
@@ -348,8 +359,8 @@ class Settings:
     webhook_tolerance_s: int = int(DEFAULTS["RECON_WEBHOOK_TOLERANCE_S"])
     webhook_dedupe_horizon_s: int = MIN_DEDUPE_HORIZON_S
     reconciler: ReconcilerSettings = field(default_factory=ReconcilerSettings)
-    # Topic replication and min.insync.replicas for the topics recon creates.
-    kafka_durability: Durability = field(default_factory=Durability)
+    # Replication, min.insync.replicas and partitions of the topics recon creates.
+    topic_layout: TopicLayout = field(default_factory=TopicLayout)
     max_body_bytes: int = MAX_BODY_BYTES
     webhook_max_body_bytes: int = WEBHOOK_MAX_BODY_BYTES
     pending_horizon_s: float = PENDING_HORIZON_S
@@ -665,7 +676,7 @@ def _no_shorter(name: str, seconds: N, minimum: float, than: str, least: str) ->
     return seconds
 
 
-def _durability() -> Durability:
+def _topic_layout() -> TopicLayout:
     replication = _int("RECON_KAFKA_REPLICATION_FACTOR")
     min_insync = _int("RECON_KAFKA_MIN_INSYNC_REPLICAS")
     if min_insync > replication:
@@ -674,7 +685,11 @@ def _durability() -> Durability:
             f"RECON_KAFKA_REPLICATION_FACTOR ({replication}); acks=all writes would all be "
             "refused. For a cluster use 3 and 2"
         )
-    return Durability(replication_factor=replication, min_insync_replicas=min_insync)
+    return TopicLayout(
+        replication_factor=replication,
+        min_insync_replicas=min_insync,
+        partitions=_int("RECON_KAFKA_PARTITIONS", maximum=MAX_PARTITIONS),
+    )
 
 
 def _valid_tenant(name: str, tenant: str) -> str:
@@ -875,7 +890,7 @@ def load_settings() -> Settings:
         webhook_tolerance_s=_int("RECON_WEBHOOK_TOLERANCE_S"),
         webhook_dedupe_horizon_s=horizons_kept(_dedupe_horizon(), files),
         reconciler=_reconciler(),
-        kafka_durability=_durability(),
+        topic_layout=_topic_layout(),
         max_body_bytes=_body_limit("RECON_MAX_BODY_BYTES"),
         webhook_max_body_bytes=_body_limit("RECON_WEBHOOK_MAX_BODY_BYTES"),
         pending_horizon_s=_pending_horizon(),

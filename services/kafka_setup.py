@@ -1,11 +1,20 @@
 """Creating recon's topics with the settings the design relies on.
 
-Durability: every topic is created with `Durability.replication_factor` copies and
+Durability: every topic is created with `TopicLayout.replication_factor` copies and
 `min.insync.replicas`, and every producer writes with acks=all (services.kafka_clients), so
 an acknowledged record is on at least min.insync.replicas brokers. The defaults (1 and 1)
 suit a single local broker; a cluster should run 3 and 2, so that one broker may be down
 without refusing writes and an acknowledged record survives the loss of any one broker.
+
+Partitions: every topic gets `TopicLayout.partitions`, the same count, because a
+transaction's records sit on the same partition number of every topic (the key's
+partition) and a decider owns partition p of its inputs and its outputs together
+(docs/scaling.md "Partitions").
+
 Only topics that do not exist yet are created: an existing topic keeps its configuration.
+But one whose partition count is not the configured one is refused: a count changed on a
+live log moves keys to other partitions (a transaction's next command would reach a decider
+that never restored it), and topics of different counts are not co-partitioned.
 """
 
 import asyncio
@@ -14,18 +23,21 @@ import logging
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import KafkaError, TopicAlreadyExistsError
 
-from events.topics import PARTITIONS, Topics
-from services.config import Durability
+from events.topics import Topics
+from services.config import Settings, TopicLayout
 from services.kafka_clients import connection
 
 log = logging.getLogger(__name__)
 
 FOREVER = {"retention.ms": "-1", "retention.bytes": "-1"}
 _TOPIC_ALREADY_EXISTS = 36  # Kafka error code: another process created it first
+# How many times (0.1 s apart) an existing topic's partitions are asked for.
+CHECK_ATTEMPTS = 50
 
 
 class TopicSetupError(RuntimeError):
-    """The broker refused to create a topic (e.g. more replicas than brokers)."""
+    """The broker refused to create a topic (e.g. more replicas than brokers), or an
+    existing topic has another partition count than the configured one."""
 
 
 def topic_configs(topics: Topics) -> dict[str, dict[str, str]]:
@@ -47,29 +59,39 @@ def topic_configs(topics: Topics) -> dict[str, dict[str, str]]:
     }
 
 
+async def ensure_recon_topics(
+    settings: Settings, extra: dict[str, dict[str, str]] | None = None
+) -> None:
+    """ensure_topics for a recon process: its settings' topics, laid out as they say."""
+    await ensure_topics(
+        settings.kafka_bootstrap, settings.topics, layout=settings.topic_layout, extra=extra
+    )
+
+
 async def ensure_topics(
     bootstrap: str,
     topics: Topics,
     timeout_s: float = 60,
     *,
-    durability: Durability | None = None,
+    layout: TopicLayout | None = None,
     extra: dict[str, dict[str, str]] | None = None,
 ) -> None:
     """Create every topic (and each `extra` one: name -> configuration) that does not
-    exist yet; waits for the broker to answer.
+    exist yet, and check that those that do have `layout`'s partition count; waits for the
+    broker to answer.
 
     Any retriable Kafka error is waited out until `timeout_s`, not only a broker that is not
     up yet: a broker that restarts between the connection and the request (NodeNotReady, a
     closed connection) must not stop the process at start-up (found by `make chaos`: a
     decider restarted during a broker restart exited with NodeNotReadyError)."""
-    durability = durability or Durability()
+    layout = layout or TopicLayout()
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout_s
     while True:
         admin = AIOKafkaAdminClient(**connection(bootstrap, "setup"), request_timeout_ms=10000)
         try:
             await admin.start()
-            await _create_missing(admin, topic_configs(topics) | (extra or {}), durability)
+            await _create_missing(admin, topic_configs(topics) | (extra or {}), layout)
             return
         except KafkaError as error:
             if not error.retriable or loop.time() > deadline:
@@ -81,15 +103,16 @@ async def ensure_topics(
 
 
 async def _create_missing(
-    admin: AIOKafkaAdminClient, configs: dict[str, dict[str, str]], durability: Durability
+    admin: AIOKafkaAdminClient, configs: dict[str, dict[str, str]], layout: TopicLayout
 ) -> None:
-    replicated = {"min.insync.replicas": str(durability.min_insync_replicas)}
+    replicated = {"min.insync.replicas": str(layout.min_insync_replicas)}
     existing = set(await admin.list_topics())
+    await _check_partitions(admin, [name for name in configs if name in existing], layout)
     wanted = [
         NewTopic(
             name,
-            PARTITIONS,
-            durability.replication_factor,
+            layout.partitions,
+            layout.replication_factor,
             topic_configs=config | replicated,
         )
         for name, config in configs.items()
@@ -113,8 +136,36 @@ async def _create_missing(
     if refused:
         raise TopicSetupError(
             f"Kafka refused to create topics with replication factor "
-            f"{durability.replication_factor} and min.insync.replicas "
-            f"{durability.min_insync_replicas} (RECON_KAFKA_REPLICATION_FACTOR, "
+            f"{layout.replication_factor} and min.insync.replicas "
+            f"{layout.min_insync_replicas} (RECON_KAFKA_REPLICATION_FACTOR, "
             f"RECON_KAFKA_MIN_INSYNC_REPLICAS): {'; '.join(refused)}"
         )
     log.info("created topics %s", [t.name for t in wanted])
+
+
+async def _check_partitions(
+    admin: AIOKafkaAdminClient, names: list[str], layout: TopicLayout
+) -> None:
+    """Refuse to start on existing topics whose partition count is not `layout`'s."""
+    counts: dict[str, int] = {}
+    # A topic another process has just created can be listed before this broker's metadata
+    # holds its partitions (KRaft propagates them a moment later): asked again until it
+    # does, and left unchecked after that (its creator used its own layout's count).
+    unknown = names
+    for _ in range(CHECK_ATTEMPTS):
+        if not unknown:
+            break
+        for topic in await admin.describe_topics(unknown):
+            if topic["error_code"] == 0 and topic["partitions"]:
+                counts[topic["topic"]] = len(topic["partitions"])
+        unknown = [name for name in names if name not in counts]
+        if unknown:
+            await asyncio.sleep(0.1)
+    other = sorted(f"{name} has {n}" for name, n in counts.items() if n != layout.partitions)
+    if other:
+        raise TopicSetupError(
+            f"RECON_KAFKA_PARTITIONS is {layout.partitions} but existing topics differ "
+            f"({'; '.join(other)}). A log's partition count cannot change: it moves "
+            "transactions' keys to other partitions. Set RECON_KAFKA_PARTITIONS to the "
+            'count the topics were created with (docs/scaling.md "Partitions")'
+        )

@@ -90,7 +90,7 @@ from services.kafka_clients import (
     transaction_failure,
 )
 from services.kafka_cluster_id import cluster_id
-from services.kafka_setup import ensure_topics
+from services.kafka_setup import ensure_recon_topics
 from services.logging_json import log_context
 from services.metrics import (
     DECIDER_INPUT_WAIT_SECONDS,
@@ -1071,8 +1071,6 @@ async def _stop_quietly(producer: AIOKafkaProducer) -> None:
 
 
 async def run_decider(settings: Settings, stop: asyncio.Event) -> None:
-    await ensure_topics(
-        settings.kafka_bootstrap, settings.topics, durability=settings.kafka_durability
-    )
+    await ensure_recon_topics(settings)
     tune_for_service()
     await Decider(settings).run(stop)

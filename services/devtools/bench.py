@@ -51,6 +51,7 @@ from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 from events.event_type_header import passed_over
 from events.topics import PARTITIONS, Topics
 from services.cli.progress import Progress
+from services.config import MAX_PARTITIONS
 from services.devtools.cpu_account import CpuUse, snapshot
 from services.devtools.infra._process import REPO_ROOT
 from services.devtools.sandbox.webhook_config import delivery_delay_ms
@@ -347,7 +348,7 @@ async def _with_own_stack(args: argparse.Namespace) -> dict[str, float]:
         root / "logs",
         intake_port=18080 + at,
         sandbox_port=18090 + at,
-        extra_env={"RECON_LOG_LEVEL": "WARNING"},
+        extra_env={"RECON_LOG_LEVEL": "WARNING", "RECON_KAFKA_PARTITIONS": str(args.partitions)},
         service_env=service_env,
         webhooks_to=args.webhooks_to,
         webhook_delay_ms=args.webhook_delay_ms,
@@ -635,8 +636,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=1,
         metavar="N",
         help="with its own stack: decider processes sharing the partitions (each calls the"
-        f" providers of what it dispatches), 1 to {PARTITIONS} (the partitions per topic; more"
-        " would own none) (default: 1)",
+        " providers of what it dispatches), 1 to --partitions (more would own none)"
+        " (default: 1)",
+    )
+    parser.add_argument(
+        "--partitions",
+        type=int,
+        default=PARTITIONS,
+        metavar="N",
+        help="with its own stack: the topics' partition count (its RECON_KAFKA_PARTITIONS),"
+        f" 1 to {MAX_PARTITIONS}; each partition is a Kafka transaction stream of its own"
+        f' (docs/benchmark.md "One partition against four") (default: {PARTITIONS})',
     )
     parser.add_argument(
         "--hops",
@@ -676,12 +686,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error("--count and --concurrency must be at least 1")
     if args.warmup is not None and args.warmup < 0:
         parser.error("--warmup must be 0 or more")
-    if not 1 <= args.deciders <= PARTITIONS:
-        parser.error(f"--deciders must be between 1 and {PARTITIONS}")
+    if not 1 <= args.partitions <= MAX_PARTITIONS:
+        parser.error(f"--partitions must be between 1 and {MAX_PARTITIONS}")
+    if not 1 <= args.deciders <= args.partitions:
+        parser.error(f"--deciders must be between 1 and --partitions ({args.partitions})")
     if args.url and args.webhooks_to:
         parser.error(
             "--webhooks-to is for the benchmark's own stack; with --url, start that stack"
             " with it (python -m services.devtools.stack --webhooks-to URL)"
+        )
+    if args.url and args.partitions != PARTITIONS:
+        parser.error(
+            "--partitions is for the benchmark's own stack; with --url, start that stack"
+            " with RECON_KAFKA_PARTITIONS"
         )
     if args.url and args.webhook_delay_ms:
         parser.error(

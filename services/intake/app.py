@@ -52,7 +52,7 @@ from services.intake.produced_marks import ProducedMarks
 from services.intake.request_span import RequestSpan
 from services.intake.slots import Slots
 from services.intake.submission import SubmissionRefused, SubmissionRequest
-from services.kafka_setup import ensure_topics
+from services.kafka_setup import ensure_recon_topics
 from services.postgres_start import open_pool
 from services.providers.http import ProviderHttp
 from services.providers.registry import build_accounts, catalog_of
@@ -74,9 +74,7 @@ def create_app(settings: Settings) -> FastAPI:
             checks = await open_check_pool(settings.database_url)
             # Producing to a missing topic would let the broker create it with its default
             # partition count, breaking co-partitioning.
-            await ensure_topics(
-                settings.kafka_bootstrap, settings.topics, durability=settings.kafka_durability
-            )
+            await ensure_recon_topics(settings)
             producer = intake_producer(settings, "intake-producer")
             admin = health.admin_client(settings)
             await producer.start()

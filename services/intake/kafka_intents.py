@@ -44,7 +44,7 @@ from services.intake.produced_marks import ProducedMarks
 from services.intake.response_models import IntentRefused
 from services.intake.submission import SubmissionRefused
 from services.intake.submission_gate import GateRefused
-from services.kafka_setup import ensure_topics
+from services.kafka_setup import ensure_recon_topics
 from services.lifecycle import run_process
 from services.metrics import KAFKA_INTENTS
 from services.postgres_start import open_pool
@@ -195,12 +195,7 @@ async def run_intents(settings: Settings, stop: asyncio.Event) -> None:
     tenants = consumer_groups.intent_tenants(settings)
     extra: dict[str, dict[str, str]] = {settings.topics.intents(t): {} for t in tenants}
     extra |= {settings.topics.intent_replies(t): {} for t in tenants}
-    await ensure_topics(
-        settings.kafka_bootstrap,
-        settings.topics,
-        durability=settings.kafka_durability,
-        extra=extra,
-    )
+    await ensure_recon_topics(settings, extra)
     pool = await open_pool(settings.database_url, min_size=1, max_size=4)
     try:
         log.info("reading the Kafka intents of %s", ", ".join(tenants) or "no tenant")

@@ -27,7 +27,7 @@ from projections.writer import DriftRecord, Record, project_batch, project_drift
 from services import consumer_groups, task_dump
 from services.config import Settings
 from services.kafka_clients import acked_producer, group_consumer
-from services.kafka_setup import ensure_topics
+from services.kafka_setup import ensure_recon_topics
 from services.metrics import (
     PROJECTOR_BATCHES,
     PROJECTOR_STATEMENTS,
@@ -102,11 +102,7 @@ class Projector:
     async def run(self) -> None:
         self.pool = await _connect(self.settings.database_url)
         try:
-            await ensure_topics(
-                self.settings.kafka_bootstrap,
-                self.settings.topics,
-                durability=self.settings.kafka_durability,
-            )
+            await ensure_recon_topics(self.settings)
             await self.dead_letters.start()
             self.consumer.subscribe(
                 consumer_groups.inputs(consumer_groups.PROJECTOR, self.settings),

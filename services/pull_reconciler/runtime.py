@@ -54,7 +54,7 @@ from services.config import Settings
 from services.crash_points import DRIFT_BEFORE_CURSORS, DRIFT_PRODUCED_CLAIM_OPEN, crash_point
 from services.governance.store import switches_holding
 from services.kafka_clients import acked_producer
-from services.kafka_setup import ensure_topics
+from services.kafka_setup import ensure_recon_topics
 from services.kafka_start import start_kafka_client
 from services.metrics import DRIFT_GRACES_GIVEN_UP, DRIFT_LISTINGS, labelled
 from services.postgres_start import open_pool
@@ -611,9 +611,7 @@ class Reconciler:
 async def open_reconciler(settings: Settings) -> AsyncIterator[Reconciler]:
     """Topics, a Postgres pool, a producer and the providers' adapters: what the
     process and the CLI's one-off scan both need."""
-    await ensure_topics(
-        settings.kafka_bootstrap, settings.topics, durability=settings.kafka_durability
-    )
+    await ensure_recon_topics(settings)
     pool = await open_pool(settings.database_url, min_size=1, max_size=8)
     try:
         producer = acked_producer(settings, "reconciler-producer")

@@ -25,7 +25,7 @@ from services.at_least_once import AtLeastOnceConsumer, Batch
 from services.config import Settings
 from services.crash_points import SAGA_AFTER_COMMANDS_ACKED, pause_point
 from services.kafka_clients import acked_producer
-from services.kafka_setup import ensure_topics
+from services.kafka_setup import ensure_recon_topics
 from services.kafka_start import start_kafka_client
 from services.saga.reactor import REACTS_TO, react
 
@@ -100,7 +100,5 @@ class Orchestrator:
 
 
 async def run_saga(settings: Settings, stop: asyncio.Event) -> None:
-    await ensure_topics(
-        settings.kafka_bootstrap, settings.topics, durability=settings.kafka_durability
-    )
+    await ensure_recon_topics(settings)
     await Orchestrator(settings).run(stop)

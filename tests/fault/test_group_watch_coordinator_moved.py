@@ -13,7 +13,7 @@ from support.decider_support import eventually
 from test_cluster_broker_kills import kafka_cluster  # noqa: F401 (the fixture)
 
 from events.topics import Topics
-from services.config import Durability, Settings
+from services.config import Settings, TopicLayout
 from services.consumer_groups import SAGA
 from services.devtools.group_watch_cost import idle_groups
 from services.devtools.infra.kafka_cluster import KafkaCluster
@@ -31,11 +31,9 @@ async def test_positions_read_after_the_coordinator_moved_are_the_groups_own(
         database_url="postgresql://unused@127.0.0.1:1/unused",
         topics=Topics(topic_prefix),
         environment="test",
-        kafka_durability=Durability(replication_factor=3, min_insync_replicas=2),
+        topic_layout=TopicLayout(replication_factor=3, min_insync_replicas=2),
     )
-    await ensure_topics(
-        settings.kafka_bootstrap, settings.topics, durability=settings.kafka_durability
-    )
+    await ensure_topics(settings.kafka_bootstrap, settings.topics, layout=settings.topic_layout)
     await idle_groups(settings)
     admin = admin_client(settings)
     await admin.start()

@@ -1,17 +1,34 @@
 """Reading a whole topic from offset 0, for tests that check what was produced: the one
 reader every test and helper uses."""
 
+import asyncio
 import json
 import time
 from dataclasses import dataclass
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
-
-from events.topics import PARTITIONS
+from aiokafka.admin import AIOKafkaAdminClient
 
 # A broker that stops answering must fail the test, not spin until the suite's timeout.
 READ_TIMEOUT_S = 60
+
+
+async def partition_counts(bootstrap: str, topics: list[str]) -> dict[str, int]:
+    """Each topic's partition count as the broker describes it (RECON_KAFKA_PARTITIONS);
+    a topic just created is asked for again until its partitions are known."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        deadline = time.monotonic() + READ_TIMEOUT_S
+        while True:
+            counts = {t["topic"]: len(t["partitions"]) for t in await admin.describe_topics(topics)}
+            if all(counts.get(topic) for topic in topics):
+                return counts
+            assert time.monotonic() < deadline, f"no partitions known for {topics}: {counts}"
+            await asyncio.sleep(0.1)
+    finally:
+        await admin.close()
 
 
 @dataclass(frozen=True)
@@ -39,7 +56,8 @@ async def read_records(
     )
     await consumer.start()
     try:
-        partitions = [TopicPartition(topic, p) for p in range(PARTITIONS)]
+        count = (await partition_counts(bootstrap, [topic]))[topic]
+        partitions = [TopicPartition(topic, p) for p in range(count)]
         consumer.assign(partitions)
         await consumer.seek_to_beginning(*partitions)
         ends = await consumer.end_offsets(partitions)

@@ -1,6 +1,7 @@
-"""Topic durability: recon's topics are created with the configured replication factor and
-min.insync.replicas, read back from the broker, and a setting the cluster cannot honour
-stops the process instead of leaving topics missing."""
+"""Topic layout: recon's topics are created with the configured replication factor,
+min.insync.replicas and partition count, read back from the broker; a setting the cluster
+cannot honour stops the process instead of leaving topics missing, and so does a partition
+count other than the existing topics'."""
 
 import asyncio
 
@@ -8,9 +9,10 @@ import pytest
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 from aiokafka.errors import NodeNotReadyError
+from support.topic_records import partition_counts
 
-from events.topics import Topics
-from services.config import ConfigError, Durability, load_settings
+from events.topics import PARTITIONS, Topics
+from services.config import MAX_PARTITIONS, ConfigError, TopicLayout, load_settings
 from services.kafka_setup import TopicSetupError, ensure_topics, topic_configs
 
 _TOPIC_CONFIG = 1
@@ -46,8 +48,9 @@ async def test_topics_are_created_with_the_configured_min_insync_replicas(
     kafka_bootstrap: str, topic_prefix: str
 ) -> None:
     topics = Topics(topic_prefix)
-    durability = Durability(replication_factor=1, min_insync_replicas=1)
-    await ensure_topics(kafka_bootstrap, topics, durability=durability)
+    await ensure_topics(
+        kafka_bootstrap, topics, layout=TopicLayout(replication_factor=1, min_insync_replicas=1)
+    )
 
     names = sorted(topic_configs(topics))
     described = await _described(kafka_bootstrap, names)
@@ -68,14 +71,14 @@ async def test_a_replication_factor_the_cluster_cannot_honour_stops_start_up(
             kafka_bootstrap,
             Topics(topic_prefix),
             timeout_s=10,
-            durability=Durability(replication_factor=3, min_insync_replicas=2),
+            layout=TopicLayout(replication_factor=3, min_insync_replicas=2),
         )
 
 
-def test_cluster_durability_settings_are_read_and_checked(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_topic_layout_settings_are_read_and_checked(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("RECON_KAFKA_REPLICATION_FACTOR", "3")
     monkeypatch.setenv("RECON_KAFKA_MIN_INSYNC_REPLICAS", "2")
-    assert load_settings().kafka_durability == Durability(3, 2)
+    assert load_settings().topic_layout == TopicLayout(3, 2)
 
     monkeypatch.setenv("RECON_KAFKA_MIN_INSYNC_REPLICAS", "4")
     with pytest.raises(ConfigError, match="RECON_KAFKA_MIN_INSYNC_REPLICAS"):
@@ -83,7 +86,44 @@ def test_cluster_durability_settings_are_read_and_checked(monkeypatch: pytest.Mo
 
     monkeypatch.delenv("RECON_KAFKA_REPLICATION_FACTOR")
     monkeypatch.delenv("RECON_KAFKA_MIN_INSYNC_REPLICAS")
-    assert load_settings().kafka_durability == Durability(1, 1)
+    assert load_settings().topic_layout == TopicLayout(1, 1, PARTITIONS)
+
+    monkeypatch.setenv("RECON_KAFKA_PARTITIONS", "1")
+    assert load_settings().topic_layout == TopicLayout(1, 1, 1)
+    for refused in ("0", str(MAX_PARTITIONS + 1), "four", "2.5"):
+        monkeypatch.setenv("RECON_KAFKA_PARTITIONS", refused)
+        with pytest.raises(ConfigError, match="RECON_KAFKA_PARTITIONS"):
+            load_settings()
+
+
+async def test_topics_get_the_configured_partition_count_and_keep_it(
+    kafka_bootstrap: str, topic_prefix: str
+) -> None:
+    topics = Topics(topic_prefix)
+    names = sorted(topic_configs(topics))
+    await ensure_topics(kafka_bootstrap, topics, layout=TopicLayout(partitions=1))
+    assert await partition_counts(kafka_bootstrap, names) == dict.fromkeys(names, 1)
+
+    # Started again with the default count on the same log: refused, naming the topics'
+    # count, rather than carrying on with keys that would map to other partitions.
+    with pytest.raises(TopicSetupError, match=r"RECON_KAFKA_PARTITIONS is 4 .*recon.events has 1"):
+        await ensure_topics(kafka_bootstrap, topics, timeout_s=10)
+    # The same count again starts; nothing was changed by the refusal.
+    await ensure_topics(kafka_bootstrap, topics, layout=TopicLayout(partitions=1))
+    assert await partition_counts(kafka_bootstrap, names) == dict.fromkeys(names, 1)
+
+
+async def test_a_topic_missing_from_a_log_is_created_with_the_logs_count(
+    kafka_bootstrap: str, topic_prefix: str
+) -> None:
+    # A topic a newer version adds (recon.governance was one) on a log of another count is
+    # created with the configured one, the count the existing topics were checked against.
+    topics = Topics(topic_prefix)
+    await ensure_topics(
+        kafka_bootstrap, topics, layout=TopicLayout(partitions=2), extra={f"{topic_prefix}x": {}}
+    )
+    names = [*sorted(topic_configs(topics)), f"{topic_prefix}x"]
+    assert set((await partition_counts(kafka_bootstrap, names)).values()) == {2}
 
 
 async def test_a_broker_lost_between_connecting_and_asking_is_waited_for(
