@@ -59,3 +59,21 @@ def test_an_open_transaction_is_read_again_and_two_groups_on_a_topic_read_once()
     progress.seen("saga", {TP: Standing(5, 10)}, now=12.0)
     progress.read(TP, 5, Gap.NOTHING)
     assert progress.waiting("projector", 20.0) == progress.waiting("saga", 20.0) == []
+
+
+def test_records_after_a_quiet_spell_at_the_end_start_the_clock_at_the_look_that_saw_them() -> None:
+    # Given the projector caught up on a drift partition (no commit markers: its position
+    # is the end, so it is never read) and nothing added for a minute
+    drift = TopicPartition("recon.drift", 3)
+    progress = Progress()
+    progress.seen("projector", {drift: Standing(4, 4)}, now=0.0)
+    progress.seen("projector", {drift: Standing(4, 4)}, now=60.0)
+    assert progress.to_read(60.0) == {}
+    # When a look sees one report added before the projector has taken it, and reads it
+    progress.seen("projector", {drift: Standing(4, 5)}, now=62.0)
+    assert progress.to_read(62.0 + READ_AFTER_S) == {drift: Standing(4, 5)}
+    progress.read(drift, 4, Gap.RECORD)
+    # Then it waits from that look, not from the quiet minute before it (the watch warned
+    # "recon.drift[3] 1 behind for 60 s" at an intake's thaw, the report 0.2 s old)
+    [waiting] = progress.waiting("projector", 62.0 + READ_AFTER_S)
+    assert (waiting.behind, waiting.seconds) == (1, READ_AFTER_S)
