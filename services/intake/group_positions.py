@@ -24,7 +24,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from services.config import Settings
 from services.consumer_groups import inputs
 from services.intake.group_coordinators import Coordinators
-from services.kafka_clients import connection
+from services.kafka_clients import connection, start_or_stop
 
 # Where Kafka keeps the groups' committed offsets; the broker makes it at the first
 # FindCoordinator, and answers no group's coordinator until its partitions have leaders.
@@ -131,7 +131,7 @@ class GroupPositions:
                     enable_auto_commit=False,
                     request_timeout_ms=int(REQUEST_TIMEOUT_S * 1000),
                 )
-                await consumer.start()
+                await start_or_stop(consumer)
                 self._consumer = consumer
             return self._consumer
 

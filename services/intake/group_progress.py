@@ -47,7 +47,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from services.config import Settings
 from services.inline_answers import inline_answer
 from services.intake.group_positions import REQUEST_TIMEOUT_S, Standing
-from services.kafka_clients import connection
+from services.kafka_clients import connection, start_or_stop
 
 STUCK_AFTER_S = 60.0
 # A position unmoved this long is read at: a group at work moves it more often (above), so
@@ -226,6 +226,6 @@ class GapReader:
                 max_partition_fetch_bytes=READ_BYTES,
                 request_timeout_ms=int(REQUEST_TIMEOUT_S * 1000),
             )
-            await consumer.start()
+            await start_or_stop(consumer)
             self._consumer = consumer
         return self._consumer
