@@ -10,6 +10,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 def unstopped(client_id: str) -> list[AIOKafkaConsumer | AIOKafkaProducer]:
     """The clients named `client_id` alive and not stopped (a client never started counts:
     aiokafka warns of it too)."""
+    gc.collect()  # garbage already is no longer anyone's to stop (aiokafka logs it)
     found: list[AIOKafkaConsumer | AIOKafkaProducer] = []
     for alive in gc.get_objects():
         if isinstance(alive, AIOKafkaConsumer):

@@ -1,16 +1,21 @@
-"""The decider's own consumers (the changelog reader, a partition's restore) are closed
-however they end: one made and never stopped is logged at ERROR ("Unclosed
-AIOKafkaConsumer") when it is collected, which an operator reads as a fault at every clean
-stop of a decider that never read a marker back."""
+"""The decider's own Kafka clients (its inputs' consumer, the changelog reader, a partition's
+restore, its calls' producer) are closed however they end: one made and never stopped is
+logged at ERROR ("Unclosed AIOKafkaConsumer") when it is collected, which an operator reads
+as a fault at every clean stop of a decider that never read a marker back."""
 
 import asyncio
 import gc
 
 import pytest
 from aiokafka.errors import KafkaConnectionError
+from support.kafka_leaks import unstopped
 
+from events.topics import Topics
+from services.config import Settings
 from services.decider.finished_index import ChangelogReader
 from services.decider.restore import restore_partition
+from services.decider.runtime import Decider
+from services.kafka_clients import client_id
 
 NOBODY = "127.0.0.1:9"  # nothing listens: a start fails at once
 
@@ -36,3 +41,36 @@ async def test_a_restore_whose_start_failed_closes_its_consumer(
     with pytest.raises(KafkaConnectionError):
         await restore_partition(NOBODY, "recon.decider-state", 0)
     assert "Unclosed AIOKafkaConsumer" not in await _collected(caplog)
+
+
+def _decider(calls: bool) -> Decider:
+    return Decider(
+        Settings(
+            kafka_bootstrap=NOBODY,
+            database_url="",
+            topics=Topics(""),
+            environment="test",
+            decider_calls=calls,
+        )
+    )
+
+
+def _unstopped() -> list[object]:
+    roles = ("decider-inputs", "decider-changelog", "decider-calls")
+    return [client for role in roles for client in unstopped(client_id(role))]
+
+
+async def test_a_decider_whose_start_failed_stops_every_client() -> None:
+    # Calls off: the dispatch producer is made and never started.
+    decider = _decider(calls=False)
+    with pytest.raises(KafkaConnectionError):
+        await decider.run(asyncio.Event())
+    assert _unstopped() == []
+
+
+async def test_a_decider_stopped_while_the_broker_is_away_stops_every_client() -> None:
+    stop = asyncio.Event()
+    stop.set()
+    decider = _decider(calls=True)
+    await decider.run(stop)  # its dispatch producer's start gives up on `stop`
+    assert _unstopped() == []

@@ -59,8 +59,7 @@ async def test_evidence_waits_for_the_answer_of_a_call_in_flight() -> None:
             await asyncio.sleep(0)
         assert decider._start_at(owned, set()) == pytest.approx(staged.since + idle)
     finally:
-        await decider.consumer.stop()
-        await decider.changelog_reader.stop()
+        await decider.stop_clients()
 
 
 async def test_evidence_for_finished_transactions_waits_the_longest() -> None:
@@ -77,5 +76,4 @@ async def test_evidence_for_finished_transactions_waits_the_longest() -> None:
         staged.live = True  # one more decision, for a transaction still running
         assert decider._start_at(owned, set()) == pytest.approx(staged.since + idle)
     finally:
-        await decider.consumer.stop()
-        await decider.changelog_reader.stop()
+        await decider.stop_clients()

@@ -44,7 +44,7 @@ async def _dropped_with(error: BaseException, caplog: pytest.LogCaptureFixture) 
         assert 3 not in decider.owned
         return caplog.text
     finally:
-        await decider.consumer.stop()
+        await decider.stop_clients()
 
 
 async def test_a_fenced_transaction_of_a_partition_being_dropped_is_logged_as_a_fence(

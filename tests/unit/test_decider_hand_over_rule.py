@@ -54,4 +54,4 @@ async def test_only_partitions_whose_last_transaction_did_not_fail_hand_over(
         assert sorted(sent) == [(0, False), (2, False)]
         assert decider.owned[1].staged is not None  # left to the drop, forgotten there
     finally:
-        await decider.consumer.stop()
+        await decider.stop_clients()

@@ -49,5 +49,4 @@ async def test_a_transaction_decided_twice_in_a_batch_writes_its_latest_state_on
         assert staged.planned[index].value == kept.model_dump_json().encode()
     # Each ended in the batch: the record first planned as a full state is now its marker.
     assert all(isinstance(kept, FinishedTransaction) for kept in staged.changes.values())
-    await decider.consumer.stop()
-    await decider.changelog_reader.stop()
+    await decider.stop_clients()

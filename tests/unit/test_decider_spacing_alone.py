@@ -76,8 +76,7 @@ async def test_after_a_slow_transaction_a_partition_alone_waits_only_for_the_mar
         start = decider._start_at(answered, decider._busy_partitions())
         assert start == pytest.approx(answered.ended_at + IDLE_SPACING_S)
     finally:
-        await decider.consumer.stop()
-        await decider.changelog_reader.stop()
+        await decider.stop_clients()
 
 
 async def test_a_partition_with_no_other_live_transaction_waits_only_for_the_markers() -> None:
@@ -109,5 +108,4 @@ async def test_a_partition_with_no_other_live_transaction_waits_only_for_the_mar
         start = decider._start_at(answered, decider._busy_partitions())
         assert start == pytest.approx(answered.ended_at + SPACING * 0.2)
     finally:
-        await decider.consumer.stop()
-        await decider.changelog_reader.stop()
+        await decider.stop_clients()

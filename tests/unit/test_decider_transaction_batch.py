@@ -31,7 +31,8 @@ def _accumulator(producer: AIOKafkaProducer) -> MessageAccumulator:
 
 
 async def test_a_transactions_states_for_one_partition_fit_one_batch() -> None:
-    producer = _decider().transactional_producer(0)
+    decider = _decider()
+    producer = decider.transactional_producer(0)
     accumulator = _accumulator(producer)
     tp = TopicPartition(TOPICS.decider_state, 0)
     # A c30 transaction carries 6-12 inputs, each a ~2.3 KiB state and its events: 40 records
@@ -42,12 +43,14 @@ async def test_a_transactions_states_for_one_partition_fit_one_batch() -> None:
         )
     assert len(accumulator._batches[tp]) == 1
     await producer.stop()
+    await decider.stop_clients()
 
 
 async def test_no_batch_exceeds_the_largest_record_the_decider_writes() -> None:
     """So a topic that takes every record the decider may write takes every batch: a
     record that would take the batch over the bound waits for the next one."""
-    producer = _decider().transactional_producer(0)
+    decider = _decider()
+    producer = decider.transactional_producer(0)
     accumulator = _accumulator(producer)
     tp = TopicPartition(TOPICS.events, 0)
     await accumulator.add_message(tp, None, b"x" * (MAX_RECORD_BYTES // 2), timeout=1.0)
@@ -56,3 +59,4 @@ async def test_no_batch_exceeds_the_largest_record_the_decider_writes() -> None:
             accumulator.add_message(tp, None, b"x" * (MAX_RECORD_BYTES // 2), timeout=5.0), 0.3
         )
     await producer.stop()
+    await decider.stop_clients()

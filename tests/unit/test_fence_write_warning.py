@@ -59,6 +59,7 @@ async def test_a_retake_whose_fence_landed_first_warns_no_one(
         host.fenced(0, FIRST)
         host.fenced(0, RETAKE)
         await _written(host, gate, RETAKE, FIRST)  # the retake's write lands first
+    await host.producer.stop()  # made, never started: else logged unclosed when collected
     assert gate.newest == RETAKE
     assert "newer call fence" not in caplog.text
 
@@ -69,4 +70,5 @@ async def test_a_take_another_holder_superseded_warns(caplog: pytest.LogCaptureF
     with caplog.at_level(logging.WARNING):
         host.fenced(0, FIRST)
         await _written(host, gate, FIRST)
+    await host.producer.stop()
     assert "newer call fence" in caplog.text

@@ -51,6 +51,7 @@ async def test_a_refused_answer_is_sent_once_and_the_next_still_goes_after_a_pas
     None
 ):
     host = DispatchHost(load_settings(), lambda: (), lambda a: None, lambda *k: None)
+    await host.producer.stop()  # the real one, made and never started: the test's replaces it
     producer = _Producer()
     host.producer = producer
 

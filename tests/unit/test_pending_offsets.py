@@ -120,6 +120,9 @@ async def test_the_projector_drops_a_failed_lag_marker() -> None:
     projector.marker.note({A0: 5})
     await projector._commit_lag_marker()
     assert not projector.marker
+    # Made, never started: else logged unclosed when collected.
+    await projector.consumer.stop()
+    await projector.dead_letters.stop()
 
 
 async def test_the_at_least_once_consumer_keeps_a_failed_commit_and_drops_a_handed_over_one() -> (
@@ -134,3 +137,4 @@ async def test_the_at_least_once_consumer_keeps_a_failed_commit_and_drops_a_hand
     assert reader.pending.offsets == {A0: 5, B0: 6}
     await reader.commit_pending(only={A0})  # the group rebalanced under it
     assert reader.pending.offsets == {B0: 6}
+    await reader.consumer.stop()  # made, never started: else logged unclosed when collected

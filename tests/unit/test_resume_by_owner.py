@@ -58,8 +58,11 @@ async def _resumed(
     executor, gate = _Executor(gives_up), _Gate()
     host.executor = executor  # type: ignore[assignment]
     host.gate = gate  # type: ignore[assignment]
-    async with asyncio.timeout(5):
-        await host._resume([held])
+    try:
+        async with asyncio.timeout(5):
+            await host._resume([held])
+    finally:
+        await host.producer.stop()  # made, never started: else logged unclosed when collected
     return executor, gate
 
 

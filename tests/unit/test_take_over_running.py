@@ -79,6 +79,7 @@ async def test_a_call_running_at_a_take_over_is_made_again_once_it_ends() -> Non
     assert len(executor.runs) == 2
     assert executor.runs[0] == executor.runs[1]
     assert executor.most_at_once == 1
+    await host.producer.stop()  # made, never started: else logged unclosed when collected
 
 
 async def test_a_call_that_ends_before_a_take_over_is_made_again_once() -> None:
@@ -90,3 +91,4 @@ async def test_a_call_that_ends_before_a_take_over_is_made_again_once() -> None:
     host.take_over(0, {("demo", "tx-1"): state})
     await _settled(host)
     assert len(executor.runs) == 2  # once per take, nothing left over to run a third time
+    await host.producer.stop()
