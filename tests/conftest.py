@@ -310,4 +310,10 @@ def free_port() -> Callable[[], int]:
 
 # The whole recon stack as real processes (stack, recon).
 from support.sandbox_process import client, sandbox  # noqa: E402, F401
-from support.stack_fixtures import recon, stack, stack_with, two_tenants  # noqa: E402, F401
+from support.stack_fixtures import (  # noqa: E402, F401
+    disarmed,
+    recon,
+    stack,
+    stack_with,
+    two_tenants,
+)

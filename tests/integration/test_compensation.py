@@ -1,16 +1,42 @@
 """Saga compensation, abort and notifications, end to end: real Kafka, Postgres, sandbox
-and recon processes (the saga orchestrator included)."""
+and recon processes (the saga orchestrator included).
 
+One stack for the module (support.stack_fixtures.module_stack): each test has its own
+transaction ids and waits until they are settled, so what a test counts over the whole
+sandbox it counts over the effects made since it started (`made_here`); the faults a test
+arms are disarmed after it."""
+
+from collections.abc import Awaitable, Callable
 from datetime import datetime
+from typing import Any
 
+import pytest
 from support.compensation_support import compensation_op_key, failing_third_step, time_of, wait_for
 from support.recon_client import Recon, effects_for, op, transaction
+from support.stack_fixtures import module_stack
 
 from services.devtools.stack import Stack
 
+stack = module_stack
+pytestmark = pytest.mark.usefixtures("disarmed")
+
+Effects = Callable[[], Awaitable[list[dict[str, Any]]]]
+
+
+@pytest.fixture
+async def made_here(recon: Recon) -> Effects:
+    """The sandbox's effects made since the test started: the earlier tests' are settled
+    by then (each waits until its transactions are)."""
+    before = {e["id"] for e in await recon.effects()}
+
+    async def made() -> list[dict[str, Any]]:
+        return [e for e in await recon.effects() if e["id"] not in before]
+
+    return made
+
 
 async def test_failed_step_is_undone_in_reverse_order_once_and_only_then_notified(
-    stack: Stack, recon: Recon
+    stack: Stack, recon: Recon, made_here: Effects
 ) -> None:
     # The irreversible-step rule: an email step with a fallible step after it is refused
     # before anything is recorded.
@@ -53,7 +79,7 @@ async def test_failed_step_is_undone_in_reverse_order_once_and_only_then_notifie
     }
     assert op(tx, "deposit")["evidence"][-1]["status_code"] == 402
 
-    effects = await recon.effects()
+    effects = await made_here()
     refunds = effects_for(effects, compensation_op_key(tx, "charge"))
     releases = effects_for(effects, compensation_op_key(tx, "reserve"))
     assert len(refunds) == len(releases) == 1
@@ -79,7 +105,7 @@ async def test_failed_step_is_undone_in_reverse_order_once_and_only_then_notifie
 
 
 async def test_lost_undo_responses_are_resolved_by_lookup_not_sent_again(
-    stack: Stack, recon: Recon
+    stack: Stack, recon: Recon, made_here: Effects
 ) -> None:
     await recon.arm("payments.refund", "lose_response_after_commit")
     await recon.arm("inventory.release", "lose_response_after_commit")
@@ -88,7 +114,7 @@ async def test_lost_undo_responses_are_resolved_by_lookup_not_sent_again(
     assert (await recon.submit(body)).status_code == 202
     tx = await recon.wait_terminal("undo-lost-1")
     assert tx["status"] == "compensated", tx
-    effects = await recon.effects()
+    effects = await made_here()
     assert len(effects_for(effects, compensation_op_key(tx, "charge"))) == 1
     assert len(effects_for(effects, compensation_op_key(tx, "reserve"))) == 1
     assert [e for e in effects if e["operation"] == "email.send"] == []

@@ -7,7 +7,6 @@ the faults a test arms at the sandbox are disarmed after it; and no test here re
 charge, so the declined charge's "no refund at all" holds whatever ran before it."""
 
 import asyncio
-from collections.abc import AsyncIterator
 from datetime import datetime
 
 import pytest
@@ -20,14 +19,7 @@ from services.config import DEFAULTS
 from services.devtools.stack import Stack
 
 stack = module_stack
-
-
-@pytest.fixture(autouse=True)
-async def disarmed(recon: Recon) -> AsyncIterator[None]:
-    """A fault a test armed and no call consumed (the test failed first) would hit the
-    next test's calls."""
-    yield
-    await recon.disarm()
+pytestmark = pytest.mark.usefixtures("disarmed")
 
 
 async def test_three_steps_commit_with_exactly_one_effect_each(stack: Stack, recon: Recon) -> None:

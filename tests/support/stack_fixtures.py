@@ -138,6 +138,16 @@ async def two_tenants(stack_with: StackWith) -> AsyncIterator[tuple[Stack, Recon
 
 
 @pytest.fixture
+async def disarmed(recon: Recon) -> AsyncIterator[None]:
+    """The sandbox's faults dropped after the test (its DELETE /v1/faults): for a module on
+    one stack (module_stack), `pytestmark = pytest.mark.usefixtures("disarmed")`. A fault
+    a test armed and no call consumed (the test failed first) would hit the next test's
+    calls."""
+    yield
+    await recon.disarm()
+
+
+@pytest.fixture
 async def recon(stack: Stack) -> AsyncIterator[Recon]:
     client = Recon(stack.intake_url, stack.sandbox_url)
     yield client
