@@ -308,6 +308,10 @@ def free_port() -> Callable[[], int]:
     return _free_port
 
 
+# Kafka clients collected unstopped are reported at the end of the test they were collected in
+# (support/kafka_leaks.py).
+pytest_plugins = ["support.kafka_leaks"]
+
 # The whole recon stack as real processes (stack, recon).
 from support.sandbox_process import client, sandbox  # noqa: E402, F401
 from support.stack_fixtures import (  # noqa: E402, F401

@@ -110,7 +110,7 @@ async def test_a_fence_in_the_middle_of_a_batch_drops_the_partition_and_the_deci
     finally:
         for partition in list(decider.owned):
             await decider.drop(partition)
-        await decider.changelog_reader.stop()
+        await decider.stop_clients()
         # aiokafka leaves futures holding the fence that nobody awaits; collected later, in
         # the middle of pytest's ast.parse, their finalizers trip a CPython 3.11.7 bug and
         # crash the session (as in test_kafka_transactions.py).
