@@ -18,7 +18,9 @@ side is read before it opens, the rows are decoded and compared after it ends, a
 opened through projections.held_open, which has Postgres end it once it sits idle longer
 than SNAPSHOT_IDLE_BOUND_S: a compare whose process froze, or whose host was lost with the
 socket open, would otherwise hold it until the kernel's keepalive gave up (about two
-hours). A live compare is idle inside it only between its statements. Cut, the compare
+hours); and it sets tcp_user_timeout for a compare frozen while Postgres still sends it a
+result, which is not idle. A live compare is idle inside it only between its statements,
+and reads what it is sent. Cut, the compare
 stops with an AuditError that says so (exit 2); it never wrote anything to the live side.
 """
 
@@ -31,7 +33,7 @@ from typing import Any
 
 import asyncpg
 
-from projections.held_open import held_open
+from projections.held_open import held_open, idle_bound_ms
 from projections.offsets import load_offsets
 from services.cli.log_snapshot import AuditError
 from services.config import Settings
@@ -194,10 +196,18 @@ async def _read_live(
     tables: dict[str, Fetched] = {}
     try:
         async with held_open(live, idle_bound_s, isolation="repeatable_read", readonly=True):
+            # A compare that froze while Postgres still sends it a result (the events rows)
+            # leaves Postgres blocked writing to the socket, active, not idle: no idle bound
+            # cuts it, nor statement_timeout. TCP_USER_TIMEOUT does: the kernel of Postgres'
+            # host gives the connection up once what it sent stays unread (a zero window, or
+            # no ACK from a lost host) that long. A live compare reads on.
+            await live.execute(
+                "SELECT set_config('tcp_user_timeout', $1, true)", idle_bound_ms(idle_bound_s)
+            )
             for table in _BY_TX_TABLES:
                 tables[table] = await _rows_of(live, table, snapshot)
-            tables["events"] = await _rows_of(live, "events", snapshot)
             await pause_point(AUDIT_COMPARE_IN_SNAPSHOT)
+            tables["events"] = await _rows_of(live, "events", snapshot)
             tables["drift"] = await _fetch_raw(
                 live, "SELECT * FROM drift WHERE drift_id = ANY($1::text[])", drift_ids
             )
@@ -218,14 +228,14 @@ def _first_cause(error: BaseException) -> BaseException:
 
 def _snapshot_ended(error: Exception, idle_bound_s: float) -> str:
     return (
-        f"the live database ended this compare's read of it ({_first_cause(error)}). Its "
-        f"snapshot sat "
-        f"idle longer than {idle_bound_s:.0f} s, so this process was stopped or its network "
-        "to the live database was cut, and Postgres let the snapshot go so that it holds "
-        "back no migration and no vacuum. Nothing was written; the rebuild in --into is "
-        "complete but a rebuild refuses a database that holds rows: to compare again, give "
-        "--into a fresh, empty database (or drop and create it) and run `audit rebuild "
-        "--compare` again, from a host with a steady connection to the live database"
+        f"the live database ended this compare's read of it ({_first_cause(error)}). The "
+        f"compare sent or read nothing there for longer than {idle_bound_s:.0f} s, so this "
+        "process was stopped or its network to the live database was cut, and Postgres let "
+        "its snapshot go so that it holds back no migration and no vacuum. Nothing was "
+        "written; the rebuild in --into is complete but a rebuild refuses a database that "
+        "holds rows: to compare again, give --into a fresh, empty database (or drop and "
+        "create it) and run `audit rebuild --compare` again, from a host with a steady "
+        "connection to the live database"
     )
 
 

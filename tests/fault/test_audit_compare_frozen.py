@@ -12,6 +12,8 @@ import os
 import signal
 import sys
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import asyncpg
@@ -70,74 +72,157 @@ async def _project(url: str, topic: str) -> None:
         await conn.close()
 
 
+@asynccontextmanager
+async def _two_sides(infra: Infra, live_url: str, topic_prefix: str) -> AsyncIterator[str]:
+    """A rebuilt database beside the live one, both holding the same projection."""
+    async with new_database(infra, template=infra.template) as rebuilt_url:
+        for url in (live_url, rebuilt_url):
+            await _project(url, Topics(topic_prefix).events)
+        yield rebuilt_url
+
+
+async def _paused_compare(
+    live_url: str, rebuilt_url: str, topic_prefix: str, marker: Path
+) -> asyncio.subprocess.Process:
+    """The compare in a process of its own, once it holds at its pause point inside the
+    snapshot, just before its read of `events`."""
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-c",
+        _COMPARE,
+        live_url,
+        rebuilt_url,
+        topic_prefix,
+        str(BOUND_S),
+        cwd=REPO_ROOT,
+        env={**os.environ, PAUSE_AT_ENV: AUDIT_COMPARE_IN_SNAPSHOT, PAUSE_FILE_ENV: str(marker)},
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    deadline = time.monotonic() + 60
+    while not await asyncio.to_thread(marker.exists):
+        assert process.returncode is None, await process.communicate()
+        assert time.monotonic() < deadline, "the compare never reached its snapshot"
+        await asyncio.sleep(0.05)
+    return process
+
+
+async def _alter_once_frozen(admin: asyncpg.Connection, table: str, stopped: float) -> None:
+    """A migration's ALTER TABLE on a table the frozen compare read: it waits on the
+    snapshot (and would hold every statement on the table behind it) until Postgres ends
+    the compare's session."""
+    await asyncio.wait_for(
+        admin.execute(f"ALTER TABLE {table} ADD COLUMN frozen_compare_test int"), 15
+    )
+    took = time.monotonic() - stopped
+    print(f"the ALTER TABLE {table} went through {took:.1f} s after the compare froze")
+    assert took >= BOUND_S * 0.9
+
+
+async def _thawed(
+    process: asyncio.subprocess.Process, admin: asyncpg.Connection, marker: Path | None
+) -> tuple[str, str]:
+    """Ends whatever the compare still holds (without the bound, so the test can end),
+    thaws it and returns what it printed."""
+    await admin.execute(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+        " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+    )
+    if marker is not None:
+        await asyncio.to_thread(marker.unlink, missing_ok=True)
+    if process.returncode is None:
+        process.send_signal(signal.SIGCONT)
+    out, err = await asyncio.wait_for(process.communicate(), 60)
+    print(err.decode())
+    return out.decode(), err.decode()
+
+
+def _said_ended(process: asyncio.subprocess.Process, out: str, err: str) -> None:
+    """It says what happened and what to do; it wrote nothing."""
+    assert process.returncode == 2, (out, err)
+    assert "the live database ended this compare's read of it" in err, err
+    assert "give --into a fresh, empty database" in err, err
+    assert "differences" not in out, out
+
+
 async def test_a_compare_frozen_in_its_snapshot_lets_an_alter_table_through_after_the_bound(
     infra: Infra, fresh_database: str, topic_prefix: str, tmp_path: Path
 ) -> None:
     live_url = fresh_database
-    async with new_database(infra, template=infra.template) as rebuilt_url:
-        for url in (live_url, rebuilt_url):
-            await _project(url, Topics(topic_prefix).events)
+    async with _two_sides(infra, live_url, topic_prefix) as rebuilt_url:
         # The two sides agree: what the frozen compare would have found is nothing.
         rebuilt = await asyncpg.connect(rebuilt_url)
         try:
             assert await compare(_settings(live_url, topic_prefix), rebuilt, 1, BOUND_S) == []
         finally:
             await rebuilt.close()
-
         marker = tmp_path / "paused"
-        process = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-c",
-            _COMPARE,
-            live_url,
-            rebuilt_url,
-            topic_prefix,
-            str(BOUND_S),
-            cwd=REPO_ROOT,
-            env={
-                **os.environ,
-                PAUSE_AT_ENV: AUDIT_COMPARE_IN_SNAPSHOT,
-                PAUSE_FILE_ENV: str(marker),
-            },
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-        )
+        process = await _paused_compare(live_url, rebuilt_url, topic_prefix, marker)
         admin = await asyncpg.connect(live_url)
         try:
-            deadline = time.monotonic() + 60
-            while not marker.exists():
-                assert process.returncode is None, await process.communicate()
-                assert time.monotonic() < deadline, "the compare never reached its snapshot"
-                await asyncio.sleep(0.05)
             process.send_signal(signal.SIGSTOP)
             stopped = time.monotonic()
-            # Its snapshot is open: a migration's ALTER TABLE waits on it (and would hold
-            # every statement on `events` behind it) until Postgres ends the snapshot.
-            holders = await admin.fetchval(
-                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
-                " AND state = 'idle in transaction' AND pid <> pg_backend_pid()"
-            )
-            assert holders == 1
-            await asyncio.wait_for(
-                admin.execute("ALTER TABLE events ADD COLUMN frozen_compare_test int"), 15
-            )
-            took = time.monotonic() - stopped
-            print(f"the ALTER TABLE went through {took:.1f} s after the compare froze")
-            assert took >= BOUND_S * 0.9
+            assert await admin.fetchval(_SEEN + "state = 'idle in transaction'")
+            # `transactions`, read already: the snapshot holds its ACCESS SHARE lock.
+            await _alter_once_frozen(admin, "transactions", stopped)
         finally:
-            # Without the bound the snapshot is still held: end it, so the test can end.
-            await admin.execute(
-                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
-                " WHERE datname = current_database() AND pid <> pg_backend_pid()"
-            )
+            out, err = await _thawed(process, admin, marker)
             await admin.close()
-            marker.unlink(missing_ok=True)
-            process.send_signal(signal.SIGCONT)
-        # Thawed, it says what happened and what to do; it wrote nothing.
-        out_bytes, err_bytes = await asyncio.wait_for(process.communicate(), 60)
-        out, err = out_bytes.decode(), err_bytes.decode()
-        print(err)
-        assert process.returncode == 2, (out, err)
-        assert "the live database ended this compare's read of it" in err, err
-        assert "give --into a fresh, empty database" in err, err
-        assert "differences" not in out, out
+        _said_ended(process, out, err)
+
+
+async def test_a_compare_frozen_while_postgres_sends_it_rows_lets_an_alter_table_through(
+    infra: Infra, fresh_database: str, topic_prefix: str, tmp_path: Path
+) -> None:
+    # Events of 24 MB each (well over 100 MB in all, far past the sockets' buffers), so that
+    # Postgres is still writing them when the compare freezes: its backend is active in
+    # ClientWrite, not idle in transaction, and only TCP_USER_TIMEOUT ends it.
+    live_url = fresh_database
+    async with _two_sides(infra, live_url, topic_prefix) as rebuilt_url:
+        for url in (live_url, rebuilt_url):
+            conn = await asyncpg.connect(url)
+            try:
+                await conn.execute(
+                    "UPDATE events SET data = data || jsonb_build_object('pad', repeat('x', $1))",
+                    24_000_000,
+                )
+            finally:
+                await conn.close()
+        # Held at the pause point just before its read of `events`, let go, and frozen as
+        # soon as Postgres is seen waiting to write that read's rows to it.
+        marker = tmp_path / "paused"
+        process = await _paused_compare(live_url, rebuilt_url, topic_prefix, marker)
+        admin = await asyncpg.connect(live_url)
+        try:
+            await asyncio.to_thread(marker.unlink)
+            writing = "wait_event = 'ClientWrite' AND query LIKE '%FROM events t%'"
+            await _until(admin, process, writing, every_s=0)
+            process.send_signal(signal.SIGSTOP)
+            stopped = time.monotonic()
+            assert await admin.fetchval(_SEEN + writing), "frozen after the rows were sent"
+            await _alter_once_frozen(admin, "events", stopped)
+        finally:
+            out, err = await _thawed(process, admin, None)
+            await admin.close()
+        _said_ended(process, out, err)
+
+
+# Whether a session of the live database other than the test's is seen in a state.
+_SEEN = (
+    "SELECT count(*) > 0 FROM pg_stat_activity WHERE datname = current_database()"
+    " AND pid <> pg_backend_pid() AND "
+)
+
+
+async def _until(
+    admin: asyncpg.Connection,
+    process: asyncio.subprocess.Process,
+    where: str,
+    every_s: float = 0.05,
+) -> None:
+    """Until a session of the live database other than the test's is seen `where`."""
+    deadline = time.monotonic() + 60
+    while not await admin.fetchval(_SEEN + where):
+        assert process.returncode is None, await process.communicate()
+        assert time.monotonic() < deadline, f"the compare's session never seen {where}"
+        await asyncio.sleep(every_s)
