@@ -7,6 +7,8 @@ import secrets
 import sqlite3
 import subprocess
 import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -78,7 +80,7 @@ def old_history(stack: Stack, n: int, ago: timedelta = timedelta(days=2)) -> Non
             " created_at, visible_at) VALUES (?, 'payments.charge', ?, ?, ?, 'succeeded', ?, ?)",
             [
                 (
-                    f"ch_old{i:024d}",
+                    history_id(i),
                     f"old-{i}",
                     json.dumps({"amount": 1000 + i, "currency": "usd", "customer": f"cus_{i}"}),
                     json.dumps({"op_key": f"old-{i}", "note": "history" * 10}),
@@ -91,6 +93,11 @@ def old_history(stack: Stack, n: int, ago: timedelta = timedelta(days=2)) -> Non
         db.commit()
     finally:
         db.close()
+
+
+def history_id(i: int) -> str:
+    """The id of old_history's `i`-th effect."""
+    return f"ch_old{i:024d}"
 
 
 def strays_at(stack: Stack, instants: list[datetime]) -> list[str]:
@@ -209,14 +216,35 @@ async def charges_that_lost_their_effects(stack: Stack, recon: Recon) -> dict[st
     """Three committed transactions ("old", "middle", "new", in that order), then the
     charges of the first and the last lose their effect at the sandbox (deleted from its
     store, as a provider that lost them); each transaction's charge op key."""
+    charges, _ = await _charges_losing_effects(stack, recon, "")
+    return charges
+
+
+@asynccontextmanager
+async def charges_lost_for_the_test(
+    stack: Stack, recon: Recon, tag: str
+) -> AsyncIterator[dict[str, str]]:
+    """charges_that_lost_their_effects, the transactions' ids ending in `tag` (the test's
+    own), and the sandbox holds the lost effects again after the test: on a module's one
+    stack (module_stack) the next test's scans would find those legs' effects missing."""
+    charges, lost = await _charges_losing_effects(stack, recon, tag)
+    try:
+        yield charges
+    finally:
+        restore_effects(stack, lost)
+
+
+async def _charges_losing_effects(
+    stack: Stack, recon: Recon, tag: str
+) -> tuple[dict[str, str], list[tuple[Any, ...]]]:
     charges: dict[str, str] = {}
-    for tx_id in ("old", "middle", "new"):
+    for name in ("old", "middle", "new"):
+        tx_id = name + tag
         assert (await recon.submit(transaction(tx_id, receipt=False))).status_code == 202
         tx = await recon.wait_terminal(tx_id)
         assert tx["status"] == "committed"
-        charges[tx_id] = op(tx, "charge")["op_key"]
-    lose_effects(stack, charges["old"], charges["new"])
-    return charges
+        charges[name] = op(tx, "charge")["op_key"]
+    return charges, lose_effects(stack, charges["old"], charges["new"])
 
 
 async def a_charge_that_lost_its_effect(stack: Stack, recon: Recon, tx_id: str) -> str:
@@ -231,11 +259,30 @@ async def a_charge_that_lost_its_effect(stack: Stack, recon: Recon, tx_id: str) 
     return charge
 
 
-def lose_effects(stack: Stack, *keys: str) -> None:
-    """The sandbox loses the effects under these idempotency keys."""
+def lose_effects(stack: Stack, *keys: str) -> list[tuple[Any, ...]]:
+    """The sandbox loses the effects under these idempotency keys; their rows, for
+    restore_effects."""
     db = sqlite3.connect(stack.log_dir / "sandbox.db")
     try:
+        marks = ", ".join("?" for _ in keys)
+        rows = db.execute(
+            f"SELECT * FROM effects WHERE idempotency_key IN ({marks})", keys
+        ).fetchall()
         db.executemany("DELETE FROM effects WHERE idempotency_key = ?", [(k,) for k in keys])
+        db.commit()
+        return rows
+    finally:
+        db.close()
+
+
+def restore_effects(stack: Stack, rows: list[tuple[Any, ...]]) -> None:
+    """The sandbox holds again the effects lose_effects took (their rows as they were)."""
+    if not rows:
+        return
+    db = sqlite3.connect(stack.log_dir / "sandbox.db")
+    try:
+        marks = ", ".join("?" for _ in rows[0])
+        db.executemany(f"INSERT INTO effects VALUES ({marks})", rows)
         db.commit()
     finally:
         db.close()
