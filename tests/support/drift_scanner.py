@@ -212,31 +212,16 @@ def asked(reconciler: Reconciler) -> Asked:
     return sandbox.http
 
 
-async def charges_that_lost_their_effects(stack: Stack, recon: Recon) -> dict[str, str]:
-    """Three committed transactions ("old", "middle", "new", in that order), then the
-    charges of the first and the last lose their effect at the sandbox (deleted from its
-    store, as a provider that lost them); each transaction's charge op key."""
-    charges, _ = await _charges_losing_effects(stack, recon, "")
-    return charges
-
-
 @asynccontextmanager
 async def charges_lost_for_the_test(
     stack: Stack, recon: Recon, tag: str
 ) -> AsyncIterator[dict[str, str]]:
-    """charges_that_lost_their_effects, the transactions' ids ending in `tag` (the test's
-    own), and the sandbox holds the lost effects again after the test: on a module's one
-    stack (module_stack) the next test's scans would find those legs' effects missing."""
-    charges, lost = await _charges_losing_effects(stack, recon, tag)
-    try:
-        yield charges
-    finally:
-        restore_effects(stack, lost)
-
-
-async def _charges_losing_effects(
-    stack: Stack, recon: Recon, tag: str
-) -> tuple[dict[str, str], list[tuple[Any, ...]]]:
+    """Three committed transactions ("old", "middle", "new" in that order, their ids
+    ending in `tag`: the test's own), then the charges of the first and the last lose their
+    effect at the sandbox (deleted from its store, as a provider that lost them); each
+    transaction's charge op key, by those names. The sandbox holds the lost effects again
+    after the test: on a module's one stack (module_stack) the next test's scans would
+    find those legs' effects missing."""
     charges: dict[str, str] = {}
     for name in ("old", "middle", "new"):
         tx_id = name + tag
@@ -244,7 +229,11 @@ async def _charges_losing_effects(
         tx = await recon.wait_terminal(tx_id)
         assert tx["status"] == "committed"
         charges[name] = op(tx, "charge")["op_key"]
-    return charges, lose_effects(stack, charges["old"], charges["new"])
+    lost = lose_effects(stack, charges["old"], charges["new"])
+    try:
+        yield charges
+    finally:
+        restore_effects(stack, lost)
 
 
 async def a_charge_that_lost_its_effect(stack: Stack, recon: Recon, tx_id: str) -> str:
