@@ -188,23 +188,43 @@ async def test_a_compare_frozen_while_postgres_sends_it_rows_lets_an_alter_table
                 )
             finally:
                 await conn.close()
-        # Held at the pause point just before its read of `events`, let go, and frozen as
-        # soon as Postgres is seen waiting to write that read's rows to it.
-        marker = tmp_path / "paused"
-        process = await _paused_compare(live_url, rebuilt_url, topic_prefix, marker)
         admin = await asyncpg.connect(live_url)
         try:
-            await asyncio.to_thread(marker.unlink)
-            writing = "wait_event = 'ClientWrite' AND query LIKE '%FROM events t%'"
-            await _until(admin, process, writing, every_s=0)
-            process.send_signal(signal.SIGSTOP)
-            stopped = time.monotonic()
-            assert await admin.fetchval(_SEEN + writing), "frozen after the rows were sent"
-            await _alter_once_frozen(admin, "events", stopped)
+            process, stopped = await _frozen_while_sent_rows(
+                admin, live_url, rebuilt_url, topic_prefix, tmp_path / "paused"
+            )
+            try:
+                await _alter_once_frozen(admin, "events", stopped)
+            finally:
+                out, err = await _thawed(process, admin, None)
         finally:
-            out, err = await _thawed(process, admin, None)
             await admin.close()
         _said_ended(process, out, err)
+
+
+_WRITING = "wait_event = 'ClientWrite' AND query LIKE '%FROM events t%'"
+
+
+async def _frozen_while_sent_rows(
+    admin: asyncpg.Connection, live_url: str, rebuilt_url: str, topic_prefix: str, marker: Path
+) -> tuple[asyncio.subprocess.Process, float]:
+    """A compare held at the pause point just before its read of `events`, let go, and
+    frozen (SIGSTOP) as soon as Postgres is seen waiting to write that read's rows to it;
+    and when it was frozen. Caught too late (the rest of the rows fitted in the sockets'
+    buffers, or it read them all first), the try is started again, up to three times."""
+    for _ in range(3):
+        process = await _paused_compare(live_url, rebuilt_url, topic_prefix, marker)
+        await asyncio.to_thread(marker.unlink)
+        while process.returncode is None and not await admin.fetchval(_SEEN + _WRITING):
+            pass
+        if process.returncode is None:
+            process.send_signal(signal.SIGSTOP)
+            stopped = time.monotonic()
+            if await admin.fetchval(_SEEN + _WRITING):
+                return process, stopped
+        print("caught the compare too late; again")
+        await _thawed(process, admin, None)
+    raise AssertionError("never froze the compare while Postgres was sending it rows")
 
 
 # Whether a session of the live database other than the test's is seen in a state.
@@ -212,17 +232,3 @@ _SEEN = (
     "SELECT count(*) > 0 FROM pg_stat_activity WHERE datname = current_database()"
     " AND pid <> pg_backend_pid() AND "
 )
-
-
-async def _until(
-    admin: asyncpg.Connection,
-    process: asyncio.subprocess.Process,
-    where: str,
-    every_s: float = 0.05,
-) -> None:
-    """Until a session of the live database other than the test's is seen `where`."""
-    deadline = time.monotonic() + 60
-    while not await admin.fetchval(_SEEN + where):
-        assert process.returncode is None, await process.communicate()
-        assert time.monotonic() < deadline, f"the compare's session never seen {where}"
-        await asyncio.sleep(every_s)
