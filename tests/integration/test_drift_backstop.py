@@ -6,7 +6,14 @@ and passed over; it reports each finding once. Over a whole listing it moves the
 second scan is incremental. A cut or unavailable listing moves none.
 
 The scans' clock is set, not waited for (a 60 s grace): each scan a grace and more after
-the last, so the cursor lies past what the test makes afterwards."""
+the last, so the cursor lies past what the test makes afterwards.
+
+One stack for the module (support.stack_fixtures.module_stack) but the cut listing's test,
+which lists the window's newest effects and so would list the other tests' transactions:
+it starts its own. Each other test scans from a fresh deployment's cursors (scans_by_hand)
+and leaves the sandbox as consistent with recon as it found it (its history, tagged with
+its own ids, forgotten; the charge applied after failure forgotten too, the faults it
+armed disarmed), so a backstop over the whole window finds only what its test made."""
 
 from collections import Counter
 from collections.abc import Callable
@@ -14,10 +21,14 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import asyncpg
+import pytest
 from support.decider_support import eventually
 from support.drift_scanner import (
     asked,
     cursor,
+    forget_effects,
+    history_id,
+    lose_effects,
     old_history,
     sandbox_of,
     scanner_settings,
@@ -25,6 +36,7 @@ from support.drift_scanner import (
 )
 from support.recon_client import Recon, op, transaction
 from support.review_requests import request_review
+from support.stack_fixtures import StackWith, module_stack
 from support.topic_records import read_topic
 
 from events.drift import DriftDetected
@@ -33,6 +45,9 @@ from reconcilers import store
 from services.devtools.stack import Stack
 from services.providers.adapters import SandboxAdapter
 from services.pull_reconciler.runtime import Reconciler, open_reconciler
+
+stack = module_stack
+pytestmark = pytest.mark.usefixtures("disarmed")
 
 GRACE = timedelta(seconds=60)
 OPS = {"Authorization": "Bearer ops-key"}
@@ -53,14 +68,21 @@ async def test_the_backstop_finds_an_effect_listed_after_the_cursor_passed_it_on
     stack: Stack, recon: Recon
 ) -> None:
     await scans_by_hand(stack)  # this test runs the scans itself
+    late = history_id(0, "late")
+    try:
+        await _the_backstop_finds_it(stack, late)
+    finally:
+        forget_effects(stack, [late])
+
+
+async def _the_backstop_finds_it(stack: Stack, late: str) -> None:
     start = datetime.now(UTC)
     async with open_reconciler(scanner_settings(stack, grace_s=GRACE.total_seconds())) as scanner:
         await scan_at(scanner, start + 10 * GRACE)  # the cursor: start + 9 graces
         # An effect the provider lists only now, created (by its clock) before the cursor:
         # as a provider whose listing lags, or whose clock runs behind recon's. Written into
         # the sandbox's store, so no webhook reports it first.
-        old_history(stack, 1, ago=timedelta(0))
-        late = f"ch_old{0:024d}"
+        old_history(stack, 1, ago=timedelta(0), tag="late")
 
         incremental = await scan_at(scanner, start + 12 * GRACE)
         assert late not in {d.effect_id for d in incremental}  # behind the cursor
@@ -87,6 +109,17 @@ async def test_a_charge_resolved_not_applied_after_its_effect_was_judged_is_repo
     the mistake drift exists to show. The incremental scan judged the charge's effect while
     the leg was unknown (no drift then), so it never looks at it again; the backstop does."""
     await scans_by_hand(stack)
+    try:
+        await _resolved_not_applied(stack, recon)
+    finally:
+        # The charge's effect forgotten: its leg failed, so the module's later backstops
+        # would report it too.
+        answer = await recon.get("bk-1")
+        if answer.status_code == 200:
+            lose_effects(stack, op(answer.json(), "charge")["op_key"])
+
+
+async def _resolved_not_applied(stack: Stack, recon: Recon) -> None:
     # A charge whose outcome nothing can learn: the response is lost, the lookups fail and
     # the webhook never comes; the sandbox applied it all the same.
     await recon.arm("payments.charge", "lookup_unavailable", times=1000)
@@ -162,7 +195,14 @@ async def test_a_fresh_deployments_backstop_sets_the_cursor_so_its_next_scan_is_
     """A reconciler's first scan is a backstop. It used to set no cursor, so the second
     scan, finding none, read the whole window again."""
     await scans_by_hand(stack)
-    old_history(stack, IN_WINDOW, ago=timedelta(minutes=30))
+    old_history(stack, IN_WINDOW, ago=timedelta(minutes=30), tag="fresh")
+    try:
+        await _sets_the_cursor(stack)
+    finally:
+        forget_effects(stack, [history_id(i, "fresh") for i in range(IN_WINDOW)])
+
+
+async def _sets_the_cursor(stack: Stack) -> None:
     grace = timedelta(seconds=1)
     async with open_reconciler(scanner_settings(stack, grace_s=grace.total_seconds())) as scanner:
         sandbox = asked(scanner)
@@ -181,11 +221,18 @@ async def test_a_fresh_deployments_backstop_sets_the_cursor_so_its_next_scan_is_
 
 
 async def test_a_backstop_over_a_cut_or_unavailable_listing_moves_no_cursor(
-    stack: Stack, recon: Recon, free_port: Callable[[], int]
+    stack_with: StackWith, free_port: Callable[[], int]
 ) -> None:
     """Only a whole listing judged every leg of the span: a cut one proves no absence
     before its cut, an unavailable one nothing. (A cut one of an adapter that lists below
-    an instant moves it and keeps the rest as a hole: tests/integration/test_drift_hole.py.)"""
+    an instant moves it and keeps the rest as a hole: tests/integration/test_drift_hole.py.)
+    On a stack of its own: its cut lists the window's two newest effects, which on the
+    module's stack would be the other tests' (consistent, so nothing found)."""
+    async with stack_with() as (stack, _):
+        await _moves_no_cursor(stack, free_port)
+
+
+async def _moves_no_cursor(stack: Stack, free_port: Callable[[], int]) -> None:
     await scans_by_hand(stack)
     old_history(stack, 5, ago=timedelta(minutes=30))
     async with open_reconciler(scanner_settings(stack, grace_s=0.001)) as scanner:

@@ -67,10 +67,11 @@ def scanner_settings(stack: Stack, grace_s: float) -> Settings:
     )
 
 
-def old_history(stack: Stack, n: int, ago: timedelta = timedelta(days=2)) -> None:
+def old_history(stack: Stack, n: int, ago: timedelta = timedelta(days=2), tag: str = "") -> None:
     """`n` effects made `ago` (by default two days ago, before the drift window), written
     straight into the sandbox's store as a long-running provider holds them; no intent
-    issued their keys."""
+    issued their keys. `tag` (a few letters) keeps one test's history apart from another's
+    on a module's one stack: a drift id is its effect's."""
     at = datetime.now(UTC) - ago
     created = at.isoformat(timespec="milliseconds").replace("+00:00", "Z")
     db = sqlite3.connect(stack.log_dir / "sandbox.db")
@@ -80,10 +81,10 @@ def old_history(stack: Stack, n: int, ago: timedelta = timedelta(days=2)) -> Non
             " created_at, visible_at) VALUES (?, 'payments.charge', ?, ?, ?, 'succeeded', ?, ?)",
             [
                 (
-                    history_id(i),
-                    f"old-{i}",
+                    history_id(i, tag),
+                    f"old-{tag}{i}",
                     json.dumps({"amount": 1000 + i, "currency": "usd", "customer": f"cus_{i}"}),
-                    json.dumps({"op_key": f"old-{i}", "note": "history" * 10}),
+                    json.dumps({"op_key": f"old-{tag}{i}", "note": "history" * 10}),
                     created,
                     at.timestamp(),
                 )
@@ -95,9 +96,10 @@ def old_history(stack: Stack, n: int, ago: timedelta = timedelta(days=2)) -> Non
         db.close()
 
 
-def history_id(i: int) -> str:
-    """The id of old_history's `i`-th effect."""
-    return f"ch_old{i:024d}"
+def history_id(i: int, tag: str = "") -> str:
+    """The id of old_history's `i`-th effect (of its history tagged `tag`), as long
+    whatever the tag."""
+    return f"ch_old{tag}{i:0{24 - len(tag)}d}"
 
 
 def strays_at(stack: Stack, instants: list[datetime]) -> list[str]:
