@@ -55,6 +55,9 @@ DECIDER_WITH_PIPELINED_INPUTS = "decider.with_pipelined_inputs"
 # A take's Kafka cluster is registered (`kafka_clusters`), its fence not written to
 # `call_fences` yet (services.dispatcher.calls_begun.write_fence: two statements).
 FENCE_CLUSTER_REGISTERED = "dispatcher.fence_cluster_registered"
+# A migration's steps are applied, the migration not yet marked applied (services.migrate.
+# _apply); the point's name ends with the migration's id: `migrate.applied_unmarked:0006...`.
+MIGRATE_APPLIED_UNMARKED = "migrate.applied_unmarked:"
 # The intent's row and its natural keys are claimed in Postgres, its command not produced.
 INTAKE_AFTER_CLAIM = "intake.after_claim"
 # A drift report produced and acknowledged by Kafka, the claim that let it be produced

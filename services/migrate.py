@@ -49,6 +49,7 @@ import asyncpg
 
 from projections.held_open import idle_bound_ms
 from services.config import DEFAULTS
+from services.crash_points import MIGRATE_APPLIED_UNMARKED, crash_point
 
 if TYPE_CHECKING:  # imported when migrating only: the processes never load the driver
     import psycopg
@@ -223,12 +224,24 @@ def _session_ended(error: Exception, idle_bound_s: float) -> str:
 def _apply(backend: Any, migration: Any) -> None:
     """yoyo's apply_one, on the backend's own connection: yoyo's opens a fresh connection
     for each migration, which would run the migration outside the session holding the lock
-    (the session Postgres ends when the run stops)."""
+    (the session Postgres ends when the run stops).
+
+    And a migration that runs in a transaction is marked applied in that transaction (its
+    steps in a savepoint of it). yoyo commits the steps, then marks them in a transaction of
+    its own: a run ended between the two (killed, or a stopped run whose session Postgres
+    ended at the idle bound) left the migration applied and unmarked, and the next run
+    applied it again, which a step like 0006's CREATE TYPE refuses, so the database could not
+    be migrated any further. A migration that cannot run in a transaction (CREATE INDEX
+    CONCURRENTLY) keeps the two steps, and is written to be applied again (IF NOT EXISTS;
+    test_version_7_interrupted_between_its_indexes_is_finished_by_the_next_migrate)."""
     backend.ensure_internal_schema_updated()
-    migration.process_steps(backend, "apply")
-    backend.log_migration(migration, "apply")
-    with backend.transaction():
-        backend.mark_one(migration, log=False)
+    together = backend.transaction() if migration.use_transactions else contextlib.nullcontext()
+    with together:
+        migration.process_steps(backend, "apply")
+        crash_point(MIGRATE_APPLIED_UNMARKED + migration.id)
+        backend.log_migration(migration, "apply")
+        with backend.transaction():
+            backend.mark_one(migration, log=False)
 
 
 # The session holding the migration lock, as pg_locks and pg_stat_activity show it.

@@ -28,6 +28,7 @@ from support.txbuilders import log_of, observed, request_review, submit
 from events.inputs import Outcome
 from events.policy import PolicyDocument
 from projections.writer import project_batch
+from services.crash_points import CRASH_ENV, CRASH_EXIT_CODE, MIGRATE_APPLIED_UNMARKED
 from services.devtools.infra._process import REPO_ROOT
 from services.governance import store
 from services.intake.console.sessions import open_session
@@ -212,6 +213,41 @@ async def test_version_7_interrupted_between_its_indexes_is_finished_by_the_next
         gone = "SELECT to_regclass($1) IS NULL"
         assert await conn.fetchval(gone, "operations_comp_op_key")
         assert await conn.fetchval(gone, "operations_comp_state")
+    finally:
+        await conn.close()
+
+
+async def test_a_run_killed_between_a_migration_and_its_mark_leaves_neither(
+    empty_database: str,
+) -> None:
+    # Version 6 makes types (CREATE TYPE has no IF NOT EXISTS): applied but not marked, the
+    # next run would apply it again and fail there, the database stuck at version 5.
+    [version_6] = [m for m in migration_ids() if m.startswith("0006")]
+    killed = await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, "-m", "services.cli", "migrate"],
+        cwd=REPO_ROOT,
+        env={
+            **os.environ,
+            "RECON_DATABASE_URL": empty_database,
+            CRASH_ENV: MIGRATE_APPLIED_UNMARKED + version_6,
+        },
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert killed.returncode == CRASH_EXIT_CODE, killed.stdout + killed.stderr
+    assert f"applying {version_6}" in killed.stdout, killed.stdout
+    conn = await asyncpg.connect(empty_database)
+    try:
+        assert version_6 not in [m for m, _ in await _applied(conn)]
+        made = "SELECT count(*) FROM pg_type WHERE typname = 'events_batch_v1'"
+        assert await conn.fetchval(made) == 0  # rolled back with the mark it never got
+
+        outcome = await _migrate(empty_database)
+
+        assert outcome.applied[0] == version_6 and outcome.after == CODE_VERSION, outcome
+        assert await conn.fetchval(made) == 1
     finally:
         await conn.close()
 
