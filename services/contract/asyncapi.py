@@ -340,8 +340,9 @@ def asyncapi_document() -> dict[str, Any]:
             "title": "recon topics",
             "version": "1",
             "description": "The Kafka topics of recon (names shown without "
-            "RECON_TOPIC_PREFIX). Every topic has the same partition count and is keyed "
-            "as its messages say; JSON values.",
+            "RECON_TOPIC_PREFIX). Every topic has the same partition count "
+            "(RECON_KAFKA_PARTITIONS, chosen before a deployment's first start; the bindings "
+            "show its default) and is keyed as its messages say; JSON values.",
         },
         "defaultContentType": "application/json",
         "servers": {
