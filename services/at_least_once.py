@@ -116,10 +116,12 @@ class AtLeastOnceConsumer:
 
     async def run(self, stop: asyncio.Event, handle: Callable[[Batch], Awaitable[None]]) -> None:
         self.consumer.subscribe(self.topics, listener=_Listener(self))
-        if not await start_kafka_client(self.consumer, f"consumer {self.group}", stop):
-            return
         fetched = 0
         try:
+            # In the try: a start that failed, or gave up on `stop`, leaves a consumer to
+            # stop as well (services.closing).
+            if not await start_kafka_client(self.consumer, f"consumer {self.group}", stop):
+                return
             while not stop.is_set():
                 wait = wait_before_next_fetch(fetched, self.batch_wait_s)
                 if wait:

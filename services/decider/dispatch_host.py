@@ -81,6 +81,7 @@ from events.inputs import OperationObserved
 from events.keys import partition_key
 from events.transaction_events import OperationDispatched
 from services import tracing
+from services.closing import stopped_with
 from services.config import Settings
 from services.decider.take_over import not_held, take_over_orders
 from services.dispatcher.call_fence import Fence
@@ -165,9 +166,10 @@ class DispatchHost:
         """False: stopped while the broker was away."""
         if not self.enabled:
             return True
+        # On the stack before its start: one that fails is stopped too (services.closing).
+        stopped_with(stack, self.producer)
         if not await start_kafka_client(self.producer, "decider dispatch producer", stop):
             return False
-        stack.push_async_callback(self.producer.stop)
         http = await stack.enter_async_context(
             ProviderHttp(self.settings.provider_timeout_s, connect_s=2.0)
         )

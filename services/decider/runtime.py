@@ -60,6 +60,7 @@ from events.event_type_header import event_type_header
 from events.inputs import DeciderInput, OperationObserved, parse_input
 from events.keys import partition_key
 from services import consumer_groups, tracing
+from services.closing import stop_each
 from services.collector import tune_for_service
 from services.config import Settings
 from services.crash_points import (
@@ -258,8 +259,9 @@ class Decider:
         """Fences the partition's previous owner and restores its state; returns the input
         offsets the changelog holds (services.decider.input_offsets)."""
         producer = self.transactional_producer(partition)
-        await producer.start()  # init_transactions: fences the previous owner
         try:
+            # In the try: a start whose init_transactions failed keeps its connections.
+            await producer.start()  # init_transactions: fences the previous owner
             # ...in Kafka; its calls' claims are fenced by the same token in Postgres.
             self.host.fenced(partition, await producer_fence(producer))
             restored = await restore_partition(
@@ -701,10 +703,7 @@ class Decider:
         consumer and changelog reader as made; each is logged at ERROR as unclosed when
         collected (at the suite's end: docs/testing.md, "Kafka clients left unstopped"). A
         client's second stop does nothing, so those the loop stopped are no matter."""
-        async with AsyncExitStack() as stopping:
-            stopping.push_async_callback(self.host.producer.stop)
-            stopping.push_async_callback(self.changelog_reader.stop)
-            stopping.push_async_callback(self.consumer.stop)
+        await stop_each(self.consumer.stop, self.changelog_reader.stop, self.host.producer.stop)
 
     async def _run(self, stop: asyncio.Event) -> None:
         self.consumer.subscribe(

@@ -49,6 +49,7 @@ from events.legacy_facts import recorded_facts
 from events.policy import PolicyDocument, open_policy
 from events.transaction_events import OperationDispatched
 from services.at_least_once import RetryBatch
+from services.closing import stop_each
 from services.config import Settings
 from services.dispatcher import call_plan, calls_begun, held_leases
 from services.dispatcher.call_fence import Fence
@@ -107,9 +108,7 @@ class Gatekeeper:
         self._begins = StatementBatch(self._begin_many)
 
     async def close(self) -> None:
-        for pool in (self.pool, self.begin_pool):
-            if pool is not None:
-                await pool.close()
+        await stop_each(*(pool.close for pool in (self.pool, self.begin_pool) if pool is not None))
 
     async def _pool(self) -> asyncpg.Pool:
         if self.pool is None:

@@ -9,7 +9,7 @@ the governance routes, and the operator console's pages under /console
 import asyncio
 import logging
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager, suppress
+from contextlib import AsyncExitStack, asynccontextmanager, suppress
 from datetime import timedelta
 
 import asyncpg
@@ -18,6 +18,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
 from events.policy import PolicyDocument
+from services.closing import stopped_with
 from services.config import Settings
 from services.intake import (
     abort,
@@ -60,6 +61,18 @@ from services.providers.registry import build_accounts, catalog_of
 log = logging.getLogger(__name__)
 
 
+async def _ended(task: asyncio.Task[None]) -> None:
+    task.cancel()
+    with suppress(asyncio.CancelledError):
+        await task
+
+
+async def _close_console_counts(app: FastAPI) -> None:
+    counts = getattr(app.state, "console_kafka", None)
+    if counts is not None:
+        await counts.close()
+
+
 def create_app(settings: Settings) -> FastAPI:
     # The providers' catalog, read once now: an adapter declaring its operations wrongly
     # stops start-up here (AdapterSetupError) rather than failing every submission.
@@ -67,57 +80,46 @@ def create_app(settings: Settings) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        # Postgres restarting while the intake starts is waited out, not a crash.
-        pool = await open_pool(settings.database_url, min_size=1, max_size=10)
-        checks: asyncpg.Pool | None = None
-        try:
+        # Each resource's close is on the stack from the moment it exists, so whichever
+        # later step fails (or the intake stops) closes everything opened before it, in
+        # reverse: the watch before the admin client it asks with, the producer before
+        # the pools (services.closing).
+        async with AsyncExitStack() as stack:
+            # Postgres restarting while the intake starts is waited out, not a crash.
+            pool = await open_pool(settings.database_url, min_size=1, max_size=10)
+            stack.push_async_callback(pool.close)
             checks = await open_check_pool(settings.database_url)
+            stack.push_async_callback(checks.close)
             # Producing to a missing topic would let the broker create it with its default
             # partition count, breaking co-partitioning.
             await ensure_recon_topics(settings)
-            producer = intake_producer(settings, "intake-producer")
-            admin = health.admin_client(settings)
+            producer = stopped_with(stack, intake_producer(settings, "intake-producer"))
+            admin = stopped_with(stack, health.admin_client(settings))
             await producer.start()
-            watching: asyncio.Task[None] | None = None
-            try:
-                await admin.start()
-                try:
-                    app.state.pool, app.state.producer, app.state.admin = pool, producer, admin
-                    app.state.group_watch = GroupWatch(admin, settings)
-                    watching = asyncio.create_task(app.state.group_watch.run())
-                    app.state.produced_marks = ProducedMarks(pool)
-                    app.state.intent_claims = IntentClaims(pool)
-                    app.state.delivery_batches = DeliveryBatches(
-                        pool,
-                        checks,
-                        timedelta(seconds=settings.webhook_dedupe_horizon_s),
-                        settings.provider_accounts,
-                    )
-                    if settings.policy_file:
-                        await policy.install_file(app, settings.policy_file)
-                    async with ProviderHttp(settings.provider_timeout_s) as http:
-                        # Every account's adapter, for its webhook reader (services.intake.
-                        # webhooks): made once, and an adapter refusing its configuration
-                        # stops the intake's start-up as it stops the dispatcher's.
-                        app.state.webhook_readers = build_accounts(http, settings)
-                        yield
-                finally:
-                    if watching is not None:
-                        # Ended before the admin client it asks with is closed.
-                        watching.cancel()
-                        with suppress(asyncio.CancelledError):
-                            await watching
-                        await app.state.group_watch.close()
-                    counts = getattr(app.state, "console_kafka", None)
-                    if counts is not None:
-                        await counts.close()
-                    await admin.close()
-            finally:
-                await producer.stop()
-        finally:
-            if checks is not None:
-                await checks.close()
-            await pool.close()
+            await admin.start()
+            app.state.pool, app.state.producer, app.state.admin = pool, producer, admin
+            # The console's Kafka counts, made at its first page (services.intake.console).
+            stack.push_async_callback(_close_console_counts, app)
+            app.state.group_watch = GroupWatch(admin, settings)
+            stack.push_async_callback(app.state.group_watch.close)
+            # Pushed after its readers' close: the watch has ended before they close.
+            stack.push_async_callback(_ended, asyncio.create_task(app.state.group_watch.run()))
+            app.state.produced_marks = ProducedMarks(pool)
+            app.state.intent_claims = IntentClaims(pool)
+            app.state.delivery_batches = DeliveryBatches(
+                pool,
+                checks,
+                timedelta(seconds=settings.webhook_dedupe_horizon_s),
+                settings.provider_accounts,
+            )
+            if settings.policy_file:
+                await policy.install_file(app, settings.policy_file)
+            http = await stack.enter_async_context(ProviderHttp(settings.provider_timeout_s))
+            # Every account's adapter, for its webhook reader (services.intake.webhooks):
+            # made once, and an adapter refusing its configuration stops the intake's
+            # start-up as it stops the dispatcher's.
+            app.state.webhook_readers = build_accounts(http, settings)
+            yield
 
     app = FastAPI(
         title="recon intake",

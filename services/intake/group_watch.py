@@ -38,6 +38,7 @@ from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.coordinator.protocol import ConsumerProtocolMemberAssignment
 from aiokafka.errors import GroupCoordinatorNotAvailableError, KafkaError
 
+from services.closing import stop_each
 from services.config import Settings
 from services.consumer_groups import GROUPS
 from services.intake.group_positions import OFFSETS_TOPIC, GroupPositions, Partitions
@@ -140,8 +141,7 @@ class GroupWatch:
         self._follow_failing = False
 
     async def close(self) -> None:
-        await self._positions.close()
-        await self._gaps.close()
+        await stop_each(self._positions.close, self._gaps.close)
 
     async def look(self) -> dict[str, str]:
         """Each group's verdict, by its name in GROUPS; its gauges set as seen now."""

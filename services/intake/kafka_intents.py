@@ -25,6 +25,7 @@ consumers"): one consumer policy and one process lifecycle for every recon consu
 import asyncio
 import json
 import logging
+from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,6 +35,7 @@ from aiokafka.errors import KafkaError
 
 from services import consumer_groups
 from services.at_least_once import AtLeastOnceConsumer, Batch, RetryBatch
+from services.closing import stopped_with
 from services.config import Settings
 from services.intake.accept import accept_submission
 from services.intake.errors import DATABASE_DOWN, ApiError
@@ -92,11 +94,12 @@ class IntentSubscriber:
         )
 
     async def run(self, stop: asyncio.Event) -> None:
-        await self.producer.start()
-        try:
+        # As the saga's (services.saga.runtime): both clients stopped however it ends.
+        async with AsyncExitStack() as stack:
+            stopped_with(stack, self.producer)
+            stopped_with(stack, self.inputs.consumer)
+            await self.producer.start()
             await self.inputs.run(stop, self._answer_batch)
-        finally:
-            await self.producer.stop()
 
     async def _answer_batch(self, batch: Batch) -> None:
         # In order, one record at a time: each waits for its command's ack anyway, and a

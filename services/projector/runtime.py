@@ -10,6 +10,7 @@ import logging
 import os
 import time
 from collections.abc import Awaitable, Callable
+from contextlib import AsyncExitStack
 
 import asyncpg
 from aiokafka import ConsumerRebalanceListener
@@ -25,6 +26,7 @@ from projections.offsets import load_offsets
 from projections.view_cache import ViewCache
 from projections.writer import DriftRecord, Record, project_batch, project_drift
 from services import consumer_groups, task_dump
+from services.closing import stopped_with
 from services.config import Settings
 from services.kafka_clients import acked_producer, group_consumer
 from services.kafka_setup import ensure_recon_topics
@@ -100,8 +102,15 @@ class Projector:
         self.views = ViewCache()
 
     async def run(self) -> None:
-        self.pool = await _connect(self.settings.database_url)
-        try:
+        # Everything is stopped however the run ends, from Postgres never reached to a
+        # start that failed (services.closing); both clients were made with the projector.
+        # In reverse: the consumer (a rebalance it completes on its way out still seeks
+        # from Postgres), the dead letters' producer, then the pool.
+        async with AsyncExitStack() as stack:
+            stack.push_async_callback(self._close_pool)
+            stopped_with(stack, self.dead_letters)
+            stopped_with(stack, self.consumer)
+            self.pool = await _connect(self.settings.database_url)
             await ensure_recon_topics(self.settings)
             await self.dead_letters.start()
             self.consumer.subscribe(
@@ -110,14 +119,11 @@ class Projector:
             )
             await self.consumer.start()
             self.watch.healthy_at = time.monotonic()
-            watchdog = asyncio.create_task(self._exit_when_stalled())
-            try:
-                await self._loop()
-            finally:
-                watchdog.cancel()
-                await self.consumer.stop()
-                await self.dead_letters.stop()
-        finally:
+            stack.callback(asyncio.create_task(self._exit_when_stalled()).cancel)
+            await self._loop()
+
+    async def _close_pool(self) -> None:
+        if self.pool is not None:
             await self.pool.close()
 
     async def _loop(self) -> None:

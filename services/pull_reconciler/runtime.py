@@ -19,7 +19,7 @@ import asyncio
 import functools
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
@@ -50,6 +50,7 @@ from reconcilers.pull import (
     plan,
     review_request_id,
 )
+from services.closing import stopped_with
 from services.config import Settings
 from services.crash_points import DRIFT_BEFORE_CURSORS, DRIFT_PRODUCED_CLAIM_OPEN, crash_point
 from services.governance.store import switches_holding
@@ -612,17 +613,17 @@ async def open_reconciler(settings: Settings) -> AsyncIterator[Reconciler]:
     """Topics, a Postgres pool, a producer and the providers' adapters: what the
     process and the CLI's one-off scan both need."""
     await ensure_recon_topics(settings)
-    pool = await open_pool(settings.database_url, min_size=1, max_size=8)
-    try:
-        producer = acked_producer(settings, "reconciler-producer")
+    # Each closed however a later step ends, the producer's own failed start included
+    # (services.closing).
+    async with AsyncExitStack() as stack:
+        pool = await open_pool(settings.database_url, min_size=1, max_size=8)
+        stack.push_async_callback(pool.close)
+        producer = stopped_with(stack, acked_producer(settings, "reconciler-producer"))
         await start_kafka_client(producer, "reconciler producer")
-        try:
-            async with ProviderHttp(settings.provider_timeout_s, connect_s=2.0) as http:
-                yield Reconciler(settings, pool, producer, build_accounts(http, settings))
-        finally:
-            await producer.stop()
-    finally:
-        await pool.close()
+        http = await stack.enter_async_context(
+            ProviderHttp(settings.provider_timeout_s, connect_s=2.0)
+        )
+        yield Reconciler(settings, pool, producer, build_accounts(http, settings))
 
 
 async def run_reconciler(settings: Settings, stop: asyncio.Event) -> None:

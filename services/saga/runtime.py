@@ -12,6 +12,7 @@ co-partitioned with recon.events, so this is the partition the transaction's dec
 
 import asyncio
 import logging
+from contextlib import AsyncExitStack
 
 from aiokafka import ConsumerRecord, TopicPartition
 from pydantic import ValidationError
@@ -22,6 +23,7 @@ from events.inputs import Command
 from events.keys import partition_key
 from services import consumer_groups, tracing
 from services.at_least_once import AtLeastOnceConsumer, Batch
+from services.closing import stopped_with
 from services.config import Settings
 from services.crash_points import SAGA_AFTER_COMMANDS_ACKED, pause_point
 from services.kafka_clients import acked_producer
@@ -47,12 +49,13 @@ class Orchestrator:
         )
 
     async def run(self, stop: asyncio.Event) -> None:
-        if not await start_kafka_client(self.producer, "saga producer", stop):
-            return
-        try:
-            await self.inputs.run(stop, self._issue)
-        finally:
-            await self.producer.stop()
+        # Both clients are stopped however the run ends (services.closing): the inputs'
+        # consumer too when the producer's start fails, and the consumer first.
+        async with AsyncExitStack() as stack:
+            stopped_with(stack, self.producer)
+            stopped_with(stack, self.inputs.consumer)
+            if await start_kafka_client(self.producer, "saga producer", stop):
+                await self.inputs.run(stop, self._issue)
 
     async def _issue(self, batch: Batch) -> None:
         sends: list[asyncio.Future[object]] = []

@@ -17,6 +17,7 @@ from collections.abc import Generator
 
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka.admin import AIOKafkaAdminClient
 
 # aiokafka's reports of its clients. Not of its connections (`Unclosed AIOKafkaConnection`):
 # a client's start cancelled while bootstrapping leaves its bootstrap connection inside
@@ -26,13 +27,16 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 UNCLOSED = ("Unclosed AIOKafkaProducer", "Unclosed AIOKafkaConsumer")
 
 
-def unstopped(client_id: str) -> list[AIOKafkaConsumer | AIOKafkaProducer]:
+def unstopped(
+    client_id: str,
+) -> list[AIOKafkaConsumer | AIOKafkaProducer | AIOKafkaAdminClient]:
     """The clients named `client_id` alive and not stopped (a client never started counts:
-    aiokafka warns of it too)."""
+    aiokafka warns of it too). Admin clients count as well, though aiokafka says nothing
+    of one left open: it keeps its connections and metadata task just the same."""
     gc.collect()  # garbage already is no longer anyone's to stop (aiokafka logs it)
-    found: list[AIOKafkaConsumer | AIOKafkaProducer] = []
+    found: list[AIOKafkaConsumer | AIOKafkaProducer | AIOKafkaAdminClient] = []
     for alive in gc.get_objects():
-        if isinstance(alive, AIOKafkaConsumer):
+        if isinstance(alive, AIOKafkaConsumer | AIOKafkaAdminClient):
             client = alive._client
         elif isinstance(alive, AIOKafkaProducer):
             client = alive.client

@@ -5,6 +5,7 @@ as a fault at every clean stop of a decider that never read a marker back."""
 
 import asyncio
 import gc
+from contextlib import AsyncExitStack
 
 import pytest
 from aiokafka.errors import KafkaConnectionError
@@ -12,6 +13,7 @@ from support.kafka_leaks import unstopped
 
 from events.topics import Topics
 from services.config import Settings
+from services.decider.dispatch_host import DispatchHost
 from services.decider.finished_index import ChangelogReader
 from services.decider.restore import restore_partition
 from services.decider.runtime import Decider
@@ -43,16 +45,18 @@ async def test_a_restore_whose_start_failed_closes_its_consumer(
     assert "Unclosed AIOKafkaConsumer" not in await _collected(caplog)
 
 
-def _decider(calls: bool) -> Decider:
-    return Decider(
-        Settings(
-            kafka_bootstrap=NOBODY,
-            database_url="",
-            topics=Topics(""),
-            environment="test",
-            decider_calls=calls,
-        )
+def _settings(calls: bool) -> Settings:
+    return Settings(
+        kafka_bootstrap=NOBODY,
+        database_url="",
+        topics=Topics(""),
+        environment="test",
+        decider_calls=calls,
     )
+
+
+def _decider(calls: bool) -> Decider:
+    return Decider(_settings(calls))
 
 
 def _unstopped() -> list[object]:
@@ -74,3 +78,23 @@ async def test_a_decider_stopped_while_the_broker_is_away_stops_every_client() -
     decider = _decider(calls=True)
     await decider.run(stop)  # its dispatch producer's start gives up on `stop`
     assert _unstopped() == []
+
+
+async def test_a_partition_whose_producer_fails_to_start_stops_it() -> None:
+    decider = _decider(calls=False)
+    try:
+        with pytest.raises(KafkaConnectionError):
+            await decider.take(0)
+        assert unstopped(client_id("decider-transactions")) == []
+    finally:
+        await decider.stop_clients()
+
+
+async def test_a_dispatch_host_stopped_while_the_broker_is_away_stops_its_producer() -> None:
+    # The host on its own, its stack its caller's (the decider also stops the producer).
+    host = DispatchHost(_settings(calls=True), lambda: (), lambda _: None, lambda *_: None)
+    stop = asyncio.Event()
+    stop.set()
+    async with AsyncExitStack() as stack:
+        assert not await host.start(stack, stop)
+    assert unstopped(client_id("decider-calls")) == []
