@@ -1,8 +1,9 @@
 """A process whose start fails part-way stops every Kafka client and closes every Postgres
 pool it opened before the failure (services.closing): the intake's lifespan, the projector,
-the reconciler, the Kafka intents reader, and the intake's group watch when closing one of
-its readers fails. On the real broker and Postgres of the session; the failing step is a
-real client's start (tests/support/failing_start.py) or the broker's address refusing."""
+the reconciler, the Kafka intents reader; and the intake's group watch and the dispatch
+gate close their second reader or pool when closing the first fails. On the session's real
+broker and Postgres; the failing step is a real client's start (tests/support/
+failing_start.py), the broker's address refusing, or a real close raising once done."""
 
 from __future__ import annotations
 
@@ -21,12 +22,13 @@ from support.kafka_leaks import unstopped
 
 from events.topics import Topics
 from services.config import Settings
+from services.dispatcher.gatekeeper import Gatekeeper
 from services.intake.app import create_app
 from services.intake.group_positions import Standing
 from services.intake.group_watch import GroupWatch
 from services.intake.health import admin_client
 from services.intake.kafka_intents import IntentSubscriber
-from services.kafka_clients import client_id
+from services.kafka_clients import acked_producer, client_id
 from services.kafka_setup import ensure_topics
 from services.projector.runtime import Projector
 from services.pull_reconciler.runtime import open_reconciler
@@ -41,13 +43,13 @@ def _left_open(*roles: str) -> dict[str, int]:
     return {role: n for role in roles if (n := len(unstopped(client_id(role))))}
 
 
-async def _connections(url: str) -> int:
+async def _connections(url: str, wait_s: float = 10.0) -> int:
     """Connections to `url`'s database but this one, once those closed have gone (a closed
-    pool's backends end a moment after its close returns)."""
+    pool's backends end a moment after its close returns), or after `wait_s`."""
     conn = await asyncpg.connect(url)
     try:
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + 10
+        deadline = loop.time() + wait_s
         while True:
             count: int = await conn.fetchval(
                 "SELECT count(*) FROM pg_stat_activity"
@@ -86,10 +88,12 @@ async def test_an_intake_whose_kafka_client_fails_to_start_stops_every_client(
     settings = await intake_settings(infra, fresh_database, topic_prefix)
     fail_start(monkeypatch, role)
     app = create_app(settings)
-    with pytest.raises(StartRefused):
+    # `failed` holds the failed start's frames, and so every client it made, to the end:
+    # a client dropped unstopped is collected, not stopped (aiokafka only logs it then).
+    with pytest.raises(StartRefused) as failed:
         async with app.router.lifespan_context(app):
             pass
-    assert _left_open(*INTAKE) == {}
+    assert _left_open(*INTAKE) == {}, failed
     assert await _connections(fresh_database) == 0
 
 
@@ -101,10 +105,10 @@ async def test_an_intake_whose_later_step_fails_stops_every_client(
     policy.write_text("[]")
     settings = await intake_settings(infra, fresh_database, topic_prefix, policy_file=str(policy))
     app = create_app(settings)
-    with pytest.raises(ValueError, match="expected an object"):
+    with pytest.raises(ValueError, match="expected an object") as failed:
         async with app.router.lifespan_context(app):
             pass
-    assert _left_open(*INTAKE) == {}
+    assert _left_open(*INTAKE) == {}, failed
     assert await _connections(fresh_database) == 0
 
 
@@ -119,8 +123,9 @@ async def test_a_projector_whose_consumer_fails_to_start_stops_its_dead_letter_p
     await ensure_topics(settings.kafka_bootstrap, settings.topics)
     # The dead letters' producer starts first, for real; then the consumer's start fails.
     fail_start(monkeypatch, "projector-inputs")
+    projector = Projector(settings, asyncio.Event())
     with pytest.raises(StartRefused):
-        await Projector(settings, asyncio.Event()).run()
+        await projector.run()
     assert _left_open("projector-inputs", "projector-dead-letters") == {}
     assert await _connections(fresh_database) == 0
 
@@ -129,10 +134,10 @@ async def test_a_reconciler_whose_producer_fails_to_start_stops_it(
     settings: Settings, fresh_database: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     fail_start(monkeypatch, "reconciler-producer")
-    with pytest.raises(StartRefused):
+    with pytest.raises(StartRefused) as failed:
         async with open_reconciler(settings):
             pass
-    assert _left_open("reconciler-producer") == {}
+    assert _left_open("reconciler-producer") == {}, failed
     assert await _connections(fresh_database) == 0
 
 
@@ -142,8 +147,9 @@ async def test_a_kafka_intents_reader_whose_producer_fails_to_start_stops_its_co
     settings = _settings(infra, fresh_database, topic_prefix, bootstrap=_refusing())
     pool = await asyncpg.create_pool(fresh_database, min_size=1, max_size=1)
     try:
+        reader = IntentSubscriber(settings, pool, ["acme"])
         with pytest.raises(KafkaConnectionError):
-            await IntentSubscriber(settings, pool, ["acme"]).run(asyncio.Event())
+            await reader.run(asyncio.Event())
     finally:
         await pool.close()
     assert _left_open("intents-producer", "intents-inputs") == {}
@@ -175,3 +181,27 @@ async def test_a_group_watch_whose_first_reader_fails_to_close_closes_the_second
         assert _left_open("intake-watch", "intake-progress") == {}
     finally:
         await admin.close()
+
+
+async def test_a_gate_whose_first_pool_fails_to_close_closes_the_second(
+    settings: Settings, fresh_database: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    producer = acked_producer(settings, "gate-test")  # never started: the gate only holds it
+    gate = Gatekeeper(settings, producer)
+    try:
+        first = await gate._pool()
+        await gate._begin_pool()
+        assert await _connections(fresh_database, wait_s=0) == 2
+        real_close = asyncpg.Pool.close
+
+        async def close(pool: asyncpg.Pool) -> None:
+            await real_close(pool)
+            if pool is first:
+                raise RuntimeError("the gate's pool failed to close")
+
+        monkeypatch.setattr(asyncpg.Pool, "close", close)
+        with pytest.raises(RuntimeError, match="failed to close"):
+            await gate.close()
+        assert await _connections(fresh_database) == 0
+    finally:
+        await producer.stop()

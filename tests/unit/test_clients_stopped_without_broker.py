@@ -41,7 +41,8 @@ def _left_open(*roles: str) -> dict[str, int]:
 async def test_a_saga_stopped_while_the_broker_refuses_stops_both_clients(
     settings: Settings,
 ) -> None:
-    await Orchestrator(settings).run(_stopped())
+    saga = Orchestrator(settings)
+    await saga.run(_stopped())
     assert _left_open("saga-producer", "saga-inputs") == {}
 
 

@@ -83,9 +83,10 @@ async def test_a_decider_stopped_while_the_broker_is_away_stops_every_client() -
 async def test_a_partition_whose_producer_fails_to_start_stops_it() -> None:
     decider = _decider(calls=False)
     try:
-        with pytest.raises(KafkaConnectionError):
+        # `failed` holds the failed take's frames, and so its producer, to the test's end.
+        with pytest.raises(KafkaConnectionError) as failed:
             await decider.take(0)
-        assert unstopped(client_id("decider-transactions")) == []
+        assert unstopped(client_id("decider-transactions")) == [], failed
     finally:
         await decider.stop_clients()
 
