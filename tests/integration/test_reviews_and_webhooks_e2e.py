@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 import httpx
 from support.recon_client import Recon, effects_for, op, transaction
 from support.review_requests import request_review
+from support.settled import settled
 from support.topic_records import read_topic
 
 from events.topics import Topics
@@ -45,16 +46,17 @@ def evidence_sources(events: list[dict[str, Any]], action: str) -> list[tuple[st
     ]
 
 
-async def settled(recon: Recon, tx_id: str, *statuses: str) -> dict[str, Any]:
-    """The transaction once it reached one of `statuses` with nothing in flight (a review
-    in progress is `manual_review`, which wait_terminal would take for an end)."""
-
-    async def probe() -> dict[str, Any] | None:
-        tx: dict[str, Any] = (await recon.get(tx_id)).json()
-        in_flight = any(o["state"] in ("dispatched", "unknown") for o in tx["operations"])
-        return tx if tx["status"] in statuses and not in_flight else None
-
-    return await eventually(probe, f"{tx_id} reaches {statuses}")
+async def settled_in(recon: Recon, tx_id: str, *statuses: str) -> dict[str, Any]:
+    """The transaction once it reached one of `statuses` with nothing in flight or still to
+    be sent (support.settled; a review in progress is `manual_review`, which wait_terminal
+    would take for an end)."""
+    return await recon.wait_until(
+        tx_id,
+        lambda tx: settled(tx, statuses),
+        45,
+        f"{tx_id} does not reach {statuses}",
+        poll_s=0.2,
+    )
 
 
 def count(events: list[dict[str, Any]], type_: str, action: str) -> int:
@@ -270,17 +272,17 @@ async def test_review_resolutions_move_transactions_on_for_their_tenant_only(
     assert again.status_code == 409 and again.json()["error"] == "review_already_resolved"
 
     # applied: the charge is confirmed and the transaction commits.
-    applied = await settled(recon, "rv-applied", "committed")
+    applied = await settled_in(recon, "rv-applied", "committed")
     assert applied["status"] == "committed"
     assert op(applied, "charge")["state"] == "confirmed"
     # not_applied: the charge failed; the reserve is undone.
-    not_applied = await settled(recon, "rv-not-applied", "compensating", "compensated")
+    not_applied = await settled_in(recon, "rv-not-applied", "compensating", "compensated")
     assert op(not_applied, "charge")["state"] == "failed"
     assert not_applied["status"] in ("compensating", "compensated")
     # retry: lookups work again, so the retry finds the lost charge and sends nothing new.
     await recon.http.delete(f"{recon.sandbox_url}/v1/faults")
     assert (await resolve("retry")).status_code == 200
-    retried = await settled(recon, "rv-retry", "committed")
+    retried = await settled_in(recon, "rv-retry", "committed")
     assert retried["status"] == "committed"
     assert (op(retried, "charge")["state"], op(retried, "charge")["attempts"]) == ("confirmed", 2)
     assert len(effects_for(await recon.effects(), op(retried, "charge")["op_key"])) == 1

@@ -12,9 +12,7 @@ import httpx
 from services.devtools.sandbox.call_pages import every_call
 from services.devtools.sandbox.effect_pages import every_effect
 from services.intake.example import example_transaction
-
-TERMINAL = {"committed", "failed", "manual_review", "compensated"}
-
+from support.settled import settled
 
 # The example intent of docs/contract.md, as the tests submit it.
 transaction = example_transaction
@@ -103,8 +101,10 @@ class Recon:
         return events
 
     async def wait_terminal(self, tx_id: str, timeout: float = 60) -> dict[str, Any]:
+        """The transaction once it ended or waits for a person, with nothing of it in flight
+        or still to be sent (support.settled): what a test counts after it is final."""
         return await self.wait_until(
-            tx_id, _settled, timeout, f"{tx_id} not terminal after {timeout}s", poll_s=0.2
+            tx_id, settled, timeout, f"{tx_id} not terminal after {timeout}s", poll_s=0.2
         )
 
     async def wait_until(
@@ -185,10 +185,3 @@ def op(tx: dict[str, Any], action: str) -> dict[str, Any]:
 
 def effects_for(effects: list[dict[str, Any]], op_key: str) -> list[dict[str, Any]]:
     return [e for e in effects if e["idempotency_key"] == op_key]
-
-
-def _settled(tx: dict[str, Any]) -> bool:
-    """Terminal, with no operation left dispatched or unknown."""
-    return tx["status"] in TERMINAL and not any(
-        op["state"] in ("dispatched", "unknown") for op in tx["operations"]
-    )
