@@ -18,22 +18,19 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
-import asyncpg
 import httpx
 import pytest
-from conftest import Infra, _with_database
+from conftest import Infra
 from playwright.async_api import Browser, BrowserContext, Page, async_playwright
 from support.recon_client import Recon
 from support.review_requests import request_review
-from support.stack_fixtures import running_stack
+from support.stack_fixtures import stack_of_its_own
 
 from services.devtools.infra._process import REPO_ROOT
 from services.devtools.infra.chromium import LAUNCH_ARGS, ensure_chromium
-from services.devtools.ports import free_port
 from services.devtools.stack import Stack
 from services.intake.console import actions, pages, security
 
@@ -45,18 +42,9 @@ MARKUP = '<img src="x" id="smuggled" onerror="window.__pwned = 1">'
 
 @pytest.fixture(scope="module")
 async def stack(infra: Infra, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Stack]:
-    name = f"t_{uuid.uuid4().hex}"
-    admin = await asyncpg.connect(infra.database_url)
-    try:
-        await admin.execute(f'CREATE DATABASE "{name}"')
-    finally:
-        await admin.close()
-    async with running_stack(
+    async with stack_of_its_own(
         infra,
-        _with_database(infra.database_url, name),
-        f"t{uuid.uuid4().hex[:8]}.",
         tmp_path_factory.mktemp("console") / "logs",
-        free_port,
         RECON_LOG_LEVEL="INFO",
         RECON_API_KEYS="demo-key=demo,other-key=other",
         RECON_OPERATOR_KEYS="ops-key=demo:operator,other-ops-key=other:mallory",

@@ -70,6 +70,25 @@ async def stack(
         yield stack
 
 
+@asynccontextmanager
+async def stack_of_its_own(infra: Infra, logs: Path, **env: str) -> AsyncIterator[Stack]:
+    """A stack on a database and topics made for it, which go with it once its processes
+    have stopped: for a stack that outlives a test (a module's), which the per-test
+    fixtures' database and topic prefix would not follow. Left behind, each such stack's
+    topics stayed on the session's broker for every later restart of it to close and
+    recover (docs/testing.md, "The suite's wall time"), and its database until the run's
+    end."""
+    prefix = new_topic_prefix()
+    try:
+        async with new_database(infra, template=infra.template) as database_url:
+            async with running_stack(
+                infra, database_url, prefix, logs, a_free_port, migrate=False, **env
+            ) as stack:
+                yield stack
+    finally:
+        drop_topics(infra, prefix)
+
+
 @pytest.fixture(scope="module")
 async def module_stack(
     infra: Infra, tmp_path_factory: pytest.TempPathFactory
@@ -81,18 +100,10 @@ async def module_stack(
     every row, effect or record, none relying on a table or a log being empty, a fault
     armed at the sandbox disarmed after each test, and no process killed, frozen or
     restarted (a module's tests run in any order, pytest-randomly's). Under xdist a
-    module split over both workers starts one on each. Its database and topics go with
-    it, once its processes have stopped."""
-    prefix = new_topic_prefix()
-    try:
-        async with new_database(infra, template=infra.template) as database_url:
-            logs = tmp_path_factory.mktemp("stack") / "logs"
-            async with running_stack(
-                infra, database_url, prefix, logs, a_free_port, migrate=False, **STACK_ENV
-            ) as stack:
-                yield stack
-    finally:
-        drop_topics(infra, prefix)
+    module split over both workers starts one on each."""
+    logs = tmp_path_factory.mktemp("stack") / "logs"
+    async with stack_of_its_own(infra, logs, **STACK_ENV) as stack:
+        yield stack
 
 
 StackWith = Callable[..., AbstractAsyncContextManager[tuple[Stack, Recon]]]
