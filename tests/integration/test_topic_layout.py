@@ -3,13 +3,11 @@ min.insync.replicas and partition count, read back from the broker; a setting th
 cannot honour stops the process instead of leaving topics missing, and so does a partition
 count other than the existing topics'."""
 
-import asyncio
-
 import pytest
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 from aiokafka.errors import NodeNotReadyError
-from support.topic_records import partition_counts
+from support.topic_records import described_topics, partition_counts
 
 from events.topics import PARTITIONS, Topics
 from services.config import MAX_PARTITIONS, ConfigError, TopicLayout, load_settings
@@ -23,13 +21,7 @@ async def _described(bootstrap: str, names: list[str]) -> dict[str, tuple[int, d
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
     await admin.start()
     try:
-        # A topic just created can be described before the broker's metadata holds its
-        # partitions (KRaft propagates it a moment later): ask again until every one has them.
-        for _ in range(50):
-            topics = {t["topic"]: t for t in await admin.describe_topics(names)}
-            if all(topics.get(name, {}).get("partitions") for name in names):
-                break
-            await asyncio.sleep(0.1)
+        topics = await described_topics(admin, names)
         responses = await admin.describe_configs(
             [ConfigResource(ConfigResourceType.TOPIC, name) for name in names]
         )

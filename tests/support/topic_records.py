@@ -12,21 +12,32 @@ from aiokafka.admin import AIOKafkaAdminClient
 
 # A broker that stops answering must fail the test, not spin until the suite's timeout.
 READ_TIMEOUT_S = 60
+# How old a reader's metadata may grow before it asks again (aiokafka's default: 5 minutes).
+METADATA_AGE_MS = 500
+
+
+async def described_topics(
+    admin: AIOKafkaAdminClient, names: list[str]
+) -> dict[str, dict[str, Any]]:
+    """Each topic as the broker describes it (its partitions, their replicas), asked again
+    until every one has its partitions: a topic just created can be described before the
+    broker's metadata holds them (KRaft propagates them a moment later)."""
+    deadline = time.monotonic() + READ_TIMEOUT_S
+    while True:
+        described = {t["topic"]: t for t in await admin.describe_topics(names)}
+        if all(described.get(name, {}).get("partitions") for name in names):
+            return described
+        assert time.monotonic() < deadline, f"no partitions known for {names}: {described}"
+        await asyncio.sleep(0.1)
 
 
 async def partition_counts(bootstrap: str, topics: list[str]) -> dict[str, int]:
-    """Each topic's partition count as the broker describes it (RECON_KAFKA_PARTITIONS);
-    a topic just created is asked for again until its partitions are known."""
+    """Each topic's partition count as the broker describes it (RECON_KAFKA_PARTITIONS)."""
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
     await admin.start()
     try:
-        deadline = time.monotonic() + READ_TIMEOUT_S
-        while True:
-            counts = {t["topic"]: len(t["partitions"]) for t in await admin.describe_topics(topics)}
-            if all(counts.get(topic) for topic in topics):
-                return counts
-            assert time.monotonic() < deadline, f"no partitions known for {topics}: {counts}"
-            await asyncio.sleep(0.1)
+        described = await described_topics(admin, topics)
+        return {topic: len(described[topic]["partitions"]) for topic in topics}
     finally:
         await admin.close()
 
@@ -48,17 +59,23 @@ async def read_records(
     aborted Kafka transactions (and stops at the high watermark); read_committed stops at
     the last stable offset, before the first open transaction."""
     consumer = AIOKafkaConsumer(
+        topic,
         bootstrap_servers=bootstrap,
         enable_auto_commit=False,
+        # Without a group, aiokafka resets a new assignment's positions by this (as for a
+        # group with no commit), maybe after the seek below: both go to the beginning.
+        auto_offset_reset="earliest",
         isolation_level=isolation,
         # Room for a record over Kafka's default 1 MiB (the decider's oversized inputs).
         max_partition_fetch_bytes=2 * 1024 * 1024,
+        # Subscribed without a group, the consumer is assigned every partition its own
+        # metadata lists (its start waits for the topic's): no admin client to ask. A topic
+        # known before its partitions are is looked up again within this.
+        metadata_max_age_ms=METADATA_AGE_MS,
     )
     await consumer.start()
     try:
-        count = (await partition_counts(bootstrap, [topic]))[topic]
-        partitions = [TopicPartition(topic, p) for p in range(count)]
-        consumer.assign(partitions)
+        partitions = await _every_partition(consumer, topic)
         await consumer.seek_to_beginning(*partitions)
         ends = await consumer.end_offsets(partitions)
         found: list[Record] = []
@@ -75,6 +92,14 @@ async def read_records(
         return found
     finally:
         await consumer.stop()
+
+
+async def _every_partition(consumer: AIOKafkaConsumer, topic: str) -> list[TopicPartition]:
+    deadline = time.monotonic() + READ_TIMEOUT_S
+    while not consumer.assignment():
+        assert time.monotonic() < deadline, f"no partitions known for {topic}"
+        await asyncio.sleep(0.05)
+    return sorted(consumer.assignment())
 
 
 async def read_topic(bootstrap: str, topic: str) -> list[dict[str, Any]]:
