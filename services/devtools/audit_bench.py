@@ -8,6 +8,8 @@ times, each as the operator runs it (`python -m services.cli` in a subprocess):
 
 - `audit verify` of the whole log (events/s),
 - `audit rebuild` into a fresh database (events/s),
+- the compare of `audit rebuild --compare` between that rebuild and a copy of it, in a
+  process of its own (services.devtools.audit_compare_cost): rows, seconds, peak RSS,
 - `audit timeline --tx` of a few transactions, with the rebuilt projection as the one the
   timeline asks (its fast path), and once with no projection (its fallback).
 
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import re
 import shutil
@@ -153,15 +156,42 @@ def _cli(env: dict[str, str], *args: str) -> tuple[float, str, str]:
     return seconds, done.stdout, done.stderr
 
 
+def _compare_cost(database_url: str, rebuilt: str, prefix: str) -> str:
+    """The compare of `audit rebuild --compare` between the rebuild and a copy of it (the
+    copy as the live side), in a process of its own (services.devtools.audit_compare_cost):
+    rows, seconds, peak RSS."""
+    name = f"audit_bench_live_{uuid.uuid4().hex[:8]}"
+    source = urlsplit(rebuilt).path.lstrip("/")
+    live = asyncio.run(_create_database(database_url, name, template=source))
+    done = subprocess.run(
+        [sys.executable, "-m", "services.devtools.audit_compare_cost", live, rebuilt, prefix],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise SystemExit(f"the compare failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
+    cost = json.loads(done.stdout)
+    return (
+        f"{cost['seconds']:.1f} s, {cost['rows']:,} rows of both sides, "
+        f"{cost['differences']} differences, peak RSS {cost['peak_rss_mib']:.0f} MiB "
+        f"({cost['rss_before_mib']:.0f} MiB resident when it began); {cost['slices']} slices, "
+        f"at most {cost['most_rows_held']:,} rows held; live snapshot open "
+        f"{cost['snapshot_s']:.1f} s, idle at most {cost['longest_idle_ms']:.0f} ms at once"
+    )
+
+
 def _database(url: str, name: str) -> str:
     parts = urlsplit(url)
     return urlunsplit(parts._replace(path=f"/{name}"))
 
 
-async def _create_database(url: str, name: str) -> str:
+async def _create_database(url: str, name: str, template: str | None = None) -> str:
     admin = await asyncpg.connect(url)
     try:
-        await admin.execute(f'CREATE DATABASE "{name}"')
+        copy = f' TEMPLATE "{template}"' if template else ""
+        await admin.execute(f'CREATE DATABASE "{name}"{copy}')
     finally:
         await admin.close()
     return _database(url, name)
@@ -308,6 +338,7 @@ def run(args: argparse.Namespace, bootstrap: str, database_url: str) -> list[tup
     into = asyncio.run(_create_database(database_url, f"audit_bench_{uuid.uuid4().hex[:8]}"))
     seconds, out, _ = _cli(env, "audit", "rebuild", "--into", into)
     rows.append(("audit rebuild", f"{seconds:.1f} s, {events / seconds:,.0f} events/s"))
+    rows.append(("audit compare", _compare_cost(database_url, into, prefix)))
     # The rebuilt database is a projection of this log: the timeline's fast path asks it.
     projected = {**env, "RECON_DATABASE_URL": into}
     samples = [0, made.transactions // 2, made.transactions - 1]
