@@ -374,7 +374,7 @@ async def _with_own_stack(args: argparse.Namespace) -> dict[str, float]:
             # table (its threshold is 50 changed rows): statistics of empty tables would make
             # every plan cost nothing, a state no live system reaches.
             await pg_server_cost.analyze(postgres.url)
-        roots = {"kafka": _pid(kafka), "postgres": _pid(postgres)}
+        roots = {"kafka": kafka.pid or -1, "postgres": postgres.pid or -1}
         roots |= {
             ("provider (sandbox)" if name == "sandbox" else name): process.pid
             for name, process in stack.processes.items()
@@ -540,11 +540,6 @@ async def _start_instances(stack: Stack, counts: dict[str, int]) -> None:
         await wait_spread(
             stack.kafka_bootstrap, [group], count, timeout=90, client_id=f"{RIG_CLIENTS}groups"
         )
-
-
-def _pid(server: object) -> int:
-    process = getattr(server, "_proc", None)
-    return process.pid if process is not None else -1
 
 
 def _print_profile(path: Path, top: int = 30) -> None:

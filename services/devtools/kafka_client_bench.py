@@ -88,7 +88,7 @@ async def one_run(args: argparse.Namespace, kafka: KafkaBroker, n: int, client: 
     transactions = args.transactions + args.warmup
     if not serial:
         await feed(kafka.bootstrap, prefix, transactions, None)
-    broker_pid = kafka._proc.pid if kafka._proc is not None else 0
+    broker_pid = kafka.pid or 0
     cmd = [sys.executable, "-m", "services.devtools.kafka_client_run", "--client", client]
     cmd += ["--bootstrap", kafka.bootstrap, "--prefix", prefix]
     cmd += ["--transactions", str(transactions), "--warmup", str(args.warmup)]

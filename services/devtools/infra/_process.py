@@ -86,6 +86,11 @@ class ServerProcess:
     def is_running(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
 
+    @property
+    def pid(self) -> int | None:
+        """The server's process id while it runs (for per-process CPU accounting)."""
+        return self._proc.pid if self.is_running() and self._proc is not None else None
+
     def start(self) -> None:
         raise NotImplementedError
 
