@@ -110,7 +110,7 @@ async def _paused_compare(
 async def _alter_once_frozen(admin: asyncpg.Connection, table: str, stopped: float) -> None:
     """A migration's ALTER TABLE on a table the frozen compare read: it waits on the
     snapshot (and would hold every statement on the table behind it) until Postgres ends
-    the compare's session."""
+    the compare's session, not before its bound counted from `stopped` (monotonic)."""
     await asyncio.wait_for(
         admin.execute(f"ALTER TABLE {table} ADD COLUMN frozen_compare_test int"), 15
     )
@@ -161,10 +161,13 @@ async def test_a_compare_frozen_in_its_snapshot_lets_an_alter_table_through_afte
         admin = await asyncpg.connect(live_url)
         try:
             process.send_signal(signal.SIGSTOP)
-            stopped = time.monotonic()
+            # Its session went idle at the pause, when the marker was written, not at the
+            # SIGSTOP: on a loaded machine the test sees the marker and stops the process
+            # a few hundred ms later, and a floor counted from the SIGSTOP failed (0.79 s).
+            idle_since = time.monotonic() - (time.time() - marker.stat().st_mtime)
             assert await admin.fetchval(_SEEN + "state = 'idle in transaction'")
             # `transactions`, read already: the snapshot holds its ACCESS SHARE lock.
-            await _alter_once_frozen(admin, "transactions", stopped)
+            await _alter_once_frozen(admin, "transactions", idle_since)
         finally:
             out, err = await _thawed(process, admin, marker)
             await admin.close()
