@@ -13,6 +13,10 @@ shown, and the approve route answers by the decider's own rule.
   nothing recorded: an older preview's digest (`digest_mismatch`), a step that needs no
   approval (`approval_not_required`), a step a person refused (`approval_used`), a
   transaction that failed before its gated step (`not_awaiting_approval`).
+
+One stack for the module (support.stack_fixtures.module_stack): each test has transaction
+ids and sandbox records of its own (side-door and rec-side; route, declined and
+rec-route), reads only their events, calls and effects, and arms no fault.
 """
 
 import asyncio
@@ -23,12 +27,15 @@ from typing import Any
 
 from aiokafka import AIOKafkaProducer
 from support.recon_client import Recon, effects_for, op
+from support.stack_fixtures import module_stack
 
 from events.approval_inputs import ApproveOperation
 from events.keys import partition_key
 from events.preview import StepPreview, preview_digest
 from events.topics import Topics
 from services.devtools.stack import Stack
+
+stack = module_stack
 
 OPS = {"Authorization": "Bearer ops-key"}
 
