@@ -4,7 +4,11 @@ without naming a tx_id or an agent, waits for it to commit, and is refused hones
 destructive operation through the non-destructive tool, by its input schema generated from
 the catalog, a re-planned duplicate naming the first transaction); over streamable HTTP the
 same tools answer with the bearer token and nothing answers without it. The API key, the
-agent and the session are the server's environment, never a tool argument."""
+agent and the session are the server's environment, never a tool argument.
+
+One stack for the module (support.stack_fixtures.module_stack): the second test only starts
+a server that must refuse to run, so the first test's transaction (its tx_id derived, its
+natural key mcp-order-1) and its empty review list are the module's alone."""
 
 import asyncio
 import copy
@@ -20,10 +24,13 @@ from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.types import CallToolResult, TextContent
+from support.stack_fixtures import module_stack
 
 from services.devtools.infra._process import REPO_ROOT
 from services.devtools.stack import Stack
 from services.intake.example import example_transaction
+
+stack = module_stack
 
 READ_ONLY = {
     "get_transaction",
