@@ -17,9 +17,7 @@ from pathlib import Path
 from support.drift_scanner import (
     Asked,
     charges_lost_for_the_test,
-    forget_effects,
-    history_id,
-    old_history,
+    history_and_a_stray,
     scanner_settings,
     scans_by_hand,
 )
@@ -73,18 +71,9 @@ async def test_the_scan_asks_a_declared_provider_for_its_window_alone(
     stack: Stack, recon: Recon, tmp_path: Path
 ) -> None:
     await scans_by_hand(stack)  # this test runs the scans itself
-    old_history(stack, HISTORY)  # two days old: more than a page of 100, outside the window
-    made = [history_id(i) for i in range(HISTORY)]
-    try:
-        stray = await recon.http.post(
-            f"{stack.sandbox_url}/v1/effects/unrecorded",
-            json={"operation": "payments.charge", "payload": {"amount": 7, "currency": "usd"}},
-        )
-        assert stray.status_code == 200, stray.text
-        made.append(stray.json()["id"])
-        await _asks_for_its_window(stack, tmp_path, stray.json()["id"])
-    finally:
-        forget_effects(stack, made)
+    # The history is two days old: more than a page of 100, outside the window.
+    async with history_and_a_stray(stack, recon, HISTORY) as stray:
+        await _asks_for_its_window(stack, tmp_path, stray)
 
 
 async def _asks_for_its_window(stack: Stack, tmp_path: Path, stray: str) -> None:

@@ -143,6 +143,25 @@ def forget_effects(stack: Stack, effect_ids: list[str]) -> None:
         db.close()
 
 
+@asynccontextmanager
+async def history_and_a_stray(stack: Stack, recon: Recon, n: int) -> AsyncIterator[str]:
+    """old_history's `n` effects and a stray charge made now (in the window, no intent):
+    the stray's id. Both are forgotten after, so that a scan of a module's next test over
+    the window does not find them."""
+    old_history(stack, n)
+    made = [history_id(i) for i in range(n)]
+    try:
+        stray = await recon.http.post(
+            f"{stack.sandbox_url}/v1/effects/unrecorded",
+            json={"operation": "payments.charge", "payload": {"amount": 7, "currency": "usd"}},
+        )
+        assert stray.status_code == 200, stray.text
+        made.append(stray.json()["id"])
+        yield stray.json()["id"]
+    finally:
+        forget_effects(stack, made)
+
+
 async def dropped_delivery(stack: Stack, recon: Recon, effect_id: str) -> dict[str, Any]:
     """The effect's webhook delivery, once dropped (a `webhook_drop` fault armed before the
     effect): the sandbox's sender drops it when it takes the delivery, a moment after the
