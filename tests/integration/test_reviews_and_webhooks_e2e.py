@@ -2,7 +2,10 @@
 delivers signed webhooks to the intake, the decider settles what they prove, people
 resolve what nothing else can.
 
-Two stack starts in all: one for webhooks and drift, one (two tenants) for reviews.
+One stack for the module, with two tenants (support.stack_fixtures.module_stack_with,
+TWO_TENANTS_ENV): each test has transaction ids of its own and judges only its own
+transactions, effects, deliveries and drift; the reviews are the second test's alone (the
+pull reconciler, 600 s away, sends nothing to review); the faults are disarmed after each.
 """
 
 from __future__ import annotations
@@ -14,13 +17,18 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 import httpx
+import pytest
 from support.recon_client import Recon, effects_for, op, transaction
 from support.review_requests import request_review
 from support.settled import settled
+from support.stack_fixtures import TWO_TENANTS_ENV, module_stack_with
 from support.topic_records import read_topic
 
 from events.topics import Topics
 from services.devtools.stack import Stack
+
+stack = module_stack_with(**TWO_TENANTS_ENV)
+pytestmark = pytest.mark.usefixtures("disarmed")
 
 T = TypeVar("T")
 OTHER = {"Authorization": "Bearer other-key"}
@@ -111,8 +119,17 @@ async def test_webhooks_confirm_lost_responses_once_and_report_unintended_effect
             assert len(webhooks) == 1, (tx_id, action)  # the duplicate was not observed
         final = await recon.get(tx_id)
         assert {o["state"] for o in final.json()["operations"]} == {"confirmed"}
+    # Those of this test's effects: another test's dropped deliveries are on the sandbox.
+    keys = {
+        o["op_key"]
+        for t in ("lost-1", "dup-1", "reorder-1")
+        for o in (await recon.get(t)).json()["operations"]
+    }
+    ours = {e["id"] for e in await recon.effects() if e["idempotency_key"] in keys}
     duplicated = await recon.http.get(f"{recon.sandbox_url}/v1/webhooks/deliveries")
-    assert all(d["status"] == "delivered" for d in duplicated.json()["deliveries"])
+    deliveries = [d for d in duplicated.json()["deliveries"] if d["effect_id"] in ours]
+    assert {d["effect_id"] for d in deliveries} == ours
+    assert all(d["status"] == "delivered" for d in deliveries), deliveries
 
     # An effect nobody asked recon for: reported as drift, once, to every tenant (redacted;
     # in full to the deployment's admin keys only, README "Drift").
@@ -172,9 +189,8 @@ async def test_webhooks_confirm_lost_responses_once_and_report_unintended_effect
 
 
 async def test_review_resolutions_move_transactions_on_for_their_tenant_only(
-    two_tenants: tuple[Stack, Recon],
+    stack: Stack, recon: Recon
 ) -> None:
-    stack, recon = two_tenants
     # Three charges whose outcome nothing can learn: the response is lost, lookups fail
     # and the provider's webhook never comes.
     await recon.arm("payments.charge", "lookup_unavailable", times=1000)

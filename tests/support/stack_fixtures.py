@@ -3,6 +3,7 @@
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import Infra, drop_topics, new_database, new_topic_prefix
@@ -89,21 +90,31 @@ async def stack_of_its_own(infra: Infra, logs: Path, **env: str) -> AsyncIterato
         drop_topics(infra, prefix)
 
 
-@pytest.fixture(scope="module")
-async def module_stack(
-    infra: Infra, tmp_path_factory: pytest.TempPathFactory
-) -> AsyncIterator[Stack]:
-    """The `stack` fixture's stack, started once for a whole test module that says
-    `stack = module_stack`: a stack's start is ~5-10 s of the suite's two cores, most of a
-    short test's cost (docs/testing.md, "The suite's wall time"). Only for tests that
-    share it without seeing each other's work: each its own transaction ids, none counting
-    every row, effect or record, none relying on a table or a log being empty, a fault
-    armed at the sandbox disarmed after each test, and no process killed, frozen or
-    restarted (a module's tests run in any order, pytest-randomly's). Under xdist a
-    module split over both workers starts one on each."""
-    logs = tmp_path_factory.mktemp("stack") / "logs"
-    async with stack_of_its_own(infra, logs, **STACK_ENV) as stack:
-        yield stack
+# Any: the type pytest.fixture returns (FixtureFunctionDefinition) is private to pytest.
+def module_stack_with(**env: str) -> Any:
+    """A module-scoped fixture: the `stack` fixture's stack with `env` added, started once
+    for a whole test module that says `stack = module_stack_with(...)` (or `stack =
+    module_stack`, with nothing added): a stack's start is ~5-10 s of the suite's two
+    cores, most of a short test's cost (docs/testing.md, "The suite's wall time"). Only for
+    tests that share it without seeing each other's work: each its own transaction ids,
+    none counting every row, effect or record, none relying on a table or a log being
+    empty, a fault armed at the sandbox disarmed after each test, and no process frozen,
+    or killed or stopped without its successor ready before the test goes on (a module's
+    tests run in any order, pytest-randomly's). Under xdist a module split over both
+    workers starts one on each."""
+
+    @pytest.fixture(scope="module")
+    async def module_stack(
+        infra: Infra, tmp_path_factory: pytest.TempPathFactory
+    ) -> AsyncIterator[Stack]:
+        logs = tmp_path_factory.mktemp("stack") / "logs"
+        async with stack_of_its_own(infra, logs, **{**STACK_ENV, **env}) as stack:
+            yield stack
+
+    return module_stack
+
+
+module_stack = module_stack_with()
 
 
 StackWith = Callable[..., AbstractAsyncContextManager[tuple[Stack, Recon]]]
@@ -135,16 +146,20 @@ def stack_with(
     return start
 
 
+# Tenants `demo` (demo-key, operator ops-key) and `other` (other-key, operator
+# other-ops-key); the pull reconciler stays out of the way, since these tests request their
+# reviews themselves.
+TWO_TENANTS_ENV = {
+    "RECON_API_KEYS": "demo-key=demo,other-key=other",
+    "RECON_OPERATOR_KEYS": "ops-key=demo:operator,other-ops-key=other:mallory",
+    "RECON_RECONCILE_AFTER_S": "600",
+}
+
+
 @pytest.fixture
 async def two_tenants(stack_with: StackWith) -> AsyncIterator[tuple[Stack, Recon]]:
-    """Tenants `demo` (demo-key, operator ops-key) and `other` (other-key, operator
-    other-ops-key); the pull reconciler stays out of
-    the way, since these tests request their reviews themselves."""
-    async with stack_with(
-        RECON_API_KEYS="demo-key=demo,other-key=other",
-        RECON_OPERATOR_KEYS="ops-key=demo:operator,other-ops-key=other:mallory",
-        RECON_RECONCILE_AFTER_S="600",
-    ) as pair:
+    """The whole stack with TWO_TENANTS_ENV, and a client of it as demo-key."""
+    async with stack_with(**TWO_TENANTS_ENV) as pair:
         yield pair
 
 
