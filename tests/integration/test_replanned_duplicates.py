@@ -4,6 +4,12 @@ submissions never reach the provider, whichever door they race through (four HTT
 submissions and one on the Kafka intents topic at once), through the MCP server, and after
 the intake was killed and restarted. The proof is the provider's own call log (one charge
 applied), not recon's rows. Real processes (the stack), real Kafka and Postgres.
+
+One stack for the module (support.stack_fixtures.module_stack): each test plans an order of
+its own (ORDER, STEADY_ORDER) under transaction ids of its own, and counts the charges
+applied since it started (every earlier test's transactions are settled by then). The first
+test kills the intake and waits until the one it starts again is ready before it goes on,
+so the stack is whole again when the next test begins.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from aiokafka import AIOKafkaProducer
 from mcp import Client, StdioServerParameters
 from mcp.types import TextContent
 from support.recon_client import Recon
+from support.stack_fixtures import module_stack
 from support.topic_records import read_records
 
 from events.topics import Topics
@@ -27,15 +34,18 @@ from services.devtools.infra._process import REPO_ROOT
 from services.devtools.stack import Stack
 from services.intake.example import example_transaction
 
+stack = module_stack
+
 ORDER = "order-42"
+STEADY_ORDER = "order-43"
 
 
-def planned(tx_id: str, amount: int = 1299) -> dict[str, Any]:
-    """The agent's plan for ORDER under `tx_id`: the charge carries the order id."""
+def planned(tx_id: str, amount: int = 1299, order: str = ORDER) -> dict[str, Any]:
+    """The agent's plan for `order` under `tx_id`: the charge carries the order id."""
     body = copy.deepcopy(example_transaction(tx_id))
     charge = body["steps"][1]
     charge["payload"]["amount"] = amount
-    charge["natural_key"] = ORDER
+    charge["natural_key"] = order
     return body
 
 
@@ -74,6 +84,7 @@ async def until_settled_refusal(submit: Any, tx_id: str, timeout: float = 120) -
 async def test_a_replanned_duplicate_never_reaches_the_provider_through_any_door(
     stack: Stack, recon: Recon
 ) -> None:
+    earlier = await charges_applied(recon)
     producer = AIOKafkaProducer(bootstrap_servers=stack.kafka_bootstrap, acks="all")
     await producer.start()
     kafka_sent: dict[str, int] = {}
@@ -152,7 +163,7 @@ async def test_a_replanned_duplicate_never_reaches_the_provider_through_any_door
         assert charge["state"] == "awaiting_approval", waiting
 
         # The provider's own log: one charge for the order, whatever came through the doors.
-        assert await charges_applied(recon) == 1
+        assert await charges_applied(recon) == earlier + 1
 
         # The person decides it is a second charge of its own: previewed and approved by an
         # operator, it goes through once (the gate is the ordinary approval's).
@@ -173,18 +184,19 @@ async def test_a_replanned_duplicate_never_reaches_the_provider_through_any_door
         )
         assert approved.status_code == 201, approved.text
         assert (await recon.wait_terminal("plan-corrected"))["status"] == "committed"
-        assert await charges_applied(recon) == 2
+        assert await charges_applied(recon) == earlier + 2
     finally:
         await producer.stop()
 
 
 async def test_the_same_tx_id_retried_keeps_its_natural_key(stack: Stack, recon: Recon) -> None:
     # The documented way: one tx_id per intent, reused on every retry, is simply idempotent.
-    first = await recon.submit(planned("steady"))
-    again = await recon.submit(planned("steady"))
+    earlier = await charges_applied(recon)
+    first = await recon.submit(planned("steady", order=STEADY_ORDER))
+    again = await recon.submit(planned("steady", order=STEADY_ORDER))
     assert (first.status_code, again.status_code) in ((202, 200), (202, 202)), again.text
     assert first.json()["operations"] == again.json()["operations"]
     assert (await recon.wait_terminal("steady"))["status"] == "committed"
-    assert await charges_applied(recon) == 1
+    assert await charges_applied(recon) == earlier + 1
     async with httpx.AsyncClient() as http:
         assert (await http.get(stack.intake_url + "/healthz")).status_code == 200
