@@ -106,21 +106,34 @@ class Gatekeeper:
         # The intent reads in flight (`_intent_read`): one per transaction, whoever asks.
         self._reading: dict[tuple[str, str], asyncio.Future[store.Authority]] = {}
         self._begins = StatementBatch(self._begin_many)
+        # Held while a pool is opened or closed. The pools open on first use, and the calls
+        # of several partitions start together at a take: each saw no pool and opened one,
+        # and all but the last were never closed (their connections held for the life of
+        # the process; tests/integration/test_gate_pools_opened_once.py).
+        self._opening = asyncio.Lock()
 
     async def close(self) -> None:
-        await stop_each(*(pool.close for pool in (self.pool, self.begin_pool) if pool is not None))
+        # Under the lock: a pool still being opened is closed once open, not left behind.
+        async with self._opening:
+            pools = (self.pool, self.begin_pool)
+            await stop_each(*(pool.close for pool in pools if pool is not None))
 
     async def _pool(self) -> asyncpg.Pool:
         if self.pool is None:
-            # Without asyncpg's reset round trip per release (services.pg_pool): the
-            # governance store takes transaction-scoped advisory locks only.
-            pool = await create_pool(self.settings.database_url, min_size=1, max_size=4)
-            self.pool = pool
+            async with self._opening:
+                if self.pool is None:
+                    # Without asyncpg's reset round trip per release (services.pg_pool):
+                    # the governance store takes transaction-scoped advisory locks only.
+                    url = self.settings.database_url
+                    self.pool = await create_pool(url, min_size=1, max_size=4)
         return self.pool
 
     async def _begin_pool(self) -> asyncpg.Pool:
         if self.begin_pool is None:
-            self.begin_pool = await calls_begun.open_begin_pool(self.settings.database_url)
+            async with self._opening:
+                if self.begin_pool is None:
+                    url = self.settings.database_url
+                    self.begin_pool = await calls_begun.open_begin_pool(url)
         return self.begin_pool
 
     async def refresh(self, within: float = 0.0) -> None:
