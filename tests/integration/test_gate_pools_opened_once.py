@@ -26,9 +26,9 @@ async def test_the_gate_pools_open_once_and_close_with_the_gate(fresh_database: 
             *(gate._pool() for _ in range(CALLERS)),
             *(gate._begin_pool() for _ in range(CALLERS)),
         )
-        assert len({id(pool) for pool in opened}) == 2, "a pool was opened more than once"
         # min_size=1 each: one connection per pool, besides the observer's.
-        assert await _connections(observer) == 2
+        assert await _connections(observer) == 2, "a pool was opened more than once"
+        assert len({id(pool) for pool in opened}) == 2
         await gate.close()
         # A closed connection's backend ends a moment after: counted until it has.
         assert await _connections(observer, settled_at=0) == 0, "the gate left connections open"
