@@ -4,8 +4,20 @@ configuration that cannot work still stops the process.
 Topic set-up (services.kafka_setup.ensure_topics) already waits for Kafka, but a broker can go
 down between that and the start of a producer or consumer (found by `make chaos`: a
 dispatcher started during a broker restart exited on `KafkaConnectionError` from
-`producer.start()`). aiokafka fails such a start while bootstrapping, before the client keeps
-any state, so the same client is started again after a back-off.
+`producer.start()`), so the same client is started again after a back-off.
+
+Started again, not made anew: aiokafka (pinned, uv.lock) lets a retriable error out of a
+start only before the client keeps anything a second start trips on. A producer's comes
+from its bootstrap or its producer id, before its sender task exists; a group consumer's
+from its bootstrap or its topics' first metadata, before it makes its fetcher (a second
+bootstrap reuses the metadata task the first made). A broker lost once the consumer has
+its fetcher and coordinator (refused connections, no coordinator yet) is retried inside
+aiokafka's start, which waits for the broker; what still leaves it then is not retriable
+(a refused group, an answer aiokafka does not expect) and is raised here at once
+(tests/fault/test_kafka_lost_after_consumer_bootstrap.py kills the broker at that moment).
+A consumer started again once its fetcher exists ends the process on aiokafka's `assert
+self._fetcher is None` ("Did you call `start` twice?"): so not for a consumer without a
+group, whose start can raise a retriable UnknownTopicOrPartitionError after its fetcher.
 
 Transient or permanent: an error Kafka marks retriable (the broker refuses connections, is
 not the leader yet, ...) is retried for `START_TIMEOUT_S`; any other error (a refused
