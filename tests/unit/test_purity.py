@@ -46,6 +46,8 @@ PURE = [
     ROOT / "services/governance/resources.py",
     ROOT / "services/intake/submission.py",
     ROOT / "services/intake/operation_record.py",
+    ROOT / "services/cli/audit_compare_slices.py",
+    ROOT / "services/cli/audit_compare_found.py",
     ROOT / "services/devtools/restarts.py",
     ROOT / "services/devtools/sandbox/catalog.py",
     ROOT / "services/devtools/sandbox/fingerprint.py",
