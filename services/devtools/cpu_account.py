@@ -35,6 +35,12 @@ def _stat(pid: int) -> tuple[int, float, float] | None:
     return int(fields[1]), own, reaped
 
 
+def process_seconds(pid: int) -> float:
+    """CPU seconds so far of process `pid`, all its threads (those ended too); 0 if gone."""
+    stat = _stat(pid)
+    return stat[1] if stat is not None else 0.0
+
+
 # A HotSpot JVM's JIT compilers run in threads named "C1 CompilerThread0", "C2 CompilerThread1",
 # ...; the kernel keeps the first 15 characters of a thread's name.
 JIT_THREADS = ("C1 CompilerThre", "C2 CompilerThre")

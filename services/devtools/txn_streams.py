@@ -44,7 +44,7 @@ from aiokafka.structs import OffsetAndMetadata
 from services.config import MAX_PARTITIONS
 from services.decider.record_batches import Planned, send_planned
 from services.decider.runtime import MAX_RECORD_BYTES
-from services.devtools.cpu_account import jit_seconds
+from services.devtools.cpu_account import jit_seconds, process_seconds
 from services.devtools.infra.kafka import KafkaBroker
 from services.devtools.kip447 import fenced_offset_commits
 from services.devtools.ports import free_port
@@ -97,12 +97,7 @@ def _producer(bootstrap: str, transactional_id: str) -> AIOKafkaProducer:
 
 def broker_seconds(pid: int) -> float:
     """CPU seconds so far of the JVM `pid`, its JIT compiler threads left out."""
-    total = 0
-    for task in os.listdir(f"/proc/{pid}/task"):
-        with open(f"/proc/{pid}/task/{task}/stat") as stat:
-            fields = stat.read().rsplit(")", 1)[1].split()
-        total += int(fields[11]) + int(fields[12])
-    return total / os.sysconf("SC_CLK_TCK") - jit_seconds(pid)
+    return process_seconds(pid) - jit_seconds(pid)
 
 
 async def _member(bootstrap: str, shape: Shape) -> AIOKafkaConsumer:
