@@ -50,6 +50,10 @@ POLICY = {
 }
 
 
+# Called with a round's number and its refused sessions.
+OnRound = Callable[[int, list[str]], Awaitable[None]]
+
+
 def body(tx_id: str) -> dict[str, Any]:
     return {
         "tx_id": tx_id,
@@ -122,9 +126,10 @@ class Filler:
 
         await _until(handed_off, f"{session}'s release never reached the projection")
 
-    async def round(self, n: int) -> list[str]:
+    async def round(self, n: int, on_refused: OnRound) -> list[str]:
         """Fresh sessions claim a handed-off transaction at once: the first one the decider
-        reads takes it, the others are refused on the log. The taker then releases it."""
+        reads takes it, the others are refused on the log; `on_refused` hears them before
+        they send their release and review. The taker then releases it."""
         sessions = [f"s-{n}-{k}" for k in range(CLAIMS_PER_ROUND)]
         answers = await asyncio.gather(
             *(self.post("claim", {"agent_id": "agent-B", "session_id": s}) for s in sessions)
@@ -148,6 +153,7 @@ class Filler:
         events = await _until(decided, f"round {n}'s claims never reached the projection")
         owner, released = last_owner(events)
         refused = [s for s in claimed if s != owner]
+        await on_refused(n, refused)
         handoff = [self.fenced(refused)]
         if not released and session_count(events) < MAX_SESSION_EVENTS:
             handoff.append(self.release(owner))
@@ -171,12 +177,12 @@ class Filler:
             error = (answer.status_code, answer.json().get("error"))
             assert error in ((409, "fenced"), (429, TOO_MANY_COMMANDS)), answer.text
 
-    async def fill(self, on_round: Callable[[int, list[str]], Awaitable[None]]) -> None:
+    async def fill(self, on_refused: OnRound, on_round: OnRound) -> None:
         await self.release("s-A")
         n = 0
         while (counted := await self.session_events()) < MAX_SESSION_EVENTS:
             print(f"{self.tx_id}: round {n}, {counted} session events")
-            refused = await self.round(n)
+            refused = await self.round(n, on_refused)
             await on_round(n, refused)
             n += 1
 
@@ -207,7 +213,11 @@ async def test_past_the_cap_a_fresh_session_gets_429_and_operators_still_get_thr
         aborting, resolving = fillers
 
         # A fenced session repeats its abort once the decider's window of input ids no
-        # longer holds the first one: the same answer, and one refusal on the chain.
+        # longer holds the first one: the same answer, and one refusal on the chain. The
+        # first abort goes before the first round's refused sessions send their release and
+        # review (two inputs each, ~126 with 64 claims), so that they move the window on
+        # while the cap is still far: sent after them, ~192 of the 256 session events were
+        # spent and the cap could come before SEEN_WINDOW more inputs (CI on 35acad5).
         repeater: list[str] = []
         repeated: list[bool] = []
 
@@ -218,27 +228,45 @@ async def test_past_the_cap_a_fresh_session_gets_429_and_operators_still_get_thr
                 data["command"],
             ) == (repeater[0], "AbortTransaction")
 
-        async def repeat_abort(n: int, refused: list[str]) -> None:
+        async def first_abort(n: int, refused: list[str]) -> None:
             if not repeater and refused:
                 repeater.append(refused[0])
                 first = await resolving.post("abort", resolving.as_session(repeater[0]))
                 assert (first.status_code, first.json().get("error")) == (409, "fenced"), first.text
-                return
-            if not repeater or repeated:
-                return
+
+        # Commands the refused sessions sent after the first abort: two each a round.
+        sent_since: list[int] = [0]
+
+        async def window_moved_on() -> bool:
+            """More inputs than the decider's window holds decided after the first abort."""
             events = await resolving.events()
             after = [i for i, e in enumerate(events) if is_repeaters_abort(e)]
-            inputs_since = {e["causation_id"] for e in events[after[0] + 1 :]} if after else set()
-            if len(inputs_since) > SEEN_WINDOW:
-                again = await resolving.post("abort", resolving.as_session(repeater[0]))
-                assert (again.status_code, again.json()["error"]) == (409, "fenced"), again.text
-                repeated.append(True)
+            since = {e["causation_id"] for e in events[after[0] + 1 :]} if after else set()
+            return len(since) > SEEN_WINDOW
+
+        async def repeat_abort(n: int, refused: list[str]) -> None:
+            if not repeater or repeated:
+                return
+            sent_since[0] += 2 * len(refused)
+            if sent_since[0] <= SEEN_WINDOW:
+                return
+            # Enough were sent: wait for the projection to show them decided, then repeat
+            # while the cap is still far (~193 of 256 session events after the first round).
+            await _until(
+                window_moved_on,
+                f"{sent_since[0]} commands sent after the abort never moved the window on",
+            )
+            again = await resolving.post("abort", resolving.as_session(repeater[0]))
+            assert (again.status_code, again.json()["error"]) == (409, "fenced"), again.text
+            repeated.append(True)
 
         async def nothing(n: int, refused: list[str]) -> None:
             return None
 
         started = time.monotonic()
-        await asyncio.gather(aborting.fill(nothing), resolving.fill(repeat_abort))
+        await asyncio.gather(
+            aborting.fill(nothing, nothing), resolving.fill(first_abort, repeat_abort)
+        )
         print(f"filled two caps in {time.monotonic() - started:.1f} s")
         assert repeated, "the abort was never repeated"
         aborts = [e for e in await resolving.events() if is_repeaters_abort(e)]
