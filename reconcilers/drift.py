@@ -8,7 +8,7 @@ id and the drift is reported once.
 """
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from events.definition import Leg
@@ -87,17 +87,52 @@ def created_instant(raw: dict[str, Any]) -> datetime:
     return created_at
 
 
+# datetime's step, and Postgres's: the first instant strictly after another.
+_STEP = timedelta(microseconds=1)
+# What first_covered answers when a cut covers no instant: past every leg the ledger holds.
+_NO_LEG = datetime.max.replace(tzinfo=UTC)
+
+
+def cut_edge(covered_from: datetime, grace: timedelta) -> datetime | None:
+    """The first dispatch instant whose leg a listing cut at `covered_from` covers, and
+    every later one: a leg dispatched more than `grace` after the cut (the provider's clock
+    may differ from recon's by that much, and an effect created at the cut's very instant
+    may be among those the cut left out). None when it covers none: NOTHING_COVERED (a
+    listing of unknown order, services.providers.interface), or a cut whose edge is out
+    of datetime's range in UTC (an effect listed as created in the year 9999, or on
+    0001-01-01 east of Greenwich): nothing is proved absent rather than an instant no
+    database driver can send.
+
+    The one place the rule is written: `covers` judges a leg by it, `first_covered` bounds
+    the ledger's read by it and reconcilers.drift_span.Span.left_out keeps what lies below
+    it as a hole, so the three cannot disagree on a boundary."""
+    try:
+        return covered_from.astimezone(UTC) + grace + _STEP
+    except OverflowError:
+        return None
+
+
+def covers(covered_from: datetime | None, grace: timedelta, dispatched_at: datetime) -> bool:
+    """Whether a listing cut at `covered_from` (None: whole) that does not hold a leg's
+    effect proves it absent: the leg was dispatched at or after the cut's edge (`cut_edge`).
+    An older leg's effect may be one the cut left out, and a cut listing is no proof of
+    absence; not covered is the safe side (no drift reported, none proved)."""
+    if covered_from is None:
+        return True
+    edge = cut_edge(covered_from, grace)
+    return edge is not None and dispatched_at >= edge
+
+
 def first_covered(covered_from: datetime | None, grace: timedelta, since: datetime) -> datetime:
-    """The earliest dispatch instant whose leg `compare` may find without effect under a
-    listing cut at `covered_from` (None: a whole listing, every leg since `since`): the
-    ledger need not be read before it, but for the listed keys. A lower bound: compare
-    judges each leg by its own rule below."""
+    """The earliest dispatch instant, from `since` on, whose leg `compare` may find without
+    effect under a listing cut at `covered_from` (None: a whole listing, every leg since
+    `since`): the ledger need not be read before it, but for the listed keys. A lower bound
+    of `covers` (no leg dispatched before it is covered), and exact: every leg from it on
+    is, unless the cut covers none (then datetime.max, past any leg)."""
     if covered_from is None:
         return since
-    try:
-        return max(since, covered_from + grace)
-    except OverflowError:  # services.providers.interface.NOTHING_COVERED: no leg at all
-        return covered_from
+    edge = cut_edge(covered_from, grace)
+    return _NO_LEG if edge is None else max(since, edge)
 
 
 def compare(
@@ -134,9 +169,8 @@ def compare(
     `covered_from`: None when `effects` is the provider's whole list (of the window); an
     instant when the listing was cut (services.providers.interface.EffectListing) and
     holds only the effects created after it. Every listed effect is still judged, but a
-    leg's missing effect is judged only for a leg dispatched more than `grace` after that
-    instant (the provider's clock may differ from recon's): an older leg's effect may be
-    one the listing left out, and a cut listing is no proof of absence.
+    leg's missing effect only for a leg the cut `covers` (dispatched more than `grace`
+    after it).
 
     `judged_below`: None for a span up to `now` less the grace; an instant for a hole's
     span (reconcilers.drift_span.hole_span): a leg dispatched at or after it lies in the
@@ -180,13 +214,12 @@ def compare(
     for entry in sorted(entries.values(), key=lambda e: (e.dispatched_at, e.op_key)):
         matching = by_key.get(entry.op_key, [])
         if not matching:
-            covered = covered_from is None or entry.dispatched_at - grace > covered_from
             due = (
                 window_start <= entry.dispatched_at
                 and now - entry.dispatched_at >= grace
                 and (judged_below is None or entry.dispatched_at < judged_below)
             )
-            if entry.confirmed and due and covered:
+            if entry.confirmed and due and covers(covered_from, grace, entry.dispatched_at):
                 found.append(_without_effect(entry, account, detected_at))
             continue
         for effect in matching:

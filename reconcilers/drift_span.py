@@ -23,6 +23,8 @@ page cap at a time, until it closes.
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from reconcilers.drift import cut_edge
+
 
 @dataclass(frozen=True)
 class Span:
@@ -55,9 +57,10 @@ class Span:
     ) -> "Hole | None":
         """What a listing of this span cut at `covered_from` (None: whole) left unjudged:
         reconcilers.drift.compare judges an effect created after `covered_from` and a
-        leg dispatched more than `grace` after it, so [judged_from, covered_from + grace]
-        is left, or nothing when that is empty. A listing of unknown order
-        (NOTHING_COVERED) covers nothing: the whole span is left.
+        leg the cut covers (reconcilers.drift.covers: dispatched more than `grace` after
+        it), so [judged_from, covered_from + grace] is left, or nothing when that is
+        empty. A listing of unknown order (NOTHING_COVERED) covers nothing: the whole span
+        is left.
 
         A hole's span whose listing proved nothing of its top (a page cap of effects
         within two graces of it: the provider made them faster than a listing can hold)
@@ -72,14 +75,13 @@ class Span:
         if covered_from is None:
             return None
         top = self.judged_to if self.judged_below is None else self.judged_below
-        try:
-            # compare judges a leg only strictly more than a grace after the cut (an
-            # effect at the cut's very instant may be among those left out), so a leg
-            # dispatched exactly then is left too: the hole ends just past it.
-            edge = min(covered_from + grace + _TICK, top)
-        except OverflowError:  # services.providers.interface.NOTHING_COVERED
+        # The legs compare judges are those the cut covers (from its edge on): the hole
+        # ends there, a leg dispatched a grace after the cut exactly being left too.
+        covered = cut_edge(covered_from, grace)
+        if covered is None:  # services.providers.interface.NOTHING_COVERED
             edge = top
         else:
+            edge = min(covered, top)
             if self.gives_up(covered_from, grace):
                 # The provider rounds `ask_until` up to its own tick (the sandbox's
                 # millisecond, Stripe's second), so asking below the cut plus one
@@ -103,10 +105,9 @@ class Span:
         up: later listings go on below the cut."""
         if self.judged_below is None or covered_from is None or grace <= timedelta(0):
             return False
-        try:
-            return covered_from + grace + _TICK >= self.judged_below
-        except OverflowError:  # NOTHING_COVERED: the hole is kept whole, nothing given up
-            return False
+        covered = cut_edge(covered_from, grace)
+        # None (NOTHING_COVERED): the hole is kept whole, nothing given up.
+        return covered is not None and covered >= self.judged_below
 
 
 # The smallest step of an instant: what a provider rounds up to its own tick.

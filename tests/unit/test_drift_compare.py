@@ -1,5 +1,6 @@
 """The drift scan's comparison, one kind at a time."""
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -8,6 +9,7 @@ import pytest
 from events.definition import Leg
 from events.drift import DriftDetected, DriftKind, drift_id
 from reconcilers.drift import Effect, LedgerEntry, UnreadableEffect, compare, effect_from_json
+from services.providers.interface import NOTHING_COVERED
 
 NOW = datetime(2025, 1, 2, tzinfo=UTC)
 WINDOW = NOW - timedelta(days=1)
@@ -230,6 +232,19 @@ def test_a_cut_listing_proves_no_effect_absent_for_a_leg_older_than_the_cut() ->
     # A leg dispatched well after the cut is covered: its missing effect is drift.
     [found] = scan([], [entry(age_s=600)], covered_from=cut)
     assert found.kind is DriftKind.INTENT_WITHOUT_EFFECT
+
+
+def test_compare_judges_a_missing_effect_from_the_cuts_edge_exactly() -> None:
+    # reconcilers.drift.covers decides; compare must ask it for every leg it would report
+    # (the runtime reads no older leg from the ledger, but compare's other callers may).
+    cut = NOW - timedelta(seconds=1000)
+    at_the_edge = replace(entry(), dispatched_at=cut + GRACE)
+    just_after = replace(entry(), dispatched_at=cut + GRACE + timedelta(microseconds=1))
+    assert scan([], [at_the_edge], covered_from=cut) == []
+    [found] = scan([], [just_after], covered_from=cut)
+    assert found.kind is DriftKind.INTENT_WITHOUT_EFFECT
+    # Unknown order: a cut that covers nothing, however recent the leg.
+    assert scan([], [entry(age_s=GRACE.total_seconds())], covered_from=NOTHING_COVERED) == []
 
 
 def test_an_effect_a_cut_listing_holds_is_still_judged() -> None:
