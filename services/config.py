@@ -4,9 +4,11 @@ Every recon process reads the same variables, so one environment describes a who
 deployment; a bad value stops the process before it touches Kafka or Postgres.
 """
 
+import math
 import os
 from collections.abc import Collection
 from dataclasses import dataclass, field, replace
+from datetime import timedelta
 from typing import TYPE_CHECKING, TypeVar
 
 from events.topics import PARTITIONS, Topics
@@ -173,8 +175,14 @@ def _float(name: str) -> float:
         value = float(raw)
     except ValueError:
         raise ConfigError(f"{name}: expected a number of seconds, got {raw!r}") from None
-    if value <= 0:
-        raise ConfigError(f"{name}: must be positive, got {raw!r}")
+    # float() reads 'nan' and 'inf' too: nan passed `<= 0` and failed at the first use
+    # (timedelta(seconds=nan) in a drift scan), inf and a huge value overflowed there.
+    if not math.isfinite(value) or value <= 0:
+        raise ConfigError(f"{name}: must be a positive number of seconds, got {raw!r}")
+    try:
+        timedelta(seconds=value)
+    except OverflowError:
+        raise ConfigError(f"{name}: too long a time, got {raw!r}") from None
     return value
 
 

@@ -71,3 +71,21 @@ def test_an_admin_key_is_apart_from_every_tenants_keys() -> None:
     assert admin_keys("", {"demo-key"}) == {}
     with pytest.raises(ConfigError, match="RECON_ADMIN_KEYS"):
         admin_keys("ops-key=ada", {"demo-key", "ops-key"})
+
+
+@pytest.mark.parametrize("raw", ["nan", "NaN", "inf", "-inf", "1e300", "0", "-5", "soon"])
+def test_a_time_in_seconds_that_is_no_positive_finite_duration_is_refused_at_start(
+    raw: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """float() reads 'nan' and 'inf': a grace of nan loaded and failed in the first drift
+    scan, one of 1e300 overflowed there; both are refused at start, naming the variable."""
+    from services.config import ConfigError
+
+    monkeypatch.setenv("RECON_DRIFT_GRACE_S", raw)
+    with pytest.raises(ConfigError, match="RECON_DRIFT_GRACE_S"):
+        load_settings()
+
+
+def test_a_long_time_in_seconds_is_still_a_duration(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RECON_DRIFT_GRACE_S", "1e9")
+    assert load_settings().reconciler.drift_grace_s == 1e9
