@@ -4,13 +4,13 @@ No consumer group (nothing is committed, no other consumer is disturbed) and
 read_committed (records of aborted Kafka transactions were never part of the log).
 """
 
-import asyncio
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 
 from aiokafka import AIOKafkaConsumer
 from aiokafka.structs import ConsumerRecord, TopicPartition
 
+from services.closing import stopped_with
 from services.kafka_clients import connection
 
 
@@ -91,20 +91,16 @@ async def open_partitions(
     """The records of each partition from its start offset up to its end offset (one
     slice of a snapshot taken elsewhere: a window of a partition, or the partitions one
     process of a parallel audit reads)."""
-    consumer = _consumer(bootstrap)
-    await consumer.start()
-    try:
+    # Stopped however it ends, a start that failed part-way included (services.closing).
+    async with AsyncExitStack() as stack:
+        # A slice with nothing to read stops without awaiting anything since its start:
+        # stopped_with lets the consumer's reset task run first (it is aiokafka's rule).
+        consumer = stopped_with(stack, _consumer(bootstrap))
+        await consumer.start()
         consumer.assign(list(starts))
         for tp, offset in starts.items():
             consumer.seek(tp, offset)
         yield LogSnapshot(consumer, {tp: ends[tp] for tp in starts}, starts)
-    finally:
-        # aiokafka 0.14's stop() raises CancelledError when it cancels the consumer's
-        # reset task before that task ever ran: a slice with nothing to read stops without
-        # awaiting anything (audit verify --workers 4 on a log with empty partitions
-        # crashed there). One turn of the loop lets the task start.
-        await asyncio.sleep(0)
-        await consumer.stop()
 
 
 @asynccontextmanager
@@ -112,9 +108,9 @@ async def open_snapshot(
     bootstrap: str, topics: list[str], optional: tuple[str, ...] = ()
 ) -> AsyncIterator[LogSnapshot]:
     """`optional`: topics read when they exist (one an older recon never created)."""
-    consumer = _consumer(bootstrap)
-    await consumer.start()
-    try:
+    async with AsyncExitStack() as stack:  # as open_partitions
+        consumer = stopped_with(stack, _consumer(bootstrap))
+        await consumer.start()
         # consumer.topics() returns the topics without updating the consumer's own
         # metadata, which partitions_for_topic reads; aiokafka has no public call for it.
         await consumer._client.force_metadata_update()
@@ -134,5 +130,3 @@ async def open_snapshot(
         await consumer.seek_to_beginning(*partitions)
         ends: dict[TopicPartition, int] = await consumer.end_offsets(partitions)
         yield LogSnapshot(consumer, ends)
-    finally:
-        await consumer.stop()

@@ -9,7 +9,7 @@ No consumer group, read_committed, as log_snapshot reads.
 """
 
 from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from typing import TypeAlias
 
 from aiokafka import AIOKafkaConsumer
@@ -17,6 +17,7 @@ from aiokafka.partitioner import DefaultPartitioner
 from aiokafka.structs import ConsumerRecord, TopicPartition
 
 from services.cli.log_snapshot import AuditError
+from services.closing import stopped_with
 from services.kafka_clients import connection
 
 Record: TypeAlias = "ConsumerRecord[bytes, bytes]"
@@ -100,11 +101,11 @@ async def open_reader(bootstrap: str, topics: list[str]) -> AsyncIterator[Partit
         # seek would otherwise wait out behind the fetch in flight.
         fetch_max_wait_ms=10,
     )
-    await consumer.start()
-    try:
+    # Stopped however it ends, a start that failed part-way included (services.closing).
+    async with AsyncExitStack() as stack:
+        stopped_with(stack, consumer)
+        await consumer.start()
         # The consumer's own metadata, which partitions_for_topic reads, for these topics
         # (it tracks only the topics it was told of; aiokafka has no public call for it).
         await consumer._client.set_topics(topics)
         yield PartitionReader(consumer, bootstrap)
-    finally:
-        await consumer.stop()

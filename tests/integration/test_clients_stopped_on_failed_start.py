@@ -1,7 +1,8 @@
 """A process whose start fails part-way stops every Kafka client and closes every Postgres
 pool it opened before the failure (services.closing): the intake's lifespan, the projector,
-the reconciler, the Kafka intents reader; and the intake's group watch and the dispatch
-gate close their second reader or pool when closing the first fails. On the session's real
+the reconciler, the Kafka intents reader, the CLI's log readers (audit verify, bundle,
+compare, a transaction's window); and the intake's group watch and the dispatch gate close
+their second reader or pool when closing the first fails. On the session's real
 broker and Postgres; the failing step is a real client's start (tests/support/
 failing_start.py), the broker's address refusing, or a real close raising once done."""
 
@@ -9,7 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import socket
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
+from typing import Any
 
 import asyncpg
 import pytest
@@ -21,6 +25,8 @@ from support.intake_app import intake_settings
 from support.kafka_leaks import unstopped
 
 from events.topics import Topics
+from services.cli.log_snapshot import open_partitions, open_snapshot
+from services.cli.partition_reader import open_reader
 from services.config import Settings
 from services.dispatcher.gatekeeper import Gatekeeper
 from services.intake.app import create_app
@@ -153,6 +159,31 @@ async def test_a_kafka_intents_reader_whose_producer_fails_to_start_stops_its_co
     finally:
         await pool.close()
     assert _left_open("intents-producer", "intents-inputs") == {}
+
+
+_TP = TopicPartition("recon.events", 0)
+CLI_READERS: dict[str, tuple[str, Callable[[str], AbstractAsyncContextManager[Any]]]] = {
+    "open_snapshot": ("log-snapshot", lambda bootstrap: open_snapshot(bootstrap, [_TP.topic])),
+    "open_partitions": (
+        "log-snapshot",
+        lambda bootstrap: open_partitions(bootstrap, {_TP: 0}, {_TP: 1}),
+    ),
+    "open_reader": ("log-reader", lambda bootstrap: open_reader(bootstrap, [_TP.topic])),
+}
+
+
+@pytest.mark.parametrize("opener", sorted(CLI_READERS))
+async def test_a_cli_log_reader_whose_consumer_fails_to_start_stops_it(
+    opener: str, infra: Infra, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A one-off's failed start left its consumer's connections and metadata task to the
+    # process's exit, and aiokafka's "Unclosed AIOKafkaConsumer" in the operator's terminal.
+    role, opened = CLI_READERS[opener]
+    fail_start(monkeypatch, role)
+    with pytest.raises(StartRefused) as failed:
+        async with opened(infra.kafka_bootstrap):
+            pass
+    assert _left_open(role) == {}, failed
 
 
 async def test_a_group_watch_whose_first_reader_fails_to_close_closes_the_second(
