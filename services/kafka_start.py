@@ -19,6 +19,16 @@ A consumer started again once its fetcher exists ends the process on aiokafka's 
 self._fetcher is None` ("Did you call `start` twice?"): so not for a consumer without a
 group, whose start can raise a retriable UnknownTopicOrPartitionError after its fetcher.
 
+Stopped while it starts: aiokafka watches nothing but the broker inside a start, and waits
+there for as long as the broker is away: a broker lost after a group consumer bootstrapped
+(above), or one that takes the connection and never answers (frozen, its host gone behind a
+firewall that drops packets) for `request_timeout_ms`, 40 s an attempt. So the start races
+the caller's `stop`: once it is set the attempt is cancelled and the caller told it did not
+start, instead of a process asked to stop sitting out the broker's outage until its
+orchestrator kills it. The client is not started again (a cancelled start keeps what it
+opened, as a failed one does): the caller stops it, as it stops every client it made
+(services.closing, which registers the stop before the start).
+
 Transient or permanent: an error Kafka marks retriable (the broker refuses connections, is
 not the leader yet, ...) is retried for `START_TIMEOUT_S`; any other error (a refused
 protocol version or authentication, a malformed option) is raised at once. A wrong address
@@ -45,6 +55,28 @@ class Startable(Protocol):
     async def start(self) -> None: ...
 
 
+async def _started_unless_stopped(client: Startable, stop: asyncio.Event | None) -> bool:
+    """Runs one start of `client`: True once it ended, False if `stop` was set first (the
+    start cancelled and awaited, so nothing of it runs on). An error of the start is
+    raised, even one that came with the stop."""
+    if stop is None:
+        await client.start()
+        return True
+    attempt = asyncio.ensure_future(client.start())
+    stopped = asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait((attempt, stopped), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        # Also when this task is cancelled: neither is left running behind it.
+        attempt.cancel()
+        stopped.cancel()
+        await asyncio.gather(attempt, stopped, return_exceptions=True)
+    if attempt.cancelled() and stop.is_set():
+        return False
+    attempt.result()
+    return True
+
+
 async def start_kafka_client(
     client: Startable,
     what: str,
@@ -54,14 +86,17 @@ async def start_kafka_client(
 ) -> bool:
     """Start `client`, retrying retriable Kafka errors with back-off until the deadline.
 
-    Returns False if `stop` was set while waiting (the caller shuts down without having
-    started); raises the error if it is not retriable or the deadline passed."""
+    Returns False if `stop` was set while waiting or while a start was under way (the
+    caller shuts down without having started, and stops the client); raises the error if
+    it is not retriable or the deadline passed."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + (START_TIMEOUT_S if timeout_s is None else timeout_s)
     failures = 0
     while True:
         try:
-            await client.start()
+            if not await _started_unless_stopped(client, stop):
+                log.info("Kafka %s: its start given up, the process is stopping", what)
+                return False
             if failures:
                 log.info("Kafka %s started after %d failed attempts", what, failures)
             return True
