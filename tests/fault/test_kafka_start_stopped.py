@@ -39,7 +39,7 @@ WAITING_S = 1.0
 # A stop's bound: the cancelled start and the consumer's stop take a few ms; a start
 # left to itself waits out the frozen broker's 40 s request, the killed one's return.
 STOP_BOUND_S = 5.0
-ROLE = "frozen-start"
+ROLE = "broker-away-at-start"
 
 
 @contextmanager
