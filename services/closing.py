@@ -10,7 +10,6 @@ missed a rung: a start outside its `try`, a client made before a step that faile
 never stopped, a second reader not closed because closing the first raised.
 """
 
-import asyncio
 from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 from typing import TypeVar
@@ -32,22 +31,9 @@ def stopped_with(stack: AsyncExitStack, client: Client) -> Client:
     its way out (services.at_least_once) is no matter."""
     if isinstance(client, AIOKafkaAdminClient):
         stack.push_async_callback(client.close)
-    elif isinstance(client, AIOKafkaConsumer):
-        stack.push_async_callback(_stop_consumer, client)
     else:
         stack.push_async_callback(client.stop)
     return client
-
-
-async def _stop_consumer(consumer: AIOKafkaConsumer) -> None:
-    # One turn of the loop first: aiokafka 0.14's stop() of a consumer without a group
-    # awaits the reset task its start made, cancelled; one cancelled before it ever ran
-    # raises CancelledError out of stop(), before the fetcher and connections are closed.
-    # A stop that follows the start without awaiting anything meets it: a slice of audit
-    # verify --workers 4 with nothing to read crashed there, and so does a start whose
-    # last step failed (tests/support/failing_start.py).
-    await asyncio.sleep(0)
-    await consumer.stop()
 
 
 async def stop_each(*stops: Callable[[], Awaitable[object]]) -> None:
