@@ -19,6 +19,7 @@ stops the decider with CorruptChangelog, as an unreadable record on restore does
 """
 
 import asyncio
+import contextlib
 import time
 from collections import OrderedDict
 
@@ -43,9 +44,15 @@ class ChangelogReader:
     committed). Paused between reads, so it fetches nothing in the background."""
 
     def __init__(self, bootstrap: str, topic: str) -> None:
-        self.topic = topic
-        self.consumer = AIOKafkaConsumer(
-            **connection(bootstrap, "decider-changelog"),
+        self.bootstrap, self.topic = bootstrap, topic
+        self.consumer = self._consumer()
+        self.started = False
+        # The decider's partitions decide concurrently: one read at a time on the consumer.
+        self.lock = asyncio.Lock()
+
+    def _consumer(self) -> AIOKafkaConsumer:
+        return AIOKafkaConsumer(
+            **connection(self.bootstrap, "decider-changelog"),
             isolation_level="read_committed",
             enable_auto_commit=False,
             group_id=None,
@@ -54,9 +61,6 @@ class ChangelogReader:
             # partition and reads its inputs again) instead of jumping to the end.
             auto_offset_reset="none",
         )
-        self.started = False
-        # The decider's partitions decide concurrently: one read at a time on the consumer.
-        self.lock = asyncio.Lock()
 
     async def read(self, partition: int, offset: int) -> bytes:
         async with self.lock:
@@ -65,7 +69,17 @@ class ChangelogReader:
     async def _read(self, partition: int, offset: int) -> bytes:
         tp = TopicPartition(self.topic, partition)
         if not self.started:
-            await self.consumer.start()
+            try:
+                await self.consumer.start()
+            except Exception:
+                # The batch fails and the decider reads it again, and this read again: but
+                # aiokafka keeps what a failed start opened and refuses to start a consumer
+                # whose fetcher exists ("Did you call `start` twice?", an AssertionError that
+                # ended the process). The next read starts a consumer of its own.
+                failed, self.consumer = self.consumer, self._consumer()
+                with contextlib.suppress(Exception):  # the start's error is the one to tell
+                    await failed.stop()
+                raise
             self.started = True
         if self.consumer.assignment() != {tp}:
             self.consumer.assign([tp])

@@ -9,6 +9,8 @@ import pytest
 from aiokafka import AIOKafkaProducer
 from aiokafka.errors import KafkaError
 from support.decider_support import event_types, eventually, lone_decider, produce
+from support.failing_start import StartRefused, fail_start
+from support.kafka_leaks import unstopped
 from support.topic_records import read_records
 from support.txbuilders import observed, submit
 
@@ -17,6 +19,7 @@ from events.keys import partition_key
 from events.topics import Topics
 from services.decider.finished_index import ChangelogReader, FinishedIndex
 from services.decider.restore import CorruptChangelog, restore_partition
+from services.kafka_clients import client_id
 from services.kafka_setup import ensure_topics
 from transactions.finished import FinishedTransaction, finish
 from transactions.state import TransactionState
@@ -178,3 +181,34 @@ async def test_a_marker_is_read_back_by_its_offset_and_a_bad_offset_fails_the_ba
             await FinishedIndex(reader, PARTITION, {key: garbage.offset + 100}).get(key)
     finally:
         await reader.stop()
+
+
+async def test_a_changelog_reader_whose_start_failed_reads_with_a_new_consumer(
+    kafka_bootstrap: str, topic_prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A start that fails part-way fails the batch (restored, read again): the next read
+    must not start that consumer again, which aiokafka refuses with an AssertionError the
+    decider does not survive; the failed one is stopped."""
+    topics = Topics(topic_prefix)
+    await ensure_topics(kafka_bootstrap, topics)
+    marker = finish(committed("old-3"))
+    key = partition_key("demo", "old-3")
+    producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap, acks="all")
+    await producer.start()
+    try:
+        at = await producer.send_and_wait(
+            topics.decider_state, marker.model_dump_json().encode(), key, partition=PARTITION
+        )
+    finally:
+        await producer.stop()
+    reader = ChangelogReader(kafka_bootstrap, topics.decider_state)
+    try:
+        fail_start(monkeypatch, "decider-changelog")
+        with pytest.raises(StartRefused):
+            await FinishedIndex(reader, PARTITION, {key: at.offset}).get(key)
+        monkeypatch.undo()  # the broker is back
+        assert await FinishedIndex(reader, PARTITION, {key: at.offset}).get(key) == marker
+        assert unstopped(client_id("decider-changelog")) == [reader.consumer]
+    finally:
+        await reader.stop()
+    assert unstopped(client_id("decider-changelog")) == []
