@@ -87,6 +87,11 @@ async def read(database_url: str) -> Statements:
     return await _per_statement(database_url, "calls")
 
 
+async def rows(database_url: str) -> Statements:
+    """The rows each statement returned or changed, keyed as `read` keys its counts."""
+    return await _per_statement(database_url, "rows")
+
+
 async def _per_statement(database_url: str, column: str) -> Counter[tuple[str, str]]:
     """One pg_stat_statements column summed per (service, statement text)."""
     conn = await asyncpg.connect(database_url)
