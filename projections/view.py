@@ -51,6 +51,8 @@ from events.transaction_events import (
     TransactionFailed,
     TransactionNeedsReview,
 )
+from transactions.input_bounds import counts_against_sessions
+from transactions.ownership import Owner, evolve_owner
 
 
 class ViewError(ValueError):
@@ -118,6 +120,13 @@ class TxView(Message):
     updated_at: datetime
     operations: tuple[OpView, ...]
     reviews: tuple[ReviewView, ...] = ()
+    # Who owns it and how many commands from agent sessions it took, moved by the
+    # decider's own rules (transactions.ownership.evolve_owner, input_bounds'
+    # SESSION_CAUSED): the intake judges a session's command on them instead of folding
+    # the chain (services.intake.ownership). None: unknown, a row projected before they
+    # were (migration 0014); they stay unknown until a rebuild from the log.
+    owner: Owner | None = None
+    session_events: int | None = 0
 
 
 def apply(view: TxView | None, envelope: Envelope, event: Event | None = None) -> TxView:
@@ -144,6 +153,12 @@ def apply(view: TxView | None, envelope: Envelope, event: Event | None = None) -
     # reviews, then again here).
     moved = _evolve(view, event, envelope.seq, at)
     moved.update(status=_status(view.status, event), last_seq=envelope.seq, updated_at=at)
+    if view.session_events is not None:
+        owner = evolve_owner(view.owner, event)
+        if owner is not view.owner:
+            moved["owner"] = owner
+        if counts_against_sessions(event):
+            moved["session_events"] = view.session_events + 1
     return view.model_copy(update=moved)
 
 
@@ -156,6 +171,7 @@ def _accepted(envelope: Envelope, event: TransactionAccepted, at: datetime) -> T
         last_seq=envelope.seq,
         created_at=at,
         updated_at=at,
+        owner=evolve_owner(None, event),
         operations=tuple(
             OpView(
                 action=spec.action,

@@ -23,6 +23,7 @@ from events.envelope import Envelope
 from events.transaction_events import Event
 from projections.moves import Moves
 from projections.operation_row import operation_row, operation_view
+from projections.session_row import session_columns, session_fields
 from projections.table_writes import copy_rows, jsonb_text, merge_by_key, unnest_upsert_sql
 from projections.view import OpView, ReviewView, TxView, apply
 from projections.view_cache import TxKey, ViewCache
@@ -365,6 +366,7 @@ async def _load_views(conn: asyncpg.Connection, keys: set[TxKey]) -> dict[TxKey,
             updated_at=row["updated_at"],
             operations=tuple(ops.get((row["tenant"], row["tx_id"]), ())),
             reviews=tuple(reviews.get((row["tenant"], row["tx_id"]), ())),
+            **session_fields(row),
         )
         for row in tx_rows
     }
@@ -418,7 +420,16 @@ def view_rows(
     before = stored if stored is not None else [None] * len(views)
     return {
         "transactions": [
-            (v.tenant, v.tx_id, v.status.value, v.agent_id, v.last_seq, v.created_at, v.updated_at)
+            (
+                v.tenant,
+                v.tx_id,
+                v.status.value,
+                v.agent_id,
+                v.last_seq,
+                v.created_at,
+                v.updated_at,
+                *session_columns(v),
+            )
             for v in views
         ],
         "operations": [

@@ -63,8 +63,11 @@ IN_FLIGHT = 4
 
 
 def _body(tx_id: str) -> dict[str, Any]:
-    # Its steps are writes: each waits for a person's approval, so the transaction lives.
-    return {**example_transaction(tx_id, receipt=False), "session_id": "s-A"}
+    # Its charge is a write: it waits for a person's approval, so the transaction lives.
+    # Without its undo, which would need an approval too, and a compensation has none.
+    example = example_transaction(tx_id, receipt=False)
+    charge = {k: v for k, v in example["steps"][-1].items() if k != "compensation"}
+    return {**example, "steps": [charge], "session_id": "s-A"}
 
 
 def _session(tx_id: str, agent: str, session: str) -> dict[str, str]:

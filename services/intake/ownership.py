@@ -5,7 +5,8 @@ command passes (an abort, a review request).
 The decider decides (transactions.ownership, on the commands' `issued_at`); the intake
 asks that same rule first, on the transaction as it can see it (`known_transaction`: the
 intents row, so a claim right after the submission's 202 is judged like any other, and the
-projected log, which may lag the decider by a moment). So a claim the intake lets through
+owner and count the projector keeps in the transaction's row by the decider's own rules,
+which may lag the decider by a moment). So a claim the intake lets through
 may still be refused on the log (`CommandRefused`, reason `lease_held`), and a fenced
 session's command is produced all the same, so that its refusal is recorded on the
 transaction's chain, before it is answered `409 fenced`. A session proves it is the one it
@@ -37,7 +38,6 @@ from services.intake.submission import SESSION_PATTERN
 from services.intake.tenant_store import TenantStore
 from services.providers.registry import catalog_of
 from transactions import ownership as rules
-from transactions.state import TransactionState
 
 router = APIRouter()
 M = TypeVar("M", bound=BaseModel)
@@ -84,31 +84,39 @@ class Known:
     status: TxStatus
     owner: rules.Owner | None
     operations: tuple[OperationSpec, ...]
-    # The projected log folded by the decider's rules (None: nothing projected yet).
-    state: TransactionState | None = None
+    # Counted by the decider's own declaration (transactions.input_bounds.SESSION_CAUSED).
+    session_events: int = 0
 
     def refuse_past_cap(
         self, command: str, agent_id: str | None, session_id: str | None, *, by_agent: bool
     ) -> None:
         """`429 too_many_commands` when the decider would not judge this command."""
-        session_events = self.state.session_events if self.state else 0
         refuse_past_cap(
-            session_events, self.owner, command, agent_id, session_id, by_agent=by_agent
+            self.session_events, self.owner, command, agent_id, session_id, by_agent=by_agent
         )
 
 
 async def known_transaction(store: TenantStore, tx_id: str, lease_s: int) -> Known | None:
-    """The transaction from its intents row and its projected log, or None when it was
-    never accepted. Read your writes (issue 18, item 16): right after the submission's 202
-    the projection may show nothing yet, and the transaction is then `accepted`, owned by
-    its submitting session for a lease from the submission's produce."""
+    """The transaction from its intents row and its projected row, or None when it was
+    never accepted. The row's owner and count are the decider's fold of the chain, kept by
+    the projector (projections.session_row): one read, where folding the chain here cost
+    each session request time in its length (docs/benchmark.md, "A session's command and
+    its transaction's chain"). A row projected before it kept them is folded here as before.
+    Read your writes (issue 18, item 16): right after the submission's 202 the projection
+    may show nothing yet, and the transaction is then `accepted`, owned by its submitting
+    session for a lease from the submission's produce."""
     intent = await store.produced_intent(tx_id)
     if intent is None:
         return None
     operations = tuple(OperationSpec.model_validate(op) for op in json.loads(intent["operations"]))
-    state = await store.projected_state(tx_id)
+    row = await store.sessions(tx_id)
+    if row is not None and row.session_events is not None:
+        return Known(row.status, row.owner, operations, row.session_events)
+    state = await store.projected_state(tx_id) if row is not None else None
     if state is not None:
-        return Known(state.status or TxStatus.ACCEPTED, state.owner, operations, state)
+        return Known(
+            state.status or TxStatus.ACCEPTED, state.owner, operations, state.session_events
+        )
     owner = None
     if intent["session_id"] is not None:
         owner = rules.Owner(
@@ -245,9 +253,10 @@ async def ask_review(
     settings: Settings = request.app.state.settings
     who = parsed(await request.body(), ReviewAsked)
     async with request.app.state.pool.acquire() as conn:
-        known = await known_transaction(TenantStore(conn, tenant), tx_id, settings.owner_lease_s)
-    # The operation's legs as the decider's own fold of the projected log has them.
-    op = known.state.operation(who.action) if known and known.state else None
+        store = TenantStore(conn, tenant)
+        known = await known_transaction(store, tx_id, settings.owner_lease_s)
+        # The operation's legs as the projector moved them, by the decider's own rules.
+        op = await store.operation_of(tx_id, who.action) if known else None
     if known is None or op is None:
         raise unknown_transaction(tx_id)
     check_token(settings, tenant, tx_id, who)
@@ -257,10 +266,10 @@ async def ask_review(
         raise ApiError(
             409,
             "operation_not_in_flight",
-            f"{who.action!r} is {op.status}: only an operation in flight can be reviewed",
+            f"{who.action!r} is {op.state}: only an operation in flight can be reviewed",
         )
     command = RequestReview(
-        message_id=agent_review_id(op.spec.op_key, op.forward.attempt, who.session_id),
+        message_id=agent_review_id(op.op_key, op.forward.attempt, who.session_id),
         tenant=tenant,
         tx_id=tx_id,
         action=who.action,

@@ -2,9 +2,9 @@
 command on a transaction that has taken its cap of commands from agent sessions.
 
 The decider judges (transactions.input_bounds: which events count, the cap, who is
-exempt); the intake asks the same `capped` on the transaction as its projected log shows
-it, folded by the decider's own `replay` (services.intake.projected), so the count is the
-decider's count and there is no second copy of that rule here.
+exempt); the intake asks the same `capped` on the count the projector keeps in the
+transaction's row, moved by the same declaration (`SESSION_CAUSED`, projections.view), so
+the count is the decider's count and there is no second copy of that rule here.
 
 Nothing is produced for a request answered 429: the decider would record nothing either
 past the cap. No Retry-After: the count never falls while the transaction lives, so a

@@ -24,7 +24,10 @@ import asyncpg
 
 from events.definition import OpStatus, TxStatus
 from events.transaction_events import event_from
-from projections.operation_row import either_leg_in
+from projections.operation_row import either_leg_in, operation_view
+from projections.session_row import session_fields
+from projections.view import OpView
+from transactions.ownership import Owner
 from transactions.state import TransactionState
 from transactions.transaction import replay
 
@@ -65,6 +68,15 @@ ATTENTION = (
     " count(*) AS unknown, min(updated_at) AS oldest_unknown FROM operations"
     " WHERE tenant = $1 AND " + either_leg_in(f"'{OpStatus.UNKNOWN.value}'")
 )
+
+
+@dataclass(frozen=True)
+class Sessions:
+    """What a session's command is judged on, as the transaction's row holds it."""
+
+    status: TxStatus
+    owner: Owner | None
+    session_events: int | None  # None: the row's were not projected (migration 0014)
 
 
 @dataclass(frozen=True)
@@ -200,6 +212,37 @@ class TenantStore:
             }
             for row in rows
         ]
+
+    async def sessions(self, tx_id: str) -> Sessions | None:
+        """The transaction's status, owner and count of commands from agent sessions, from
+        its row (projections.session_row): one primary-key read, whatever its chain's
+        length. None when it is not projected yet; `session_events` None when the row's
+        were not projected (a row from before migration 0014): then only the chain's fold
+        (`projected_state`) has them."""
+        row = await self.conn.fetchrow(
+            "SELECT status, last_seq, owner, session_events, session_seq FROM transactions"
+            " WHERE tenant = $1 AND tx_id = $2",
+            self.tenant,
+            tx_id,
+        )
+        if row is None:
+            return None
+        fields = session_fields(row)
+        return Sessions(
+            status=TxStatus(row["status"]),
+            owner=fields["owner"],
+            session_events=fields["session_events"],
+        )
+
+    async def operation_of(self, tx_id: str, action: str) -> OpView | None:
+        """The projected operation `action` of the transaction, with the decider's legs."""
+        row = await self.conn.fetchrow(
+            "SELECT * FROM operations WHERE tenant = $1 AND tx_id = $2 AND action = $3",
+            self.tenant,
+            tx_id,
+            action,
+        )
+        return operation_view(row) if row is not None else None
 
     async def projected_state(self, tx_id: str) -> TransactionState | None:
         """The transaction as its projected log shows it, folded by the decider's own rules

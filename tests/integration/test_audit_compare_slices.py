@@ -152,3 +152,26 @@ async def test_a_review_under_another_transaction_on_one_side_is_named_by_its_co
     assert len(differences) == 1, differences
     assert differences[0].startswith("reviews "), differences
     assert differences[0].endswith(": tx_id: live 'tx-000', rebuilt 'tx-review'"), differences
+
+
+async def test_a_transactions_owner_and_session_count_are_compared(
+    two_sides: tuple[Settings, str],
+) -> None:
+    # What the intake judges a session's command on (migration 0014): a count or an owner
+    # the live projector got wrong is a difference like any other column's, and so is a
+    # live row from before they were projected, which a rebuild writes in full.
+    settings, rebuilt_url = two_sides
+    await _execute(
+        settings.database_url,
+        "UPDATE transactions SET session_events = 7 WHERE tx_id = 'tx-001'",
+        "UPDATE transactions SET owner = NULL, session_events = NULL, session_seq = NULL"
+        " WHERE tx_id = 'tx-002'",
+        "UPDATE transactions SET owner = '{\"agent_id\": \"agent-1\"}' WHERE tx_id = 'tx-003'",
+    )
+    differences = await _compare(settings, rebuilt_url, Held())
+    assert differences == [
+        "transactions demo/tx-001: session_events: live 7, rebuilt 0",
+        "transactions demo/tx-002: session_events: live None, rebuilt 0",
+        "transactions demo/tx-002: session_seq: live None, rebuilt 4",
+        "transactions demo/tx-003: owner: live {'agent_id': 'agent-1'}, rebuilt None",
+    ]

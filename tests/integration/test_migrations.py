@@ -27,7 +27,7 @@ from support.txbuilders import log_of, observed, request_review, submit
 
 from events.inputs import Outcome
 from events.policy import PolicyDocument
-from projections.writer import project_batch
+from projections.writer import Record, project_batch
 from services.crash_points import CRASH_ENV, CRASH_EXIT_CODE, MIGRATE_APPLIED_UNMARKED
 from services.devtools.infra._process import REPO_ROOT
 from services.governance import store
@@ -68,6 +68,30 @@ async def _rows(conn: asyncpg.Connection) -> dict[str, tuple[int, str | None]]:
     }
 
 
+# The columns of `transactions` today's writer writes that a database before version 14
+# lacks: a transaction's owner and count of session commands.
+_SESSION_COLUMNS = {"owner": "jsonb", "session_events": "integer", "session_seq": "integer"}
+
+
+async def _project_as_written_then(conn: asyncpg.Connection, records: list[Record]) -> None:
+    """The rows as the writer of the database's release wrote them. By COPY, audit rebuild's
+    path: the live statement's row types (0006) may not be there yet, and the rows are the
+    same (tests/integration/test_projection_batch_types.py). Into a database before
+    version 14, today's writer writes its session columns too: they are added for the
+    write, then dropped with what it wrote there."""
+    before_14 = await conn.fetchval(
+        "SELECT NOT EXISTS (SELECT FROM information_schema.columns"
+        " WHERE table_name = 'transactions' AND column_name = 'session_seq')"
+    )
+    if before_14:
+        added = (f"ADD COLUMN {c} {t}" for c, t in _SESSION_COLUMNS.items())
+        await conn.execute("ALTER TABLE transactions " + ", ".join(added))
+    await project_batch(conn, "recon.events", records, bulk=True)
+    if before_14:
+        dropped = (f"DROP COLUMN {c}" for c in _SESSION_COLUMNS)
+        await conn.execute("ALTER TABLE transactions " + ", ".join(dropped))
+
+
 async def _representative_rows(conn: asyncpg.Connection) -> None:
     """Rows as that release's processes wrote them: a projected transaction with a review,
     an intent, a policy, a kill switch, a held dispatch, a console session, a lease."""
@@ -77,10 +101,7 @@ async def _representative_rows(conn: asyncpg.Connection) -> None:
         observed("charge", 1, Outcome.UNKNOWN, n=1),
         request_review("charge", 1),
     )
-    # By COPY, audit rebuild's path: the live statement's row types (0006) are not there
-    # yet, and the rows are the same (tests/integration/test_projection_batch_types.py).
-    records = [(0, i, env) for i, env in enumerate(log)]
-    await project_batch(conn, "recon.events", records, bulk=True)
+    await _project_as_written_then(conn, [(0, i, env) for i, env in enumerate(log)])
     await conn.execute(
         "INSERT INTO intents (tenant, tx_id, fingerprint, agent_id, operations, produced)"
         " VALUES ('demo', 'tx-upgrade', 'fp', 'agent-7', '[]', true)"
@@ -122,6 +143,8 @@ async def test_a_database_made_by_the_release_before_versions_is_upgraded_with_i
         assert outcome.applied == migration_ids()[1:]
         assert await _rows(conn) == before
         assert [m for m, _ in await _applied(conn)] == migration_ids()
+        # Its rows hold no owner or count: the intake folds their chains (0014).
+        assert await conn.fetchval("SELECT count(session_seq) FROM transactions") == 0
         # The compensation's indexes (version 2's, replaced by version 7's partial ones)
         # are there and valid (built CONCURRENTLY), the replaced ones gone.
         index = "SELECT indisvalid FROM pg_index WHERE indexrelid = $1::regclass"
@@ -146,8 +169,7 @@ async def test_a_database_where_only_the_projector_ran_gets_the_rest_of_version_
     try:
         await release_before_migrations.build(conn, ("projections",))
         log = log_of(submit(["charge"]), observed("charge", 1, Outcome.SUCCEEDED, n=0))
-        records = [(0, i, env) for i, env in enumerate(log)]
-        await project_batch(conn, "recon.events", records, bulk=True)  # as above: no 0006
+        await _project_as_written_then(conn, [(0, i, env) for i, env in enumerate(log)])
         events = await conn.fetch("SELECT * FROM events ORDER BY seq")
 
         lines: list[str] = []

@@ -98,6 +98,14 @@ async def _projected_state(s: TenantStore) -> list[object]:
     return _some(await s.projected_state("tx-1"))
 
 
+async def _sessions(s: TenantStore) -> list[object]:
+    return _some(await s.sessions("tx-1"))
+
+
+async def _operation_of(s: TenantStore) -> list[object]:
+    return _some(await s.operation_of("tx-1", CHARGE.action))
+
+
 async def _operation(s: TenantStore) -> list[object]:
     return _some(await s.operation(CHARGE.op_key), await s.operation(CHARGE.compensation_key or ""))
 
@@ -145,6 +153,8 @@ READS: dict[str, Callable[[TenantStore], Awaitable[list[object]]]] = {
     "produced_intent": _produced_intent,
     "events": _events,
     "projected_state": _projected_state,
+    "sessions": _sessions,
+    "operation_of": _operation_of,
     "operation": _operation,
     "step": _step,
     "operations_on": _operations_on,

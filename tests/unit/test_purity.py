@@ -15,6 +15,7 @@ PURE = [
     ROOT / "projections/view.py",
     ROOT / "projections/moves.py",
     ROOT / "projections/operation_row.py",
+    ROOT / "projections/session_row.py",
     ROOT / "projections/decode.py",
     ROOT / "projections/view_cache.py",
     ROOT / "reconcilers/signatures.py",
