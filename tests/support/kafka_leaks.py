@@ -78,9 +78,10 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> 
         gc.collect()
     if _collected.reports:
         reports, _collected.reports[:] = list(_collected.reports), []
-        # A warning, not a failure: collected in whichever test runs, a leak would fail a
-        # test that did nothing wrong. Set PYTHONASYNCIODEBUG=1 to have each report carry
-        # where the client was made (aiokafka keeps that traceback in debug mode).
+        # A warning, not a test's failure: collected in whichever test runs, a leak would
+        # fail a test that did nothing wrong; the run fails instead (`Leaks`). Set
+        # PYTHONASYNCIODEBUG=1 to have each report carry where the client was made
+        # (aiokafka keeps that traceback in debug mode).
         warnings.warn(
             KafkaClientLeak(
                 f"{len(reports)} Kafka client(s) collected unstopped by {item.nodeid}'s end"
@@ -88,3 +89,55 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> 
             ),
             stacklevel=1,
         )
+
+
+class Leaks:
+    """The KafkaClientLeak warnings of the whole run, in the run's own process (under xdist
+    the controller, which each worker's warnings reach), and the run's failure if any: a
+    warning nobody reads guards nothing, and failing the run blames no test."""
+
+    def __init__(self) -> None:
+        self.reports: list[str] = []
+
+    def recorded(self, warning: warnings.WarningMessage, nodeid: str) -> None:
+        if isinstance(warning.category, type) and issubclass(warning.category, KafkaClientLeak):
+            self.reports.append(f"{nodeid}: {warning.message}")
+
+    def exit_status(self, status: int) -> int:
+        """The run's status: a run that passed fails when a client was left unstopped."""
+        return pytest.ExitCode.TESTS_FAILED if self.reports and status == 0 else status
+
+    def summary(self, terminal: pytest.TerminalReporter) -> None:
+        if not self.reports:
+            return
+        terminal.section("Kafka clients left unstopped", sep="=", red=True)
+        for report in self.reports:
+            terminal.write_line(report)
+        terminal.write_line(
+            f"{len(self.reports)} report(s): the run fails (docs/testing.md, 'Kafka clients left"
+            " unstopped'; PYTHONASYNCIODEBUG=1 tells where each client was made)"
+        )
+
+
+_leaks = Leaks()
+
+
+def _in_a_worker(config: pytest.Config) -> bool:
+    return hasattr(config, "workerinput")
+
+
+def pytest_warning_recorded(
+    warning_message: warnings.WarningMessage, when: str, nodeid: str, location: object
+) -> None:
+    _leaks.recorded(warning_message, nodeid)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if not _in_a_worker(terminalreporter.config):
+        _leaks.summary(terminalreporter)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if not _in_a_worker(session.config):
+        session.exitstatus = _leaks.exit_status(session.exitstatus)
