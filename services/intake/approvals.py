@@ -111,6 +111,10 @@ async def approve(
     tenant, settings = who.tenant, request.app.state.settings
     async with request.app.state.pool.acquire() as conn:
         store = TenantStore(conn, tenant)
+        # The whole fold, on purpose: the decider's rule reads the approval ledger (an id
+        # used, a spent approval), the submitter and `aborting`, which no projected row
+        # holds; a row copy of them would be a second judge (docs/benchmark.md, "An
+        # operator's request and its transaction's chain").
         state = await store.projected_state(body.tx_id)
         if state is None:
             raise unknown_transaction(body.tx_id)
@@ -246,6 +250,8 @@ async def reject(
             note=body.note,
             issued_at=datetime.now(UTC),
         )
+        # The whole fold, as for an approval: whether a pending step's approval is live
+        # is the approval ledger's, which no projected row holds.
         state = await store.projected_state(row["tx_id"])
     # The decider's own rule (transactions.approvals.reject), on the projected log: a gated
     # step not started yet may be refused whether it waits or was approved ahead (its live

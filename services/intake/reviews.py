@@ -141,6 +141,8 @@ async def resolve_review(
             # A review takes one resolution (services.intake.resolutions): a retry the
             # decider would refuse (a new attempt needs what allowed the first, e.g. a live
             # approval) is answered here and leaves the review open for the next one.
+            # The whole fold: the retry's gate needs the step's live approval (the
+            # approval ledger), which no projected row holds.
             state = await store.projected_state(review["tx_id"])
             refused = refusal(state, command, {ATTEMPT_REFUSED})
             if refused is not None:

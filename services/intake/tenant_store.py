@@ -23,7 +23,7 @@ from typing import Any
 import asyncpg
 
 from events.definition import OpStatus, TxStatus
-from events.transaction_events import event_from
+from events.transaction_events import TransactionAccepted, event_from
 from projections.operation_row import either_leg_in, operation_view
 from projections.session_row import session_fields
 from projections.view import OpView
@@ -243,6 +243,24 @@ class TenantStore:
             action,
         )
         return operation_view(row) if row is not None else None
+
+    async def proposal_digest(self, tx_id: str) -> str | None:
+        """The transaction's fingerprint (the digest of its canonical proposal, which a
+        preview and an approval name), from its projected TransactionAccepted: the event
+        the decider's evolve takes `state.fingerprint` from, and the only one that sets it.
+        One row, the chain's first, whatever the chain's length; None when it is not
+        projected yet."""
+        row = await self.conn.fetchrow(
+            "SELECT data FROM events WHERE tenant = $1 AND tx_id = $2"
+            " AND type = 'TransactionAccepted' ORDER BY seq LIMIT 1",
+            self.tenant,
+            tx_id,
+        )
+        if row is None:
+            return None
+        accepted = event_from("TransactionAccepted", json.loads(row["data"]))
+        assert isinstance(accepted, TransactionAccepted)
+        return accepted.fingerprint
 
     async def projected_state(self, tx_id: str) -> TransactionState | None:
         """The transaction as its projected log shows it, folded by the decider's own rules

@@ -87,12 +87,16 @@ async def review(request: Request, user: User, review_id: str) -> HTMLResponse:
 async def approval(request: Request, user: User, tx_id: str, action: str) -> HTMLResponse:
     async with request.app.state.pool.acquire() as conn:
         store = TenantStore(conn, user.tenant)
-        state = await store.projected_state(tx_id)
-        preview = None if state is None else await latest_preview(store, state.fingerprint)
+        # The page needs the proposal's digest and the step, not the decider's whole fold
+        # of the chain, which an agent can grow to its cap (docs/benchmark.md, "An
+        # operator's request and its transaction's chain"): the accepted event's digest
+        # and the projected step. Judging the approval is the decider's, on POST.
+        digest = await store.proposal_digest(tx_id)
+        preview = None if digest is None else await latest_preview(store, digest)
         tx = await store.transaction(tx_id)
-    if state is None or tx is None or state.operation(action) is None:
+    step = next((op for op in tx["operations"] if op["action"] == action), None) if tx else None
+    if digest is None or step is None:
         return page("missing.html", user, 404, what=f"step {action} of {tx_id}")
-    step = next(op for op in tx["operations"] if op["action"] == action)
     return page(
         "approval.html",
         user,
