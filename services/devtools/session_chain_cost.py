@@ -20,6 +20,14 @@ other work falls on every N alike, it sends `--requests` of each kind, four at a
   cap) and produces nothing, so the chain stays N: what an attacker's repeated claim costs.
 - release: the owner releases the second again: produced (`202`), and the decider records
   nothing for it (the same message id), so that chain stays N + 1.
+- page: an operator, logged in to the console, looks at the first transaction's step waiting
+  for approval (GET /console/approvals/{tx_id}/charge): what an operator's look at a step
+  costs as an agent grows its chain.
+- approve: an operator approves that step naming a preview digest that is not its
+  preview's: the intake asks the decider's rule on the chain's fold, which refuses it
+  (`409 digest_mismatch`), and produces nothing.
+
+`--kinds` picks among them (all by default).
 
 Printed per N and kind: the intake process's CPU in ms per request (the median of the
 rounds, and the least), its Postgres statements and rows per request (pg_stat_statements'
@@ -37,6 +45,7 @@ import shutil
 import statistics
 import time
 from collections import defaultdict
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -57,6 +66,9 @@ from transactions.input_bounds import counts_against_sessions
 
 TENANT = "demo"
 AGENT = {"Authorization": "Bearer demo-key"}
+# The stack's operator key (services.config's RECON_OPERATOR_KEYS default).
+OPERATOR_KEY = "ops-key"
+KINDS = ("claim", "release", "page", "approve")
 SECRET = DEFAULTS["RECON_OWNER_TOKEN_SECRET"]
 RECON_SERVICES = [s for s in SERVICES if s != "sandbox"]
 IN_FLIGHT = 4
@@ -98,15 +110,24 @@ async def _until_projected(
         await asyncio.sleep(0.1)
 
 
-async def _gather(http: httpx.AsyncClient, calls: list[tuple[str, dict[str, Any]]]) -> list[int]:
-    """POST each (path, body), IN_FLIGHT at a time; the answers' statuses."""
+Request = Callable[[], Awaitable[httpx.Response]]
+
+
+def _post(
+    http: httpx.AsyncClient, path: str, body: dict[str, Any], headers: dict[str, str] = AGENT
+) -> Request:
+    return lambda: http.post(path, json=body, headers=headers)
+
+
+async def _gather(calls: list[Request]) -> list[int]:
+    """Send each request, IN_FLIGHT at a time; the answers' statuses."""
     slots = asyncio.Semaphore(IN_FLIGHT)
 
-    async def one(path: str, body: dict[str, Any]) -> int:
+    async def one(call: Request) -> int:
         async with slots:
-            return (await http.post(path, json=body, headers=AGENT)).status_code
+            return (await call()).status_code
 
-    return list(await asyncio.gather(*(one(p, b) for p, b in calls)))
+    return list(await asyncio.gather(*(one(c) for c in calls)))
 
 
 async def _build(http: httpx.AsyncClient, db: asyncpg.Connection, tx_id: str, n: int) -> None:
@@ -115,10 +136,10 @@ async def _build(http: httpx.AsyncClient, db: asyncpg.Connection, tx_id: str, n:
     assert submitted.status_code == 202, submitted.text
     await _until_projected(db, tx_id, 0)
     releases = [
-        (f"/v1/transactions/{tx_id}/release", _session(tx_id, "agent-B", f"s-f{i}"))
+        _post(http, f"/v1/transactions/{tx_id}/release", _session(tx_id, "agent-B", f"s-f{i}"))
         for i in range(n)
     ]
-    statuses = await _gather(http, releases)
+    statuses = await _gather(releases)
     assert set(statuses) <= {409}, statuses
     await _until_projected(db, tx_id, n)
 
@@ -132,17 +153,12 @@ class Turn:
     answers: dict[int, int]
 
 
-async def _turn(
-    http: httpx.AsyncClient,
-    postgres: PostgresServer,
-    intake_pid: int,
-    calls: list[tuple[str, dict[str, Any]]],
-) -> Turn:
+async def _turn(postgres: PostgresServer, intake_pid: int, calls: list[Request]) -> Turn:
     await pg_counts.reset(postgres.url)
     assert postgres.pid is not None
     server = sum(pg_server_cost.processes_cpu(postgres.pid).values())
     before = process_seconds(intake_pid)
-    statuses = await _gather(http, calls)
+    statuses = await _gather(calls)
     used = process_seconds(intake_pid) - before
     server = sum(pg_server_cost.processes_cpu(postgres.pid).values()) - server
     calls_counted = pg_counts.per_service(await pg_counts.read(postgres.url))["intake"]
@@ -154,12 +170,12 @@ async def _turn(
     return Turn(1000 * used / n, 1000 * server / n, calls_counted / n, rows / n, dict(answers))
 
 
-def _table(turns: dict[tuple[int, str], list[Turn]], chains: list[int]) -> str:
+def _table(turns: dict[tuple[int, str], list[Turn]], chains: list[int], kinds: list[str]) -> str:
     lines = [
         "N    kind     intake ms/req (median, least)  postgres ms/req  statements/req"
         "  rows/req  answers"
     ]
-    for kind in ("claim", "release"):
+    for kind in kinds:
         for n in chains:
             got = turns[(n, kind)]
             intake = [t.intake_ms for t in got]
@@ -175,6 +191,32 @@ def _table(turns: dict[tuple[int, str], list[Turn]], chains: list[int]) -> str:
                 f"  {dict(sorted(answers.items()))}"
             )
     return "\n".join(lines)
+
+
+def _requests(
+    http: httpx.AsyncClient, console: httpx.AsyncClient, kind: str, n: int, r: int, count: int
+) -> list[Request]:
+    """`count` requests of `kind` against the transactions of chain N in round `r`."""
+    match kind:
+        case "claim":
+            return [
+                _post(
+                    http,
+                    f"/v1/transactions/claim-{n}/claim",
+                    {"agent_id": "agent-B", "session_id": f"m{r}-{i}"},
+                )
+                for i in range(count)
+            ]
+        case "release":
+            owner = _session(f"release-{n}", "agent-7", "s-A")
+            return [_post(http, f"/v1/transactions/release-{n}/release", owner)] * count
+        case "page":
+            return [lambda: console.get(f"/console/approvals/claim-{n}/charge")] * count
+        case "approve":
+            wrong = {"tx_id": f"claim-{n}", "action": "charge", "digest": "0" * 64}
+            operator = {"Authorization": f"Bearer {OPERATOR_KEY}"}
+            return [_post(http, "/v1/approvals", wrong, operator)] * count
+    raise ValueError(kind)
 
 
 async def run(args: argparse.Namespace) -> None:
@@ -204,7 +246,12 @@ async def run(args: argparse.Namespace) -> None:
         stack.start_all()
         await stack.wait_ready()
         db = await asyncpg.connect(postgres.url)
-        async with httpx.AsyncClient(base_url=stack.intake_url, timeout=30) as http:
+        async with (
+            httpx.AsyncClient(base_url=stack.intake_url, timeout=30) as http,
+            httpx.AsyncClient(base_url=stack.intake_url, timeout=30) as console,
+        ):
+            login = await console.post("/console/login", data={"key": OPERATOR_KEY})
+            assert login.status_code == 303, login.text
             for n in args.chains:
                 await _build(http, db, f"claim-{n}", n)
                 await _build(http, db, f"release-{n}", n)
@@ -225,20 +272,12 @@ async def run(args: argparse.Namespace) -> None:
             for r in range(args.rounds):
                 order = args.chains if r % 2 == 0 else args.chains[::-1]
                 for n in order:
-                    claims = [
-                        (
-                            f"/v1/transactions/claim-{n}/claim",
-                            {"agent_id": "agent-B", "session_id": f"m{r}-{i}"},
-                        )
-                        for i in range(args.requests)
-                    ]
-                    turns[(n, "claim")].append(await _turn(http, postgres, intake_pid, claims))
-                    owner = _session(f"release-{n}", "agent-7", "s-A")
-                    releases = [(f"/v1/transactions/release-{n}/release", owner)] * args.requests
-                    turns[(n, "release")].append(await _turn(http, postgres, intake_pid, releases))
+                    for kind in args.kinds:
+                        calls = _requests(http, console, kind, n, r, args.requests)
+                        turns[(n, kind)].append(await _turn(postgres, intake_pid, calls))
                 print(f"round {r} done", flush=True)
         await db.close()
-        print(_table(turns, args.chains))
+        print(_table(turns, args.chains, args.kinds))
     finally:
         stack.stop_all()
         kafka.stop()
@@ -252,6 +291,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--idle", type=float, default=5.0, help="seconds of idle measured")
     parser.add_argument("--port-offset", type=int, default=0)
+    parser.add_argument("--kinds", nargs="+", choices=KINDS, default=list(KINDS))
     asyncio.run(run(parser.parse_args()))
 
 
