@@ -98,6 +98,10 @@ async def _projected_state(s: TenantStore) -> list[object]:
     return _some(await s.projected_state("tx-1"))
 
 
+async def _proposal_digest(s: TenantStore) -> list[object]:
+    return _some(await s.proposal_digest("tx-1"))
+
+
 async def _sessions(s: TenantStore) -> list[object]:
     return _some(await s.sessions("tx-1"))
 
@@ -153,6 +157,7 @@ READS: dict[str, Callable[[TenantStore], Awaitable[list[object]]]] = {
     "produced_intent": _produced_intent,
     "events": _events,
     "projected_state": _projected_state,
+    "proposal_digest": _proposal_digest,
     "sessions": _sessions,
     "operation_of": _operation_of,
     "operation": _operation,
