@@ -93,8 +93,8 @@ async def open_partitions(
     process of a parallel audit reads)."""
     # Stopped however it ends, a start that failed part-way included (services.closing).
     async with AsyncExitStack() as stack:
-        # A slice with nothing to read stops without awaiting anything since its start:
-        # stopped_with lets the consumer's reset task run first (it is aiokafka's rule).
+        # A slice with nothing to read stops without awaiting anything since its start,
+        # which aiokafka's own stop did not survive (services.kafka_consumer_stop).
         consumer = stopped_with(stack, _consumer(bootstrap))
         await consumer.start()
         consumer.assign(list(starts))
