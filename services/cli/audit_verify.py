@@ -28,6 +28,7 @@ from events.envelope import Chained, Envelope, verify_chain
 from events.keys import partition_key
 from events.verdict import Verdict
 from projections.decode import decode_envelope
+from services import kafka_consumer_stop
 from services.cli.audit_signatures import check_checkpoints
 from services.cli.log_snapshot import LogSnapshot, open_partitions, open_snapshot, where
 from services.cli.progress import Progress
@@ -194,6 +195,9 @@ _read_so_far: "Synchronized[int] | None" = None
 def _init_worker(counter: "Synchronized[int]") -> None:
     global _read_so_far
     _read_so_far = counter
+    # A spawned worker imports recon afresh: its log readers' consumers stop as the CLI's
+    # do (a slice with nothing to read raised CancelledError out of aiokafka's stop).
+    kafka_consumer_stop.install()
 
 
 def _count(n: int) -> None:

@@ -14,7 +14,9 @@ FOLDERS = ("events", "projections", "reconcilers", "services", "transactions")
 LIBRARIES = {
     "events": set(),
     "transactions": {"events"},
-    "projections": {"events"},
+    # A transaction's owner and session count are projected by the decider's own rules
+    # (transactions.ownership.evolve_owner, input_bounds.SESSION_CAUSED): one judge.
+    "projections": {"events", "transactions"},
     "reconcilers": {"events", "projections"},
 }
 # The operator commands run one drift scan through the reconciler's own runtime; the MCP
