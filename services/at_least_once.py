@@ -42,7 +42,7 @@ from aiokafka.errors import (
 
 from events.dead_letters import dead_letter_headers
 from services.config import Settings
-from services.kafka_clients import group_consumer
+from services.kafka_clients import group_consumer, stop_consumer
 from services.kafka_start import start_kafka_client
 from services.metrics import dead_lettered, observe_lag
 from services.pending_offsets import PendingOffsets
@@ -159,7 +159,7 @@ class AtLeastOnceConsumer:
             with contextlib.suppress(KafkaError):
                 await self.commit_pending()  # a clean stop hands over what is done
         finally:
-            await self.consumer.stop()
+            await stop_consumer(self.consumer)
 
     async def commit_pending(self, only: set[TopicPartition] | None = None) -> None:
         """Commit pending offsets of partitions still owned (of `only`, if given); a

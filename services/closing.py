@@ -17,6 +17,8 @@ from typing import TypeVar
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient
 
+from services.kafka_clients import stop_consumer
+
 Client = TypeVar("Client", AIOKafkaConsumer, AIOKafkaProducer, AIOKafkaAdminClient)
 
 
@@ -31,6 +33,9 @@ def stopped_with(stack: AsyncExitStack, client: Client) -> Client:
     its way out (services.at_least_once) is no matter."""
     if isinstance(client, AIOKafkaAdminClient):
         stack.push_async_callback(client.close)
+    elif isinstance(client, AIOKafkaConsumer):
+        # Bounded: a broker that answers nothing holds a consumer's own stop 40 s a request.
+        stack.push_async_callback(stop_consumer, client)
     else:
         stack.push_async_callback(client.stop)
     return client

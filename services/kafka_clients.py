@@ -8,6 +8,8 @@ was acknowledged survives a broker restart and a retried send is not duplicated.
 """
 
 import asyncio
+import contextlib
+import logging
 from collections.abc import Iterable
 from typing import Any
 
@@ -23,6 +25,8 @@ from aiokafka.errors import (
 from services import kafka_security
 from services.config import Settings
 from services.metrics import CONSUMER_GROUP_PROCESSES, CONSUMER_LAG, labelled
+
+log = logging.getLogger(__name__)
 
 # How long fetched records may wait to be taken before aiokafka fetches the other partitions
 # of their broker without them (its default: 100 ms, not a constructor option). One
@@ -163,23 +167,76 @@ async def stop_producer(producer: AIOKafkaProducer, timeout: float) -> None:
     deadline: docs/decider.md; a retried produce waiting for a metadata refresh that never
     comes: docs/operations.md, "Known limits of the Kafka client"). Cut off there, `stop()`
     left the sender task running and the connections open for the life of the process. Past
-    `timeout` the sender task is cancelled, twice if need be (cancelled once, it waits for
-    its requests in flight, and one stuck like that never ends; the second cancel reaches
-    it), what is still queued fails (so that nothing waits on it), and the client closes.
+    `timeout` the sender task is cancelled (`_cancelled`), what is still queued fails (so
+    that nothing waits on it), and the client closes.
     """
     try:
         await asyncio.wait_for(producer.stop(), timeout)
         return
     except TimeoutError:
         pass
-    sender = producer._sender.sender_task
-    for _ in range(2):
-        if sender is None or sender.done():
-            break
-        sender.cancel()
-        await asyncio.wait({sender}, timeout=1.0)
+    await _cancelled(producer._sender.sender_task)
     producer._message_accumulator.fail_all(KafkaError("the producer was stopped undelivered"))
     await producer.client.close()
+
+
+# A consumer's clean stop (its group left, its fetches cancelled, its connections closed)
+# takes milliseconds from a broker that answers. Each consumer of a process is stopped in
+# turn, so a few of these still end well within an orchestrator's grace period (30 s).
+CONSUMER_STOP_S = 5.0
+
+
+async def stop_consumer(consumer: AIOKafkaConsumer, timeout: float = CONSUMER_STOP_S) -> None:
+    """Stops `consumer` within about `timeout` s, its tasks and connections with it.
+
+    aiokafka's `stop()` lets the group coordinator's routine finish the request it has in
+    flight, then sends LeaveGroup and waits for its answer: from a broker that takes
+    requests and answers none (frozen, behind a firewall that drops packets) that is
+    `request_timeout_ms` (40 s) each, 79 s seen for one consumer, and a process stops its
+    consumers one after another. Past `timeout` what `stop()` has not reached is done here:
+    the coordinator's tasks cancelled (twice if need be, as a producer's sender), the
+    fetcher closed (services.kafka_consumer_stop) and the client's connections and metadata
+    task closed. `stop()` marks the consumer closed first, so a later stop does nothing.
+
+    What the broker sees then: no LeaveGroup, so the member stays in the group until its
+    session times out (SESSION_TIMEOUT_MS), and its partitions move on then instead of at
+    once. No offset is lost: recon commits offsets only in Kafka transactions or by explicit
+    commits, each before the stop (auto-commit is off: aiokafka's last commit at close
+    commits nothing). A rebalance listener the coordinator was running is cancelled with
+    it: a transaction it had open is aborted by the broker at its timeout.
+    """
+    # Not wait_for: on its timeout it waits for the cancelled stop to end, and a stop that
+    # takes its cancellation as a request's failure goes on waiting.
+    stopping = asyncio.ensure_future(consumer.stop())
+    await asyncio.wait({stopping}, timeout=timeout)
+    if stopping.done():
+        stopping.result()
+        return
+    log.warning(
+        "Kafka consumer %s not stopped within %.1f s (the broker does not answer): its "
+        "tasks cancelled, its connections closed; the group drops it at its session timeout",
+        consumer._client._client_id,
+        timeout,
+    )
+    await _cancelled(stopping)
+    coordinator = consumer._coordinator
+    for name in ("_coordination_task", "_heartbeat_task", "_commit_refresh_task"):
+        await _cancelled(getattr(coordinator, name, None))
+    if consumer._fetcher is not None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(consumer._fetcher.close(), 1.0)
+    await consumer._client.close()
+
+
+async def _cancelled(task: "asyncio.Future[Any] | None") -> None:
+    """Cancels `task` and waits for it to end, a second time if need be: a task cancelled
+    once may wait for its requests in flight, and one stuck like that never ends, while
+    the second cancel reaches it. Given up after a second each: the task is then left."""
+    for _ in range(2):
+        if task is None or task.done():
+            return
+        task.cancel()
+        await asyncio.wait({task}, timeout=1.0)
 
 
 # Refusals that sending the same record again cannot cure (its size). Errors that may pass

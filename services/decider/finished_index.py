@@ -27,7 +27,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from pydantic import ValidationError
 
 from services.decider.restore import CorruptChangelog
-from services.kafka_clients import connection
+from services.kafka_clients import connection, stop_consumer
 from transactions.finished import FinishedTransaction
 
 # How long reading one marker back may take (a broker away) before the batch is failed.
@@ -107,7 +107,7 @@ class ChangelogReader:
     async def stop(self) -> None:
         # Also when it never started (no marker was read): a consumer made and never
         # stopped is logged at ERROR as unclosed when it is collected.
-        await self.consumer.stop()
+        await stop_consumer(self.consumer)
 
 
 class FinishedIndex:

@@ -87,6 +87,7 @@ from services.kafka_clients import (
     RECORD_REFUSED,
     acked_producer,
     group_consumer,
+    stop_consumer,
     stop_producer,
     transaction_failure,
 )
@@ -703,7 +704,11 @@ class Decider:
         consumer and changelog reader as made; each is logged at ERROR as unclosed when
         collected (at the suite's end: docs/testing.md, "Kafka clients left unstopped"). A
         client's second stop does nothing, so those the loop stopped are no matter."""
-        await stop_each(self.consumer.stop, self.changelog_reader.stop, self.host.producer.stop)
+        await stop_each(
+            functools.partial(stop_consumer, self.consumer),
+            self.changelog_reader.stop,
+            self.host.producer.stop,
+        )
 
     async def _run(self, stop: asyncio.Event) -> None:
         self.consumer.subscribe(
@@ -741,7 +746,7 @@ class Decider:
             for waiting in (self.fetching, self.waking):
                 if waiting is not None:
                     waiting.cancel()
-            await self.consumer.stop()
+            await stop_consumer(self.consumer)
             await self.changelog_reader.stop()
 
     async def _fetch(self) -> dict[TopicPartition, list[ConsumerRecord]]:

@@ -24,7 +24,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from services.config import Settings
 from services.consumer_groups import inputs
 from services.intake.group_coordinators import Coordinators
-from services.kafka_clients import connection, start_or_stop
+from services.kafka_clients import connection, start_or_stop, stop_consumer
 
 # Where Kafka keeps the groups' committed offsets; the broker makes it at the first
 # FindCoordinator, and answers no group's coordinator until its partitions have leaders.
@@ -65,7 +65,7 @@ class GroupPositions:
 
     async def close(self) -> None:
         if self._consumer is not None:
-            await self._consumer.stop()
+            await stop_consumer(self._consumer)
 
     async def partitions(self) -> Partitions:
         """Every topic's partitions, from one Metadata request. Asked of the admin client:

@@ -47,7 +47,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from services.config import Settings
 from services.inline_answers import inline_answer
 from services.intake.group_positions import REQUEST_TIMEOUT_S, Standing
-from services.kafka_clients import connection, start_or_stop
+from services.kafka_clients import connection, start_or_stop, stop_consumer
 
 STUCK_AFTER_S = 60.0
 # A position unmoved this long is read at: a group at work moves it more often (above), so
@@ -183,7 +183,7 @@ class GapReader:
 
     async def close(self) -> None:
         if self._consumer is not None:
-            await self._consumer.stop()
+            await stop_consumer(self._consumer)
 
     async def read(self, gaps: dict[TopicPartition, Standing]) -> dict[TopicPartition, Gap]:
         """What each gap holds, for those the read settled within READ_TIMEOUT_S."""

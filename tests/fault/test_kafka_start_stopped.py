@@ -14,8 +14,6 @@ start waits in it, and the stop was always seen between the attempts
 (tests/unit/test_kafka_start.py)."""
 
 import asyncio
-import os
-import signal
 import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, ExitStack, contextmanager
@@ -23,6 +21,7 @@ from typing import Any
 
 import aiokafka.consumer.consumer
 import pytest
+from support.broker_faults import frozen
 from support.kafka_leaks import unstopped
 from support.topic_setup import create_topic
 
@@ -43,17 +42,6 @@ ROLE = "broker-away-at-start"
 
 
 @contextmanager
-def _frozen(broker: KafkaBroker) -> Iterator[None]:
-    pid = broker.pid
-    assert pid is not None
-    os.kill(pid, signal.SIGSTOP)
-    try:
-        yield
-    finally:
-        os.kill(pid, signal.SIGCONT)
-
-
-@contextmanager
 def _down(broker: KafkaBroker) -> Iterator[None]:
     broker.kill()
     try:
@@ -63,7 +51,7 @@ def _down(broker: KafkaBroker) -> Iterator[None]:
 
 
 @pytest.mark.parametrize(
-    ("moment", "fault"), [("bootstrap", _frozen), ("group join", _down)], ids=["frozen", "down"]
+    ("moment", "fault"), [("bootstrap", frozen), ("group join", _down)], ids=["frozen", "down"]
 )
 async def test_a_consumer_stopped_while_its_start_waits_for_the_broker_stops_at_once(
     moment: str,
