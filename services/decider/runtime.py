@@ -93,6 +93,7 @@ from services.kafka_clients import (
 )
 from services.kafka_cluster_id import cluster_id
 from services.kafka_setup import ensure_recon_topics
+from services.kafka_start import start_kafka_client
 from services.logging_json import log_context
 from services.metrics import (
     DECIDER_INPUT_WAIT_SECONDS,
@@ -714,7 +715,9 @@ class Decider:
         self.consumer.subscribe(
             consumer_groups.inputs(consumer_groups.DECIDER, self.settings), listener=_Listener(self)
         )
-        await self.consumer.start()
+        # Given up on the stop: stop_clients (run's stack) stops the consumer.
+        if not await start_kafka_client(self.consumer, "decider inputs", stop):
+            return
         try:
             while not stop.is_set():
                 batch = await self._fetch()

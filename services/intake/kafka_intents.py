@@ -47,6 +47,7 @@ from services.intake.response_models import IntentRefused
 from services.intake.submission import SubmissionRefused
 from services.intake.submission_gate import GateRefused
 from services.kafka_setup import ensure_recon_topics
+from services.kafka_start import start_kafka_client
 from services.lifecycle import run_process
 from services.metrics import KAFKA_INTENTS
 from services.postgres_start import open_pool
@@ -98,8 +99,8 @@ class IntentSubscriber:
         async with AsyncExitStack() as stack:
             stopped_with(stack, self.producer)
             stopped_with(stack, self.inputs.consumer)
-            await self.producer.start()
-            await self.inputs.run(stop, self._answer_batch)
+            if await start_kafka_client(self.producer, "intents producer", stop):
+                await self.inputs.run(stop, self._answer_batch)
 
     async def _answer_batch(self, batch: Batch) -> None:
         # In order, one record at a time: each waits for its command's ack anyway, and a

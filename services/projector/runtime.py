@@ -30,6 +30,7 @@ from services.closing import stopped_with
 from services.config import Settings
 from services.kafka_clients import acked_producer, group_consumer
 from services.kafka_setup import ensure_recon_topics
+from services.kafka_start import start_kafka_client
 from services.metrics import (
     PROJECTOR_BATCHES,
     PROJECTOR_STATEMENTS,
@@ -112,12 +113,15 @@ class Projector:
             stopped_with(stack, self.consumer)
             self.pool = await _connect(self.settings.database_url)
             await ensure_recon_topics(self.settings)
-            await self.dead_letters.start()
+            # Either start given up on the stop leaves its client to the stack (as the saga's).
+            if not await start_kafka_client(self.dead_letters, "projector dead letters", self.stop):
+                return
             self.consumer.subscribe(
                 consumer_groups.inputs(consumer_groups.PROJECTOR, self.settings),
                 listener=_SeekToStoredOffsets(self.seek, self.watch, self.views),
             )
-            await self.consumer.start()
+            if not await start_kafka_client(self.consumer, "projector consumer", self.stop):
+                return
             self.watch.healthy_at = time.monotonic()
             stack.callback(asyncio.create_task(self._exit_when_stalled()).cancel)
             await self._loop()

@@ -609,9 +609,13 @@ class Reconciler:
 
 
 @asynccontextmanager
-async def open_reconciler(settings: Settings) -> AsyncIterator[Reconciler]:
+async def open_reconciler(
+    settings: Settings, stop: asyncio.Event | None = None
+) -> AsyncIterator[Reconciler]:
     """Topics, a Postgres pool, a producer and the providers' adapters: what the
-    process and the CLI's one-off scan both need."""
+    process and the CLI's one-off scan both need. Set `stop` while the producer starts
+    and that start is given up: the reconciler comes with its producer unstarted, for a
+    caller that checks `stop` before using it (run_reconciler)."""
     await ensure_recon_topics(settings)
     # Each closed however a later step ends, the producer's own failed start included
     # (services.closing).
@@ -619,7 +623,7 @@ async def open_reconciler(settings: Settings) -> AsyncIterator[Reconciler]:
         pool = await open_pool(settings.database_url, min_size=1, max_size=8)
         stack.push_async_callback(pool.close)
         producer = stopped_with(stack, acked_producer(settings, "reconciler-producer"))
-        await start_kafka_client(producer, "reconciler producer")
+        await start_kafka_client(producer, "reconciler producer", stop)
         http = await stack.enter_async_context(
             ProviderHttp(settings.provider_timeout_s, connect_s=2.0)
         )
@@ -630,7 +634,9 @@ async def run_reconciler(settings: Settings, stop: asyncio.Event) -> None:
     config = settings.reconciler
     # Every run of every job is logged at INFO by APScheduler: noise at a 2 s interval.
     logging.getLogger("apscheduler").setLevel(logging.WARNING)
-    async with open_reconciler(settings) as reconciler:
+    async with open_reconciler(settings, stop) as reconciler:
+        if stop.is_set():
+            return  # asked to stop during the start: no job runs, nothing is produced
         scheduler = AsyncIOScheduler(timezone=UTC)
         now = datetime.now(UTC)
         _every(scheduler, "pull tick", reconciler.tick, config.interval_s, now)

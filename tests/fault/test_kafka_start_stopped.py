@@ -14,7 +14,6 @@ start waits in it, and the stop was always seen between the attempts
 (tests/unit/test_kafka_start.py)."""
 
 import asyncio
-import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, ExitStack, contextmanager
 from typing import Any
@@ -23,6 +22,7 @@ import aiokafka.consumer.consumer
 import pytest
 from support.broker_faults import frozen
 from support.kafka_leaks import unstopped
+from support.stop_timing import stopped_while_waiting
 from support.topic_setup import create_topic
 
 from events.topics import Topics
@@ -33,8 +33,6 @@ from services.kafka_clients import acked_producer, client_id
 
 pytestmark = pytest.mark.timeout(120)
 
-# How long the start waits for the broker before the stop: long enough to be inside it.
-WAITING_S = 1.0
 # A stop's bound: the cancelled start and the consumer's stop take a few ms; a start
 # left to itself waits out the frozen broker's 40 s request, the killed one's return.
 STOP_BOUND_S = 5.0
@@ -87,15 +85,7 @@ async def test_a_consumer_stopped_while_its_start_waits_for_the_broker_stops_at_
             monkeypatch.setattr(aiokafka.consumer.consumer, "GroupCoordinator", coordinator)
         run = asyncio.create_task(consumer.run(stop, _ignore))
         try:
-            await asyncio.wait_for(away.wait(), 30)
-            await asyncio.sleep(WAITING_S)
-            assert not run.done(), run
-            stop.set()
-            asked = time.monotonic()
-            await asyncio.wait({run}, timeout=STOP_BOUND_S)
-            took = time.monotonic() - asked
-            print(f"{moment}: stopped {took:.3f} s after the stop was asked")
-            assert run.done(), f"still starting {STOP_BOUND_S} s after the stop was asked"
+            await stopped_while_waiting(run, stop, away, STOP_BOUND_S, moment)
             assert run.result() is None
             assert not consumer.consumer.assignment()
         finally:

@@ -1,0 +1,100 @@
+"""A process asked to stop while one of its Kafka clients waits inside its start for a frozen
+broker stops at once (its start raced with the process's stop, services.kafka_start) and
+leaves every client it made stopped: the projector's consumer, the reconciler's producer and
+the intents reader's producer, which started without watching the stop until stop 54.
+
+The broker is the session's own, frozen (SIGSTOP) as the client's real start begins: it takes
+the bootstrap's connection and answers nothing, so aiokafka waits the request's 40 s an
+attempt (tests/fault/test_kafka_stop_frozen.py for the consumer's own stop)."""
+
+import asyncio
+from collections.abc import Callable, Coroutine
+from contextlib import ExitStack
+from typing import Any
+
+import asyncpg
+import pytest
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from conftest import Infra
+from support.broker_faults import frozen
+from support.intake_app import intake_settings
+from support.kafka_leaks import unstopped
+from support.stop_timing import stopped_while_waiting
+
+from services.config import Settings
+from services.devtools.infra import KafkaBroker
+from services.intake.kafka_intents import IntentSubscriber
+from services.kafka_clients import client_id
+from services.projector.runtime import Projector
+from services.pull_reconciler.runtime import run_reconciler
+
+pytestmark = pytest.mark.timeout(180)
+
+# The cancelled start and the stops of clients that never reached the broker take ms.
+STOP_BOUND_S = 5.0
+
+Run = Callable[[Settings, asyncio.Event], Coroutine[Any, Any, None]]
+
+
+async def _projector(settings: Settings, stop: asyncio.Event) -> None:
+    await Projector(settings, stop).run()
+
+
+async def _intents_reader(settings: Settings, stop: asyncio.Event) -> None:
+    pool = await asyncpg.create_pool(settings.database_url, min_size=1, max_size=1)
+    try:
+        await IntentSubscriber(settings, pool, ["acme"]).run(stop)
+    finally:
+        await pool.close()
+
+
+PROCESSES: dict[str, tuple[Run, str, tuple[str, ...]]] = {
+    # The run, the role whose start meets the frozen broker, every role it makes.
+    "projector": (_projector, "projector-inputs", ("projector-inputs", "projector-dead-letters")),
+    "reconciler": (run_reconciler, "reconciler-producer", ("reconciler-producer",)),
+    "intents reader": (_intents_reader, "intents-producer", ("intents-producer", "intents-inputs")),
+}
+
+
+def _freeze_at_start(
+    monkeypatch: pytest.MonkeyPatch, broker: KafkaBroker, role: str, back: ExitStack
+) -> asyncio.Event:
+    """The broker frozen as the real start of `role`'s client begins; set once it is."""
+    away = asyncio.Event()
+    for kind in (AIOKafkaConsumer, AIOKafkaProducer):
+        real = kind.start
+
+        async def start(self: Any, real: Any = real) -> None:
+            inner = self.client if isinstance(self, AIOKafkaProducer) else self._client
+            if inner._client_id == client_id(role) and not away.is_set():
+                back.enter_context(frozen(broker))
+                away.set()
+            await real(self)
+
+        monkeypatch.setattr(kind, "start", start)
+    return away
+
+
+@pytest.mark.parametrize("process", sorted(PROCESSES))
+async def test_a_process_stopped_while_a_client_starts_against_a_frozen_broker_stops_at_once(
+    process: str,
+    infra: Infra,
+    kafka_broker: KafkaBroker,
+    fresh_database: str,
+    topic_prefix: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    run, role, roles = PROCESSES[process]
+    settings = await intake_settings(infra, fresh_database, topic_prefix)
+    stop = asyncio.Event()
+    with ExitStack() as back:
+        away = _freeze_at_start(monkeypatch, kafka_broker, role, back)
+        task = asyncio.create_task(run(settings, stop))
+        try:
+            await stopped_while_waiting(task, stop, away, STOP_BOUND_S, process)
+            task.result()
+        finally:
+            stop.set()
+            await asyncio.to_thread(back.close)  # the broker back
+            await asyncio.wait_for(asyncio.gather(task, return_exceptions=True), 60)
+    assert {r: n for r in roles if (n := len(unstopped(client_id(r))))} == {}
