@@ -18,6 +18,7 @@ that never restored it), and topics of different counts are not co-partitioned.
 """
 
 import asyncio
+import functools
 import logging
 
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
@@ -26,6 +27,7 @@ from aiokafka.errors import KafkaError, TopicAlreadyExistsError
 from events.topics import Topics
 from services.config import Settings, TopicLayout
 from services.kafka_clients import connection
+from services.kafka_start import stopped_within, unless_stopped
 
 log = logging.getLogger(__name__)
 
@@ -60,11 +62,17 @@ def topic_configs(topics: Topics) -> dict[str, dict[str, str]]:
 
 
 async def ensure_recon_topics(
-    settings: Settings, extra: dict[str, dict[str, str]] | None = None
-) -> None:
+    settings: Settings,
+    extra: dict[str, dict[str, str]] | None = None,
+    stop: asyncio.Event | None = None,
+) -> bool:
     """ensure_topics for a recon process: its settings' topics, laid out as they say."""
-    await ensure_topics(
-        settings.kafka_bootstrap, settings.topics, layout=settings.topic_layout, extra=extra
+    return await ensure_topics(
+        settings.kafka_bootstrap,
+        settings.topics,
+        layout=settings.topic_layout,
+        extra=extra,
+        stop=stop,
     )
 
 
@@ -75,10 +83,15 @@ async def ensure_topics(
     *,
     layout: TopicLayout | None = None,
     extra: dict[str, dict[str, str]] | None = None,
-) -> None:
+    stop: asyncio.Event | None = None,
+) -> bool:
     """Create every topic (and each `extra` one: name -> configuration) that does not
     exist yet, and check that those that do have `layout`'s partition count; waits for the
-    broker to answer.
+    broker to answer. False if `stop` was set first: an attempt under way is cancelled
+    (services.kafka_start.unless_stopped), so a process asked to stop while the broker
+    answers nothing stops then, not at the deadline with an error. Topics a cancelled
+    attempt asked for are created or not, as a crash would leave them: the next start
+    asks again.
 
     Any retriable Kafka error is waited out until `timeout_s`, not only a broker that is not
     up yet: a broker that restarts between the connection and the request (NodeNotReady, a
@@ -90,16 +103,28 @@ async def ensure_topics(
     while True:
         admin = AIOKafkaAdminClient(**connection(bootstrap, "setup"), request_timeout_ms=10000)
         try:
-            await admin.start()
-            await _create_missing(admin, topic_configs(topics) | (extra or {}), layout)
-            return
+            if not await unless_stopped(
+                functools.partial(_set_up, admin, topic_configs(topics) | (extra or {}), layout),
+                stop,
+            ):
+                log.info("topic set-up given up, the process is stopping")
+                return False
+            return True
         except KafkaError as error:
             if not error.retriable or loop.time() > deadline:
                 raise
             log.warning("Kafka not ready for topic set-up (%r); retrying", error)
         finally:
             await admin.close()
-        await asyncio.sleep(0.5)
+        if await stopped_within(stop, 0.5):
+            return False
+
+
+async def _set_up(
+    admin: AIOKafkaAdminClient, configs: dict[str, dict[str, str]], layout: TopicLayout
+) -> None:
+    await admin.start()
+    await _create_missing(admin, configs, layout)
 
 
 async def _create_missing(

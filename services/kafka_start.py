@@ -39,6 +39,7 @@ the last error is raised and the process exits with it.
 import asyncio
 import contextlib
 import logging
+from collections.abc import Awaitable, Callable
 from typing import Protocol
 
 from aiokafka.errors import KafkaError
@@ -55,14 +56,14 @@ class Startable(Protocol):
     async def start(self) -> None: ...
 
 
-async def _started_unless_stopped(client: Startable, stop: asyncio.Event | None) -> bool:
-    """Runs one start of `client`: True once it ended, False if `stop` was set first (the
-    start cancelled and awaited, so nothing of it runs on). An error of the start is
-    raised, even one that came with the stop."""
+async def unless_stopped(step: Callable[[], Awaitable[None]], stop: asyncio.Event | None) -> bool:
+    """Runs `step` (a client's start, topic set-up): True once it ended, False if `stop`
+    was set first (the step cancelled and awaited, so nothing of it runs on). An error of
+    the step is raised, even one that came with the stop."""
     if stop is None:
-        await client.start()
+        await step()
         return True
-    attempt = asyncio.ensure_future(client.start())
+    attempt = asyncio.ensure_future(step())
     stopped = asyncio.ensure_future(stop.wait())
     try:
         await asyncio.wait((attempt, stopped), return_when=asyncio.FIRST_COMPLETED)
@@ -94,7 +95,7 @@ async def start_kafka_client(
     failures = 0
     while True:
         try:
-            if not await _started_unless_stopped(client, stop):
+            if not await unless_stopped(client.start, stop):
                 log.info("Kafka %s: its start given up, the process is stopping", what)
                 return False
             if failures:
@@ -107,10 +108,15 @@ async def start_kafka_client(
                 raise
             failures += 1
             log.warning("Kafka %s not reachable yet (%r); retrying in %.1f s", what, error, delay)
-        if stop is None:
-            await asyncio.sleep(delay)
-            continue
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop.wait(), delay)
-        if stop.is_set():
+        if await stopped_within(stop, delay):
             return False
+
+
+async def stopped_within(stop: asyncio.Event | None, delay: float) -> bool:
+    """Waits `delay` s, a back-off between attempts; True as soon as `stop` is set."""
+    if stop is None:
+        await asyncio.sleep(delay)
+        return False
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(stop.wait(), delay)
+    return stop.is_set()

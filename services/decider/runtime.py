@@ -1093,6 +1093,7 @@ async def _stop_quietly(producer: AIOKafkaProducer) -> None:
 
 
 async def run_decider(settings: Settings, stop: asyncio.Event) -> None:
-    await ensure_recon_topics(settings)
+    if not await ensure_recon_topics(settings, stop=stop):
+        return
     tune_for_service()
     await Decider(settings).run(stop)

@@ -199,7 +199,8 @@ async def run_intents(settings: Settings, stop: asyncio.Event) -> None:
     tenants = consumer_groups.intent_tenants(settings)
     extra: dict[str, dict[str, str]] = {settings.topics.intents(t): {} for t in tenants}
     extra |= {settings.topics.intent_replies(t): {} for t in tenants}
-    await ensure_recon_topics(settings, extra)
+    if not await ensure_recon_topics(settings, extra, stop):
+        return
     pool = await open_pool(settings.database_url, min_size=1, max_size=4)
     try:
         log.info("reading the Kafka intents of %s", ", ".join(tenants) or "no tenant")

@@ -112,7 +112,8 @@ class Projector:
             stopped_with(stack, self.dead_letters)
             stopped_with(stack, self.consumer)
             self.pool = await _connect(self.settings.database_url)
-            await ensure_recon_topics(self.settings)
+            if not await ensure_recon_topics(self.settings, stop=self.stop):
+                return
             # Either start given up on the stop leaves its client to the stack (as the saga's).
             if not await start_kafka_client(self.dead_letters, "projector dead letters", self.stop):
                 return

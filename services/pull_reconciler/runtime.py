@@ -613,10 +613,10 @@ async def open_reconciler(
     settings: Settings, stop: asyncio.Event | None = None
 ) -> AsyncIterator[Reconciler]:
     """Topics, a Postgres pool, a producer and the providers' adapters: what the
-    process and the CLI's one-off scan both need. Set `stop` while the producer starts
-    and that start is given up: the reconciler comes with its producer unstarted, for a
-    caller that checks `stop` before using it (run_reconciler)."""
-    await ensure_recon_topics(settings)
+    process and the CLI's one-off scan both need. Set `stop` while the topics are set up
+    or the producer starts and both are given up: the reconciler comes with its producer
+    unstarted, for a caller that checks `stop` before using it (run_reconciler)."""
+    await ensure_recon_topics(settings, stop=stop)  # given up: so is the producer's start
     # Each closed however a later step ends, the producer's own failed start included
     # (services.closing).
     async with AsyncExitStack() as stack:

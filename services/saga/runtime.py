@@ -103,5 +103,5 @@ class Orchestrator:
 
 
 async def run_saga(settings: Settings, stop: asyncio.Event) -> None:
-    await ensure_recon_topics(settings)
-    await Orchestrator(settings).run(stop)
+    if await ensure_recon_topics(settings, stop=stop):
+        await Orchestrator(settings).run(stop)

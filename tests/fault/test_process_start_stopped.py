@@ -1,7 +1,9 @@
 """A process asked to stop while one of its Kafka clients waits inside its start for a frozen
 broker stops at once (its start raced with the process's stop, services.kafka_start) and
 leaves every client it made stopped: the projector's consumer, the reconciler's producer and
-the intents reader's producer, which started without watching the stop until stop 54.
+the intents reader's producer, which started without watching the stop until stop 54; and
+a process asked to stop during its topic set-up (services.kafka_setup), which waited out its
+60 s and exited with the error.
 
 The broker is the session's own, frozen (SIGSTOP) as the client's real start begins: it takes
 the bootstrap's connection and answers nothing, so aiokafka waits the request's 40 s an
@@ -22,11 +24,13 @@ from support.kafka_leaks import unstopped
 from support.stop_timing import stopped_while_waiting
 
 from services.config import Settings
+from services.decider.runtime import run_decider
 from services.devtools.infra import KafkaBroker
 from services.intake.kafka_intents import IntentSubscriber
 from services.kafka_clients import client_id
 from services.projector.runtime import Projector
 from services.pull_reconciler.runtime import run_reconciler
+from services.saga.runtime import run_saga
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -90,11 +94,40 @@ async def test_a_process_stopped_while_a_client_starts_against_a_frozen_broker_s
     with ExitStack() as back:
         away = _freeze_at_start(monkeypatch, kafka_broker, role, back)
         task = asyncio.create_task(run(settings, stop))
-        try:
-            await stopped_while_waiting(task, stop, away, STOP_BOUND_S, process)
-            task.result()
-        finally:
-            stop.set()
-            await asyncio.to_thread(back.close)  # the broker back
-            await asyncio.wait_for(asyncio.gather(task, return_exceptions=True), 60)
+        await _stops_at_once(process, task, stop, away, back)
     assert {r: n for r in roles if (n := len(unstopped(client_id(r))))} == {}
+
+
+async def _stops_at_once(
+    process: str,
+    task: "asyncio.Task[None]",
+    stop: asyncio.Event,
+    away: asyncio.Event,
+    back: ExitStack,
+) -> None:
+    """`task` asked to stop once the broker is away, ended within the bound; then the
+    broker back (`back` closed) and the task's end awaited whatever the verdict."""
+    try:
+        await stopped_while_waiting(task, stop, away, STOP_BOUND_S, process)
+        task.result()
+    finally:
+        stop.set()
+        await asyncio.to_thread(back.close)
+        await asyncio.wait_for(asyncio.gather(task, return_exceptions=True), 60)
+
+
+SET_UP: dict[str, Run] = {"saga": run_saga, "decider": run_decider, "projector": _projector}
+
+
+@pytest.mark.parametrize("process", sorted(SET_UP))
+async def test_a_process_stopped_during_its_topic_set_up_against_a_frozen_broker_stops_at_once(
+    process: str, infra: Infra, kafka_broker: KafkaBroker, fresh_database: str, topic_prefix: str
+) -> None:
+    settings = await intake_settings(infra, fresh_database, topic_prefix)
+    stop, away = asyncio.Event(), asyncio.Event()
+    with ExitStack() as back:
+        back.enter_context(frozen(kafka_broker))
+        away.set()
+        task = asyncio.create_task(SET_UP[process](settings, stop))
+        await _stops_at_once(process, task, stop, away, back)
+    assert len(unstopped(client_id("setup"))) == 0
