@@ -7,3 +7,9 @@ A process imports the library folders (events, projections, reconcilers) and the
 modules here, never another process's package. The MCP server (mcp/) is a client of the
 intake, not a process of recon: its tools' schemas are the intake's request models.
 """
+
+from services import kafka_mends
+
+# Every recon process, one-off and test imports this package before its first Kafka
+# client: aiokafka is mended here once for all of them (kafka_mends says why at import).
+kafka_mends.install()

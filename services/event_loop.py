@@ -6,23 +6,18 @@ itself (selectors, transports, callbacks, per Kafka fetch, HTTP request and Post
 trip); uvloop does that part in C. The loop changes nothing in what the code means: the
 same asyncio API, the same ordering of awaited results. One difference aiokafka does not
 expect, a write on a connection the broker has just reset, is mended before uvloop runs
-(services.kafka_uvloop). aiokafka's lost metadata wake-up (services.kafka_metadata_wakeup)
-and its consumers' stop raising their tasks' cancellation (services.kafka_consumer_stop)
-need no uvloop and are mended before either loop runs.
+(services.kafka_uvloop). aiokafka's mends that need no uvloop are in place before either
+loop runs, as in every process that imports aiokafka (services.kafka_mends).
 """
 
 import asyncio
 from collections.abc import Coroutine
 from typing import Any
 
-from services import kafka_consumer_stop, kafka_metadata_wakeup
-
 LOOPS = ("uvloop", "asyncio")
 
 
 def run(main: Coroutine[Any, Any, None], loop: str) -> None:
-    kafka_metadata_wakeup.install()
-    kafka_consumer_stop.install()
     if loop == "uvloop":
         import uvloop
 

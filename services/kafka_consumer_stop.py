@@ -25,6 +25,7 @@ Two places do it:
 `install()` replaces both closes with ones that cancel every task first, then await each,
 taking a task's own cancellation as its end; the caller's cancellation (`cancelling()` of
 the task running the stop) is raised as before. tests/integration/test_kafka_consumer_stop.py.
+Installed in every process by services.kafka_mends.
 """
 
 import asyncio
@@ -69,3 +70,7 @@ def install() -> None:
     """Idempotent; for the whole process (every aiokafka consumer in it)."""
     Fetcher.close = _fetcher_close
     NoGroupCoordinator.close = _no_group_close
+
+
+def installed() -> bool:
+    return Fetcher.close is _fetcher_close and NoGroupCoordinator.close is _no_group_close

@@ -22,7 +22,7 @@ members' subscriptions); a producer adds to it in place, so its refresh never se
 `install()` makes `set_topics` set the waiter when a refresh is in flight that nobody asked
 for (`_md_update_fut` set, the waiter not). The task then refreshes once more at once if
 the list changed, as aiokafka intends; if it did not, the waiter is replaced after the
-refresh as usual and nothing more is sent.
+refresh as usual and nothing more is sent. Installed in every process by services.kafka_mends.
 """
 
 from typing import Any
@@ -44,3 +44,7 @@ def _set_topics(self: AIOKafkaClient, topics: Any) -> Any:
 def install() -> None:
     """Idempotent; for the whole process (every aiokafka client in it)."""
     AIOKafkaClient.set_topics = _set_topics
+
+
+def installed() -> bool:
+    return AIOKafkaClient.set_topics is _set_topics

@@ -19,7 +19,6 @@ import asyncpg
 import pytest
 from hypothesis import HealthCheck, settings
 
-from services import kafka_consumer_stop
 from services.devtools.infra._process import REPO_ROOT
 from services.devtools.infra.kafka import KafkaBroker
 from services.devtools.infra.postgres import PostgresServer
@@ -67,10 +66,6 @@ settings.register_profile(
     max_examples=2000,
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
-
-# The clients tests make in this process stop as every recon process's do (services.event_loop
-# installs it there): without it a stop in a fetch's retry back-off raised CancelledError.
-kafka_consumer_stop.install()
 
 
 def _profile_line() -> str:

@@ -20,7 +20,6 @@ import sys
 
 import asyncpg
 
-from services import kafka_consumer_stop
 from services.cli.audit import add_audit_parser, run_audit
 from services.cli.progress import Progress, add_progress_flag
 from services.config import ConfigError, Settings, load_settings
@@ -119,8 +118,6 @@ def main(argv: list[str] | None = None) -> int:
         "else RECON_DATABASE_URL)",
     )
     args = parser.parse_args(argv)
-    # The log readers' consumers, as every process's (services.event_loop).
-    kafka_consumer_stop.install()
     if args.command == "migrate":
         # Before load_settings: migrating needs a database URL, not the processes' settings.
         return run_migrate()

@@ -28,7 +28,6 @@ from events.envelope import Chained, Envelope, verify_chain
 from events.keys import partition_key
 from events.verdict import Verdict
 from projections.decode import decode_envelope
-from services import kafka_consumer_stop
 from services.cli.audit_signatures import check_checkpoints
 from services.cli.log_snapshot import LogSnapshot, open_partitions, open_snapshot, where
 from services.cli.progress import Progress
@@ -192,12 +191,17 @@ def _signatures(
 _read_so_far: "Synchronized[int] | None" = None
 
 
+def worker_pool(workers: int) -> tuple[ProcessPoolExecutor, "Synchronized[int]"]:
+    """`workers` spawned processes to read partitions in (`_verify_partitions`), and the
+    count of the records they have read."""
+    context = multiprocessing.get_context("spawn")
+    counter: Synchronized[int] = context.Value("q", 0)
+    return ProcessPoolExecutor(workers, context, _init_worker, (counter,)), counter
+
+
 def _init_worker(counter: "Synchronized[int]") -> None:
     global _read_so_far
     _read_so_far = counter
-    # A spawned worker imports recon afresh: its log readers' consumers stop as the CLI's
-    # do (a slice with nothing to read raised CancelledError out of aiokafka's stop).
-    kafka_consumer_stop.install()
 
 
 def _count(n: int) -> None:
@@ -272,8 +276,7 @@ async def _verify_in_processes(
     shares: list[dict[TopicPartition, int]] = [{} for _ in range(workers)]
     for tp, end in sorted(snapshot.ends.items()):
         shares[tp.partition % workers][tp] = end
-    context = multiprocessing.get_context("spawn")
-    counter: Synchronized[int] = context.Value("q", 0)
+    pool, counter = worker_pool(workers - 1)
     loop = asyncio.get_running_loop()
     # This process reads the first share itself instead of waiting for the others: it has
     # imported everything a reading process needs, which a spawned one pays again (about
@@ -285,10 +288,7 @@ async def _verify_in_processes(
         own += n
         progress.advance(counter.value + own - progress.count)
 
-    with (
-        ProcessPoolExecutor(workers - 1, context, _init_worker, (counter,)) as pool,
-        progress,
-    ):
+    with pool, progress:
         futures = [
             loop.run_in_executor(
                 pool,

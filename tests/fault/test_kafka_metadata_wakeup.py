@@ -3,7 +3,8 @@ leave its metadata waiters waiting until the next periodic refresh.
 
 aiokafka's metadata task goes back to its waiter to refresh again when the list changed
 during a refresh, but during a *periodic* refresh nobody sets that waiter
-(services/kafka_metadata_wakeup.py). A real broker; the client's Metadata request is held
+(services/kafka_metadata_wakeup.py, installed in this test process as in every recon process:
+services/kafka_mends.py). A real broker; the client's Metadata request is held
 back 0.5 s (a slow broker; in production the window is one round trip every
 metadata_max_age_ms) so that the list can be changed while it is on the wire. Both changes
 a group leader makes at an assignment (`set_topics` of its members' subscriptions, then
@@ -29,7 +30,6 @@ from aiokafka.client import AIOKafkaClient
 from support.topic_setup import create_topic
 
 from events.topics import Topics
-from services import kafka_metadata_wakeup
 from services.config import Settings
 from services.kafka_clients import group_consumer
 
@@ -85,7 +85,6 @@ async def _wait_after_a_change_in_a_periodic_refresh(
 def test_a_topic_list_changed_in_a_periodic_refresh_is_refreshed_at_once(
     kafka_bootstrap: str, topic_prefix: str, change: str
 ) -> None:
-    kafka_metadata_wakeup.install()  # as services.event_loop does before it runs any loop
     a, b = f"{topic_prefix}a", f"{topic_prefix}b"
 
     async def main() -> float:
@@ -165,7 +164,6 @@ async def _new_member_assigned_after(bootstrap: str, prefix: str) -> float:
 def test_a_rebalance_whose_leader_is_in_a_periodic_refresh_ends_at_once(
     kafka_bootstrap: str, topic_prefix: str
 ) -> None:
-    kafka_metadata_wakeup.install()  # as services.event_loop does before it runs any loop
     took = asyncio.run(_new_member_assigned_after(kafka_bootstrap, topic_prefix))
     # Without the mend the leader's assignment waits for its next periodic refresh (6 s),
     # or the broker drops it at session_timeout_ms (10 s) and the group rebalances again.

@@ -1,6 +1,6 @@
 """A consumer's stop neither raises the cancellation of aiokafka's own tasks nor leaves its
-connections open (services/kafka_consumer_stop.py, installed for this test process by
-tests/conftest.py as services.event_loop installs it for every recon process).
+connections open (services/kafka_consumer_stop.py, installed in this test process as in
+every recon process: services/kafka_mends.py).
 
 A real broker. The fetch that fails is a real client's request answered with the error
 aiokafka raises when the broker does not answer within `request_timeout_ms`: a clean-clone
