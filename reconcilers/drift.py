@@ -91,6 +91,7 @@ def created_instant(raw: dict[str, Any]) -> datetime:
 _STEP = timedelta(microseconds=1)
 # What first_covered answers when a cut covers no instant: past every leg the ledger holds.
 _NO_LEG = datetime.max.replace(tzinfo=UTC)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def cut_edge(covered_from: datetime, grace: timedelta) -> datetime | None:
@@ -99,15 +100,19 @@ def cut_edge(covered_from: datetime, grace: timedelta) -> datetime | None:
     may differ from recon's by that much, and an effect created at the cut's very instant
     may be among those the cut left out). None when it covers none: NOTHING_COVERED (a
     listing of unknown order, services.providers.interface), or a cut whose edge is out
-    of datetime's range in UTC (an effect listed as created in the year 9999, or on
-    0001-01-01 east of Greenwich): nothing is proved absent rather than an instant no
-    database driver can send.
+    of datetime's range in UTC: past its last instant (an effect listed as created on
+    9999-12-31, a grace from its end or west of Greenwich), where no leg can be, or before
+    its first (on 0001-01-01 east of Greenwich, less than a grace after its first instant),
+    where by the rule every leg would be covered: a listing dated so is not believed to
+    prove anything absent (the safe side: no drift reported, the span kept as a hole).
 
     The one place the rule is written: `covers` judges a leg by it, `first_covered` bounds
     the ledger's read by it and reconcilers.drift_span.Span.left_out keeps what lies below
     it as a hole, so the three cannot disagree on a boundary."""
+    # In durations from an epoch, which hold any instant's distance: the cut's own instant in
+    # UTC may be out of datetime's range (0001-01-01T00:00+05:00) while its edge is not.
     try:
-        return covered_from.astimezone(UTC) + grace + _STEP
+        return _EPOCH + ((covered_from - _EPOCH) + grace + _STEP)
     except OverflowError:
         return None
 
