@@ -78,7 +78,7 @@ class Span:
         # The legs compare judges are those the cut covers (from its edge on): the hole
         # ends there, a leg dispatched a grace after the cut exactly being left too.
         covered = cut_edge(covered_from, grace)
-        if covered is None:  # services.providers.interface.NOTHING_COVERED
+        if covered is None:  # NOTHING_COVERED, or an edge out of range (drift.cut_edge)
             edge = top
         else:
             edge = min(covered, top)
@@ -106,7 +106,7 @@ class Span:
         if self.judged_below is None or covered_from is None or grace <= timedelta(0):
             return False
         covered = cut_edge(covered_from, grace)
-        # None (NOTHING_COVERED): the hole is kept whole, nothing given up.
+        # None (NOTHING_COVERED, an edge out of range): the hole is kept whole, nothing given up.
         return covered is not None and covered >= self.judged_below
 
 

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from events.definition import Leg
 from reconcilers.drift import LedgerEntry, compare, covers, cut_edge, first_covered
+from reconcilers.drift_span import Hole, Span
 from services.providers.interface import NOTHING_COVERED
 
 CUT = datetime(2026, 12, 6, 12, tzinfo=UTC)
@@ -24,6 +25,8 @@ WEST = timezone(timedelta(hours=-5))
 FIRST_DAY_EAST = datetime(1, 1, 1, tzinfo=EAST)
 # 10000-01-01T04:59 in UTC: past the last.
 LAST_MINUTE_WEST = datetime(9999, 12, 31, 23, 59, tzinfo=WEST)
+# A scan's span (reconcilers.drift_span): what a cut listing leaves unjudged is kept as a hole.
+SPAN = Span(CUT - timedelta(hours=1), CUT, CUT - timedelta(hours=1) - GRACE)
 
 
 def test_a_leg_dispatched_a_grace_after_the_cut_exactly_is_not_covered() -> None:
@@ -83,6 +86,7 @@ def test_a_cut_whose_edge_is_before_the_first_instant_covers_no_leg() -> None:
         for dispatched_at in (EARLIEST, CUT, LATEST):
             assert not covers(cut, GRACE, dispatched_at)
         assert first_covered(cut, GRACE, EARLIEST) == first_covered(cut, GRACE, CUT) == LATEST
+        assert SPAN.left_out(cut, GRACE) == Hole(SPAN.judged_from, SPAN.judged_to)
 
 
 def test_a_cut_before_the_first_instant_whose_edge_is_after_it_covers_from_its_edge() -> None:
@@ -94,6 +98,7 @@ def test_a_cut_before_the_first_instant_whose_edge_is_after_it_covers_from_its_e
     assert covers(FIRST_DAY_EAST, grace, edge)
     assert not covers(FIRST_DAY_EAST, grace, edge - STEP)
     assert first_covered(FIRST_DAY_EAST, grace, EARLIEST) == edge
+    assert SPAN.left_out(FIRST_DAY_EAST, grace) is None  # every leg of the span judged
 
 
 NOW = datetime(2026, 12, 7, tzinfo=UTC)
