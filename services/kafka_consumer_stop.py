@@ -29,10 +29,14 @@ Installed in every process by services.kafka_mends.
 """
 
 import asyncio
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from aiokafka.consumer.fetcher import Fetcher
-from aiokafka.consumer.group_coordinator import NoGroupCoordinator
+# aiokafka is imported by install(), not here: services.kafka_mends installs this as
+# aiokafka's own import ends, and this module imported first would begin that import
+# half-initialised itself (a circular import).
+if TYPE_CHECKING:
+    from aiokafka.consumer.fetcher import Fetcher
+    from aiokafka.consumer.group_coordinator import NoGroupCoordinator
 
 
 async def ended(task: "asyncio.Future[Any]") -> None:
@@ -46,7 +50,7 @@ async def ended(task: "asyncio.Future[Any]") -> None:
             raise
 
 
-async def _fetcher_close(self: Fetcher) -> None:
+async def _fetcher_close(self: "Fetcher") -> None:
     self._closed = True
     self._fetch_task.cancel()
     await ended(self._fetch_task)
@@ -60,7 +64,7 @@ async def _fetcher_close(self: Fetcher) -> None:
         await ended(task)
 
 
-async def _no_group_close(self: NoGroupCoordinator) -> None:
+async def _no_group_close(self: "NoGroupCoordinator") -> None:
     self._reset_committed_task.cancel()
     await ended(self._reset_committed_task)
     self._reset_committed_task = None
@@ -68,9 +72,15 @@ async def _no_group_close(self: NoGroupCoordinator) -> None:
 
 def install() -> None:
     """Idempotent; for the whole process (every aiokafka consumer in it)."""
+    from aiokafka.consumer.fetcher import Fetcher
+    from aiokafka.consumer.group_coordinator import NoGroupCoordinator
+
     Fetcher.close = _fetcher_close
     NoGroupCoordinator.close = _no_group_close
 
 
 def installed() -> bool:
+    from aiokafka.consumer.fetcher import Fetcher
+    from aiokafka.consumer.group_coordinator import NoGroupCoordinator
+
     return Fetcher.close is _fetcher_close and NoGroupCoordinator.close is _no_group_close

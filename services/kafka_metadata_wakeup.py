@@ -25,14 +25,21 @@ the list changed, as aiokafka intends; if it did not, the waiter is replaced aft
 refresh as usual and nothing more is sent. Installed in every process by services.kafka_mends.
 """
 
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
-from aiokafka.client import AIOKafkaClient
+# aiokafka is imported by install(), not here: services.kafka_mends installs this as
+# aiokafka's own import ends, and this module imported first would begin that import
+# half-initialised itself (a circular import).
+if TYPE_CHECKING:
+    from aiokafka.client import AIOKafkaClient
 
-_aiokafka_set_topics = AIOKafkaClient.set_topics
+# aiokafka's own set_topics, kept by install() before it is replaced.
+_aiokafka_set_topics: Callable[..., Any] | None = None
 
 
-def _set_topics(self: AIOKafkaClient, topics: Any) -> Any:
+def _set_topics(self: "AIOKafkaClient", topics: Any) -> Any:
+    assert _aiokafka_set_topics is not None  # replaced only by install(), which keeps it
     answer = _aiokafka_set_topics(self, topics)
     # A refresh asked for sets the waiter before it creates the future, so a future with an
     # unset waiter is a periodic refresh on the wire (or one already lost, which this wakes).
@@ -43,8 +50,15 @@ def _set_topics(self: AIOKafkaClient, topics: Any) -> Any:
 
 def install() -> None:
     """Idempotent; for the whole process (every aiokafka client in it)."""
-    AIOKafkaClient.set_topics = _set_topics
+    global _aiokafka_set_topics
+    from aiokafka.client import AIOKafkaClient
+
+    if AIOKafkaClient.set_topics is not _set_topics:
+        _aiokafka_set_topics = AIOKafkaClient.set_topics
+        AIOKafkaClient.set_topics = _set_topics
 
 
 def installed() -> bool:
+    from aiokafka.client import AIOKafkaClient
+
     return AIOKafkaClient.set_topics is _set_topics

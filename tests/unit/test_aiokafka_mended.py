@@ -17,6 +17,8 @@ ENTRIES = {
     "devtool": "import services.devtools.kafka_client_bench",
     # A library that imports aiokafka before recon's own modules (faststream, a test file).
     "aiokafka_first": "import aiokafka, services.config",
+    # A mend's own module first: aiokafka's import, and so the mend, begins inside it.
+    "mend_module_first": "import services.kafka_consumer_stop, services.kafka_metadata_wakeup",
 }
 
 
