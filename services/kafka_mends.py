@@ -16,12 +16,12 @@ Why a hook on aiokafka's import and not `import aiokafka` here: importing the pa
 never use Kafka included: the pure modules tests/unit/test_purity.py keeps free of I/O
 libraries would load one through their package, and the sandbox provider, `services.migrate`
 and the MCP server would pay for it at each start (30-45 ms of CPU on top of their own
-imports with bytecode cached, 80-120 ms alone; more where it is compiled). The hook costs a name
-compared per module imported, and mends aiokafka as the last step of its own `__init__`,
-which has loaded its client and consumer: no code holds an aiokafka client before the
-mends are in. A process that imported aiokafka before `services` (a library's import) is
-mended when it imports `services`, which recon's code does before it makes a client. A
-mend that no longer fits aiokafka (an upgrade renamed what it replaces) fails `import
+imports with bytecode cached, 80-120 ms alone; more where it is compiled). The hook costs
+a name compared per module imported, and mends aiokafka as the last step of its own
+`__init__`, which has loaded its client and consumer: no code holds an aiokafka client
+before the mends are in. A process that imported aiokafka before `services` (a library's
+import) is mended when it imports `services`, which recon's code does before it makes a
+client. A mend that cannot find the class it patches (an upgrade moved it) fails `import
 aiokafka` in every process, loudly at start rather than unmended.
 
 Not here: services.kafka_uvloop, which only uvloop needs (services.event_loop installs it
