@@ -223,6 +223,16 @@ async def fresh_database(infra: Infra) -> AsyncIterator[str]:
 
 
 @pytest.fixture
+async def fresh_connection(fresh_database: str) -> AsyncIterator[asyncpg.Connection]:
+    """A connection to a `fresh_database`, closed after the test."""
+    connection = await asyncpg.connect(fresh_database)
+    try:
+        yield connection
+    finally:
+        await connection.close()
+
+
+@pytest.fixture
 async def empty_database(infra: Infra) -> AsyncIterator[str]:
     """URL of a new database without any table, dropped after the test: for what migrations
     or an older release build."""

@@ -65,7 +65,7 @@ def tx_coordinates(index: int) -> tuple[str, str]:
     return TENANTS[index % len(TENANTS)], f"bench-{index:08d}"
 
 
-def _spec(
+def operation_spec(
     tenant: str,
     tx_id: str,
     action: str,
@@ -126,7 +126,7 @@ def transaction_records(
     )
     at = start + timedelta(milliseconds=index * STEP_MS)
     ops = (
-        _spec(
+        operation_spec(
             tenant,
             tx_id,
             "reserve",
@@ -135,7 +135,7 @@ def transaction_records(
             {"sku": f"sku-{index % 997}", "qty": 1},
             "inventory.release",
         ),
-        _spec(
+        operation_spec(
             tenant,
             tx_id,
             "charge",
@@ -144,7 +144,7 @@ def transaction_records(
             {"amount": 1299 + index % 100, "currency": "usd", "customer": f"cus_{index}"},
             "payments.refund",
         ),
-        _spec(
+        operation_spec(
             tenant,
             tx_id,
             "receipt",
@@ -169,9 +169,9 @@ def transaction_records(
         )
     ]
     for n, spec in enumerate(ops, start=1):
-        inputs.append(("observations", _answer(tenant, tx_id, spec, at, n, Source.RESPONSE)))
+        inputs.append(("observations", answer(tenant, tx_id, spec, at, n, Source.RESPONSE)))
     if webhook_every and index % webhook_every == 0:
-        inputs.append(("observations", _answer(tenant, tx_id, ops[1], at, 5, Source.WEBHOOK)))
+        inputs.append(("observations", answer(tenant, tx_id, ops[1], at, 5, Source.WEBHOOK)))
     state = initial_state(tenant, tx_id)
     records: list[Produced] = []
     for role, message in inputs:
@@ -196,7 +196,7 @@ def transaction_records(
     return records
 
 
-def _answer(
+def answer(
     tenant: str, tx_id: str, spec: OperationSpec, at: datetime, n: int, source: Source
 ) -> OperationObserved:
     attempt = 0 if source is Source.WEBHOOK else 1

@@ -70,6 +70,19 @@ ATTENTION = (
 )
 
 
+# The step approval id $2 names in tenant $1, from the approval or refusal the decider
+# recorded. Read by the partial index events_approval_id (migration 0015), whose expression
+# and predicate these conditions repeat word for word, as the planner needs them to;
+# without it the tenant's every event is read (docs/benchmark.md, "A step found by its
+# approval id"). tests/integration/test_approval_lookup.py checks the plan.
+APPROVED_STEP = (
+    "SELECT o.tx_id, o.action, o.state FROM events e JOIN operations o"
+    " ON o.tenant = e.tenant AND o.tx_id = e.tx_id AND o.action = e.data->>'action'"
+    " WHERE e.tenant = $1 AND e.type IN ('OperationApproved', 'ApprovalRefused')"
+    " AND e.data->>'approval_id' = $2 LIMIT 1"
+)
+
+
 @dataclass(frozen=True)
 class Sessions:
     """What a session's command is judged on, as the transaction's row holds it."""
@@ -299,14 +312,7 @@ class TenantStore:
             key,
         )
         if row is None:
-            row = await self.conn.fetchrow(
-                "SELECT o.tx_id, o.action, o.state FROM events e JOIN operations o"
-                " ON o.tenant = e.tenant AND o.tx_id = e.tx_id AND o.action = e.data->>'action'"
-                " WHERE e.tenant = $1 AND e.type IN ('OperationApproved', 'ApprovalRefused')"
-                " AND e.data->>'approval_id' = $2 LIMIT 1",
-                self.tenant,
-                key,
-            )
+            row = await self.conn.fetchrow(APPROVED_STEP, self.tenant, key)
         return row
 
     async def operations_on(self, remote_id: str) -> list[asyncpg.Record]:
