@@ -7,14 +7,15 @@ TenantStore.step, its APPROVED_STEP), with and without the index of migration 00
 version; the lookup reads Postgres alone, so no Kafka or recon process runs. For each N of
 `--sizes` a tenant of its own (`n<N>`) gets N events: transactions whose charge ran on an
 operator's approval, built by the real decider (services.devtools.approved_log: eight
-events each, one an OperationApproved, so the index holds as many rows per event as a
-tenant can give it) and written by the projector's own statement (projections.writer.
-project_batch, in audit rebuild's bulk mode). Then ANALYZE.
+events each, one an OperationApproved: a tenant whose every transaction waited for a
+person, the most rows the index gets from an ordinary history) and written by the
+projector's own statement (projections.writer.project_batch, in audit rebuild's bulk
+mode). Then ANALYZE.
 
 In `--rounds` rounds, the sizes and the two sides taking turns in alternating order so the
 machine's other work falls on each alike, each side asks `--lookups` approval ids of the
 tenant picked at random (`found`) and as many that no approval has (`unknown`, the 404
-an operator's typo or a stranger's guess gets: the most a lookup reads). A side runs in a
+an operator's typo or a guessed id gets: the most a lookup reads). A side runs in a
 transaction that is rolled back: `without` drops the index in it first (the schema before
 0015, restored by the rollback), `with` drops nothing. Printed per N, side and kind: the
 median wall ms of TenantStore.step (the route's whole read: the op-key lookup first), and
@@ -91,6 +92,8 @@ async def fill(
 
 
 def _events_rows(node: dict[str, Any]) -> int:
+    # EXPLAIN shows a node's rows, and those its filter removed, per loop: an inner scan
+    # of a nested loop runs once per outer row.
     rows = 0
     if node.get("Relation Name") == "events":
         read = node["Actual Rows"] + node.get("Rows Removed by Filter", 0)
