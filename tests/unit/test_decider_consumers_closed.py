@@ -12,6 +12,7 @@ from aiokafka.errors import KafkaConnectionError
 from support.kafka_leaks import unstopped
 
 from events.topics import Topics
+from services import kafka_start
 from services.config import Settings
 from services.decider.dispatch_host import DispatchHost
 from services.decider.finished_index import ChangelogReader
@@ -64,8 +65,13 @@ def _unstopped() -> list[object]:
     return [client for role in roles for client in unstopped(client_id(role))]
 
 
-async def test_a_decider_whose_start_failed_stops_every_client() -> None:
-    # Calls off: the dispatch producer is made and never started.
+async def test_a_decider_whose_start_failed_stops_every_client(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Calls off: the dispatch producer is made and never started. The refused connection is
+    # retried as a broker not up yet, for START_TIMEOUT_S (60 s): a second of it is the same
+    # path (the wait was a minute of the suite).
+    monkeypatch.setattr(kafka_start, "START_TIMEOUT_S", 1.0)
     decider = _decider(calls=False)
     with pytest.raises(KafkaConnectionError):
         await decider.run(asyncio.Event())
