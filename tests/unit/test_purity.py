@@ -50,6 +50,7 @@ PURE = [
     ROOT / "services/cli/audit_compare_slices.py",
     ROOT / "services/cli/audit_compare_found.py",
     ROOT / "services/devtools/restarts.py",
+    ROOT / "services/devtools/approved_log.py",
     ROOT / "services/devtools/sandbox/catalog.py",
     ROOT / "services/devtools/sandbox/fingerprint.py",
     ROOT / "services/devtools/chaos/checks.py",
