@@ -67,6 +67,13 @@ RETRY_BACKOFF_S = (0.5, 1.0, 2.0, 5.0)
 # Kafka's CPU per transaction); at once when a poll finds nothing, on revocation and on a
 # clean stop. A crash re-reads at most this much more: handlers are safe to run twice.
 COMMIT_INTERVAL_S = 1.0
+# The longest a commit may take. aiokafka retries a commit for as long as the group's
+# coordinator cannot be reached, so a broker that answers nothing (frozen, behind a firewall
+# that drops packets) held the loop, and a clean stop's last commit, without end. A commit
+# given up is a commit that failed: the offsets stay pending (the loop sends them with the
+# next), and if none follows the partition's next owner reads them again. Far above a
+# loaded broker's commit (milliseconds; a coordinator moving takes seconds).
+COMMIT_TIMEOUT_S = 5.0
 
 
 class AtLeastOnceConsumer:
@@ -147,25 +154,43 @@ class AtLeastOnceConsumer:
                     self.failures = 0
                     if not self.pending.due(COMMIT_INTERVAL_S):
                         continue
+                if stop.is_set():
+                    continue  # the stop's own commit sends them, once (`_commit_at_stop`)
                 try:
                     await self.commit_pending()
-                except KafkaError as error:
+                except (KafkaError, TimeoutError) as error:
                     # The work is durable; only the position is not. Kept pending and
                     # committed with the next batch (a crash meanwhile re-reads: harmless).
                     log.warning("commit failed (%r); retrying with the next batch", error)
                     await self._back_off(stop)
                     continue
                 self.failures = 0
-            with contextlib.suppress(KafkaError):
-                await self.commit_pending()  # a clean stop hands over what is done
+            await self._commit_at_stop()
         finally:
             await stop_consumer(self.consumer)
 
-    async def commit_pending(self, only: set[TopicPartition] | None = None) -> None:
-        """Commit pending offsets of partitions still owned (of `only`, if given); a
-        rebalance under the commit is logged and dropped, other Kafka errors raise."""
+    async def _commit_at_stop(self) -> None:
+        """A clean stop hands over what is done: its offsets committed, so that the
+        partitions' next owners start after it. Given up past COMMIT_TIMEOUT_S or on an
+        error, as a crash would leave them: at-least-once, the next owner reads these
+        records again and its handlers are harmless twice."""
         try:
-            await self.pending.commit(only)
+            await self.commit_pending()
+        except (KafkaError, TimeoutError) as error:
+            log.warning(
+                "%s: offsets of %d partitions not committed at the stop (%r); the next "
+                "owner reads them again from the last committed offsets",
+                self.group,
+                len(self.pending.offsets),
+                error,
+            )
+
+    async def commit_pending(self, only: set[TopicPartition] | None = None) -> None:
+        """Commit pending offsets of partitions still owned (of `only`, if given), within
+        COMMIT_TIMEOUT_S; a rebalance under the commit is logged and dropped, other Kafka
+        errors and the timeout raise."""
+        try:
+            await self.pending.commit(only, COMMIT_TIMEOUT_S)
         except HANDED_OVER as error:
             # Not an error of the work: whoever owns these partitions now reads from the
             # last committed offset, and handlers are safe to run twice.
@@ -197,7 +222,7 @@ class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
         # repeats as little as possible.
         try:
             await self.owner.commit_pending(only=revoked)
-        except KafkaError as error:
+        except (KafkaError, TimeoutError) as error:
             log.warning("commit on revocation failed (%r); the next owner reads again", error)
         self.owner.pending.forget(revoked)
 

@@ -17,7 +17,7 @@ from typing import TypeVar
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient
 
-from services.kafka_clients import stop_consumer
+from services.kafka_clients import stop_client
 
 Client = TypeVar("Client", AIOKafkaConsumer, AIOKafkaProducer, AIOKafkaAdminClient)
 
@@ -31,13 +31,9 @@ def stopped_with(stack: AsyncExitStack, client: Client) -> Client:
     started (a step before its start failed) is stopped too, which closes nothing and ends
     aiokafka's report of it. Stopping twice does nothing, so an owner that also stops it on
     its way out (services.at_least_once) is no matter."""
-    if isinstance(client, AIOKafkaAdminClient):
-        stack.push_async_callback(client.close)
-    elif isinstance(client, AIOKafkaConsumer):
-        # Bounded: a broker that answers nothing holds a consumer's own stop 40 s a request.
-        stack.push_async_callback(stop_consumer, client)
-    else:
-        stack.push_async_callback(client.stop)
+    # Each on its kind's bounded stop: a broker that answers nothing holds a consumer's own
+    # stop 40 s a request, and a producer's while a record of it is on its way.
+    stack.push_async_callback(stop_client, client)
     return client
 
 

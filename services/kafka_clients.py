@@ -15,6 +15,7 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.abc import ConsumerRebalanceListener
+from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import (
     KafkaError,
     MessageSizeTooLargeError,
@@ -155,11 +156,18 @@ async def start_or_stop(client: AIOKafkaConsumer | AIOKafkaProducer) -> None:
     try:
         await client.start()
     except BaseException:
-        await client.stop()
+        await stop_client(client)
         raise
 
 
-async def stop_producer(producer: AIOKafkaProducer, timeout: float) -> None:
+# A producer's clean stop delivers what is queued first: milliseconds from a broker that
+# answers. recon waits for the acknowledgement of every record it relies on (a 2xx, an
+# offset committed, a transaction), so what a stop past this gives up was answered to
+# nobody: its sender retries the same way a crash would have it sent again.
+PRODUCER_STOP_S = 5.0
+
+
+async def stop_producer(producer: AIOKafkaProducer, timeout: float = PRODUCER_STOP_S) -> None:
     """Stops `producer` within about `timeout` s, its sender task and connections with it.
 
     aiokafka's `stop()` first waits for every queued batch to be delivered, and a producer
@@ -175,6 +183,12 @@ async def stop_producer(producer: AIOKafkaProducer, timeout: float) -> None:
         return
     except TimeoutError:
         pass
+    log.warning(
+        "Kafka producer %s not stopped within %.1f s (the broker does not answer): its "
+        "records still queued fail undelivered, its sender cancelled, its connections closed",
+        producer.client._client_id,
+        timeout,
+    )
     await _cancelled(producer._sender.sender_task)
     producer._message_accumulator.fail_all(KafkaError("the producer was stopped undelivered"))
     await producer.client.close()
@@ -226,6 +240,18 @@ async def stop_consumer(consumer: AIOKafkaConsumer, timeout: float = CONSUMER_ST
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(consumer._fetcher.close(), 1.0)
     await consumer._client.close()
+
+
+async def stop_client(client: AIOKafkaConsumer | AIOKafkaProducer | AIOKafkaAdminClient) -> None:
+    """Stops any Kafka client recon makes on its kind's bounded stop. An admin client has
+    nothing to flush or leave: its close only cancels its metadata task and closes its
+    connections, which waits on no broker."""
+    if isinstance(client, AIOKafkaAdminClient):
+        await client.close()
+    elif isinstance(client, AIOKafkaConsumer):
+        await stop_consumer(client)
+    else:
+        await stop_producer(client)
 
 
 async def _cancelled(task: "asyncio.Future[Any] | None") -> None:

@@ -266,15 +266,30 @@ class DispatchHost:
         self.stop.set()
         if not self.enabled:
             return
-        for answer in pending:
-            with contextlib.suppress(Exception):
-                await self.forward(answer)
         calls = [t for t in self.tasks if not t.done()]
         if calls:
             log.info("waiting for %d calls in flight before leaving", len(calls))
-            await asyncio.wait(calls, timeout=LEAVE_WAIT_S)
+        # Forwarded in the same time as the calls get: a broker that answers nothing holds
+        # each send 40 s and more. An answer not forwarded is not lost: its call's
+        # partition's next owner looks the call up at its take-over (first if begun).
+        forwarding = asyncio.ensure_future(self._forward_all(pending))
+        await asyncio.wait([forwarding, *calls], timeout=LEAVE_WAIT_S)
+        if not forwarding.done():
+            forwarding.cancel()
+            log.warning(
+                "answers of %d calls not forwarded within %.0f s of the stop (Kafka does not"
+                " answer); the partitions' next owners look those calls up",
+                len(pending),
+                LEAVE_WAIT_S,
+            )
+            await asyncio.wait({forwarding}, timeout=1.0)
         # Before the group is left: the next owners find these calls' leases released.
         await self.leases.let_go()
+
+    async def _forward_all(self, answers: list[Answer]) -> None:
+        for answer in answers:
+            with contextlib.suppress(Exception):
+                await self.forward(answer)
 
     def prepare(self, orders: list[DispatchOrder]) -> None:
         """Before the commit of these dispatches: the gate starts reading what their calls

@@ -78,7 +78,7 @@ class ChangelogReader:
                 # ended the process). The next read starts a consumer of its own.
                 failed, self.consumer = self.consumer, self._consumer()
                 with contextlib.suppress(Exception):  # the start's error is the one to tell
-                    await failed.stop()
+                    await stop_consumer(failed)
                 raise
             self.started = True
         if self.consumer.assignment() != {tp}:

@@ -23,7 +23,7 @@ from pydantic import ValidationError
 
 from events.keys import partition_key
 from services.decider.input_offsets import is_offset_key, parse_offset_record
-from services.kafka_clients import connection
+from services.kafka_clients import connection, stop_consumer
 from transactions.finished import MARKER_PREFIX, FinishedTransaction, keep
 from transactions.state import TransactionState
 
@@ -88,7 +88,11 @@ async def restore_partition(bootstrap: str, topic: str, partition: int) -> Resto
                 _restore_record(restored, record, f"{topic}:{partition}@{record.offset}")
         return restored
     finally:
-        await consumer.stop()
+        # On the one consumer stop, as every consumer of recon. aiokafka's own already ends
+        # at once here, the broker frozen included: no group to leave, and the fetch on its
+        # way is cancelled, not waited for (measured: 0.001 s). No offset to lose: a
+        # restore commits none, it reads the changelog from its beginning every time.
+        await stop_consumer(consumer)
 
 
 def _restore_record(restored: Restored, record: ConsumerRecord[bytes, bytes], at: str) -> None:

@@ -505,16 +505,29 @@ class Decider:
     async def _hand_over(self, partition: int, owned: OwnedPartition) -> None:
         staged = _detach(owned)
         assert staged is not None
+        # In a task, given up as a transaction past its deadline is (`_given_up`): a single
+        # cancel ends in the transaction's abort, which waits, shielded, for a broker that
+        # may answer nothing (frozen: a stop held 40 s a request, without end for the
+        # commit's retries).
+        sending = asyncio.ensure_future(self._send(partition, owned, staged, call=False))
         try:
-            async with asyncio.timeout(HAND_OVER_S):
-                await self._send(partition, owned, staged, call=False)
-        except (KafkaError, IllegalOperation, TimeoutError) as error:
-            log.warning(
-                "partition %d: staged decisions not committed before the hand-over (%r);"
-                " the next owner decides their inputs again",
-                partition,
-                error,
-            )
+            await _given_up(sending, HAND_OVER_S)
+        finally:
+            sending.cancel()  # this hand-over cancelled itself: its transaction goes with it
+        error = sending.exception() if not sending.cancelled() else TimeoutError(HAND_OVER_S)
+        if error is None:
+            return
+        if not isinstance(error, (KafkaError, IllegalOperation, TimeoutError)):
+            raise error
+        # Transactional: nothing of an uncommitted transaction is visible, and the next
+        # owner's fence aborts it if it is still open; the inputs' offsets are on the
+        # changelog with the last committed transaction, so it decides them again.
+        log.warning(
+            "partition %d: staged decisions not committed before the hand-over (%r);"
+            " the next owner decides their inputs again",
+            partition,
+            error,
+        )
 
     async def _decide_one(
         self, owned: OwnedPartition, staged: Staged, tp: TopicPartition, record: ConsumerRecord
@@ -708,7 +721,7 @@ class Decider:
         await stop_each(
             functools.partial(stop_consumer, self.consumer),
             self.changelog_reader.stop,
-            self.host.producer.stop,
+            functools.partial(stop_producer, self.host.producer),
         )
 
     async def _run(self, stop: asyncio.Event) -> None:
@@ -734,18 +747,24 @@ class Decider:
                     self._start_ready()
                 self.lag_marker.maybe_send()
         finally:
+            # Each step of a clean stop is bounded, a broker that answers nothing included
+            # (docs/operations.md, "Stopping"): what one cannot finish in time is left as a
+            # crash leaves it, and the next owner's take-over reads it again.
             async with self.lock:
                 # In-flight transactions end first: the hand-over carries their offsets.
-                await self._finish(set(self.owned))
+                # Not their deadline's 30 s: a stop gives each the hand-over's time.
+                await self._finish(set(self.owned), HAND_OVER_S)
                 # Then what is staged, answers decided inline included (hand_over).
                 await self.hand_over(set(self.owned))
                 # Then the calls in flight, whose answers go to the partitions' next owners.
                 answers, self.answers = self.answers, []
                 await self.host.leave(answers)
-                # A clean stop leaves the group's lag marker where the changelog is.
-                await self.lag_marker.hand_over()
-                for partition in list(self.owned):
-                    await self.drop(partition)
+                # A clean stop leaves the group's lag marker where the changelog is. The
+                # partitions' producers stop meanwhile: each waits on its own broker.
+                await asyncio.gather(
+                    self.lag_marker.hand_over(),
+                    *(self.drop(partition) for partition in list(self.owned)),
+                )
             for waiting in (self.fetching, self.waking):
                 if waiting is not None:
                     waiting.cancel()
@@ -882,16 +901,16 @@ class Decider:
         owned.task = asyncio.create_task(work)
         owned.task.add_done_callback(lambda _: self.woken.set())
 
-    async def _finish(self, partitions: set[int]) -> None:
+    async def _finish(self, partitions: set[int], within: float = TRANSACTION_DEADLINE_S) -> None:
         """Waits for these partitions' transactions on the wire to end (before a hand-over:
-        a committed one's offsets go with it); their failures need no handling, the
-        partitions are let go."""
+        a committed one's offsets go with it), each at most `within` s more; their failures
+        need no handling, the partitions are let go."""
         on_the_wire = [
             owned
             for partition, owned in self.owned.items()
             if partition in partitions and owned.task is not None
         ]
-        await asyncio.gather(*(_ended(owned) for owned in on_the_wire))
+        await asyncio.gather(*(_ended(owned, within) for owned in on_the_wire))
 
     async def _process_batch(self, batch: dict[TopicPartition, list[ConsumerRecord]]) -> None:
         by_partition: dict[int, list[tuple[TopicPartition, list[ConsumerRecord]]]] = defaultdict(
@@ -1062,14 +1081,19 @@ def _time_left(owned: OwnedPartition) -> float:
     return owned.task_began + TRANSACTION_DEADLINE_S - time.monotonic()
 
 
-async def _ended(owned: OwnedPartition) -> None:
+async def _ended(owned: OwnedPartition, within: float = TRANSACTION_DEADLINE_S) -> None:
     """Until the partition's task on the wire has ended: at most TRANSACTION_DEADLINE_S
-    from its start, then cancelled. Again and again: a cancelled transaction's abort waits,
-    shielded, for the producer's sender, which a stuck transaction never frees; each further
-    cancel ends that wait."""
+    from its start (or `within` from now, if sooner), then cancelled (`_given_up`)."""
     task = owned.task
     assert task is not None
-    left = _time_left(owned)
+    await _given_up(task, min(_time_left(owned), within))
+
+
+async def _given_up(task: "asyncio.Future[None]", left: float) -> None:
+    """Until a transaction's `task` has ended: at most `left` s, then cancelled. Again and
+    again: a cancelled transaction's abort waits, shielded, for the producer's sender, which
+    a stuck transaction (or a broker that answers nothing) never frees; each further cancel
+    ends that wait."""
     if left > 0:
         await asyncio.wait({task}, timeout=left)
     while not task.done():
@@ -1089,7 +1113,7 @@ async def _held_open_until_pipelined(owned: OwnedPartition) -> None:
 
 async def _stop_quietly(producer: AIOKafkaProducer) -> None:
     with contextlib.suppress(Exception):
-        await stop_producer(producer, 10)
+        await stop_producer(producer)
 
 
 async def run_decider(settings: Settings, stop: asyncio.Event) -> None:

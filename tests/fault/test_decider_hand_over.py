@@ -18,7 +18,9 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 import pytest
+from support.broker_faults import frozen
 from support.decider_support import event_types, eventually, produce
+from support.stop_timing import ended_within
 from support.topic_records import read_records
 from support.txbuilders import observed, submit
 
@@ -26,8 +28,11 @@ from events.inputs import Outcome
 from events.topics import Topics
 from services.config import Settings
 from services.decider.dispatch_host import Answer
-from services.decider.runtime import Decider, OwnedPartition
+from services.decider.lag_marker import HANDOVER_TIMEOUT_S
+from services.decider.runtime import HAND_OVER_S, Decider, OwnedPartition
+from services.devtools.infra import KafkaBroker
 from services.inline_answers import INLINE
+from services.kafka_clients import CONSUMER_STOP_S
 from services.kafka_setup import ensure_topics
 
 PARTITION = 1
@@ -40,7 +45,7 @@ async def test_a_staged_answer_is_committed_before_a_rebalance_lets_its_partitio
     kafka_bootstrap: str, topic_prefix: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     topics = Topics(topic_prefix)
-    async with _staged_receipt(kafka_bootstrap, topics, monkeypatch) as (settings, _):
+    async with _staged_receipt(kafka_bootstrap, topics, monkeypatch) as (settings, _, _):
         joined = asyncio.Event()
         joining = asyncio.create_task(Decider(settings).run(joined))
         try:
@@ -55,15 +60,37 @@ async def test_a_staged_answer_is_committed_before_a_clean_stop(
     kafka_bootstrap: str, topic_prefix: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     topics = Topics(topic_prefix)
-    async with _staged_receipt(kafka_bootstrap, topics, monkeypatch) as (_, stop):
+    async with _staged_receipt(kafka_bootstrap, topics, monkeypatch) as (_, stop, _):
         stop.set()  # the context waits for the decider to end
     await _receipt_once_on_the_log(kafka_bootstrap, topics, "after the clean stop")
+
+
+# The hand-over's bound; then the group's lag marker (the commit on its way, then the last)
+# while the partitions' producers stop; then the inputs' consumer; a few seconds of slack.
+FROZEN_STOP_BOUND_S = HAND_OVER_S + 2 * HANDOVER_TIMEOUT_S + CONSUMER_STOP_S + 5.0
+
+
+@pytest.mark.timeout(240)
+async def test_a_clean_stop_the_frozen_broker_never_answers_gives_the_hand_over_up(
+    kafka_broker: KafkaBroker, topic_prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same staged answer, the broker frozen (SIGSTOP) as the decider is asked to stop:
+    the hand-over's transaction is sent and never answered, and its abort waits for the
+    producer's sender, shielded from the cancel that ends the hand-over's wait. Given up in
+    bounded time, as a crash would leave it: the partition's next owner decides the inputs
+    again, and its take-over asks the provider for the call's outcome."""
+    topics = Topics(topic_prefix)
+    async with _staged_receipt(kafka_broker.bootstrap, topics, monkeypatch) as (_, stop, run):
+        with frozen(kafka_broker):
+            stop.set()
+            await ended_within(run, FROZEN_STOP_BOUND_S, "the decider's stop")
+            run.result()
 
 
 @asynccontextmanager
 async def _staged_receipt(
     bootstrap: str, topics: Topics, monkeypatch: pytest.MonkeyPatch
-) -> AsyncIterator[tuple[Settings, asyncio.Event]]:
+) -> AsyncIterator[tuple[Settings, asyncio.Event, "asyncio.Task[None]"]]:
     """A decider running with TX committed and the receipt's answer staged, held there."""
     await ensure_topics(bootstrap, topics)
     settings = Settings(
@@ -107,7 +134,7 @@ async def _staged_receipt(
         await eventually(staged, "the receipt's answer staged")
         await asyncio.sleep(1.0)  # past the group commit's own wait (100 ms): still staged
         assert await staged() and await _confirmed(bootstrap, topics) is None
-        yield settings, stop
+        yield settings, stop, running
     finally:
         stop.set()
         await asyncio.wait_for(running, 60)

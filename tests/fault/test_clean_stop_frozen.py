@@ -1,0 +1,107 @@
+"""A process's clean stop while its broker is frozen ends in bounded time: what the stop
+still has to send (a final offset commit, a producer's records in flight) is given up past
+its bound. The decider's hand-over has its own test (test_decider_hand_over.py).
+
+The broker is the session's own, frozen (SIGSTOP: support.broker_faults) at the moment the
+stop's work would go to it: it takes each request and answers none, as a hung broker or one
+behind a firewall that drops packets does, so aiokafka waits `request_timeout_ms` (40 s) a
+request, and a commit retries a coordinator it cannot reach without end."""
+
+import asyncio
+import logging
+from contextlib import AsyncExitStack
+
+import pytest
+from aiokafka import AIOKafkaProducer
+from support.broker_faults import frozen
+from support.kafka_leaks import unstopped
+from support.stop_timing import ended_within
+from support.topic_setup import create_topic
+
+from events.topics import Topics
+from services.at_least_once import COMMIT_TIMEOUT_S, AtLeastOnceConsumer, Batch
+from services.closing import stopped_with
+from services.config import Settings
+from services.devtools.infra import KafkaBroker
+from services.kafka_clients import CONSUMER_STOP_S, PRODUCER_STOP_S, acked_producer, client_id
+
+pytestmark = pytest.mark.timeout(180)
+
+# A bound, then the cancelled tasks' ends (a second each at most) and the closes.
+SLACK_S = 3.0
+
+
+def _settings(broker: KafkaBroker, prefix: str) -> Settings:
+    return Settings(
+        kafka_bootstrap=broker.bootstrap, database_url="", topics=Topics(prefix), environment="test"
+    )
+
+
+async def test_a_final_offset_commit_the_frozen_broker_never_answers_is_given_up(
+    kafka_broker: KafkaBroker,
+    topic_prefix: str,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The at-least-once consumer (the saga, the dispatcher) handled a record and stops: its
+    offset is committed at the stop, to a broker that does not answer. aiokafka retries the
+    commit for as long as the coordinator is away; given up, the record is read again by the
+    partition's next owner (at-least-once: handlers are harmless twice)."""
+    role = "commit-frozen-at-stop"
+    settings = _settings(kafka_broker, topic_prefix)
+    topic = f"{topic_prefix}{role}"
+    await create_topic(kafka_broker.bootstrap, topic, 1)
+    producer = acked_producer(settings, role)
+    await producer.start()
+    reader = AtLeastOnceConsumer(settings, role, [topic], producer, role=role, max_records=10)
+    stop, handling, handled = asyncio.Event(), asyncio.Event(), asyncio.Event()
+
+    async def handle(batch: Batch) -> None:
+        handling.set()
+        await handled.wait()
+
+    run = asyncio.create_task(reader.run(stop, handle))
+    try:
+        await producer.send_and_wait(topic, b"one")
+        await asyncio.wait_for(handling.wait(), 60)
+        with frozen(kafka_broker), caplog.at_level(logging.WARNING):
+            stop.set()
+            handled.set()
+            await ended_within(run, COMMIT_TIMEOUT_S + CONSUMER_STOP_S + SLACK_S, "the stop")
+            run.result()
+        assert "the next owner reads them again" in caplog.text, caplog.text
+    finally:
+        stop.set()
+        handled.set()
+        await asyncio.wait_for(run, 60)
+        await producer.stop()
+    assert unstopped(client_id(role)) == []
+
+
+async def test_a_producer_with_records_in_flight_stops_in_bounded_time(
+    kafka_broker: KafkaBroker, topic_prefix: str
+) -> None:
+    """A process's exit stack (services.closing.stopped_with: the projector's, the saga's,
+    the intents reader's, the reconciler's and the decider's dispatch producers) stops a
+    producer whose record is on its way to the frozen broker. aiokafka's own stop waits for
+    its delivery: the request's 40 s, then its retries."""
+    role = "producer-frozen-at-stop"
+    topic = f"{topic_prefix}{role}"
+    await create_topic(kafka_broker.bootstrap, topic, 1)
+    stack = AsyncExitStack()
+    producer: AIOKafkaProducer = stopped_with(
+        stack, acked_producer(_settings(kafka_broker, topic_prefix), role)
+    )
+    try:
+        await producer.start()
+        await producer.send_and_wait(topic, b"before")  # the leader known, its connection open
+        with frozen(kafka_broker):
+            sent = await producer.send(topic, b"in flight")
+            await asyncio.sleep(0.5)  # the sender has it on the wire
+            closing = asyncio.create_task(stack.aclose())
+            await ended_within(closing, PRODUCER_STOP_S + SLACK_S, "the producer's stop")
+            closing.result()
+            assert sent.done(), "a record left waiting on a stopped producer"
+            assert not any(conn.connected() for conn in producer.client._conns.values())
+    finally:
+        await stack.aclose()
+    assert unstopped(client_id(role)) == []
