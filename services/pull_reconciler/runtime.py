@@ -608,22 +608,30 @@ class Reconciler:
         return deleted
 
 
+class StoppedStarting(Exception):
+    """`stop` was set while the reconciler started: what it had opened is closed again, and
+    nothing of it runs."""
+
+
 @asynccontextmanager
 async def open_reconciler(
     settings: Settings, stop: asyncio.Event | None = None
 ) -> AsyncIterator[Reconciler]:
     """Topics, a Postgres pool, a producer and the providers' adapters: what the
     process and the CLI's one-off scan both need. Set `stop` while the topics are set up
-    or the producer starts and both are given up: the reconciler comes with its producer
-    unstarted, for a caller that checks `stop` before using it (run_reconciler)."""
-    await ensure_recon_topics(settings, stop=stop)  # given up: so is the producer's start
+    or the producer starts and both are given up: StoppedStarting is raised instead of a
+    reconciler yielded. It was yielded with its producer unstarted, a reconciler whose every
+    send failed, for any caller that did not check `stop` itself before using it."""
+    if not await ensure_recon_topics(settings, stop=stop):
+        raise StoppedStarting("during topic set-up")
     # Each closed however a later step ends, the producer's own failed start included
     # (services.closing).
     async with AsyncExitStack() as stack:
         pool = await open_pool(settings.database_url, min_size=1, max_size=8)
         stack.push_async_callback(pool.close)
         producer = stopped_with(stack, acked_producer(settings, "reconciler-producer"))
-        await start_kafka_client(producer, "reconciler producer", stop)
+        if not await start_kafka_client(producer, "reconciler producer", stop):
+            raise StoppedStarting("while its producer started")
         http = await stack.enter_async_context(
             ProviderHttp(settings.provider_timeout_s, connect_s=2.0)
         )
@@ -634,9 +642,12 @@ async def run_reconciler(settings: Settings, stop: asyncio.Event) -> None:
     config = settings.reconciler
     # Every run of every job is logged at INFO by APScheduler: noise at a 2 s interval.
     logging.getLogger("apscheduler").setLevel(logging.WARNING)
-    async with open_reconciler(settings, stop) as reconciler:
-        if stop.is_set():
-            return  # asked to stop during the start: no job runs, nothing is produced
+    async with AsyncExitStack() as stack:
+        try:
+            reconciler = await stack.enter_async_context(open_reconciler(settings, stop))
+        except StoppedStarting as stopped:
+            log.info("reconciler stopped %s: no job runs, nothing is produced", stopped)
+            return
         scheduler = AsyncIOScheduler(timezone=UTC)
         now = datetime.now(UTC)
         _every(scheduler, "pull tick", reconciler.tick, config.interval_s, now)

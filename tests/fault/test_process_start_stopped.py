@@ -1,7 +1,8 @@
 """A process asked to stop while one of its Kafka clients waits inside its start for a frozen
 broker stops at once (its start raced with the process's stop, services.kafka_start) and
 leaves every client it made stopped: the projector's consumer, the reconciler's producer and
-the intents reader's producer, which started without watching the stop until stop 54; and
+the intents reader's producer, which started without watching the stop until stop 54 (and
+open_reconciler, which then handed out a reconciler whose producer never started); and
 a process asked to stop during its topic set-up (services.kafka_setup), which waited out its
 60 s and exited with the error.
 
@@ -10,6 +11,7 @@ the bootstrap's connection and answers nothing, so aiokafka waits the request's 
 attempt (tests/fault/test_kafka_stop_frozen.py for the consumer's own stop)."""
 
 import asyncio
+import contextlib
 from collections.abc import Callable, Coroutine
 from contextlib import ExitStack
 from typing import Any
@@ -29,7 +31,7 @@ from services.devtools.infra import KafkaBroker
 from services.intake.kafka_intents import IntentSubscriber
 from services.kafka_clients import client_id
 from services.projector.runtime import Projector
-from services.pull_reconciler.runtime import run_reconciler
+from services.pull_reconciler.runtime import StoppedStarting, open_reconciler, run_reconciler
 from services.saga.runtime import run_saga
 
 pytestmark = pytest.mark.timeout(180)
@@ -52,10 +54,20 @@ async def _intents_reader(settings: Settings, stop: asyncio.Event) -> None:
         await pool.close()
 
 
+async def _reconciler_opened(settings: Settings, stop: asyncio.Event) -> None:
+    """open_reconciler itself, which the CLI's scan opens too, not run_reconciler's own check
+    of the stop: a reconciler whose producer never started is handed to nobody."""
+    with contextlib.suppress(StoppedStarting):
+        async with open_reconciler(settings, stop) as reconciler:
+            started = reconciler.producer._sender.sender_task is not None
+            raise AssertionError(f"a reconciler handed out after the stop (started: {started})")
+
+
 PROCESSES: dict[str, tuple[Run, str, tuple[str, ...]]] = {
     # The run, the role whose start meets the frozen broker, every role it makes.
     "projector": (_projector, "projector-inputs", ("projector-inputs", "projector-dead-letters")),
     "reconciler": (run_reconciler, "reconciler-producer", ("reconciler-producer",)),
+    "reconciler opened": (_reconciler_opened, "reconciler-producer", ("reconciler-producer",)),
     "intents reader": (_intents_reader, "intents-producer", ("intents-producer", "intents-inputs")),
 }
 
