@@ -42,10 +42,10 @@ async def test_a_final_offset_commit_the_frozen_broker_never_answers_is_given_up
     topic_prefix: str,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    """The at-least-once consumer (the saga, the dispatcher) handled a record and stops: its
-    offset is committed at the stop, to a broker that does not answer. aiokafka retries the
-    commit for as long as the coordinator is away; given up, the record is read again by the
-    partition's next owner (at-least-once: handlers are harmless twice)."""
+    """The at-least-once consumer (the saga, the Kafka intents reader) handled a record and
+    stops: its offset is committed at the stop, to a broker that does not answer. aiokafka
+    retries the commit for as long as the coordinator is away; given up, the record is read
+    again by the partition's next owner (at-least-once: handlers are harmless twice)."""
     role = "commit-frozen-at-stop"
     settings = _settings(kafka_broker, topic_prefix)
     topic = f"{topic_prefix}{role}"
