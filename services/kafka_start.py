@@ -52,6 +52,13 @@ START_TIMEOUT_S = 60.0
 START_BACKOFF_S = (0.2, 0.5, 1.0, 2.0, 5.0)
 
 
+class StoppedStarting(Exception):
+    """Raised by a process's start-up that `stop` cut short (topic set-up, a client's start):
+    what it had opened is closed again, and nothing of it runs. A context that would
+    otherwise hand out what never started (a producer every send of which fails) raises
+    this instead (services.pull_reconciler.runtime.open_reconciler, the intake's lifespan)."""
+
+
 class Startable(Protocol):
     async def start(self) -> None: ...
 

@@ -1,12 +1,15 @@
 """`python -m services.intake`: serve the intake API on RECON_INTAKE_HOST:PORT."""
 
 import asyncio
+import logging
 
 import uvicorn
+from fastapi import FastAPI
 
 from services.collector import tune_for_service
 from services.config import Settings
 from services.intake.app import create_app
+from services.kafka_start import StoppedStarting
 from services.lifecycle import run_process
 
 # How long an idle keep-alive connection stays open. It must outlast the idle expiry of the
@@ -16,23 +19,41 @@ from services.lifecycle import run_process
 # the client saw as httpx.ReadError, the intake as ClientDisconnect (issue 7, item 15).
 KEEP_ALIVE_S = 120
 
+log = logging.getLogger(__name__)
+
 
 async def serve_intake(settings: Settings, stop: asyncio.Event) -> None:
+    app = create_app(settings, stop)
+    # The lifespan is run here, around the server, not by uvicorn: uvicorn runs an app's
+    # start-up to its end whatever the process is asked meanwhile (its SIGINT/SIGTERM
+    # handlers only mark the server for exit, read once the start-up is over), and a
+    # start-up that raises is an ERROR with its traceback and exit status 3. Before uvicorn
+    # installs its handlers, SIGTERM sets `stop` (services.lifecycle), which the start-up
+    # races where it waits for Kafka: a stop then ends it at once, the port never bound.
+    try:
+        async with app.router.lifespan_context(app):
+            await _serve(app, settings, stop)
+    except StoppedStarting as stopped:
+        log.info("intake stopped %s: nothing served", stopped)
+
+
+async def _serve(app: FastAPI, settings: Settings, stop: asyncio.Event) -> None:
     server = uvicorn.Server(
         uvicorn.Config(
-            create_app(settings),
+            app,
             host=settings.intake_host,
             port=settings.intake_port,
             timeout_keep_alive=KEEP_ALIVE_S,
             # uvicorn's own handlers would print its lines outside the process's format
             # (services.logging_json); without them they reach the root handler.
             log_config=None,
+            lifespan="off",  # serve_intake runs it
         )
     )
 
     async def stop_when_asked() -> None:
         # uvicorn installs its own SIGINT/SIGTERM handlers while it serves; this covers a
-        # stop asked for by any other means.
+        # stop asked for by any other means (or during the start-up, before them).
         await stop.wait()
         server.should_exit = True
 

@@ -54,6 +54,7 @@ from services.intake.request_span import RequestSpan
 from services.intake.slots import Slots
 from services.intake.submission import SubmissionRefused, SubmissionRequest
 from services.kafka_setup import ensure_recon_topics
+from services.kafka_start import StoppedStarting, unless_stopped
 from services.postgres_start import open_pool
 from services.providers.http import ProviderHttp
 from services.providers.registry import build_accounts, catalog_of
@@ -73,7 +74,9 @@ async def _close_console_counts(app: FastAPI) -> None:
         await counts.close()
 
 
-def create_app(settings: Settings) -> FastAPI:
+def create_app(settings: Settings, stop: asyncio.Event | None = None) -> FastAPI:
+    """The intake's app; `stop`, set, ends its lifespan's start-up (StoppedStarting) where it
+    waits for Kafka: topic set-up, the producer's and the admin client's starts."""
     # The providers' catalog, read once now: an adapter declaring its operations wrongly
     # stops start-up here (AdapterSetupError) rather than failing every submission.
     catalog_of(settings)
@@ -92,11 +95,16 @@ def create_app(settings: Settings) -> FastAPI:
             stack.push_async_callback(checks.close)
             # Producing to a missing topic would let the broker create it with its default
             # partition count, breaking co-partitioning.
-            await ensure_recon_topics(settings)
+            if not await ensure_recon_topics(settings, stop=stop):
+                raise StoppedStarting("during topic set-up")
             producer = stopped_with(stack, intake_producer(settings, "intake-producer"))
             admin = stopped_with(stack, health.admin_client(settings))
-            await producer.start()
-            await admin.start()
+            # Raced with the stop: a broker that answers nothing holds either start 40 s a
+            # request. Not retried (start_kafka_client): a broker lost since the topics'
+            # set-up ends the start-up with its error, for its supervisor to start again.
+            for client in (producer, admin):
+                if not await unless_stopped(client.start, stop):
+                    raise StoppedStarting("while its Kafka clients started")
             app.state.pool, app.state.producer, app.state.admin = pool, producer, admin
             # The console's Kafka counts, made at its first page (services.intake.console).
             stack.push_async_callback(_close_console_counts, app)

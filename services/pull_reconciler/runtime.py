@@ -56,7 +56,7 @@ from services.crash_points import DRIFT_BEFORE_CURSORS, DRIFT_PRODUCED_CLAIM_OPE
 from services.governance.store import switches_holding
 from services.kafka_clients import acked_producer
 from services.kafka_setup import ensure_recon_topics
-from services.kafka_start import start_kafka_client
+from services.kafka_start import StoppedStarting, start_kafka_client
 from services.metrics import DRIFT_GRACES_GIVEN_UP, DRIFT_LISTINGS, labelled
 from services.postgres_start import open_pool
 from services.providers.accounts import Account
@@ -606,11 +606,6 @@ class Reconciler:
         if any(deleted.values()):
             log.info("purged %s", ", ".join(f"{n} from {t}" for t, n in deleted.items()))
         return deleted
-
-
-class StoppedStarting(Exception):
-    """`stop` was set while the reconciler started: what it had opened is closed again, and
-    nothing of it runs."""
 
 
 @asynccontextmanager

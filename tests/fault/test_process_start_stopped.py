@@ -2,9 +2,10 @@
 broker stops at once (its start raced with the process's stop, services.kafka_start) and
 leaves every client it made stopped: the projector's consumer, the reconciler's producer and
 the intents reader's producer, which started without watching the stop until stop 54 (and
-open_reconciler, which then handed out a reconciler whose producer never started); and
-a process asked to stop during its topic set-up (services.kafka_setup), which waited out its
-60 s and exited with the error.
+open_reconciler, which then handed out a reconciler whose producer never started; and the
+intake, whose start-up in FastAPI's lifespan watched no stop until stop 55); and a process
+asked to stop during its topic set-up (services.kafka_setup), which waited out its 60 s and
+exited with the error.
 
 The broker is the session's own, frozen (SIGSTOP) as the client's real start begins: it takes
 the bootstrap's connection and answers nothing, so aiokafka waits the request's 40 s an
@@ -12,6 +13,8 @@ attempt (tests/fault/test_kafka_stop_frozen.py for the consumer's own stop)."""
 
 import asyncio
 import contextlib
+import dataclasses
+import socket
 from collections.abc import Callable, Coroutine
 from contextlib import ExitStack
 from typing import Any
@@ -28,10 +31,12 @@ from support.stop_timing import stopped_while_waiting
 from services.config import Settings
 from services.decider.runtime import run_decider
 from services.devtools.infra import KafkaBroker
+from services.intake.__main__ import serve_intake
 from services.intake.kafka_intents import IntentSubscriber
 from services.kafka_clients import client_id
+from services.kafka_start import StoppedStarting
 from services.projector.runtime import Projector
-from services.pull_reconciler.runtime import StoppedStarting, open_reconciler, run_reconciler
+from services.pull_reconciler.runtime import open_reconciler, run_reconciler
 from services.saga.runtime import run_saga
 
 pytestmark = pytest.mark.timeout(180)
@@ -63,12 +68,22 @@ async def _reconciler_opened(settings: Settings, stop: asyncio.Event) -> None:
             raise AssertionError(f"a reconciler handed out after the stop (started: {started})")
 
 
+async def _intake(settings: Settings, stop: asyncio.Event) -> None:
+    """The intake's process as `python -m services.intake` runs it, on a port of its own:
+    its start-up (FastAPI's lifespan) watched no stop until stop 55."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    await serve_intake(dataclasses.replace(settings, intake_port=port), stop)
+
+
 PROCESSES: dict[str, tuple[Run, str, tuple[str, ...]]] = {
     # The run, the role whose start meets the frozen broker, every role it makes.
     "projector": (_projector, "projector-inputs", ("projector-inputs", "projector-dead-letters")),
     "reconciler": (run_reconciler, "reconciler-producer", ("reconciler-producer",)),
     "reconciler opened": (_reconciler_opened, "reconciler-producer", ("reconciler-producer",)),
     "intents reader": (_intents_reader, "intents-producer", ("intents-producer", "intents-inputs")),
+    "intake": (_intake, "intake-producer", ("intake-producer", "intake-health")),
 }
 
 
@@ -128,7 +143,12 @@ async def _stops_at_once(
         await asyncio.wait_for(asyncio.gather(task, return_exceptions=True), 60)
 
 
-SET_UP: dict[str, Run] = {"saga": run_saga, "decider": run_decider, "projector": _projector}
+SET_UP: dict[str, Run] = {
+    "saga": run_saga,
+    "decider": run_decider,
+    "projector": _projector,
+    "intake": _intake,
+}
 
 
 @pytest.mark.parametrize("process", sorted(SET_UP))
