@@ -14,9 +14,13 @@ attempt (tests/fault/test_kafka_stop_frozen.py for the consumer's own stop)."""
 import asyncio
 import contextlib
 import dataclasses
+import signal
 import socket
+import subprocess
+import time
 from collections.abc import Callable, Coroutine
 from contextlib import ExitStack
+from pathlib import Path
 from typing import Any
 
 import asyncpg
@@ -26,11 +30,13 @@ from conftest import Infra
 from support.broker_faults import frozen
 from support.intake_app import intake_settings
 from support.kafka_leaks import unstopped
-from support.stop_timing import stopped_while_waiting
+from support.stop_timing import WAITING_S, stopped_while_waiting
 
 from services.config import Settings
 from services.decider.runtime import run_decider
 from services.devtools.infra import KafkaBroker
+from services.devtools.infra._process import signal_group
+from services.devtools.stack import Stack
 from services.intake.__main__ import serve_intake
 from services.intake.kafka_intents import IntentSubscriber
 from services.kafka_clients import client_id
@@ -163,3 +169,64 @@ async def test_a_process_stopped_during_its_topic_set_up_against_a_frozen_broker
         task = asyncio.create_task(SET_UP[process](settings, stop))
         await _stops_at_once(process, task, stop, away, back)
     assert len(unstopped(client_id("setup"))) == 0
+
+
+async def test_the_intake_process_sent_sigterm_during_its_start_up_exits_at_once(
+    kafka_broker: KafkaBroker,
+    fresh_database: str,
+    topic_prefix: str,
+    tmp_path: Path,
+    free_port: Callable[[], int],
+) -> None:
+    """The intake as its own process (`python -m services.intake`), sent SIGTERM while its
+    topic set-up waits for the frozen broker: the signal, not a test's event, is the stop,
+    and the process exits cleanly (status 0) without serving."""
+    stack = Stack(
+        kafka_bootstrap=kafka_broker.bootstrap,
+        database_url=fresh_database,
+        log_dir=tmp_path / "logs",
+        topic_prefix=topic_prefix,
+        intake_port=free_port(),
+    )
+    with frozen(kafka_broker):
+        process = stack.start("intake")
+        try:
+            # In its lifespan: its pools open (after the schema check), topic set-up next.
+            await _until(lambda: _connections(fresh_database), 2, 60, stack)
+            await asyncio.sleep(WAITING_S)
+            signal_group(process, signal.SIGTERM)
+            asked = time.monotonic()
+            code = await asyncio.to_thread(_exit_code, process, STOP_BOUND_S)
+            print(f"intake process: exited {time.monotonic() - asked:.3f} s after SIGTERM")
+            assert code is not None, f"still running {STOP_BOUND_S} s after SIGTERM"
+            assert code == 0, f"exit status {code}\n{stack.log_tail('intake')}"
+        finally:
+            stack.stop_all()
+
+
+async def _connections(url: str) -> int:
+    conn = await asyncpg.connect(url)
+    try:
+        count: int = await conn.fetchval(
+            "SELECT count(*) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
+        return count
+    finally:
+        await conn.close()
+
+
+async def _until(
+    probe: Callable[[], Coroutine[Any, Any, int]], at_least: int, timeout: float, stack: Stack
+) -> None:
+    deadline = time.monotonic() + timeout
+    while await probe() < at_least:
+        assert time.monotonic() < deadline, stack.log_tail("intake")
+        await asyncio.sleep(0.1)
+
+
+def _exit_code(process: "subprocess.Popen[bytes]", timeout: float) -> int | None:
+    try:
+        return process.wait(timeout)
+    except subprocess.TimeoutExpired:
+        return None
