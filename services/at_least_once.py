@@ -1,5 +1,6 @@
-"""One policy for recon's at-least-once consumers (the dispatcher and the saga orchestrator):
-when offsets are committed, what is read again, what survives a rebalance, where poison goes.
+"""One policy for recon's at-least-once consumers (the saga orchestrator and the Kafka
+intents reader): when offsets are committed, what is read again, what survives a
+rebalance, where poison goes.
 
 The promise: an input is committed only after everything it caused is acknowledged by Kafka,
 so a crash or a failed send means the input is read again (whoever owns it then), and

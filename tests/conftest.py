@@ -223,8 +223,9 @@ async def fresh_database(infra: Infra) -> AsyncIterator[str]:
 
 
 @pytest.fixture
-async def fresh_connection(fresh_database: str) -> AsyncIterator[asyncpg.Connection]:
-    """A connection to a `fresh_database`, closed after the test."""
+async def conn(fresh_database: str) -> AsyncIterator[asyncpg.Connection]:
+    """A connection to a `fresh_database`, closed after the test (a test file whose
+    connection needs more, e.g. rows seeded, defines its own `conn`)."""
     connection = await asyncpg.connect(fresh_database)
     try:
         yield connection

@@ -93,8 +93,9 @@ async def open_partitions(
     process of a parallel audit reads)."""
     # Stopped however it ends, a start that failed part-way included (services.closing).
     async with AsyncExitStack() as stack:
-        # A slice with nothing to read stops without awaiting anything since its start,
-        # which aiokafka's own stop did not survive (services.kafka_consumer_stop).
+        # A slice with nothing to read may stop before any loop turn since its start,
+        # which aiokafka's own stop did not survive (services.kafka_consumer_stop, installed
+        # by services.kafka_mends; stop_consumer's task now also gives a turn first).
         consumer = stopped_with(stack, _consumer(bootstrap))
         await consumer.start()
         consumer.assign(list(starts))

@@ -9,7 +9,7 @@ take's fence (runtime.producer_fence, a transactional producer initialised on ea
 DispatchHost.fenced's write and the claim's and the begin's statements."""
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import asyncpg
@@ -36,13 +36,6 @@ def new_cluster(tmp_path: Path) -> Iterator[KafkaBroker]:
         yield broker
     finally:
         broker.stop()
-
-
-@pytest.fixture
-async def conn(fresh_database: str) -> AsyncIterator[asyncpg.Connection]:
-    connection = await asyncpg.connect(fresh_database)
-    yield connection
-    await connection.close()
 
 
 def _settings(bootstrap: str, database_url: str, prefix: str) -> Settings:

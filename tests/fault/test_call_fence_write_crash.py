@@ -12,11 +12,9 @@ zombie is refused. Real parts: the session's broker (every take initialises the 
 transactional producer), Postgres, and a real decider process killed at that point."""
 
 import asyncio
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import asyncpg
-import pytest
 from support.fence_takes import taken_in_turn
 
 from events.topics import PARTITIONS, Topics
@@ -27,13 +25,6 @@ from services.dispatcher import calls_begun
 from services.dispatcher.call_fence import Fence
 from services.dispatcher.call_plan import Begun
 from services.dispatcher.calls_begun import Claimed
-
-
-@pytest.fixture
-async def conn(fresh_database: str) -> AsyncIterator[asyncpg.Connection]:
-    connection = await asyncpg.connect(fresh_database)
-    yield connection
-    await connection.close()
 
 
 def _row(partition: int) -> calls_begun.Row:

@@ -9,7 +9,7 @@ calls) held right before `begin` while the agent aborts. The witness of "no call
 provider's own call log."""
 
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -51,13 +51,6 @@ def provider(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox]:
     running = start_sandbox(tmp_path_factory.mktemp("abort-before-call") / "sandbox.sqlite3")
     yield running
     stop(running.process)
-
-
-@pytest.fixture
-async def conn(fresh_database: str) -> AsyncIterator[asyncpg.Connection]:
-    connection = await asyncpg.connect(fresh_database)
-    yield connection
-    await connection.close()
 
 
 def specs(tx_id: str) -> tuple[OperationSpec, ...]:

@@ -21,9 +21,8 @@ UNKNOWN = "ap_" + "0" * 32  # no approval has it: the lookup's most to read, a 4
 
 @pytest.mark.parametrize("mode", ["auto", "force_generic_plan"])
 async def test_a_step_is_found_by_its_approval_id_without_reading_the_tenants_history(
-    fresh_connection: asyncpg.Connection, mode: str
+    conn: asyncpg.Connection, mode: str
 ) -> None:
-    conn = fresh_connection
     await conn.execute(f"SET plan_cache_mode = {mode}")
     approvals = await fill(conn, TENANT, range(40), 0)
     await conn.execute("ANALYZE events")
@@ -47,10 +46,7 @@ async def test_a_step_is_found_by_its_approval_id_without_reading_the_tenants_hi
     assert row is not None and row["action"] == "charge"
 
 
-async def test_another_tenants_approval_id_is_never_found(
-    fresh_connection: asyncpg.Connection,
-) -> None:
-    conn = fresh_connection
+async def test_another_tenants_approval_id_is_never_found(conn: asyncpg.Connection) -> None:
     # The same tx_ids in both tenants, so only the tenant tells their approvals apart.
     ours = await fill(conn, TENANT, range(3), 0)
     theirs = await fill(conn, OTHER, range(3), 3 * EVENTS_PER_TX)

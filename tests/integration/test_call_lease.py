@@ -7,10 +7,8 @@ statements are the production ones."""
 
 import asyncio
 import dataclasses
-from collections.abc import AsyncIterator
 
 import asyncpg
-import pytest
 
 from services.dispatcher import call_plan, calls_begun
 from services.dispatcher.call_fence import Fence
@@ -19,13 +17,6 @@ from services.dispatcher.calls_begun import Claimed
 ROW = ("demo", "k_lease", "forward", 1)
 # The Kafka cluster the fences below were given by (services.kafka_cluster_id).
 CLUSTER = "x9oM2vKcQWu3hPz1sTn0bA"
-
-
-@pytest.fixture
-async def conn(fresh_database: str) -> AsyncIterator[asyncpg.Connection]:
-    connection = await asyncpg.connect(fresh_database)
-    yield connection
-    await connection.close()
 
 
 def a_call(holder: str, lease_s: float) -> calls_begun.Call:

@@ -41,13 +41,6 @@ def provider(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox]:
     stop(running.process)
 
 
-@pytest.fixture
-async def conn(fresh_database: str) -> AsyncIterator[asyncpg.Connection]:
-    connection = await asyncpg.connect(fresh_database)
-    yield connection
-    await connection.close()
-
-
 def charge(tx_id: str, op_key: str) -> tuple[Envelope, OperationDispatched]:
     return sealed(
         tx_id,

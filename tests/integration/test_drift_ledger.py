@@ -3,11 +3,9 @@ confirmed by its own state, not by the operation's summary. An operation whose u
 in review shows `manual_review`, but its forward effect was confirmed before the undo was
 sent: a provider that lost that effect is drift."""
 
-from collections.abc import AsyncIterator
 from datetime import timedelta
 
 import asyncpg
-import pytest
 from support.txbuilders import T0, compensate, log_of, observed, plan, request_review, submit
 
 from events.definition import Leg
@@ -17,15 +15,6 @@ from events.keys import compensation_key
 from projections.writer import project_batch
 from reconcilers.drift import Effect, compare, first_covered
 from reconcilers.store import ledger
-
-
-@pytest.fixture
-async def conn(fresh_database: str) -> AsyncIterator[asyncpg.Connection]:
-    connection = await asyncpg.connect(fresh_database)
-    try:
-        yield connection
-    finally:
-        await connection.close()
 
 
 async def test_a_step_whose_undo_is_in_review_is_held_confirmed(conn: asyncpg.Connection) -> None:

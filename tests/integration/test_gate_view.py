@@ -4,7 +4,6 @@ digest changed, a replaced one is seen at once, and the view says whether anythi
 (the claim of released dispatches is made only then). Real Postgres."""
 
 import asyncio
-from collections.abc import AsyncIterator
 
 import asyncpg
 import pytest
@@ -15,13 +14,6 @@ from services.config import Settings
 from services.dispatcher.gatekeeper import MAX_STALENESS_S, Gatekeeper
 from services.governance import store
 from services.governance.gate import Switch
-
-
-@pytest.fixture
-async def conn(fresh_database: str) -> AsyncIterator[asyncpg.Connection]:
-    connection = await asyncpg.connect(fresh_database)
-    yield connection
-    await connection.close()
 
 
 def policy(version: int, grants: list[str]) -> PolicyDocument:

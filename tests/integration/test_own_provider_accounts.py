@@ -7,7 +7,7 @@ globex alone. Real Kafka and Postgres, the production dispatcher, reconciler and
 adapters; the sandboxes' own call logs say who was asked."""
 
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -82,13 +82,6 @@ async def asked(sandboxes: Sandboxes, key: str) -> dict[str, list[tuple[str, str
             calls = await every_call(http, sandbox.url, key)
             seen[name] = [(c["kind"], c["outcome"]) for c in calls]
     return seen
-
-
-@pytest.fixture
-async def conn(fresh_database: str) -> AsyncIterator[asyncpg.Connection]:
-    connection = await asyncpg.connect(fresh_database)
-    yield connection
-    await connection.close()
 
 
 def charge_dispatch(tenant: str, tx_id: str, op_key: str) -> tuple[Envelope, OperationDispatched]:

@@ -4,7 +4,6 @@ not at all, with its offsets."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from typing import Any
 
 import asyncpg
@@ -25,15 +24,6 @@ TOPIC = "recon.events"
 
 def as_records(log: list[Envelope], partition: int = 0, first_offset: int = 0) -> list[Record]:
     return [(partition, first_offset + i, env) for i, env in enumerate(log)]
-
-
-@pytest.fixture
-async def conn(fresh_database: str) -> AsyncIterator[asyncpg.Connection]:
-    connection = await asyncpg.connect(fresh_database)
-    try:
-        yield connection
-    finally:
-        await connection.close()
 
 
 async def snapshot(conn: asyncpg.Connection) -> dict[str, list[dict[str, Any]]]:

@@ -33,13 +33,6 @@ PAYLOAD = {"amount": 1250, "currency": "eur"}
 
 
 @pytest.fixture
-async def conn(fresh_database: str) -> AsyncIterator[asyncpg.Connection]:
-    connection = await asyncpg.connect(fresh_database)
-    yield connection
-    await connection.close()
-
-
-@pytest.fixture
 async def stripe(
     conn: asyncpg.Connection, kafka_bootstrap: str, fresh_database: str, topic_prefix: str
 ) -> AsyncIterator[tuple[KafkaExecutor, StripeFake]]:
