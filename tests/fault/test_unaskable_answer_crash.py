@@ -52,8 +52,13 @@ async def test_a_notification_answer_of_a_provider_that_cannot_be_asked_survives
         async with stack_with(
             RECON_PROVIDER_FILES=f"quiet={quiet}",
             RECON_PROVIDER_SECRETS=f"quiet={API_KEY}",
-            # A lookup and a review come quickly, if they come: the test waits for either.
-            RECON_RECONCILE_AFTER_S="1",
+            # A lookup and a review come once a step has waited 15 s, if they come: the test
+            # waits for either. Not sooner: the reconciler looks up every step in flight
+            # longer than this, and on a loaded machine (CI) its review request for a charge
+            # still on the wire was the decision staged; the decider was killed there, and the
+            # charge, begun and unanswered at a provider that cannot be asked, went to a
+            # person: not the crash this test is for.
+            RECON_RECONCILE_AFTER_S="15",
             RECON_RECONCILE_INTERVAL_S="1",
         ) as (stack, recon):
             start_paused_at(stack, "decider", DECIDER_WITH_STAGED_INPUTS, marker)
