@@ -52,6 +52,9 @@ POLICY = {
 
 # Called with a round's number and its refused sessions.
 OnRound = Callable[[int, list[str]], Awaitable[None]]
+# Called with a round's number and its refused sessions before they send their release and
+# review; answers those of them that send them.
+OnRefused = Callable[[int, list[str]], Awaitable[list[str]]]
 
 
 def body(tx_id: str) -> dict[str, Any]:
@@ -126,10 +129,11 @@ class Filler:
 
         await _until(handed_off, f"{session}'s release never reached the projection")
 
-    async def round(self, n: int, on_refused: OnRound) -> list[str]:
+    async def round(self, n: int, on_refused: OnRefused) -> list[str]:
         """Fresh sessions claim a handed-off transaction at once: the first one the decider
         reads takes it, the others are refused on the log; `on_refused` hears them before
-        they send their release and review. The taker then releases it."""
+        they send their release and review, and picks those that do. The taker then
+        releases it."""
         sessions = [f"s-{n}-{k}" for k in range(CLAIMS_PER_ROUND)]
         answers = await asyncio.gather(
             *(self.post("claim", {"agent_id": "agent-B", "session_id": s}) for s in sessions)
@@ -153,8 +157,7 @@ class Filler:
         events = await _until(decided, f"round {n}'s claims never reached the projection")
         owner, released = last_owner(events)
         refused = [s for s in claimed if s != owner]
-        await on_refused(n, refused)
-        handoff = [self.fenced(refused)]
+        handoff = [self.fenced(await on_refused(n, refused))]
         if not released and session_count(events) < MAX_SESSION_EVENTS:
             handoff.append(self.release(owner))
         await asyncio.gather(*handoff)
@@ -177,7 +180,7 @@ class Filler:
             error = (answer.status_code, answer.json().get("error"))
             assert error in ((409, "fenced"), (429, TOO_MANY_COMMANDS)), answer.text
 
-    async def fill(self, on_refused: OnRound, on_round: OnRound) -> None:
+    async def fill(self, on_refused: OnRefused, on_round: OnRound) -> None:
         await self.release("s-A")
         n = 0
         while (counted := await self.session_events()) < MAX_SESSION_EVENTS:
@@ -215,11 +218,16 @@ async def test_past_the_cap_a_fresh_session_gets_429_and_operators_still_get_thr
         # A fenced session repeats its abort once the decider's window of input ids no
         # longer holds the first one: the same answer, and one refusal on the chain. The
         # first abort goes before the first round's refused sessions send their release and
-        # review (two inputs each, ~126 with 64 claims), so that they move the window on
-        # while the cap is still far: sent after them, ~192 of the 256 session events were
-        # spent and the cap could come before SEEN_WINDOW more inputs (CI on 35acad5).
+        # review; from then until the repeat, the refused sessions send only as many of
+        # them as the window still needs (two inputs each), so that the repeat comes with
+        # at most ~200 of the 256 session events spent, however many claims a round lets
+        # through. Counting commands sent instead let one round of a loaded machine (52
+        # refused claims, 104 releases and reviews) fill the cap first (CI on 619bb3e:
+        # 429 to the repeat).
         repeater: list[str] = []
         repeated: list[bool] = []
+        # Inputs the window still needs after the round's releases and reviews are decided.
+        owed: list[int] = [SEEN_WINDOW + 1]
 
         def is_repeaters_abort(event: dict[str, Any]) -> bool:
             data = event["data"]
@@ -228,44 +236,51 @@ async def test_past_the_cap_a_fresh_session_gets_429_and_operators_still_get_thr
                 data["command"],
             ) == (repeater[0], "AbortTransaction")
 
-        async def first_abort(n: int, refused: list[str]) -> None:
-            if not repeater and refused:
+        async def inputs_since_abort() -> int:
+            """Inputs decided after the first abort, as projected."""
+            events = await resolving.events()
+            after = [i for i, e in enumerate(events) if is_repeaters_abort(e)]
+            return len({e["causation_id"] for e in events[after[0] + 1 :]}) if after else 0
+
+        async def abort_then_enough(n: int, refused: list[str]) -> list[str]:
+            if repeated or not refused:
+                return refused
+            if not repeater:
                 repeater.append(refused[0])
                 first = await resolving.post("abort", resolving.as_session(repeater[0]))
                 assert (first.status_code, first.json().get("error")) == (409, "fenced"), first.text
-
-        # Commands the refused sessions sent after the first abort: two each a round.
-        sent_since: list[int] = [0]
+            # The round's claims are projected (Filler.round waited for them), and with them
+            # every earlier round's commands, produced before them on the same partition.
+            needed = max(0, SEEN_WINDOW + 1 - await inputs_since_abort())
+            senders = refused[: (needed + 1) // 2]
+            owed[0] = needed - 2 * len(senders)
+            return senders
 
         async def window_moved_on() -> bool:
             """More inputs than the decider's window holds decided after the first abort."""
-            events = await resolving.events()
-            after = [i for i, e in enumerate(events) if is_repeaters_abort(e)]
-            since = {e["causation_id"] for e in events[after[0] + 1 :]} if after else set()
-            return len(since) > SEEN_WINDOW
+            return await inputs_since_abort() > SEEN_WINDOW
 
         async def repeat_abort(n: int, refused: list[str]) -> None:
-            if not repeater or repeated:
+            if not repeater or repeated or owed[0] > 0:
                 return
-            sent_since[0] += 2 * len(refused)
-            if sent_since[0] <= SEEN_WINDOW:
-                return
-            # Enough were sent: wait for the projection to show them decided, then repeat
-            # while the cap is still far (~193 of 256 session events after the first round).
+            # Enough were sent: wait for the projection to show them decided, then repeat.
             await _until(
-                window_moved_on,
-                f"{sent_since[0]} commands sent after the abort never moved the window on",
+                window_moved_on, "the commands sent after the abort never moved the window on"
             )
+            print(f"repeating the abort at {await resolving.session_events()} session events")
             again = await resolving.post("abort", resolving.as_session(repeater[0]))
             assert (again.status_code, again.json()["error"]) == (409, "fenced"), again.text
             repeated.append(True)
+
+        async def every_one(n: int, refused: list[str]) -> list[str]:
+            return refused
 
         async def nothing(n: int, refused: list[str]) -> None:
             return None
 
         started = time.monotonic()
         await asyncio.gather(
-            aborting.fill(nothing, nothing), resolving.fill(first_abort, repeat_abort)
+            aborting.fill(every_one, nothing), resolving.fill(abort_then_enough, repeat_abort)
         )
         print(f"filled two caps in {time.monotonic() - started:.1f} s")
         assert repeated, "the abort was never repeated"
