@@ -27,7 +27,7 @@ from aiokafka.errors import KafkaError, TopicAlreadyExistsError
 from events.topics import Topics
 from services.config import Settings, TopicLayout
 from services.kafka_clients import connection
-from services.kafka_start import stopped_within, unless_stopped
+from services.stop_race import stopped_within, unless_stopped
 
 log = logging.getLogger(__name__)
 
@@ -88,7 +88,7 @@ async def ensure_topics(
     """Create every topic (and each `extra` one: name -> configuration) that does not
     exist yet, and check that those that do have `layout`'s partition count; waits for the
     broker to answer. False if `stop` was set first: an attempt under way is cancelled
-    (services.kafka_start.unless_stopped), so a process asked to stop while the broker
+    (services.stop_race.unless_stopped), so a process asked to stop while the broker
     answers nothing stops then, not at the deadline with an error. Topics a cancelled
     attempt asked for are created or not, as a crash would leave them: the next start
     asks again.

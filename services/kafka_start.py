@@ -37,12 +37,12 @@ the last error is raised and the process exits with it.
 """
 
 import asyncio
-import contextlib
 import logging
-from collections.abc import Awaitable, Callable
 from typing import Protocol
 
 from aiokafka.errors import KafkaError
+
+from services.stop_race import stopped_within, unless_stopped
 
 log = logging.getLogger(__name__)
 
@@ -52,37 +52,8 @@ START_TIMEOUT_S = 60.0
 START_BACKOFF_S = (0.2, 0.5, 1.0, 2.0, 5.0)
 
 
-class StoppedStarting(Exception):
-    """Raised by a process's start-up that `stop` cut short (topic set-up, a client's start):
-    what it had opened is closed again, and nothing of it runs. A context that would
-    otherwise hand out what never started (a producer every send of which fails) raises
-    this instead (services.pull_reconciler.runtime.open_reconciler, the intake's lifespan)."""
-
-
 class Startable(Protocol):
     async def start(self) -> None: ...
-
-
-async def unless_stopped(step: Callable[[], Awaitable[None]], stop: asyncio.Event | None) -> bool:
-    """Runs `step` (a client's start, topic set-up): True once it ended, False if `stop`
-    was set first (the step cancelled and awaited, so nothing of it runs on). An error of
-    the step is raised, even one that came with the stop."""
-    if stop is None:
-        await step()
-        return True
-    attempt = asyncio.ensure_future(step())
-    stopped = asyncio.ensure_future(stop.wait())
-    try:
-        await asyncio.wait((attempt, stopped), return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        # Also when this task is cancelled: neither is left running behind it.
-        attempt.cancel()
-        stopped.cancel()
-        await asyncio.gather(attempt, stopped, return_exceptions=True)
-    if attempt.cancelled() and stop.is_set():
-        return False
-    attempt.result()
-    return True
 
 
 async def start_kafka_client(
@@ -117,13 +88,3 @@ async def start_kafka_client(
             log.warning("Kafka %s not reachable yet (%r); retrying in %.1f s", what, error, delay)
         if await stopped_within(stop, delay):
             return False
-
-
-async def stopped_within(stop: asyncio.Event | None, delay: float) -> bool:
-    """Waits `delay` s, a back-off between attempts; True as soon as `stop` is set."""
-    if stop is None:
-        await asyncio.sleep(delay)
-        return False
-    with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(stop.wait(), delay)
-    return stop.is_set()

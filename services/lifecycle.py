@@ -2,6 +2,7 @@
 every task waits on SIGQUIT (services.task_dump)."""
 
 import asyncio
+import logging
 import os
 import signal
 import sys
@@ -15,13 +16,16 @@ from services.logging_json import configure_logging
 from services.migrate import SchemaBehind, require_current
 from services.postgres_start import open_pool
 from services.profiling import install_from_env
+from services.stop_race import StoppedStarting
 from services.tracing import configure_tracing
+
+log = logging.getLogger(__name__)
 
 Main = Callable[[Settings, asyncio.Event], Awaitable[None]]
 
 
-async def _require_schema(database_url: str) -> None:
-    pool = await open_pool(database_url, min_size=1, max_size=1)
+async def _require_schema(database_url: str, stop: asyncio.Event) -> None:
+    pool = await open_pool(database_url, stop=stop, min_size=1, max_size=1)
     try:
         async with pool.acquire() as conn:
             await require_current(conn)
@@ -85,10 +89,15 @@ def run_process(
             # A process never changes the schema (its role may not); on a database behind
             # it stops here, naming the command, rather than failing on a missing column.
             try:
-                await _require_schema(settings.database_url)
+                await _require_schema(settings.database_url, stop)
             except SchemaBehind as error:
                 print(f"{name}: {error}", file=sys.stderr)
                 raise SystemExit(2) from None
+            except StoppedStarting as stopped:
+                # Asked to stop while Postgres was away: a clean stop, as in any later
+                # wait of the start-up (status 0), not the minute's retries then the error.
+                log.info("%s stopped %s: nothing ran", name, stopped)
+                return
         await main(settings, stop)
 
     run_loop(guarded(), loop_name)

@@ -11,6 +11,13 @@ says it cannot take one now (starting up, shutting down, too many clients). Ever
 (a wrong password, a database that does not exist) is raised at once. As with Kafka
 (services.kafka_start), a wrong address looks like a server that is down: past
 `START_TIMEOUT_S` the last error is raised and the process exits with it.
+
+Stopped while it waits: the attempts and the back-off between them race the process's
+`stop` (services.stop_race, as Kafka's starts do). Without it a SIGTERM while Postgres was
+down waited out the minute of retries, and one while Postgres took connections and answered
+nothing (frozen, behind a firewall that drops packets) the pool's connect timeout (60 s) an
+attempt, then exited with the error. A pool cancelled in its first connections terminates
+them itself (asyncpg's Pool init).
 """
 
 import asyncio
@@ -21,6 +28,7 @@ import asyncpg
 
 from services.kafka_start import START_BACKOFF_S, START_TIMEOUT_S
 from services.pg_pool import create_pool
+from services.stop_race import StoppedStarting, stopped_within, unless_stopped
 
 log = logging.getLogger(__name__)
 
@@ -33,14 +41,28 @@ TRANSIENT: tuple[type[BaseException], ...] = (
 )
 
 
-async def open_pool(url: str, *, timeout_s: float | None = None, **options: Any) -> asyncpg.Pool:
-    """`asyncpg.create_pool(url, **options)`, retrying transient failures until the deadline."""
+async def open_pool(
+    url: str,
+    *,
+    stop: asyncio.Event | None = None,
+    timeout_s: float | None = None,
+    **options: Any,
+) -> asyncpg.Pool:
+    """`asyncpg.create_pool(url, **options)`, retrying transient failures until the deadline;
+    StoppedStarting once `stop` is set, however far the pool had got."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + (START_TIMEOUT_S if timeout_s is None else timeout_s)
     failures = 0
+    opened: list[asyncpg.Pool] = []
+
+    async def attempt() -> None:
+        opened.append(await create_pool(url, **options))
+
     while True:
         try:
-            return await create_pool(url, **options)
+            if not await unless_stopped(attempt, stop):
+                raise StoppedStarting("while its Postgres pool opened")
+            return opened[0]
         except TRANSIENT as error:
             delay = START_BACKOFF_S[min(failures, len(START_BACKOFF_S) - 1)]
             if loop.time() + delay > deadline:
@@ -48,4 +70,5 @@ async def open_pool(url: str, *, timeout_s: float | None = None, **options: Any)
                 raise
             failures += 1
             log.warning("Postgres not reachable yet (%r); retrying in %.1f s", error, delay)
-        await asyncio.sleep(delay)
+        if await stopped_within(stop, delay):
+            raise StoppedStarting("while it waited for Postgres")

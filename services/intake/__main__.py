@@ -9,8 +9,8 @@ from fastapi import FastAPI
 from services.collector import tune_for_service
 from services.config import Settings
 from services.intake.app import create_app
-from services.kafka_start import StoppedStarting
 from services.lifecycle import run_process
+from services.stop_race import StoppedStarting
 
 # How long an idle keep-alive connection stays open. It must outlast the idle expiry of the
 # clients' connection pools (httpx 5 s, aiohttp 15 s, Go 90 s): with uvicorn's default of

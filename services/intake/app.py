@@ -54,10 +54,10 @@ from services.intake.request_span import RequestSpan
 from services.intake.slots import Slots
 from services.intake.submission import SubmissionRefused, SubmissionRequest
 from services.kafka_setup import ensure_recon_topics
-from services.kafka_start import StoppedStarting, unless_stopped
 from services.postgres_start import open_pool
 from services.providers.http import ProviderHttp
 from services.providers.registry import build_accounts, catalog_of
+from services.stop_race import StoppedStarting, unless_stopped
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +76,8 @@ async def _close_console_counts(app: FastAPI) -> None:
 
 def create_app(settings: Settings, stop: asyncio.Event | None = None) -> FastAPI:
     """The intake's app; `stop`, set, ends its lifespan's start-up (StoppedStarting) where it
-    waits for Kafka: topic set-up, the producer's and the admin client's starts."""
+    waits for Postgres (its pools) or Kafka (topic set-up, the producer's and the admin
+    client's starts)."""
     # The providers' catalog, read once now: an adapter declaring its operations wrongly
     # stops start-up here (AdapterSetupError) rather than failing every submission.
     catalog_of(settings)
@@ -89,9 +90,9 @@ def create_app(settings: Settings, stop: asyncio.Event | None = None) -> FastAPI
         # the pools (services.closing).
         async with AsyncExitStack() as stack:
             # Postgres restarting while the intake starts is waited out, not a crash.
-            pool = await open_pool(settings.database_url, min_size=1, max_size=10)
+            pool = await open_pool(settings.database_url, stop=stop, min_size=1, max_size=10)
             stack.push_async_callback(pool.close)
-            checks = await open_check_pool(settings.database_url)
+            checks = await open_check_pool(settings.database_url, stop)
             stack.push_async_callback(checks.close)
             # Producing to a missing topic would let the broker create it with its default
             # partition count, breaking co-partitioning.

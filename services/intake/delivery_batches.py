@@ -27,6 +27,7 @@ test also runs the plan made on a young database's tables on grown ones, under t
 settings (services.pg_pool.GENERIC_PLANS), which keep it from scanning or hashing a table.
 """
 
+import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator, Collection, Sequence
@@ -67,10 +68,11 @@ DRIFT_CLAIMS = 3
 Handled = tuple[str, str, datetime]
 
 
-async def open_check_pool(url: str) -> asyncpg.Pool:
+async def open_check_pool(url: str, stop: asyncio.Event | None = None) -> asyncpg.Pool:
     """The checks' pool: one connection (one check statement runs at a time, Batched),
-    planning every statement generically (services.pg_pool.GENERIC_PLANS)."""
-    return await open_pool(url, min_size=1, max_size=1, server_settings=GENERIC_PLANS)
+    planning every statement generically (services.pg_pool.GENERIC_PLANS); StoppedStarting
+    once `stop` is set while it waits for Postgres (services.postgres_start)."""
+    return await open_pool(url, stop=stop, min_size=1, max_size=1, server_settings=GENERIC_PLANS)
 
 
 class DeliveryBatches:

@@ -51,6 +51,7 @@ from services.kafka_start import start_kafka_client
 from services.lifecycle import run_process
 from services.metrics import KAFKA_INTENTS
 from services.postgres_start import open_pool
+from services.stop_race import StoppedStarting
 
 log = logging.getLogger(__name__)
 
@@ -201,7 +202,10 @@ async def run_intents(settings: Settings, stop: asyncio.Event) -> None:
     extra |= {settings.topics.intent_replies(t): {} for t in tenants}
     if not await ensure_recon_topics(settings, extra, stop):
         return
-    pool = await open_pool(settings.database_url, min_size=1, max_size=4)
+    try:
+        pool = await open_pool(settings.database_url, stop=stop, min_size=1, max_size=4)
+    except StoppedStarting:
+        return
     try:
         log.info("reading the Kafka intents of %s", ", ".join(tenants) or "no tenant")
         await IntentSubscriber(settings, pool, tenants).run(stop)

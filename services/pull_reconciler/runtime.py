@@ -56,7 +56,7 @@ from services.crash_points import DRIFT_BEFORE_CURSORS, DRIFT_PRODUCED_CLAIM_OPE
 from services.governance.store import switches_holding
 from services.kafka_clients import acked_producer
 from services.kafka_setup import ensure_recon_topics
-from services.kafka_start import StoppedStarting, start_kafka_client
+from services.kafka_start import start_kafka_client
 from services.metrics import DRIFT_GRACES_GIVEN_UP, DRIFT_LISTINGS, labelled
 from services.postgres_start import open_pool
 from services.providers.accounts import Account
@@ -66,6 +66,7 @@ from services.providers.listing import can_list_until, listing_of
 from services.providers.lookup_strategy import CANNOT_BE_ASKED, Strategy, strategy_of
 from services.providers.registry import Accounts, build_accounts
 from services.pull_reconciler.gauges import REFRESH_S, refresh_gauges
+from services.stop_race import StoppedStarting
 
 log = logging.getLogger(__name__)
 
@@ -613,16 +614,17 @@ async def open_reconciler(
     settings: Settings, stop: asyncio.Event | None = None
 ) -> AsyncIterator[Reconciler]:
     """Topics, a Postgres pool, a producer and the providers' adapters: what the
-    process and the CLI's one-off scan both need. Set `stop` while the topics are set up
-    or the producer starts and both are given up: StoppedStarting is raised instead of a
-    reconciler yielded. It was yielded with its producer unstarted, a reconciler whose every
-    send failed, for any caller that did not check `stop` itself before using it."""
+    process and the CLI's one-off scan both need. Set `stop` while the topics are set up,
+    the pool waits for Postgres or the producer starts and all are given up:
+    StoppedStarting is raised instead of a reconciler yielded. It was yielded with its
+    producer unstarted, a reconciler whose every send failed, for any caller that did not
+    check `stop` itself before using it."""
     if not await ensure_recon_topics(settings, stop=stop):
         raise StoppedStarting("during topic set-up")
     # Each closed however a later step ends, the producer's own failed start included
     # (services.closing).
     async with AsyncExitStack() as stack:
-        pool = await open_pool(settings.database_url, min_size=1, max_size=8)
+        pool = await open_pool(settings.database_url, stop=stop, min_size=1, max_size=8)
         stack.push_async_callback(pool.close)
         producer = stopped_with(stack, acked_producer(settings, "reconciler-producer"))
         if not await start_kafka_client(producer, "reconciler producer", stop):

@@ -15,6 +15,7 @@ import asyncpg
 import pytest
 from conftest import Infra
 from support.intake_app import intake_settings
+from support.postgres_away import via_port
 from support.relay import relay
 
 from events.topics import Topics
@@ -22,12 +23,6 @@ from services.config import Settings
 from services.intake.app import create_app
 from services.postgres_start import open_pool
 from services.pull_reconciler.runtime import open_reconciler
-
-
-def _via_port(url: str, port: int) -> str:
-    parts = urlsplit(url)
-    user = parts.netloc.rsplit("@", 1)[0]
-    return urlunsplit(parts._replace(netloc=f"{user}@127.0.0.1:{port}"))
 
 
 async def _starts_once_postgres_answers(
@@ -61,7 +56,7 @@ async def test_the_reconciler_started_while_postgres_is_unreachable_waits_for_it
     port = free_port()
     settings = Settings(
         kafka_bootstrap=infra.kafka_bootstrap,
-        database_url=_via_port(fresh_database, port),
+        database_url=via_port(fresh_database, port),
         topics=Topics(topic_prefix),
         environment="test",
     )
@@ -82,7 +77,7 @@ async def test_the_intake_started_while_postgres_is_unreachable_waits_for_it(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     port = free_port()
-    settings = await intake_settings(infra, _via_port(fresh_database, port), topic_prefix)
+    settings = await intake_settings(infra, via_port(fresh_database, port), topic_prefix)
     caplog.set_level(logging.WARNING, logger="services.postgres_start")
     app = create_app(settings)
 

@@ -14,9 +14,7 @@ attempt (tests/fault/test_kafka_stop_frozen.py for the consumer's own stop)."""
 import asyncio
 import contextlib
 import dataclasses
-import signal
 import socket
-import subprocess
 import time
 from collections.abc import Callable, Coroutine
 from contextlib import ExitStack
@@ -30,20 +28,19 @@ from conftest import Infra
 from support.broker_faults import frozen
 from support.intake_app import intake_settings
 from support.kafka_leaks import unstopped
-from support.stop_timing import WAITING_S, stopped_while_waiting
+from support.stop_timing import WAITING_S, sigterm_exits_cleanly, stopped_while_waiting
 
 from services.config import Settings
 from services.decider.runtime import run_decider
 from services.devtools.infra import KafkaBroker
-from services.devtools.infra._process import signal_group
 from services.devtools.stack import Stack
 from services.intake.__main__ import serve_intake
 from services.intake.kafka_intents import IntentSubscriber
 from services.kafka_clients import client_id
-from services.kafka_start import StoppedStarting
 from services.projector.runtime import Projector
 from services.pull_reconciler.runtime import open_reconciler, run_reconciler
 from services.saga.runtime import run_saga
+from services.stop_race import StoppedStarting
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -194,12 +191,9 @@ async def test_the_intake_process_sent_sigterm_during_its_start_up_exits_at_once
             # In its lifespan: its pools open (after the schema check), topic set-up next.
             await _until(lambda: _connections(fresh_database), 2, 60, stack)
             await asyncio.sleep(WAITING_S)
-            signal_group(process, signal.SIGTERM)
-            asked = time.monotonic()
-            code = await asyncio.to_thread(_exit_code, process, STOP_BOUND_S)
-            print(f"intake process: exited {time.monotonic() - asked:.3f} s after SIGTERM")
-            assert code is not None, f"still running {STOP_BOUND_S} s after SIGTERM"
-            assert code == 0, f"exit status {code}\n{stack.log_tail('intake')}"
+            await sigterm_exits_cleanly(
+                process, STOP_BOUND_S, "intake process", lambda: stack.log_tail("intake")
+            )
         finally:
             stack.stop_all()
 
@@ -223,10 +217,3 @@ async def _until(
     while await probe() < at_least:
         assert time.monotonic() < deadline, stack.log_tail("intake")
         await asyncio.sleep(0.1)
-
-
-def _exit_code(process: "subprocess.Popen[bytes]", timeout: float) -> int | None:
-    try:
-        return process.wait(timeout)
-    except subprocess.TimeoutExpired:
-        return None

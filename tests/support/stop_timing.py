@@ -2,8 +2,13 @@
 bound: printed, so a run shows the time beside the verdict."""
 
 import asyncio
+import signal
+import subprocess
 import time
+from collections.abc import Callable
 from typing import Any
+
+from services.devtools.infra._process import signal_group
 
 
 async def ended_within(task: "asyncio.Future[Any]", bound_s: float, what: str) -> None:
@@ -28,3 +33,23 @@ async def stopped_while_waiting(
     assert not task.done(), task
     stop.set()
     await ended_within(task, bound_s, what)
+
+
+async def sigterm_exits_cleanly(
+    process: "subprocess.Popen[bytes]", bound_s: float, what: str, log: Callable[[], str]
+) -> None:
+    """`process` sent SIGTERM, and exited within `bound_s` with status 0, a clean stop's;
+    `log()`, its log's end, says why not."""
+    signal_group(process, signal.SIGTERM)
+    asked = time.monotonic()
+    code = await asyncio.to_thread(_exit_code, process, bound_s)
+    print(f"{what}: exited {time.monotonic() - asked:.3f} s after SIGTERM")
+    assert code is not None, f"{what}: still running {bound_s} s after SIGTERM"
+    assert code == 0, f"{what}: exit status {code}\n{log()}"
+
+
+def _exit_code(process: "subprocess.Popen[bytes]", timeout: float) -> int | None:
+    try:
+        return process.wait(timeout)
+    except subprocess.TimeoutExpired:
+        return None
