@@ -2,8 +2,8 @@
 (the records services.devtools.kafka_client_shape plans from the README transactions, --batch
 inputs each, one partition's transactional producer built as the decider builds it, written
 by services.decider.record_batches, spaced as the decider spaces them) against one broker, on
-uvloop as the decider runs, in this one process: no consumer, no feeder, so the process's
-CPU is the producer's.
+uvloop as the decider runs (services.event_loop, its aiokafka mend included), in this one
+process: no consumer, no feeder, so the process's CPU is the producer's.
 
     python -m services.devtools.kafka_txn_micro -n 300 --rounds 6 --port-offset 200
 
@@ -28,13 +28,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import uvloop
 from aiokafka import AIOKafkaProducer, TopicPartition
 from aiokafka import conn as aiokafka_conn
 from aiokafka import util as aiokafka_util
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.producer import message_accumulator, sender
 
+from services import event_loop
 from services.config import load_settings
 from services.decider.record_batches import Planned, send_planned
 from services.decider.runtime import MAX_RECORD_BYTES
@@ -202,6 +202,11 @@ def _round_line(n: int, per_tx_us: float, transactions: int, bare: bool) -> str:
 
 
 async def main_async(bootstrap: str, args: argparse.Namespace) -> None:
+    # Wrapped here, on the loop's side of services.event_loop.run: kafka_uvloop's install
+    # before it assigns AIOKafkaConnection.send, and would replace a counter wrapped first
+    # (the sends then uncounted, silently); wrapped after, the counter times the mended send.
+    if not args.bare:
+        count_aiokafka()
     cpu_us = await rounds(bootstrap, args, lambda line: print(line, flush=True))
     ordered = sorted(cpu_us)
     print(
@@ -218,15 +223,16 @@ def main() -> None:
     parser.add_argument("--bare", action="store_true", help="without the counters")
     parser.add_argument("--port-offset", type=int, default=0)
     args = parser.parse_args()
-    if not args.bare:
-        count_aiokafka()
     # A fresh broker each time: its data from an earlier run is not wanted.
     root = REPO_ROOT / ".cache" / f"kafka-txn-micro{args.port_offset or ''}"
     subprocess.run(["rm", "-rf", str(root)], check=True)
     kafka = KafkaBroker(root / "kafka", 29092 + args.port_offset, 29093 + args.port_offset)
     kafka.start()
     try:
-        uvloop.run(main_async(kafka.bootstrap, args))
+        # As the decider runs it (services.event_loop): uvloop with aiokafka's write on a
+        # reset connection mended (services.kafka_uvloop). Bare uvloop.run left it out, so a
+        # broker reset here could end the producer's metadata task, the stall the mend is for.
+        event_loop.run(main_async(kafka.bootstrap, args), "uvloop")
     finally:
         kafka.stop()
 
