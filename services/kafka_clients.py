@@ -222,7 +222,23 @@ async def stop_consumer(consumer: AIOKafkaConsumer, timeout: float = CONSUMER_ST
     # Not wait_for: on its timeout it waits for the cancelled stop to end, and a stop that
     # takes its cancellation as a request's failure goes on waiting.
     stopping = asyncio.ensure_future(consumer.stop())
-    await asyncio.wait({stopping}, timeout=timeout)
+    try:
+        await asyncio.wait({stopping}, timeout=timeout)
+    except asyncio.CancelledError:
+        # The caller gave the stop up (its own task cancelled: a timeout around it, a stop
+        # of its own): the inner stop is cut off as at the timeout, not left waiting on a
+        # broker that answers nothing, 40 s a request, behind everyone's back, up to the
+        # loop's end, which cancels what is left and waits for it (asyncio.run), so the
+        # process outlived its stop. Shielded: a second cancel of the caller leaves the
+        # tear-down, itself bounded (_cancelled), to end on its own.
+        if not stopping.done():
+            log.warning(
+                "Kafka consumer %s: its stop cancelled; its tasks cancelled, its connections "
+                "closed; the group drops it at its session timeout",
+                consumer._client._client_id,
+            )
+            await asyncio.shield(asyncio.ensure_future(_torn_down(consumer, stopping)))
+        raise
     if stopping.done():
         stopping.result()
         return
@@ -232,6 +248,11 @@ async def stop_consumer(consumer: AIOKafkaConsumer, timeout: float = CONSUMER_ST
         consumer._client._client_id,
         timeout,
     )
+    await _torn_down(consumer, stopping)
+
+
+async def _torn_down(consumer: AIOKafkaConsumer, stopping: "asyncio.Future[None]") -> None:
+    """What `consumer.stop()` (`stopping`) has not reached, done without the broker."""
     await _cancelled(stopping)
     coordinator = consumer._coordinator
     for name in ("_coordination_task", "_heartbeat_task", "_commit_refresh_task"):

@@ -25,7 +25,13 @@ from services.at_least_once import AtLeastOnceConsumer, Batch
 from services.closing import stopped_with
 from services.config import Settings
 from services.devtools.infra import KafkaBroker
-from services.kafka_clients import CONSUMER_STOP_S, acked_producer, client_id, group_consumer
+from services.kafka_clients import (
+    CONSUMER_STOP_S,
+    acked_producer,
+    client_id,
+    group_consumer,
+    stop_consumer,
+)
 from services.kafka_start import start_kafka_client
 
 pytestmark = pytest.mark.timeout(180)
@@ -74,21 +80,32 @@ async def _exit_stack(settings: Settings, topic: str) -> tuple[AIOKafkaConsumer,
     return consumer, stopped
 
 
-@pytest.mark.parametrize(
-    "owner", [_at_least_once, _exit_stack], ids=["at-least-once", "exit-stack"]
-)
-async def test_a_consumer_stopped_while_the_broker_is_frozen_stops_in_bounded_time(
-    owner: Callable[[Settings, str], Awaitable[tuple[AIOKafkaConsumer, Stop]]],
-    kafka_broker: KafkaBroker,
-    topic_prefix: str,
-) -> None:
-    bootstrap, topic = kafka_broker.bootstrap, f"{topic_prefix}broker-frozen-at-stop"
+Owner = Callable[[Settings, str], Awaitable[tuple[AIOKafkaConsumer, Stop]]]
+
+
+async def _member(
+    owner: Owner, broker: KafkaBroker, topic_prefix: str
+) -> tuple[AIOKafkaConsumer, Stop]:
+    """A consumer made by `owner` on a fresh topic, once it owns its partitions."""
+    bootstrap, topic = broker.bootstrap, f"{topic_prefix}broker-frozen-at-stop"
     await create_topic(bootstrap, topic, 2)
     settings = Settings(
         kafka_bootstrap=bootstrap, database_url="", topics=Topics(topic_prefix), environment="test"
     )
     consumer, stopped = await owner(settings, topic)
     await _assigned(consumer)
+    return consumer, stopped
+
+
+@pytest.mark.parametrize(
+    "owner", [_at_least_once, _exit_stack], ids=["at-least-once", "exit-stack"]
+)
+async def test_a_consumer_stopped_while_the_broker_is_frozen_stops_in_bounded_time(
+    owner: Owner,
+    kafka_broker: KafkaBroker,
+    topic_prefix: str,
+) -> None:
+    consumer, stopped = await _member(owner, kafka_broker, topic_prefix)
     stopping: asyncio.Task[None] | None = None
     try:
         with frozen(kafka_broker):
@@ -106,6 +123,41 @@ async def test_a_consumer_stopped_while_the_broker_is_frozen_stops_in_bounded_ti
         if stopping is not None:  # the broker is back: a stop left waiting ends now
             await asyncio.wait_for(stopping, 60)
     assert unstopped(client_id(ROLE)) == []
+
+
+async def test_a_consumer_stop_whose_caller_is_cancelled_leaves_nothing_running(
+    kafka_broker: KafkaBroker, topic_prefix: str
+) -> None:
+    """A caller of stop_consumer cancelled while the frozen broker holds the stop (a timeout
+    around it, its own task stopped): aiokafka's stop, a task of its own, waited on behind
+    the caller's back, 40 s a request, up to the loop's end, which waits for what is left."""
+    consumer, stopped = await _member(_exit_stack, kafka_broker, topic_prefix)
+    try:
+        with frozen(kafka_broker):
+            caller = asyncio.create_task(stop_consumer(consumer))
+            await asyncio.sleep(1.0)  # inside aiokafka's stop, waiting for the broker
+            assert not caller.done(), caller
+            caller.cancel()
+            await ended_within(caller, STOP_BOUND_S, "the cancelled caller")
+            assert caller.cancelled(), caller
+            running = [t for t in asyncio.all_tasks() if _stops(t, consumer) and not t.done()]
+            assert running == [], "aiokafka's stop runs on after its caller was cancelled"
+            assert consumer._client._sync_task is None, "the metadata task runs on"
+            assert not any(conn.connected() for conn in consumer._client._conns.values())
+    finally:
+        await asyncio.wait_for(stopped(), 60)
+    assert unstopped(client_id(ROLE)) == []
+
+
+def _stops(task: "asyncio.Task[Any]", consumer: AIOKafkaConsumer) -> bool:
+    """Whether `task` is `consumer`'s own stop (stop_consumer runs it as a task)."""
+    coro = task.get_coro()
+    frame = getattr(coro, "cr_frame", None)
+    return (
+        getattr(coro, "__name__", "") == "stop"
+        and frame is not None
+        and (frame.f_locals.get("self") is consumer)
+    )
 
 
 async def _ignore(batch: Batch) -> None:
