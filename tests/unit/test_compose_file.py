@@ -12,6 +12,7 @@ from services.devtools.compose_check import host_ports
 from services.devtools.infra.kafka import JVM_OPTIONS
 from services.devtools.stack import MODULES, SERVICES
 from services.metrics import DEFAULT_PORTS
+from services.stop_bounds import MARGIN_S, stop_grace_s, worst_stop_s
 
 COMPOSE = Path(__file__).resolve().parents[2] / "compose"
 
@@ -144,3 +145,18 @@ def test_the_compose_broker_runs_with_the_dev_brokers_jvm_options() -> None:
     assert kafka_env["KAFKA_JVM_PERFORMANCE_OPTS"].split() == list(JVM_OPTIONS)
     entrypoint = (COMPOSE / "local" / "kafka" / "entrypoint.py").read_text()
     assert 'os.environ.get("KAFKA_JVM_PERFORMANCE_OPTS"' in entrypoint
+
+
+def test_every_recon_process_is_given_its_worst_clean_stop_before_it_is_killed() -> None:
+    """compose's default grace is 10 s, then SIGKILL: a decider whose broker answers nothing
+    takes ~17 s measured, up to its steps' bounds summed (services.stop_bounds)."""
+    services = _services()
+    for name in SERVICES:
+        if name == "sandbox":  # a test double: nothing of recon's to hand over
+            continue
+        grace = services[name].get("stop_grace_period", "10s")
+        assert grace.endswith("s") and grace[:-1].isdigit(), f"{name}: {grace!r}, not whole seconds"
+        assert int(grace[:-1]) >= stop_grace_s(name), (
+            f"{name}: stop_grace_period {grace}, its worst clean stop {worst_stop_s(name):.0f} s"
+            f" + {MARGIN_S:.0f} s needs {stop_grace_s(name)} s (services/stop_bounds.py)"
+        )
