@@ -1,6 +1,7 @@
 """aiokafka's mends, put in place in every recon process that imports aiokafka, from here
-alone: its lost metadata wake-up (services.kafka_metadata_wakeup) and its consumers' stop
-raising their own tasks' cancellation (services.kafka_consumer_stop). docs/operations.md,
+alone: its lost metadata wake-up (services.kafka_metadata_wakeup), its consumers' stop
+raising their own tasks' cancellation (services.kafka_consumer_stop) and the end of an
+offset commit given up left unread (services.kafka_commit_abandoned). docs/operations.md,
 "Known limits of the Kafka client".
 
 Where: `services/__init__.py` calls `install()`, and every way recon runs imports the
@@ -38,17 +39,22 @@ from typing import Any
 
 def mend() -> None:
     """Idempotent. Imports aiokafka."""
-    from services import kafka_consumer_stop, kafka_metadata_wakeup
+    from services import kafka_commit_abandoned, kafka_consumer_stop, kafka_metadata_wakeup
 
     kafka_metadata_wakeup.install()
     kafka_consumer_stop.install()
+    kafka_commit_abandoned.install()
 
 
 def mended() -> bool:
     """Whether this process's aiokafka is mended. Imports aiokafka."""
-    from services import kafka_consumer_stop, kafka_metadata_wakeup
+    from services import kafka_commit_abandoned, kafka_consumer_stop, kafka_metadata_wakeup
 
-    return kafka_metadata_wakeup.installed() and kafka_consumer_stop.installed()
+    return (
+        kafka_metadata_wakeup.installed()
+        and kafka_consumer_stop.installed()
+        and kafka_commit_abandoned.installed()
+    )
 
 
 def install() -> None:
