@@ -15,6 +15,7 @@ from services.decider.lag_marker import HANDOVER_TIMEOUT_S
 from services.decider.runtime import HAND_OVER_S
 from services.intake.produce import DELIVERY_BOUND_S
 from services.kafka_clients import CONSUMER_STOP_S, PRODUCER_STOP_S
+from services.projector.runtime import LAG_MARKER_TIMEOUT_S
 
 # A client's stop past its bound still cancels its tasks (a second each, twice at most:
 # kafka_clients._cancelled) and closes its connections: 0.0-1.0 s measured at stop 54-55
@@ -53,6 +54,7 @@ STEPS: dict[str, tuple[tuple[str, float], ...]] = {
         ("producer", PRODUCER_S),
     ),
     "projector": (
+        ("lag marker's commit between fetches", LAG_MARKER_TIMEOUT_S),
         ("inputs consumer", CONSUMER_S),
         ("dead letters' producer", PRODUCER_S),
     ),

@@ -50,6 +50,12 @@ MAX_BACKOFF_S = 5.0
 # under load it is sent at most this often (each commit is a request and a write to
 # __consumer_offsets per batch otherwise), and as soon as the projector is idle.
 LAG_MARKER_INTERVAL_S = 1.0
+# A lag marker's commit that does not return is given up as one that failed. aiokafka
+# retries a commit for as long as the group's coordinator cannot be reached, and the loop
+# awaits the commit between fetches: a broker that answers nothing (frozen, behind a
+# firewall that drops packets) held the loop, and with it the projector's stop, without end.
+# Far above a loaded broker's commit (milliseconds).
+LAG_MARKER_TIMEOUT_S = 5.0
 # One read of the stored offsets, connection included. Unbounded, an acquire or a query on
 # a server that stopped answering (frozen, a half-open socket) never returned, and inside
 # the rebalance listener that stops the consumer for good (asyncpg's release also waits for
@@ -291,9 +297,11 @@ class Projector:
 
     async def _commit_lag_marker(self) -> None:
         try:
-            await self.marker.commit()
-        except KafkaError as exc:
-            log.warning("committing Kafka offsets (lag marker only) failed: %s", exc)
+            await self.marker.commit(timeout_s=LAG_MARKER_TIMEOUT_S)
+        except (KafkaError, TimeoutError) as exc:
+            timed_out = isinstance(exc, TimeoutError)
+            failed = f"no answer in {LAG_MARKER_TIMEOUT_S:g} s" if timed_out else str(exc)
+            log.warning("committing Kafka offsets (lag marker only) failed: %s", failed)
             # Not retried at every idle poll (a warning each 500 ms while the coordinator is
             # away): the next batch's commit carries newer offsets.
             self.marker.forget()

@@ -1,6 +1,7 @@
 """A process's clean stop while its broker is frozen ends in bounded time: what the stop
-still has to send (a final offset commit, a producer's records in flight) is given up past
-its bound. The decider's hand-over has its own test (test_decider_hand_over.py).
+still has to send (a final offset commit, a producer's records in flight) or waits for (the
+projector's lag marker) is given up past its bound. The decider's hand-over has its own
+test (test_decider_hand_over.py).
 
 The broker is the session's own, frozen (SIGSTOP: support.broker_faults) at the moment the
 stop's work would go to it: it takes each request and answers none, as a hung broker or one
@@ -25,7 +26,13 @@ from services.at_least_once import COMMIT_TIMEOUT_S, AtLeastOnceConsumer, Batch
 from services.closing import stopped_with
 from services.config import Settings
 from services.devtools.infra import KafkaBroker
-from services.kafka_clients import CONSUMER_STOP_S, PRODUCER_STOP_S, acked_producer, client_id
+from services.kafka_clients import (
+    CONSUMER_STOP_S,
+    PRODUCER_STOP_S,
+    acked_producer,
+    client_id,
+)
+from services.projector.runtime import LAG_MARKER_TIMEOUT_S, Projector
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -107,6 +114,49 @@ async def _commit_requests_until(run: "asyncio.Task[None]") -> "set[asyncio.Task
         seen |= {t for t in tasks if getattr(t.get_coro(), "__name__", "") == "_do_commit_offsets"}
         await asyncio.sleep(0.01)
     return seen
+
+
+async def test_a_projectors_lag_marker_the_frozen_broker_never_answers_does_not_hold_its_stop(
+    kafka_broker: KafkaBroker,
+    topic_prefix: str,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The projector, idle, commits its lag marker (the offsets it projected, for operators:
+    its position is the database's) between two fetches, to a broker that does not answer,
+    and is asked to stop meanwhile. aiokafka retries the commit for as long as the
+    coordinator is away, and the loop awaits it before it looks at the stop again."""
+    topic = f"{topic_prefix}lag-marker-frozen"
+    await create_topic(kafka_broker.bootstrap, topic, 1)
+    stop = asyncio.Event()
+    projector = Projector(_settings(kafka_broker, topic_prefix), stop)
+    # Both of its clients stopped at the end as its run stops them (its dead letters'
+    # producer is made with it, and not started here).
+    stack = AsyncExitStack()
+    stopped_with(stack, projector.dead_letters)
+    stopped_with(stack, projector.consumer)
+    loop: asyncio.Task[None] | None = None
+    try:
+        projector.consumer.subscribe([topic])
+        await projector.consumer.start()
+        owned = TopicPartition(topic, 0)
+        async with asyncio.timeout(60):
+            while owned not in projector.consumer.assignment():
+                await projector.consumer.getmany(timeout_ms=100)
+        projector.marker.note({owned: 1})
+        with frozen(kafka_broker), caplog.at_level(logging.WARNING):
+            loop = asyncio.create_task(projector._loop())
+            # Its first fetch comes back empty after 0.5 s; then the commit, unanswered.
+            await asyncio.sleep(1.5)
+            assert not loop.done(), loop
+            stop.set()
+            await ended_within(loop, LAG_MARKER_TIMEOUT_S + SLACK_S, "the projector's loop")
+            loop.result()
+        assert "(lag marker only) failed: no answer in 5 s" in caplog.text, caplog.text
+    finally:
+        stop.set()
+        if loop is not None:
+            await asyncio.wait_for(loop, 60)
+        await stack.aclose()
 
 
 async def test_a_producer_with_records_in_flight_stops_in_bounded_time(
