@@ -13,7 +13,7 @@ from services.at_least_once import COMMIT_TIMEOUT_S
 from services.decider.dispatch_host import LEAVE_WAIT_S
 from services.decider.lag_marker import HANDOVER_TIMEOUT_S
 from services.decider.runtime import HAND_OVER_S
-from services.intake.produce import DELIVERY_BOUND_S
+from services.intake.__main__ import REQUESTS_STOP_S
 from services.kafka_clients import CONSUMER_STOP_S, PRODUCER_STOP_S
 from services.projector.runtime import LAG_MARKER_TIMEOUT_S
 
@@ -60,9 +60,8 @@ STEPS: dict[str, tuple[tuple[str, float], ...]] = {
     ),
     "reconciler": (("producer", PRODUCER_S),),
     "intake": (
-        # uvicorn lets the requests in flight end (without a bound of its own); a request
-        # waits on Kafka at most until its record is in the log or never will be.
-        ("requests in flight", DELIVERY_BOUND_S),
+        # uvicorn lets the requests in flight end, then cancels those left.
+        ("requests in flight", REQUESTS_STOP_S),
         ("group watch's positions reader", CONSUMER_S),
         ("group watch's gap reader", CONSUMER_S),
         ("producer", PRODUCER_S),

@@ -2,6 +2,7 @@
 
 import asyncio
 import logging
+import math
 
 import uvicorn
 from fastapi import FastAPI
@@ -9,6 +10,7 @@ from fastapi import FastAPI
 from services.collector import tune_for_service
 from services.config import Settings
 from services.intake.app import create_app
+from services.intake.produce import DELIVERY_BOUND_S
 from services.lifecycle import run_process
 from services.stop_race import StoppedStarting
 
@@ -18,6 +20,14 @@ from services.stop_race import StoppedStarting
 # and under load (a late timer on a busy loop) the close met the request in flight: a reset
 # the client saw as httpx.ReadError, the intake as ClientDisconnect (issue 7, item 15).
 KEEP_ALIVE_S = 120
+# At a stop, what the requests in flight are given to end; uvicorn then cancels those left
+# (their clients see the connection closed, an outcome they cannot tell from a crash's, so
+# they ask again: a submission by its tx_id, a webhook by its delivery id). uvicorn's own
+# default waits for them without a bound, and a request whose body never comes (a client
+# stalled mid-upload, or a slow sender on purpose) held the intake's stop until the
+# orchestrator's grace ran out. A request waiting on Kafka knows its record's fate within
+# DELIVERY_BOUND_S, so every request that can end does within this.
+REQUESTS_STOP_S = math.ceil(DELIVERY_BOUND_S) + 2
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +54,7 @@ async def _serve(app: FastAPI, settings: Settings, stop: asyncio.Event) -> None:
             host=settings.intake_host,
             port=settings.intake_port,
             timeout_keep_alive=KEEP_ALIVE_S,
+            timeout_graceful_shutdown=REQUESTS_STOP_S,
             # uvicorn's own handlers would print its lines outside the process's format
             # (services.logging_json); without them they reach the root handler.
             log_config=None,
