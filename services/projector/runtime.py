@@ -39,9 +39,11 @@ from services.metrics import (
     observe_lag,
 )
 from services.pending_offsets import PendingOffsets
-from services.pg_pool import UNREACHABLE, create_pool
+from services.pg_pool import UNREACHABLE
+from services.postgres_start import open_pool
 from services.projector.stall_watch import STALLED_EXIT_CODE, StallWatch
 from services.reader_batching import wait_before_next_fetch
+from services.stop_race import StoppedStarting
 
 log = logging.getLogger(__name__)
 
@@ -117,7 +119,17 @@ class Projector:
             stack.push_async_callback(self._close_pool)
             stopped_with(stack, self.dead_letters)
             stopped_with(stack, self.consumer)
-            self.pool = await _connect(self.settings.database_url)
+            try:
+                self.pool = await open_pool(
+                    self.settings.database_url,
+                    stop=self.stop,
+                    min_size=1,
+                    max_size=4,
+                    init=_count_statements,
+                )
+            except StoppedStarting as stopped:
+                log.info("projector stopped %s: nothing projected", stopped)
+                return
             if not await ensure_recon_topics(self.settings, stop=self.stop):
                 return
             # Either start given up on the stop leaves its client to the stack (as the saga's).
@@ -305,20 +317,6 @@ class Projector:
             # Not retried at every idle poll (a warning each 500 ms while the coordinator is
             # away): the next batch's commit carries newer offsets.
             self.marker.forget()
-
-
-async def _connect(url: str) -> asyncpg.Pool:
-    backoff = 0.2
-    while True:
-        try:
-            pool: asyncpg.Pool = await create_pool(
-                url, min_size=1, max_size=4, init=_count_statements
-            )
-            return pool
-        except (OSError, asyncpg.PostgresError) as exc:
-            log.warning("Postgres not reachable (%s); retrying in %.1fs", exc, backoff)
-            await asyncio.sleep(backoff)
-            backoff = min(backoff * 2, MAX_BACKOFF_S)
 
 
 async def _count_statements(conn: asyncpg.Connection) -> None:

@@ -27,6 +27,7 @@ from services.config import Settings
 from services.devtools.stack import Stack
 from services.intake.__main__ import serve_intake
 from services.intake.kafka_intents import run_intents
+from services.projector.runtime import Projector
 from services.pull_reconciler.runtime import run_reconciler
 
 pytestmark = pytest.mark.timeout(180)
@@ -36,8 +37,14 @@ STOP_BOUND_S = 5.0
 
 Run = Callable[[Settings, asyncio.Event], Coroutine[Any, Any, None]]
 
+
+async def _projector(settings: Settings, stop: asyncio.Event) -> None:
+    await Projector(settings, stop).run()
+
+
 PROCESSES: dict[str, Run] = {
     "intake": serve_intake,
+    "projector": _projector,
     "reconciler": run_reconciler,
     "intents reader": run_intents,
 }
