@@ -183,12 +183,30 @@ async def stop_producer(producer: AIOKafkaProducer, timeout: float = PRODUCER_ST
         return
     except TimeoutError:
         pass
+    except asyncio.CancelledError:
+        # The caller gave the stop up (a timeout around it, a stop of its own): wait_for
+        # cancelled aiokafka's stop after it had marked the producer closed, so no later
+        # stop would reach the sender, which ran on with its connections to the loop's end
+        # (whose single cancel a sender may outlive: _cancelled). Torn down as at the bound,
+        # shielded, as stop_consumer's cancelled caller.
+        log.warning(
+            "Kafka producer %s: its stop cancelled; its records still queued fail "
+            "undelivered, its sender cancelled, its connections closed",
+            producer.client._client_id,
+        )
+        await asyncio.shield(asyncio.ensure_future(_producer_torn_down(producer)))
+        raise
     log.warning(
         "Kafka producer %s not stopped within %.1f s (the broker does not answer): its "
         "records still queued fail undelivered, its sender cancelled, its connections closed",
         producer.client._client_id,
         timeout,
     )
+    await _producer_torn_down(producer)
+
+
+async def _producer_torn_down(producer: AIOKafkaProducer) -> None:
+    """What aiokafka's `producer.stop()` has not reached, done without the broker."""
     await _cancelled(producer._sender.sender_task)
     producer._message_accumulator.fail_all(KafkaError("the producer was stopped undelivered"))
     await producer.client.close()

@@ -11,7 +11,8 @@ request, and a commit retries a coordinator it cannot reach without end."""
 import asyncio
 import gc
 import logging
-from contextlib import AsyncExitStack
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
 import pytest
@@ -31,6 +32,7 @@ from services.kafka_clients import (
     PRODUCER_STOP_S,
     acked_producer,
     client_id,
+    stop_producer,
 )
 from services.projector.runtime import LAG_MARKER_TIMEOUT_S, Projector
 
@@ -159,31 +161,62 @@ async def test_a_projectors_lag_marker_the_frozen_broker_never_answers_does_not_
         await stack.aclose()
 
 
-async def test_a_producer_with_records_in_flight_stops_in_bounded_time(
-    kafka_broker: KafkaBroker, topic_prefix: str
-) -> None:
-    """A process's exit stack (services.closing.stopped_with: the projector's, the saga's,
-    the intents reader's, the reconciler's and the decider's dispatch producers) stops a
-    producer whose record is on its way to the frozen broker. aiokafka's own stop waits for
-    its delivery: the request's 40 s, then its retries."""
-    role = "producer-frozen-at-stop"
+@asynccontextmanager
+async def _producer_in_flight(
+    broker: KafkaBroker, topic_prefix: str, role: str
+) -> AsyncIterator[tuple[AIOKafkaProducer, AsyncExitStack, "asyncio.Future[Any]"]]:
+    """A producer on a process's exit stack (services.closing.stopped_with) with a record on
+    its way to the broker, frozen: the producer, the stack, the record's delivery. The
+    stack closed at the end, and nothing of the producer left unstopped."""
     topic = f"{topic_prefix}{role}"
-    await create_topic(kafka_broker.bootstrap, topic, 1)
+    await create_topic(broker.bootstrap, topic, 1)
     stack = AsyncExitStack()
     producer: AIOKafkaProducer = stopped_with(
-        stack, acked_producer(_settings(kafka_broker, topic_prefix), role)
+        stack, acked_producer(_settings(broker, topic_prefix), role)
     )
     try:
         await producer.start()
         await producer.send_and_wait(topic, b"before")  # the leader known, its connection open
-        with frozen(kafka_broker):
+        with frozen(broker):
             sent = await producer.send(topic, b"in flight")
             await asyncio.sleep(0.5)  # the sender has it on the wire
-            closing = asyncio.create_task(stack.aclose())
-            await ended_within(closing, PRODUCER_STOP_S + SLACK_S, "the producer's stop")
-            closing.result()
-            assert sent.done(), "a record left waiting on a stopped producer"
-            assert not any(conn.connected() for conn in producer.client._conns.values())
+            yield producer, stack, sent
     finally:
         await stack.aclose()
     assert unstopped(client_id(role)) == []
+
+
+async def test_a_producer_with_records_in_flight_stops_in_bounded_time(
+    kafka_broker: KafkaBroker, topic_prefix: str
+) -> None:
+    """A process's exit stack (the projector's, the saga's, the intents reader's, the
+    reconciler's and the decider's dispatch producers) stops a producer whose record is on
+    its way to the frozen broker. aiokafka's own stop waits for its delivery: the request's
+    40 s, then its retries."""
+    role = "producer-frozen-at-stop"
+    async with _producer_in_flight(kafka_broker, topic_prefix, role) as (producer, stack, sent):
+        closing = asyncio.create_task(stack.aclose())
+        await ended_within(closing, PRODUCER_STOP_S + SLACK_S, "the producer's stop")
+        closing.result()
+        assert sent.done(), "a record left waiting on a stopped producer"
+        assert not any(conn.connected() for conn in producer.client._conns.values())
+
+
+async def test_a_producer_stop_whose_caller_is_cancelled_leaves_nothing_running(
+    kafka_broker: KafkaBroker, topic_prefix: str
+) -> None:
+    """A caller of stop_producer cancelled while the frozen broker holds the stop (a timeout
+    around it, its own task stopped): aiokafka's stop, cancelled after it marked the producer
+    closed, left its sender and connections to the loop's end, and no later stop reached
+    them."""
+    role = "producer-stop-cancelled"
+    async with _producer_in_flight(kafka_broker, topic_prefix, role) as (producer, _, sent):
+        caller = asyncio.create_task(stop_producer(producer))
+        await asyncio.sleep(1.0)  # inside aiokafka's stop, waiting for the delivery
+        assert not caller.done(), caller
+        caller.cancel()
+        await ended_within(caller, SLACK_S, "the cancelled caller")
+        assert caller.cancelled(), caller
+        assert producer._sender.sender_task.done(), "the producer's sender runs on"
+        assert sent.done(), "a record left waiting on a stopped producer"
+        assert not any(conn.connected() for conn in producer.client._conns.values())
