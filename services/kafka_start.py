@@ -42,7 +42,7 @@ from typing import Protocol
 
 from aiokafka.errors import KafkaError
 
-from services.stop_race import stopped_within, unless_stopped
+from services.stop_race import retried
 
 log = logging.getLogger(__name__)
 
@@ -68,23 +68,15 @@ async def start_kafka_client(
     Returns False if `stop` was set while waiting or while a start was under way (the
     caller shuts down without having started, and stops the client); raises the error if
     it is not retriable or the deadline passed."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + (START_TIMEOUT_S if timeout_s is None else timeout_s)
-    failures = 0
-    while True:
-        try:
-            if not await unless_stopped(client.start, stop):
-                log.info("Kafka %s: its start given up, the process is stopping", what)
-                return False
-            if failures:
-                log.info("Kafka %s started after %d failed attempts", what, failures)
-            return True
-        except KafkaError as error:
-            delay = START_BACKOFF_S[min(failures, len(START_BACKOFF_S) - 1)]
-            if not error.retriable or loop.time() + delay > deadline:
-                log.error("Kafka %s cannot start: %r", what, error)
-                raise
-            failures += 1
-            log.warning("Kafka %s not reachable yet (%r); retrying in %.1f s", what, error, delay)
-        if await stopped_within(stop, delay):
-            return False
+    started = await retried(
+        client.start,
+        stop,
+        what=f"Kafka {what}",
+        transient=lambda error: isinstance(error, KafkaError) and error.retriable,
+        timeout_s=START_TIMEOUT_S if timeout_s is None else timeout_s,
+        backoff=START_BACKOFF_S,
+        log=log,
+    )
+    if not started:
+        log.info("Kafka %s: its start given up, the process is stopping", what)
+    return started

@@ -28,7 +28,7 @@ import asyncpg
 
 from services.kafka_start import START_BACKOFF_S, START_TIMEOUT_S
 from services.pg_pool import create_pool
-from services.stop_race import StoppedStarting, stopped_within, unless_stopped
+from services.stop_race import StoppedStarting, retried
 
 log = logging.getLogger(__name__)
 
@@ -50,25 +50,19 @@ async def open_pool(
 ) -> asyncpg.Pool:
     """`asyncpg.create_pool(url, **options)`, retrying transient failures until the deadline;
     StoppedStarting once `stop` is set, however far the pool had got."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + (START_TIMEOUT_S if timeout_s is None else timeout_s)
-    failures = 0
     opened: list[asyncpg.Pool] = []
 
     async def attempt() -> None:
         opened.append(await create_pool(url, **options))
 
-    while True:
-        try:
-            if not await unless_stopped(attempt, stop):
-                raise StoppedStarting("while its Postgres pool opened")
-            return opened[0]
-        except TRANSIENT as error:
-            delay = START_BACKOFF_S[min(failures, len(START_BACKOFF_S) - 1)]
-            if loop.time() + delay > deadline:
-                log.error("Postgres cannot be reached: %r", error)
-                raise
-            failures += 1
-            log.warning("Postgres not reachable yet (%r); retrying in %.1f s", error, delay)
-        if await stopped_within(stop, delay):
-            raise StoppedStarting("while it waited for Postgres")
+    if not await retried(
+        attempt,
+        stop,
+        what="Postgres",
+        transient=lambda error: isinstance(error, TRANSIENT),
+        timeout_s=START_TIMEOUT_S if timeout_s is None else timeout_s,
+        backoff=START_BACKOFF_S,
+        log=log,
+    ):
+        raise StoppedStarting("while it waited for Postgres")
+    return opened[0]

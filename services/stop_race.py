@@ -9,7 +9,8 @@ exit stack (services.closing), as for a step that failed."""
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable
+import logging
+from collections.abc import Awaitable, Callable, Sequence
 
 
 class StoppedStarting(Exception):
@@ -50,3 +51,41 @@ async def stopped_within(stop: asyncio.Event | None, delay: float) -> bool:
     with contextlib.suppress(TimeoutError):
         await asyncio.wait_for(stop.wait(), delay)
     return stop.is_set()
+
+
+async def retried(
+    step: Callable[[], Awaitable[None]],
+    stop: asyncio.Event | None,
+    *,
+    what: str,
+    transient: Callable[[Exception], bool],
+    timeout_s: float,
+    backoff: Sequence[float],
+    log: logging.Logger,
+) -> bool:
+    """Runs `step` (a Kafka client's start, a Postgres pool's first connections) until it
+    ends: True. An error `transient` accepts (a server restarting, or one that is not there:
+    only time tells them apart) is retried after `backoff`'s delays (its last one repeated)
+    for `timeout_s`; past it, and at once for any other error, the error is raised. False
+    once `stop` is set, in an attempt or a back-off: the step is not run again. The one loop
+    of services.kafka_start and services.postgres_start; `log` is the caller's, `what`
+    names the server (and client) in its lines."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    failures = 0
+    while True:
+        try:
+            if not await unless_stopped(step, stop):
+                return False
+            if failures:
+                log.info("%s started after %d failed attempts", what, failures)
+            return True
+        except Exception as error:
+            delay = backoff[min(failures, len(backoff) - 1)]
+            if not transient(error) or loop.time() + delay > deadline:
+                log.error("%s cannot start: %r", what, error)
+                raise
+            failures += 1
+            log.warning("%s not reachable yet (%r); retrying in %.1f s", what, error, delay)
+        if await stopped_within(stop, delay):
+            return False

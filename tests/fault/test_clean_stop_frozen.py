@@ -19,7 +19,7 @@ import pytest
 from aiokafka import AIOKafkaProducer, TopicPartition
 from support.broker_faults import frozen
 from support.kafka_leaks import unstopped
-from support.stop_timing import ended_within
+from support.stop_timing import cancelled_while_stopping, ended_within
 from support.topic_setup import create_topic
 
 from events.topics import Topics
@@ -211,12 +211,7 @@ async def test_a_producer_stop_whose_caller_is_cancelled_leaves_nothing_running(
     them."""
     role = "producer-stop-cancelled"
     async with _producer_in_flight(kafka_broker, topic_prefix, role) as (producer, _, sent):
-        caller = asyncio.create_task(stop_producer(producer))
-        await asyncio.sleep(1.0)  # inside aiokafka's stop, waiting for the delivery
-        assert not caller.done(), caller
-        caller.cancel()
-        await ended_within(caller, SLACK_S, "the cancelled caller")
-        assert caller.cancelled(), caller
+        await cancelled_while_stopping(stop_producer(producer), SLACK_S)
         assert producer._sender.sender_task.done(), "the producer's sender runs on"
         assert sent.done(), "a record left waiting on a stopped producer"
         assert not any(conn.connected() for conn in producer.client._conns.values())

@@ -17,7 +17,7 @@ import pytest
 from aiokafka import AIOKafkaConsumer
 from support.broker_faults import frozen
 from support.kafka_leaks import unstopped
-from support.stop_timing import ended_within
+from support.stop_timing import cancelled_while_stopping, ended_within
 from support.topic_setup import create_topic
 
 from events.topics import Topics
@@ -134,12 +134,7 @@ async def test_a_consumer_stop_whose_caller_is_cancelled_leaves_nothing_running(
     consumer, stopped = await _member(_exit_stack, kafka_broker, topic_prefix)
     try:
         with frozen(kafka_broker):
-            caller = asyncio.create_task(stop_consumer(consumer))
-            await asyncio.sleep(1.0)  # inside aiokafka's stop, waiting for the broker
-            assert not caller.done(), caller
-            caller.cancel()
-            await ended_within(caller, STOP_BOUND_S, "the cancelled caller")
-            assert caller.cancelled(), caller
+            await cancelled_while_stopping(stop_consumer(consumer), STOP_BOUND_S)
             running = [t for t in asyncio.all_tasks() if _stops(t, consumer) and not t.done()]
             assert running == [], "aiokafka's stop runs on after its caller was cancelled"
             assert consumer._client._sync_task is None, "the metadata task runs on"

@@ -5,7 +5,7 @@ import asyncio
 import signal
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from services.devtools.infra._process import signal_group
@@ -17,6 +17,18 @@ async def ended_within(task: "asyncio.Future[Any]", bound_s: float, what: str) -
     await asyncio.wait({task}, timeout=bound_s)
     print(f"{what}: ended {time.monotonic() - asked:.3f} s after the stop was asked")
     assert task.done(), f"{what}: still running {bound_s} s after the stop was asked"
+
+
+async def cancelled_while_stopping(stopping: Awaitable[None], bound_s: float) -> None:
+    """`stopping` (a client's stop, held by a frozen broker) run by a caller that is then
+    cancelled (a timeout around it, its own stop): the caller ended within `bound_s` of
+    its cancel, cancelled. What the stop must not leave running is the test's to check."""
+    caller = asyncio.ensure_future(stopping)
+    await asyncio.sleep(1.0)  # inside aiokafka's stop, waiting for the broker
+    assert not caller.done(), caller
+    caller.cancel()
+    await ended_within(caller, bound_s, "the cancelled caller")
+    assert caller.cancelled(), caller
 
 
 # How long a start waits for the broker before the stop: long enough to be inside it.
