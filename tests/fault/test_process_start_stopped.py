@@ -25,7 +25,7 @@ import asyncpg
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from conftest import Infra
-from support.broker_faults import frozen
+from support.broker_faults import frozen, process_state
 from support.intake_app import intake_settings
 from support.kafka_leaks import unstopped
 from support.stop_timing import WAITING_S, sigterm_exits_cleanly, stopped_while_waiting
@@ -144,21 +144,13 @@ async def _stops_at_once(
         except AssertionError as failed:
             # Once (CI on 9cb3f99) the reconciler's producer started within the second the
             # broker was meant to be frozen: whether it was, the kernel says.
-            state = _process_state(broker.pid)
+            state = process_state(broker)
             raise AssertionError(f"{failed} (the broker's process state: {state})") from None
         task.result()
     finally:
         stop.set()
         await asyncio.to_thread(back.close)
         await asyncio.wait_for(asyncio.gather(task, return_exceptions=True), 60)
-
-
-def _process_state(pid: int | None) -> str:
-    """A process's state as the kernel has it (`T`: stopped by a signal)."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return "unknown"
 
 
 SET_UP: dict[str, Run] = {

@@ -4,6 +4,7 @@ import os
 import signal
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 from services.devtools.infra import KafkaBroker
 
@@ -20,3 +21,12 @@ def frozen(broker: KafkaBroker) -> Iterator[None]:
         yield
     finally:
         os.kill(pid, signal.SIGCONT)
+
+
+def process_state(broker: KafkaBroker) -> str:
+    """The broker's process state as the kernel has it (`T`: stopped, as `frozen` leaves it),
+    for a test whose frozen broker seemed to answer."""
+    try:
+        return Path(f"/proc/{broker.pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return "unknown"
