@@ -43,10 +43,15 @@ def _send(self: AIOKafkaConnection, request: Any, expect_response: bool = True) 
         ) from error
 
 
+# Set by the first install: a second one must not assign `send` again, which would drop what
+# was wrapped around the mended `send` since (a tool's request counter,
+# services.devtools.kafka_txn_micro), silently.
+_installed = False
+
+
 def install() -> None:
     """Idempotent; for the whole process (every aiokafka client in it)."""
-    AIOKafkaConnection.send = _send
-
-
-def installed() -> bool:
-    return AIOKafkaConnection.send is _send
+    global _installed
+    if not _installed:
+        AIOKafkaConnection.send = _send
+        _installed = True

@@ -45,3 +45,17 @@ def test_a_process_without_kafka_imports_no_aiokafka() -> None:
         "print('aiokafka' in sys.modules)"
     )
     assert _run(probe) == "False"
+
+
+def test_the_uvloop_mend_installed_again_keeps_a_wrapper_around_it() -> None:
+    # services.event_loop installs it at each run; a tool wraps the mended send in between.
+    probe = (
+        "from aiokafka.conn import AIOKafkaConnection\n"
+        "from services import kafka_uvloop\n"
+        "kafka_uvloop.install()\n"
+        "def counted(self, request, expect_response=True): pass\n"
+        "AIOKafkaConnection.send = counted\n"
+        "kafka_uvloop.install()\n"
+        "print(AIOKafkaConnection.send is counted)"
+    )
+    assert _run(probe) == "True", "a second install dropped the wrapper around send"
