@@ -20,7 +20,7 @@ async def ended_within(task: "asyncio.Future[Any]", bound_s: float, what: str) -
 
 
 async def cancelled_while_stopping(
-    stopping: Awaitable[None], bound_s: float, held: Callable[[], str] = str
+    stopping: Awaitable[None], bound_s: float, held: Callable[[], str] = lambda: ""
 ) -> None:
     """`stopping` (a client's stop, held by a frozen broker) run by a caller that is then
     cancelled (a timeout around it, its own stop): the caller ended within `bound_s` of
@@ -28,7 +28,7 @@ async def cancelled_while_stopping(
     `held()` says why a stop the broker should hold ended before the cancel."""
     caller = asyncio.ensure_future(stopping)
     await asyncio.sleep(1.0)  # inside aiokafka's stop, waiting for the broker
-    assert not caller.done(), f"the stop ended before its caller was cancelled: {held()}"
+    assert not caller.done(), f"the stop ended before its caller was cancelled: {caller} {held()}"
     caller.cancel()
     await ended_within(caller, bound_s, "the cancelled caller")
     assert caller.cancelled(), caller
