@@ -5,26 +5,28 @@ aiokafka says so of a client made and never stopped only when it is collected: a
 ResourceWarning (ignored by default) and an ERROR on the `asyncio` logger (`Unclosed
 AIOKafkaProducer`) through the loop's exception handler. Collection comes late, in whichever
 test runs then or at the worker's exit, and pytest keeps the log of neither: the runs ended
-with the last few printed by each worker as it exited, the rest never seen
-(docs/testing.md, "Kafka clients left unstopped")."""
+with the last few printed by each worker as it exited, the rest never seen. So the plugin
+watches the clients itself: each one made notes the test running and the project's frames
+that made it, and one collected unstopped is reported with them (a CI run that failed on a
+leak said only that there was one; docs/testing.md, "Kafka clients left unstopped")."""
 
 from __future__ import annotations
 
 import gc
-import logging
+import os
+import sys
 import warnings
 from collections.abc import Generator
+from pathlib import Path
+from types import FrameType
+from typing import Any
 
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient
 
-# aiokafka's reports of its clients. Not of its connections (`Unclosed AIOKafkaConnection`):
-# a client's start cancelled while bootstrapping leaves its bootstrap connection inside
-# aiokafka (AIOKafkaClient.bootstrap closes it on errors, not on cancellation), out of
-# recon's reach; collected, it is closed (seen twice in test_list_pages, an intake stopped
-# while its group watch's reader started).
-UNCLOSED = ("Unclosed AIOKafkaProducer", "Unclosed AIOKafkaConsumer")
+_ROOT = f"{Path(__file__).resolve().parents[2]}/"
+_MADE_AT = "_recon_made_at"
 
 
 def unstopped(
@@ -47,27 +49,51 @@ def unstopped(
     return found
 
 
+def made_at(frame: FrameType | None) -> str:
+    """Where a client is being made: the test running (pytest's own note of it, with the
+    phase) and the project's innermost frames from `frame` out, the making call first.
+    Frames are walked, not formatted: thousands of clients are made in a run."""
+    test = os.environ.get("PYTEST_CURRENT_TEST", "no test")
+    frames: list[str] = []
+    while frame is not None and len(frames) < 4:
+        path = frame.f_code.co_filename
+        if path.startswith(_ROOT) and "/.venv/" not in path:
+            frames.append(f"{path[len(_ROOT) :]}:{frame.f_lineno} {frame.f_code.co_name}")
+        frame = frame.f_back
+    return f"made in {test} at {' < '.join(frames) or 'no frame of the project'}"
+
+
+class _Collected:
+    """The clients collected unstopped since the last test's end, each with where it was
+    made. Kept by the clients' own `__del__` (wrapped below), not read from the log."""
+
+    def __init__(self) -> None:
+        self.reports: list[str] = []
+
+    def watch(self, cls: Any) -> None:
+        made, collected = cls.__init__, cls.__del__
+
+        def __init__(client: Any, *args: Any, **kwargs: Any) -> None:
+            made(client, *args, **kwargs)
+            setattr(client, _MADE_AT, made_at(sys._getframe(1)))
+
+        def __del__(client: Any, _warnings: Any = warnings) -> None:
+            if client._closed is False:  # False once made, True once stopped
+                where = getattr(client, _MADE_AT, "made where not known")
+                self.reports.append(f"{cls.__name__} {where}")
+            collected(client, _warnings)
+
+        cls.__init__, cls.__del__ = __init__, __del__
+
+
+collected = _Collected()
+collected.watch(AIOKafkaProducer)
+collected.watch(AIOKafkaConsumer)
+
+
 class KafkaClientLeak(pytest.PytestWarning):
     """A Kafka client of this worker was collected unstopped (its making test may be an
     earlier one: see the module's docstring)."""
-
-
-class _Collected(logging.Handler):
-    """Keeps aiokafka's reports of clients collected unstopped, from the `asyncio` logger
-    (ahead of pytest's capture, which keeps or drops records per test)."""
-
-    def __init__(self) -> None:
-        super().__init__(logging.ERROR)
-        self.reports: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        message = record.getMessage()
-        if message.startswith(UNCLOSED):
-            self.reports.append(message.replace("\n", " "))
-
-
-_collected = _Collected()
-logging.getLogger("asyncio").addHandler(_collected)
 
 
 @pytest.hookimpl(wrapper=True)
@@ -76,16 +102,14 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> 
     if nextitem is None:
         # The worker's last test: what is still garbage is collected now, not at its exit.
         gc.collect()
-    if _collected.reports:
-        reports, _collected.reports[:] = list(_collected.reports), []
+    if collected.reports:
+        reports, collected.reports[:] = list(collected.reports), []
         # A warning, not a test's failure: collected in whichever test runs, a leak would
-        # fail a test that did nothing wrong; the run fails instead (`Leaks`). Set
-        # PYTHONASYNCIODEBUG=1 to have each report carry where the client was made
-        # (aiokafka keeps that traceback in debug mode).
+        # fail a test that did nothing wrong; the run fails instead (`Leaks`).
         warnings.warn(
             KafkaClientLeak(
-                f"{len(reports)} Kafka client(s) collected unstopped by {item.nodeid}'s end"
-                f" (made here or in an earlier test of this worker): {'; '.join(reports)}"
+                f"{len(reports)} Kafka client(s) collected unstopped by {item.nodeid}'s end:"
+                f" {'; '.join(reports)}"
             ),
             stacklevel=1,
         )
@@ -115,7 +139,7 @@ class Leaks:
             terminal.write_line(report)
         terminal.write_line(
             f"{len(self.reports)} report(s): the run fails (docs/testing.md, 'Kafka clients left"
-            " unstopped'; PYTHONASYNCIODEBUG=1 tells where each client was made)"
+            " unstopped')"
         )
 
 
@@ -132,9 +156,11 @@ def pytest_warning_recorded(
     _leaks.recorded(warning_message, nodeid)
 
 
-def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    if not _in_a_worker(terminalreporter.config):
-        _leaks.summary(terminalreporter)
+def pytest_unconfigure(config: pytest.Config) -> None:
+    # After the run's last line, not in its summary: what CI keeps of a run is its tail.
+    terminal = config.pluginmanager.get_plugin("terminalreporter")
+    if terminal is not None and not _in_a_worker(config):
+        _leaks.summary(terminal)
 
 
 @pytest.hookimpl(trylast=True)
