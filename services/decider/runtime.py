@@ -310,12 +310,17 @@ class Decider:
     async def drop(self, partition: int) -> None:
         owned = self.owned.pop(partition, None)
         if owned is not None:
-            if owned.task is not None:
-                # Its transaction ends (commits or fails) before the producer stops: after a
-                # revocation returns, nothing of ours is still being written.
-                await _ended(owned)
-                _outcome(partition, owned.task)
-            await _stop_quietly(owned.producer)
+            try:
+                if owned.task is not None:
+                    # Its transaction ends (commits or fails) before the producer stops:
+                    # after a revocation returns, nothing of ours is still being written.
+                    await _ended(owned)
+                    _outcome(partition, owned.task)
+            finally:
+                # Also when the wait is cancelled (a revocation the consumer's bounded
+                # stop cut off): the partition is no longer in `owned`, so nothing else
+                # would stop its producer.
+                await _stop_quietly(owned.producer)
             log.info("dropped partition %d", partition)
 
     async def retake(self, partition: int) -> None:
@@ -717,12 +722,24 @@ class Decider:
         start that failed or was stopped before the loop (the broker away) left its inputs'
         consumer and changelog reader as made; each is logged at ERROR as unclosed when
         collected (at the suite's end: docs/testing.md, "Kafka clients left unstopped"). A
-        client's second stop does nothing, so those the loop stopped are no matter."""
+        client's second stop does nothing, so those the loop stopped are no matter.
+
+        And the partitions still owned once the consumer has stopped are dropped, their
+        producers with them: the run's last steps drop what it owns, but the consumer's stop
+        lets the coordinator finish a rebalance it is in, and the listener takes what that
+        assigns, a producer started per partition after the drops (tests/fault/
+        test_decider_stopped_mid_rebalance.py)."""
         await stop_each(
             functools.partial(stop_consumer, self.consumer),
+            self._drop_all,
             self.changelog_reader.stop,
             functools.partial(stop_producer, self.host.producer),
         )
+
+    async def _drop_all(self) -> None:
+        # The partitions owned now, not when stop_clients was called: the consumer's stop
+        # before this may have taken some.
+        await asyncio.gather(*(self.drop(partition) for partition in list(self.owned)))
 
     async def _run(self, stop: asyncio.Event) -> None:
         self.consumer.subscribe(

@@ -19,7 +19,7 @@ from contextlib import asynccontextmanager
 
 import pytest
 from support.broker_faults import frozen
-from support.decider_support import event_types, eventually, produce
+from support.decider_support import event_types, eventually, in_process, produce
 from support.stop_timing import ended_within
 from support.topic_records import read_records
 from support.txbuilders import observed, submit
@@ -33,7 +33,6 @@ from services.decider.runtime import HAND_OVER_S, Decider, OwnedPartition
 from services.devtools.infra import KafkaBroker
 from services.inline_answers import INLINE
 from services.kafka_clients import CONSUMER_STOP_S
-from services.kafka_setup import ensure_topics
 
 PARTITION = 1
 TX = "hand-over-1"
@@ -92,14 +91,7 @@ async def _staged_receipt(
     bootstrap: str, topics: Topics, monkeypatch: pytest.MonkeyPatch
 ) -> AsyncIterator[tuple[Settings, asyncio.Event, "asyncio.Task[None]"]]:
     """A decider running with TX committed and the receipt's answer staged, held there."""
-    await ensure_topics(bootstrap, topics)
-    settings = Settings(
-        kafka_bootstrap=bootstrap,
-        database_url="postgresql://unused",  # without its calls the decider uses no Postgres
-        topics=topics,
-        environment="test",
-        decider_calls=False,
-    )
+    settings = await in_process(bootstrap, topics)
     held: set[int] = set()
     start_at = Decider._start_at
 

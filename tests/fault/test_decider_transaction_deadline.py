@@ -17,14 +17,12 @@ from typing import Any
 
 import pytest
 from aiokafka import AIOKafkaProducer
-from support.decider_support import event_types, eventually, produce
+from support.decider_support import event_types, eventually, in_process, produce
 from support.txbuilders import submit
 
 from events.topics import PARTITIONS, Topics
-from services.config import Settings
 from services.decider import runtime
 from services.decider.runtime import Decider
-from services.kafka_setup import ensure_topics
 
 PARTITION = 2
 TX = "stuck-1"
@@ -38,14 +36,7 @@ async def test_a_transaction_that_never_ends_is_given_up_and_its_partition_resto
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     topics = Topics(topic_prefix)
-    await ensure_topics(kafka_bootstrap, topics)
-    settings = Settings(
-        kafka_bootstrap=kafka_bootstrap,
-        database_url="postgresql://unused",  # without its calls the decider uses no Postgres
-        topics=topics,
-        environment="test",
-        decider_calls=False,
-    )
+    settings = await in_process(kafka_bootstrap, topics)
     monkeypatch.setattr(runtime, "TRANSACTION_DEADLINE_S", 2.0)
     made: list[AIOKafkaProducer] = []
     whole = Decider.transactional_producer

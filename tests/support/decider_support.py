@@ -20,11 +20,26 @@ from aiokafka.structs import OffsetAndMetadata
 from events.inputs import DeciderInput
 from events.keys import partition_key
 from events.topics import Topics
+from services.config import Settings
 from services.decider.restore import restore_partition
 from services.devtools.stack import Stack
+from services.kafka_setup import ensure_topics
 from support.topic_records import read_records
 
 T = TypeVar("T")
+
+
+async def in_process(bootstrap: str, topics: Topics) -> Settings:
+    """The settings of a decider run in the test's own process, its calls off, once its
+    topics exist."""
+    await ensure_topics(bootstrap, topics)
+    return Settings(
+        kafka_bootstrap=bootstrap,
+        database_url="postgresql://unused",  # without its calls the decider uses no Postgres
+        topics=topics,
+        environment="test",
+        decider_calls=False,
+    )
 
 
 @asynccontextmanager

@@ -5,6 +5,7 @@ as a fault at every clean stop of a decider that never read a marker back."""
 
 import asyncio
 import gc
+import time
 from contextlib import AsyncExitStack
 
 import pytest
@@ -15,9 +16,9 @@ from events.topics import Topics
 from services import kafka_start
 from services.config import Settings
 from services.decider.dispatch_host import DispatchHost
-from services.decider.finished_index import ChangelogReader
+from services.decider.finished_index import ChangelogReader, FinishedIndex
 from services.decider.restore import restore_partition
-from services.decider.runtime import Decider
+from services.decider.runtime import Decider, OwnedPartition
 from services.kafka_clients import client_id
 
 NOBODY = "127.0.0.1:9"  # nothing listens: a start fails at once
@@ -105,3 +106,43 @@ async def test_a_dispatch_host_stopped_while_the_broker_is_away_stops_its_produc
     async with AsyncExitStack() as stack:
         assert not await host.start(stack, stop)
     assert unstopped(client_id("decider-calls")) == []
+
+
+def _owned(decider: Decider, partition: int) -> OwnedPartition:
+    """A partition as a take leaves it, its transactional producer made (here never started:
+    stopped or not is the same question)."""
+    reader = decider.changelog_reader
+    return OwnedPartition(
+        decider.transactional_producer(partition), {}, FinishedIndex(reader, 0, {})
+    )
+
+
+async def test_the_producers_of_partitions_still_owned_are_stopped_with_the_decider() -> None:
+    # What a rebalance completed by the consumer's own stop hands the decider after its run
+    # dropped its partitions (tests/fault/test_decider_stopped_mid_rebalance.py).
+    decider = _decider(calls=False)
+    decider.owned = {0: _owned(decider, 0), 1: _owned(decider, 1)}
+    await decider.stop_clients()
+    assert unstopped(client_id("decider-transactions")) == []
+
+
+async def test_a_partition_whose_drop_is_cancelled_has_its_producer_stopped() -> None:
+    # A revocation cut off by the consumer's bounded stop while the partition's transaction
+    # has not ended: the partition is out of `owned` by then, nobody else would stop it.
+    decider = _decider(calls=False)
+    transaction = asyncio.ensure_future(asyncio.sleep(3600))  # on the wire, never ending
+    try:
+        owned = _owned(decider, 3)
+        owned.task_began = time.monotonic()  # as Decider._start does
+        owned.task = transaction
+        decider.owned = {3: owned}
+        dropping = asyncio.ensure_future(decider.drop(3))
+        await asyncio.sleep(0.1)
+        assert not dropping.done() and 3 not in decider.owned
+        dropping.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await dropping
+        assert unstopped(client_id("decider-transactions")) == []
+    finally:
+        transaction.cancel()
+        await decider.stop_clients()
