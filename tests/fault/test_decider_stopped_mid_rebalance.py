@@ -9,7 +9,7 @@ knew only the consumer, the changelog reader and the calls' producer): each was 
 unstopped, which fails the suite's run (docs/testing.md, "Kafka clients left unstopped"),
 and in a process kept its connections and sender until the process ended. A member leaving
 (test_decider_hand_over's joining decider) and the first decider stopped next is that
-moment, met or missed by a heartbeat's timing.
+moment, met (rarely) or missed by a heartbeat's timing.
 
 Here the moment is made, not waited for: the test holds the decider's lock (which its loop
 and its listener take), a second member joins, and the decider is asked to stop while its
