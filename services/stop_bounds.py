@@ -39,9 +39,9 @@ STEPS: dict[str, tuple[tuple[str, float], ...]] = {
         ("answers forwarded", LEAVE_WAIT_S),
         # The commit on its way, then the last; the partitions' producers meanwhile.
         ("lag marker beside the partitions' producers", max(2 * HANDOVER_TIMEOUT_S, PRODUCER_S)),
-        # Partitions a rebalance gave it inside this stop are dropped next (Decider.
-        # stop_clients): no step of its own, since only a broker that answered through the
-        # rebalance gives any, and then every step before ended in milliseconds.
+        # Partitions still owned once the consumer has stopped are dropped next (Decider.
+        # stop_clients; a stop asked takes none, so only those of a start given up on the
+        # stop after its take): no step of its own, since then none of the steps above ran.
         ("inputs consumer", CONSUMER_S),
         ("changelog reader", CONSUMER_S),
         ("dispatch producer", PRODUCER_S),

@@ -743,7 +743,8 @@ class Decider:
 
     async def _run(self, stop: asyncio.Event) -> None:
         self.consumer.subscribe(
-            consumer_groups.inputs(consumer_groups.DECIDER, self.settings), listener=_Listener(self)
+            consumer_groups.inputs(consumer_groups.DECIDER, self.settings),
+            listener=_Listener(self, stop),
         )
         # Given up on the stop: stop_clients (run's stack) stops the consumer.
         if not await start_kafka_client(self.consumer, "decider inputs", stop):
@@ -996,8 +997,9 @@ class Decider:
 
 
 class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
-    def __init__(self, decider: Decider) -> None:
+    def __init__(self, decider: Decider, stop: asyncio.Event) -> None:
         self.decider = decider
+        self.stop = stop
 
     async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
         async with self.decider.lock:
@@ -1019,6 +1021,15 @@ class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
 
     async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
         async with self.decider.lock:
+            if self.stop.is_set():
+                # Leaving the group (a rebalance its consumer's stop completes): a take now,
+                # its fence, restore and calls' take-over, would be dropped at once and its
+                # calls abandoned as a crash abandons them. The next owner takes them.
+                log.info(
+                    "stopping: partitions %s left to the next owner",
+                    sorted({tp.partition for tp in assigned}),
+                )
+                return
             # Concurrently: each take waits on a producer's init and a restore read.
             new = sorted({tp.partition for tp in assigned} - set(self.decider.owned))
             results = await asyncio.gather(
