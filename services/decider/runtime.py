@@ -725,9 +725,10 @@ class Decider:
         client's second stop does nothing, so those the loop stopped are no matter.
 
         And the partitions still owned once the consumer has stopped are dropped, their
-        producers with them: the run's last steps drop what it owns, but the consumer's stop
-        lets the coordinator finish a rebalance it is in, and the listener takes what that
-        assigns, a producer started per partition after the drops (tests/fault/
+        producers with them: the loop's last steps drop what it owns, but a start given up on
+        the stop returns before them, and a run ended by an error (not a stop) has its
+        consumer's stop finish a rebalance it is in, whose assignment the listener takes
+        (it takes none once the stop is asked; tests/fault/
         test_decider_stopped_mid_rebalance.py)."""
         await stop_each(
             functools.partial(stop_consumer, self.consumer),
@@ -738,7 +739,7 @@ class Decider:
 
     async def _drop_all(self) -> None:
         # The partitions owned now, not when stop_clients was called: the consumer's stop
-        # before this may have taken some.
+        # before this may have given some.
         await asyncio.gather(*(self.drop(partition) for partition in list(self.owned)))
 
     async def _run(self, stop: asyncio.Event) -> None:
