@@ -780,10 +780,7 @@ class Decider:
                 await self.host.leave(answers)
                 # A clean stop leaves the group's lag marker where the changelog is. The
                 # partitions' producers stop meanwhile: each waits on its own broker.
-                await asyncio.gather(
-                    self.lag_marker.hand_over(),
-                    *(self.drop(partition) for partition in list(self.owned)),
-                )
+                await asyncio.gather(self.lag_marker.hand_over(), self._drop_all())
             for waiting in (self.fetching, self.waking):
                 if waiting is not None:
                     waiting.cancel()
