@@ -15,7 +15,6 @@ Postgres) by about a second (services.decider.lag_marker, services.projector.run
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,7 +23,8 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from services.config import Settings
 from services.consumer_groups import inputs
 from services.intake.group_coordinators import Coordinators
-from services.kafka_clients import connection, start_or_stop, stop_consumer
+from services.kafka_clients import connection
+from services.kafka_kept import KeptClient
 
 # Where Kafka keeps the groups' committed offsets; the broker makes it at the first
 # FindCoordinator, and answers no group's coordinator until its partitions have leaders.
@@ -60,12 +60,10 @@ class GroupPositions:
         self._settings, self._admin, self._role = settings, admin, client_role
         # Kept across readings: the group watch asks it for DescribeGroups too.
         self.coordinators = Coordinators(admin)
-        self._consumer: AIOKafkaConsumer | None = None
-        self._starting = asyncio.Lock()
+        self._reader = KeptClient(self._make_reader, "group watch's offsets reader")
 
     async def close(self) -> None:
-        if self._consumer is not None:
-            await stop_consumer(self._consumer)
+        await self._reader.close()
 
     async def partitions(self) -> Partitions:
         """Every topic's partitions, from one Metadata request. Asked of the admin client:
@@ -87,7 +85,7 @@ class GroupPositions:
         """The records `tps` hold now (their end less their start)."""
         if not tps:
             return 0
-        reader = await self._offsets_reader()
+        reader = await self._reader.get()
         ends = await reader.end_offsets(tps)
         starts = await reader.beginning_offsets(tps)
         return sum(ends[tp] - starts[tp] for tp in tps)
@@ -104,7 +102,7 @@ class GroupPositions:
         every = sorted({tp for tps in by_group.values() for tp in tps})
         if not every:
             return {name: {} for name in names}
-        reader = await self._offsets_reader()
+        reader = await self._reader.get()
         ends = await reader.end_offsets(every)
         starts = await reader.beginning_offsets(every)
         found: dict[str, dict[TopicPartition, Standing]] = {}
@@ -123,17 +121,12 @@ class GroupPositions:
             }
         return found
 
-    async def _offsets_reader(self) -> AIOKafkaConsumer:
-        async with self._starting:
-            if self._consumer is None:
-                consumer = AIOKafkaConsumer(
-                    **connection(self._settings.kafka_bootstrap, self._role),
-                    enable_auto_commit=False,
-                    request_timeout_ms=int(REQUEST_TIMEOUT_S * 1000),
-                )
-                await start_or_stop(consumer)
-                self._consumer = consumer
-            return self._consumer
+    def _make_reader(self) -> AIOKafkaConsumer:
+        return AIOKafkaConsumer(
+            **connection(self._settings.kafka_bootstrap, self._role),
+            enable_auto_commit=False,
+            request_timeout_ms=int(REQUEST_TIMEOUT_S * 1000),
+        )
 
 
 def read_from(start: int, end: int, committed: Any) -> int:

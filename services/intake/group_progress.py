@@ -47,7 +47,8 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from services.config import Settings
 from services.inline_answers import inline_answer
 from services.intake.group_positions import REQUEST_TIMEOUT_S, Standing
-from services.kafka_clients import connection, start_or_stop, stop_consumer
+from services.kafka_clients import connection
+from services.kafka_kept import KeptClient
 
 STUCK_AFTER_S = 60.0
 # A position unmoved this long is read at: a group at work moves it more often (above), so
@@ -179,17 +180,16 @@ class GapReader:
 
     def __init__(self, settings: Settings) -> None:
         self._settings = settings
-        self._consumer: AIOKafkaConsumer | None = None
+        self._reader = KeptClient(self._make_reader, "group watch's gap reader")
 
     async def close(self) -> None:
-        if self._consumer is not None:
-            await stop_consumer(self._consumer)
+        await self._reader.close()
 
     async def read(self, gaps: dict[TopicPartition, Standing]) -> dict[TopicPartition, Gap]:
         """What each gap holds, for those the read settled within READ_TIMEOUT_S."""
         if not gaps:
             return {}
-        consumer = await self._reader()
+        consumer = await self._reader.get()
         consumer.assign(list(gaps))
         for tp, standing in gaps.items():
             consumer.seek(tp, standing.position)
@@ -217,15 +217,11 @@ class GapReader:
             consumer.pause(*gaps)
         return found
 
-    async def _reader(self) -> AIOKafkaConsumer:
-        if self._consumer is None:
-            consumer = AIOKafkaConsumer(
-                **connection(self._settings.kafka_bootstrap, "intake-progress"),
-                enable_auto_commit=False,
-                isolation_level="read_committed",
-                max_partition_fetch_bytes=READ_BYTES,
-                request_timeout_ms=int(REQUEST_TIMEOUT_S * 1000),
-            )
-            await start_or_stop(consumer)
-            self._consumer = consumer
-        return self._consumer
+    def _make_reader(self) -> AIOKafkaConsumer:
+        return AIOKafkaConsumer(
+            **connection(self._settings.kafka_bootstrap, "intake-progress"),
+            enable_auto_commit=False,
+            isolation_level="read_committed",
+            max_partition_fetch_bytes=READ_BYTES,
+            request_timeout_ms=int(REQUEST_TIMEOUT_S * 1000),
+        )
