@@ -24,7 +24,7 @@ from services.config import Settings
 from services.consumer_groups import inputs
 from services.intake.group_coordinators import Coordinators
 from services.kafka_clients import connection
-from services.kafka_kept import KeptClient
+from services.kafka_kept import KeptConsumer
 
 # Where Kafka keeps the groups' committed offsets; the broker makes it at the first
 # FindCoordinator, and answers no group's coordinator until its partitions have leaders.
@@ -60,7 +60,7 @@ class GroupPositions:
         self._settings, self._admin, self._role = settings, admin, client_role
         # Kept across readings: the group watch asks it for DescribeGroups too.
         self.coordinators = Coordinators(admin)
-        self._reader = KeptClient(self._make_reader, "group watch's offsets reader")
+        self._reader = KeptConsumer(self._make_reader, "group watch's offsets reader")
 
     async def close(self) -> None:
         await self._reader.close()

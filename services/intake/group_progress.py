@@ -48,7 +48,7 @@ from services.config import Settings
 from services.inline_answers import inline_answer
 from services.intake.group_positions import REQUEST_TIMEOUT_S, Standing
 from services.kafka_clients import connection
-from services.kafka_kept import KeptClient
+from services.kafka_kept import KeptConsumer
 
 STUCK_AFTER_S = 60.0
 # A position unmoved this long is read at: a group at work moves it more often (above), so
@@ -180,7 +180,7 @@ class GapReader:
 
     def __init__(self, settings: Settings) -> None:
         self._settings = settings
-        self._reader = KeptClient(self._make_reader, "group watch's gap reader")
+        self._reader = KeptConsumer(self._make_reader, "group watch's gap reader")
 
     async def close(self) -> None:
         await self._reader.close()

@@ -1,4 +1,4 @@
-"""A kept client (services.kafka_kept: the intake's group watch readers) closed while its
+"""A kept consumer (services.kafka_kept: the intake's group watch readers) closed while its
 first use is still starting it is stopped once that start ends, and none is made after the
 close. A real aiokafka consumer whose start is held (no broker is reached: the start is
 replaced), so the close can be asked at that moment."""
@@ -9,7 +9,7 @@ import pytest
 from aiokafka import AIOKafkaConsumer
 from support.kafka_leaks import unstopped
 
-from services.kafka_kept import KeptClient, KeptClientClosed
+from services.kafka_kept import KeptConsumer, KeptConsumerClosed
 
 CLIENT_ID = "kept-under-test"
 
@@ -34,7 +34,7 @@ async def test_a_close_during_the_first_start_stops_the_client_that_start_made()
         made.append(HeldStart(started, release))
         return made[-1]
 
-    kept = KeptClient(make, "reader under test")
+    kept = KeptConsumer(make, "reader under test")
     getting = asyncio.ensure_future(kept.get())
     await started.wait()
     closing = asyncio.ensure_future(kept.close())
@@ -45,7 +45,7 @@ async def test_a_close_during_the_first_start_stops_the_client_that_start_made()
     await closing
     assert len(made) == 1
     assert unstopped(CLIENT_ID) == []
-    with pytest.raises(KeptClientClosed):
+    with pytest.raises(KeptConsumerClosed):
         await kept.get()
     assert len(made) == 1, "a client was made after the close"
     await kept.close()  # a second close does nothing
