@@ -26,7 +26,7 @@ class HeldStart(AIOKafkaConsumer):  # type: ignore[misc]
         await self.release.wait()
 
 
-async def test_a_close_during_the_first_start_stops_the_client_that_start_made() -> None:
+async def test_a_close_during_the_first_start_stops_the_consumer_that_start_made() -> None:
     started, release = asyncio.Event(), asyncio.Event()
     made: list[HeldStart] = []
 
@@ -41,7 +41,7 @@ async def test_a_close_during_the_first_start_stops_the_client_that_start_made()
     await asyncio.sleep(0.05)
     assert not closing.done(), "the close did not wait for the start in progress"
     release.set()
-    await getting  # its caller raced the close: it may get the client, stopped next
+    await getting  # its caller raced the close: it may get the consumer, stopped next
     await closing
     assert len(made) == 1
     assert unstopped(CLIENT_ID) == []
