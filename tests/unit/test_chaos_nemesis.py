@@ -1,6 +1,8 @@
 """The chaos runner's nemesis keeps breaking (and healing) when a server is slow to come
-back: a start that times out is tried again instead of ending the nemesis."""
+back: a start that times out, or is refused at once, is tried again, after a wait that grows,
+instead of ending the nemesis."""
 
+import time
 from pathlib import Path
 
 import pytest
@@ -35,9 +37,11 @@ class _SlowToRecover:
         self.start()
 
 
-def _nemesis(server: _SlowToRecover, actions: list[Action], lines: list[str]) -> Nemesis:
+def _nemesis(
+    server: _SlowToRecover, actions: list[Action], lines: list[str], wait_s: float = 0.001
+) -> Nemesis:
     stack = Stack("127.0.0.1:9", "postgresql://nowhere", Path("unused"))
-    return Nemesis(stack, server, None, actions, lines.append)
+    return Nemesis(stack, server, None, actions, lines.append, retry_wait_s=wait_s)
 
 
 async def test_a_restart_that_times_out_is_started_again() -> None:
@@ -45,6 +49,17 @@ async def test_a_restart_that_times_out_is_started_again() -> None:
     await _nemesis(server, [], lines).bring_back("kafka", server, server.restart)
     assert server.running and server.starts == 2
     assert any("did not come back" in line for line in lines)
+
+
+async def test_each_start_after_a_refused_one_waits_longer() -> None:
+    # A database killed with -9 and started at once: its port still held for a moment.
+    server, lines = _SlowToRecover(fails=2), list[str]()
+    server.kill()
+    began = time.monotonic()
+    await _nemesis(server, [], lines, wait_s=0.2).bring_back("postgres", server, server.start)
+    assert server.running and server.starts == 3
+    assert time.monotonic() - began >= 0.2 + 0.4
+    assert [line.rsplit(" in ", 1)[1] for line in lines] == ["0.2 s", "0.4 s"]
 
 
 async def test_a_broker_that_never_comes_back_is_an_error_in_the_end() -> None:

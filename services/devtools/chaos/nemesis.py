@@ -44,6 +44,12 @@ SANDBOX_FAULTS: tuple[dict[str, Any], ...] = (
 # Starts of a broker or the database before the nemesis gives up (each waits up to the
 # infrastructure's own start timeout).
 START_TRIES = 5
+# The wait before the second start, doubled before each next one (2, 4, 8, 16 s: 30 s in
+# all). A start refused at once needs it: a database killed with -9 and started again at
+# once found its port still held ("port ... is already in use", the killed processes not
+# all gone), and five starts without a pause gave up within milliseconds, leaving the run's
+# Postgres down for every test after it.
+RETRY_WAIT_S = 2.0
 
 
 class Server(Protocol):
@@ -114,8 +120,10 @@ class Nemesis:
         postgres: Server | None,
         actions: list[Action],
         log: Callable[[str], None] = print,
+        retry_wait_s: float = RETRY_WAIT_S,
     ) -> None:
         self.stack, self.kafka, self.postgres = stack, kafka, postgres
+        self.retry_wait_s = retry_wait_s
         self.actions = actions
         self.log = log
         self.down: set[str] = set()
@@ -170,7 +178,9 @@ class Nemesis:
         broker recovers its logs before it serves, which on a loaded machine can outlast
         the infrastructure's start timeout (a 10,000-transaction run at load 30: the start
         timed out and killed the broker, the nemesis died with the error, and Kafka stayed
-        down for the rest of the run). Gives up, raising, after START_TRIES."""
+        down for the rest of the run), or a start refused at once (the port of a database
+        just killed still held): each next start waits longer (RETRY_WAIT_S). Gives up,
+        raising, after START_TRIES."""
         for tries in range(1, START_TRIES + 1):
             try:
                 await asyncio.to_thread(start)
@@ -179,7 +189,10 @@ class Nemesis:
                 if tries == START_TRIES:
                     raise
                 first_line = str(error).splitlines()[0] if str(error) else repr(error)
-                self.log(f"  !! {kind} did not come back ({first_line}); starting it again")
+                wait_s = self.retry_wait_s * 2 ** (tries - 1)
+                again = f"starting it again in {wait_s:g} s"
+                self.log(f"  !! {kind} did not come back ({first_line}); {again}")
+                await asyncio.sleep(wait_s)
                 start = server.start
 
     def _start(self, name: str) -> None:
