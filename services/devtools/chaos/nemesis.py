@@ -48,7 +48,9 @@ START_TRIES = 5
 # all). A start refused at once needs it: a database killed with -9 and started again at
 # once found its port still held ("port ... is already in use", the killed processes not
 # all gone), and five starts without a pause gave up within milliseconds, leaving the run's
-# Postgres down for every test after it.
+# Postgres down for every test after it. A kill now waits for its whole group
+# (services.devtools.infra._process.wait_group_gone); the pause stays for any other start
+# refused at once.
 RETRY_WAIT_S = 2.0
 
 

@@ -45,6 +45,40 @@ def signal_group(proc: subprocess.Popen[bytes], sig: signal.Signals) -> None:
         pass
 
 
+# How long a killed group's last members may take to exit before the caller goes on anyway.
+GROUP_EXIT_WAIT_S = 10.0
+
+
+def group_members(pgid: int) -> list[int]:
+    """The processes of group `pgid` that have not exited (a zombie has: it holds no file,
+    socket or memory any more, and an orphan's zombie waits for a reaper nobody controls)."""
+    members = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat", "rb") as stat:
+                # pid (comm) state ppid pgrp ...: comm may hold spaces and parentheses.
+                state, _ppid, pgrp = stat.read().rpartition(b")")[2].split()[:3]
+        except (OSError, ValueError):
+            continue  # gone meanwhile
+        if int(pgrp) == pgid and state != b"Z":
+            members.append(int(entry.name))
+    return members
+
+
+def wait_group_gone(pgid: int, timeout_s: float = GROUP_EXIT_WAIT_S) -> None:
+    """Wait until every process of group `pgid` has exited, after a SIGKILL to it. Reaping
+    the leader is not enough: the kernel ends the other members on their own time, and a
+    Postgres backend forked just before the kill still held the listening socket when the
+    postmaster had been reaped (1 start in 40 right after a kill found the port in use, with
+    connections arriving; it was free 0.1 ms later). A start then failed at once, and a
+    member still attached to the old shared memory makes a postmaster refuse to start."""
+    deadline = time.monotonic() + timeout_s
+    while group_members(pgid) and time.monotonic() < deadline:
+        time.sleep(0.005)
+
+
 def terminate(proc: subprocess.Popen[bytes], sig: signal.Signals, timeout: float) -> None:
     """Ask the child to shut down with `sig`, then SIGKILL its group after `timeout` seconds."""
     terminate_all([proc], sig, timeout)
@@ -67,9 +101,12 @@ def terminate_all(
         except subprocess.TimeoutExpired:
             signal_group(proc, signal.SIGKILL)
             proc.wait()
-    # Reap anything else left in a group (e.g. a JVM helper) so ports and locks are released.
+    # Kill anything else left in a group (e.g. a JVM helper) and wait for it to exit, so
+    # ports and locks are released before anything starts again.
     for proc in procs:
         signal_group(proc, signal.SIGKILL)
+    for proc in procs:
+        wait_group_gone(proc.pid)
 
 
 class ServerProcess:
@@ -120,6 +157,7 @@ class ServerProcess:
         if self._proc is not None:
             signal_group(self._proc, signal.SIGKILL)
             self._proc.wait()
+            wait_group_gone(self._proc.pid)
             self._proc = None
 
     def restart(self) -> None:
