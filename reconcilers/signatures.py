@@ -53,6 +53,15 @@ class SignatureErrorCode(StrEnum):
     MALFORMED_SIGNATURE = "malformed_signature"
     # Stripe only: the delivery id comes from the body's `id`, which must be there.
     MISSING_DELIVERY_ID = "missing_delivery_id"
+    # A delivery id that is not 1 to MAX_DELIVERY_ID printable characters.
+    MALFORMED_DELIVERY_ID = "malformed_delivery_id"
+
+
+# The longest delivery id taken. Providers' ids are a few tens of characters (Standard
+# Webhooks' `msg_...`, Stripe's `evt_...`); the id is a key of Postgres's index of handled
+# deliveries, which holds at most ~2.7 KB per entry: an id past that failed its record after
+# its observation was produced, at every retry of the provider's.
+MAX_DELIVERY_ID = 255
 
 
 class SignatureError(Exception):
@@ -161,6 +170,7 @@ def verify(
     else:
         verified = _verify_stripe(lowered, body, secrets)
     _check_tolerance(verified.timestamp, now, tolerance_s)
+    _check_delivery_id(verified.delivery_id)
     return verified
 
 
@@ -203,6 +213,17 @@ def _check_tolerance(timestamp: int, now: int, tolerance_s: int) -> None:
             SignatureErrorCode.TIMESTAMP_OUT_OF_TOLERANCE,
             f"The delivery's timestamp {timestamp} is {abs(now - timestamp)} s {direction} "
             f"(tolerance {tolerance_s} s); refused as a possible replay. Check both clocks.",
+        )
+
+
+def _check_delivery_id(delivery_id: str) -> None:
+    # Printable: no NUL, control character or lone surrogate (a Stripe id is JSON text, which
+    # may escape any of them), none of which Postgres can store or asyncpg send.
+    if len(delivery_id) > MAX_DELIVERY_ID or not delivery_id.isprintable():
+        raise SignatureError(
+            SignatureErrorCode.MALFORMED_DELIVERY_ID,
+            f"The delivery id {delivery_id[:40]!r} ({len(delivery_id)} characters) is not 1 to "
+            f"{MAX_DELIVERY_ID} printable characters.",
         )
 
 

@@ -13,7 +13,7 @@ stay each submission's own:
   them against the row, as it judges any racing submission.
 - A statement that fails on a value (one body holds text Postgres cannot store, a NUL,
   answered 422) leaves each submission it carried to a statement of its own, so one
-  client's body never fails another's submission.
+  client's body never fails another's submission (the shared statement's rule).
 """
 
 from collections.abc import Sequence
@@ -35,23 +35,13 @@ class IntentClaims:
         """intents.claim's answer for `intent`: its tx_id taken for it (the operations to
         produce), or the 409, or PolicyMoved, recording nothing."""
         if not intent.names_natural_keys():
-            recorded = await self._record_one(intent)
+            recorded = await self._new.ask(intent)
             if recorded is Recorded.POLICY_MOVED:
                 raise PolicyMoved
             if recorded is Recorded.NEW:
                 return intent.operations
         async with self._pool.acquire() as conn:
             return await intents.claim(conn, intent, horizon_s)
-
-    async def _record_one(self, intent: Intent) -> Recorded:
-        try:
-            return await self._new.ask(intent)
-        except asyncpg.DataError:
-            # A value of the statement's that Postgres or asyncpg refused, maybe another
-            # submission's: this one's own statement decides. (A database down fails each
-            # submission as its own statement would have.)
-            async with self._pool.acquire() as conn:
-                return (await intents.record_new(conn, [intent]))[0]
 
     async def _record(self, conn: asyncpg.Connection, asked: Sequence[Intent]) -> list[Recorded]:
         first: dict[tuple[str, str], int] = {}

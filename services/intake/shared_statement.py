@@ -6,6 +6,14 @@ fails each caller it carried, as its own statement would have (services.intake.
 delivery_batches for the webhooks' two statements, services.intake.intent_claims and
 services.intake.produced_marks for a submission's two). Each caller's answer by
 services.batch_answers, as the gate's batches.
+
+Except a statement refused for a value it was given (VALUE_ERRORS: text Postgres cannot
+store, a NUL or a lone surrogate, a key too large for its index): its callers' items are run
+again one statement each, so each caller gets what its own statement gives, and one caller's
+value never fails another's request. Without it a webhook whose signed id held a NUL failed
+every delivery that shared its statement, whichever provider account or tenant had sent
+them (tests/integration/test_shared_statement.py). The statements run here are one
+statement each, or idempotent, so running an item again after its batch failed is safe.
 """
 
 import asyncio
@@ -18,6 +26,13 @@ from services.batch_answers import answer_each, cancel_each, fail_each
 
 In = TypeVar("In")
 Out = TypeVar("Out")
+
+# What Postgres or asyncpg raise for the values of a statement, not for the database: the
+# same statement without the offending value would have run.
+VALUE_ERRORS: tuple[type[Exception], ...] = (
+    asyncpg.DataError,
+    asyncpg.ProgramLimitExceededError,
+)
 
 
 class Batched(Generic[In, Out]):
@@ -49,7 +64,7 @@ class Batched(Generic[In, Out]):
                 # per statement cost more of the intake's CPU than running it (issue 24).
                 async with self._pool.acquire() as conn:
                     while True:
-                        answer_each(batch, await self._run(conn, [item for item, _ in batch]))
+                        await self._answer(conn, batch)
                         if not self._waiting:
                             break
                         batch, self._waiting = self._waiting, []
@@ -60,3 +75,15 @@ class Batched(Generic[In, Out]):
                 # The connection went back to the pool (asyncpg closes a broken one); the
                 # next batch takes another.
                 fail_each(batch, exc)
+
+    async def _answer(
+        self, conn: asyncpg.Connection, batch: list[tuple[In, asyncio.Future[Out]]]
+    ) -> None:
+        try:
+            answer_each(batch, await self._run(conn, [item for item, _ in batch]))
+        except VALUE_ERRORS as exc:
+            if len(batch) == 1:
+                fail_each(batch, exc)
+            else:
+                for one in batch:
+                    await self._answer(conn, [one])

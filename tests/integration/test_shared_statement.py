@@ -91,3 +91,29 @@ async def test_a_broken_connection_fails_its_batch_and_the_next_takes_another(
     # Waiting when the first broke: answered from a connection of its own, not the dead one.
     assert await later == 3
     assert pool.acquired == 2
+
+
+async def test_a_value_the_statement_refuses_fails_only_its_own_caller(
+    pool: CountingPool,
+) -> None:
+    # A NUL Postgres cannot store, and a lone surrogate asyncpg cannot send, among values
+    # that are fine: the webhooks' delivery ids or keys of different senders sharing a statement.
+    statements: list[list[str]] = []
+
+    async def run(conn: asyncpg.Connection, items: Sequence[str]) -> list[str]:
+        statements.append(list(items))
+        return list(
+            await conn.fetchval("SELECT array_agg(upper(v)) FROM unnest($1::text[]) v", items)
+        )
+
+    shared: Batched[str, str] = Batched(cast(asyncpg.Pool, pool), run)
+    asked = ["a", "nul\x00", "b", "lone\ud800", "c"]
+    answers = await asyncio.gather(*(shared.ask(v) for v in asked), return_exceptions=True)
+
+    assert [answers[0], answers[2], answers[4]] == ["A", "B", "C"]
+    assert isinstance(answers[1], asyncpg.CharacterNotInRepertoireError)
+    assert isinstance(answers[3], asyncpg.DataError)
+    assert isinstance(answers[3].__cause__, UnicodeEncodeError)
+    # One statement for all, refused; then one each, on the same connection.
+    assert statements == [asked, *([v] for v in asked)]
+    assert pool.acquired == 1

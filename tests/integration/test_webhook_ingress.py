@@ -6,6 +6,7 @@ Kafka, what it remembered from Postgres. Only verified deliveries may produce an
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import time
@@ -219,6 +220,47 @@ async def test_only_verified_deliveries_produce_an_observation(
     finally:
         await conn.close()
     assert [r["delivery_id"] for r in remembered] == ["evt_several-one-valid", "evt_valid"]
+
+
+# Ids no provider sends, each signed: one past the longest taken, and for Stripe (whose id is
+# the body's JSON text) a NUL, a lone surrogate and a line break.
+MALFORMED_IDS = {
+    Scheme.STANDARD: ["evt_" + "m" * 252],
+    Scheme.STRIPE: ["evt_" + "m" * 252, r"evt_\u0000", r"evt_\ud800", r"evt_\n"],
+}
+
+
+@pytest.mark.parametrize("scheme", list(Scheme))
+async def test_a_malformed_delivery_id_is_refused_and_fails_no_other_delivery(
+    client: httpx.AsyncClient, settings: Settings, scheme: Scheme
+) -> None:
+    # Sent at once with a valid delivery, so they share its statements: until stop 60 a
+    # Stripe id holding a NUL failed every delivery of its statement (422), one holding a lone
+    # surrogate failed them all with a 500, and a signed id too long for the index was
+    # produced, then failed its record (500) at each of the provider's retries.
+    provider = PROVIDERS[scheme]
+    sent = [_valid(scheme, "evt_fine")]
+    for n, eid in enumerate(MALFORMED_IDS[scheme]):
+        body = event_body("@", f"ch_odd{n}", KEYS[scheme]).replace(b'"@"', f'"{eid}"'.encode())
+        sent.append((signed(scheme, json.loads(f'"{eid}"'), body), body))
+
+    answers = await asyncio.gather(
+        *(client.post(f"/v1/webhooks/{provider}", content=b, headers=h) for h, b in sent)
+    )
+
+    assert (answers[0].status_code, answers[0].json()) == (200, {"status": "accepted"})
+    for answer in answers[1:]:
+        assert answer.status_code == 400, answer.text
+        assert answer.json()["error"] == "malformed_delivery_id"
+    assert [o.message_id for _, o in await observations(settings)] == [
+        f"webhook:{provider}:evt_fine"
+    ]
+    conn = await asyncpg.connect(settings.database_url)
+    try:
+        remembered = await conn.fetch("SELECT delivery_id FROM webhook_deliveries")
+    finally:
+        await conn.close()
+    assert [r["delivery_id"] for r in remembered] == ["evt_fine"]
 
 
 async def test_a_delivery_sent_three_times_and_after_a_restart_is_observed_once(

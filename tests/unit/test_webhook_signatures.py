@@ -12,6 +12,7 @@ from collections.abc import Callable
 import pytest
 
 from reconcilers.signatures import (
+    MAX_DELIVERY_ID,
     InvalidSecretError,
     Scheme,
     SignatureError,
@@ -187,6 +188,48 @@ def test_stripe_needs_an_event_id_in_the_signed_body() -> None:
     with pytest.raises(SignatureError) as caught:
         verify(Scheme.STRIPE, headers, body, [SECRET], now=NOW)
     assert caught.value.code is SignatureErrorCode.MISSING_DELIVERY_ID
+
+
+def _with_id(scheme: Scheme, delivery_id: str) -> tuple[dict[str, str], bytes]:
+    body = json.dumps({"id": delivery_id, "type": "effect.succeeded"}).encode()
+    if scheme is Scheme.STANDARD:
+        return sign_standard(SECRET, delivery_id, NOW, body), body
+    return sign_stripe(SECRET, NOW, body), body
+
+
+MALFORMED_IDS = {
+    "too-long": "evt_" + "m" * (MAX_DELIVERY_ID - 3),
+    "nul": "evt_\x00x",
+    "line-break": "evt_\nx",
+    "line-separator": "evt_\u2028x",
+    "lone-surrogate": "evt_\ud800x",
+}
+
+
+@pytest.mark.parametrize(
+    ("scheme", "case"),
+    [
+        (scheme, case)
+        for scheme in Scheme
+        for case in MALFORMED_IDS
+        # A header's text cannot hold a lone surrogate: nothing could sign it.
+        if not (scheme is Scheme.STANDARD and case == "lone-surrogate")
+    ],
+)
+def test_a_delivery_id_that_is_not_printable_or_is_too_long_is_refused(
+    scheme: Scheme, case: str
+) -> None:
+    # The id is a key of Postgres's index of handled deliveries: whatever it cannot store
+    # or index is refused before anything is looked up. A Stripe id is JSON text, which can
+    # escape any character.
+    headers, body = _with_id(scheme, MALFORMED_IDS[case])
+    assert refusal(scheme, headers, body) is SignatureErrorCode.MALFORMED_DELIVERY_ID
+
+
+def test_the_longest_delivery_id_is_taken(scheme: Scheme) -> None:
+    longest = "evt_" + "m" * (MAX_DELIVERY_ID - 4)
+    headers, body = _with_id(scheme, longest)
+    assert verify(scheme, headers, body, [SECRET], now=NOW).delivery_id == longest
 
 
 def test_a_standard_secret_must_be_base64() -> None:
