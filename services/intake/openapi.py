@@ -20,6 +20,8 @@ from fastapi import FastAPI, Path
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.json_schema import models_json_schema
 
+from reconcilers.signatures import MAX_DELIVERY_ID, WEBHOOK_ID
+
 REF_TEMPLATE = "#/components/schemas/{model}"
 
 # Path parameters with an example that exists in a fresh `make run` (the README's intent and
@@ -138,12 +140,16 @@ def install(app: FastAPI, body_models: Sequence[type[BaseModel]]) -> None:
     app.openapi = wrapped  # type: ignore[method-assign]
 
 
+# A signed header's bounds beyond its type (reconcilers.signatures refuses the rest).
+HEADER_BOUNDS: dict[str, dict[str, Any]] = {WEBHOOK_ID: {"maxLength": MAX_DELIVERY_ID}}
+
+
 def _header(name: str, description: str) -> dict[str, Any]:
     return {
         "name": name,
         "in": "header",
         "required": False,
-        "schema": {"type": "string"},
+        "schema": {"type": "string", **HEADER_BOUNDS.get(name, {})},
         "description": description,
     }
 

@@ -25,6 +25,7 @@ from fastapi import FastAPI
 from events.catalog import Catalog
 from reconcilers.signatures import Scheme
 from services.config import Settings
+from services.intake.openapi import HEADER_BOUNDS
 from services.providers.registry import catalog_of
 
 SHARED = "/v1/webhooks/{provider}"
@@ -109,7 +110,7 @@ def _route(template: dict[str, Any], provider: str, settings: Settings) -> dict[
             "name": name,
             "in": "header",
             "required": True,
-            "schema": {"type": "string", "minLength": 1},
+            "schema": {"type": "string", "minLength": 1, **HEADER_BOUNDS.get(name, {})},
             "description": description,
         }
         for name, description in SIGNATURE_HEADERS[scheme]
