@@ -12,7 +12,12 @@ nothing needed escaping, so the common case costs one scan of the strings, and n
 Pure: no I/O.
 """
 
+import re
 from typing import Any
+
+# A NUL in a JSON string: the escape `\u0000` whose backslash is not itself escaped (an even
+# number of backslashes before it; `\\u0000` is the six characters, which Postgres stores).
+_NUL_ESCAPE = re.compile(rb"(?<!\\)(?:\\\\)*\\u0000")
 
 
 def escape_unencodable(value: Any) -> Any:
@@ -61,3 +66,12 @@ def _encodable(text: str) -> bool:
     except UnicodeEncodeError:
         return False
     return True
+
+
+def holds_nul(body: bytes) -> bool:
+    """Whether the JSON `body` has a NUL in a string (JSON can only spell one `\\u0000`).
+    A command or an event holding one would be refused by Postgres wherever a projection
+    stores its text, at every retry: the intake refuses such a command before producing it,
+    and the decider sets aside an input holding one (services.intake.produce, services.
+    decider.runtime), so none reaches the log."""
+    return b"\\u0000" in body and _NUL_ESCAPE.search(body) is not None

@@ -59,6 +59,7 @@ from events.dead_letters import dead_letter_headers
 from events.event_type_header import event_type_header
 from events.inputs import DeciderInput, OperationObserved, parse_input
 from events.keys import partition_key
+from events.safe_json import holds_nul
 from services import consumer_groups, tracing
 from services.closing import stop_each
 from services.collector import tune_for_service
@@ -540,6 +541,11 @@ class Decider:
         poisoned = self.poison.get((tp.topic, tp.partition, record.offset))
         if poisoned is not None:
             await self._dead_letter(staged, tp, record, poisoned)
+            return
+        if holds_nul(record.value):
+            # Nothing recon produces holds one (the intake refuses it, evidence escapes it):
+            # a record from a side door, whose events the projector could never store.
+            await self._dead_letter(staged, tp, record, "unstorable input: a NUL in its text")
             return
         try:
             message = parse_input(record.value)

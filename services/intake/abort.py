@@ -29,7 +29,7 @@ from services.intake import auth, owner_token, ownership
 from services.intake.abort_record import record_abort
 from services.intake.errors import ApiError, unknown_transaction
 from services.intake.openapi import TxId, errors, json_body, ok
-from services.intake.produce import produce_command
+from services.intake.produce import produce_command, storable
 from services.intake.response_models import AbortRequested
 from services.intake.submission import SESSION_PATTERN
 from services.intake.tenant_store import TenantStore
@@ -126,7 +126,9 @@ async def abort(
     if fenced is None:
         # Before the produce: a step whose call is not begun yet is stopped even if the
         # command is slow to reach the decider (services.intake.abort_record). A fenced
-        # session's abort is refused on the log, so it must not stop anything here.
+        # session's abort is refused on the log, so it must not stop anything here. A
+        # command produce_command would refuse (422) stops nothing either.
+        storable(command)
         async with request.app.state.pool.acquire() as conn:
             await record_abort(TenantStore(conn, tenant), tx_id)
     await produce_command(request.app.state, command, "the abort")

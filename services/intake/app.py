@@ -12,7 +12,6 @@ from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager, suppress
 from datetime import timedelta
 
-import asyncpg
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
@@ -43,7 +42,15 @@ from services.intake import (
 )
 from services.intake.body_limit import BodyLimit
 from services.intake.delivery_batches import DeliveryBatches, open_check_pool
-from services.intake.errors import DATABASE_DOWN, RETRY_AFTER_S, ApiError, retry_after, summary
+from services.intake.errors import (
+    DATABASE_DOWN,
+    RETRY_AFTER_S,
+    UNSTORABLE,
+    UNSTORABLE_MESSAGE,
+    ApiError,
+    retry_after,
+    summary,
+)
 from services.intake.group_watch import GroupWatch
 from services.intake.intent_claims import IntentClaims
 from services.intake.lane import Lane
@@ -215,17 +222,10 @@ def _answer_refusals(app: FastAPI) -> None:
     # Postgres text and jsonb cannot hold a NUL character, so a request carrying one (in a
     # path, a query or a body) fails at its first statement, before anything is written.
     # That is the client's mistake, not the server's: a 422, not a 500.
-    for unstorable in (
-        asyncpg.CharacterNotInRepertoireError,
-        asyncpg.UntranslatableCharacterError,
-    ):
+    for unstorable in UNSTORABLE:
 
         @app.exception_handler(unstorable)
         async def unstorable_text(request: Request, exc: Exception) -> JSONResponse:
             return JSONResponse(
-                {
-                    "error": "invalid_request",
-                    "message": "text must not contain NUL (\\u0000) characters",
-                },
-                status_code=422,
+                {"error": "invalid_request", "message": UNSTORABLE_MESSAGE}, status_code=422
             )

@@ -19,6 +19,11 @@ DATABASE_DOWN = (
     asyncpg.exceptions.OperatorInterventionError,
 )
 
+# Text Postgres cannot store (a NUL) in a request: the client's mistake, refused 422 with
+# this message by both doors (services.intake.app, services.intake.kafka_intents).
+UNSTORABLE = (asyncpg.CharacterNotInRepertoireError, asyncpg.UntranslatableCharacterError)
+UNSTORABLE_MESSAGE = "text must not contain NUL (\\u0000) characters"
+
 
 class ApiError(Exception):
     def __init__(

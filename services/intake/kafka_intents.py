@@ -38,7 +38,7 @@ from services.at_least_once import AtLeastOnceConsumer, Batch, RetryBatch
 from services.closing import stopped_with
 from services.config import Settings
 from services.intake.accept import accept_submission
-from services.intake.errors import DATABASE_DOWN, ApiError
+from services.intake.errors import DATABASE_DOWN, UNSTORABLE, UNSTORABLE_MESSAGE, ApiError
 from services.intake.intent_claims import IntentClaims
 from services.intake.policy_cache import PolicyCache
 from services.intake.produce import intake_producer
@@ -54,9 +54,6 @@ from services.postgres_start import open_pool
 from services.stop_race import StoppedStarting
 
 log = logging.getLogger(__name__)
-
-# Text Postgres cannot store (a NUL): refused as the HTTP API refuses it (services.intake.app).
-UNSTORABLE = (asyncpg.CharacterNotInRepertoireError, asyncpg.UntranslatableCharacterError)
 
 
 @dataclass(frozen=True)
@@ -153,9 +150,7 @@ class IntentSubscriber:
         except DATABASE_DOWN as error:
             raise RetryBatch(repr(error)) from None
         except UNSTORABLE:
-            answer = _refused(
-                key_tx_id, 422, "invalid_request", "text must not contain NUL (\\u0000) characters"
-            )
+            answer = _refused(key_tx_id, 422, "invalid_request", UNSTORABLE_MESSAGE)
         except (KafkaError, RetryBatch):
             raise  # the at-least-once policy reads the batch again
         except Exception as error:

@@ -23,9 +23,10 @@ from aiokafka.errors import KafkaError
 
 from events.inputs import Command
 from events.keys import partition_key
+from events.safe_json import holds_nul
 from services import tracing
 from services.config import Settings
-from services.intake.errors import ApiError
+from services.intake.errors import UNSTORABLE_MESSAGE, ApiError
 from services.kafka_clients import acked_producer
 
 log = logging.getLogger(__name__)
@@ -77,14 +78,26 @@ class Producing(Protocol):
     def producer(self) -> AIOKafkaProducer: ...
 
 
+def storable(command: Command) -> bytes:
+    """The command's record, or the 422 of a request whose text holds a NUL: Postgres stores
+    none, so its events would stop the projector at every retry. A submission's is refused by
+    its first statement; a command whose text reaches no statement before it is produced (an
+    abort's reason, a rejection's note) is refused here."""
+    value = command.model_dump_json().encode()
+    if holds_nul(value):
+        raise ApiError(422, "invalid_request", UNSTORABLE_MESSAGE)
+    return value
+
+
 async def produce_command(state: Producing, command: Command, what: str) -> None:
     """A command onto recon.commands, keyed by its transaction (so the decider that owns
-    the transaction reads it in order with the rest), acknowledged or a 503."""
+    the transaction reads it in order with the rest), acknowledged or a 503; `storable`'s
+    422, with nothing produced."""
     settings = state.settings
     await produce_acked(
         state.producer,
         settings.topics.commands,
         partition_key(command.tenant, command.tx_id),
-        command.model_dump_json().encode(),
+        storable(command),
         what,
     )

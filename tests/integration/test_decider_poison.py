@@ -115,3 +115,22 @@ async def test_an_input_whose_records_kafka_refuses_is_dead_lettered_and_the_par
     assert letter.headers["origin"] == f"{topics.commands}:{PARTITION}:{offset}".encode()
     assert letter.headers["reason"].startswith(b"record_refused_by_kafka"), letter.headers
     assert letter.value == raw  # small enough: the input itself is kept as evidence
+
+
+async def test_an_input_holding_a_nul_is_dead_lettered_and_the_partition_moves_on(
+    kafka_bootstrap: str, topic_prefix: str, tmp_path: Path
+) -> None:
+    """A command written to recon.commands by a side door, its text holding a NUL, which
+    the intake refuses (422) and evidence never holds (events.safe_json): decided, its
+    events would hold it, and Postgres, storing none, would refuse the projector's batch at
+    every retry, stopping the partition's projection for every tenant."""
+    topics = Topics(topic_prefix)
+    await ensure_topics(kafka_bootstrap, topics)
+    poison = many_steps("nul-1", steps=1).model_copy(update={"agent_id": "agent-\x00"})
+    raw = poison.model_dump_json().encode()
+
+    offset, letter = await _run_poison_then_normal(kafka_bootstrap, topics, poison, tmp_path)
+
+    assert letter.headers["origin"] == f"{topics.commands}:{PARTITION}:{offset}".encode()
+    assert letter.headers["reason"] == b"unstorable input: a NUL in its text"
+    assert letter.value == raw

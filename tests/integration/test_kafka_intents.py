@@ -18,6 +18,7 @@ from support.topic_records import read_records
 
 from events.topics import Topics
 from services.devtools.stack import Stack
+from services.intake.errors import UNSTORABLE_MESSAGE
 
 
 async def replies(
@@ -74,6 +75,8 @@ async def test_kafka_intents_commit_and_refusals_record_nothing(
         huge = transaction("kafka-huge")
         huge["steps"][0]["payload"]["note"] = "x" * 300_000  # over the 256 KiB of the HTTP door
         await produce("demo/kafka-huge", huge)
+        unstorable = transaction("kafka-nul", customer="cus_\u0000")  # jsonb cannot hold it
+        await produce("demo/kafka-nul", unstorable)
         refused = (
             "kafka-ok",
             "kafka-bad",
@@ -81,10 +84,11 @@ async def test_kafka_intents_commit_and_refusals_record_nothing(
             "kafka-theirs",
             "kafka-named",
             "kafka-huge",
+            "kafka-nul",
         )
         answered = await replies(stack, "demo", dict.fromkeys(refused, "refused"))
         conflict = answered["kafka-ok"]
-        for tx_id in ("kafka-bad", "kafka-junk", "kafka-theirs", "kafka-named"):
+        for tx_id in ("kafka-bad", "kafka-junk", "kafka-theirs", "kafka-named", "kafka-nul"):
             refusal = answered[tx_id]
             assert (refusal["status"], refusal["http_status"], refusal["error"]) == (
                 "refused",
@@ -94,6 +98,8 @@ async def test_kafka_intents_commit_and_refusals_record_nothing(
         assert (conflict["http_status"], conflict["error"]) == (409, "tx_conflict"), conflict
         too_large = answered["kafka-huge"]
         assert (too_large["http_status"], too_large["error"]) == (413, "body_too_large")
+        # Refused as the HTTP door refuses it, not dead-lettered as unforeseen.
+        assert answered["kafka-nul"]["message"] == UNSTORABLE_MESSAGE
 
         # The accepted intent commits, under the op keys HTTP gives for the same body.
         done = await recon.wait_terminal("kafka-ok")
@@ -111,7 +117,7 @@ async def test_kafka_intents_commit_and_refusals_record_nothing(
         assert [(o["op_key"], o["state"]) for o in seen] == [
             (o["op_key"], o["state"]) for o in done["operations"]
         ]
-        for tx_id in ("kafka-bad", "kafka-junk", "kafka-theirs", "kafka-named", "kafka-huge"):
+        for tx_id in refused[1:]:
             assert (await recon.get(tx_id)).status_code == 404, tx_id
             assert (await other.get(tx_id)).status_code == 404, tx_id
         # Nothing was answered on the other tenant's reply topic.

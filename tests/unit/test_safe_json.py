@@ -8,8 +8,9 @@ from typing import Any
 
 from hypothesis import given
 from hypothesis import strategies as st
+from pydantic import TypeAdapter
 
-from events.safe_json import escape_unencodable, escaped_of
+from events.safe_json import escape_unencodable, escaped_of, holds_nul
 
 # Every code point, lone surrogates (category Cs) and NUL included.
 ANY_TEXT = st.text(st.characters(codec=None, categories=None, exclude_categories=()))
@@ -71,3 +72,19 @@ def test_the_walk_is_spared_only_where_it_changes_nothing(
     parsed = json.loads(body)
 
     assert escaped_of(body, parsed) == escape_unencodable(json.loads(body))
+
+
+@given(JSON, st.booleans())
+def test_holds_nul_says_whether_any_string_holds_one(value: Any, ascii_only: bool) -> None:
+    # As json.dumps and pydantic write it: a NUL is the escape `\u0000`; the six characters
+    # `\u0000` (an escaped backslash before them) are no NUL, however many backslashes lead.
+    try:
+        body = json.dumps(value, ensure_ascii=ascii_only).encode("utf-8")
+    except UnicodeEncodeError:
+        return  # a lone surrogate written raw: not JSON a command can be
+    assert holds_nul(body) == any("\x00" in text for text in strings(value))
+
+
+def test_holds_nul_reads_escaped_backslashes() -> None:
+    for text, nul in [("a\x00", True), ("\\u0000", False), ("\\\x00", True), ("\\\\u0000", False)]:
+        assert holds_nul(TypeAdapter(str).dump_json(text)) is nul, text
