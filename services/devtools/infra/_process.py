@@ -71,8 +71,8 @@ def wait_group_gone(pgid: int, timeout_s: float = GROUP_EXIT_WAIT_S) -> None:
     """Wait until every process of group `pgid` has exited, after a SIGKILL to it. Reaping
     the leader is not enough: the kernel ends the other members on their own time, and a
     Postgres backend forked just before the kill still held the listening socket when the
-    postmaster had been reaped (1 start in 40 right after a kill found the port in use, with
-    connections arriving; it was free 0.1 ms later). A start then failed at once, and a
+    postmaster had been reaped (4 starts in 250 right after a kill found the port in use,
+    with connections arriving; it was free 0.1 ms later). A start then failed at once, and a
     member still attached to the old shared memory makes a postmaster refuse to start."""
     deadline = time.monotonic() + timeout_s
     while group_members(pgid) and time.monotonic() < deadline:
