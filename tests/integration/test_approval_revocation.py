@@ -10,6 +10,7 @@ from typing import Any
 from support.recon_client import Recon, effects_for, op
 
 from services.devtools.stack import Stack
+from services.intake.errors import UNSTORABLE_MESSAGE
 
 OPS = {"Authorization": "Bearer ops-key"}
 
@@ -83,16 +84,19 @@ async def test_refusing_a_step_approved_ahead_revokes_the_approval(
     )
     assert approved.status_code == 201, approved.text
     approval_id = approved.json()["approval_id"]
-    # Refused by the approval's id once the decider has recorded the approval.
+    # Refused by the approval's id once the decider has recorded the approval; first with
+    # a note holding a NUL, which Postgres could never store with its event: refused (422)
+    # where the refusal would be taken, and nothing produced (the next one is taken).
+    reject = f"{recon.intake_url}/v1/approvals/{approval_id}/reject"
     deadline = time.monotonic() + 60
     while True:
-        refused = await recon.http.post(
-            f"{recon.intake_url}/v1/approvals/{approval_id}/reject", headers=OPS
-        )
-        if refused.status_code == 202 or time.monotonic() > deadline:
+        unstorable = await recon.http.post(reject, json={"note": "\u0000"}, headers=OPS)
+        if unstorable.status_code == 422 or time.monotonic() > deadline:
             break
-        assert refused.status_code in (404, 409), refused.text
+        assert unstorable.status_code in (404, 409), unstorable.text
         await asyncio.sleep(0.2)  # polling the projection, bounded by the deadline
+    assert unstorable.json() == {"error": "invalid_request", "message": UNSTORABLE_MESSAGE}
+    refused = await recon.http.post(reject, headers=OPS)
     assert refused.status_code == 202, refused.text
 
     tx = await recon.wait_terminal("revoke-1", timeout=120)
