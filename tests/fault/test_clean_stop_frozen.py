@@ -76,11 +76,13 @@ async def test_a_final_offset_commit_the_frozen_broker_never_answers_is_given_up
         await asyncio.wait_for(handling.wait(), 60)
         # The stop commits only partitions the member owns (PendingOffsets.commit drops the
         # others): a rejoin still settling under load (a clean-clone CI run) left none owned,
-        # and the stop rightly sent nothing. Frozen once the member owns its partition again.
+        # and the stop rightly sent nothing. Frozen once the member has owned its partition
+        # for STEADY_S on end: a check of the assignment alone was met just before another
+        # rejoin took the partition away (a clean-clone CI run again, stop 60: the stop ended
+        # in 5.0 s, its consumer's bound, with no commit sent and nothing logged).
         owned = TopicPartition(topic, 0)
         async with asyncio.timeout(60):
-            while owned not in reader.consumer.assignment():
-                await asyncio.sleep(0.05)
+            await _owned_steadily(reader, owned)
         with frozen(kafka_broker), caplog.at_level(logging.WARNING):
             stop.set()
             handled.set()
@@ -105,6 +107,23 @@ async def test_a_final_offset_commit_the_frozen_broker_never_answers_is_given_up
         await asyncio.wait_for(run, 60)
         await producer.stop()
     assert unstopped(client_id(role)) == []
+
+
+# How long a member must have owned its partition, without a gap, before the broker is
+# frozen: past one heartbeat (every 2 s, services.kafka_clients), whose answer tells a member
+# of a rebalance under way.
+STEADY_S = 2.5
+
+
+async def _owned_steadily(reader: AtLeastOnceConsumer, owned: TopicPartition) -> None:
+    loop = asyncio.get_running_loop()
+    since: float | None = None
+    while since is None or loop.time() - since < STEADY_S:
+        if owned not in reader.consumer.assignment():
+            since = None
+        elif since is None:
+            since = loop.time()
+        await asyncio.sleep(0.05)
 
 
 async def _commit_requests_until(run: "asyncio.Task[None]") -> "set[asyncio.Task[Any]]":
