@@ -67,6 +67,20 @@ async def settled_in(recon: Recon, tx_id: str, *statuses: str) -> dict[str, Any]
     )
 
 
+async def where_it_stopped(stack: Stack, recon: Recon, tx_id: str) -> str:
+    """For a charge whose lookups' evidence never showed: whether the decider committed it
+    to recon.events and what the projection shows, so a failure says which reader stalled
+    (CI met this once, stop 60, with nothing in the log tails to tell)."""
+    logged = [
+        (e["type"], e["data"].get("evidence", {}).get("source"))
+        for e in await read_topic(stack.kafka_bootstrap, Topics(stack.topic_prefix).events)
+        if e["tx_id"] == tx_id and e["data"].get("action") == "charge"
+    ]
+    shown = op((await recon.get(tx_id)).json(), "charge")
+    projected = [e["source"] for e in shown["evidence"]]
+    return f"logged {logged}; projected state {shown['state']}, evidence {projected}"
+
+
 def count(events: list[dict[str, Any]], type_: str, action: str) -> int:
     return sum(1 for e in events if e["type"] == type_ and e["data"].get("action") == action)
 
@@ -212,7 +226,11 @@ async def test_review_resolutions_move_transactions_on_for_their_tenant_only(
             lookups = [e for e in charge["evidence"] if e["source"] == "lookup"]
             return charge["state"] == "unknown" and bool(lookups)
 
-        await eventually(charge_unknown, f"{tx_id}: charge unknown, lookups failed")
+        try:
+            await eventually(charge_unknown, f"{tx_id}: charge unknown, lookups failed")
+        except AssertionError as missed:
+            explained = f"{missed}; {await where_it_stopped(stack, recon, tx_id)}"
+            raise AssertionError(explained) from None
         await request_review(stack, tx_id)
 
         async def review_open(tx_id: str = tx_id) -> str | None:
