@@ -15,7 +15,8 @@ import asyncpg
 
 from events.drift import DriftDetected
 from events.envelope import Envelope
-from projections.decode import decode_drift, decode_envelope
+from events.transaction_events import Event
+from projections.decode import decode_drift, decode_event
 from projections.view import ViewError
 from projections.writer import DriftRecord, Record, project_batch, project_drift
 from services.cli.audit_compare import compare
@@ -116,15 +117,16 @@ async def _project_log(
         progress = Progress("audit rebuild", progress_every, snapshot.total, bar=bar)
         async for batch in progress.track(snapshot.batches()):
             records: list[Record] = []
+            events: list[Event] = []
             poison: list[tuple[int, int]] = []
             drift: list[DriftRecord] = []
             drift_poison: list[tuple[int, int]] = []
             for record in batch:
-                decoded: Envelope | DriftDetected | str
+                decoded: tuple[Envelope, Event] | DriftDetected | str
                 if record.topic == drift_topic:
                     decoded = decode_drift(record.value)
                 else:
-                    decoded = decode_envelope(record.value)
+                    decoded = decode_event(record.value)
                 if isinstance(decoded, str):
                     print(f"skipped {where(record)}: {decoded}", file=sys.stderr)
                     skipped += 1
@@ -133,11 +135,14 @@ async def _project_log(
                 elif isinstance(decoded, DriftDetected):
                     drift.append((record.partition, record.offset, decoded))
                 else:
-                    records.append((record.partition, record.offset, decoded))
+                    records.append((record.partition, record.offset, decoded[0]))
+                    events.append(decoded[1])
             # As the live projector does (services.projector.runtime): one database
             # transaction per topic, each with its own offsets.
             try:
-                await project_batch(conn, events_topic, records, skipped=poison, bulk=True)
+                await project_batch(
+                    conn, events_topic, records, skipped=poison, bulk=True, events=events
+                )
             except ViewError as exc:
                 raise AuditError(f"the log cannot be projected: {exc}") from exc
             await project_drift(conn, drift_topic, drift, skipped=drift_poison)
@@ -145,7 +150,7 @@ async def _project_log(
     print(
         "audit rebuild: "
         + ", ".join(f"{n} {table}" for table, n in counts.items())
-        + (f", {skipped} unreadable records skipped" if skipped else ""),
+        + (f", {skipped} records skipped (each named above)" if skipped else ""),
         file=sys.stderr,
     )
 

@@ -394,6 +394,47 @@ async def _produce_synthetic(kafka_bootstrap: str, topics: Topics, count: int) -
     await produce(kafka_bootstrap, topics, records, ("commands", "observations", "events"))
 
 
+async def test_rebuild_sets_aside_what_the_projector_cannot_store_and_verify_keeps_it(
+    kafka_bootstrap: str, topic_prefix: str, rebuild_database: str
+) -> None:
+    # An event holding a NUL (an older version's log): a link of its chain for the auditor,
+    # and a record the projector sets aside (projections.decode). Before, the rebuild's
+    # COPY refused it and the rebuild failed.
+    topics = Topics(topic_prefix)
+    await ensure_topics(kafka_bootstrap, topics)
+    command = submit(["charge"], tx_id="with-nul")
+    charge = command.operations[0].model_copy(update={"payload": {"amount": 1, "note": "\x00"}})
+    logs = [
+        log_of(command.model_copy(update={"operations": (charge,)}), tx_id="with-nul"),
+        log_of(submit(["charge"], tx_id="plain"), tx_id="plain"),
+    ]
+    producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap, acks="all")
+    await producer.start()
+    try:
+        for envelope in (*logs[0], *logs[1]):
+            await producer.send_and_wait(
+                topics.events,
+                key=partition_key(envelope.tenant, envelope.tx_id),
+                value=envelope.model_dump_json().encode(),
+            )
+    finally:
+        await producer.stop()
+    env = {
+        **os.environ,
+        "RECON_KAFKA_BOOTSTRAP": kafka_bootstrap,
+        "RECON_TOPIC_PREFIX": topic_prefix,
+    }
+
+    code, out, err = await cli(env, "audit", "verify")
+    assert code == 0 and ": 2 transactions," in out and out.strip().endswith("VALID"), (out, err)
+    code, out, err = await cli(env, "audit", "rebuild", "--into", rebuild_database)
+    assert code == 0, (out, err)
+    assert err.count("unstorable: a NUL in its text") == len(logs[0]), err
+    assert f"{len(logs[0])} records skipped" in err, err
+    rebuilt = await tables(rebuild_database)
+    assert [row["tx_id"] for row in rebuilt["transactions"]] == ["plain"]
+
+
 async def test_timeline_reads_the_transactions_window_and_falls_back_to_its_partition(
     kafka_bootstrap: str, topic_prefix: str, rebuild_database: str
 ) -> None:

@@ -7,11 +7,13 @@ from typing import Any
 
 import asyncpg
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka.structs import ConsumerRecord
 from support.txbuilders import log_of, observed, submit
 
 from events.inputs import Outcome
 from events.keys import partition_key
 from events.topics import Topics
+from projections.decode import UNSTORABLE
 from services.config import Settings
 from services.kafka_setup import ensure_topics
 from services.projector.runtime import run_projector
@@ -35,44 +37,65 @@ async def wait_for_row(url: str, query: str, expected: Any) -> None:
 async def test_projects_events_and_dead_letters_poison(
     infra: Any, fresh_database: str, topic_prefix: str
 ) -> None:
+    settings = await _settings(infra, fresh_database, topic_prefix)
+    log = log_of(submit(["charge"]), observed("charge", 1, Outcome.SUCCEEDED))
+    values = [env.model_dump_json().encode() for env in log]
+    poisoned = [values[0], b"not an envelope", *values[1:]]
+    await _write(settings, partition_key("demo", "tx-1"), poisoned)
+    await _project_until(
+        settings,
+        (
+            "SELECT status || ':' || last_seq FROM transactions WHERE tx_id = 'tx-1'",
+            f"committed:{len(log)}",
+        ),
+        ("SELECT sum(next_offset) FROM projection_offsets", len(log) + 1),
+    )
+
+    record = await _first_dead_letter(settings)
+    assert record.value == b"not an envelope"
+    assert dict(record.headers)["reason"].startswith(b"not an event envelope")
+
+
+async def test_an_event_postgres_cannot_store_is_set_aside_and_the_partition_goes_on(
+    infra: Any, fresh_database: str, topic_prefix: str
+) -> None:
+    # Written past the decider (an older version's log, or a writer with topic access): a
+    # transaction whose first event holds a NUL, then another on the same partition. Stored,
+    # the NUL failed every batch that held it, and the second was never projected.
+    settings = await _settings(infra, fresh_database, topic_prefix)
+    command = submit(["charge"], tx_id="tx-nul")
+    charge = command.operations[0].model_copy(update={"payload": {"amount": 100, "note": "\x00"}})
+    unstorable = log_of(command.model_copy(update={"operations": (charge,)}), tx_id="tx-nul")
+    after = log_of(submit(["charge"], tx_id="tx-2"), tx_id="tx-2")
+    # One partition for both.
+    values = [env.model_dump_json().encode() for env in (*unstorable, *after)]
+    await _write(settings, partition_key("demo", "tx-2"), values)
+    await _project_until(
+        settings,
+        (
+            "SELECT string_agg(tx_id || ':' || last_seq, ',') FROM transactions",
+            f"tx-2:{len(after)}",
+        ),
+        ("SELECT sum(next_offset) FROM projection_offsets", len(values)),
+    )
+
+    record = await _first_dead_letter(settings)
+    assert record.value == unstorable[0].model_dump_json().encode()
+    assert dict(record.headers)["reason"] == UNSTORABLE.encode()
+
+
+async def _settings(infra: Any, database_url: str, topic_prefix: str) -> Settings:
     settings = Settings(
         kafka_bootstrap=infra.kafka_bootstrap,
-        database_url=fresh_database,
+        database_url=database_url,
         topics=Topics(topic_prefix),
         environment="test",
     )
     await ensure_topics(settings.kafka_bootstrap, settings.topics)
-    log = log_of(submit(["charge"]), observed("charge", 1, Outcome.SUCCEEDED))
-    key = partition_key("demo", "tx-1")
-    producer = AIOKafkaProducer(bootstrap_servers=settings.kafka_bootstrap)
-    await producer.start()
-    try:
-        await producer.send_and_wait(settings.topics.events, log[0].model_dump_json().encode(), key)
-        await producer.send_and_wait(settings.topics.events, b"not an envelope", key)
-        for envelope in log[1:]:
-            await producer.send_and_wait(
-                settings.topics.events, envelope.model_dump_json().encode(), key
-            )
-    finally:
-        await producer.stop()
+    return settings
 
-    stop = asyncio.Event()
-    projector = asyncio.create_task(run_projector(settings, stop))
-    try:
-        await wait_for_row(
-            fresh_database,
-            "SELECT status || ':' || last_seq FROM transactions WHERE tx_id = 'tx-1'",
-            f"committed:{len(log)}",
-        )
-        await wait_for_row(
-            fresh_database,
-            "SELECT sum(next_offset) FROM projection_offsets",
-            len(log) + 1,
-        )
-    finally:
-        stop.set()
-        await asyncio.wait_for(projector, TIMEOUT_S)
 
+async def _first_dead_letter(settings: Settings) -> ConsumerRecord[bytes, bytes]:
     dead = AIOKafkaConsumer(
         settings.topics.dead_letters,
         bootstrap_servers=settings.kafka_bootstrap,
@@ -81,8 +104,29 @@ async def test_projects_events_and_dead_letters_poison(
     await dead.start()
     try:
         async with asyncio.timeout(TIMEOUT_S):
-            record = await dead.getone()
+            record: ConsumerRecord[bytes, bytes] = await dead.getone()
+            return record
     finally:
         await dead.stop()
-    assert record.value == b"not an envelope"
-    assert dict(record.headers)["reason"].startswith(b"not an event envelope")
+
+
+async def _write(settings: Settings, key: bytes, values: list[bytes]) -> None:
+    producer = AIOKafkaProducer(bootstrap_servers=settings.kafka_bootstrap)
+    await producer.start()
+    try:
+        for value in values:
+            await producer.send_and_wait(settings.topics.events, value, key)
+    finally:
+        await producer.stop()
+
+
+async def _project_until(settings: Settings, *rows: tuple[str, Any]) -> None:
+    """Runs the projector until each query answers what it is paired with, in turn."""
+    stop = asyncio.Event()
+    projector = asyncio.create_task(run_projector(settings, stop))
+    try:
+        for query, expected in rows:
+            await wait_for_row(settings.database_url, query, expected)
+    finally:
+        stop.set()
+        await asyncio.wait_for(projector, TIMEOUT_S)
