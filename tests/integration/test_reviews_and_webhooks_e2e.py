@@ -78,7 +78,19 @@ async def where_it_stopped(stack: Stack, recon: Recon, tx_id: str) -> str:
     ]
     shown = op((await recon.get(tx_id)).json(), "charge")
     projected = [e["source"] for e in shown["evidence"]]
-    return f"logged {logged}; projected state {shown['state']}, evidence {projected}"
+    # At the sandbox: each call under the charge's key, and its effect's webhook deliveries
+    # (a delivery the armed webhook_drop did not reach confirms the charge).
+    calls = [(c["kind"], c["outcome"]) for c in await recon.calls(shown["op_key"])]
+    deliveries = []
+    for effect in effects_for(await recon.effects(), shown["op_key"]):
+        answer = await recon.http.get(
+            f"{recon.sandbox_url}/v1/webhooks/deliveries", params={"effect_id": effect["id"]}
+        )
+        deliveries += [d["status"] for d in answer.json()["deliveries"]]
+    return (
+        f"logged {logged}; projected state {shown['state']}, evidence {projected};"
+        f" sandbox calls {calls}, webhook deliveries {deliveries}"
+    )
 
 
 def count(events: list[dict[str, Any]], type_: str, action: str) -> int:
