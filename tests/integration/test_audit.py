@@ -25,7 +25,14 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from support.compensation_support import failing_third_step
 from support.recon_client import Recon, transaction
 from support.synthetic_records import produce
-from support.txbuilders import log_of, observed, request_review, resolve, submit
+from support.txbuilders import (
+    log_of,
+    log_with_note,
+    observed,
+    request_review,
+    resolve,
+    submit,
+)
 
 from events.checkpoint import Head, sign_checkpoint
 from events.definition import Resolution
@@ -402,12 +409,7 @@ async def test_rebuild_sets_aside_what_the_projector_cannot_store_and_verify_kee
     # COPY refused it and the rebuild failed.
     topics = Topics(topic_prefix)
     await ensure_topics(kafka_bootstrap, topics)
-    command = submit(["charge"], tx_id="with-nul")
-    charge = command.operations[0].model_copy(update={"payload": {"amount": 1, "note": "\x00"}})
-    logs = [
-        log_of(command.model_copy(update={"operations": (charge,)}), tx_id="with-nul"),
-        log_of(submit(["charge"], tx_id="plain"), tx_id="plain"),
-    ]
+    logs = [log_with_note("with-nul", "\x00"), log_with_note("plain", "no NUL")]
     producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap, acks="all")
     await producer.start()
     try:

@@ -8,7 +8,7 @@ from typing import Any
 import asyncpg
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.structs import ConsumerRecord
-from support.txbuilders import log_of, observed, submit
+from support.txbuilders import log_of, log_with_note, observed, submit
 
 from events.inputs import Outcome
 from events.keys import partition_key
@@ -63,9 +63,7 @@ async def test_an_event_postgres_cannot_store_is_set_aside_and_the_partition_goe
     # transaction whose first event holds a NUL, then another on the same partition. Stored,
     # the NUL failed every batch that held it, and the second was never projected.
     settings = await _settings(infra, fresh_database, topic_prefix)
-    command = submit(["charge"], tx_id="tx-nul")
-    charge = command.operations[0].model_copy(update={"payload": {"amount": 100, "note": "\x00"}})
-    unstorable = log_of(command.model_copy(update={"operations": (charge,)}), tx_id="tx-nul")
+    unstorable = log_with_note("tx-nul", "\x00")
     after = log_of(submit(["charge"], tx_id="tx-2"), tx_id="tx-2")
     # One partition for both.
     values = [env.model_dump_json().encode() for env in (*unstorable, *after)]

@@ -160,6 +160,14 @@ def log_of(*inputs: DeciderInput, tx_id: str = "tx-1") -> list[Envelope]:
     return log
 
 
+def log_with_note(tx_id: str, note: str) -> list[Envelope]:
+    """The events of submitting one charge whose payload carries `note` (each of them holds
+    the payload): a NUL in it is text Postgres cannot store (projections.decode)."""
+    command = submit(["charge"], tx_id=tx_id)
+    charge = command.operations[0].model_copy(update={"payload": {"amount": 100, "note": note}})
+    return log_of(command.model_copy(update={"operations": (charge,)}), tx_id=tx_id)
+
+
 def compensated_history() -> list[DeciderInput]:
     """A transaction compensated to its end: its second step refused, the first undone, and
     its `on_compensated` notification ("sorry") confirmed."""

@@ -1,6 +1,6 @@
 """projections.decode: what the projectors may store, and what the chain's reading takes."""
 
-from support.txbuilders import log_of, submit
+from support.txbuilders import log_with_note
 
 from events.drift import DriftDetected, DriftKind
 from events.envelope import Envelope
@@ -10,10 +10,7 @@ from projections.decode import UNSTORABLE, decode_drift, decode_envelope, decode
 
 def started_with_note(note: str) -> bytes:
     """The first event of a transaction whose charge's payload carries `note`."""
-    command = submit(["charge"], tx_id="tx-note")
-    charge = command.operations[0].model_copy(update={"payload": {"amount": 100, "note": note}})
-    first = log_of(command.model_copy(update={"operations": (charge,)}), tx_id="tx-note")[0]
-    return first.model_dump_json().encode()
+    return log_with_note("tx-note", note)[0].model_dump_json().encode()
 
 
 def test_an_event_holding_a_nul_is_not_projected_but_stays_a_link_of_its_chain() -> None:
