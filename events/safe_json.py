@@ -73,5 +73,6 @@ def holds_nul(body: bytes) -> bool:
     A command or an event holding one would be refused by Postgres wherever a projection
     stores its text, at every retry: the intake refuses such a command before producing it,
     and the decider sets aside an input holding one (services.intake.produce, services.
-    decider.runtime), so none reaches the log."""
+    decider.runtime), so none reaches the log; the projectors set aside one already on it
+    (projections.decode)."""
     return b"\\u0000" in body and _NUL_ESCAPE.search(body) is not None

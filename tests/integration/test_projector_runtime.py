@@ -13,7 +13,7 @@ from support.txbuilders import log_of, log_with_note, observed, submit
 from events.inputs import Outcome
 from events.keys import partition_key
 from events.topics import Topics
-from projections.decode import UNSTORABLE
+from projections.decode import UNSTORABLE_EVENT
 from services.config import Settings
 from services.kafka_setup import ensure_topics
 from services.projector.runtime import run_projector
@@ -79,7 +79,7 @@ async def test_an_event_postgres_cannot_store_is_set_aside_and_the_partition_goe
 
     record = await _first_dead_letter(settings)
     assert record.value == unstorable[0].model_dump_json().encode()
-    assert dict(record.headers)["reason"] == UNSTORABLE.encode()
+    assert dict(record.headers)["reason"] == UNSTORABLE_EVENT.encode()
 
 
 async def _settings(infra: Any, database_url: str, topic_prefix: str) -> Settings:

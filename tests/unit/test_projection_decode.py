@@ -5,7 +5,7 @@ from support.txbuilders import log_with_note
 from events.drift import DriftDetected, DriftKind
 from events.envelope import Envelope
 from events.keys import drift_id
-from projections.decode import UNSTORABLE, decode_drift, decode_envelope, decode_event
+from projections.decode import UNSTORABLE_EVENT, decode_drift, decode_envelope, decode_event
 
 
 def started_with_note(note: str) -> bytes:
@@ -16,7 +16,7 @@ def started_with_note(note: str) -> bytes:
 def test_an_event_holding_a_nul_is_not_projected_but_stays_a_link_of_its_chain() -> None:
     value = started_with_note("before\x00after")
     assert b"\\u0000" in value
-    assert decode_event(value) == UNSTORABLE
+    assert decode_event(value) == UNSTORABLE_EVENT
     envelope = decode_envelope(value)
     assert isinstance(envelope, Envelope) and envelope.hash_matches()
 
@@ -36,7 +36,7 @@ def test_a_drift_report_holding_a_nul_is_not_projected() -> None:
         detected_at="2026-12-07T00:00:00+00:00",
     )
     value = report.model_dump_json().encode()
-    assert decode_drift(value) == UNSTORABLE
+    assert decode_drift(value) == UNSTORABLE_EVENT
     assert decode_drift(value.replace(b"\\u0000", b"x")) == report.model_copy(
         update={"detail": {"note": "beforexafter"}}
     )
