@@ -67,6 +67,10 @@ DRIFT_PRODUCED_CLAIM_OPEN = "drift.produced_claim_open"
 # A webhook's drift claimed, produced and its claim committed; the delivery not recorded
 # (services.intake.webhooks).
 INTAKE_DRIFT_CLAIMED_UNRECORDED = "intake.drift_claimed_unrecorded"
+# A webhook delivery answered 2xx (its observation acknowledged by Kafka), its id not
+# recorded yet: the statement that is to carry it is about to run (services.intake.
+# delivery_batches).
+INTAKE_ANSWERED_UNRECORDED = "intake.answered_unrecorded"
 # The drift scan's findings are produced and remembered as reported; the accounts' cursors
 # are not moved yet (services.pull_reconciler.runtime).
 DRIFT_BEFORE_CURSORS = "reconciler.drift_before_cursors"

@@ -128,6 +128,8 @@ def create_app(settings: Settings, stop: asyncio.Event | None = None) -> FastAPI
                 timedelta(seconds=settings.webhook_dedupe_horizon_s),
                 settings.provider_accounts,
             )
+            # Before the pools close: the deliveries answered and not recorded yet.
+            stack.push_async_callback(app.state.delivery_batches.close)
             if settings.policy_file:
                 await policy.install_file(app, settings.policy_file)
             http = await stack.enter_async_context(ProviderHttp(settings.provider_timeout_s))

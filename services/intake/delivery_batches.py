@@ -1,18 +1,24 @@
-"""The webhook ingress's statements (services.intake.webhook_store: the dedupe check with
-the match, and recording the delivery id), each shared by the webhooks that reach it at the
-same time (issue 24); and for a delivery that reports drift, the claim of its report
-(reconcilers.store.claiming_reports), which is not shared: it holds its connection while
-the drift is produced, so at most DRIFT_CLAIMS are held at once.
+"""The webhook ingress's statement (services.intake.webhook_store.DELIVERIES: the dedupe
+check with the match, and the records of the deliveries answered before it), shared by the
+webhooks that reach it at the same time (issue 24); and for a delivery that reports drift,
+the claim of its report (reconcilers.store.claiming_reports), which is not shared: it holds
+its connection while the drift is produced, so at most DRIFT_CLAIMS are held at once.
 
-While one statement runs, the webhooks that arrive at the same step wait and go together in
-the next: an idle intake sends each at once, a busy one one statement (and, for the
-record, one commit) for many deliveries. No wait is added to make a batch, and the order of
-a webhook's steps stays (services.intake.webhooks): its check answers before anything is
-produced, and it answers 2xx only once the statement carrying its own row has been written.
-A statement that fails fails each webhook it carried, as its own statement would have.
+While one statement runs, the webhooks that arrive wait and go together in the next: an
+idle intake sends each at once, a busy one one statement for many deliveries. No wait is
+added to make a batch, and the order of a webhook's steps stays (services.intake.webhooks):
+its check answers before anything is produced, and it is answered 2xx once Kafka has
+acknowledged its observation. A statement that fails fails each webhook it carried, as its
+own statement would have; the records it carried go with the next.
 
-Rows older than the dedupe horizon are deleted at most every PURGE_EVERY_S, after a record,
-on the same connection.
+The delivery ids answered are recorded by the next statement, or by one of their own within
+RECORD_BOUND_S: a statement per webhook instead of two (a check, then a record with its own
+commit), three per transaction at concurrency 1. The record only spares a retry being handled
+again, which the message id makes harmless (services.intake.webhooks, step 4); in between,
+the ids answered and not written are this intake's own duplicates, from memory.
+
+Rows older than the dedupe horizon are deleted at most every PURGE_EVERY_S, after a
+statement that recorded some, on the same connection.
 
 The checks run on a connection of their own (`open_check_pool`) that plans them generically.
 Postgres plans a prepared statement's first five runs with their values and keeps its
@@ -31,14 +37,15 @@ import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator, Collection, Sequence
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from datetime import UTC, datetime, timedelta
 
 import asyncpg
 
 from reconcilers import store as drift_store
+from services.crash_points import INTAKE_ANSWERED_UNRECORDED, crash_point
 from services.intake import webhook_store
-from services.intake.shared_statement import Batched
+from services.intake.shared_statement import VALUE_ERRORS, Batched
 from services.intake.slots import Slots
 from services.intake.webhook_store import Asked, Delivery
 from services.pg_pool import GENERIC_PLANS
@@ -64,8 +71,13 @@ PURGE_EVERY_S = 60.0
 # of reports a second.
 DRIFT_CLAIMS = 3
 
-# account (Deliveries.provider), delivery id, when.
-Handled = tuple[str, str, datetime]
+# A delivery handled is recorded by the next check's statement (one statement per webhook,
+# issue 24), or by a statement of its own this long after it was answered when no check
+# comes first. Until then the intake answers a retry `duplicate` from memory; a crash loses
+# the record, and the provider's retry is handled again (services.intake.webhooks, step 4:
+# the same message id, never a second effect). Short, so that another intake process's
+# window for a retry it would not know is a duplicate stays small.
+RECORD_BOUND_S = 0.2
 
 
 async def open_check_pool(url: str, stop: asyncio.Event | None = None) -> asyncpg.Pool:
@@ -76,7 +88,8 @@ async def open_check_pool(url: str, stop: asyncio.Event | None = None) -> asyncp
 
 
 class DeliveryBatches:
-    """`pool` records the deliveries, `checks` (from `open_check_pool`) looks them up."""
+    """`pool` claims drift reports, `checks` (from `open_check_pool`) looks the deliveries up
+    and records them."""
 
     def __init__(
         self,
@@ -86,21 +99,38 @@ class DeliveryBatches:
         own: Collection[tuple[str, str]],
     ) -> None:
         self._pool = pool
+        self._check_pool = checks
         self._horizon = horizon
         self._own = own
         self._purged_at = 0.0
         self._checks: Batched[Asked, Delivery] = Batched(checks, self._look_up)
-        self._records: Batched[Handled, None] = Batched(pool, self._remember)
+        # Handled and answered, not written yet: the next statement's to record.
+        self._unwritten: dict[tuple[str, str], datetime] = {}
+        self._writer: asyncio.Task[None] | None = None
         self.claims = Slots(DRIFT_CLAIMS)
 
     async def look_up(self, asked: Asked) -> Delivery:
-        """webhook_store.look_up_all's answer for `asked`."""
+        """webhook_store.look_up_all's answer for `asked`; `seen` at once for a delivery
+        this intake handled and has not written yet."""
+        if (asked.account, asked.delivery_id) in self._unwritten:
+            return Delivery(seen=True, matched=None)
         return await self._checks.ask(asked)
 
-    async def remember(self, account: str, delivery_id: str, at: datetime) -> None:
-        """Once this returns, the delivery is recorded as handled by `account` (as
-        webhook_store.Deliveries.provider names it); the statement's error otherwise."""
-        await self._records.ask((account, delivery_id, at))
+    def remember(self, account: str, delivery_id: str, at: datetime) -> None:
+        """Record the delivery as handled by `account` (as webhook_store.Deliveries.provider
+        names it): with the next check's statement, or alone RECORD_BOUND_S from now if no
+        check comes. Until then this intake answers its retries `duplicate` from memory."""
+        self._unwritten[(account, delivery_id)] = at
+        if self._writer is None:
+            self._writer = asyncio.create_task(self._write_soon())
+
+    async def close(self) -> None:
+        """Write what is left, before the pools close (the intake stopping)."""
+        if self._writer is not None:
+            self._writer.cancel()
+            with suppress(asyncio.CancelledError):
+                await self._writer
+        await self.write()
 
     @asynccontextmanager
     async def reporting(self, drift_id: str, kind: str, at: datetime) -> AsyncIterator[bool]:
@@ -119,14 +149,41 @@ class DeliveryBatches:
                 yield drift_id in claimed
 
     async def _look_up(self, conn: asyncpg.Connection, asked: Sequence[Asked]) -> list[Delivery]:
-        return await webhook_store.look_up_all(conn, asked, self._own)
+        """The checks of `asked`, carrying the records not written yet."""
+        handled, self._unwritten = self._unwritten, {}
+        if handled:
+            crash_point(INTAKE_ANSWERED_UNRECORDED)
+        try:
+            found = await webhook_store.look_up_all(conn, asked, self._own, handled)
+        except BaseException as exc:
+            if asked or not isinstance(exc, VALUE_ERRORS):
+                # For the next statement (newer records win); a check refused for its
+                # own value is run alone next (Batched), the records with the first.
+                self._unwritten = handled | self._unwritten
+            else:  # the records' own values: no statement would take them
+                log.error("webhook deliveries not recorded, refused: %r: %s", exc, handled)
+            raise
+        if handled:
+            await self._purge(conn)
+        return found
 
-    async def _remember(self, conn: asyncpg.Connection, handled: Sequence[Handled]) -> list[None]:
-        # A delivery twice in one statement (a provider retrying while the first is being
-        # handled) is one row: ON CONFLICT cannot touch a row twice in a statement.
-        await webhook_store.remember_deliveries(conn, {(a, d): at for a, d, at in handled})
-        await self._purge(conn)
-        return [None] * len(handled)
+    async def _write_soon(self) -> None:
+        try:
+            await asyncio.sleep(RECORD_BOUND_S)
+            await self.write()
+        except Exception as exc:  # kept: the next statement carries them, or the stop
+            log.warning("recording %d webhook deliveries failed: %r", len(self._unwritten), exc)
+            self._writer = None
+            return
+        # Records made while this one was written wait for a bound of their own.
+        self._writer = asyncio.create_task(self._write_soon()) if self._unwritten else None
+
+    async def write(self) -> None:
+        """The deliveries answered so far recorded, by a statement of their own if no check
+        carries them first (none left: no statement)."""
+        async with self._check_pool.acquire() as conn:
+            if self._unwritten:
+                await self._look_up(conn, [])
 
     async def _purge(self, conn: asyncpg.Connection) -> None:
         if time.monotonic() - self._purged_at < PURGE_EVERY_S:

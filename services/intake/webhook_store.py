@@ -34,12 +34,19 @@ class Asked:
 
 
 async def look_up_all(
-    conn: asyncpg.Connection, asked: Sequence[Asked], own: Collection[tuple[str, str]] = ()
+    conn: asyncpg.Connection,
+    asked: Sequence[Asked],
+    own: Collection[tuple[str, str]] = (),
+    handled: Mapping[tuple[str, str], datetime] | None = None,
 ) -> list["Delivery"]:
     """In one statement (DELIVERIES), each delivery's answer, in order, the matched leg
     with the account its calls went to (the configured own accounts `own`, by services.
-    providers.accounts' rule)."""
-    rows = await conn.fetch(
+    providers.accounts' rule); and the deliveries `handled` recorded: (account as
+    Deliveries.provider, delivery id) -> when. A row older than the horizon (not purged
+    yet) starts a new window. The statement reads what was there before it, so a delivery
+    both recorded and asked in it is not `seen`: the caller knows what it records."""
+    rows = sorted((handled or {}).items())
+    found = await conn.fetch(
         DELIVERIES,
         [a.account for a in asked],
         [a.delivery_id for a in asked],
@@ -47,33 +54,15 @@ async def look_up_all(
         [a.provider for a in asked],
         [n for n, a in enumerate(asked, 1) for _ in a.keys],
         [key for a in asked for key in a.keys],
-    )
-    found = {row["n"]: row for row in rows}
-    return [
-        Delivery(found[n]["seen"], _matched(found[n], a.provider, own))
-        for n, a in enumerate(asked, 1)
-    ]
-
-
-async def remember_deliveries(
-    conn: asyncpg.Connection, handled: Mapping[tuple[str, str], datetime]
-) -> None:
-    """Record deliveries as handled, in one statement: (account as Deliveries.provider,
-    delivery id) -> when. A row older than the horizon (not purged yet) starts a new
-    window. Written in key order, so two intakes writing the same delivery at once wait
-    for each other instead of deadlocking. A delivery that reported drift had its report
-    remembered before (reconcilers.store.claiming_reports), so it is never recorded (no
-    more retries by the provider) while its drift is not."""
-    rows = sorted(handled.items())
-    await conn.execute(
-        "INSERT INTO webhook_deliveries (provider, delivery_id, received_at)"
-        " SELECT * FROM unnest($1::text[], $2::text[], $3::timestamptz[])"
-        " ORDER BY 1, 2 ON CONFLICT (provider, delivery_id)"
-        " DO UPDATE SET received_at = EXCLUDED.received_at",
         [account for (account, _), _ in rows],
         [delivery_id for (_, delivery_id), _ in rows],
         [at for _, at in rows],
     )
+    by_n = {row["n"]: row for row in found}
+    return [
+        Delivery(by_n[n]["seen"], _matched(by_n[n], a.provider, own))
+        for n, a in enumerate(asked, 1)
+    ]
 
 
 async def purge_deliveries(conn: asyncpg.Connection, before: datetime) -> str:
@@ -84,9 +73,9 @@ async def purge_deliveries(conn: asyncpg.Connection, before: datetime) -> str:
 
 
 # One statement finds the operation leg an effect belongs to (MATCH), and with the delivery's
-# dedupe check (DELIVERIES) it is the one statement of a webhook before its acknowledgement
-# (issue 24, item 5; `remember_deliveries` after it is the second), each shared by the
-# webhooks that reach it at the same time (services.intake.delivery_batches).
+# dedupe check and the record of the deliveries handled before it (DELIVERIES) it is the one
+# statement of a webhook (issue 24, item 5), shared by the webhooks that reach it at the same
+# time (services.intake.delivery_batches).
 #
 # Every branch is by indexed equality, so it stays an index scan whatever plan Postgres
 # picks, the generic plan asyncpg's prepared statements end up with included (issue 7,
@@ -131,11 +120,20 @@ MATCH = _match("$1::text[]", "$2")
 # For each delivery n of the arrays $1-$4 (account, delivery id, since, provider): whether
 # the account had it handled since then, and MATCH of its keys, which $5/$6 list as
 # (n, key) pairs in each delivery's order. One statement for many webhooks, as one for one.
+# And the deliveries $7-$9 (account, delivery id, when) recorded as handled: in key order,
+# so two intakes writing the same delivery at once wait for each other instead of
+# deadlocking; a delivery once per statement (ON CONFLICT cannot touch a row twice in one).
+# A data-modifying WITH runs whatever the query reads of it, and the query reads the table
+# as it was before the statement.
 # MATERIALIZED: each delivery's keys are gathered once, not wherever MATCH names them. The
 # arrays are read through services.unnest_params, so the statement is planned once per
 # connection instead of at every call.
 DELIVERIES = f"""
-WITH asked AS MATERIALIZED (
+WITH recorded AS (
+    INSERT INTO webhook_deliveries (provider, delivery_id, received_at)
+    SELECT * FROM {unnest_params("$7::text[]", "$8::text[]", "$9::timestamptz[]")} ORDER BY 1, 2
+    ON CONFLICT (provider, delivery_id) DO UPDATE SET received_at = EXCLUDED.received_at
+), asked AS MATERIALIZED (
     SELECT a.n, a.account, a.delivery_id, a.since, a.provider,
            ARRAY(SELECT k.key FROM {unnest_params("$5::int[]", "$6::text[]")} WITH ORDINALITY
                            AS k (n, key, at)

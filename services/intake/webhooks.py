@@ -12,9 +12,13 @@ belongs to: the shared account's at `/v1/webhooks/{provider}`, a tenant's own ac
    provider's own event format), turn the effect into an observation of the operation it
    belongs to, or into drift when it belongs to none, and wait for Kafka's
    acknowledgement (an event the adapter does not act on is only remembered);
-4. only then record the delivery id and answer 2xx (promise 7). A crash between 3 and 4
-   makes the provider deliver again; the second observation carries the same message id,
-   so the decider and the projector see it once.
+4. only then answer 2xx (promise 7), and record the delivery id: with the next webhook's
+   check, or within services.intake.delivery_batches.RECORD_BOUND_S, this intake answering
+   its retries `duplicate` meanwhile. A crash before the record is written (or between 3
+   and 4) makes the provider's retry handled again; the second observation carries the
+   same message id, which a live transaction takes once; a finished one keeps no input
+   ids and records it as one more ObservationIgnored, never an effect
+   (transactions.finished; tests/fault/test_drift_claim_crash.py).
 
 Drift is produced in 3 only by the delivery that claims its id (reconcilers.store.
 claiming_reports, the one judge of "already reported", the drift scan's too), and the id is
@@ -22,13 +26,13 @@ remembered as reported, before 4: a webhook that arrives after the scan reported
 (late, retried past the dedupe horizon, replayed) or while the scan is reporting it reports
 nothing again, and is recorded and answered as any other.
 
-Two statements per delivery at most (issue 24, item 5), and two more for a delivery that
+One statement per delivery at most (issue 24, item 5), and two more for a delivery that
 reports drift (its claim and the claim's idle bound, rare): the body is read (3, pure)
-before 2, so that the dedupe check and the lookup of the effect's operation are one statement
-(webhook_store.DELIVERIES); nothing read is acted on before the check, and an unreadable
-body that was handled already is still answered `duplicate`. Recording the delivery id (4)
-is the second. Each is shared by the webhooks that reach it at the same time
-(services.intake.delivery_batches), so under load a delivery costs less than two.
+before 2, so that the dedupe check, the lookup of the effect's operation and the records of
+the deliveries answered before it are one statement (webhook_store.DELIVERIES); nothing
+read is acted on before the check, and an unreadable body that was handled already is
+still answered `duplicate`. The statement is shared by the webhooks that reach it at the
+same time (services.intake.delivery_batches), so under load a delivery costs less than one.
 """
 
 import base64
@@ -170,7 +174,7 @@ async def _receive(request: Request, account: Account, secrets: tuple[str, ...])
     if notice is None:
         # An event the provider's adapter does not act on: remembered, so its retries
         # are duplicates, and acknowledged so the provider stops retrying.
-        await batches.remember(str(account), delivery_id, now)
+        batches.remember(str(account), delivery_id, now)
         return JSONResponse({"status": "ignored", "type": reading.type})
     matched = known.matched
     producer = request.app.state.producer
@@ -224,7 +228,7 @@ async def _receive(request: Request, account: Account, secrets: tuple[str, ...])
                 found.kind.value,
                 found.drift_id,
             )
-    await batches.remember(str(account), delivery_id, now)
+    batches.remember(str(account), delivery_id, now)
     return _answered(ACCEPTED)
 
 

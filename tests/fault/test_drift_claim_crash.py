@@ -9,6 +9,11 @@ the webhook ingress records its delivery only after that commit).
   (`intake.drift_claimed_unrecorded`): the provider's retry finds the drift reported,
   produces nothing, and is recorded.
 
+And of any delivery: the ingress killed once it answered 2xx and before a statement recorded
+the delivery (`intake.answered_unrecorded`, services.intake.delivery_batches): the provider's
+retry is handled again, its observation produced again under the same message id, which a
+live transaction takes once and a finished one records as ignored, never as an effect.
+
 Real sandbox (its webhooks, and its replay as the provider's retry), intake, Postgres and
 Kafka; each process killed at the point by services.crash_points (an exit like kill -9)."""
 
@@ -19,14 +24,16 @@ from typing import Any
 import asyncpg
 import pytest
 from support.crash_support import until_listening
+from support.delivery_rows import until_recorded
 from support.drift_scanner import (
     a_charge_that_lost_its_effect,
     cli_scan,
+    dropped_delivery,
     held_back_stray,
     scanner_settings,
     scans_by_hand,
 )
-from support.recon_client import Recon
+from support.recon_client import Recon, op, transaction
 from support.topic_records import read_topic
 
 from events.topics import Topics
@@ -34,6 +41,7 @@ from services.crash_points import (
     CRASH_ENV,
     CRASH_EXIT_CODE,
     DRIFT_PRODUCED_CLAIM_OPEN,
+    INTAKE_ANSWERED_UNRECORDED,
     INTAKE_DRIFT_CLAIMED_UNRECORDED,
 )
 from services.devtools.stack import Stack
@@ -53,6 +61,26 @@ async def _count(stack: Stack, query: str, *args: Any) -> int:
         return found
     finally:
         await conn.close()
+
+
+async def _replayed_to_an_intake_killed_at(
+    stack: Stack, recon: Recon, point: str, replay: str
+) -> dict[str, Any]:
+    """The sandbox's attempt at `replay`, sent to an intake armed to crash at `point`, once
+    the intake has exited there (the test starts the next one)."""
+    stack.stop("intake")
+    stack.extra_env[CRASH_ENV] = point
+    try:
+        stack.start("intake")
+        await until_listening(recon)
+        sent = await recon.http.post(replay)
+        code = await asyncio.to_thread(stack.processes["intake"].wait, 30)
+        assert code == CRASH_EXIT_CODE, stack.log_tail("intake")
+    finally:
+        del stack.extra_env[CRASH_ENV]
+    stack.processes.pop("intake")
+    attempt: dict[str, Any] = sent.json()["attempt"]
+    return attempt
 
 
 async def test_a_scan_killed_with_its_report_acknowledged_and_its_claim_open_reports_it_again(
@@ -91,18 +119,8 @@ async def test_an_intake_killed_reporting_a_webhooks_drift_leaves_it_to_the_prov
     replay = f"{stack.sandbox_url}/v1/webhooks/replay/{event}"
     delivered = "SELECT count(*) FROM webhook_deliveries WHERE delivery_id = $1"
 
-    stack.stop("intake")
-    stack.extra_env[CRASH_ENV] = point
-    try:
-        stack.start("intake")
-        await until_listening(recon)
-        killed = await recon.http.post(replay)
-        assert not killed.json()["attempt"]["ok"], killed.text
-        code = await asyncio.to_thread(stack.processes["intake"].wait, 30)
-        assert code == CRASH_EXIT_CODE, stack.log_tail("intake")
-    finally:
-        del stack.extra_env[CRASH_ENV]
-    stack.processes.pop("intake")
+    killed = await _replayed_to_an_intake_killed_at(stack, recon, point, replay)
+    assert not killed["ok"], killed
     [drift_id] = await _reported(stack)  # acknowledged before the kill
     claimed = await _count(stack, "SELECT count(*) FROM reconciler_drift_reported")
     assert claimed == (0 if point == DRIFT_PRODUCED_CLAIM_OPEN else 1)
@@ -115,4 +133,49 @@ async def test_an_intake_killed_reporting_a_webhooks_drift_leaves_it_to_the_prov
     # Reported again only if the claim had rolled back; never lost; recorded now.
     assert await _reported(stack) == {drift_id: times}
     assert await _count(stack, "SELECT count(*) FROM reconciler_drift_reported") == 1
-    assert await _count(stack, delivered, event) == 1
+    await until_recorded(stack.database_url, event)
+
+
+async def test_an_intake_killed_between_answering_a_delivery_and_recording_it_has_its_retry_taken_once(  # noqa: E501
+    stack: Stack, recon: Recon
+) -> None:
+    # A committed charge whose webhook is held back, so the test sends it (the replay) when
+    # the intake is armed.
+    await recon.arm("payments.charge", "webhook_drop")
+    assert (await recon.submit(transaction("rec-crash", receipt=False))).status_code == 202
+    tx = await recon.wait_terminal("rec-crash")
+    assert tx["status"] == "committed"
+    key = op(tx, "charge")["op_key"]
+    [effect] = [e for e in await recon.effects("payments.charge") if e["idempotency_key"] == key]
+    event = (await dropped_delivery(stack, recon, effect["id"]))["event_id"]
+    replay = f"{stack.sandbox_url}/v1/webhooks/replay/{event}"
+    delivered = "SELECT count(*) FROM webhook_deliveries WHERE delivery_id = $1"
+
+    answered = await _replayed_to_an_intake_killed_at(
+        stack, recon, INTAKE_ANSWERED_UNRECORDED, replay
+    )
+    # Answered: the crash came after, at the statement that was to record it.
+    assert answered["status_code"] == 200, answered
+    assert await _count(stack, delivered, event) == 0
+
+    stack.start("intake")
+    await stack.wait_ready()
+    retried = await recon.http.post(replay)
+    assert retried.json()["attempt"]["status_code"] == 200, retried.text
+    await until_recorded(stack.database_url, event)
+    message_id = f"webhook:sandbox:{event}"
+    observations = await read_topic(stack.kafka_bootstrap, Topics(stack.topic_prefix).observations)
+    # Handled twice, produced twice under one message id; the transaction had finished,
+    # and a finished transaction's marker keeps no input ids (transactions.finished): each
+    # is recorded as ignored, nothing is applied again, the transaction stays as it was.
+    assert [o["message_id"] for o in observations].count(message_id) == 2
+    events = await recon.settled_events("rec-crash")
+    cited = [e["type"] for e in events if _observation(e) == message_id]
+    assert cited == ["ObservationIgnored", "ObservationIgnored"], cited
+    await recon.assert_applied_once(key)
+    assert (await recon.get("rec-crash")).json()["status"] == "committed"
+
+
+def _observation(event: dict[str, Any]) -> str | None:
+    evidence = event["data"].get("evidence")
+    return evidence.get("observation_id") if isinstance(evidence, dict) else None

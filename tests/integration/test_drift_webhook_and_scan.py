@@ -13,6 +13,7 @@ from typing import Any
 
 import asyncpg
 from support.decider_support import eventually
+from support.delivery_rows import until_recorded
 from support.drift_scanner import dropped_delivery, scanner_settings, scans_by_hand
 from support.recon_client import Recon
 from support.topic_records import read_topic
@@ -90,15 +91,7 @@ async def test_a_webhook_arriving_after_the_scan_reported_its_stray_reports_noth
     # The intake answered the late delivery (accepted, remembered: a retry is a duplicate)
     # after Kafka acknowledged anything it produced, so the topic now holds all of it.
     assert replayed.json()["attempt"]["status_code"] == 200, replayed.text
-    conn = await asyncpg.connect(stack.database_url)
-    try:
-        remembered = await conn.fetchval(
-            "SELECT count(*) FROM webhook_deliveries WHERE delivery_id = $1",
-            delivery["event_id"],
-        )
-    finally:
-        await conn.close()
-    assert remembered == 1
+    await until_recorded(stack.database_url, delivery["event_id"])
     records = await read_topic(stack.kafka_bootstrap, drift_topic)
     assert Counter(r["drift_id"] for r in records if r.get("effect_id") == stray) == {drift_id: 1}
 

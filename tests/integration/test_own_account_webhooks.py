@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator
 import asyncpg
 import httpx
 import pytest
+from support.delivery_rows import written
 from support.intake_app import intake_client, settings_fixture
 from test_webhook_ingress import NEW_SECRET, OP_KEY, event_body, observations, records
 
@@ -64,13 +65,8 @@ async def test_the_own_accounts_endpoint_settles_the_tenants_operation(
     [(_, observed)] = await observations(settings)
     assert (observed.tenant, observed.tx_id, observed.op_key) == ("acme", "order-1", OP_KEY)
     assert observed.message_id == "webhook:acme/sandbox:evt_1"
-    conn = await asyncpg.connect(settings.database_url)
-    try:
-        scopes = await conn.fetch("SELECT provider, delivery_id FROM webhook_deliveries")
-    finally:
-        await conn.close()
     # Deduplicated within the account: another account's delivery ids are its own.
-    assert [(r["provider"], r["delivery_id"]) for r in scopes] == [("acme/sandbox", "evt_1")]
+    await written(settings.database_url, [("acme/sandbox", "evt_1")])
 
 
 async def test_the_shared_accounts_signature_never_settles_an_own_accounts_operation(

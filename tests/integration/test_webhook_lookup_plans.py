@@ -4,8 +4,9 @@ executions Postgres may switch a prepared statement to a generic plan, costed wi
 parameter's value: a lookup that was fast with a custom plan then scans a whole table on
 every webhook for an effect recon does not know. The plans are checked with the generic
 plan forced, on tables large enough for a scan to be a real choice: the lookup alone
-(MATCH) and the one statement a delivery costs before its acknowledgement (DELIVERIES: the
-dedupe check with it, issue 24 item 5, for every delivery checked at the same time).
+(MATCH) and the one statement a delivery costs (DELIVERIES: the dedupe check with it and
+the records of the deliveries answered before, issue 24 item 5, for every delivery checked
+at the same time).
 
 The intake runs DELIVERIES on a connection that plans it generically once
 (services.intake.delivery_batches.open_check_pool) and keeps that plan until an ANALYZE of
@@ -41,10 +42,11 @@ async def conn(fresh_database: str) -> AsyncIterator[asyncpg.Connection]:
 PARAMETERS = {
     "match": ("text[], text", "ARRAY['rk1_unknown'], 'sandbox'"),
     "deliveries": (
-        "text[], text[], timestamptz[], text[], int[], text[]",
+        "text[], text[], timestamptz[], text[], int[], text[], text[], text[], timestamptz[]",
         "ARRAY['sandbox', 'sandbox'], ARRAY['whd-unknown', 'whd-other'],"
         " ARRAY[now() - interval '1 day', now() - interval '1 day'], ARRAY['sandbox', 'sandbox'],"
-        " ARRAY[1, 2, 2], ARRAY['rk1_unknown', 'nobody', 'rk1_unknown']",
+        " ARRAY[1, 2, 2], ARRAY['rk1_unknown', 'nobody', 'rk1_unknown'],"
+        " ARRAY['sandbox'], ARRAY['whd-answered'], ARRAY[now()]",
     ),
 }
 

@@ -102,7 +102,7 @@ class Batches:
             raise self.seams.fail_lookup
         return webhook_store.Delivery(self.seams.seen, self.seams.matched)
 
-    async def remember(self, account: str, delivery_id: str, at: Any) -> None:
+    def remember(self, account: str, delivery_id: str, at: Any) -> None:
         self.seams.remembered.append(f"{account}/{delivery_id}")
 
     @asynccontextmanager
