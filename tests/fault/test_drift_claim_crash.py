@@ -136,7 +136,7 @@ async def test_an_intake_killed_reporting_a_webhooks_drift_leaves_it_to_the_prov
     await until_recorded(stack.database_url, event)
 
 
-async def test_an_intake_killed_between_answering_a_delivery_and_recording_it_has_its_retry_taken_once(  # noqa: E501
+async def test_an_intake_killed_between_answering_a_delivery_and_recording_it_has_the_retry_handled_again_without_a_second_effect(  # noqa: E501
     stack: Stack, recon: Recon
 ) -> None:
     # A committed charge whose webhook is held back, so the test sends it (the replay) when

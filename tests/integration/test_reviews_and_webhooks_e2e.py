@@ -97,6 +97,16 @@ def count(events: list[dict[str, Any]], type_: str, action: str) -> int:
     return sum(1 for e in events if e["type"] == type_ and e["data"].get("action") == action)
 
 
+async def every_fault_taken(recon: Recon) -> None:
+    """Until the sandbox has no fault armed: each was taken by the delivery it was for."""
+
+    async def none_armed() -> bool:
+        armed = await recon.http.get(f"{recon.sandbox_url}/v1/faults")
+        return armed.json()["faults"] == []
+
+    await eventually(none_armed, "every armed fault taken")
+
+
 async def test_webhooks_confirm_lost_responses_once_and_report_unintended_effects(
     stack: Stack, recon: Recon
 ) -> None:
@@ -118,13 +128,18 @@ async def test_webhooks_confirm_lost_responses_once_and_report_unintended_effect
     await recon.http.delete(f"{recon.sandbox_url}/v1/faults")
 
     # Deliveries duplicated, then held and released in reverse order: every operation's
-    # webhook arrives (twice, or late) and none moves a state twice or backwards.
-    await recon.arm("payments.charge", "webhook_duplicate", times=5)
-    await recon.arm("inventory.reserve", "webhook_duplicate", times=5)
+    # webhook arrives (twice, or late) and none moves a state twice or backwards. A webhook
+    # takes the first fault armed for its operation, so each is armed for its transaction's
+    # one delivery and taken before the next is armed: until stop 62 the duplicates were
+    # armed five times, and reorder-1's webhooks took the duplicates left, never a reorder.
+    await recon.arm("payments.charge", "webhook_duplicate")
+    await recon.arm("inventory.reserve", "webhook_duplicate")
     assert (await recon.submit(transaction("dup-1"))).status_code == 202
+    await every_fault_taken(recon)
     await recon.arm("payments.charge", "webhook_reorder", times=1, delay_ms=1500)
     await recon.arm("inventory.reserve", "webhook_reorder", times=1, delay_ms=1500)
     assert (await recon.submit(transaction("reorder-1"))).status_code == 202
+    await every_fault_taken(recon)
 
     for tx_id in ("dup-1", "reorder-1"):
         done = await recon.wait_terminal(tx_id)
