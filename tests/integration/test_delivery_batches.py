@@ -14,6 +14,7 @@ from datetime import UTC, datetime, timedelta
 import asyncpg
 import pytest
 from support import large_tables
+from support.delivery_rows import rows
 
 from services.intake.delivery_batches import RECORD_BOUND_S, DeliveryBatches, open_check_pool
 from services.intake.webhook_store import DELIVERIES, Asked
@@ -64,11 +65,6 @@ def _ours(statements: list[str]) -> list[str]:
     return [s for s in statements if "webhook_deliveries" in s and "DELETE" not in s]
 
 
-async def _rows(conn: asyncpg.Connection) -> list[tuple[str, str]]:
-    rows = await conn.fetch("SELECT provider, delivery_id FROM webhook_deliveries")
-    return sorted((r["provider"], r["delivery_id"]) for r in rows)
-
-
 async def test_deliveries_answered_ride_the_next_check_and_their_retries_are_duplicates(
     pool: asyncpg.Pool, batches: DeliveryBatches, reader: asyncpg.Connection
 ) -> None:
@@ -83,7 +79,7 @@ async def test_deliveries_answered_ride_the_next_check_and_their_retries_are_dup
     retry = await batches.look_up(Asked("sandbox", "evt_3", since, "sandbox", ()))
     await asyncio.sleep(0)  # the query logger's callbacks run on the loop
     assert (retry.seen, _ours(statements)) == (True, [])
-    assert await _rows(reader) == []
+    assert await rows(reader) == []
 
     fresh = await batches.look_up(Asked("sandbox", "evt_new", since, "sandbox", ()))
     await asyncio.sleep(0)
@@ -91,7 +87,7 @@ async def test_deliveries_answered_ride_the_next_check_and_their_retries_are_dup
     assert not fresh.seen
     # The new delivery's check carried every record: one statement, one row per id.
     assert len(_ours(statements)) == 1
-    assert await _rows(reader) == sorted(ids)
+    assert await rows(reader) == sorted(ids)
 
 
 async def test_deliveries_no_check_carries_are_written_by_a_statement_of_their_own(
@@ -102,12 +98,12 @@ async def test_deliveries_no_check_carries_are_written_by_a_statement_of_their_o
     for n in range(3):
         batches.remember("sandbox", f"evt_{n}", at)
     async with asyncio.timeout(10):
-        while len(await _rows(reader)) < 3:
+        while len(await rows(reader)) < 3:
             await asyncio.sleep(RECORD_BOUND_S / 4)
     # Written once, and nothing more while nothing else comes.
     await asyncio.sleep(2 * RECORD_BOUND_S)
 
-    assert await _rows(reader) == [("sandbox", f"evt_{n}") for n in range(3)]
+    assert await rows(reader) == [("sandbox", f"evt_{n}") for n in range(3)]
     assert len(_ours(statements)) == 1
 
 
@@ -118,7 +114,7 @@ async def test_the_stop_writes_what_is_not_written_yet(
 
     await batches.close()
 
-    assert await _rows(reader) == [("sandbox", "evt_last")]
+    assert await rows(reader) == [("sandbox", "evt_last")]
 
 
 async def test_records_a_failed_statement_carried_go_with_the_next(
@@ -136,7 +132,7 @@ async def test_records_a_failed_statement_carried_go_with_the_next(
     )
     await batches.look_up(Asked("sandbox", "evt_b", at - HORIZON, "sandbox", ()))
 
-    assert await _rows(reader) == [("sandbox", "evt_kept")]
+    assert await rows(reader) == [("sandbox", "evt_kept")]
 
 
 async def test_concurrent_checks_share_a_statement_and_each_gets_its_own_answer(

@@ -101,8 +101,8 @@ async def every_fault_taken(recon: Recon) -> None:
     """Until the sandbox has no fault armed: each was taken by the delivery it was for."""
 
     async def none_armed() -> bool:
-        armed = await recon.http.get(f"{recon.sandbox_url}/v1/faults")
-        return armed.json()["faults"] == []
+        armed: list[Any] = (await recon.http.get(f"{recon.sandbox_url}/v1/faults")).json()["faults"]
+        return armed == []
 
     await eventually(none_armed, "every armed fault taken")
 

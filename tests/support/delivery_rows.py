@@ -17,21 +17,22 @@ async def written(database_url: str, expected: list[Row], timeout: float = 10) -
     want = sorted(expected)
     conn = await asyncpg.connect(database_url)
     try:
-        rows = await _rows(conn)
+        found = await rows(conn)
         try:
             async with asyncio.timeout(timeout):
-                while rows != want:
+                while found != want:
                     await asyncio.sleep(RECORD_BOUND_S / 4)
-                    rows = await _rows(conn)
+                    found = await rows(conn)
         except TimeoutError:
-            raise AssertionError(f"deliveries recorded {rows}, expected {want}") from None
+            raise AssertionError(f"deliveries recorded {found}, expected {want}") from None
         await asyncio.sleep(2 * RECORD_BOUND_S)
-        assert await _rows(conn) == want
+        assert await rows(conn) == want
     finally:
         await conn.close()
 
 
-async def _rows(conn: asyncpg.Connection) -> list[Row]:
+async def rows(conn: asyncpg.Connection) -> list[Row]:
+    """Every delivery recorded, sorted."""
     found = await conn.fetch("SELECT provider, delivery_id FROM webhook_deliveries")
     return sorted((r["provider"], r["delivery_id"]) for r in found)
 
