@@ -37,14 +37,17 @@ async def rows(conn: asyncpg.Connection) -> list[Row]:
     return sorted((r["provider"], r["delivery_id"]) for r in found)
 
 
+# How many deliveries of an id are recorded, by any account.
+BY_ID = "SELECT count(*) FROM webhook_deliveries WHERE delivery_id = $1"
+
+
 async def until_recorded(database_url: str, delivery_id: str, timeout: float = 10) -> None:
     """Until a delivery of this id is recorded (by any account: a stack's table holds other
     tests' deliveries, so `written` does not fit)."""
     conn = await asyncpg.connect(database_url)
-    query = "SELECT count(*) FROM webhook_deliveries WHERE delivery_id = $1"
     try:
         async with asyncio.timeout(timeout):
-            while await conn.fetchval(query, delivery_id) != 1:
+            while await conn.fetchval(BY_ID, delivery_id) != 1:
                 await asyncio.sleep(RECORD_BOUND_S / 4)
     except TimeoutError:
         raise AssertionError(f"delivery {delivery_id} not recorded in {timeout} s") from None
